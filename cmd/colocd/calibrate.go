@@ -1,0 +1,108 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/colocd/colocd/predictor"
+	"github.com/spf13/cobra"
+)
+
+func newCalibrateCmd() *cobra.Command {
+	var (
+		measPath, out string
+		opts          predictor.FitOptions
+		noCV, asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "calibrate --measurements FILE --out FILE",
+		Short: "Fit the model's device parameters to measurements",
+		Long: `Fit the time-slicing model's virtual slice, switching overhead and hold-over to
+measured co-location runs (colocd.measurements/v1), and write them as a
+colocd.calibration/v1 file with the fit's MAPE in-sample and leave-one-record-out.
+See docs/predictor.md for the method and docs/formats.md for the files.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if measPath == "" {
+				return errors.New("calibrate: --measurements: want the path of a colocd.measurements/v1 file")
+			}
+			if out == "" {
+				return errors.New("calibrate: --out: want the path of the calibration file to write")
+			}
+			if opts.Requests < 0 {
+				return fmt.Errorf("calibrate: --requests: want a count ≥ 1 (0: each record's own or %d), got %d", predictor.DefaultRequests, opts.Requests)
+			}
+			m, err := predictor.LoadMeasurements(measPath)
+			if err != nil {
+				return fmt.Errorf("calibrate: %w", err)
+			}
+			opts.CrossValidate = !noCV
+			cal, err := predictor.FitTimeslice(cmd.Context(), m, opts)
+			if err != nil {
+				return fmt.Errorf("calibrate: %w", err)
+			}
+			cal.Source = fmt.Sprintf("fitted on %s (%d records)", filepath.Base(measPath), cal.Fit.Records)
+			if err := predictor.SaveCalibration(out, cal); err != nil {
+				return fmt.Errorf("calibrate: %w", err)
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(cal)
+			}
+			return printCalibration(cmd.OutOrStdout(), cal, out)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&measPath, "measurements", "", "measurements file (required)")
+	f.StringVarP(&out, "out", "o", "", "calibration file to write (required)")
+	f.IntVar(&opts.Requests, "requests", 0, fmt.Sprintf("simulated requests per record, unless the record sets its own (default %d)", predictor.DefaultRequests))
+	f.Uint64Var(&opts.Seed, "seed", 1, "arrival seed, unless the record sets its own")
+	f.BoolVar(&noCV, "no-cv", false, "skip the leave-one-record-out refits")
+	f.BoolVar(&asJSON, "json", false, "print the calibration as JSON")
+	return cmd
+}
+
+// printCalibration writes the fitted values and a per-metric table.
+func printCalibration(w io.Writer, cal *predictor.Calibration, out string) error {
+	ts, fit := cal.Timeslice, cal.Fit
+	fmt.Fprintf(w, "%s: %d metrics → %s\n", cal.Source, fit.Metrics, out)
+	fmt.Fprintf(w, "slice %.1f µs, switch %.1f µs, hold-over %.1f µs\n", ts.SliceUS, ts.SwitchUS, ts.HoldoverUS)
+	fmt.Fprintf(w, "MAPE in-sample %.2f %%", 100*fit.MAPE)
+	if fit.CVMAPE != nil {
+		fmt.Fprintf(w, ", %s %.2f %%", fit.CV, 100**fit.CVMAPE)
+	}
+	fmt.Fprintf(w, " (%d model evaluations)\n", fit.Evaluations)
+	if len(fit.Unidentified) > 0 {
+		fmt.Fprintf(w, "not identified by these records: %s\n", strings.Join(fit.Unidentified, ", "))
+	}
+	for _, s := range fit.Skipped {
+		fmt.Fprintf(w, "skipped %s\n", s)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "record\tmetric\tmeasured\tpredicted\terror\tleft-out predicted\tleft-out error")
+	for _, r := range fit.PerRecord {
+		for _, m := range r.Metrics {
+			cvp, cve := "—", "—"
+			if m.CVPredicted != nil {
+				cvp, cve = fmt.Sprintf("%.3f", *m.CVPredicted), pctErr(*m.CVPredicted, m.Measured)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%s\t%s\t%s\n", r.Name, m.Field, m.Measured, m.Predicted, pctErr(m.Predicted, m.Measured), cvp, cve)
+		}
+	}
+	return tw.Flush()
+}
+
+func pctErr(pred, meas float64) string {
+	if math.IsNaN(pred) {
+		return "—"
+	}
+	return fmt.Sprintf("%+.1f %%", 100*(pred-meas)/meas)
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+
+	"github.com/colocd/colocd/predictor"
+	"github.com/spf13/cobra"
+)
+
+func newPredictCmd() *cobra.Command {
+	var (
+		infPath, mode, calPath string
+		trainPaths             []string
+		sc                     predictor.Scenario
+		asJSON                 bool
+	)
+	cmd := &cobra.Command{
+		Use:   "predict --inference FILE --training FILE [--training FILE ...] (--rate RPS | --load F)",
+		Short: "Predict inference latency under co-location",
+		Long: `Predict what co-located training jobs do to an inference service's latency.
+
+Requests arrive by a seeded Poisson process at --rate (req/s) or at --load, a
+fraction of the service's solo capacity. The output gives, for the inference
+service, latency_ms (arrival to completion: what SLOs are written on) and
+service_ms (start of execution to completion), solo and co-located, and each
+training job's iteration time. The device parameters come from --calibration
+or the built-in default. See docs/predictor.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if infPath == "" {
+				return errors.New("predict: --inference: want the path of an inference profile")
+			}
+			if predictor.Mode(mode) != predictor.ModeTimeslice {
+				return fmt.Errorf("predict: --mode: want %q (the MPS model is not built yet), got %q", predictor.ModeTimeslice, mode)
+			}
+			cal := predictor.DefaultCalibration()
+			if calPath != "" {
+				var err error
+				if cal, err = predictor.LoadCalibration(calPath); err != nil {
+					return fmt.Errorf("predict: --calibration: %w", err)
+				}
+			}
+			inf, err := predictor.LoadProfile(infPath)
+			if err != nil {
+				return fmt.Errorf("predict: --inference: %w", err)
+			}
+			sc.Inference = inf
+			for _, p := range trainPaths {
+				t, err := predictor.LoadProfile(p)
+				if err != nil {
+					return fmt.Errorf("predict: --training: %w", err)
+				}
+				sc.Training = append(sc.Training, t)
+			}
+			if sc.Requests <= 0 {
+				return fmt.Errorf("predict: --requests: want a count ≥ 1, got %d", sc.Requests)
+			}
+			var pr predictor.Predictor
+			pred, err := pr.PredictTimeslice(&sc, *cal.Timeslice)
+			if err != nil {
+				return fmt.Errorf("predict: %w", err)
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(pred)
+			}
+			return printPrediction(cmd.OutOrStdout(), pred, cal)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&infPath, "inference", "", "inference profile (required)")
+	f.StringArrayVar(&trainPaths, "training", nil, "training profile (repeat for several jobs)")
+	f.StringVar(&mode, "mode", string(predictor.ModeTimeslice), "GPU sharing mode: timeslice")
+	f.Float64Var(&sc.RateRPS, "rate", 0, "request rate in req/s")
+	f.Float64Var(&sc.Load, "load", 0, "request rate as a fraction of solo capacity, in (0,1)")
+	f.IntVar(&sc.Requests, "requests", predictor.DefaultRequests, "simulated requests")
+	f.Uint64Var(&sc.Seed, "seed", 1, "arrival seed")
+	f.StringVar(&calPath, "calibration", "", "calibration file (default: the built-in, unfitted values)")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.MarkFlagsMutuallyExclusive("rate", "load")
+	return cmd
+}
+
+// printPrediction writes the prediction as a table a person reads.
+func printPrediction(w io.Writer, p *predictor.Prediction, cal *predictor.Calibration) error {
+	in := p.Inference
+	fmt.Fprintf(w, "%s at %.2f req/s (load %.2f of solo capacity), %d requests, mode %s\n", in.Name, in.RateRPS, in.Load, in.Requests, p.Mode)
+	if ts := p.Timeslice; ts != nil {
+		fmt.Fprintf(w, "device: slice %.0f µs, switch %.0f µs, hold-over %.0f µs\n", ts.SliceUS, ts.SwitchUS, ts.HoldoverUS)
+	}
+	fmt.Fprintf(w, "calibration: %s\n\n", cal.Source)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "inference (ms)\t\t    mean\t     p50\t     p90\t     p95\t     p99")
+	row := func(what, when string, q predictor.Percentiles) {
+		fmt.Fprintf(tw, "%s\t%s\t%8.3f\t%8.3f\t%8.3f\t%8.3f\t%8.3f\n", what, when, q.Mean, q.P50, q.P90, q.P95, q.P99)
+	}
+	row("latency", "solo", in.SoloLatencyMS)
+	row("latency", "co-located", in.LatencyMS)
+	row("service", "solo", in.SoloServiceMS)
+	row("service", "co-located", in.ServiceMS)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(p.Training) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "training\tsolo iteration ms\tco-located ms\tslowdown")
+	for _, t := range p.Training {
+		fmt.Fprintf(tw, "%s\t%17s\t%13s\t%7.3fx\n", t.Name, msOrDash(t.SoloIterationMS), msOrDash(t.IterationMS), t.Slowdown)
+	}
+	return tw.Flush()
+}
+
+func msOrDash(v *float64) string {
+	if v == nil || math.IsInf(*v, 0) {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f", *v)
+}

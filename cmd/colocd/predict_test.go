@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// update rewrites golden files instead of comparing with them.
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+const profilesDir = "../../testdata/profiles"
+
+// TestPredictGolden pins two full predictions byte for byte. A change in the
+// model shows up here; refresh with go test ./cmd/colocd -run Golden -update
+// and say in the commit why the numbers moved.
+func TestPredictGolden(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"v100-timeslice", []string{"--inference", profilesDir + "/v100-infer-200.json", "--training", profilesDir + "/v100-train-step.json",
+			"--load", "0.2", "--requests", "2000", "--seed", "1"}},
+		{"summary-two-trainers", []string{"--inference", profilesDir + "/summary-bert.json",
+			"--training", profilesDir + "/summary-train.json", "--training", profilesDir + "/summary-stream.json",
+			"--rate", "40", "--requests", "1000", "--seed", "7", "--calibration", "../../testdata/golden/calibration-example.json"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _, err := runCLI(t, append([]string{"predict", "--mode", "timeslice", "--json"}, tt.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("..", "..", "testdata", "golden", "predict-"+tt.name+".json")
+			if *update {
+				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if out != string(want) {
+				t.Errorf("prediction differs from %s (run with -update if the change is intended):\n%s", golden, out)
+			}
+		})
+	}
+}
+
+// The --json output carries exactly the keys the issue and docs promise.
+func TestPredictJSONShape(t *testing.T) {
+	out, _, err := runCLI(t, "predict", "--inference", profilesDir+"/summary-bert.json", "--training", profilesDir+"/summary-train.json",
+		"--load", "0.3", "--requests", "100", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["mode"] != "timeslice" {
+		t.Errorf("mode = %v, want timeslice", doc["mode"])
+	}
+	inf := doc["inference"].(map[string]any)
+	for _, k := range []string{"name", "rate_rps", "requests"} {
+		if _, ok := inf[k]; !ok {
+			t.Errorf("inference.%s missing", k)
+		}
+	}
+	for _, q := range []string{"latency_ms", "service_ms", "solo_latency_ms", "solo_service_ms"} {
+		m, ok := inf[q].(map[string]any)
+		if !ok {
+			t.Fatalf("inference.%s missing", q)
+		}
+		for _, k := range predictor.PercentileKeys {
+			if _, ok := m[k].(float64); !ok {
+				t.Errorf("inference.%s.%s missing or not a number", q, k)
+			}
+		}
+	}
+	tr := doc["training"].([]any)[0].(map[string]any)
+	for _, k := range []string{"name", "iteration_ms", "solo_iteration_ms"} {
+		if _, ok := tr[k]; !ok {
+			t.Errorf("training[0].%s missing", k)
+		}
+	}
+}
+
+func TestPredictTable(t *testing.T) {
+	out, _, err := runCLI(t, "predict", "--inference", profilesDir+"/summary-bert.json", "--training", profilesDir+"/summary-stream.json",
+		"--rate", "50", "--requests", "200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"bert-summary at 50.00 req/s", "latency         co-located", "stream-train-summary", "—"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestPredictErrors(t *testing.T) {
+	bert, train := profilesDir+"/summary-bert.json", profilesDir+"/summary-train.json"
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no inference", []string{"--load", "0.5"}, "--inference: want the path of an inference profile"},
+		{"mps not yet", []string{"--inference", bert, "--mode", "mps", "--load", "0.5"}, `--mode: want "timeslice"`},
+		{"rate and load", []string{"--inference", bert, "--rate", "5", "--load", "0.5"}, "[load rate] were all set"},
+		{"no rate", []string{"--inference", bert}, "rate: want a rate in req/s"},
+		{"load out of range", []string{"--inference", bert, "--load", "1.5"}, "load: want a fraction of solo capacity in (0,1), got 1.5"},
+		{"training as inference", []string{"--inference", train, "--load", "0.5"}, `inference.kind: want "inference", got "training"`},
+		{"missing file", []string{"--inference", "nope.json", "--load", "0.5"}, "nope.json"},
+		{"zero requests", []string{"--inference", bert, "--load", "0.5", "--requests", "0"}, "--requests: want a count ≥ 1, got 0"},
+		{"bad calibration", []string{"--inference", bert, "--load", "0.5", "--calibration", train}, "--calibration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := runCLI(t, append([]string{"predict"}, tt.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}

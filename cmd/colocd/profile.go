@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/colocd/colocd/predictor"
+	"github.com/spf13/cobra"
+)
+
+// profileFormats are the trace formats `colocd profile import` reads.
+var profileFormats = []string{"kineto"}
+
+func newProfileCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "profile", Short: "Work with workload profiles (colocd.profile/v1)"}
+	cmd.AddCommand(newProfileImportCmd(), newProfileValidateCmd())
+	return cmd
+}
+
+func newProfileImportCmd() *cobra.Command {
+	var (
+		format, kind, out string
+		opts              predictor.KinetoOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "import --format kineto --out FILE TRACE",
+		Short: "Import a profiler trace as a profile",
+		Long: `Import a PyTorch profiler (Kineto) trace (.json or .json.gz) as a colocd.profile/v1 file.
+
+The unit is one ProfilerStep (the median-length one, or --step N), the GPU work
+launched inside a record_function annotation (--annotation TEXT), or the whole
+trace when it has no steps. Every kernel on every stream becomes an op; see
+docs/profiles.md for the rules.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "kineto" {
+				return fmt.Errorf("profile import: --format: want one of %s, got %q", strings.Join(profileFormats, ", "), format)
+			}
+			switch predictor.Kind(kind) {
+			case "", predictor.KindInference, predictor.KindTraining:
+				opts.Kind = predictor.Kind(kind)
+			default:
+				return fmt.Errorf("profile import: --kind: want inference or training (default: from the trace), got %q", kind)
+			}
+			if out == "" {
+				return errors.New("profile import: --out: want the path of the profile to write")
+			}
+			p, err := predictor.ImportKinetoFile(args[0], opts)
+			if err != nil {
+				return fmt.Errorf("profile import: %w", err)
+			}
+			if err := predictor.SaveProfile(out, p); err != nil {
+				return fmt.Errorf("profile import: %w", err)
+			}
+			printImportSummary(cmd.OutOrStdout(), cmd.ErrOrStderr(), p, out)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&format, "format", "", "trace format: "+strings.Join(profileFormats, ", ")+" (required)")
+	f.StringVar(&kind, "kind", "", "inference or training (default: training when the trace has ProfilerStep annotations)")
+	f.IntVar(&opts.Step, "step", 0, "import ProfilerStep#N (default: the median-length step)")
+	f.StringVar(&opts.Annotation, "annotation", "", "import the GPU work of the annotation whose name contains this text (the median-length one)")
+	f.StringVar(&opts.Name, "name", "", "profile name (default: the trace file name without .json/.json.gz)")
+	f.IntVar(&opts.MaxOps, "max-ops", 0, "keep only the first N kernels of the unit (default: all)")
+	f.StringVarP(&out, "out", "o", "", "profile file to write (required)")
+	return cmd
+}
+
+// printImportSummary writes one line about the profile to stdout and its
+// notes to stderr.
+func printImportSummary(stdout, stderr io.Writer, p *predictor.Profile, out string) {
+	dev := "device unknown"
+	if p.Device.Name != "" {
+		dev = p.Device.Name
+	}
+	if p.Device.SMs > 0 {
+		dev += fmt.Sprintf(" (%d SMs)", p.Device.SMs)
+	}
+	unit := ""
+	if p.Source != nil && p.Source.Unit != "" {
+		unit = ", " + p.Source.Unit
+	}
+	fmt.Fprintf(stdout, "%s: %s, %d ops, span %.3f ms, %s%s → %s\n",
+		p.Name, p.Kind, len(p.Ops), p.SoloUS()/1000, dev, unit, out)
+	for _, n := range p.Notes {
+		fmt.Fprintf(stderr, "note: %s\n", n)
+	}
+}
+
+func newProfileValidateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check profile files (colocd.profile/v1)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			failed := 0
+			for _, path := range args {
+				p, err := predictor.LoadProfile(path)
+				if err != nil {
+					failed++
+					fmt.Fprintf(cmd.ErrOrStderr(), "FAIL %v\n", err)
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "ok %s (%s)\n", p.Name, path)
+			}
+			if failed > 0 {
+				return fmt.Errorf("profile validate: %d of %d profiles invalid", failed, len(args))
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,415 @@
+package predictor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+
+	"gonum.org/v1/gonum/optimize"
+)
+
+// FitReport says how well calibrated parameters reproduce the measurements.
+type FitReport struct {
+	Records int `json:"records"`
+	Metrics int `json:"metrics"`
+	// MAPE is the mean absolute percentage error (a fraction) of the fitted
+	// model over every measured metric.
+	MAPE float64 `json:"mape"`
+	// CVMAPE is the same error on each record predicted by a fit that never
+	// saw it (leave-one-record-out); absent with fewer than two records.
+	CVMAPE *float64 `json:"cv_mape,omitempty"`
+	CV     string   `json:"cv,omitempty"`
+	// Unidentified lists parameters that even a ±50 % change does not
+	// visibly move: the measurements cannot tell their value.
+	Unidentified []string `json:"unidentified,omitempty"`
+	// Skipped explains records left out of this fit.
+	Skipped     []string    `json:"skipped,omitempty"`
+	Evaluations int         `json:"evaluations"`
+	PerRecord   []RecordFit `json:"per_record,omitempty"`
+}
+
+// RecordFit is one record's measured and predicted metrics.
+type RecordFit struct {
+	Name    string      `json:"name"`
+	Metrics []MetricFit `json:"metrics"`
+}
+
+// MetricFit compares one measured value with the fitted model's prediction
+// and, when cross-validated, with the prediction of the fit that left the
+// record out.
+type MetricFit struct {
+	Field       string   `json:"field"`
+	Measured    float64  `json:"measured"`
+	Predicted   float64  `json:"predicted"`
+	CVPredicted *float64 `json:"cv_predicted,omitempty"`
+}
+
+// FitOptions tunes a calibration run.
+type FitOptions struct {
+	// Requests and Seed are each record's simulation size and arrival seed
+	// unless the record sets its own (defaults: DefaultRequests, 1).
+	Requests int
+	Seed     uint64
+	// CrossValidate adds leave-one-record-out refits.
+	CrossValidate bool
+	// MaxEvaluations bounds each Nelder–Mead run (default 300).
+	MaxEvaluations int
+	// Workers simulates records in parallel (default GOMAXPROCS).
+	Workers int
+}
+
+// Bounds of the time-slicing parameters searched by the fit, in µs.
+var (
+	tsLower = [3]float64{10, 0.01, 0.01}
+	tsUpper = [3]float64{200000, 20000, 50000}
+	tsNames = [3]string{"slice_us", "switch_us", "holdover_us"}
+)
+
+// ErrNoRecords is returned when no record can be used for a fit.
+var ErrNoRecords = errors.New("no usable records")
+
+// tsObjective scores time-slicing parameters against a set of records.
+type tsObjective struct {
+	recs    []*Record
+	metrics [][]metric // per record
+	opts    FitOptions
+	preds   []Predictor
+	evals   int
+}
+
+func newTSObjective(recs []*Record, opts FitOptions) *tsObjective {
+	o := &tsObjective{recs: recs, opts: opts, preds: make([]Predictor, len(recs))}
+	for i, r := range recs {
+		o.metrics = append(o.metrics, r.metrics(i))
+	}
+	return o
+}
+
+func (o *tsObjective) scenario(r *Record) *Scenario {
+	sc := &Scenario{Inference: r.Inference.Profile, RateRPS: r.RateRPS, Requests: o.opts.Requests, Seed: o.opts.Seed}
+	for _, t := range r.Training {
+		sc.Training = append(sc.Training, t.Profile)
+	}
+	if r.Requests > 0 {
+		sc.Requests = r.Requests
+	}
+	if r.Seed != 0 {
+		sc.Seed = r.Seed
+	}
+	return sc
+}
+
+// predictAll predicts every record (in parallel) except skip (-1: none).
+func (o *tsObjective) predictAll(p TimesliceParams, skip int) ([]*Prediction, error) {
+	out := make([]*Prediction, len(o.recs))
+	errs := make([]error, len(o.recs))
+	workers := o.opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, len(o.recs)) {
+		wg.Go(func() {
+			for i := range next {
+				out[i], errs[i] = o.preds[i].PredictTimeslice(o.scenario(o.recs[i]), p)
+			}
+		})
+	}
+	for i := range o.recs {
+		if i != skip {
+			next <- i
+		}
+	}
+	close(next)
+	wg.Wait()
+	o.evals++
+	return out, errors.Join(errs...)
+}
+
+// score returns the mean absolute percentage error over all records but
+// skip, and the mean squared log error that the search minimises: smooth
+// where MAPE has kinks, and symmetric in over- and under-prediction.
+func (o *tsObjective) score(p TimesliceParams, skip int) (mape, msle float64) {
+	preds, err := o.predictAll(p, skip)
+	if err != nil {
+		return math.Inf(1), math.Inf(1)
+	}
+	var n int
+	for i, ms := range o.metrics {
+		if i == skip {
+			continue
+		}
+		for _, m := range ms {
+			v := m.predicted(preds[i])
+			if math.IsNaN(v) {
+				continue
+			}
+			mape += math.Abs(v-m.value) / m.value
+			l := math.Log(v / m.value)
+			msle += l * l
+			n++
+		}
+	}
+	if n == 0 {
+		return math.Inf(1), math.Inf(1)
+	}
+	return mape / float64(n), msle / float64(n)
+}
+
+// loss is what the search minimises.
+func (o *tsObjective) loss(p TimesliceParams, skip int) float64 {
+	_, l := o.score(p, skip)
+	return l
+}
+
+// toParams maps the optimiser's log-space vector to parameters, projected
+// into the bounds; the returned penalty grows with the distance outside.
+func toParams(x []float64) (TimesliceParams, float64) {
+	var v [3]float64
+	var pen float64
+	for i := range v {
+		lo, hi := math.Log(tsLower[i]), math.Log(tsUpper[i])
+		xi := x[i]
+		if xi < lo {
+			pen += lo - xi
+			xi = lo
+		} else if xi > hi {
+			pen += xi - hi
+			xi = hi
+		}
+		v[i] = math.Exp(xi)
+	}
+	return TimesliceParams{SliceUS: v[0], SwitchUS: v[1], HoldoverUS: v[2]}, pen
+}
+
+func fromParams(p TimesliceParams) []float64 {
+	return []float64{math.Log(p.SliceUS), math.Log(max(p.SwitchUS, tsLower[1])), math.Log(max(p.HoldoverUS, tsLower[2]))}
+}
+
+// minimize runs Nelder–Mead from each start, restarts it once from the best
+// point with a smaller simplex (a stalled simplex often moves again), and
+// polishes the result with a compass search.
+func (o *tsObjective) minimize(ctx context.Context, starts [][]float64, skip int) (TimesliceParams, float64, error) {
+	best, bestF, err := o.nelderMead(ctx, starts, 0.5, skip)
+	if err != nil {
+		return best, bestF, err
+	}
+	if p, f, err := o.nelderMead(ctx, [][]float64{fromParams(best)}, 0.1, skip); err != nil {
+		return best, bestF, err
+	} else if f < bestF {
+		best, bestF = p, f
+	}
+	best, bestF = o.polish(best, bestF, skip)
+	return best, bestF, nil
+}
+
+// nelderMead runs Nelder–Mead from each start with the given simplex size
+// (in log units) and returns the best point.
+func (o *tsObjective) nelderMead(ctx context.Context, starts [][]float64, simplex float64, skip int) (TimesliceParams, float64, error) {
+	best, bestF := TimesliceParams{}, math.Inf(1)
+	maxEval := o.opts.MaxEvaluations
+	if maxEval <= 0 {
+		maxEval = 300
+	}
+	for _, x0 := range starts {
+		if err := ctx.Err(); err != nil {
+			return best, bestF, err
+		}
+		prob := optimize.Problem{Func: func(x []float64) float64 {
+			if ctx.Err() != nil {
+				return math.Inf(1)
+			}
+			p, pen := toParams(x)
+			return o.loss(p, skip) + pen
+		}}
+		settings := &optimize.Settings{
+			FuncEvaluations: maxEval,
+			Converger:       &optimize.FunctionConverge{Absolute: 1e-6, Relative: 1e-6, Iterations: 40},
+		}
+		res, err := optimize.Minimize(prob, x0, settings, &optimize.NelderMead{SimplexSize: simplex})
+		if err != nil && res == nil {
+			return best, bestF, fmt.Errorf("nelder-mead: %w", err)
+		}
+		if res.F < bestF {
+			bestF = res.F
+			best, _ = toParams(res.X)
+		}
+	}
+	return best, bestF, ctx.Err()
+}
+
+// polish is a compass search around p: it tries each parameter scaled by
+// 1±δ for shrinking δ and keeps any improvement. Nelder–Mead can stop on
+// the kinks of a piecewise-smooth error; this walks along them.
+func (o *tsObjective) polish(p TimesliceParams, f float64, skip int) (TimesliceParams, float64) {
+	x := fromParams(p)
+	for _, d := range []float64{0.2, 0.1, 0.05, 0.02, 0.01, 0.005} {
+		for improved := true; improved; {
+			improved = false
+			for i := range x {
+				for _, step := range []float64{math.Log1p(d), -math.Log1p(d)} {
+					y := slices.Clone(x)
+					y[i] += step
+					q, pen := toParams(y)
+					if pen > 0 {
+						continue
+					}
+					if g := o.loss(q, skip); g < f {
+						x, f, improved = y, g, true
+					}
+				}
+			}
+		}
+	}
+	p, _ = toParams(x)
+	return p, f
+}
+
+// gridStarts scores a coarse log-spaced grid (the error surface has flat
+// regions where one start would stall) and returns the n best points.
+func (o *tsObjective) gridStarts(n int) [][]float64 {
+	type cand struct {
+		x []float64
+		f float64
+	}
+	var cs []cand
+	// Slice steps of 2^¼ from 128 µs to 32 ms: the error grows steeply away
+	// from the true slice, so a coarser grid can miss its basin entirely.
+	for s := 128.0; s <= 32768; s *= math.Sqrt(math.Sqrt2) {
+		for _, w := range []float64{5, 20, 80, 320} {
+			for _, h := range []float64{50, 150, 450, 1350, 4000} {
+				p := TimesliceParams{SliceUS: s, SwitchUS: w, HoldoverUS: h}
+				cs = append(cs, cand{fromParams(p), o.loss(p, -1)})
+			}
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b cand) int {
+		switch {
+		case a.f < b.f:
+			return -1
+		case a.f > b.f:
+			return 1
+		}
+		return 0
+	})
+	var out [][]float64
+	for _, c := range cs[:min(n, len(cs))] {
+		out = append(out, c.x)
+	}
+	return out
+}
+
+// FitTimeslice fits the virtual slice, switching overhead and hold-over to
+// the time-slicing records of m and reports the fit's MAPE in-sample and,
+// when asked, leave-one-record-out.
+func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*Calibration, error) {
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	var recs []*Record
+	var skipped []string
+	for i := range m.Records {
+		r := &m.Records[i]
+		if r.Mode != ModeTimeslice {
+			skipped = append(skipped, fmt.Sprintf("%s: mode %s is not fitted by the time-slicing calibration", r.Name, r.Mode))
+			continue
+		}
+		recs = append(recs, r)
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("fit timeslice: %w: no record has mode %q", ErrNoRecords, ModeTimeslice)
+	}
+	obj := newTSObjective(recs, opts)
+	best, _, err := obj.minimize(ctx, obj.gridStarts(8), -1)
+	if err != nil {
+		return nil, fmt.Errorf("fit timeslice: %w", err)
+	}
+	mape, _ := obj.score(best, -1)
+	rep := &FitReport{Records: len(recs), MAPE: mape, Skipped: skipped}
+	preds, err := obj.predictAll(best, -1)
+	if err != nil {
+		return nil, fmt.Errorf("fit timeslice: %w", err)
+	}
+	for i, r := range recs {
+		rf := RecordFit{Name: r.Name}
+		for _, mt := range obj.metrics[i] {
+			rf.Metrics = append(rf.Metrics, MetricFit{Field: mt.field(), Measured: mt.value, Predicted: mt.predicted(preds[i])})
+			rep.Metrics++
+		}
+		rep.PerRecord = append(rep.PerRecord, rf)
+	}
+	rep.Unidentified = obj.unidentified(best, mape)
+	if opts.CrossValidate && len(recs) > 1 {
+		cv, err := obj.crossValidate(ctx, best, rep)
+		if err != nil {
+			return nil, fmt.Errorf("fit timeslice: cross-validate: %w", err)
+		}
+		rep.CVMAPE, rep.CV = &cv, "leave-one-record-out"
+	}
+	rep.Evaluations = obj.evals
+	return &Calibration{
+		Format:    CalibrationFormat,
+		Device:    m.Device,
+		Source:    fmt.Sprintf("fitted on %d time-slicing records", len(recs)),
+		Timeslice: &best,
+		Fit:       rep,
+	}, nil
+}
+
+// crossValidate refits without each record in turn (starting from the full
+// fit) and scores the left-out record; it fills CVPredicted in rep.
+func (o *tsObjective) crossValidate(ctx context.Context, full TimesliceParams, rep *FitReport) (float64, error) {
+	var sum float64
+	var n int
+	for i := range o.recs {
+		p, _, err := o.minimize(ctx, [][]float64{fromParams(full)}, i)
+		if err != nil {
+			return 0, err
+		}
+		pred, err := o.preds[i].PredictTimeslice(o.scenario(o.recs[i]), p)
+		if err != nil {
+			return 0, err
+		}
+		for j, mt := range o.metrics[i] {
+			v := mt.predicted(pred)
+			if math.IsNaN(v) {
+				continue
+			}
+			rep.PerRecord[i].Metrics[j].CVPredicted = &v
+			sum += math.Abs(v-mt.value) / mt.value
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN(), nil
+	}
+	return sum / float64(n), nil
+}
+
+// unidentified lists parameters that even a ±50 % change leaves the MAPE
+// within max(0.001, 10 % of it): the measurements cannot tell their value.
+func (o *tsObjective) unidentified(best TimesliceParams, mape float64) []string {
+	var out []string
+	x := fromParams(best)
+	tol := max(0.001, 0.1*mape)
+	for i := range x {
+		flat := true
+		for _, step := range []float64{math.Log(1.5), math.Log(0.5)} {
+			y := slices.Clone(x)
+			y[i] += step
+			p, _ := toParams(y)
+			if mp, _ := o.score(p, -1); mp-mape > tol {
+				flat = false
+			}
+		}
+		if flat {
+			out = append(out, tsNames[i])
+		}
+	}
+	return out
+}

@@ -1,0 +1,169 @@
+package predictor
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// syntheticMeasurements predicts each record with truth and stores the result,
+// perturbed by multiplicative Gaussian noise of relative size noise, as the
+// record's measurement.
+func syntheticMeasurements(t *testing.T, truth TimesliceParams, noise float64, recs []Record) *Measurements {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(7, 7))
+	jitter := func(v float64) float64 { return v * (1 + noise*rng.NormFloat64()) }
+	var pr Predictor
+	for i := range recs {
+		r := &recs[i]
+		sc := &Scenario{Inference: r.Inference.Profile, RateRPS: r.RateRPS, Requests: r.Requests, Seed: 1}
+		for _, tp := range r.Training {
+			sc.Training = append(sc.Training, tp.Profile)
+		}
+		pred, err := pr.PredictTimeslice(sc, truth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lat, svc := pred.Inference.LatencyMS, pred.Inference.ServiceMS
+		r.Measured = Measured{
+			LatencyMS: map[string]float64{"mean": jitter(lat.Mean), "p90": jitter(lat.P90)},
+			ServiceMS: map[string]float64{"mean": jitter(svc.Mean)},
+		}
+		for _, tr := range pred.Training {
+			r.Measured.TrainingIterationMS = append(r.Measured.TrainingIterationMS, jitter(*tr.IterationMS))
+		}
+	}
+	return &Measurements{Format: MeasurementsFormat, Records: recs}
+}
+
+// jitteredProfile is uniformProfile with each duration and gap drawn
+// uniformly from ±spread around the given values, as real kernels vary;
+// identical kernels make the simulation resonate with the slice length.
+func jitteredProfile(name string, kind Kind, n int, durUS, gapUS, spread float64, seed uint64) *Profile {
+	p := uniformProfile(name, kind, n, durUS, gapUS)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for i := range p.Ops {
+		p.Ops[i].DurUS *= 1 + spread*(2*rng.Float64()-1)
+		p.Ops[i].GapUS *= 1 + spread*(2*rng.Float64()-1)
+	}
+	return p
+}
+
+func calibrationRecords() []Record {
+	short := jitteredProfile("short", KindInference, 4, 100, 10, 0.5, 1)  // ≈ 0.44 ms
+	long := jitteredProfile("long", KindInference, 8, 300, 150, 0.5, 2)   // ≈ 3.6 ms, gaps below the hold-over
+	busy := jitteredProfile("busy", KindTraining, 40, 250, 20, 0.5, 3)    // ≈ 10.8 ms
+	gappy := jitteredProfile("gappy", KindTraining, 20, 500, 600, 0.9, 4) // ≈ 22 ms, gaps around the hold-over
+	var recs []Record
+	for _, inf := range []*Profile{short, long} {
+		for _, tr := range []*Profile{busy, gappy} {
+			// Light and heavy load; at the heavy one the short service
+			// switches about 2,000 times a second, which pins down switch_us.
+			for _, load := range []float64{0.1, 0.45} {
+				rate := load * 1e6 / inf.SoloUS()
+				recs = append(recs, Record{
+					Name: inf.Name + "+" + tr.Name, Mode: ModeTimeslice,
+					Inference: ProfileRef{Profile: inf}, Training: []ProfileRef{{Profile: tr}},
+					RateRPS: rate, Requests: 1000,
+				})
+			}
+		}
+	}
+	// Two trainers that never idle: every slice ends in a switch between
+	// them, so their iteration time fixes switch_us / slice_us apart from
+	// the hold-over, which the other records confound with the switch.
+	solid := jitteredProfile("solid", KindTraining, 40, 250, 0, 0.5, 5)
+	recs = append(recs, Record{
+		Name: "short+solid+solid", Mode: ModeTimeslice,
+		Inference: ProfileRef{Profile: short}, Training: []ProfileRef{{Profile: solid}, {Profile: solid}},
+		RateRPS: 0.1 * 1e6 / short.SoloUS(), Requests: 1000,
+	})
+	return recs
+}
+
+func TestFitTimesliceRecoversParameters(t *testing.T) {
+	tests := []struct {
+		name  string
+		truth TimesliceParams
+		// tol is the tolerance for the switch and the hold-over. When the
+		// switch is a small fraction of the slice, the trainers mostly see
+		// what each inference visit costs them, 2·switch + hold-over, and
+		// the 1 % noise hides how it splits between the two: the records
+		// then pin each down only to about 10 % (the sum, to 5 %).
+		tol float64
+	}{
+		{"switch 15% of slice", TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}, 0.05},
+		{"switch 4% of slice", TimesliceParams{SliceUS: 2000, SwitchUS: 80, HoldoverUS: 400}, 0.10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if raceEnabled && tt.tol > 0.05 {
+				t.Skip("one fit is enough under the race detector; make test runs both without it")
+			}
+			m := syntheticMeasurements(t, tt.truth, 0.01, calibrationRecords())
+			cal, err := FitTimeslice(context.Background(), m, FitOptions{CrossValidate: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := cal.Timeslice
+			if len(cal.Fit.Unidentified) > 0 {
+				t.Errorf("unidentified %v: these records were designed to constrain every parameter", cal.Fit.Unidentified)
+			}
+			for _, c := range []struct {
+				name      string
+				got, want float64
+				tol       float64
+			}{
+				{"slice_us", got.SliceUS, tt.truth.SliceUS, 0.05},
+				{"switch_us", got.SwitchUS, tt.truth.SwitchUS, tt.tol},
+				{"holdover_us", got.HoldoverUS, tt.truth.HoldoverUS, tt.tol},
+				{"2·switch_us + holdover_us", 2*got.SwitchUS + got.HoldoverUS, 2*tt.truth.SwitchUS + tt.truth.HoldoverUS, 0.05},
+			} {
+				if math.Abs(c.got-c.want)/c.want > c.tol {
+					t.Errorf("%s = %.1f, truth %.1f: more than %.0f%% off", c.name, c.got, c.want, 100*c.tol)
+				}
+			}
+			// 1 % noise: the fit cannot beat the noise by much, nor should it be far above it.
+			if cal.Fit.MAPE > 0.02 {
+				t.Errorf("in-sample MAPE %.4f, want ≤ 0.02 with 1 %% noise", cal.Fit.MAPE)
+			}
+			if cal.Fit.CVMAPE == nil || *cal.Fit.CVMAPE > 0.03 {
+				t.Errorf("leave-one-out MAPE %v, want reported and ≤ 0.03", cal.Fit.CVMAPE)
+			}
+			if cal.Fit.Metrics != 8*4+5 || len(cal.Fit.PerRecord) != 9 {
+				t.Errorf("fit counted %d metrics over %d records, want 37 over 9", cal.Fit.Metrics, len(cal.Fit.PerRecord))
+			}
+			t.Logf("fitted %+v, MAPE %.4f, CV %.4f, %d evaluations", *got, cal.Fit.MAPE, *cal.Fit.CVMAPE, cal.Fit.Evaluations)
+		})
+	}
+}
+
+// Records without training cannot see any time-slicing parameter: the fit
+// still answers, and says that it could not pin any of them down.
+func TestFitTimesliceReportsUnidentified(t *testing.T) {
+	inf := uniformProfile("inf", KindInference, 3, 100, 20)
+	recs := []Record{
+		{Name: "solo", Mode: ModeTimeslice, Inference: ProfileRef{Profile: inf}, RateRPS: 500, Requests: 300},
+	}
+	m := syntheticMeasurements(t, TimesliceParams{SliceUS: 1000, SwitchUS: 50, HoldoverUS: 300}, 0.01, recs)
+	cal, err := FitTimeslice(context.Background(), m, FitOptions{MaxEvaluations: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"slice_us", "switch_us", "holdover_us"}; !slices.Equal(cal.Fit.Unidentified, want) {
+		t.Errorf("unidentified = %v, want %v", cal.Fit.Unidentified, want)
+	}
+}
+
+func TestFitTimesliceNoRecords(t *testing.T) {
+	inf := uniformProfile("inf", KindInference, 3, 100, 0)
+	m := &Measurements{Format: MeasurementsFormat, Records: []Record{{Name: "m", Mode: ModeMPS, Inference: ProfileRef{Profile: inf}, RateRPS: 5, TrainingPct: 50,
+		Measured: Measured{LatencyMS: map[string]float64{"p99": 3}}}}}
+	_, err := FitTimeslice(context.Background(), m, FitOptions{})
+	if !errors.Is(err, ErrNoRecords) {
+		t.Errorf("err = %v, want ErrNoRecords", err)
+	}
+}

@@ -1,0 +1,122 @@
+package predictor
+
+import (
+	"fmt"
+	"os"
+	"sort"
+)
+
+// CalibrationFormat is the format string of a calibration document.
+const CalibrationFormat = "colocd.calibration/v1"
+
+// Calibration holds a device's fitted model parameters (colocd.calibration/v1).
+// A file may hold only some sections; Merge keeps the base's values for the rest.
+type Calibration struct {
+	Format string `json:"format"`
+	Device Device `json:"device"`
+	// Source says where the values come from; values not fitted on real
+	// measurements must say so here.
+	Source    string           `json:"source"`
+	Timeslice *TimesliceParams `json:"timeslice,omitempty"`
+	MPS       *MPSCalibration  `json:"mps,omitempty"`
+	Fit       *FitReport       `json:"fit,omitempty"`
+}
+
+// MPSCalibration holds the MPS model's contention coefficients by feature.
+type MPSCalibration struct {
+	Coefficients map[string]float64 `json:"coefficients"`
+}
+
+// DefaultCalibration is the built-in fallback when no calibration is given.
+// It is not fitted on measurements, and says so.
+func DefaultCalibration() *Calibration {
+	return &Calibration{
+		Format: CalibrationFormat,
+		Source: "built-in default, not fitted on measurements: slice_us is the open-source NVIDIA " +
+			"kernel driver's default time slice (1024 µs); switch_us and holdover_us are placeholders " +
+			"of the magnitude reported for NVIDIA GPUs. Run `colocd calibrate` on your device.",
+		Timeslice: &TimesliceParams{SliceUS: 1024, SwitchUS: 60, HoldoverUS: 500},
+	}
+}
+
+// Validate names every bad field.
+func (c *Calibration) Validate() error {
+	var fc fieldChecker
+	if c.Format != CalibrationFormat {
+		fc.add("format", fmt.Sprintf("%q", CalibrationFormat), fmt.Sprintf("%q", c.Format))
+	}
+	if c.Timeslice == nil && c.MPS == nil {
+		fc.add("timeslice", "a timeslice or an mps section", "neither")
+	}
+	if c.Timeslice != nil {
+		if err := c.Timeslice.Validate(); err != nil {
+			fc.errs = append(fc.errs, err.(*ValidationError).Fields...)
+		}
+	}
+	if c.MPS != nil {
+		keys := make([]string, 0, len(c.MPS.Coefficients))
+		for k := range c.MPS.Coefficients {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fc.nonNegative("mps.coefficients."+k, c.MPS.Coefficients[k])
+		}
+	}
+	return fc.err("calibration")
+}
+
+// Merge returns base with every section that over has replaced by over's.
+func (c *Calibration) Merge(over *Calibration) *Calibration {
+	out := *c
+	if over.Source != "" {
+		out.Source = over.Source
+	}
+	if over.Device.Name != "" {
+		out.Device = over.Device
+	}
+	if over.Timeslice != nil {
+		out.Timeslice = over.Timeslice
+	}
+	if over.MPS != nil {
+		out.MPS = over.MPS
+	}
+	if over.Fit != nil {
+		out.Fit = over.Fit
+	}
+	return &out
+}
+
+// ParseCalibration decodes and validates a calibration document.
+func ParseCalibration(data []byte) (*Calibration, error) {
+	var c Calibration
+	if err := decodeStrict(data, &c); err != nil {
+		return nil, fmt.Errorf("parse calibration: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// LoadCalibration reads the calibration at path and merges it over the
+// built-in default, so a file with only some sections is complete.
+func LoadCalibration(path string) (*Calibration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load calibration: %w", err)
+	}
+	c, err := ParseCalibration(data)
+	if err != nil {
+		return nil, fmt.Errorf("load calibration %s: %w", path, err)
+	}
+	return DefaultCalibration().Merge(c), nil
+}
+
+// SaveCalibration validates c and writes it atomically.
+func SaveCalibration(path string, c *Calibration) error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("save calibration: %w", err)
+	}
+	return writeJSONAtomic(path, c)
+}

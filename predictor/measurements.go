@@ -1,0 +1,270 @@
+package predictor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// MeasurementsFormat is the format string of a measurements document.
+const MeasurementsFormat = "colocd.measurements/v1"
+
+// Measurements is a set of measured co-location runs on one device
+// (colocd.measurements/v1), the input of calibration.
+type Measurements struct {
+	Format string `json:"format"`
+	// Source says how the records were obtained (hardware, harness, or
+	// generated): nothing synthetic may pose as measured.
+	Source  string   `json:"source,omitempty"`
+	Device  Device   `json:"device"`
+	Records []Record `json:"records"`
+}
+
+// Record is one measured co-location run.
+type Record struct {
+	Name      string       `json:"name"`
+	Mode      Mode         `json:"mode"`
+	Inference ProfileRef   `json:"inference"`
+	Training  []ProfileRef `json:"training"`
+	RateRPS   float64      `json:"rate_rps"`
+	// TrainingPct is the training clients' MPS active-thread percentage (MPS records).
+	TrainingPct float64 `json:"training_pct,omitempty"`
+	// Requests and Seed, when set, replace the calibration's defaults for
+	// this record's simulation.
+	Requests int      `json:"requests,omitempty"`
+	Seed     uint64   `json:"seed,omitempty"`
+	Measured Measured `json:"measured"`
+}
+
+// Measured holds what was observed. Any subset of the percentile keys may be
+// present; missing ones are skipped by the fit, never taken as zero.
+type Measured struct {
+	LatencyMS map[string]float64 `json:"latency_ms,omitempty"`
+	ServiceMS map[string]float64 `json:"service_ms,omitempty"`
+	// TrainingIterationMS is one iteration time per training job, in order;
+	// a single number is accepted for one job.
+	TrainingIterationMS FloatList `json:"training_iteration_ms,omitempty"`
+}
+
+// FloatList is a JSON number or array of numbers.
+type FloatList []float64
+
+// UnmarshalJSON accepts a number or an array of numbers.
+func (f *FloatList) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		var xs []float64
+		if err := json.Unmarshal(b, &xs); err != nil {
+			return err
+		}
+		*f = xs
+		return nil
+	}
+	var x float64
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	*f = FloatList{x}
+	return nil
+}
+
+// ProfileRef is a profile given inline or as a path relative to the
+// measurements file.
+type ProfileRef struct {
+	Path    string   `json:"-"`
+	Profile *Profile `json:"-"`
+}
+
+// UnmarshalJSON accepts a path string or an inline profile object.
+func (r *ProfileRef) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &r.Path)
+	}
+	var p Profile
+	if err := decodeStrict(b, &p); err != nil {
+		return err
+	}
+	r.Profile = &p
+	return nil
+}
+
+// MarshalJSON writes the path, or the inline profile.
+func (r ProfileRef) MarshalJSON() ([]byte, error) {
+	if r.Profile != nil && r.Path == "" {
+		return json.Marshal(r.Profile)
+	}
+	return json.Marshal(r.Path)
+}
+
+// ParseMeasurements decodes and validates a measurements document; relative
+// profile paths are resolved against dir and loaded.
+func ParseMeasurements(data []byte, dir string) (*Measurements, error) {
+	var m Measurements
+	if err := decodeStrict(data, &m); err != nil {
+		return nil, fmt.Errorf("parse measurements: %w", err)
+	}
+	if err := m.validate(dir); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// LoadMeasurements reads, validates and resolves the measurements at path.
+func LoadMeasurements(path string) (*Measurements, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load measurements: %w", err)
+	}
+	m, err := ParseMeasurements(data, filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("load measurements %s: %w", path, err)
+	}
+	return m, nil
+}
+
+func (m *Measurements) validate(dir string) error {
+	var c fieldChecker
+	if m.Format != MeasurementsFormat {
+		c.add("format", fmt.Sprintf("%q", MeasurementsFormat), fmt.Sprintf("%q", m.Format))
+	}
+	if len(m.Records) == 0 {
+		c.add("records", "at least one record", "none")
+	}
+	for i := range m.Records {
+		m.Records[i].check(&c, fmt.Sprintf("records[%d]", i), dir)
+	}
+	return c.err("measurements")
+}
+
+func (r *Record) check(c *fieldChecker, at, dir string) {
+	if r.Name == "" {
+		c.add(at+".name", "a non-empty name", `""`)
+	}
+	if r.Mode != ModeTimeslice && r.Mode != ModeMPS {
+		c.add(at+".mode", `"timeslice" or "mps"`, fmt.Sprintf("%q", r.Mode))
+	}
+	r.Inference.resolve(c, at+".inference", dir, KindInference)
+	for i := range r.Training {
+		r.Training[i].resolve(c, fmt.Sprintf("%s.training[%d]", at, i), dir, KindTraining)
+	}
+	c.positive(at+".rate_rps", r.RateRPS)
+	if r.Mode == ModeMPS && !(r.TrainingPct > 0 && r.TrainingPct <= 100) {
+		c.add(at+".training_pct", "an active-thread percentage in (0,100]", fmtFloat(r.TrainingPct))
+	}
+	if r.Requests < 0 {
+		c.add(at+".requests", "a count ≥ 1 (0: the default)", fmt.Sprint(r.Requests))
+	}
+	checkPercentileMap(c, at+".measured.latency_ms", r.Measured.LatencyMS)
+	checkPercentileMap(c, at+".measured.service_ms", r.Measured.ServiceMS)
+	it := r.Measured.TrainingIterationMS
+	if len(it) > 0 && len(it) != len(r.Training) {
+		c.add(at+".measured.training_iteration_ms", fmt.Sprintf("one iteration time per training job (%d)", len(r.Training)), fmt.Sprintf("%d values", len(it)))
+	}
+	for i, v := range it {
+		c.positive(fmt.Sprintf("%s.measured.training_iteration_ms[%d]", at, i), v)
+	}
+	if len(r.Measured.LatencyMS) == 0 && len(r.Measured.ServiceMS) == 0 && len(it) == 0 {
+		c.add(at+".measured", "at least one of latency_ms, service_ms, training_iteration_ms", "none")
+	}
+}
+
+func checkPercentileMap(c *fieldChecker, at string, m map[string]float64) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !slices.Contains(PercentileKeys, k) {
+			c.add(at+"."+k, "one of mean, p50, p90, p95, p99", fmt.Sprintf("%q", k))
+			continue
+		}
+		c.positive(at+"."+k, m[k])
+	}
+}
+
+// resolve loads a path reference and checks the profile's kind.
+func (r *ProfileRef) resolve(c *fieldChecker, at, dir string, kind Kind) {
+	switch {
+	case r.Profile == nil && r.Path == "":
+		c.add(at, "a profile path or an inline profile", "nothing")
+		return
+	case r.Profile == nil:
+		path := r.Path
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		p, err := LoadProfile(path)
+		if err != nil {
+			c.add(at, "a readable, valid profile", err.Error())
+			return
+		}
+		r.Profile = p
+	default:
+		if err := r.Profile.Validate(); err != nil {
+			c.add(at, "a valid inline profile", err.Error())
+			return
+		}
+	}
+	if r.Profile.Kind != kind {
+		c.add(at+".kind", fmt.Sprintf("%q", kind), fmt.Sprintf("%q", r.Profile.Kind))
+	}
+}
+
+// metric is one measured value of one record that a prediction is scored on.
+type metric struct {
+	record   int
+	quantity string // "latency_ms", "service_ms" or "training_iteration_ms"
+	key      string // percentile key for latency and service
+	job      int    // training job index for training_iteration_ms
+	value    float64
+}
+
+// field names the metric as it appears in the measurements file.
+func (m metric) field() string {
+	if m.quantity == "training_iteration_ms" {
+		return fmt.Sprintf("training_iteration_ms[%d]", m.job)
+	}
+	return m.quantity + "." + m.key
+}
+
+// metrics lists what the record measured, in a fixed order.
+func (r *Record) metrics(i int) []metric {
+	var out []metric
+	for _, k := range PercentileKeys {
+		if v, ok := r.Measured.LatencyMS[k]; ok {
+			out = append(out, metric{record: i, quantity: "latency_ms", key: k, value: v})
+		}
+	}
+	for _, k := range PercentileKeys {
+		if v, ok := r.Measured.ServiceMS[k]; ok {
+			out = append(out, metric{record: i, quantity: "service_ms", key: k, value: v})
+		}
+	}
+	for j, v := range r.Measured.TrainingIterationMS {
+		out = append(out, metric{record: i, quantity: "training_iteration_ms", job: j, value: v})
+	}
+	return out
+}
+
+// predicted returns the prediction's value of the metric, NaN when the
+// prediction has none (a stream trainer has no iteration time).
+func (m metric) predicted(p *Prediction) float64 {
+	switch m.quantity {
+	case "latency_ms":
+		v, _ := p.Inference.LatencyMS.Get(m.key)
+		return v
+	case "service_ms":
+		v, _ := p.Inference.ServiceMS.Get(m.key)
+		return v
+	}
+	if m.job < len(p.Training) && p.Training[m.job].IterationMS != nil {
+		return *p.Training[m.job].IterationMS
+	}
+	return math.NaN()
+}

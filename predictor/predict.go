@@ -1,0 +1,179 @@
+package predictor
+
+import (
+	"fmt"
+	"math"
+)
+
+// Mode names a GPU sharing mode.
+type Mode string
+
+// The sharing modes colocd predicts.
+const (
+	ModeTimeslice Mode = "timeslice"
+	ModeMPS       Mode = "mps"
+)
+
+// DefaultRequests is the number of simulated requests when a scenario sets none.
+const DefaultRequests = 2000
+
+// Scenario is one co-location to predict: an inference service under Poisson
+// load and the training jobs that would share its GPU.
+type Scenario struct {
+	Inference *Profile
+	Training  []*Profile
+	// RateRPS is the request rate; when 0, Load sets it as a fraction of the
+	// service's solo capacity (1 / solo service time).
+	RateRPS float64
+	Load    float64
+	// Requests is the number of simulated requests (DefaultRequests when 0).
+	Requests int
+	// Seed makes the arrivals reproducible.
+	Seed uint64
+}
+
+// Validate names every bad field of the scenario.
+func (sc *Scenario) Validate() error {
+	var c fieldChecker
+	switch {
+	case sc.Inference == nil:
+		c.add("inference", "an inference profile", "none")
+	case sc.Inference.Kind != KindInference:
+		c.add("inference.kind", `"inference"`, fmt.Sprintf("%q", sc.Inference.Kind))
+	}
+	for i, t := range sc.Training {
+		if t == nil {
+			c.add(fmt.Sprintf("training[%d]", i), "a training profile", "none")
+		} else if t.Kind != KindTraining {
+			c.add(fmt.Sprintf("training[%d].kind", i), `"training"`, fmt.Sprintf("%q", t.Kind))
+		}
+	}
+	switch {
+	case sc.RateRPS != 0 && sc.Load != 0:
+		c.add("rate", "either a rate or a load, not both", fmt.Sprintf("rate %g and load %g", sc.RateRPS, sc.Load))
+	case sc.RateRPS == 0 && sc.Load == 0:
+		c.add("rate", "a rate in req/s (> 0) or a load fraction", "neither")
+	case sc.RateRPS != 0:
+		c.positive("rate", sc.RateRPS)
+	default:
+		if !(sc.Load > 0 && sc.Load < 1) {
+			c.add("load", "a fraction of solo capacity in (0,1)", fmtFloat(sc.Load))
+		}
+	}
+	if sc.Requests < 0 {
+		c.add("requests", "a count ≥ 1 (0: the default)", fmt.Sprint(sc.Requests))
+	}
+	return c.err("scenario")
+}
+
+// Prediction is the model's answer for one scenario; its JSON form is what
+// `colocd predict --json` prints.
+type Prediction struct {
+	Mode      Mode                 `json:"mode"`
+	Inference InferencePrediction  `json:"inference"`
+	Training  []TrainingPrediction `json:"training"`
+	Timeslice *TimesliceParams     `json:"timeslice,omitempty"`
+	// Events is the number of simulated kernel events (for benchmarks).
+	Events int `json:"events"`
+}
+
+// InferencePrediction is the inference service's latency, co-located and solo.
+type InferencePrediction struct {
+	Name          string      `json:"name"`
+	RateRPS       float64     `json:"rate_rps"`
+	Load          float64     `json:"load"`
+	Requests      int         `json:"requests"`
+	LatencyMS     Percentiles `json:"latency_ms"`
+	ServiceMS     Percentiles `json:"service_ms"`
+	SoloLatencyMS Percentiles `json:"solo_latency_ms"`
+	SoloServiceMS Percentiles `json:"solo_service_ms"`
+}
+
+// TrainingPrediction is one training job's iteration time, co-located and solo.
+// The times are null for a trainer whose iteration is unknown (a summary with
+// no iteration_ms); Slowdown (co-located / solo time per unit of work) is
+// always set.
+type TrainingPrediction struct {
+	Name            string   `json:"name"`
+	IterationMS     *float64 `json:"iteration_ms"`
+	SoloIterationMS *float64 `json:"solo_iteration_ms"`
+	Slowdown        float64  `json:"slowdown"`
+}
+
+// Predictor runs predictions and keeps the simulator's buffers between them.
+// Not safe for concurrent use; make one per goroutine.
+type Predictor struct {
+	sim      TimesliceSim
+	arrivals []float64
+	solo     []float64
+	training [][]Op
+}
+
+// PredictTimeslice predicts the scenario under time slicing with params.
+func (pr *Predictor) PredictTimeslice(sc *Scenario, params TimesliceParams) (*Prediction, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	infOps := sc.Inference.Expanded()
+	soloUS := sc.Inference.SoloUS()
+	rate := sc.RateRPS
+	if rate == 0 {
+		rate = sc.Load * 1e6 / soloUS
+	}
+	n := sc.Requests
+	if n == 0 {
+		n = DefaultRequests
+	}
+	pr.arrivals = growFloats(pr.arrivals, n)
+	poissonArrivals(pr.arrivals, rate, sc.Seed)
+
+	pr.training = pr.training[:0]
+	for _, t := range sc.Training {
+		pr.training = append(pr.training, t.Expanded())
+	}
+	res, err := pr.sim.run(infOps, pr.training, pr.arrivals, params)
+	if err != nil {
+		return nil, fmt.Errorf("predict timeslice: %w", err)
+	}
+	pred := &Prediction{
+		Mode:      ModeTimeslice,
+		Timeslice: &params,
+		Events:    res.events,
+		Inference: InferencePrediction{
+			Name:      sc.Inference.Name,
+			RateRPS:   rate,
+			Load:      rate * soloUS / 1e6,
+			Requests:  n,
+			LatencyMS: percentilesUS(res.latency),
+			ServiceMS: percentilesUS(res.service),
+		},
+	}
+	pr.solo = growFloats(pr.solo, n)
+	soloQueue(pr.arrivals, soloUS, pr.solo)
+	pred.Inference.SoloLatencyMS = percentilesUS(pr.solo)
+	s := soloUS / 1000
+	pred.Inference.SoloServiceMS = Percentiles{Mean: s, P50: s, P90: s, P95: s, P99: s}
+	for i, t := range sc.Training {
+		tp := TrainingPrediction{Name: t.Name, Slowdown: math.Inf(1)}
+		solo := t.SoloUS()
+		if p := res.progress[i]; p > 0 {
+			tp.Slowdown = res.endUS / p / solo
+		}
+		if t.IterationKnown() {
+			soloMS := solo / 1000
+			it := soloMS * tp.Slowdown
+			tp.SoloIterationMS = &soloMS
+			if !math.IsInf(it, 0) {
+				tp.IterationMS = &it
+			}
+		}
+		pred.Training = append(pred.Training, tp)
+	}
+	if pred.Training == nil {
+		pred.Training = []TrainingPrediction{}
+	}
+	return pred, nil
+}

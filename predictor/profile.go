@@ -1,0 +1,316 @@
+package predictor
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ProfileFormat is the format string every profile document carries.
+const ProfileFormat = "colocd.profile/v1"
+
+// Kind says what one unit of a profile's ops is: one inference request or one
+// training iteration.
+type Kind string
+
+// The two kinds of workload.
+const (
+	KindInference Kind = "inference"
+	KindTraining  Kind = "training"
+)
+
+// Device names the GPU a profile was taken on.
+type Device struct {
+	Name string `json:"name"`
+	SMs  int    `json:"sms,omitempty"`
+}
+
+// Op is one GPU kernel of a workload, in launch order.
+type Op struct {
+	Name string `json:"name,omitempty"`
+	// DurUS is the time the op keeps the GPU busy when alone, in µs.
+	DurUS float64 `json:"dur_us"`
+	// GapUS is GPU idle time before the op (host work, launch, sync), in µs.
+	GapUS float64 `json:"gap_us"`
+	// SM is the fraction of the device's SMs the kernel can fill alone.
+	SM float64 `json:"sm"`
+	// Occupancy is the achieved occupancy, a fraction.
+	Occupancy float64 `json:"occupancy"`
+	// DRAM and L2 are memory intensities in [0,1]; nil when unknown.
+	DRAM *float64 `json:"dram,omitempty"`
+	L2   *float64 `json:"l2,omitempty"`
+}
+
+// Summary describes a workload for users with no kernel trace.
+type Summary struct {
+	// LatencyMS is the solo latency of one request (inference; required there).
+	LatencyMS float64 `json:"latency_ms,omitempty"`
+	// IterationMS is the solo iteration time (training; optional).
+	IterationMS float64 `json:"iteration_ms,omitempty"`
+	// GPUUtil is the fraction of time the GPU is busy (nvidia-smi "utilization.gpu").
+	GPUUtil float64 `json:"gpu_util"`
+	// MemUtil is the fraction of time device memory is read or written.
+	MemUtil float64 `json:"mem_util"`
+}
+
+// Source records where an imported profile came from and what the trace held,
+// so that a reader can check the import against the trace.
+type Source struct {
+	Trace        string  `json:"trace,omitempty"`
+	Format       string  `json:"format,omitempty"`
+	Unit         string  `json:"unit,omitempty"`
+	Kernels      int     `json:"kernels"`
+	KernelTimeUS float64 `json:"kernel_time_us"`
+	SpanUS       float64 `json:"span_us"`
+	Streams      int     `json:"streams,omitempty"`
+}
+
+// Profile is one workload's solo behaviour on one device (colocd.profile/v1).
+type Profile struct {
+	Format    string   `json:"format"`
+	Name      string   `json:"name"`
+	Kind      Kind     `json:"kind"`
+	Device    Device   `json:"device"`
+	MemoryMiB float64  `json:"memory_mib,omitempty"`
+	Ops       []Op     `json:"ops,omitempty"`
+	Summary   *Summary `json:"summary,omitempty"`
+	Notes     []string `json:"notes,omitempty"`
+	Source    *Source  `json:"source,omitempty"`
+}
+
+// Validate checks every field and returns a *ValidationError naming each bad
+// one, or nil.
+func (p *Profile) Validate() error {
+	var c fieldChecker
+	if p.Format != ProfileFormat {
+		c.add("format", fmt.Sprintf("%q", ProfileFormat), fmt.Sprintf("%q", p.Format))
+	}
+	if strings.TrimSpace(p.Name) == "" {
+		c.add("name", "a non-empty name", `""`)
+	}
+	if p.Kind != KindInference && p.Kind != KindTraining {
+		c.add("kind", `"inference" or "training"`, fmt.Sprintf("%q", p.Kind))
+	}
+	if p.Device.SMs < 0 {
+		c.add("device.sms", "an SM count ≥ 0 (0: unknown)", fmt.Sprint(p.Device.SMs))
+	}
+	c.nonNegative("memory_mib", p.MemoryMiB)
+	for i := range p.Ops {
+		p.Ops[i].check(&c, fmt.Sprintf("ops[%d]", i))
+	}
+	if p.Summary != nil {
+		p.Summary.check(&c, p.Kind)
+	}
+	if len(p.Ops) == 0 && p.Summary == nil {
+		c.add("ops", "at least one op, or a summary", "no ops and no summary")
+	}
+	if len(p.Ops) > 0 {
+		var busy float64
+		for _, op := range p.Ops {
+			busy += op.DurUS
+		}
+		if busy <= 0 {
+			c.add("ops", "at least one op with dur_us > 0", "total GPU time 0")
+		}
+	}
+	return c.err(fmt.Sprintf("profile %q", p.Name))
+}
+
+func (op *Op) check(c *fieldChecker, at string) {
+	c.duration(at+".dur_us", op.DurUS)
+	c.duration(at+".gap_us", op.GapUS)
+	c.fraction(at+".sm", op.SM)
+	c.fraction(at+".occupancy", op.Occupancy)
+	if op.DRAM != nil {
+		c.fraction(at+".dram", *op.DRAM)
+	}
+	if op.L2 != nil {
+		c.fraction(at+".l2", *op.L2)
+	}
+}
+
+func (s *Summary) check(c *fieldChecker, kind Kind) {
+	for _, f := range []struct {
+		field string
+		v     float64
+	}{{"summary.latency_ms", s.LatencyMS}, {"summary.iteration_ms", s.IterationMS}} {
+		if !(f.v >= 0 && f.v <= MaxDurationUS/1000) {
+			c.add(f.field, "a time ≥ 0 and ≤ 3.6e6 ms (one hour)", fmtFloat(f.v))
+		}
+	}
+	if kind == KindInference && !(s.LatencyMS > 0) {
+		c.add("summary.latency_ms", "the solo latency of one request in ms (> 0) for an inference profile", fmtFloat(s.LatencyMS))
+	}
+	if !(s.GPUUtil > 0 && s.GPUUtil <= 1) {
+		c.add("summary.gpu_util", "a fraction in (0,1]", fmtFloat(s.GPUUtil))
+	}
+	c.fraction("summary.mem_util", s.MemUtil)
+}
+
+// ParseProfile decodes and validates one profile document. Unknown keys are
+// errors, so that a misspelt key is caught instead of silently ignored.
+func ParseProfile(data []byte) (*Profile, error) {
+	var p Profile
+	if err := decodeStrict(data, &p); err != nil {
+		return nil, fmt.Errorf("parse profile: %w", err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// LoadProfile reads and validates the profile at path.
+func LoadProfile(path string) (*Profile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load profile: %w", err)
+	}
+	p, err := ParseProfile(data)
+	if err != nil {
+		return nil, fmt.Errorf("load profile %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// SaveProfile validates p and writes it to path atomically (temporary file,
+// then rename), so that a reader never sees half a profile.
+func SaveProfile(path string, p *Profile) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("save profile: %w", err)
+	}
+	return writeJSONAtomic(path, p)
+}
+
+// writeJSONAtomic writes v as indented JSON to path via a temporary file in
+// the same directory and a rename.
+func writeJSONAtomic(path string, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // kernel names are full of < and >
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	data := buf.Bytes()
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	merr := f.Chmod(0o644) // CreateTemp makes 0600; profiles are shared files
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, merr, serr, cerr); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// decodeStrict decodes one JSON value, rejecting unknown keys and trailing
+// data, and turns decoder errors into messages that name the field.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			return &FieldError{Field: te.Field, Want: "a JSON " + jsonKind(te.Type.Kind().String()), Got: "a JSON " + te.Value}
+		case errors.As(err, &se):
+			return fmt.Errorf("not valid JSON at byte %d: %w", se.Offset, err)
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return fmt.Errorf("empty or truncated JSON: %w", err)
+		}
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON document")
+	}
+	return nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "float64", "float32", "int", "int64", "int32", "uint", "uint64":
+		return "number"
+	case "struct", "map", "ptr":
+		return "object"
+	case "slice", "array":
+		return "array"
+	}
+	return goKind
+}
+
+// Summary expansion: the one rule that turns a summary-only profile into ops.
+const (
+	// SummaryKernelUS is the target length of one synthetic kernel.
+	SummaryKernelUS = 250.0
+	// SummaryMaxKernels caps the synthetic kernels per unit.
+	SummaryMaxKernels = 200
+	// StreamIterationMS is the nominal unit of a trainer with no iteration time.
+	StreamIterationMS = 100.0
+)
+
+// Expanded returns the profile's ops, synthesising them from the summary when
+// the profile has none (ops win when both exist). The rule (docs/profiles.md):
+// the unit lasts T = latency_ms (inference) or iteration_ms (training; when
+// absent, StreamIterationMS and the trainer is a continuous stream whose
+// iteration time is not reported); busy time gpu_util·T is split into
+// n = clamp(ceil(busy/250 µs), 1, 200) equal kernels, each preceded by an
+// equal share of the idle time (1−gpu_util)·T; sm = occupancy = 1 and
+// dram = min(1, mem_util/gpu_util).
+func (p *Profile) Expanded() []Op {
+	if len(p.Ops) > 0 || p.Summary == nil {
+		return p.Ops
+	}
+	s := p.Summary
+	unitMS := s.LatencyMS
+	if p.Kind == KindTraining {
+		unitMS = s.IterationMS
+		if unitMS <= 0 {
+			unitMS = StreamIterationMS
+		}
+	}
+	unitUS := unitMS * 1000
+	busy := s.GPUUtil * unitUS
+	n := int(math.Ceil(busy / SummaryKernelUS))
+	n = max(1, min(n, SummaryMaxKernels))
+	dram := math.Min(1, s.MemUtil/s.GPUUtil)
+	ops := make([]Op, n)
+	for i := range ops {
+		d := dram
+		ops[i] = Op{Name: "summary", DurUS: busy / float64(n), GapUS: (unitUS - busy) / float64(n), SM: 1, Occupancy: 1, DRAM: &d}
+	}
+	return ops
+}
+
+// IterationKnown reports whether the profile defines an iteration (or request)
+// length; a training summary with no iteration_ms does not.
+func (p *Profile) IterationKnown() bool {
+	return len(p.Ops) > 0 || p.Summary == nil || p.Kind != KindTraining || p.Summary.IterationMS > 0
+}
+
+// SoloUS is the solo length of one unit (request or iteration) in µs: the sum
+// of every op's gap and duration.
+func (p *Profile) SoloUS() float64 {
+	var t float64
+	for _, op := range p.Expanded() {
+		t += op.GapUS + op.DurUS
+	}
+	return t
+}
