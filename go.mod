@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/spf13/cobra v1.10.2
+	go.uber.org/goleak v1.3.0
 	gonum.org/v1/gonum v0.17.0
 )
 

@@ -20,8 +20,9 @@ type KinetoOptions struct {
 	// Kind of the workload; "" means training when the trace has
 	// ProfilerStep annotations, else inference.
 	Kind Kind
-	// Step picks ProfilerStep#Step; 0 picks the median-length step.
-	Step int
+	// Step picks ProfilerStep#Step (PyTorch numbers steps from 0); nil
+	// picks the median-length step.
+	Step *int
 	// Annotation, when set, picks the GPU work launched inside a user
 	// annotation (record_function) whose name contains this text, the
 	// median-length one when several match. It cannot be combined with Step.
@@ -112,12 +113,12 @@ func checkKinetoOptions(opts KinetoOptions) error {
 	switch {
 	case opts.Kind != "" && opts.Kind != KindInference && opts.Kind != KindTraining:
 		return &FieldError{Field: "kind", Want: `"inference", "training" or "" (from the trace)`, Got: fmt.Sprintf("%q", opts.Kind)}
-	case opts.Step < 0:
-		return &FieldError{Field: "step", Want: "a ProfilerStep number ≥ 0 (0: the median step)", Got: fmt.Sprint(opts.Step)}
+	case opts.Step != nil && *opts.Step < 0:
+		return &FieldError{Field: "step", Want: "a ProfilerStep number ≥ 0", Got: fmt.Sprint(*opts.Step)}
 	case opts.MaxOps < 0:
 		return &FieldError{Field: "max_ops", Want: "a count ≥ 0 (0: every kernel)", Got: fmt.Sprint(opts.MaxOps)}
-	case opts.Step > 0 && opts.Annotation != "":
-		return &FieldError{Field: "step", Want: "either a step or an annotation, not both", Got: fmt.Sprintf("step %d and annotation %q", opts.Step, opts.Annotation)}
+	case opts.Step != nil && opts.Annotation != "":
+		return &FieldError{Field: "step", Want: "either a step or an annotation, not both", Got: fmt.Sprintf("step %d and annotation %q", *opts.Step, opts.Annotation)}
 	}
 	return nil
 }
@@ -186,15 +187,15 @@ func (tr *kinetoTrace) selectUnit(opts KinetoOptions) (kinetoUnit, error) {
 		}
 		a := medianAnnotation(hits)
 		return kinetoUnit{label: "annotation " + a.name, lo: a.start, hi: a.end}, nil
-	case opts.Step > 0:
+	case opts.Step != nil:
 		for _, a := range steps {
-			if a.step == opts.Step && (len(hits) == 0 || a.start < hits[0].start) {
+			if a.step == *opts.Step && (len(hits) == 0 || a.start < hits[0].start) {
 				hits = []kinetoAnnotation{a}
 			}
 		}
 		if len(hits) == 0 {
 			return kinetoUnit{}, fmt.Errorf("%w: no ProfilerStep#%d; the trace has %s",
-				ErrUnitNotFound, opts.Step, listNames(steps, func(kinetoAnnotation) bool { return true }))
+				ErrUnitNotFound, *opts.Step, listNames(steps, func(kinetoAnnotation) bool { return true }))
 		}
 		return kinetoUnit{label: hits[0].name, lo: hits[0].start, hi: hits[0].end}, nil
 	case len(steps) > 0:

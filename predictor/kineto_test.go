@@ -97,6 +97,15 @@ func TestImportKinetoFileMatchesFixture(t *testing.T) {
 	}
 }
 
+// stepPtr turns an expectation's step number into KinetoOptions.Step: 0 in
+// expected.json means "the default", the median step.
+func stepPtr(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
 func closeTo(got, want float64) bool {
 	return math.Abs(got-want) <= 1e-6*math.Max(math.Abs(want), 1e-9)
 }
@@ -115,7 +124,7 @@ func TestImportKinetoExpected(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.Name, func(t *testing.T) {
-			opts := KinetoOptions{Step: tt.Step, Annotation: tt.Annotation, MaxOps: tt.MaxOps}
+			opts := KinetoOptions{Step: stepPtr(tt.Step), Annotation: tt.Annotation, MaxOps: tt.MaxOps}
 			p, err := importFixture(t, tt.Trace, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -286,7 +295,7 @@ func TestImportKinetoSynthetic(t *testing.T) {
 			wantNotes: []string{`had neither "blocks per SM"`, `no "est. achieved occupancy %"`},
 		},
 		{
-			name: "step 2: kernels launched inside it, two streams", trace: synthSteps, opts: KinetoOptions{Step: 2, Kind: KindInference},
+			name: "step 2: kernels launched inside it, two streams", trace: synthSteps, opts: KinetoOptions{Step: stepPtr(2), Kind: KindInference},
 			wantUnit: "ProfilerStep#2", wantKind: KindInference,
 			wantOps: []Op{
 				{Name: "k2", DurUS: 10, GapUS: 0, SM: 1, Occupancy: 0.25},
@@ -305,7 +314,13 @@ func TestImportKinetoSynthetic(t *testing.T) {
 			wantNotes: []string{"1 of 2 kernels overlapped", "computed from grid size", "outside 0–100 %"},
 		},
 		{
-			name: "max ops", trace: synthSteps, opts: KinetoOptions{Step: 2, MaxOps: 1},
+			// PyTorch numbers steps from 0: step 0 is a step, not "the default".
+			name: "step 0", trace: strings.Replace(synthSteps, "ProfilerStep#1", "ProfilerStep#0", 1), opts: KinetoOptions{Step: new(int)},
+			wantUnit: "ProfilerStep#0", wantKind: KindTraining,
+			wantOps: []Op{{Name: "k1", DurUS: 10, GapUS: 0, SM: 0.5, Occupancy: 0.5}},
+		},
+		{
+			name: "max ops", trace: synthSteps, opts: KinetoOptions{Step: stepPtr(2), MaxOps: 1},
 			wantUnit: "ProfilerStep#2 (first 1 kernels)", wantKind: KindTraining,
 			wantOps: []Op{{Name: "k2", DurUS: 10, GapUS: 0, SM: 1, Occupancy: 0.25}},
 		},
@@ -452,14 +467,14 @@ func TestImportKinetoErrors(t *testing.T) {
 			{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 10},
 			{"ph": "X", "cat": "kernel", "name": "k", "ts": 20, "dur": 2}]}`), wantIs: ErrInvalidTrace, wantText: []string{"ProfilerStep#1 launched no GPU kernels"}},
 		{name: "bad deviceProperties", data: []byte(`{"deviceProperties": {"id": 0}, "traceEvents": []}`), wantIs: ErrInvalidTrace, wantText: []string{"deviceProperties"}},
-		{name: "unknown step", fixture: "v100-training-5steps.json.gz", opts: KinetoOptions{Step: 7}, wantIs: ErrUnitNotFound,
+		{name: "unknown step", fixture: "v100-training-5steps.json.gz", opts: KinetoOptions{Step: stepPtr(7)}, wantIs: ErrUnitNotFound,
 			wantText: []string{"no ProfilerStep#7", `"ProfilerStep#101", "ProfilerStep#102", "ProfilerStep#103", "ProfilerStep#104", "ProfilerStep#105"`}},
-		{name: "step in a trace without steps", fixture: "a100-small-benchmark.json.gz", opts: KinetoOptions{Step: 1}, wantIs: ErrUnitNotFound, wantText: []string{"no ProfilerStep#1; the trace has none"}},
+		{name: "step in a trace without steps", fixture: "a100-small-benchmark.json.gz", opts: KinetoOptions{Step: stepPtr(1)}, wantIs: ErrUnitNotFound, wantText: []string{"no ProfilerStep#1; the trace has none"}},
 		{name: "unknown annotation", fixture: "v100-training-5steps.json.gz", opts: KinetoOptions{Annotation: "nope"}, wantIs: ErrUnitNotFound,
 			wantText: []string{`no user annotation whose name contains "nope"`, `"nccl:all_reduce"`, "(13 names)"}},
 		{name: "bad kind", data: []byte(synthSteps), opts: KinetoOptions{Kind: "batch"}, wantText: []string{"kind: want"}},
-		{name: "negative step", data: []byte(synthSteps), opts: KinetoOptions{Step: -1}, wantText: []string{"step: want"}},
-		{name: "step and annotation", data: []byte(synthSteps), opts: KinetoOptions{Step: 1, Annotation: "x"}, wantText: []string{"not both"}},
+		{name: "negative step", data: []byte(synthSteps), opts: KinetoOptions{Step: stepPtr(-1)}, wantText: []string{"step: want"}},
+		{name: "step and annotation", data: []byte(synthSteps), opts: KinetoOptions{Step: stepPtr(1), Annotation: "x"}, wantText: []string{"not both"}},
 		{name: "blank name", data: []byte(synthSteps), opts: KinetoOptions{Name: " "}, wantText: []string{"name: want a non-empty name"}},
 	}
 	for _, tt := range tests {
@@ -510,12 +525,16 @@ func FuzzImportKineto(f *testing.F) {
 		`{}`, `[]`, `{"traceEvents": 1}`, `null`, "\x1f\x8b", "",
 	}
 	for _, s := range seeds {
-		f.Add([]byte(s), 0, "")
+		f.Add([]byte(s), -1, "")
 	}
 	f.Add(gz(f, []byte(synthSteps)), 2, "")
-	f.Add([]byte(synthSteps), 0, "forward")
+	f.Add([]byte(synthSteps), -1, "forward")
+	f.Add([]byte(synthSteps), 0, "")
 	f.Fuzz(func(t *testing.T, data []byte, step int, annotation string) {
-		opts := KinetoOptions{Step: step, Annotation: annotation}
+		opts := KinetoOptions{Annotation: annotation}
+		if step >= 0 {
+			opts.Step = &step
+		}
 		p, err := ImportKineto(bytes.NewReader(data), opts)
 		if err != nil {
 			return

@@ -22,6 +22,7 @@ func newProfileCmd() *cobra.Command {
 func newProfileImportCmd() *cobra.Command {
 	var (
 		format, kind, out string
+		step              int
 		opts              predictor.KinetoOptions
 	)
 	cmd := &cobra.Command{
@@ -47,6 +48,9 @@ docs/profiles.md for the rules.`,
 			if out == "" {
 				return errors.New("profile import: --out: want the path of the profile to write")
 			}
+			if cmd.Flags().Changed("step") {
+				opts.Step = &step
+			}
 			p, err := predictor.ImportKinetoFile(args[0], opts)
 			if err != nil {
 				return fmt.Errorf("profile import: %w", err)
@@ -61,7 +65,7 @@ docs/profiles.md for the rules.`,
 	f := cmd.Flags()
 	f.StringVar(&format, "format", "", "trace format: "+strings.Join(profileFormats, ", ")+" (required)")
 	f.StringVar(&kind, "kind", "", "inference or training (default: training when the trace has ProfilerStep annotations)")
-	f.IntVar(&opts.Step, "step", 0, "import ProfilerStep#N (default: the median-length step)")
+	f.IntVar(&step, "step", 0, "import ProfilerStep#N (default: the median-length step)")
 	f.StringVar(&opts.Annotation, "annotation", "", "import the GPU work of the annotation whose name contains this text (the median-length one)")
 	f.StringVar(&opts.Name, "name", "", "profile name (default: the trace file name without .json/.json.gz)")
 	f.IntVar(&opts.MaxOps, "max-ops", 0, "keep only the first N kernels of the unit (default: all)")
