@@ -1,0 +1,73 @@
+package gpu
+
+import (
+	"bytes"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// logBuffer collects a logger's output for assertions; safe for the Run
+// goroutine to write while the test reads.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newTestLogger() (*slog.Logger, *logBuffer) {
+	b := &logBuffer{}
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
+}
+
+// eventTimeout bounds how long a test waits for an event that must come.
+// Only a failing test ever waits this long.
+const eventTimeout = 10 * time.Second
+
+func nextEvent(t *testing.T, ch <-chan Event) Event {
+	t.Helper()
+	select {
+	case e, ok := <-ch:
+		if !ok {
+			t.Fatal("events closed, want an event")
+		}
+		return e
+	case <-time.After(eventTimeout):
+		t.Fatal("no event")
+	}
+	return Event{}
+}
+
+// waitClosed waits for Run to close the events channel, skipping events.
+func waitClosed(t *testing.T, ch <-chan Event) {
+	t.Helper()
+	timeout := time.After(eventTimeout)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("events not closed")
+		}
+	}
+}
