@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
-	"sync"
 
 	"gonum.org/v1/gonum/optimize"
 )
@@ -25,11 +23,9 @@ type FitReport struct {
 	CV     string   `json:"cv,omitempty"`
 	// Unidentified lists parameters that even a ±50 % change does not
 	// visibly move: the measurements cannot tell their value.
-	Unidentified []string `json:"unidentified,omitempty"`
-	// Skipped explains records left out of this fit.
-	Skipped     []string    `json:"skipped,omitempty"`
-	Evaluations int         `json:"evaluations"`
-	PerRecord   []RecordFit `json:"per_record,omitempty"`
+	Unidentified []string    `json:"unidentified,omitempty"`
+	Evaluations  int         `json:"evaluations"`
+	PerRecord    []RecordFit `json:"per_record,omitempty"`
 }
 
 // RecordFit is one record's measured and predicted metrics.
@@ -89,46 +85,12 @@ func newTSObjective(recs []*Record, opts FitOptions) *tsObjective {
 	return o
 }
 
-func (o *tsObjective) scenario(r *Record) *Scenario {
-	sc := &Scenario{Inference: r.Inference.Profile, RateRPS: r.RateRPS, Requests: o.opts.Requests, Seed: o.opts.Seed}
-	for _, t := range r.Training {
-		sc.Training = append(sc.Training, t.Profile)
-	}
-	if r.Requests > 0 {
-		sc.Requests = r.Requests
-	}
-	if r.Seed != 0 {
-		sc.Seed = r.Seed
-	}
-	return sc
-}
-
 // predictAll predicts every record (in parallel) except skip (-1: none).
 func (o *tsObjective) predictAll(p TimesliceParams, skip int) ([]*Prediction, error) {
-	out := make([]*Prediction, len(o.recs))
-	errs := make([]error, len(o.recs))
-	workers := o.opts.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, len(o.recs)) {
-		wg.Go(func() {
-			for i := range next {
-				out[i], errs[i] = o.preds[i].PredictTimeslice(o.scenario(o.recs[i]), p)
-			}
-		})
-	}
-	for i := range o.recs {
-		if i != skip {
-			next <- i
-		}
-	}
-	close(next)
-	wg.Wait()
 	o.evals++
-	return out, errors.Join(errs...)
+	return predictRecords(len(o.recs), o.opts.Workers, skip, func(i int) (*Prediction, error) {
+		return o.preds[i].PredictTimeslice(o.recs[i].scenario(o.opts, 0), p)
+	})
 }
 
 // score returns the mean absolute percentage error over all records but
@@ -139,26 +101,7 @@ func (o *tsObjective) score(p TimesliceParams, skip int) (mape, msle float64) {
 	if err != nil {
 		return math.Inf(1), math.Inf(1)
 	}
-	var n int
-	for i, ms := range o.metrics {
-		if i == skip {
-			continue
-		}
-		for _, m := range ms {
-			v := m.predicted(preds[i])
-			if math.IsNaN(v) {
-				continue
-			}
-			mape += math.Abs(v-m.value) / m.value
-			l := math.Log(v / m.value)
-			msle += l * l
-			n++
-		}
-	}
-	if n == 0 {
-		return math.Inf(1), math.Inf(1)
-	}
-	return mape / float64(n), msle / float64(n)
+	return scoreMetrics(o.metrics, preds, func(i int) bool { return i != skip })
 }
 
 // loss is what the search minimises.
@@ -311,16 +254,7 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*Calib
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
-	var recs []*Record
-	var skipped []string
-	for i := range m.Records {
-		r := &m.Records[i]
-		if r.Mode != ModeTimeslice {
-			skipped = append(skipped, fmt.Sprintf("%s: mode %s is not fitted by the time-slicing calibration", r.Name, r.Mode))
-			continue
-		}
-		recs = append(recs, r)
-	}
+	recs := m.recordsOf(ModeTimeslice)
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("fit timeslice: %w: no record has mode %q", ErrNoRecords, ModeTimeslice)
 	}
@@ -330,7 +264,7 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*Calib
 		return nil, fmt.Errorf("fit timeslice: %w", err)
 	}
 	mape, _ := obj.score(best, -1)
-	rep := &FitReport{Records: len(recs), MAPE: mape, Skipped: skipped}
+	rep := &FitReport{Records: len(recs), MAPE: mape}
 	preds, err := obj.predictAll(best, -1)
 	if err != nil {
 		return nil, fmt.Errorf("fit timeslice: %w", err)
@@ -371,7 +305,7 @@ func (o *tsObjective) crossValidate(ctx context.Context, full TimesliceParams, r
 		if err != nil {
 			return 0, err
 		}
-		pred, err := o.preds[i].PredictTimeslice(o.scenario(o.recs[i]), p)
+		pred, err := o.preds[i].PredictTimeslice(o.recs[i].scenario(o.opts, 0), p)
 		if err != nil {
 			return 0, err
 		}

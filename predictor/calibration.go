@@ -3,6 +3,7 @@ package predictor
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 )
 
@@ -22,9 +23,11 @@ type Calibration struct {
 	Fit       *FitReport       `json:"fit,omitempty"`
 }
 
-// MPSCalibration holds the MPS model's contention coefficients by feature.
+// MPSCalibration holds the MPS model's stage-2 contention coefficients by
+// feature (dram, l2, kernels) and, when fitted, the fit's report.
 type MPSCalibration struct {
 	Coefficients map[string]float64 `json:"coefficients"`
+	Fit          *FitReport         `json:"fit,omitempty"`
 }
 
 // DefaultCalibration is the built-in fallback when no calibration is given.
@@ -60,6 +63,10 @@ func (c *Calibration) Validate() error {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
+			if !slices.Contains(MPSFeatures, k) {
+				fc.add("mps.coefficients."+k, "one of dram, l2, kernels", fmt.Sprintf("%q", k))
+				continue
+			}
 			fc.nonNegative("mps.coefficients."+k, c.MPS.Coefficients[k])
 		}
 	}

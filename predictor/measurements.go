@@ -31,8 +31,10 @@ type Record struct {
 	Inference ProfileRef   `json:"inference"`
 	Training  []ProfileRef `json:"training"`
 	RateRPS   float64      `json:"rate_rps"`
-	// TrainingPct is the training clients' MPS active-thread percentage (MPS records).
-	TrainingPct float64 `json:"training_pct,omitempty"`
+	// TrainingPct is the training clients' MPS active-thread percentage and
+	// InferencePct the inference server's (0: 100); MPS records only.
+	TrainingPct  float64 `json:"training_pct,omitempty"`
+	InferencePct float64 `json:"inference_pct,omitempty"`
 	// Requests and Seed, when set, replace the calibration's defaults for
 	// this record's simulation.
 	Requests int      `json:"requests,omitempty"`
@@ -155,6 +157,9 @@ func (r *Record) check(c *fieldChecker, at, dir string) {
 	c.positive(at+".rate_rps", r.RateRPS)
 	if r.Mode == ModeMPS && !(r.TrainingPct > 0 && r.TrainingPct <= 100) {
 		c.add(at+".training_pct", "an active-thread percentage in (0,100]", fmtFloat(r.TrainingPct))
+	}
+	if !(r.InferencePct >= 0 && r.InferencePct <= 100) {
+		c.add(at+".inference_pct", "an active-thread percentage in (0,100] (0 or absent: 100)", fmtFloat(r.InferencePct))
 	}
 	if r.Requests < 0 {
 		c.add(at+".requests", "a count ≥ 1 (0: the default)", fmt.Sprint(r.Requests))

@@ -30,6 +30,14 @@ type Scenario struct {
 	Requests int
 	// Seed makes the arrivals reproducible.
 	Seed uint64
+
+	// MPS only: the inference server's active-thread percentage (0: 100),
+	// the training jobs' (one for all, or one per job; none: 100), and the
+	// device's SM count that percentages are rounded to (0: the inference
+	// profile's, else DefaultDeviceSMs).
+	InferencePct float64
+	TrainingPct  []float64
+	DeviceSMs    int
 }
 
 // Validate names every bad field of the scenario.
@@ -73,6 +81,7 @@ type Prediction struct {
 	Inference InferencePrediction  `json:"inference"`
 	Training  []TrainingPrediction `json:"training"`
 	Timeslice *TimesliceParams     `json:"timeslice,omitempty"`
+	MPS       *MPSUsed             `json:"mps,omitempty"`
 	// Events is the number of simulated kernel events (for benchmarks).
 	Events int `json:"events"`
 }
@@ -100,13 +109,37 @@ type TrainingPrediction struct {
 	Slowdown        float64  `json:"slowdown"`
 }
 
-// Predictor runs predictions and keeps the simulator's buffers between them.
+// Predictor runs predictions and keeps the simulators' buffers between them.
 // Not safe for concurrent use; make one per goroutine.
 type Predictor struct {
-	sim      TimesliceSim
+	ts       TimesliceSim
+	mps      MPSSim
+	soloMPS  MPSSim
 	arrivals []float64
 	solo     []float64
+	infOps   []Op
 	training [][]Op
+}
+
+// prepare expands the scenario's workloads and draws its arrivals; it
+// returns the request rate and count.
+func (pr *Predictor) prepare(sc *Scenario) (rate float64, n int) {
+	pr.infOps = sc.Inference.Expanded()
+	rate = sc.RateRPS
+	if rate == 0 {
+		rate = sc.Load * 1e6 / sc.Inference.SoloUS()
+	}
+	n = sc.Requests
+	if n == 0 {
+		n = DefaultRequests
+	}
+	pr.arrivals = growFloats(pr.arrivals, n)
+	poissonArrivals(pr.arrivals, rate, sc.Seed)
+	pr.training = pr.training[:0]
+	for _, t := range sc.Training {
+		pr.training = append(pr.training, t.Expanded())
+	}
+	return rate, n
 }
 
 // PredictTimeslice predicts the scenario under time slicing with params.
@@ -117,31 +150,24 @@ func (pr *Predictor) PredictTimeslice(sc *Scenario, params TimesliceParams) (*Pr
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	infOps := sc.Inference.Expanded()
-	soloUS := sc.Inference.SoloUS()
-	rate := sc.RateRPS
-	if rate == 0 {
-		rate = sc.Load * 1e6 / soloUS
-	}
-	n := sc.Requests
-	if n == 0 {
-		n = DefaultRequests
-	}
-	pr.arrivals = growFloats(pr.arrivals, n)
-	poissonArrivals(pr.arrivals, rate, sc.Seed)
-
-	pr.training = pr.training[:0]
-	for _, t := range sc.Training {
-		pr.training = append(pr.training, t.Expanded())
-	}
-	res, err := pr.sim.run(infOps, pr.training, pr.arrivals, params)
+	rate, n := pr.prepare(sc)
+	res, err := pr.ts.run(pr.infOps, pr.training, pr.arrivals, params)
 	if err != nil {
 		return nil, fmt.Errorf("predict timeslice: %w", err)
 	}
+	pred := pr.prediction(ModeTimeslice, sc, rate, n, res)
+	pred.Timeslice = &params
+	return pred, nil
+}
+
+// prediction assembles what both models report from a simulation result:
+// the co-located percentiles, the solo queue over the same arrivals, and
+// each trainer's iteration time.
+func (pr *Predictor) prediction(mode Mode, sc *Scenario, rate float64, n int, res *simResult) *Prediction {
+	soloUS := sc.Inference.SoloUS()
 	pred := &Prediction{
-		Mode:      ModeTimeslice,
-		Timeslice: &params,
-		Events:    res.events,
+		Mode:   mode,
+		Events: res.events,
 		Inference: InferencePrediction{
 			Name:      sc.Inference.Name,
 			RateRPS:   rate,
@@ -150,6 +176,7 @@ func (pr *Predictor) PredictTimeslice(sc *Scenario, params TimesliceParams) (*Pr
 			LatencyMS: percentilesUS(res.latency),
 			ServiceMS: percentilesUS(res.service),
 		},
+		Training: []TrainingPrediction{},
 	}
 	pr.solo = growFloats(pr.solo, n)
 	soloQueue(pr.arrivals, soloUS, pr.solo)
@@ -172,8 +199,5 @@ func (pr *Predictor) PredictTimeslice(sc *Scenario, params TimesliceParams) (*Pr
 		}
 		pred.Training = append(pred.Training, tp)
 	}
-	if pred.Training == nil {
-		pred.Training = []TrainingPrediction{}
-	}
-	return pred, nil
+	return pred
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,10 +24,13 @@ func newCalibrateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "calibrate --measurements FILE --out FILE",
 		Short: "Fit the model's device parameters to measurements",
-		Long: `Fit the time-slicing model's virtual slice, switching overhead and hold-over to
-measured co-location runs (colocd.measurements/v1), and write them as a
-colocd.calibration/v1 file with the fit's MAPE in-sample and leave-one-record-out.
-See docs/predictor.md for the method and docs/formats.md for the files.`,
+		Long: `Fit the models' device parameters to measured co-location runs
+(colocd.measurements/v1): from time-slicing records the virtual slice, the
+switching overhead and the hold-over (MAPE in-sample and leave-one-record-out);
+from MPS records the contention coefficients (MAPE in-sample and
+leave-one-workload-out). Writes one colocd.calibration/v1 file with a section
+per mode measured. See docs/predictor.md for the method and docs/formats.md
+for the files.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if measPath == "" {
@@ -43,11 +47,14 @@ See docs/predictor.md for the method and docs/formats.md for the files.`,
 				return fmt.Errorf("calibrate: %w", err)
 			}
 			opts.CrossValidate = !noCV
-			cal, err := predictor.FitTimeslice(cmd.Context(), m, opts)
+			cal, err := fitAll(cmd.Context(), m, opts)
 			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
-			cal.Source = fmt.Sprintf("fitted on %s (%d records)", filepath.Base(measPath), cal.Fit.Records)
+			cal.Source = fmt.Sprintf("fitted on %s (%d records)", filepath.Base(measPath), len(m.Records))
+			if m.Source != "" {
+				cal.Source += "; measurements: " + m.Source
+			}
 			if err := predictor.SaveCalibration(out, cal); err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
@@ -69,23 +76,56 @@ See docs/predictor.md for the method and docs/formats.md for the files.`,
 	return cmd
 }
 
-// printCalibration writes the fitted values and a per-metric table.
+// fitAll fits each mode that has records and returns one calibration.
+func fitAll(ctx context.Context, m *predictor.Measurements, opts predictor.FitOptions) (*predictor.Calibration, error) {
+	cal := &predictor.Calibration{Format: predictor.CalibrationFormat, Device: m.Device}
+	var fitted bool
+	if ts, err := predictor.FitTimeslice(ctx, m, opts); err == nil {
+		cal.Timeslice, cal.Fit, fitted = ts.Timeslice, ts.Fit, true
+	} else if !errors.Is(err, predictor.ErrNoRecords) {
+		return nil, err
+	}
+	if mp, err := predictor.FitMPS(ctx, m, opts); err == nil {
+		cal.MPS, fitted = mp, true
+	} else if !errors.Is(err, predictor.ErrNoRecords) {
+		return nil, err
+	}
+	if !fitted {
+		return nil, fmt.Errorf("%w: no record has mode timeslice or mps", predictor.ErrNoRecords)
+	}
+	return cal, nil
+}
+
+// printCalibration writes the fitted values and a per-metric table for each
+// mode fitted.
 func printCalibration(w io.Writer, cal *predictor.Calibration, out string) error {
-	ts, fit := cal.Timeslice, cal.Fit
-	fmt.Fprintf(w, "%s: %d metrics → %s\n", cal.Source, fit.Metrics, out)
-	fmt.Fprintf(w, "slice %.1f µs, switch %.1f µs, hold-over %.1f µs\n", ts.SliceUS, ts.SwitchUS, ts.HoldoverUS)
-	fmt.Fprintf(w, "MAPE in-sample %.2f %%", 100*fit.MAPE)
+	fmt.Fprintf(w, "%s → %s\n", cal.Source, out)
+	if ts := cal.Timeslice; ts != nil && cal.Fit != nil {
+		fmt.Fprintf(w, "\ntime slicing: slice %.1f µs, switch %.1f µs, hold-over %.1f µs\n", ts.SliceUS, ts.SwitchUS, ts.HoldoverUS)
+		if len(cal.Fit.Unidentified) > 0 {
+			fmt.Fprintf(w, "not identified by these records: %s\n", strings.Join(cal.Fit.Unidentified, ", "))
+		}
+		if err := printFit(w, cal.Fit); err != nil {
+			return err
+		}
+	}
+	if m := cal.MPS; m != nil && m.Fit != nil {
+		c := m.Params()
+		fmt.Fprintf(w, "\nmps: contention dram %.4f, l2 %.4f, kernels %.4f\n", c.DRAM, c.L2, c.Kernels)
+		if err := printFit(w, m.Fit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printFit writes a fit's MAPE line and its per-metric table.
+func printFit(w io.Writer, fit *predictor.FitReport) error {
+	fmt.Fprintf(w, "%d records, %d metrics: MAPE in-sample %.2f %%", fit.Records, fit.Metrics, 100*fit.MAPE)
 	if fit.CVMAPE != nil {
 		fmt.Fprintf(w, ", %s %.2f %%", fit.CV, 100**fit.CVMAPE)
 	}
-	fmt.Fprintf(w, " (%d model evaluations)\n", fit.Evaluations)
-	if len(fit.Unidentified) > 0 {
-		fmt.Fprintf(w, "not identified by these records: %s\n", strings.Join(fit.Unidentified, ", "))
-	}
-	for _, s := range fit.Skipped {
-		fmt.Fprintf(w, "skipped %s\n", s)
-	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, " (%d model evaluations)\n\n", fit.Evaluations)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "record\tmetric\tmeasured\tpredicted\terror\tleft-out predicted\tleft-out error")
 	for _, r := range fit.PerRecord {

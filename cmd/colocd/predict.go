@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/predictor"
 	"github.com/spf13/cobra"
 )
@@ -20,7 +22,7 @@ func newPredictCmd() *cobra.Command {
 		asJSON                 bool
 	)
 	cmd := &cobra.Command{
-		Use:   "predict --inference FILE --training FILE [--training FILE ...] (--rate RPS | --load F)",
+		Use:   "predict --inference FILE [--training FILE ...] [--mode timeslice|mps [--pct N ...]] (--rate RPS | --load F)",
 		Short: "Predict inference latency under co-location",
 		Long: `Predict what co-located training jobs do to an inference service's latency.
 
@@ -28,28 +30,36 @@ Requests arrive by a seeded Poisson process at --rate (req/s) or at --load, a
 fraction of the service's solo capacity. The output gives, for the inference
 service, latency_ms (arrival to completion: what SLOs are written on) and
 service_ms (start of execution to completion), solo and co-located, and each
-training job's iteration time. The device parameters come from --calibration
-or the built-in default. See docs/predictor.md.`,
+training job's iteration time. Under --mode mps every context runs at once,
+each training job limited to its --pct active-thread percentage. The device
+parameters come from --calibration, else the preset for the inference
+profile's GPU, else the built-in default. See docs/predictor.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if infPath == "" {
 				return errors.New("predict: --inference: want the path of an inference profile")
 			}
-			if predictor.Mode(mode) != predictor.ModeTimeslice {
-				return fmt.Errorf("predict: --mode: want %q (the MPS model is not built yet), got %q", predictor.ModeTimeslice, mode)
-			}
-			cal := predictor.DefaultCalibration()
-			if calPath != "" {
-				var err error
-				if cal, err = predictor.LoadCalibration(calPath); err != nil {
-					return fmt.Errorf("predict: --calibration: %w", err)
+			switch predictor.Mode(mode) {
+			case predictor.ModeTimeslice:
+				if len(sc.TrainingPct) > 0 || sc.InferencePct != 100 {
+					return errors.New("predict: --pct and --inference-pct: want --mode mps (time slicing has no percentages)")
 				}
+			case predictor.ModeMPS:
+			default:
+				return fmt.Errorf("predict: --mode: want timeslice or mps, got %q", mode)
 			}
 			inf, err := predictor.LoadProfile(infPath)
 			if err != nil {
 				return fmt.Errorf("predict: --inference: %w", err)
 			}
 			sc.Inference = inf
+			cal, err := loadCalibration(calPath, inf.Device.Name)
+			if err != nil {
+				return fmt.Errorf("predict: --calibration: %w", err)
+			}
+			if sc.DeviceSMs == 0 {
+				sc.DeviceSMs = cal.Device.SMs
+			}
 			for _, p := range trainPaths {
 				t, err := predictor.LoadProfile(p)
 				if err != nil {
@@ -61,7 +71,12 @@ or the built-in default. See docs/predictor.md.`,
 				return fmt.Errorf("predict: --requests: want a count ≥ 1, got %d", sc.Requests)
 			}
 			var pr predictor.Predictor
-			pred, err := pr.PredictTimeslice(&sc, *cal.Timeslice)
+			var pred *predictor.Prediction
+			if predictor.Mode(mode) == predictor.ModeMPS {
+				pred, err = pr.PredictMPS(&sc, cal.MPS.Params())
+			} else {
+				pred, err = pr.PredictTimeslice(&sc, *cal.Timeslice)
+			}
 			if err != nil {
 				return fmt.Errorf("predict: %w", err)
 			}
@@ -76,12 +91,15 @@ or the built-in default. See docs/predictor.md.`,
 	f := cmd.Flags()
 	f.StringVar(&infPath, "inference", "", "inference profile (required)")
 	f.StringArrayVar(&trainPaths, "training", nil, "training profile (repeat for several jobs)")
-	f.StringVar(&mode, "mode", string(predictor.ModeTimeslice), "GPU sharing mode: timeslice")
+	f.StringVar(&mode, "mode", string(predictor.ModeTimeslice), "GPU sharing mode: timeslice or mps")
+	f.Float64SliceVar(&sc.TrainingPct, "pct", nil, "mps: training active-thread percentage; once for every job, or once per --training in order (default 100)")
+	f.Float64Var(&sc.InferencePct, "inference-pct", 100, "mps: the inference server's active-thread percentage")
+	f.IntVar(&sc.DeviceSMs, "sms", 0, "mps: the GPU's SM count that percentages round to (default: the calibration's, else the inference profile's)")
 	f.Float64Var(&sc.RateRPS, "rate", 0, "request rate in req/s")
 	f.Float64Var(&sc.Load, "load", 0, "request rate as a fraction of solo capacity, in (0,1)")
 	f.IntVar(&sc.Requests, "requests", predictor.DefaultRequests, "simulated requests")
 	f.Uint64Var(&sc.Seed, "seed", 1, "arrival seed")
-	f.StringVar(&calPath, "calibration", "", "calibration file (default: the built-in, unfitted values)")
+	f.StringVar(&calPath, "calibration", "", "calibration file (default: the preset for the inference profile's GPU, else the built-in values; neither is fitted)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.MarkFlagsMutuallyExclusive("rate", "load")
 	return cmd
@@ -93,6 +111,18 @@ func printPrediction(w io.Writer, p *predictor.Prediction, cal *predictor.Calibr
 	fmt.Fprintf(w, "%s at %.2f req/s (load %.2f of solo capacity), %d requests, mode %s\n", in.Name, in.RateRPS, in.Load, in.Requests, p.Mode)
 	if ts := p.Timeslice; ts != nil {
 		fmt.Fprintf(w, "device: slice %.0f µs, switch %.0f µs, hold-over %.0f µs\n", ts.SliceUS, ts.SwitchUS, ts.HoldoverUS)
+	}
+	if m := p.MPS; m != nil {
+		pcts := make([]string, len(m.TrainingPct))
+		for i, v := range m.TrainingPct {
+			pcts[i] = fmt.Sprintf("%g %%", v)
+		}
+		c := m.Coefficients
+		fmt.Fprintf(w, "mps: inference %g %%, training [%s] of %d SMs; contention dram %.3g, l2 %.3g, kernels %.3g\n",
+			m.InferencePct, strings.Join(pcts, ", "), m.SMs, c.DRAM, c.L2, c.Kernels)
+		if m.EstimatedOps > 0 {
+			fmt.Fprintf(w, "note: %d ops had no DRAM/L2 intensities; estimated from kernel names (docs/predictor.md)\n", m.EstimatedOps)
+		}
 	}
 	fmt.Fprintf(w, "calibration: %s\n\n", cal.Source)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -124,4 +154,18 @@ func msOrDash(v *float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.3f", *v)
+}
+
+// loadCalibration reads path merged over the built-in default or, with no
+// path, returns the preset for the device name, else the built-in default.
+func loadCalibration(path, device string) (*predictor.Calibration, error) {
+	if path != "" {
+		return predictor.LoadCalibration(path)
+	}
+	if p, err := configs.CalibrationPreset(device); err == nil {
+		return p, nil
+	} else if !errors.Is(err, configs.ErrNoPreset) {
+		return nil, err
+	}
+	return predictor.DefaultCalibration(), nil
 }

@@ -26,13 +26,18 @@ func TestPredictGolden(t *testing.T) {
 	}{
 		{"v100-timeslice", []string{"--inference", profilesDir + "/v100-infer-200.json", "--training", profilesDir + "/v100-train-step.json",
 			"--load", "0.2", "--requests", "2000", "--seed", "1"}},
+		{"v100-mps-h200-preset", []string{"--inference", profilesDir + "/v100-infer-200.json", "--training", profilesDir + "/v100-train-step.json",
+			"--mode", "mps", "--pct", "40", "--load", "0.4", "--requests", "2000", "--seed", "1", "--calibration", "../../configs/calibration/h200.json"}},
+		{"summary-mps-two-pcts", []string{"--inference", profilesDir + "/summary-bert.json",
+			"--training", profilesDir + "/summary-train.json", "--training", profilesDir + "/summary-stream.json",
+			"--mode", "mps", "--pct", "30", "--pct", "60", "--rate", "40", "--requests", "1000", "--seed", "7"}},
 		{"summary-two-trainers", []string{"--inference", profilesDir + "/summary-bert.json",
 			"--training", profilesDir + "/summary-train.json", "--training", profilesDir + "/summary-stream.json",
 			"--rate", "40", "--requests", "1000", "--seed", "7", "--calibration", "../../testdata/golden/calibration-example.json"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, _, err := runCLI(t, append([]string{"predict", "--mode", "timeslice", "--json"}, tt.args...)...)
+			out, _, err := runCLI(t, append([]string{"predict", "--json"}, tt.args...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +118,10 @@ func TestPredictErrors(t *testing.T) {
 		want string
 	}{
 		{"no inference", []string{"--load", "0.5"}, "--inference: want the path of an inference profile"},
-		{"mps not yet", []string{"--inference", bert, "--mode", "mps", "--load", "0.5"}, `--mode: want "timeslice"`},
+		{"unknown mode", []string{"--inference", bert, "--mode", "mig", "--load", "0.5"}, `--mode: want timeslice or mps, got "mig"`},
+		{"pct without mps", []string{"--inference", bert, "--pct", "50", "--load", "0.5"}, "--pct and --inference-pct: want --mode mps"},
+		{"pct out of range", []string{"--inference", bert, "--training", train, "--mode", "mps", "--pct", "150", "--load", "0.5"}, "training_pct[0]: want an active-thread percentage in (0,100], got 150"},
+		{"pct count", []string{"--inference", bert, "--training", train, "--mode", "mps", "--pct", "50,60", "--load", "0.5"}, "training_pct: want one percentage for all training jobs or one per job (1), got 2 values"},
 		{"rate and load", []string{"--inference", bert, "--rate", "5", "--load", "0.5"}, "[load rate] were all set"},
 		{"no rate", []string{"--inference", bert}, "rate: want a rate in req/s"},
 		{"load out of range", []string{"--inference", bert, "--load", "1.5"}, "load: want a fraction of solo capacity in (0,1), got 1.5"},

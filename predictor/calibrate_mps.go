@@ -1,0 +1,244 @@
+package predictor
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// mpsObjective scores stage-2 coefficients against a set of MPS records.
+type mpsObjective struct {
+	recs    []*Record
+	metrics [][]metric
+	opts    FitOptions
+	sms     int
+	preds   []Predictor
+	evals   int
+}
+
+func newMPSObjective(recs []*Record, opts FitOptions, sms int) *mpsObjective {
+	o := &mpsObjective{recs: recs, opts: opts, sms: sms, preds: make([]Predictor, len(recs))}
+	for i, r := range recs {
+		o.metrics = append(o.metrics, r.metrics(i))
+	}
+	return o
+}
+
+// predictAll predicts the records include accepts, in parallel.
+func (o *mpsObjective) predictAll(p MPSParams, include func(int) bool) ([]*Prediction, error) {
+	o.evals++
+	return predictRecords(len(o.recs), o.opts.Workers, -1, func(i int) (*Prediction, error) {
+		if !include(i) {
+			return nil, nil
+		}
+		return o.preds[i].PredictMPS(o.recs[i].scenario(o.opts, o.sms), p)
+	})
+}
+
+// residuals returns, for every metric of the records include accepts, the
+// relative error (predicted − measured) / measured.
+func (o *mpsObjective) residuals(p MPSParams, include func(int) bool) ([]float64, error) {
+	preds, err := o.predictAll(p, include)
+	if err != nil {
+		return nil, err
+	}
+	var r []float64
+	for i, ms := range o.metrics {
+		if !include(i) {
+			continue
+		}
+		for _, m := range ms {
+			v := m.predicted(preds[i])
+			if math.IsNaN(v) {
+				v = m.value // nothing to compare: contributes no error
+			}
+			r = append(r, (v-m.value)/m.value)
+		}
+	}
+	return r, nil
+}
+
+func sumSquares(r []float64) float64 {
+	var s float64
+	for _, v := range r {
+		s += v * v
+	}
+	return s
+}
+
+// fdStep is the finite-difference step of the Jacobian, in coefficient units.
+const fdStep = 0.05
+
+// fit finds non-negative coefficients minimising the squared relative error
+// over the records include accepts: Gauss–Newton steps whose linear
+// sub-problem is solved by non-negative least squares (Lawson–Hanson), with
+// the Jacobian from forward differences and a halving line search.
+func (o *mpsObjective) fit(ctx context.Context, include func(int) bool) (MPSParams, error) {
+	beta := make([]float64, len(MPSFeatures))
+	r0, err := o.residuals(mpsParamsFrom(beta), include)
+	if err != nil {
+		return MPSParams{}, err
+	}
+	f0 := sumSquares(r0)
+	for iter := 0; iter < 12; iter++ {
+		if err := ctx.Err(); err != nil {
+			return MPSParams{}, err
+		}
+		jac := mat.NewDense(len(r0), len(beta), nil)
+		for j := range beta {
+			b := slices.Clone(beta)
+			b[j] += fdStep
+			rj, err := o.residuals(mpsParamsFrom(b), include)
+			if err != nil {
+				return MPSParams{}, err
+			}
+			for i := range r0 {
+				jac.Set(i, j, (rj[i]-r0[i])/fdStep)
+			}
+		}
+		// r(β') ≈ r0 + J(β' − β) = 0  ⇔  J β' = J β − r0, with β' ≥ 0.
+		target := make([]float64, len(r0))
+		for i := range target {
+			target[i] = -r0[i]
+			for j := range beta {
+				target[i] += jac.At(i, j) * beta[j]
+			}
+		}
+		next, err := nnls(jac, target)
+		if err != nil {
+			return MPSParams{}, fmt.Errorf("gauss-newton step: %w", err)
+		}
+		// Halve the step until the error does not grow.
+		improved := false
+		for step := 1.0; step > 1.0/64; step /= 2 {
+			b := make([]float64, len(beta))
+			for j := range b {
+				b[j] = max(0, beta[j]+step*(next[j]-beta[j]))
+			}
+			r, err := o.residuals(mpsParamsFrom(b), include)
+			if err != nil {
+				return MPSParams{}, err
+			}
+			if f := sumSquares(r); f <= f0 {
+				moved := 0.0
+				for j := range b {
+					moved = max(moved, math.Abs(b[j]-beta[j]))
+				}
+				beta, r0, f0, improved = b, r, f, true
+				if moved < 1e-4 {
+					return mpsParamsFrom(beta), nil
+				}
+				break
+			}
+		}
+		if !improved {
+			break
+		}
+	}
+	return mpsParamsFrom(beta), nil
+}
+
+// workloadKey names a record's training workload set, for
+// leave-one-workload-out.
+func (r *Record) workloadKey() string {
+	names := make([]string, len(r.Training))
+	for i, t := range r.Training {
+		names[i] = t.Profile.Name
+	}
+	slices.Sort(names)
+	return strings.Join(names, "+")
+}
+
+// FitMPS fits the MPS model's stage-2 coefficients to the MPS records of m
+// and reports the fit's MAPE in-sample and, when asked, leave-one-workload-out:
+// every record of one training workload predicted by a fit that never saw
+// that workload.
+func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*MPSCalibration, error) {
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	recs := m.recordsOf(ModeMPS)
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("fit mps: %w: no record has mode %q", ErrNoRecords, ModeMPS)
+	}
+	obj := newMPSObjective(recs, opts, m.Device.SMs)
+	all := func(int) bool { return true }
+	best, err := obj.fit(ctx, all)
+	if err != nil {
+		return nil, fmt.Errorf("fit mps: %w", err)
+	}
+	preds, err := obj.predictAll(best, all)
+	if err != nil {
+		return nil, fmt.Errorf("fit mps: %w", err)
+	}
+	mape, _ := scoreMetrics(obj.metrics, preds, all)
+	rep := &FitReport{Records: len(recs), MAPE: mape}
+	for i, r := range recs {
+		rf := RecordFit{Name: r.Name}
+		for _, mt := range obj.metrics[i] {
+			rf.Metrics = append(rf.Metrics, MetricFit{Field: mt.field(), Measured: mt.value, Predicted: mt.predicted(preds[i])})
+			rep.Metrics++
+		}
+		rep.PerRecord = append(rep.PerRecord, rf)
+	}
+	if opts.CrossValidate {
+		cv, ok, err := obj.leaveOneWorkloadOut(ctx, rep)
+		if err != nil {
+			return nil, fmt.Errorf("fit mps: cross-validate: %w", err)
+		}
+		if ok {
+			rep.CVMAPE, rep.CV = &cv, "leave-one-workload-out"
+		}
+	}
+	rep.Evaluations = obj.evals
+	coef := map[string]float64{}
+	for i, v := range best.vector() {
+		coef[MPSFeatures[i]] = v
+	}
+	return &MPSCalibration{Coefficients: coef, Fit: rep}, nil
+}
+
+// leaveOneWorkloadOut refits without each training workload in turn and
+// scores its records; ok is false with fewer than two workloads.
+func (o *mpsObjective) leaveOneWorkloadOut(ctx context.Context, rep *FitReport) (float64, bool, error) {
+	groups := map[string][]int{}
+	for i, r := range o.recs {
+		groups[r.workloadKey()] = append(groups[r.workloadKey()], i)
+	}
+	if len(groups) < 2 {
+		return 0, false, nil
+	}
+	var sum float64
+	var n int
+	for _, key := range slices.Sorted(maps.Keys(groups)) {
+		held := groups[key]
+		p, err := o.fit(ctx, func(i int) bool { return !slices.Contains(held, i) })
+		if err != nil {
+			return 0, false, err
+		}
+		preds, err := o.predictAll(p, func(i int) bool { return slices.Contains(held, i) })
+		if err != nil {
+			return 0, false, err
+		}
+		for _, i := range held {
+			for j, mt := range o.metrics[i] {
+				v := mt.predicted(preds[i])
+				if math.IsNaN(v) {
+					continue
+				}
+				rep.PerRecord[i].Metrics[j].CVPredicted = &v
+				sum += math.Abs(v-mt.value) / mt.value
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, false, nil
+	}
+	return sum / float64(n), true, nil
+}

@@ -1,0 +1,128 @@
+package predictor
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// mpsCalibrationRecords spans what stage 2 must separate: inference kernels
+// light and heavy on DRAM and L2, trainers of each kind, three percentages.
+func mpsCalibrationRecords() []Record {
+	jit := func(p *Profile, seed uint64) *Profile {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		for i := range p.Ops {
+			p.Ops[i].DurUS *= 0.5 + rng.Float64()
+		}
+		return p
+	}
+	infs := []*Profile{
+		jit(mpsProfile("inf-dram", KindInference, 10, 200, 20, 0.5, 0.8, 0.2), 1),
+		jit(mpsProfile("inf-l2", KindInference, 10, 200, 20, 0.5, 0.1, 0.8), 2),
+		jit(mpsProfile("inf-compute", KindInference, 10, 200, 20, 0.9, 0.2, 0.2), 3),
+	}
+	trains := []*Profile{
+		jit(mpsProfile("tr-dram", KindTraining, 30, 400, 30, 0.7, 0.7, 0.3), 4),
+		jit(mpsProfile("tr-l2", KindTraining, 30, 400, 30, 0.6, 0.2, 0.7), 5),
+		jit(mpsProfile("tr-compute", KindTraining, 30, 400, 30, 0.9, 0.1, 0.1), 6),
+	}
+	var recs []Record
+	for _, inf := range infs {
+		for _, tr := range trains {
+			for _, pct := range []float64{100, 50, 25} {
+				recs = append(recs, Record{
+					Name: inf.Name + "+" + tr.Name, Mode: ModeMPS, TrainingPct: pct,
+					Inference: ProfileRef{Profile: inf}, Training: []ProfileRef{{Profile: tr}},
+					RateRPS: 0.4 * 1e6 / inf.SoloUS(), Requests: 400,
+				})
+			}
+		}
+	}
+	return recs
+}
+
+// syntheticMPSMeasurements predicts each record with truth and stores the
+// result, with multiplicative Gaussian noise, as the record's measurement.
+func syntheticMPSMeasurements(t *testing.T, truth MPSParams, noise float64, recs []Record) *Measurements {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(11, 11))
+	jitter := func(v float64) float64 { return v * (1 + noise*rng.NormFloat64()) }
+	m := &Measurements{Format: MeasurementsFormat, Device: Device{Name: "NVIDIA H200", SMs: 132}, Records: recs}
+	var pr Predictor
+	for i := range m.Records {
+		r := &m.Records[i]
+		pred, err := pr.PredictMPS(r.scenario(FitOptions{Seed: 1}, 132), truth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Measured = Measured{
+			LatencyMS: map[string]float64{"mean": jitter(pred.Inference.LatencyMS.Mean), "p99": jitter(pred.Inference.LatencyMS.P99)},
+			ServiceMS: map[string]float64{"mean": jitter(pred.Inference.ServiceMS.Mean)},
+		}
+		r.Measured.TrainingIterationMS = FloatList{jitter(*pred.Training[0].IterationMS)}
+	}
+	return m
+}
+
+func TestFitMPSRecoversCoefficients(t *testing.T) {
+	truth := MPSParams{DRAM: 0.6, L2: 0.3, Kernels: 0.15}
+	m := syntheticMPSMeasurements(t, truth, 0.01, mpsCalibrationRecords())
+	cal, err := FitMPS(context.Background(), m, FitOptions{CrossValidate: !raceEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cal.Params()
+	for i, name := range MPSFeatures {
+		g, w := got.vector()[i], truth.vector()[i]
+		if math.Abs(g-w)/w > 0.05 {
+			t.Errorf("%s = %.4f, truth %.4f (more than 5%% off)", name, g, w)
+		}
+	}
+	if cal.Fit.MAPE > 0.02 {
+		t.Errorf("in-sample MAPE %.4f, want ≤ 0.02 with 1 %% noise", cal.Fit.MAPE)
+	}
+	if !raceEnabled {
+		if cal.Fit.CVMAPE == nil || cal.Fit.CV != "leave-one-workload-out" {
+			t.Fatalf("cross-validation not reported: %+v", cal.Fit)
+		}
+		// Stable for a fixed seed: the same fit again gives the same figure.
+		again, err := FitMPS(context.Background(), syntheticMPSMeasurements(t, truth, 0.01, mpsCalibrationRecords()), FitOptions{CrossValidate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *again.Fit.CVMAPE != *cal.Fit.CVMAPE {
+			t.Errorf("leave-one-workload-out MAPE %v then %v for the same seed", *cal.Fit.CVMAPE, *again.Fit.CVMAPE)
+		}
+		t.Logf("fitted %+v, MAPE %.4f, leave-one-workload-out %.4f, %d evaluations", got, cal.Fit.MAPE, *cal.Fit.CVMAPE, cal.Fit.Evaluations)
+	}
+}
+
+// Records in which nothing overlaps on DRAM or L2 cannot move those
+// coefficients off zero, and a fit of stage 1 alone stays at zero.
+func TestFitMPSZeroTruth(t *testing.T) {
+	recs := mpsCalibrationRecords()[:6]
+	m := syntheticMPSMeasurements(t, MPSParams{}, 0, recs)
+	cal, err := FitMPS(context.Background(), m, FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range cal.Params().vector() {
+		if v > 1e-3 {
+			t.Errorf("%s = %v, want 0 for measurements of stage 1 alone", MPSFeatures[i], v)
+		}
+	}
+	if cal.Fit.MAPE > 1e-6 {
+		t.Errorf("MAPE %v on noise-free stage-1 measurements", cal.Fit.MAPE)
+	}
+}
+
+func TestFitMPSNoRecords(t *testing.T) {
+	inf := uniformProfile("inf", KindInference, 3, 100, 0)
+	m := &Measurements{Format: MeasurementsFormat, Records: []Record{{Name: "t", Mode: ModeTimeslice, Inference: ProfileRef{Profile: inf}, RateRPS: 5,
+		Measured: Measured{LatencyMS: map[string]float64{"p99": 3}}}}}
+	if _, err := FitMPS(context.Background(), m, FitOptions{}); !errors.Is(err, ErrNoRecords) {
+		t.Errorf("err = %v, want ErrNoRecords", err)
+	}
+}

@@ -1,0 +1,96 @@
+package predictor
+
+import (
+	"errors"
+	"math"
+	"runtime"
+	"sync"
+)
+
+// scenario is the simulation of record r: its profiles, rate, and MPS
+// percentages; its own requests and seed, else the fit's; sms rounds MPS
+// percentages (0: from the inference profile).
+func (r *Record) scenario(opts FitOptions, sms int) *Scenario {
+	sc := &Scenario{Inference: r.Inference.Profile, RateRPS: r.RateRPS, Requests: opts.Requests, Seed: opts.Seed, DeviceSMs: sms}
+	for _, t := range r.Training {
+		sc.Training = append(sc.Training, t.Profile)
+	}
+	if r.Requests > 0 {
+		sc.Requests = r.Requests
+	}
+	if r.Seed != 0 {
+		sc.Seed = r.Seed
+	}
+	if r.Mode == ModeMPS {
+		sc.InferencePct = r.InferencePct
+		if len(r.Training) > 0 {
+			sc.TrainingPct = []float64{r.TrainingPct}
+		}
+	}
+	return sc
+}
+
+// recordsOf returns the records of one mode.
+func (m *Measurements) recordsOf(mode Mode) []*Record {
+	var out []*Record
+	for i := range m.Records {
+		if m.Records[i].Mode == mode {
+			out = append(out, &m.Records[i])
+		}
+	}
+	return out
+}
+
+// predictRecords runs predict for records 0..n-1 except skip (-1: none) on
+// up to workers goroutines (0: GOMAXPROCS); each index must use its own
+// Predictor. Skipped entries are nil.
+func predictRecords(n, workers, skip int, predict func(i int) (*Prediction, error)) ([]*Prediction, error) {
+	out := make([]*Prediction, n)
+	errs := make([]error, n)
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for i := range next {
+				out[i], errs[i] = predict(i)
+			}
+		})
+	}
+	for i := range n {
+		if i != skip {
+			next <- i
+		}
+	}
+	close(next)
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// scoreMetrics returns the mean absolute percentage error and the mean
+// squared log error of the predictions over the metrics of the records
+// include accepts. Metrics a prediction has no value for are skipped.
+func scoreMetrics(metrics [][]metric, preds []*Prediction, include func(int) bool) (mape, msle float64) {
+	var n int
+	for i, ms := range metrics {
+		if !include(i) {
+			continue
+		}
+		for _, m := range ms {
+			v := m.predicted(preds[i])
+			if math.IsNaN(v) {
+				continue
+			}
+			mape += math.Abs(v-m.value) / m.value
+			l := math.Log(v / m.value)
+			msle += l * l
+			n++
+		}
+	}
+	if n == 0 {
+		return math.Inf(1), math.Inf(1)
+	}
+	return mape / float64(n), msle / float64(n)
+}

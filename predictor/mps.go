@@ -1,0 +1,506 @@
+package predictor
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// MPSParams are the stage-2 contention coefficients of the MPS model: a
+// running kernel's rate is divided by 1 + DRAM·f_dram + L2·f_l2 + Kernels·f_kernels
+// (features in docs/predictor.md).
+type MPSParams struct {
+	DRAM    float64 `json:"dram"`
+	L2      float64 `json:"l2"`
+	Kernels float64 `json:"kernels"`
+}
+
+// MPSFeatures names the stage-2 features, in the order of MPSParams.
+var MPSFeatures = []string{"dram", "l2", "kernels"}
+
+func (p MPSParams) vector() [3]float64 { return [3]float64{p.DRAM, p.L2, p.Kernels} }
+
+func mpsParamsFrom(v []float64) MPSParams { return MPSParams{DRAM: v[0], L2: v[1], Kernels: v[2]} }
+
+// Validate names every coefficient that is out of range.
+func (p MPSParams) Validate() error {
+	var c fieldChecker
+	for i, v := range p.vector() {
+		c.nonNegative("mps.coefficients."+MPSFeatures[i], v)
+	}
+	return c.err("MPS parameters")
+}
+
+// Coefficients returns the calibration's MPS coefficients as parameters;
+// an absent section gives zeros (stage 1 alone).
+func (m *MPSCalibration) Params() MPSParams {
+	if m == nil {
+		return MPSParams{}
+	}
+	return MPSParams{DRAM: m.Coefficients["dram"], L2: m.Coefficients["l2"], Kernels: m.Coefficients["kernels"]}
+}
+
+// DefaultDeviceSMs is the SM count assumed when neither the scenario nor the
+// inference profile names one; percentages are then rounded to 1 % steps.
+const DefaultDeviceSMs = 100
+
+// smCap is the SM fraction an MPS client at pct may use: the percentage
+// rounded down to whole SMs of the device, at least one SM.
+func smCap(pct float64, sms int) float64 {
+	n := math.Floor(pct/100*float64(sms) + 1e-9)
+	return max(n, 1) / float64(sms)
+}
+
+// Estimates used when a kernel's memory intensities are unknown, by the
+// kernel's name (docs/predictor.md). They are rough: import Nsight Compute
+// figures for anything that matters.
+const (
+	estComputeDRAM, estComputeL2 = 0.25, 0.4 // GEMM and convolution kernels
+	estMemoryDRAM, estMemoryL2   = 0.7, 0.5  // element-wise, reductions, copies, normalisation
+	estOtherDRAM, estOtherL2     = 0.4, 0.4
+)
+
+var (
+	computeKernelWords = []string{"gemm", "conv", "matmul", "cutlass", "cublas", "xmma", "wgrad", "dgrad", "fprop", "mma", "attention", "flash"}
+	memoryKernelWords  = []string{"elementwise", "vectorized", "reduce", "copy", "cat", "fill", "softmax", "norm", "index", "gather", "scatter", "transpose", "embedding", "dropout"}
+)
+
+// kernelClass is what a kernel's name says about its memory intensity.
+type kernelClass uint8
+
+const (
+	classOther kernelClass = iota
+	classCompute
+	classMemory
+)
+
+// classify reads a kernel's class from its name.
+func classify(name string) kernelClass {
+	name = strings.ToLower(name)
+	switch {
+	case containsAny(name, computeKernelWords):
+		return classCompute
+	case containsAny(name, memoryKernelWords):
+		return classMemory
+	}
+	return classOther
+}
+
+// memoryIntensity returns the op's DRAM and L2 intensities, estimating the
+// ones it lacks from its kernel class; est reports whether any was estimated.
+func memoryIntensity(op *Op, class kernelClass) (dram, l2 float64, est bool) {
+	ed, el := estOtherDRAM, estOtherL2
+	switch class {
+	case classCompute:
+		ed, el = estComputeDRAM, estComputeL2
+	case classMemory:
+		ed, el = estMemoryDRAM, estMemoryL2
+	}
+	dram, l2 = ed, el
+	if op.DRAM != nil {
+		dram = *op.DRAM
+		el = dram // a summary op, or a DRAM figure alone: L2 follows DRAM
+	}
+	if op.L2 != nil {
+		l2 = *op.L2
+	} else {
+		l2 = el
+	}
+	return dram, l2, op.DRAM == nil || op.L2 == nil
+}
+
+func containsAny(s string, words []string) bool {
+	for _, w := range words {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// mpsOp is what the MPS model needs of one op besides its duration.
+type mpsOp struct {
+	sm       float64 // SM demand: the fraction of the device it fills alone, at least one SM
+	u        float64 // SMs it may use: min(sm, its client's cap)
+	alone    float64 // its rate when running alone: u / sm
+	invAlone float64 // sm / u
+	dram     float64 // DRAM intensity
+	l2       float64 // L2 intensity
+}
+
+// mpsContext holds the MPS view of one context's ops.
+type mpsContext struct {
+	ops []mpsOp
+}
+
+func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]kernelClass) (estimated int) {
+	if cap(c.ops) < len(ops) {
+		c.ops = make([]mpsOp, len(ops))
+	}
+	c.ops = c.ops[:len(ops)]
+	oneSM := 1 / float64(sms)
+	for i := range ops {
+		o := &c.ops[i]
+		o.sm = max(ops[i].SM, oneSM)
+		o.u = min(o.sm, capSM)
+		o.alone = o.u / o.sm
+		o.invAlone = o.sm / o.u
+		class := classOther
+		if ops[i].DRAM == nil || ops[i].L2 == nil {
+			var ok bool
+			if class, ok = classes[ops[i].Name]; !ok {
+				class = classify(ops[i].Name)
+				classes[ops[i].Name] = class
+			}
+		}
+		var est bool
+		o.dram, o.l2, est = memoryIntensity(&ops[i], class)
+		if est {
+			estimated++
+		}
+	}
+	return estimated
+}
+
+// MPSSim runs the MPS model: a fluid simulation in which the kernels running
+// at each instant share SMs and DRAM bandwidth (stage 1), slowed further by a
+// contention factor linear in overlap features (stage 2). It keeps its
+// buffers between runs. Not safe for concurrent use.
+type MPSSim struct {
+	simState
+	mctx []mpsContext
+	// per-event scratch, indexed by position in running
+	running        []int
+	cur            []*mpsOp
+	rate, inv, end []float64
+	// classes caches kernel classes by name across runs.
+	classes   map[string]kernelClass
+	estimated int // ops whose memory intensities were estimated in the last run
+}
+
+// run simulates inference (context 0) serving arrivals while each training
+// workload loops, all running concurrently under MPS with the given
+// per-context active-thread percentages.
+func (s *MPSSim) run(inference []Op, training [][]Op, arrivals []float64, pcts []float64, sms int, p MPSParams) (*simResult, error) {
+	if err := s.reset(inference, training, arrivals); err != nil {
+		return nil, err
+	}
+	n := len(s.ctx)
+	if cap(s.mctx) < n {
+		s.mctx = make([]mpsContext, n)
+	}
+	s.mctx = s.mctx[:n]
+	if s.classes == nil {
+		s.classes = map[string]kernelClass{}
+	}
+	s.estimated = s.mctx[0].load(inference, smCap(pcts[0], sms), sms, s.classes)
+	for i, ops := range training {
+		s.estimated += s.mctx[i+1].load(ops, smCap(pcts[i+1], sms), sms, s.classes)
+	}
+	if cap(s.cur) < n {
+		s.cur = make([]*mpsOp, n)
+	}
+	s.cur = s.cur[:n]
+	s.rate = growFloats(s.rate, n)
+	s.inv = growFloats(s.inv, n)
+	s.end = growFloats(s.end, n)
+	beta := p.vector()
+
+	now := 0.0
+	for !s.done() {
+		s.running = s.running[:0]
+		next := inf
+		for c, t := range s.ready {
+			if t <= now {
+				s.running = append(s.running, c)
+			} else if t < next {
+				next = t
+			}
+		}
+		switch len(s.running) {
+		case 0:
+			now = next // every context is in a gap or waiting for a request
+		case 1:
+			now = s.runAlone(s.running[0], now, next)
+		case 2:
+			now = s.runPair(s.running[0], s.running[1], now, next, beta)
+		default:
+			now = s.runShared(now, next, beta)
+		}
+	}
+	return s.finish(now), nil
+}
+
+// runAlone advances context c, the only one with work, until another
+// context's work is ready at next (or the simulation ends). Alone, a kernel
+// runs at its cap's rate and meets no contention.
+func (s *MPSSim) runAlone(c int, now, next float64) float64 {
+	ctx, ops := &s.ctx[c], s.mctx[c].ops
+	for {
+		a := ops[ctx.idx].alone
+		end := now + ctx.rem/a
+		if end > next {
+			ctx.rem -= (next - now) * a
+			s.res.events++
+			return next
+		}
+		now = end
+		if i := ctx.idx + 1; i < len(ctx.dur) { // complete(), its common case inlined
+			s.res.events++
+			ctx.idx, ctx.rem, s.ready[c] = i, ctx.dur[i], now+ctx.gap[i]
+		} else if s.complete(c, now); s.done() {
+			return now
+		}
+		if t := s.ready[c]; t > now {
+			if t >= next {
+				return now // in a gap when the other context wakes: the caller moves on
+			}
+			now = t
+		}
+	}
+}
+
+// runPair is runShared for the common case of exactly two running kernels
+// (the inference server and one trainer): it keeps advancing them, kernel
+// after kernel, while both have work and nobody else does, with the
+// arithmetic of rates written out for two.
+func (s *MPSSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
+	ca, cb := &s.ctx[a], &s.ctx[b]
+	opsA, opsB := s.mctx[a].ops, s.mctx[b].ops
+	for {
+		oa, ob := &opsA[ca.idx], &opsB[cb.idx]
+		// (Plain comparisons rather than max: this is the hottest loop, and
+		// the builtin's NaN handling costs here.)
+		over, scale := oa.u+ob.u, 1.0
+		if over > 1 {
+			scale = 1 / over
+		} else {
+			over = 1
+		}
+		ra, rb := oa.alone*scale, ob.alone*scale
+		ia, ib := oa.invAlone*over, ob.invAlone*over
+		if slow := oa.dram*ra + ob.dram*rb; slow > 1 {
+			ds := 1 / slow
+			if oa.dram > 0 {
+				ra *= ds
+				ia *= slow
+			}
+			if ob.dram > 0 {
+				rb *= ds
+				ib *= slow
+			}
+		}
+		// Stage 2: each kernel's co-runner is the other one.
+		fa := 1 + beta[0]*oa.dram*ob.dram*rb + beta[1]*oa.l2*ob.l2*rb + beta[2]*ob.u*scale
+		fb := 1 + beta[0]*ob.dram*oa.dram*ra + beta[1]*ob.l2*oa.l2*ra + beta[2]*oa.u*scale
+		endA, endB := now+ca.rem*ia*fa, now+cb.rem*ib*fb
+		t := next
+		if endA < t {
+			t = endA
+		}
+		if endB < t {
+			t = endB
+		}
+		dt := t - now
+		now = t
+		doneA, doneB := endA <= t, endB <= t
+		if !doneA && !doneB {
+			s.res.events++ // another context's work is ready: rates change
+		}
+		// complete(), with its common case written out: too big for the
+		// compiler to inline, and called once per kernel.
+		if doneA {
+			if i := ca.idx + 1; i < len(ca.dur) {
+				s.res.events++
+				ca.idx, ca.rem, s.ready[a] = i, ca.dur[i], now+ca.gap[i]
+			} else {
+				s.complete(a, now)
+			}
+		} else {
+			ca.rem -= ra / fa * dt
+		}
+		if doneB {
+			if i := cb.idx + 1; i < len(cb.dur) {
+				s.res.events++
+				cb.idx, cb.rem, s.ready[b] = i, cb.dur[i], now+cb.gap[i]
+			} else {
+				s.complete(b, now)
+			}
+		} else {
+			cb.rem -= rb / fb * dt
+		}
+		if s.done() || s.ready[a] > now || s.ready[b] > now || t >= next {
+			return now
+		}
+	}
+}
+
+// runShared advances the running kernels together to the next event: the
+// first to finish at the current rates, or next, when another context's work
+// is ready. A kernel whose finish time is the event's completes exactly:
+// subtracting rate·dt could leave a crumb of work that, at simulated times of
+// many seconds, no float step could remove.
+func (s *MPSSim) runShared(now, next float64, beta [3]float64) float64 {
+	for k, c := range s.running {
+		s.cur[k] = &s.mctx[c].ops[s.ctx[c].idx]
+	}
+	s.rates(beta)
+	for k, c := range s.running {
+		s.end[k] = now + s.ctx[c].rem*s.inv[k]
+		next = min(next, s.end[k])
+	}
+	dt := next - now
+	completed := false
+	for k, c := range s.running {
+		if s.end[k] <= next {
+			s.complete(c, next)
+			completed = true
+		} else {
+			s.ctx[c].rem -= s.rate[k] * dt
+		}
+	}
+	if !completed {
+		s.res.events++ // another context's work is ready: rates change
+	}
+	return next
+}
+
+// rates sets, for the running kernels (s.cur), their rate (solo work per µs)
+// and its inverse. Stage 1: each kernel may use min(its SM demand, its
+// client's cap); when the sum exceeds the device the shares shrink
+// proportionally; a kernel progresses at share/demand of its solo speed, and
+// when the kernels' DRAM demand at those speeds exceeds the bandwidth, the
+// memory users slow down proportionally (roofline). Stage 2 divides each rate
+// by 1 + β·f, f being the kernel's DRAM and L2 intensity times its
+// co-runners' DRAM and L2 traffic, and the SMs its co-runners hold.
+func (s *MPSSim) rates(beta [3]float64) {
+	cur := s.cur[:len(s.running)]
+	var sumU float64
+	for _, o := range cur {
+		sumU += o.u
+	}
+	over := max(sumU, 1) // SM oversubscription
+	scale := 1 / over
+	var demand float64
+	for _, o := range cur {
+		demand += o.dram * o.alone
+	}
+	demand *= scale
+	slow := max(demand, 1) // DRAM oversubscription, for kernels that use DRAM
+	dscale := 1 / slow
+	var dram, l2 float64
+	for k, o := range cur {
+		rho := o.alone * scale
+		if o.dram > 0 {
+			rho *= dscale
+		}
+		s.rate[k] = rho
+		dram += o.dram * rho
+		l2 += o.l2 * rho
+	}
+	smTotal := sumU * scale
+	for k, o := range cur {
+		rho := s.rate[k]
+		f := 1 + beta[0]*o.dram*(dram-o.dram*rho) + beta[1]*o.l2*(l2-o.l2*rho) + beta[2]*(smTotal-o.u*scale)
+		inv := o.invAlone * over * f
+		if o.dram > 0 {
+			inv *= slow
+		}
+		s.inv[k] = inv
+		s.rate[k] = rho / f
+	}
+}
+
+// MPSUsed records the MPS settings a prediction was made with.
+type MPSUsed struct {
+	InferencePct float64   `json:"inference_pct"`
+	TrainingPct  []float64 `json:"training_pct"`
+	SMs          int       `json:"sms"`
+	Coefficients MPSParams `json:"coefficients"`
+	// EstimatedOps counts ops whose DRAM/L2 intensities were estimated.
+	EstimatedOps int `json:"estimated_ops"`
+}
+
+// mpsPercentages validates the scenario's percentages and returns one per
+// context (inference first).
+func (sc *Scenario) mpsPercentages() ([]float64, error) {
+	var c fieldChecker
+	inf := sc.InferencePct
+	if inf == 0 {
+		inf = 100
+	}
+	if !(inf > 0 && inf <= 100) {
+		c.add("inference_pct", "an active-thread percentage in (0,100]", fmtFloat(inf))
+	}
+	pcts := []float64{inf}
+	switch len(sc.TrainingPct) {
+	case 0:
+		for range sc.Training {
+			pcts = append(pcts, 100)
+		}
+	case 1:
+		for range sc.Training {
+			pcts = append(pcts, sc.TrainingPct[0])
+		}
+	case len(sc.Training):
+		pcts = append(pcts, sc.TrainingPct...)
+	default:
+		c.add("training_pct", fmt.Sprintf("one percentage for all training jobs or one per job (%d)", len(sc.Training)), fmt.Sprintf("%d values", len(sc.TrainingPct)))
+	}
+	for i, p := range pcts[1:] {
+		if !(p > 0 && p <= 100) {
+			c.add(fmt.Sprintf("training_pct[%d]", i), "an active-thread percentage in (0,100]", fmtFloat(p))
+		}
+	}
+	if sc.DeviceSMs < 0 {
+		c.add("device_sms", "an SM count ≥ 1 (0: from the inference profile)", fmt.Sprint(sc.DeviceSMs))
+	}
+	return pcts, c.err("scenario")
+}
+
+// deviceSMs is the SM count the MPS model rounds percentages to.
+func (sc *Scenario) deviceSMs() int {
+	switch {
+	case sc.DeviceSMs > 0:
+		return sc.DeviceSMs
+	case sc.Inference.Device.SMs > 0:
+		return sc.Inference.Device.SMs
+	}
+	return DefaultDeviceSMs
+}
+
+// PredictMPS predicts the scenario under MPS: every context runs
+// concurrently, each limited to its active-thread percentage
+// (Scenario.InferencePct, Scenario.TrainingPct), with stage-2 coefficients p.
+func (pr *Predictor) PredictMPS(sc *Scenario, p MPSParams) (*Prediction, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	pcts, err := sc.mpsPercentages()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	rate, n := pr.prepare(sc)
+	sms := sc.deviceSMs()
+	res, err := pr.mps.run(pr.infOps, pr.training, pr.arrivals, pcts, sms, p)
+	if err != nil {
+		return nil, fmt.Errorf("predict mps: %w", err)
+	}
+	pred := pr.prediction(ModeMPS, sc, rate, n, res)
+	pred.MPS = &MPSUsed{InferencePct: pcts[0], TrainingPct: slices.Clone(pcts[1:]), SMs: sms, Coefficients: p, EstimatedOps: pr.mps.estimated}
+	// Solo: the inference service alone at its own percentage. Unless the
+	// cap binds, that is the plain FIFO queue the time-slicing model uses.
+	if capSM := smCap(pcts[0], sms); slices.ContainsFunc(pr.infOps, func(op Op) bool { return op.SM > capSM }) {
+		solo, err := pr.soloMPS.run(pr.infOps, nil, pr.arrivals, pcts[:1], sms, p)
+		if err != nil {
+			return nil, fmt.Errorf("predict mps: %w", err)
+		}
+		pred.Inference.SoloLatencyMS = percentilesUS(solo.latency)
+		pred.Inference.SoloServiceMS = percentilesUS(solo.service)
+	}
+	return pred, nil
+}

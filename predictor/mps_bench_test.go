@@ -1,0 +1,51 @@
+package predictor
+
+import (
+	"testing"
+)
+
+// mpsBenchParams are the H200 preset's placeholder coefficients.
+var mpsBenchParams = MPSParams{DRAM: 0.5, L2: 0.25, Kernels: 0.1}
+
+// BenchmarkPredictMPS is the time-slicing benchmark's scenario under MPS with
+// the trainer at 50 %: goal ≤ 20 ms per prediction on one core.
+func BenchmarkPredictMPS(b *testing.B) {
+	inf, train := benchProfiles(b)
+	sc := &Scenario{Inference: inf, Training: []*Profile{train}, Load: 0.5, Requests: 2000, Seed: 1, TrainingPct: []float64{50}}
+	var pr Predictor
+	events := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		pred, err := pr.PredictMPS(sc, mpsBenchParams)
+		if err != nil {
+			b.Fatal(err)
+		}
+		events += pred.Events
+	}
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(float64(events)/secs, "events/s")
+	b.ReportMetric(secs*1000/float64(b.N), "ms/prediction")
+	b.ReportMetric(float64(events)/float64(b.N), "events/op")
+}
+
+// BenchmarkMPSSweep predicts every training percentage the admission search
+// can pick with a 5 % step, 10 % to 100 % (19 predictions): the most an
+// admission decision pays for one service; the binary search pays about 5.
+func BenchmarkMPSSweep(b *testing.B) {
+	inf, train := benchProfiles(b)
+	var pr Predictor
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		for pct := 10.0; pct <= 100; pct += 5 {
+			sc := &Scenario{Inference: inf, Training: []*Profile{train}, Load: 0.5, Requests: 2000, Seed: 1, TrainingPct: []float64{pct}}
+			if _, err := pr.PredictMPS(sc, mpsBenchParams); err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+	}
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(secs*1000/float64(b.N), "ms/sweep")
+	b.ReportMetric(float64(n)/float64(b.N), "predictions/sweep")
+}

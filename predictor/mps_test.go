@@ -1,0 +1,169 @@
+package predictor
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// mpsProfile builds a profile of n identical ops with the given SM demand and
+// memory intensities.
+func mpsProfile(name string, kind Kind, n int, dur, gap, sm, dram, l2 float64) *Profile {
+	p := uniformProfile(name, kind, n, dur, gap)
+	for i := range p.Ops {
+		d, l := dram, l2
+		p.Ops[i].SM, p.Ops[i].DRAM, p.Ops[i].L2 = sm, &d, &l
+	}
+	p.Device = Device{Name: "NVIDIA H200", SMs: 132}
+	return p
+}
+
+func predictMPS(t *testing.T, sc *Scenario, p MPSParams) *Prediction {
+	t.Helper()
+	var pr Predictor
+	pred, err := pr.PredictMPS(sc, p)
+	if err != nil {
+		t.Fatalf("PredictMPS: %v", err)
+	}
+	return pred
+}
+
+func TestMPSSoloIsExact(t *testing.T) {
+	inf := mpsProfile("inf", KindInference, 20, 150, 30, 0.8, 0.4, 0.3)
+	pred := predictMPS(t, &Scenario{Inference: inf, Load: 0.6, Requests: 3000, Seed: 3}, MPSParams{DRAM: 1, L2: 1, Kernels: 1})
+	for _, k := range PercentileKeys {
+		got, _ := pred.Inference.LatencyMS.Get(k)
+		want, _ := pred.Inference.SoloLatencyMS.Get(k)
+		if math.Abs(got-want) > 1e-9*want {
+			t.Errorf("%s: one context under MPS %v ms, solo queue %v ms", k, got, want)
+		}
+	}
+	// The same arrivals under time slicing give the same solo figures.
+	var pr Predictor
+	ts, err := pr.PredictTimeslice(&Scenario{Inference: inf, Load: 0.6, Requests: 3000, Seed: 3}, *DefaultCalibration().Timeslice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.Inference.SoloLatencyMS != pred.Inference.SoloLatencyMS {
+		t.Errorf("solo latency differs between models: %+v vs %+v", ts.Inference.SoloLatencyMS, pred.Inference.SoloLatencyMS)
+	}
+}
+
+// A kernel that fills the GPU alone, capped at p % of 132 SMs, gets
+// floor(p·1.32) SMs: it takes 132/floor(p·1.32) times as long.
+func TestMPSCappedKernel(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		pct  float64
+		sms  float64
+	}{{"50%", 50, 66}, {"33%", 33, 43}, {"10%", 10, 13}, {"0.5% is one SM", 0.5, 1}, {"100%", 100, 132}} {
+		t.Run(tt.name, func(t *testing.T) {
+			inf := mpsProfile("inf", KindInference, 1, 1000, 0, 1, 0, 0)
+			pred := predictMPS(t, &Scenario{Inference: inf, RateRPS: 1, Requests: 20, Seed: 1, InferencePct: tt.pct}, MPSParams{})
+			want := 1.0 * 132 / tt.sms
+			if got := pred.Inference.ServiceMS.Mean; math.Abs(got-want) > 1e-9 {
+				t.Errorf("service %v ms, want %v", got, want)
+			}
+			if got := pred.Inference.SoloServiceMS.Mean; math.Abs(got-want) > 1e-9 {
+				t.Errorf("solo service at its own cap %v ms, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestMPSSharing(t *testing.T) {
+	tests := []struct {
+		name          string
+		inf, train    *Profile
+		infPct, trPct float64
+		p             MPSParams
+		wantService   float64 // ms, for a 1 ms (solo) request
+	}{
+		{"two compute-bound kernels at 50 % each run at half rate",
+			mpsProfile("i", KindInference, 1, 1000, 0, 1, 0, 0), mpsProfile("t", KindTraining, 1, 5000, 0, 1, 0, 0), 50, 50, MPSParams{}, 2},
+		{"two full kernels at 100 % split the SMs",
+			mpsProfile("i", KindInference, 1, 1000, 0, 1, 0, 0), mpsProfile("t", KindTraining, 1, 5000, 0, 1, 0, 0), 100, 100, MPSParams{}, 2},
+		{"small kernels that fit side by side do not slow down",
+			mpsProfile("i", KindInference, 1, 1000, 0, 0.4, 0, 0), mpsProfile("t", KindTraining, 1, 5000, 0, 0.5, 0, 0), 100, 100, MPSParams{}, 1},
+		{"proportional shrink: 1.0 and 0.25 of the SMs",
+			mpsProfile("i", KindInference, 1, 1000, 0, 1, 0, 0), mpsProfile("t", KindTraining, 1, 5000, 0, 1, 0, 0), 100, 25, MPSParams{}, 1.25},
+		{"DRAM: two kernels wanting 0.8 of the bandwidth each share it",
+			mpsProfile("i", KindInference, 1, 1000, 0, 0.3, 0.8, 0), mpsProfile("t", KindTraining, 1, 5000, 0, 0.3, 0.8, 0), 100, 100, MPSParams{}, 1.6},
+		{"stage 2: rate divided by 1 + β_dram · own DRAM · co-runner DRAM",
+			mpsProfile("i", KindInference, 1, 1000, 0, 0.4, 0.5, 0), mpsProfile("t", KindTraining, 1, 5000, 0, 0.4, 0.3, 0), 100, 100, MPSParams{DRAM: 1}, 1.15},
+		{"stage 2: L2 and co-runner SMs add up",
+			mpsProfile("i", KindInference, 1, 1000, 0, 0.4, 0, 0.5), mpsProfile("t", KindTraining, 1, 5000, 0, 0.4, 0, 0.2), 100, 100, MPSParams{L2: 2, Kernels: 0.5}, 1 + 2*0.5*0.2 + 0.5*0.4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// One request that arrives while the trainer's long kernel runs.
+			sc := &Scenario{Inference: tt.inf, Training: []*Profile{tt.train}, RateRPS: 1000, Requests: 1, Seed: 1, InferencePct: tt.infPct, TrainingPct: []float64{tt.trPct}}
+			pred := predictMPS(t, sc, tt.p)
+			if got := pred.Inference.ServiceMS.Mean; math.Abs(got-tt.wantService) > 1e-9 {
+				t.Errorf("service %v ms, want %v", got, tt.wantService)
+			}
+		})
+	}
+}
+
+// The admission search binary-searches the training percentage: inference
+// p99 must not rise as the percentage goes down.
+func TestMPSMonotoneInTrainingPct(t *testing.T) {
+	inf, err := LoadProfile("../testdata/profiles/v100-infer-200.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, err := LoadProfile("../testdata/profiles/v100-train-step.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gappy := mpsProfile("gappy", KindTraining, 50, 300, 400, 0.6, 0.5, 0.4)
+	params := MPSParams{DRAM: 0.8, L2: 0.3, Kernels: 0.2}
+	for _, tc := range []struct {
+		name  string
+		train *Profile
+		load  float64
+	}{{"v100 step, load 0.3", train, 0.3}, {"v100 step, load 0.6", train, 0.6}, {"gappy trainer, load 0.5", gappy, 0.5}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pr Predictor
+			prev := math.Inf(1)
+			for pct := 100.0; pct >= 10; pct -= 5 {
+				sc := &Scenario{Inference: inf, Training: []*Profile{tc.train}, Load: tc.load, Requests: 1000, Seed: 4, TrainingPct: []float64{pct}}
+				pred, err := pr.PredictMPS(sc, params)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := pred.Inference.LatencyMS.P99
+				if got > prev*(1+1e-9) {
+					t.Errorf("training at %v %%: p99 %.4f ms above %.4f ms at %v %%", pct, got, prev, pct+5)
+				}
+				prev = got
+			}
+		})
+	}
+}
+
+func TestMPSScenarioErrors(t *testing.T) {
+	inf := mpsProfile("inf", KindInference, 1, 100, 0, 1, 0, 0)
+	tr := mpsProfile("t", KindTraining, 1, 100, 0, 1, 0, 0)
+	tests := []struct {
+		name string
+		sc   Scenario
+		p    MPSParams
+		want string
+	}{
+		{"pct above 100", Scenario{Inference: inf, Training: []*Profile{tr}, RateRPS: 1, TrainingPct: []float64{120}}, MPSParams{}, "training_pct[0]: want an active-thread percentage in (0,100], got 120"},
+		{"pct count", Scenario{Inference: inf, Training: []*Profile{tr}, RateRPS: 1, TrainingPct: []float64{10, 20}}, MPSParams{}, "training_pct: want one percentage for all training jobs or one per job (1), got 2 values"},
+		{"inference pct", Scenario{Inference: inf, RateRPS: 1, InferencePct: -1}, MPSParams{}, "inference_pct"},
+		{"negative coefficient", Scenario{Inference: inf, RateRPS: 1}, MPSParams{L2: -1}, "mps.coefficients.l2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var pr Predictor
+			_, err := pr.PredictMPS(&tt.sc, tt.p)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,161 @@
+package predictor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+var inf = math.Inf(1)
+
+// errEmptyUnit is returned when a workload has no GPU time at all.
+var errEmptyUnit = errors.New("workload has no GPU time")
+
+// simContext is one GPU context of a simulation: the inference server
+// (index 0) or a training job. Ops are stored as parallel slices so the
+// inner loops touch only what they need.
+type simContext struct {
+	dur, gap []float64
+	cum      []float64 // cum[i]: solo time from the unit's start to op i's gap start
+	cycle    float64   // solo length of one unit (request or iteration), µs
+	idx      int       // current op
+	rem      float64   // remaining work of the current op, in solo µs
+	iters    int       // completed training iterations
+}
+
+func (c *simContext) load(ops []Op) error {
+	n := len(ops)
+	c.dur = growFloats(c.dur, n)
+	c.gap = growFloats(c.gap, n)
+	c.cum = growFloats(c.cum, n)
+	t, busy := 0.0, 0.0
+	for i, op := range ops {
+		c.dur[i], c.gap[i], c.cum[i] = op.DurUS, op.GapUS, t
+		t += op.GapUS + op.DurUS
+		busy += op.DurUS
+	}
+	if n == 0 || busy <= 0 {
+		return errEmptyUnit
+	}
+	c.cycle = t
+	c.idx, c.iters = 0, 0
+	c.rem = c.dur[0]
+	return nil
+}
+
+func growFloats(s []float64, n int) []float64 {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]float64, n)
+}
+
+// simResult is what one simulation run measured, in µs.
+type simResult struct {
+	latency, service []float64 // per request
+	endUS            float64   // completion of the last request
+	progress         []float64 // training iterations done per training context (fractional)
+	events           int       // kernel events processed
+}
+
+// simState is what both sharing models keep: the contexts, when each one's
+// current op is ready, the inference server's FIFO of requests, and the
+// result. It is reused between runs so that a run allocates nothing once
+// the buffers have grown.
+type simState struct {
+	ctx      []simContext
+	ready    []float64 // ready[c]: when context c's current op can start (inf: never)
+	arrivals []float64
+	req      int     // the request in service (or next to start)
+	reqStart float64 // when it started: max(arrival, previous completion)
+	res      simResult
+}
+
+// reset loads the workloads (context 0 serves arrivals; the others loop) and
+// clears the result.
+func (s *simState) reset(inference []Op, training [][]Op, arrivals []float64) error {
+	n := 1 + len(training)
+	if cap(s.ctx) < n {
+		s.ctx = make([]simContext, n)
+	}
+	s.ctx = s.ctx[:n]
+	s.ready = growFloats(s.ready, n)
+	if err := s.ctx[0].load(inference); err != nil {
+		return fmt.Errorf("inference: %w", err)
+	}
+	for i, ops := range training {
+		if err := s.ctx[i+1].load(ops); err != nil {
+			return fmt.Errorf("training[%d]: %w", i, err)
+		}
+		s.ready[i+1] = s.ctx[i+1].gap[0]
+	}
+	s.arrivals = arrivals
+	nreq := len(arrivals)
+	r := &s.res
+	r.latency = growFloats(r.latency, nreq)
+	r.service = growFloats(r.service, nreq)
+	r.progress = growFloats(r.progress, len(training))
+	r.events, r.endUS = 0, 0
+	s.req = 0
+	if nreq == 0 {
+		s.ready[0] = inf
+		return nil
+	}
+	s.reqStart = arrivals[0]
+	s.ready[0] = s.reqStart + s.ctx[0].gap[0]
+	return nil
+}
+
+// done reports whether every request has completed.
+func (s *simState) done() bool { return s.req >= len(s.arrivals) }
+
+// complete finishes context o's current kernel at now: the next op becomes
+// ready after its gap; the last op of a request records its latency and
+// starts the next request, the last op of an iteration starts the next.
+// Each completion counts as one event.
+func (s *simState) complete(o int, now float64) {
+	c := &s.ctx[o]
+	s.res.events++
+	if c.idx+1 < len(c.dur) { // the common case, small enough to inline in callers
+		c.idx++
+		c.rem = c.dur[c.idx]
+		s.ready[o] = now + c.gap[c.idx]
+		return
+	}
+	s.completeUnit(o, now)
+}
+
+// completeUnit finishes the last op of a request or an iteration.
+func (s *simState) completeUnit(o int, now float64) {
+	c := &s.ctx[o]
+	c.idx = 0
+	c.rem = c.dur[0]
+	if o != 0 {
+		c.iters++
+		s.ready[o] = now + c.gap[0]
+		return
+	}
+	s.res.latency[s.req] = now - s.arrivals[s.req]
+	s.res.service[s.req] = now - s.reqStart
+	s.req++
+	if s.req < len(s.arrivals) {
+		s.reqStart = max(s.arrivals[s.req], now)
+		s.ready[0] = s.reqStart + c.gap[0]
+	} else {
+		s.ready[0] = inf
+	}
+}
+
+// finish records the end time and each trainer's fractional progress.
+func (s *simState) finish(now float64) *simResult {
+	s.res.endUS = now
+	for i := range s.res.progress {
+		c := &s.ctx[i+1]
+		done := c.cum[c.idx]
+		if s.ready[i+1] <= now { // the current op's gap is over; part of it may have run
+			done += c.gap[c.idx] + c.dur[c.idx] - c.rem
+		}
+		s.res.progress[i] = float64(c.iters) + done/c.cycle
+	}
+	return &s.res
+}
