@@ -1,0 +1,318 @@
+package mps
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// Control drives the MPS control daemon of one GPU through the control
+// binary: one run of the binary per command, the command on stdin, the pipe
+// and log directories set explicitly, a timeout per command. Its methods are
+// safe for concurrent use.
+type Control struct {
+	cfg       Config
+	log       *slog.Logger
+	clientEnv []string // for command runs
+	daemonEnv []string // for starting the daemon
+	health    healthTracker
+
+	startMu sync.Mutex // one start at a time (Ensure, restart)
+
+	mu          sync.Mutex
+	daemon      PID           // the daemon last attached to or started
+	started     bool          // this process started daemon
+	owned       bool          // colocd (this process or an earlier one) started daemon
+	reaped      chan struct{} // supervised mode: closed when the child exits
+	closing     bool          // Close was called: no more restarts
+	tails       []*logTail    // control.log, server.log
+	backoff     time.Duration // next restart delay
+	nextRestart time.Time     // no restart attempt before this
+}
+
+// New checks cfg (after filling its zero fields with DefaultConfig's) and
+// returns a Control. It runs nothing.
+func New(cfg Config) (*Control, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := exec.LookPath(cfg.Binary); err != nil {
+		return nil, fmt.Errorf("mps config: control: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dirs := []string{"CUDA_MPS_PIPE_DIRECTORY=" + cfg.PipeDir, "CUDA_MPS_LOG_DIRECTORY=" + cfg.LogDir}
+	c := &Control{
+		cfg:       cfg,
+		log:       log,
+		clientEnv: environ(os.Environ(), dirs...),
+		daemonEnv: environ(os.Environ(), dirs...),
+		backoff:   cfg.RestartBackoff,
+	}
+	if cfg.Device != "" {
+		c.daemonEnv = append(c.daemonEnv, "CUDA_VISIBLE_DEVICES="+string(cfg.Device))
+	}
+	c.tails = []*logTail{{path: cfg.LogDir + "/control.log"}, {path: cfg.LogDir + "/server.log"}}
+	return c, nil
+}
+
+// Config returns the configuration in use (defaults filled).
+func (c *Control) Config() Config { return c.cfg }
+
+// do validates params, builds the command and runs it with timeout.
+func (c *Control) do(ctx context.Context, timeout time.Duration, verb string, params ...param) (string, error) {
+	cmd, err := newCommand(verb, params...)
+	if err != nil {
+		return "", err
+	}
+	return c.runCommand(ctx, timeout, cmd)
+}
+
+// doEmpty runs a command that prints nothing on success.
+func (c *Control) doEmpty(ctx context.Context, verb string, params ...param) error {
+	out, err := c.do(ctx, c.cfg.CommandTimeout, verb, params...)
+	if err != nil {
+		return err
+	}
+	return parseEmpty(verb, out)
+}
+
+// ServerPIDs lists the PIDs of the running MPS servers (get_server_list).
+func (c *Control) ServerPIDs(ctx context.Context) ([]PID, error) {
+	return c.serverPIDs(ctx, c.cfg.CommandTimeout)
+}
+
+func (c *Control) serverPIDs(ctx context.Context, timeout time.Duration) ([]PID, error) {
+	out, err := c.do(ctx, timeout, verbGetServerList)
+	if err != nil {
+		return nil, fmt.Errorf("list servers: %w", err)
+	}
+	pids, err := parseServerList(out)
+	if err != nil {
+		return nil, fmt.Errorf("list servers: %w", err)
+	}
+	return pids, nil
+}
+
+// ServerStatus returns a server's state (get_server_status).
+func (c *Control) ServerStatus(ctx context.Context, server PID) (ServerState, error) {
+	return c.serverStatus(ctx, c.cfg.CommandTimeout, server)
+}
+
+func (c *Control) serverStatus(ctx context.Context, timeout time.Duration, server PID) (ServerState, error) {
+	out, err := c.do(ctx, timeout, verbGetServerStatus, server)
+	if err != nil {
+		return "", fmt.Errorf("get server status: %w", err)
+	}
+	s, err := parseServerStatus(out)
+	if err != nil {
+		return "", fmt.Errorf("get server status: %w", err)
+	}
+	return s, nil
+}
+
+// ClientPIDs lists the PIDs of a server's clients (get_client_list).
+func (c *Control) ClientPIDs(ctx context.Context, server PID) ([]PID, error) {
+	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetClientList, server)
+	if err != nil {
+		return nil, fmt.Errorf("list clients: %w", err)
+	}
+	pids, err := parseClientList(out)
+	if err != nil {
+		return nil, fmt.Errorf("list clients: %w", err)
+	}
+	return pids, nil
+}
+
+// Clients lists every client of every server with its server PID, device
+// and command line (ps): what eviction needs.
+func (c *Control) Clients(ctx context.Context) ([]Client, error) {
+	return c.ps(ctx)
+}
+
+// ServerClients lists the clients of one server (ps -p <server>).
+func (c *Control) ServerClients(ctx context.Context, server PID) ([]Client, error) {
+	if err := server.Validate(); err != nil {
+		return nil, fmt.Errorf("list server clients: %w", err)
+	}
+	return c.ps(ctx, flagPID, server)
+}
+
+func (c *Control) ps(ctx context.Context, params ...param) ([]Client, error) {
+	out, err := c.do(ctx, c.cfg.CommandTimeout, verbPS, params...)
+	if err != nil {
+		return nil, fmt.Errorf("list clients: %w", err)
+	}
+	cl, err := parsePS(out)
+	if err != nil {
+		return nil, fmt.Errorf("list clients: %w", err)
+	}
+	return cl, nil
+}
+
+// SetDefaultActiveThreadPercentage sets the active-thread percentage of
+// servers started afterwards. It is lost when the daemon quits.
+func (c *Control) SetDefaultActiveThreadPercentage(ctx context.Context, pct Percentage) error {
+	if err := c.doEmpty(ctx, verbSetDefaultActiveThreads, pct); err != nil {
+		return fmt.Errorf("set default active thread percentage: %w", err)
+	}
+	return nil
+}
+
+// DefaultActiveThreadPercentage returns the default for new servers.
+func (c *Control) DefaultActiveThreadPercentage(ctx context.Context) (float64, error) {
+	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetDefaultActiveThreads)
+	if err == nil {
+		var v float64
+		if v, err = parsePercentage(verbGetDefaultActiveThreads, out); err == nil {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("get default active thread percentage: %w", err)
+}
+
+// SetActiveThreadPercentage sets the percentage of a server's clients
+// created afterwards; existing clients keep theirs.
+func (c *Control) SetActiveThreadPercentage(ctx context.Context, server PID, pct Percentage) error {
+	if err := c.doEmpty(ctx, verbSetActiveThreads, server, pct); err != nil {
+		return fmt.Errorf("set active thread percentage: %w", err)
+	}
+	return nil
+}
+
+// ActiveThreadPercentage returns a server's percentage for new clients.
+func (c *Control) ActiveThreadPercentage(ctx context.Context, server PID) (float64, error) {
+	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetActiveThreads, server)
+	if err == nil {
+		var v float64
+		if v, err = parsePercentage(verbGetActiveThreads, out); err == nil {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("get active thread percentage: %w", err)
+}
+
+// SetDefaultDevicePinnedMemLimit sets the default per-client pinned memory
+// limit on dev for servers started afterwards.
+func (c *Control) SetDefaultDevicePinnedMemLimit(ctx context.Context, dev Device, limit MemLimit) error {
+	if err := c.doEmpty(ctx, verbSetDefaultPinnedMemLimit, dev, limit); err != nil {
+		return fmt.Errorf("set default pinned memory limit: %w", err)
+	}
+	return nil
+}
+
+// DefaultDevicePinnedMemLimit returns the default limit on dev (0: none).
+func (c *Control) DefaultDevicePinnedMemLimit(ctx context.Context, dev Device) (MemLimit, error) {
+	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetDefaultPinnedMemLimit, dev)
+	if err == nil {
+		var v MemLimit
+		if v, err = parseMemLimit(verbGetDefaultPinnedMemLimit, out); err == nil {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("get default pinned memory limit: %w", err)
+}
+
+// SetDevicePinnedMemLimit sets the pinned memory limit on dev of a server's
+// clients created afterwards.
+func (c *Control) SetDevicePinnedMemLimit(ctx context.Context, server PID, dev Device, limit MemLimit) error {
+	if err := c.doEmpty(ctx, verbSetPinnedMemLimit, server, dev, limit); err != nil {
+		return fmt.Errorf("set pinned memory limit: %w", err)
+	}
+	return nil
+}
+
+// DevicePinnedMemLimit returns a server's limit on dev (0: none).
+func (c *Control) DevicePinnedMemLimit(ctx context.Context, server PID, dev Device) (MemLimit, error) {
+	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetPinnedMemLimit, server, dev)
+	if err == nil {
+		var v MemLimit
+		if v, err = parseMemLimit(verbGetPinnedMemLimit, out); err == nil {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("get pinned memory limit: %w", err)
+}
+
+// SetDefaultClientPriority sets the priority of clients created afterwards.
+func (c *Control) SetDefaultClientPriority(ctx context.Context, p Priority) error {
+	if err := c.doEmpty(ctx, verbSetDefaultClientPriority, p); err != nil {
+		return fmt.Errorf("set default client priority: %w", err)
+	}
+	return nil
+}
+
+// DefaultClientPriority returns the priority of new clients.
+func (c *Control) DefaultClientPriority(ctx context.Context) (Priority, error) {
+	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetDefaultClientPriority)
+	if err == nil {
+		var p Priority
+		if p, err = parsePriority(out); err == nil {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("get default client priority: %w", err)
+}
+
+// TerminateClient ends all outstanding GPU work of a client of a server
+// (terminate_client). On success the client sees
+// CUDA_ERROR_MPS_CLIENT_TERMINATED and can then be killed safely; a signal
+// first could wedge the server and every client on it.
+func (c *Control) TerminateClient(ctx context.Context, server, client PID) error {
+	out, err := c.do(ctx, c.cfg.CommandTimeout, verbTerminateClient, server, client)
+	if err == nil {
+		err = parseTerminate(out)
+	}
+	if err != nil {
+		return fmt.Errorf("terminate client %d of server %d: %w", client, server, err)
+	}
+	return nil
+}
+
+// ShutdownServer asks a server to shut down (shutdown_server), at once with
+// force. Its clients, the inference server's included, lose the GPU.
+func (c *Control) ShutdownServer(ctx context.Context, server PID, force bool) error {
+	params := []param{server}
+	if force {
+		params = append(params, flagForce)
+	}
+	if err := c.doEmpty(ctx, verbShutdownServer, params...); err != nil {
+		return fmt.Errorf("shut down server %d: %w", server, err)
+	}
+	return nil
+}
+
+// StartServer starts a server for a user ahead of its clients (start_server).
+func (c *Control) StartServer(ctx context.Context, uid UID) error {
+	if err := c.doEmpty(ctx, verbStartServer, flagUID, uid); err != nil {
+		return fmt.Errorf("start server for uid %d: %w", uid, err)
+	}
+	return nil
+}
+
+// Quit stops the daemon (quit), only if this colocd started it: colocd never
+// quits a daemon it did not start (ErrNotStarted). The health loop does not
+// restart a daemon that was quit.
+func (c *Control) Quit(ctx context.Context) error {
+	c.mu.Lock()
+	started, daemon := c.started, c.daemon
+	c.mu.Unlock()
+	if !started {
+		return fmt.Errorf("quit daemon: %w", ErrNotStarted)
+	}
+	if err := c.doEmpty(ctx, verbQuit); err != nil {
+		return fmt.Errorf("quit daemon %d: %w", daemon, err)
+	}
+	c.mu.Lock()
+	c.started, c.owned = false, false
+	c.mu.Unlock()
+	removeOwner(c.cfg.PipeDir, daemon)
+	return nil
+}

@@ -1,0 +1,189 @@
+package mps
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The parsers read a program's output: outside input. Each must never
+// panic, and whatever it accepts must be valid and survive a round trip.
+
+func FuzzParsePS(f *testing.F) {
+	f.Add("PID ID SERVER DEVICE NAMESPACE COMMAND\n7301 0 6120 GPU-4f0e9a21-3c7b-5d18 4026531836 ./nbody\n")
+	f.Add("PID ID SERVER DEVICE NAMESPACE COMMAND\n")
+	f.Add("PID ID SERVER DEVICE NAMESPACE COMMAND\r\n1 2 3 MIG-ab 4\t  python  x.py \r\n")
+	f.Add("garbage")
+	f.Fuzz(func(t *testing.T, out string) {
+		rows, err := parsePS(out)
+		if err != nil {
+			var oe *OutputError
+			if !errors.As(err, &oe) {
+				t.Fatalf("error %v is not an *OutputError", err)
+			}
+			return
+		}
+		var b strings.Builder
+		b.WriteString("PID ID SERVER DEVICE NAMESPACE COMMAND\n")
+		for _, r := range rows {
+			if r.PID.Validate() != nil || r.Server.Validate() != nil || !psDevice.MatchString(r.Device) || r.ID < 0 {
+				t.Fatalf("accepted an invalid row %+v", r)
+			}
+			if strings.ContainsAny(r.Command, "\n") {
+				t.Fatalf("command %q spans lines", r.Command)
+			}
+			fmt.Fprintf(&b, "%d %d %d %s %d %s\n", r.PID, r.ID, r.Server, r.Device, r.Namespace, r.Command)
+		}
+		again, err := parsePS(b.String())
+		if err != nil || !reflect.DeepEqual(again, rows) {
+			t.Fatalf("round trip: %+v, %v; want %+v", again, err, rows)
+		}
+	})
+}
+
+func fuzzPIDLines(f *testing.F, parse func(string) ([]PID, error)) {
+	f.Add("1234\n5678\n")
+	f.Add("")
+	f.Add("1\r\n\r\n4194304")
+	f.Add("4194305")
+	f.Fuzz(func(t *testing.T, out string) {
+		pids, err := parse(out)
+		if err != nil {
+			if !errors.Is(err, ErrUnexpectedOutput) {
+				t.Fatalf("error %v is not ErrUnexpectedOutput", err)
+			}
+			return
+		}
+		var b strings.Builder
+		for _, p := range pids {
+			if p.Validate() != nil {
+				t.Fatalf("accepted invalid PID %d", p)
+			}
+			fmt.Fprintf(&b, "%d\n", p)
+		}
+		again, err := parse(b.String())
+		if err != nil || !reflect.DeepEqual(again, pids) {
+			t.Fatalf("round trip: %v, %v; want %v", again, err, pids)
+		}
+	})
+}
+
+func FuzzParseServerList(f *testing.F) { fuzzPIDLines(f, parseServerList) }
+
+func FuzzParseClientList(f *testing.F) { fuzzPIDLines(f, parseClientList) }
+
+func FuzzParseServerStatus(f *testing.F) {
+	for _, s := range []string{"ACTIVE\n", "FAULT", "INITIALIZING", "Server 1 not found", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		s, err := parseServerStatus(out)
+		if err == nil && s != ServerActive && s != ServerFault && s != ServerInitializing {
+			t.Fatalf("accepted unknown state %q", s)
+		}
+	})
+}
+
+func FuzzParsePercentage(f *testing.F) {
+	for _, s := range []string{"100.0\n", "33", "0", "1e2", "100.000001"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		v, err := parsePercentage(verbGetActiveThreads, out)
+		if err == nil && !(v > 0 && v <= 100) {
+			t.Fatalf("accepted %v from %q", v, out)
+		}
+	})
+}
+
+func FuzzParseMemLimit(f *testing.F) {
+	for _, s := range []string{"0", "10G", "900M", "8192 MB", "1.5GiB", "0x140000000", "10240", "99999999999T"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		v, err := parseMemLimit(verbGetPinnedMemLimit, out)
+		if err == nil && v > MaxMemLimit {
+			t.Fatalf("accepted %d from %q", v, out)
+		}
+	})
+}
+
+func FuzzParsePriority(f *testing.F) {
+	for _, s := range []string{"0", "1\n", "1 [BELOW NORMAL]", "0 [NORMAL]", "2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		p, err := parsePriority(out)
+		if err == nil && p.Validate() != nil {
+			t.Fatalf("accepted %d from %q", p, out)
+		}
+	})
+}
+
+func FuzzParseTerminate(f *testing.F) {
+	for _, s := range []string{"0\n", "999", "Client not found", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		err := parseTerminate(out)
+		if err != nil && !errors.Is(err, ErrTerminateFailed) && !errors.Is(err, ErrUnexpectedOutput) {
+			t.Fatalf("unexpected error kind: %v", err)
+		}
+		if err == nil && strings.TrimSpace(out) != "0" && strings.Trim(strings.TrimSpace(out), "0") != "" {
+			t.Fatalf("accepted %q as success", out)
+		}
+	})
+}
+
+func FuzzParsePIDFile(f *testing.F) {
+	for _, s := range []string{"1234\n", "", "abc", "0", "-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		p, err := parsePIDFile(data)
+		if err == nil && p.Validate() != nil {
+			t.Fatalf("accepted %d from %q", p, data)
+		}
+	})
+}
+
+// FuzzLogTail appends two chunks to a log and checks that the tail returns
+// exactly the complete lines, whatever bytes they hold.
+func FuzzLogTail(f *testing.F) {
+	f.Add("[2026-02-06 09:34:17.770 Control   261] Starting\n", "Server 95 exited with status 1\npartial")
+	f.Add("", "\n\n")
+	f.Add("no newline", " still none")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if len(a)+len(b) > maxTailRead {
+			return
+		}
+		path := filepath.Join(t.TempDir(), "control.log")
+		tail := &logTail{path: path}
+		tail.skipToEnd()
+		write := func(s string) {
+			fh, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fh.WriteString(s)
+			fh.Close()
+		}
+		write(a)
+		got := tail.newLines()
+		write(b)
+		got = append(got, tail.newLines()...)
+		all := a + b
+		var want []string
+		if i := strings.LastIndexByte(all, '\n'); i >= 0 {
+			want = strings.Split(all[:i], "\n")
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") || len(got) != len(want) {
+			t.Fatalf("lines %q, want %q", got, want)
+		}
+		_ = isFaultLine(all)
+	})
+}

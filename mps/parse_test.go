@@ -1,0 +1,252 @@
+package mps
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// wantOutputError checks that err is an OutputError quoting the output.
+func wantOutputError(t *testing.T, err error, out string) {
+	t.Helper()
+	var oe *OutputError
+	if !errors.As(err, &oe) || !errors.Is(err, ErrUnexpectedOutput) {
+		t.Fatalf("err = %v, want an *OutputError", err)
+	}
+	if q := quote(out); !contains(err.Error(), q) {
+		t.Fatalf("err = %q, want it to quote the output %s", err, q)
+	}
+}
+
+func TestParsePIDLines(t *testing.T) {
+	tests := []struct {
+		name string
+		out  string
+		want []PID
+		ok   bool
+	}{
+		{name: "empty", out: "", ok: true},
+		{name: "one", out: "1234\n", want: []PID{1234}, ok: true},
+		{name: "several", out: "1234\n5678\n", want: []PID{1234, 5678}, ok: true},
+		{name: "crlf and blank lines", out: "1234\r\n\r\n5678", want: []PID{1234, 5678}, ok: true},
+		{name: "spaces", out: "  1234  \n", want: []PID{1234}, ok: true},
+		{name: "text", out: "No servers\n"},
+		{name: "two on a line", out: "12 34\n"},
+		{name: "zero", out: "0\n"},
+		{name: "negative", out: "-3\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, parse := range []func(string) ([]PID, error){parseServerList, parseClientList} {
+				got, err := parse(tt.out)
+				if !tt.ok {
+					wantOutputError(t, err, tt.out)
+					continue
+				}
+				if err != nil || !reflect.DeepEqual(got, tt.want) {
+					t.Fatalf("parse(%q) = %v, %v; want %v", tt.out, got, err, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestParseServerStatus(t *testing.T) {
+	tests := []struct {
+		name string
+		out  string
+		want ServerState
+		ok   bool
+	}{
+		{name: "active", out: "ACTIVE\n", want: ServerActive, ok: true},
+		{name: "initializing", out: "INITIALIZING", want: ServerInitializing, ok: true},
+		{name: "fault", out: " FAULT \n", want: ServerFault, ok: true},
+		{name: "unknown state", out: "SLEEPING\n"},
+		{name: "lowercase", out: "active\n"},
+		{name: "error text", out: "Server 12 not found\n"},
+		{name: "empty", out: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseServerStatus(tt.out)
+			if !tt.ok {
+				wantOutputError(t, err, tt.out)
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("parseServerStatus(%q) = %q, %v; want %q", tt.out, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParsePS(t *testing.T) {
+	const header = "PID ID SERVER DEVICE NAMESPACE COMMAND\n"
+	tests := []struct {
+		name string
+		out  string
+		want []Client
+		ok   bool
+	}{
+		{name: "empty", out: "", ok: true},
+		{name: "header only", out: header, ok: true},
+		{
+			name: "rows",
+			out:  header + "12345 0 11111 GPU-5a2c0f3e-8b7d-4c1a 4026531836 python train.py --lr 0.1\n12346 1 11111 GPU-5a2c0f3e-8b7d-4c1a 4026532000 ./infer\n",
+			want: []Client{
+				{PID: 12345, ID: 0, Server: 11111, Device: "GPU-5a2c0f3e-8b7d-4c1a", Namespace: 4026531836, Command: "python train.py --lr 0.1"},
+				{PID: 12346, ID: 1, Server: 11111, Device: "GPU-5a2c0f3e-8b7d-4c1a", Namespace: 4026532000, Command: "./infer"},
+			},
+			ok: true,
+		},
+		{
+			name: "aligned columns and no command",
+			out:  "PID   ID  SERVER  DEVICE                  NAMESPACE   COMMAND\n  77   3    500   GPU-5a2c0f3e-8b7d-4c1a  0\n",
+			want: []Client{{PID: 77, ID: 3, Server: 500, Device: "GPU-5a2c0f3e-8b7d-4c1a", Namespace: 0}},
+			ok:   true,
+		},
+		{
+			name: "full uuid",
+			out:  header + "77 3 500 GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab 1 a\n",
+			want: []Client{{PID: 77, ID: 3, Server: 500, Device: "GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab", Namespace: 1, Command: "a"}},
+			ok:   true,
+		},
+		{name: "no header", out: "12345 0 11111 GPU-5a2c0f3e-8b7d-4c1a 4026531836 x\n"},
+		{name: "wrong header", out: "PID SERVER COMMAND\n"},
+		{name: "short row", out: header + "12345 0 11111\n"},
+		{name: "bad pid", out: header + "x 0 11111 GPU-5a2c0f3e-8b7d-4c1a 1 x\n"},
+		{name: "bad id", out: header + "1 -1 11111 GPU-5a2c0f3e-8b7d-4c1a 1 x\n"},
+		{name: "bad server", out: header + "1 0 0 GPU-5a2c0f3e-8b7d-4c1a 1 x\n"},
+		{name: "bad device", out: header + "1 0 2 /dev/nvidia0 1 x\n"},
+		{name: "bad namespace", out: header + "1 0 2 GPU-5a2c0f3e 1x x\n"},
+		{name: "plus namespace", out: header + "1 0 2 GPU-5a2c0f3e +1 x\n"},
+		{name: "garbage", out: "\x00\xff garbage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parsePS(tt.out)
+			if !tt.ok {
+				wantOutputError(t, err, tt.out)
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("parsePS = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestParseDocumentedFormats parses the fixtures written in the formats of
+// NVIDIA's MPS documentation (testdata/documented/README.md): inferred, not
+// captured on hardware.
+func TestParseDocumentedFormats(t *testing.T) {
+	read := func(name string) string {
+		data, err := os.ReadFile("testdata/documented/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	clients, err := parsePS(read("ps.txt"))
+	if err != nil || len(clients) != 2 || clients[0].Server != 6120 || clients[1].Command != "./matrixMul" {
+		t.Fatalf("ps.txt: %+v, %v", clients, err)
+	}
+	if err := parseTerminate(read("terminate_client.txt")); err != nil {
+		t.Fatalf("terminate_client.txt: %v", err)
+	}
+	if s, err := parseServerStatus(read("get_server_status.txt")); err != nil || s != ServerActive {
+		t.Fatalf("get_server_status.txt: %v, %v", s, err)
+	}
+	if p, err := parseServerList(read("get_server_list.txt")); err != nil || len(p) != 1 {
+		t.Fatalf("get_server_list.txt: %v, %v", p, err)
+	}
+}
+
+func TestParseValues(t *testing.T) {
+	tests := []struct {
+		name  string
+		parse func(string) (any, error)
+		out   string
+		want  any
+		ok    bool
+	}{
+		{name: "percentage float", parse: pctOut, out: "100.0\n", want: 100.0, ok: true},
+		{name: "percentage int", parse: pctOut, out: "33", want: 33.0, ok: true},
+		{name: "percentage fraction", parse: pctOut, out: "33.3", want: 33.3, ok: true},
+		{name: "percentage zero", parse: pctOut, out: "0"},
+		{name: "percentage above 100", parse: pctOut, out: "100.5"},
+		{name: "percentage text", parse: pctOut, out: "Invalid command"},
+		{name: "percentage exponent", parse: pctOut, out: "1e2"},
+		{name: "mem zero", parse: memOutF, out: "0\n", want: MemLimit(0), ok: true},
+		{name: "mem G", parse: memOutF, out: "10G", want: 10 * GiB, ok: true},
+		{name: "mem M", parse: memOutF, out: "900M", want: 900 * MiB, ok: true},
+		{name: "mem MB spaced", parse: memOutF, out: "8192 MB", want: 8192 * MiB, ok: true},
+		{name: "mem GiB fraction", parse: memOutF, out: "1.5GiB", want: 1536 * MiB, ok: true},
+		{name: "mem lowercase", parse: memOutF, out: "512m", want: 512 * MiB, ok: true},
+		{name: "mem hex bytes", parse: memOutF, out: "0x140000000", want: 5 * GiB, ok: true},
+		{name: "mem bare number", parse: memOutF, out: "10240"},
+		{name: "mem too large", parse: memOutF, out: "99999999999T"},
+		{name: "mem text", parse: memOutF, out: "unlimited"},
+		{name: "priority 0", parse: prioOut, out: "0\n", want: PriorityNormal, ok: true},
+		{name: "priority 1 labelled", parse: prioOut, out: "1 [BELOW NORMAL]", want: PriorityBelowNormal, ok: true},
+		{name: "priority wrong label", parse: prioOut, out: "1 [NORMAL]"},
+		{name: "priority 2", parse: prioOut, out: "2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.parse(tt.out)
+			if !tt.ok {
+				wantOutputError(t, err, tt.out)
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("parse(%q) = %v, %v; want %v", tt.out, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func pctOut(s string) (any, error)  { return parsePercentage(verbGetDefaultActiveThreads, s) }
+func memOutF(s string) (any, error) { return parseMemLimit(verbGetDefaultPinnedMemLimit, s) }
+func prioOut(s string) (any, error) { return parsePriority(s) }
+
+func TestParseTerminateAndEmpty(t *testing.T) {
+	tests := []struct {
+		name    string
+		out     string
+		err     error
+		outputE bool
+	}{
+		{name: "success", out: "0\n"},
+		{name: "cuda error", out: "999\n", err: ErrTerminateFailed},
+		{name: "text", out: "Client not found\n", outputE: true},
+		{name: "empty", out: "", outputE: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := parseTerminate(tt.out)
+			switch {
+			case tt.outputE:
+				wantOutputError(t, err, tt.out)
+			case !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil):
+				t.Fatalf("parseTerminate(%q) = %v, want %v", tt.out, err, tt.err)
+			}
+		})
+	}
+	if err := parseEmpty(verbQuit, " \n"); err != nil {
+		t.Fatalf("parseEmpty(blank) = %v", err)
+	}
+	wantOutputError(t, parseEmpty(verbSetDefaultActiveThreads, "Invalid percentage\n"), "Invalid percentage\n")
+}
+
+func TestOutputErrorQuotesAPrefix(t *testing.T) {
+	long := strings.Repeat("x", 10*maxQuoted)
+	err := &OutputError{Command: "ps", Output: long, Reason: "r"}
+	if len(err.Error()) > 2*maxQuoted {
+		t.Fatalf("error is %d bytes long, want it cut", len(err.Error()))
+	}
+}
