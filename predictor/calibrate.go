@@ -337,7 +337,7 @@ func (o *tsObjective) unidentified(best TimesliceParams, mape float64) []string 
 			y := slices.Clone(x)
 			y[i] += step
 			p, _ := toParams(y)
-			if mp, _ := o.score(p, -1); mp-mape > tol {
+			if mp, _ := o.score(p, -1); math.Abs(mp-mape) > tol {
 				flat = false
 			}
 		}

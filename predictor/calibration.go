@@ -48,6 +48,9 @@ func (c *Calibration) Validate() error {
 	if c.Format != CalibrationFormat {
 		fc.add("format", fmt.Sprintf("%q", CalibrationFormat), fmt.Sprintf("%q", c.Format))
 	}
+	if c.Device.SMs < 0 {
+		fc.add("device.sms", "an SM count ≥ 0 (0: unknown)", fmt.Sprint(c.Device.SMs))
+	}
 	if c.Timeslice == nil && c.MPS == nil {
 		fc.add("timeslice", "a timeslice or an mps section", "neither")
 	}
@@ -67,7 +70,9 @@ func (c *Calibration) Validate() error {
 				fc.add("mps.coefficients."+k, "one of dram, l2, kernels", fmt.Sprintf("%q", k))
 				continue
 			}
-			fc.nonNegative("mps.coefficients."+k, c.MPS.Coefficients[k])
+			if v := c.MPS.Coefficients[k]; !(v >= 0 && v <= MaxCoefficient) {
+				fc.add("mps.coefficients."+k, "a coefficient in [0, 1000]", fmtFloat(v))
+			}
 		}
 	}
 	return fc.err("calibration")

@@ -363,6 +363,10 @@ func mergeKernels(ks []kinetoKernel, sms int) ([]Op, mergeFigures, []string) {
 		default:
 			noSM++
 		}
+		if op.SM <= 0 {
+			// A launched kernel occupies at least one SM; profiles require sm > 0.
+			op.SM = minSM(sms)
+		}
 		if k.hasOccupancy {
 			op.Occupancy = clamp01(k.occupancyPct / 100)
 			if op.Occupancy != k.occupancyPct/100 {
@@ -399,3 +403,11 @@ func clamp01(v float64) float64 {
 // nsToUS converts integer ns to µs; the result prints with at most three
 // decimals, so saved profiles are stable.
 func nsToUS(ns int64) float64 { return float64(ns) / 1000 }
+
+// minSM is the SM fraction of one SM, or 1 % when the SM count is unknown.
+func minSM(sms int) float64 {
+	if sms > 0 {
+		return 1 / float64(sms)
+	}
+	return 0.01
+}

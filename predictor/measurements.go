@@ -137,6 +137,9 @@ func (m *Measurements) validate(dir string) error {
 	if len(m.Records) == 0 {
 		c.add("records", "at least one record", "none")
 	}
+	if m.Device.SMs < 0 {
+		c.add("device.sms", "an SM count ≥ 0 (0: unknown)", fmt.Sprint(m.Device.SMs))
+	}
 	for i := range m.Records {
 		m.Records[i].check(&c, fmt.Sprintf("records[%d]", i), dir)
 	}
@@ -154,7 +157,9 @@ func (r *Record) check(c *fieldChecker, at, dir string) {
 	for i := range r.Training {
 		r.Training[i].resolve(c, fmt.Sprintf("%s.training[%d]", at, i), dir, KindTraining)
 	}
-	c.positive(at+".rate_rps", r.RateRPS)
+	if !(r.RateRPS >= MinRateRPS && r.RateRPS <= 1e9) {
+		c.add(at+".rate_rps", "a rate in [0.001, 1e9] req/s", fmtFloat(r.RateRPS))
+	}
 	if r.Mode == ModeMPS && !(r.TrainingPct > 0 && r.TrainingPct <= 100) {
 		c.add(at+".training_pct", "an active-thread percentage in (0,100]", fmtFloat(r.TrainingPct))
 	}
@@ -172,6 +177,9 @@ func (r *Record) check(c *fieldChecker, at, dir string) {
 	}
 	for i, v := range it {
 		c.positive(fmt.Sprintf("%s.measured.training_iteration_ms[%d]", at, i), v)
+		if i < len(r.Training) && r.Training[i].Profile != nil && !r.Training[i].Profile.IterationKnown() {
+			c.add(fmt.Sprintf("%s.measured.training_iteration_ms[%d]", at, i), "no value: the training profile has no iteration (a summary without iteration_ms), so none is predicted", fmtFloat(v))
+		}
 	}
 	if len(r.Measured.LatencyMS) == 0 && len(r.Measured.ServiceMS) == 0 && len(it) == 0 {
 		c.add(at+".measured", "at least one of latency_ms, service_ms, training_iteration_ms", "none")

@@ -55,6 +55,11 @@ func TestParseMeasurementsErrors(t *testing.T) {
 			"measured":{"latency_ms":{"mean":1}}}]}`, []string{`records[0].training[0].kind: want "training", got "inference"`}},
 		{"negative metric", `{"format":"colocd.measurements/v1","records":[{"name":"a","mode":"timeslice","inference":` + inline + `,"rate_rps":5,
 			"measured":{"latency_ms":{"mean":-1}}}]}`, []string{"records[0].measured.latency_ms.mean: want a finite number > 0, got -1"}},
+		{"iteration of a stream trainer", `{"format":"colocd.measurements/v1","records":[{"name":"a","mode":"timeslice","inference":` + inline + `,"rate_rps":5,
+			"training":[{"format":"colocd.profile/v1","name":"s","kind":"training","summary":{"gpu_util":0.5,"mem_util":0.1}}],
+			"measured":{"training_iteration_ms":40}}]}`, []string{"records[0].measured.training_iteration_ms[0]: want no value: the training profile has no iteration"}},
+		{"rate below the minimum", `{"format":"colocd.measurements/v1","device":{"sms":-3},"records":[{"name":"a","mode":"timeslice","inference":` + inline + `,"rate_rps":1e-9,
+			"measured":{"latency_ms":{"mean":1}}}]}`, []string{"records[0].rate_rps: want a rate in [0.001, 1e9] req/s", "device.sms: want an SM count ≥ 0"}},
 		{"no inference", `{"format":"colocd.measurements/v1","records":[{"name":"a","mode":"timeslice","rate_rps":5,"measured":{"latency_ms":{"mean":1}}}]}`,
 			[]string{"records[0].inference: want a profile path or an inline profile"}},
 	}
@@ -81,7 +86,7 @@ func TestCalibrationLoadMerges(t *testing.T) {
 		t.Errorf("merged calibration %+v: want the default time-slicing values and the file's mps section", c)
 	}
 	_, err = ParseCalibration([]byte(`{"format":"colocd.calibration/v1","timeslice":{"slice_us":0,"switch_us":-1,"holdover_us":1},"mps":{"coefficients":{"l2":-2}}}`))
-	for _, w := range []string{"timeslice.slice_us: want a finite number > 0, got 0", "timeslice.switch_us", "mps.coefficients.l2"} {
+	for _, w := range []string{"timeslice.slice_us: want a slice in [1, 1e6] µs, got 0", "timeslice.switch_us", "mps.coefficients.l2"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("err = %v, want it to contain %q", err, w)
 		}

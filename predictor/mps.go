@@ -16,6 +16,10 @@ type MPSParams struct {
 	Kernels float64 `json:"kernels"`
 }
 
+// MaxCoefficient bounds each stage-2 coefficient: far above any plausible
+// contention, and small enough that rates stay finite.
+const MaxCoefficient = 1000.0
+
 // MPSFeatures names the stage-2 features, in the order of MPSParams.
 var MPSFeatures = []string{"dram", "l2", "kernels"}
 
@@ -27,7 +31,9 @@ func mpsParamsFrom(v []float64) MPSParams { return MPSParams{DRAM: v[0], L2: v[1
 func (p MPSParams) Validate() error {
 	var c fieldChecker
 	for i, v := range p.vector() {
-		c.nonNegative("mps.coefficients."+MPSFeatures[i], v)
+		if !(v >= 0 && v <= MaxCoefficient) {
+			c.add("mps.coefficients."+MPSFeatures[i], "a coefficient in [0, 1000]", fmtFloat(v))
+		}
 	}
 	return c.err("MPS parameters")
 }
@@ -229,7 +235,7 @@ func (s *MPSSim) run(inference []Op, training [][]Op, arrivals []float64, pcts [
 			now = s.runShared(now, next, beta)
 		}
 	}
-	return s.finish(now), nil
+	return s.result(now)
 }
 
 // runAlone advances context c, the only one with work, until another

@@ -18,8 +18,11 @@ func nnls(a *mat.Dense, b []float64) ([]float64, error) {
 	bv := mat.NewVecDense(m, b)
 	x := make([]float64, n)
 	passive := make([]bool, n)
-	const tol = 1e-10
+	// The Kuhn–Tucker tolerance scales with the problem (as in SciPy's
+	// nnls): a fixed one stops too early on tiny entries and cycles on big ones.
+	tol := 10 * float64(max(m, n)) * 2.220446049250313e-16 * maxAbs(a.RawMatrix().Data) * max(maxAbs(b), 1e-300)
 	w := make([]float64, n)
+	skip := make([]bool, n) // columns whose entry made no progress this round
 	// gradient w = Aᵀ(b − A·x)
 	gradient := func() {
 		r := mat.NewVecDense(m, nil)
@@ -35,7 +38,7 @@ func nnls(a *mat.Dense, b []float64) ([]float64, error) {
 		gradient()
 		best, bestJ := tol, -1
 		for j := range n {
-			if !passive[j] && w[j] > best {
+			if !passive[j] && !skip[j] && w[j] > best {
 				best, bestJ = w[j], j
 			}
 		}
@@ -43,6 +46,14 @@ func nnls(a *mat.Dense, b []float64) ([]float64, error) {
 			return x, nil // Kuhn–Tucker conditions hold
 		}
 		passive[bestJ] = true
+		// A column whose unconstrained coefficient is not positive on entry
+		// cannot improve the fit (rounding): leave it out and try the next.
+		if z, err := lsqSubset(a, bv, passive); err == nil && z[bestJ] <= 0 {
+			passive[bestJ] = false
+			skip[bestJ] = true
+			continue
+		}
+		clear(skip)
 		for inner := 0; ; inner++ {
 			if inner > 3*n+10 {
 				return nil, errNNLSIterations
@@ -120,4 +131,12 @@ func allPositive(z []float64, passive []bool) bool {
 		}
 	}
 	return true
+}
+
+func maxAbs(xs []float64) float64 {
+	var m float64
+	for _, v := range xs {
+		m = max(m, math.Abs(v))
+	}
+	return m
 }

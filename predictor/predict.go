@@ -2,7 +2,6 @@ package predictor
 
 import (
 	"fmt"
-	"math"
 )
 
 // Mode names a GPU sharing mode.
@@ -13,6 +12,9 @@ const (
 	ModeTimeslice Mode = "timeslice"
 	ModeMPS       Mode = "mps"
 )
+
+// MinRateRPS is the lowest request rate accepted: one request per 1,000 s.
+const MinRateRPS = 0.001
 
 // DefaultRequests is the number of simulated requests when a scenario sets none.
 const DefaultRequests = 2000
@@ -62,7 +64,9 @@ func (sc *Scenario) Validate() error {
 	case sc.RateRPS == 0 && sc.Load == 0:
 		c.add("rate", "a rate in req/s (> 0) or a load fraction", "neither")
 	case sc.RateRPS != 0:
-		c.positive("rate", sc.RateRPS)
+		if !(sc.RateRPS >= MinRateRPS && sc.RateRPS <= 1e9) {
+			c.add("rate", "a rate in [0.001, 1e9] req/s", fmtFloat(sc.RateRPS))
+		}
 	default:
 		if !(sc.Load > 0 && sc.Load < 1) {
 			c.add("load", "a fraction of solo capacity in (0,1)", fmtFloat(sc.Load))
@@ -101,7 +105,7 @@ type InferencePrediction struct {
 // TrainingPrediction is one training job's iteration time, co-located and solo.
 // The times are null for a trainer whose iteration is unknown (a summary with
 // no iteration_ms); Slowdown (co-located / solo time per unit of work) is
-// always set.
+// always set once the simulation has run (0 only for a run of no time).
 type TrainingPrediction struct {
 	Name            string   `json:"name"`
 	IterationMS     *float64 `json:"iteration_ms"`
@@ -184,16 +188,16 @@ func (pr *Predictor) prediction(mode Mode, sc *Scenario, rate float64, n int, re
 	s := soloUS / 1000
 	pred.Inference.SoloServiceMS = Percentiles{Mean: s, P50: s, P90: s, P95: s, P99: s}
 	for i, t := range sc.Training {
-		tp := TrainingPrediction{Name: t.Name, Slowdown: math.Inf(1)}
+		tp := TrainingPrediction{Name: t.Name}
 		solo := t.SoloUS()
-		if p := res.progress[i]; p > 0 {
+		if p := res.progress[i]; p > 0 { // always, once any time has passed
 			tp.Slowdown = res.endUS / p / solo
 		}
 		if t.IterationKnown() {
 			soloMS := solo / 1000
-			it := soloMS * tp.Slowdown
 			tp.SoloIterationMS = &soloMS
-			if !math.IsInf(it, 0) {
+			if tp.Slowdown > 0 {
+				it := soloMS * tp.Slowdown
 				tp.IterationMS = &it
 			}
 		}

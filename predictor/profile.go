@@ -111,12 +111,15 @@ func (p *Profile) Validate() error {
 		c.add("ops", "at least one op, or a summary", "no ops and no summary")
 	}
 	if len(p.Ops) > 0 {
-		var busy float64
+		var busy, unit float64
 		for _, op := range p.Ops {
 			busy += op.DurUS
+			unit += op.DurUS + op.GapUS
 		}
 		if busy <= 0 {
 			c.add("ops", "at least one op with dur_us > 0", "total GPU time 0")
+		} else if unit < MinUnitUS {
+			c.add("ops", "a unit (the sum of gap_us and dur_us) of at least 1 µs", fmtFloat(unit))
 		}
 	}
 	return c.err(fmt.Sprintf("profile %q", p.Name))
@@ -125,7 +128,9 @@ func (p *Profile) Validate() error {
 func (op *Op) check(c *fieldChecker, at string) {
 	c.duration(at+".dur_us", op.DurUS)
 	c.duration(at+".gap_us", op.GapUS)
-	c.fraction(at+".sm", op.SM)
+	if !(op.SM > 0 && op.SM <= 1) {
+		c.add(at+".sm", "a fraction in (0,1]: the share of the SMs the kernel fills alone", fmtFloat(op.SM))
+	}
 	c.fraction(at+".occupancy", op.Occupancy)
 	if op.DRAM != nil {
 		c.fraction(at+".dram", *op.DRAM)
@@ -140,8 +145,8 @@ func (s *Summary) check(c *fieldChecker, kind Kind) {
 		field string
 		v     float64
 	}{{"summary.latency_ms", s.LatencyMS}, {"summary.iteration_ms", s.IterationMS}} {
-		if !(f.v >= 0 && f.v <= MaxDurationUS/1000) {
-			c.add(f.field, "a time ≥ 0 and ≤ 3.6e6 ms (one hour)", fmtFloat(f.v))
+		if !(f.v == 0 || f.v >= MinUnitUS/1000 && f.v <= MaxDurationUS/1000) {
+			c.add(f.field, "a time in [0.001, 3.6e6] ms (1 µs to one hour)", fmtFloat(f.v))
 		}
 	}
 	if kind == KindInference && !(s.LatencyMS > 0) {

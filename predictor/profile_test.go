@@ -28,7 +28,7 @@ func TestProfileValidateNamesEveryField(t *testing.T) {
 	}
 	if msg := err.Error(); !strings.Contains(msg, `format: want "colocd.profile/v1", got "colocd.profile/v0"`) ||
 		!strings.Contains(msg, "ops[0].dur_us: want a duration ≥ 0 and ≤ 3.6e9 µs (one hour), got -1") ||
-		!strings.Contains(msg, "ops[0].sm: want a fraction in [0,1], got 1.5") {
+		!strings.Contains(msg, "ops[0].sm: want a fraction in (0,1]: the share of the SMs the kernel fills alone, got 1.5") {
 		t.Errorf("message does not say what was expected: %s", msg)
 	}
 }

@@ -11,6 +11,14 @@ var inf = math.Inf(1)
 // errEmptyUnit is returned when a workload has no GPU time at all.
 var errEmptyUnit = errors.New("workload has no GPU time")
 
+// MaxEvents bounds one simulation: a scenario whose requests are so sparse
+// that the trainers run billions of kernels between them would otherwise
+// take minutes. 200 M events is about two seconds.
+const MaxEvents = 200_000_000
+
+// ErrTooManyEvents is returned when a simulation exceeds MaxEvents.
+var ErrTooManyEvents = errors.New("simulation exceeds 200 million events: the request rate is too low for the number of requests (use fewer requests or a higher rate)")
+
 // simContext is one GPU context of a simulation: the inference server
 // (index 0) or a training job. Ops are stored as parallel slices so the
 // inner loops touch only what they need.
@@ -22,6 +30,11 @@ type simContext struct {
 	rem      float64   // remaining work of the current op, in solo µs
 	iters    int       // completed training iterations
 }
+
+// MinUnitUS is the shortest unit (request or iteration) the simulation
+// accepts: a unit shorter than float precision at the simulated time would
+// stop the clock.
+const MinUnitUS = 1.0
 
 func (c *simContext) load(ops []Op) error {
 	n := len(ops)
@@ -36,6 +49,9 @@ func (c *simContext) load(ops []Op) error {
 	}
 	if n == 0 || busy <= 0 {
 		return errEmptyUnit
+	}
+	if t < MinUnitUS {
+		return fmt.Errorf("unit lasts %g µs: want at least %g µs", t, MinUnitUS)
 	}
 	c.cycle = t
 	c.idx, c.iters = 0, 0
@@ -106,8 +122,20 @@ func (s *simState) reset(inference []Op, training [][]Op, arrivals []float64) er
 	return nil
 }
 
-// done reports whether every request has completed.
-func (s *simState) done() bool { return s.req >= len(s.arrivals) }
+// done reports whether every request has completed, or the event budget
+// is spent (run then reports ErrTooManyEvents).
+func (s *simState) done() bool { return s.req >= len(s.arrivals) || s.res.events > maxEvents }
+
+// maxEvents is MaxEvents; tests lower it.
+var maxEvents = MaxEvents
+
+// result finishes the run, or reports that it ran out of events.
+func (s *simState) result(now float64) (*simResult, error) {
+	if s.res.events > maxEvents {
+		return nil, ErrTooManyEvents
+	}
+	return s.finish(now), nil
+}
 
 // complete finishes context o's current kernel at now: the next op becomes
 // ready after its gap; the last op of a request records its latency and
@@ -152,8 +180,10 @@ func (s *simState) finish(now float64) *simResult {
 	for i := range s.res.progress {
 		c := &s.ctx[i+1]
 		done := c.cum[c.idx]
-		if s.ready[i+1] <= now { // the current op's gap is over; part of it may have run
+		if r := s.ready[i+1]; r <= now { // the current op's gap is over; part of it may have run
 			done += c.gap[c.idx] + c.dur[c.idx] - c.rem
+		} else { // still in the gap: the part of it already elapsed counts
+			done += max(0, c.gap[c.idx]-(r-now))
 		}
 		s.res.progress[i] = float64(c.iters) + done/c.cycle
 	}

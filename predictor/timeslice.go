@@ -17,9 +17,15 @@ type TimesliceParams struct {
 // Validate names every parameter that is out of range.
 func (p TimesliceParams) Validate() error {
 	var c fieldChecker
-	c.positive("timeslice.slice_us", p.SliceUS)
-	c.nonNegative("timeslice.switch_us", p.SwitchUS)
-	c.nonNegative("timeslice.holdover_us", p.HoldoverUS)
+	if !(p.SliceUS >= 1 && p.SliceUS <= 1e6) {
+		c.add("timeslice.slice_us", "a slice in [1, 1e6] µs", fmtFloat(p.SliceUS))
+	}
+	if !(p.SwitchUS >= 0 && p.SwitchUS <= 1e5) {
+		c.add("timeslice.switch_us", "a switch cost in [0, 1e5] µs", fmtFloat(p.SwitchUS))
+	}
+	if !(p.HoldoverUS >= 0 && p.HoldoverUS <= 1e6) {
+		c.add("timeslice.holdover_us", "a hold-over in [0, 1e6] µs", fmtFloat(p.HoldoverUS))
+	}
 	return c.err("time-slicing parameters")
 }
 
@@ -44,10 +50,18 @@ func (s *TimesliceSim) run(inference []Op, training [][]Op, arrivals []float64, 
 	if err := s.reset(inference, training, arrivals); err != nil {
 		return nil, err
 	}
+	// At the start no context holds the GPU: the first to have work takes
+	// it, with no switch and no hold-over in anyone's favour.
 	now := 0.0
 	owner := 0
-	sliceStart := 0.0
-	idleSince := 0.0
+	for c, r := range s.ready {
+		if r < s.ready[owner] {
+			owner = c
+		}
+	}
+	now = s.ready[owner]
+	sliceStart := now
+	idleSince := now
 	for !s.done() {
 		// One tenure of the owner. The other contexts do not run while it
 		// holds the GPU, so the time the first of them has work is fixed
@@ -91,13 +105,17 @@ func (s *TimesliceSim) run(inference []Op, training [][]Op, arrivals []float64, 
 		if s.done() {
 			break
 		}
-		// Switch to the next context with ready work, round robin.
-		owner = s.nextReady(o, now)
+		// Switch to the next context with ready work, round robin. (When
+		// float rounding puts the boundary a hair before the other's
+		// readiness, nobody else is ready yet: the owner just goes on.)
+		if owner = s.nextReady(o, now); owner == o {
+			continue
+		}
 		now += p.SwitchUS
 		sliceStart = now
 		s.res.events++
 	}
-	return s.finish(now), nil
+	return s.result(now)
 }
 
 // nextReady returns the first context after o, in round-robin order, whose

@@ -1,8 +1,10 @@
 package predictor
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -261,12 +263,15 @@ func FuzzTimeslice(f *testing.F) {
 			}
 			return math.Min(hi, math.Max(lo, math.Abs(v)))
 		}
-		inf := uniformProfile("inf", KindInference, 3, clamp(infDur, 0.001, 1e5), clamp(infGap, 0, 1e5))
+		inf := uniformProfile("inf", KindInference, 3, clamp(infDur, 0.5, 1e5), clamp(infGap, 0, 1e5))
 		var ts []*Profile
 		for range trainers % 4 {
-			ts = append(ts, uniformProfile("tr", KindTraining, 2, clamp(trDur, 0.001, 1e5), clamp(trGap, 0, 1e5)))
+			ts = append(ts, uniformProfile("tr", KindTraining, 2, clamp(trDur, 0.5, 1e5), clamp(trGap, 0, 1e5)))
 		}
 		p := TimesliceParams{SliceUS: clamp(slice, 1, 1e5), SwitchUS: clamp(sw, 0, 1e4), HoldoverUS: clamp(hold, 0, 1e5)}
+		if len(ts) > 0 && p.SliceUS < 20 {
+			p.SliceUS = 20 // a 1 µs slice against 1e5 µs kernels is millions of events: valid, but too slow to fuzz
+		}
 		sc := &Scenario{Inference: inf, Training: ts, Load: clamp(load, 0.01, 0.95), Requests: 50, Seed: 1}
 		var pr Predictor
 		pred, err := pr.PredictTimeslice(sc, p)
@@ -284,4 +289,40 @@ func FuzzTimeslice(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Inputs that are valid but would keep the simulation running for minutes
+// stop at the event budget with a clear error instead.
+func TestSimulationEventBudget(t *testing.T) {
+	defer func(old int) { maxEvents = old }(maxEvents)
+	maxEvents = 100_000
+	inf := uniformProfile("inf", KindInference, 2, 100, 0)
+	train := uniformProfile("train", KindTraining, 1, 2, 0) // 2 µs kernels
+	sc := &Scenario{Inference: inf, Training: []*Profile{train}, RateRPS: MinRateRPS, Requests: 10, Seed: 1}
+	var pr Predictor
+	if _, err := pr.PredictTimeslice(sc, testParams); !errors.Is(err, ErrTooManyEvents) {
+		t.Errorf("timeslice: err = %v, want ErrTooManyEvents", err)
+	}
+	if _, err := pr.PredictMPS(sc, MPSParams{}); !errors.Is(err, ErrTooManyEvents) {
+		t.Errorf("mps: err = %v, want ErrTooManyEvents", err)
+	}
+	sc.RateRPS = 1e-4
+	if _, err := pr.PredictTimeslice(sc, testParams); err == nil || !strings.Contains(err.Error(), "rate: want a rate in [0.001, 1e9] req/s") {
+		t.Errorf("rate below the minimum: err = %v", err)
+	}
+}
+
+// A trainer still in the host gap before its first kernel when the run ends
+// has made progress through that gap: no infinite slowdown, and the
+// prediction encodes as JSON.
+func TestTrainerInLongGapHasFiniteSlowdown(t *testing.T) {
+	inf := uniformProfile("inf", KindInference, 2, 100, 0)
+	train := uniformProfile("train", KindTraining, 1, 100, 5e6)
+	pred := predictTS(t, &Scenario{Inference: inf, Training: []*Profile{train}, RateRPS: 100, Requests: 100, Seed: 1}, testParams)
+	if s := pred.Training[0].Slowdown; !(s > 0 && s < 1.01) {
+		t.Errorf("slowdown %v, want about 1 (the trainer was only ever in its gap)", s)
+	}
+	if _, err := json.Marshal(pred); err != nil {
+		t.Errorf("prediction does not encode: %v", err)
+	}
 }
