@@ -94,7 +94,7 @@ func TestCalibrateErrors(t *testing.T) {
 		{"every bad field named", []string{"--measurements", bad, "--out", filepath.Join(dir, "c.json")}, []string{
 			`records[0].mode: want "timeslice" or "mps", got "nvlink"`,
 			"records[0].inference: want a readable, valid profile",
-			"records[0].rate_rps: want a finite number > 0, got -1",
+			"records[0].rate_rps: want a rate in [0.001, 1e9] req/s, got -1",
 			`records[0].measured.latency_ms.p42: want one of mean, p50, p90, p95, p99`,
 		}},
 	}
