@@ -1,0 +1,209 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// DefaultTimeout bounds a client request whose context has no deadline.
+const DefaultTimeout = 5 * time.Second
+
+// Client is the launcher's side of the NATS API. It is safe for concurrent
+// use. Every request carries the current span's W3C trace context.
+type Client struct {
+	nc      *nats.Conn
+	timeout time.Duration
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithTimeout sets the bound on requests whose context has no deadline
+// (default DefaultTimeout).
+func WithTimeout(d time.Duration) ClientOption {
+	return func(c *Client) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
+// NewClient returns a client that talks over nc.
+func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
+	c := &Client{nc: nc, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Admit asks sidecar sidecarID for a slot. A deny is a Decision, not an
+// error. Errors: *Error for an error answer, ErrNoSidecar when no sidecar
+// with that id listens.
+func (c *Client) Admit(ctx context.Context, sidecarID string, req *AdmitRequest) (*Decision, error) {
+	var d Decision
+	if err := c.call(ctx, sidecarID, EndpointAdmit, req, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Renew extends a lease and returns it with its new expiry.
+func (c *Client) Renew(ctx context.Context, sidecarID string, ref *LeaseRef) (*Lease, error) {
+	var l Lease
+	if err := c.call(ctx, sidecarID, EndpointRenew, ref, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// Release ends a lease.
+func (c *Client) Release(ctx context.Context, sidecarID string, ref *LeaseRef) error {
+	return c.call(ctx, sidecarID, EndpointRelease, ref, nil)
+}
+
+// Register tells the sidecar the lease's client process ids.
+func (c *Client) Register(ctx context.Context, sidecarID string, req *RegisterRequest) error {
+	return c.call(ctx, sidecarID, EndpointRegister, req, nil)
+}
+
+// Status returns a sidecar's state.
+func (c *Client) Status(ctx context.Context, sidecarID string) (*Status, error) {
+	var st Status
+	if err := c.call(ctx, sidecarID, EndpointStatus, struct{}{}, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// call sends one request to a sidecar endpoint and decodes the answer into
+// out (nil: the answer is ignored).
+func (c *Client) call(ctx context.Context, sidecarID, endpoint string, in, out any) error {
+	if err := ValidateSidecarID(sidecarID); err != nil {
+		return fmt.Errorf("%s: %w", endpoint, err)
+	}
+	msg, err := c.newMsg(ctx, EndpointSubject(sidecarID, endpoint), in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", endpoint, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, ErrNoSidecar)
+	}
+	if err != nil {
+		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, err)
+	}
+	if e := responseError(resp); e != nil {
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(resp.Data, out); err != nil {
+		return fmt.Errorf("%s on sidecar %s: decode answer: %w", endpoint, sidecarID, err)
+	}
+	return nil
+}
+
+// newMsg builds a request with a JSON body and the trace context headers.
+func (c *Client) newMsg(ctx context.Context, subject string, in any) (*nats.Msg, error) {
+	data, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	injectTrace(ctx, msg.Header)
+	return msg, nil
+}
+
+// responseError returns the *Error carried in micro's error headers, or nil.
+func responseError(m *nats.Msg) *Error {
+	code := m.Header.Get(micro.ErrorCodeHeader)
+	if code == "" {
+		return nil
+	}
+	return parseWireError(code, m.Header.Get(micro.ErrorHeader))
+}
+
+// isNoResponders reports NATS's "no responders" status message.
+func isNoResponders(m *nats.Msg) bool {
+	return len(m.Data) == 0 && m.Header.Get("Status") == "503"
+}
+
+// Quote asks every sidecar for a decision without a lease (scatter-gather
+// on colocd.v1.quote) and collects the answers that arrive until wait
+// elapses or ctx ends, in arrival order; each names its sidecar. A sidecar's
+// error answer is skipped while others answer. With no answer at all Quote
+// returns ErrNoSidecar (immediately when nobody listens), the sidecars'
+// errors joined when only errors came, or ctx's error when ctx ended before
+// wait. wait <= 0 means until ctx ends, which then needs a deadline.
+func (c *Client) Quote(ctx context.Context, req *AdmitRequest, wait time.Duration) ([]*Decision, error) {
+	parent := ctx
+	if wait <= 0 {
+		if _, ok := ctx.Deadline(); !ok {
+			return nil, errors.New("quote: need a wait or a context deadline")
+		}
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	msg, err := c.newMsg(ctx, QuoteSubject, req)
+	if err != nil {
+		return nil, fmt.Errorf("quote: %w", err)
+	}
+	msg.Reply = c.nc.NewInbox()
+	sub, err := c.nc.SubscribeSync(msg.Reply)
+	if err != nil {
+		return nil, fmt.Errorf("quote: subscribe: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishMsg(msg); err != nil {
+		return nil, fmt.Errorf("quote: publish: %w", err)
+	}
+	var (
+		decisions []*Decision
+		errs      []error
+	)
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			break // wait elapsed or ctx ended
+		}
+		if isNoResponders(m) {
+			break
+		}
+		if e := responseError(m); e != nil {
+			errs = append(errs, e)
+			continue
+		}
+		var d Decision
+		if err := json.Unmarshal(m.Data, &d); err != nil {
+			errs = append(errs, fmt.Errorf("quote: decode answer: %w", err))
+			continue
+		}
+		decisions = append(decisions, &d)
+	}
+	switch {
+	case len(decisions) > 0:
+		return decisions, nil
+	case len(errs) > 0:
+		return nil, fmt.Errorf("quote: %w", errors.Join(errs...))
+	case wait > 0 && parent.Err() != nil:
+		return nil, fmt.Errorf("quote: %w", parent.Err())
+	default:
+		return nil, fmt.Errorf("quote: %w", ErrNoSidecar)
+	}
+}

@@ -1,0 +1,159 @@
+package bus
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The examples of docs/nats-api.md, decoded.
+const admitExample = `{
+  "request_id": "7f9c1e2a-launch-42",
+  "job": {"id": "resnet50-ft-42", "owner": "vision-team", "priority": 1},
+  "profile": {"format": "colocd.profile/v1", "name": "resnet50-train", "kind": "training",
+              "summary": {"latency_ms": 95, "gpu_util": 0.6, "mem_util": 0.3}},
+  "memory_mib": 12000,
+  "processes": 1,
+  "compute": {"min_pct": 10, "max_pct": 40},
+  "lease_seconds": 900,
+  "checkpointable": true
+}`
+
+func TestDecodeAdmitRequest(t *testing.T) {
+	got, err := DecodeAdmitRequest([]byte(admitExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &AdmitRequest{
+		RequestID: "7f9c1e2a-launch-42",
+		Job:       Job{ID: "resnet50-ft-42", Owner: "vision-team", Priority: 1},
+		MemoryMiB: 12000, Processes: 1,
+		Compute:      Compute{MinPct: 10, MaxPct: 40},
+		LeaseSeconds: 900, Checkpointable: true,
+	}
+	var profile map[string]any
+	if err := json.Unmarshal(got.Profile, &profile); err != nil || profile["name"] != "resnet50-train" {
+		t.Errorf("profile passed through as %s (%v)", got.Profile, err)
+	}
+	got.Profile = nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		decode func([]byte) error
+		body   string
+		want   string
+	}{
+		{"admit wrong type nested", admit, `{"compute":{"min_pct":"10"}}`, `admit request: field "compute.min_pct": got string, want an integer`},
+		{"admit fraction", admit, `{"memory_mib":1.5}`, `field "memory_mib": got number 1.5`},
+		{"admit unknown", admit, `{"request_id":"r","extra":1}`, `admit request: unknown field "extra"`},
+		{"admit unknown nested", admit, `{"job":{"name":"x"}}`, `unknown field "name"`},
+		{"admit bool", admit, `{"checkpointable":"yes"}`, `field "checkpointable": got string, want a boolean`},
+		{"admit trailing", admit, `{} {}`, "trailing data"},
+		{"admit null", admit, `null`, "must be a JSON object"},
+		{"admit empty", admit, "  \n", "empty body"},
+		{"admit truncated", admit, `{"job":{`, "invalid JSON"},
+		{"lease ref wrong type", leaseRef, `{"lease_id":7}`, `lease request: field "lease_id": got number, want a string`},
+		{"register pids object", register, `{"pids":{"a":1}}`, `field "pids": got object, want an array`},
+		{"register pid too large", register, `{"pids":[1e30]}`, `field "pids"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.decode([]byte(tt.body))
+			if err == nil {
+				t.Fatal("decoded without error")
+			}
+			if CodeOf(err) != CodeBadRequest {
+				t.Errorf("code %d, want 400", CodeOf(err))
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func admit(b []byte) error    { _, err := DecodeAdmitRequest(b); return err }
+func leaseRef(b []byte) error { _, err := DecodeLeaseRef(b); return err }
+func register(b []byte) error { _, err := DecodeRegisterRequest(b); return err }
+
+func TestDecodeEventIgnoresNewFields(t *testing.T) {
+	ev, err := DecodeEvent([]byte(`{"type":"throttle","lease_id":"l-1","job_id":"j","active_thread_pct":20,
+		"deadline":"2026-03-01T12:05:00Z","reason":"bert p99 rose","time":"2026-03-01T12:00:00Z","new_field":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Date(2026, 3, 1, 12, 5, 0, 0, time.UTC)
+	want := &Event{Type: EventThrottle, LeaseID: "l-1", JobID: "j", ActiveThreadPct: 20, Deadline: &deadline,
+		Reason: "bert p99 rose", Time: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	if !reflect.DeepEqual(ev, want) {
+		t.Errorf("got %+v, want %+v", ev, want)
+	}
+}
+
+// The JSON keys are the contract of DESIGN.md; a renamed field fails here.
+func TestWireKeys(t *testing.T) {
+	deadline := testExpiry
+	tests := []struct {
+		name string
+		v    any
+		want []string
+	}{
+		{"admit", testAdmitRequest(), []string{"request_id", "job", "profile", "memory_mib", "processes", "compute", "lease_seconds", "checkpointable"}},
+		{"job", Job{}, []string{"id", "owner", "priority"}},
+		{"compute", Compute{}, []string{"min_pct", "max_pct"}},
+		{"decision", testDecision(), []string{"decision", "reason", "predictions", "lease", "sidecar"}},
+		{"decision without lease", Decision{}, []string{"decision", "reason", "predictions", "sidecar"}},
+		{"reason", Reason{}, []string{"code", "message"}},
+		{"prediction", ServicePrediction{}, []string{"service", "slo_p99_ms", "solo_p99_ms", "predicted_p99_ms"}},
+		{"lease", Lease{Token: "t", PIDs: []int{1}}, []string{"id", "token", "job_id", "owner", "expires_at", "active_thread_pct", "pinned_mem_limit_mib", "env", "pids"}},
+		{"lease without token", Lease{}, []string{"id", "job_id", "owner", "expires_at", "active_thread_pct", "pinned_mem_limit_mib", "env"}},
+		{"lease ref", LeaseRef{}, []string{"lease_id", "token"}},
+		{"register", RegisterRequest{}, []string{"lease_id", "token", "pids"}},
+		{"status", Status{}, []string{"sidecar", "gpu", "mode", "ready", "health", "services", "leases"}},
+		{"service status", ServiceStatus{}, []string{"name", "rate_rps", "slo_p99_ms", "predicted_p99_ms"}},
+		{"event", Event{ActiveThreadPct: 1, Deadline: &deadline}, []string{"type", "lease_id", "job_id", "active_thread_pct", "deadline", "reason", "time"}},
+		{"event minimal", Event{}, []string{"type", "lease_id", "job_id", "reason", "time"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(tt.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for k := range m {
+				got = append(got, k)
+			}
+			if !sameSet(got, tt.want) {
+				t.Errorf("keys %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, s := range a {
+		seen[s] = true
+	}
+	for _, s := range b {
+		if !seen[s] {
+			return false
+		}
+	}
+	return true
+}

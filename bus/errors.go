@@ -1,0 +1,105 @@
+package bus
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// Error codes of the NATS API, carried in micro's Nats-Service-Error-Code
+// header.
+const (
+	// CodeBadRequest: the request could not be decoded or is invalid; the
+	// description names the field.
+	CodeBadRequest = 400
+	// CodeForbidden: the lease token is wrong.
+	CodeForbidden = 403
+	// CodeNotFound: the lease does not exist.
+	CodeNotFound = 404
+	// CodeConflict: the request conflicts with the sidecar's state.
+	CodeConflict = 409
+	// CodeInternal: anything the sidecar did not classify.
+	CodeInternal = 500
+	// CodeUnavailable: the sidecar is not ready (daemon, GPU or predictor
+	// unhealthy); it admits nothing new.
+	CodeUnavailable = 503
+)
+
+// ErrNoSidecar means no sidecar answered: nobody listens on the subject (NATS
+// "no responders"), or no quote arrived in time. A launcher treats it as "no
+// slot", never as a grant.
+var ErrNoSidecar = errors.New("no sidecar answered")
+
+// Error is an error with an API code. Handlers return it to choose the code
+// the client sees; the client returns it for an error response, so callers
+// can branch with errors.As or [CodeOf].
+type Error struct {
+	// Code is one of the Code constants (an HTTP-like status).
+	Code int
+	// Description is a sentence naming what was wrong.
+	Description string
+}
+
+// Error returns the code and the description.
+func (e *Error) Error() string {
+	return "colocd error " + strconv.Itoa(e.Code) + ": " + e.Description
+}
+
+// BadRequest returns a 400 error; desc should name the field.
+func BadRequest(desc string) *Error { return &Error{Code: CodeBadRequest, Description: desc} }
+
+// Forbidden returns a 403 error (wrong token).
+func Forbidden(desc string) *Error { return &Error{Code: CodeForbidden, Description: desc} }
+
+// NotFound returns a 404 error (no such lease).
+func NotFound(desc string) *Error { return &Error{Code: CodeNotFound, Description: desc} }
+
+// Conflict returns a 409 error.
+func Conflict(desc string) *Error { return &Error{Code: CodeConflict, Description: desc} }
+
+// Unavailable returns a 503 error (not ready).
+func Unavailable(desc string) *Error { return &Error{Code: CodeUnavailable, Description: desc} }
+
+// CodeOf returns the code of the first *Error in err's chain, 500 for any
+// other error, and 0 for nil.
+func CodeOf(err error) int {
+	if err == nil {
+		return 0
+	}
+	var e *Error
+	if errors.As(err, &e) && e.Code != 0 {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// wireError turns a handler error into the code and description put into
+// micro's error headers. Header values cannot hold line breaks, and micro
+// refuses an empty description.
+func wireError(err error) (code, desc string) {
+	c := CodeOf(err)
+	d := err.Error()
+	var e *Error
+	if errors.As(err, &e) {
+		d = e.Description
+	}
+	d = strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, d)
+	if strings.TrimSpace(d) == "" {
+		d = "error " + strconv.Itoa(c)
+	}
+	return strconv.Itoa(c), d
+}
+
+// parseWireError builds an *Error from micro's error headers.
+func parseWireError(code, desc string) *Error {
+	c, err := strconv.Atoi(strings.TrimSpace(code))
+	if err != nil || c <= 0 {
+		return &Error{Code: CodeInternal, Description: "invalid error code " + strconv.Quote(code) + ": " + desc}
+	}
+	return &Error{Code: c, Description: desc}
+}

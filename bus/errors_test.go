@@ -1,0 +1,59 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestCodeOf(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"nil", nil, 0},
+		{"plain", errors.New("x"), CodeInternal},
+		{"bad request", BadRequest("field \"x\""), CodeBadRequest},
+		{"wrapped forbidden", fmt.Errorf("renew: %w", Forbidden("token")), CodeForbidden},
+		{"not found", NotFound("lease"), CodeNotFound},
+		{"conflict", Conflict("x"), CodeConflict},
+		{"unavailable", Unavailable("gpu"), CodeUnavailable},
+		{"zero code", &Error{Description: "x"}, CodeInternal},
+		{"joined", errors.Join(errors.New("a"), NotFound("b")), CodeNotFound},
+	}
+	for _, tt := range tests {
+		if got := CodeOf(tt.err); got != tt.want {
+			t.Errorf("%s: CodeOf = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestWireErrorRoundTrip(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		code     string
+		desc     string
+		wantBack Error
+	}{
+		{"typed", Forbidden("wrong token"), "403", "wrong token", Error{403, "wrong token"}},
+		{"wrapped keeps the description", fmt.Errorf("ctx: %w", NotFound("lease l")), "404", "lease l", Error{404, "lease l"}},
+		{"plain", errors.New("disk\r\nfull"), "500", "disk  full", Error{500, "disk  full"}},
+		{"empty description", &Error{Code: 409}, "409", "error 409", Error{409, "error 409"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, desc := wireError(tt.err)
+			if code != tt.code || desc != tt.desc {
+				t.Errorf("wireError = %q %q, want %q %q", code, desc, tt.code, tt.desc)
+			}
+			if got := parseWireError(code, desc); *got != tt.wantBack {
+				t.Errorf("parseWireError = %+v, want %+v", *got, tt.wantBack)
+			}
+		})
+	}
+	if got := parseWireError("teapot", "x"); got.Code != CodeInternal {
+		t.Errorf("non-numeric code parsed as %d", got.Code)
+	}
+}

@@ -1,0 +1,215 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func openEvents(t *testing.T, e *Embedded, id string) *Events {
+	t.Helper()
+	js, err := jetstream.New(connect(t, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := OpenEvents(testCtx(t), js, id, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// next reads one event or fails after the test context's deadline.
+func next(t *testing.T, s *EventSubscription) EventRecord {
+	t.Helper()
+	select {
+	case r, ok := <-s.C():
+		if !ok {
+			t.Fatalf("subscription ended: %v", s.Err())
+		}
+		return r
+	case <-testCtx(t).Done():
+		t.Fatal("no event")
+	}
+	return EventRecord{}
+}
+
+func event(typ, job string, sec int) Event {
+	return Event{Type: typ, LeaseID: "lease-" + job, JobID: job, Reason: typ + " " + job,
+		Time: time.Date(2026, 3, 1, 12, 0, sec, 0, time.UTC)}
+}
+
+func TestEventsResumeFromSequence(t *testing.T) {
+	e := startServer(t)
+	pub := openEvents(t, e, "gpu-a")
+	ctx := testCtx(t)
+	const job = "team.a/job 7" // not a subject token: escaped
+	for i, ev := range []Event{
+		event(EventThrottle, job, 1),
+		event(EventRevoke, "other-job", 2),
+		event(EventThrottle, job, 3),
+		event(EventThrottle, job, 3), // same id: deduplicated
+		event(EventRevoke, job, 4),
+	} {
+		if err := pub.Publish(ctx, ev); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+
+	c := NewClient(connect(t, e))
+	sub, err := c.Events(ctx, "gpu-a", job, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := next(t, sub), next(t, sub)
+	if first.Event.Time.Second() != 1 || second.Event.Time.Second() != 3 || first.Event.JobID != job {
+		t.Fatalf("read %+v then %+v", first, second)
+	}
+	// The launcher goes away after the second event ...
+	if err := sub.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-sub.C(); ok {
+		t.Fatal("channel open after Stop")
+	}
+	// ... meanwhile the sidecar publishes one more ...
+	if err := pub.Publish(ctx, event(EventExpire, job, 5)); err != nil {
+		t.Fatal(err)
+	}
+	// ... and it comes back from the next sequence.
+	sub, err = c.Events(ctx, "gpu-a", job, second.Seq+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Stop() }()
+	var got []string
+	for range 2 {
+		got = append(got, next(t, sub).Event.Type)
+	}
+	if got[0] != EventRevoke || got[1] != EventExpire {
+		t.Errorf("after resume read %v, want [revoke expire]", got)
+	}
+	// Live events follow.
+	if err := pub.Publish(ctx, event(EventThrottle, job, 6)); err != nil {
+		t.Fatal(err)
+	}
+	if r := next(t, sub); r.Event.Time.Second() != 6 {
+		t.Errorf("live event %+v", r)
+	}
+}
+
+func TestEventsSinceAndAllJobs(t *testing.T) {
+	e := startServer(t)
+	pub := openEvents(t, e, "gpu-a")
+	ctx := testCtx(t)
+	if err := pub.Publish(ctx, event(EventRevoke, "j1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(connect(t, e))
+
+	all, err := c.Events(ctx, "gpu-a", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = all.Stop() }()
+	if err := pub.Publish(ctx, event(EventExpire, "j2", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := next(t, all), next(t, all); a.Event.JobID != "j1" || b.Event.JobID != "j2" {
+		t.Errorf("all jobs: %+v, %+v", a, b)
+	}
+
+	// A start in the future skips what is stored and follows new events; a
+	// start in the past reads what is stored first.
+	future, err := c.EventsSince(ctx, "gpu-a", "j1", time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = future.Stop() }()
+	past, err := c.EventsSince(ctx, "gpu-a", "j1", time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = past.Stop() }()
+	if r := next(t, past); r.Event.Time.Second() != 1 {
+		t.Errorf("since an hour ago: %+v", r)
+	}
+	if err := pub.Publish(ctx, event(EventThrottle, "j1", 9)); err != nil {
+		t.Fatal(err)
+	}
+	if r := next(t, past); r.Event.Time.Second() != 9 {
+		t.Errorf("since an hour ago, live: %+v", r)
+	}
+	if r := next(t, future); r.Event.Time.Second() != 9 {
+		t.Errorf("since in an hour: first event %+v, want the live one", r)
+	}
+}
+
+func TestEventsContextEndsSubscription(t *testing.T) {
+	e := startServer(t)
+	openEvents(t, e, "gpu-a")
+	c := NewClient(connect(t, e))
+	ctx, cancel := context.WithCancel(testCtx(t))
+	sub, err := c.Events(ctx, "gpu-a", "j", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	for range sub.C() {
+	}
+	if err := sub.Stop(); err != nil {
+		t.Errorf("Stop after cancel: %v", err)
+	}
+}
+
+func TestEventsErrors(t *testing.T) {
+	e := startServer(t)
+	pub := openEvents(t, e, "gpu-a")
+	ctx := testCtx(t)
+	for _, ev := range []Event{
+		{Type: "explode", LeaseID: "l", JobID: "j"},
+		{Type: EventRevoke, JobID: "j"},
+		{Type: EventRevoke, LeaseID: "l"},
+	} {
+		if err := pub.Publish(ctx, ev); err == nil {
+			t.Errorf("Publish(%+v) succeeded", ev)
+		}
+	}
+	c := NewClient(connect(t, e))
+	if _, err := c.Events(ctx, "gpu-unknown", "j", 0); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("Events on a sidecar without stream: got %v, want ErrStreamNotFound", err)
+	}
+	if _, err := c.Events(ctx, "gpu.a", "j", 0); err == nil {
+		t.Error("Events with a bad sidecar id succeeded")
+	}
+}
+
+func TestOpenEventsUpdatesLimits(t *testing.T) {
+	e := startServer(t)
+	js, err := jetstream.New(connect(t, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	for _, age := range []time.Duration{time.Hour, 30 * time.Second, 0} {
+		ev, err := OpenEvents(ctx, js, "GPU-5f2d/1", age)
+		if err != nil {
+			t.Fatalf("maxAge %s: %v", age, err)
+		}
+		s, err := js.Stream(ctx, ev.Stream())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := age
+		if want == 0 {
+			want = DefaultEventsMaxAge
+		}
+		cfg := s.CachedInfo().Config
+		if cfg.MaxAge != want || cfg.Duplicates > want || cfg.Subjects[0] != "colocd.v1.GPU-5f2d/1.events.>" {
+			t.Errorf("maxAge %s: stream %s config %+v", age, ev.Stream(), cfg)
+		}
+	}
+}

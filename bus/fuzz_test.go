@@ -1,0 +1,69 @@
+package bus
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// Every decoder of outside input must either succeed or return a 400, never
+// panic; what decodes must encode and decode again to the same value.
+
+var fuzzSeeds = []string{
+	"", "{}", "null", "[]", `{"job":`, `{} {}`, `{"a":1}`, "\xff\xfe",
+	admitExample,
+	`{"lease_id":"l-1","token":"t"}`,
+	`{"lease_id":"l-1","token":"t","pids":[1,2,3]}`,
+	`{"type":"revoke","lease_id":"l","job_id":"j","reason":"gpu xid 79","time":"2026-03-01T12:00:00Z"}`,
+	`{"compute":{"min_pct":-1e400}}`, `{"pids":[1e30]}`, `{"profile":{"ops":[{}]}}`,
+}
+
+func fuzzDecoder[T any](f *testing.F, decode func([]byte) (*T, error)) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := decode(data)
+		if err != nil {
+			if CodeOf(err) != CodeBadRequest {
+				t.Fatalf("error %v has code %d, want 400", err, CodeOf(err))
+			}
+			return
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("decoded %+v does not encode: %v", v, err)
+		}
+		if _, err := decode(b); err != nil {
+			t.Fatalf("re-decoding %s: %v", b, err)
+		}
+	})
+}
+
+func FuzzDecodeAdmitRequest(f *testing.F)    { fuzzDecoder(f, DecodeAdmitRequest) }
+func FuzzDecodeLeaseRef(f *testing.F)        { fuzzDecoder(f, DecodeLeaseRef) }
+func FuzzDecodeRegisterRequest(f *testing.F) { fuzzDecoder(f, DecodeRegisterRequest) }
+func FuzzDecodeEvent(f *testing.F)           { fuzzDecoder(f, DecodeEvent) }
+
+// JobToken must give a valid subject token, different for different ids.
+func FuzzJobToken(f *testing.F) {
+	for _, s := range []string{"job-1", "a.b", "*", ">", "a b", "=x", "ü", "team/job:7"} {
+		f.Add(s, "job-1")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ta, errA := JobToken(a)
+		tb, errB := JobToken(b)
+		if errA == nil {
+			if err := ValidateSidecarID(ta); err != nil && len(ta) <= maxSidecarIDLen {
+				t.Fatalf("token %q of %q is not a subject token: %v", ta, a, err)
+			}
+			for _, c := range []byte(ta) {
+				if !isPlainByte(c) && c != '=' {
+					t.Fatalf("token %q of %q has byte %q", ta, a, c)
+				}
+			}
+		}
+		if errA == nil && errB == nil && a != b && ta == tb {
+			t.Fatalf("ids %q and %q share token %q", a, b, ta)
+		}
+	})
+}

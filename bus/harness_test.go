@@ -1,0 +1,157 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// startServer runs a real nats-server in the process with JetStream in a
+// fresh directory, shut down at the end of the test.
+func startServer(t testing.TB) *Embedded {
+	t.Helper()
+	return startServerIn(t, t.TempDir())
+}
+
+func startServerIn(t testing.TB, dir string) *Embedded {
+	t.Helper()
+	e, err := StartEmbedded(EmbeddedOptions{StoreDir: dir})
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e
+}
+
+// connect opens an in-process connection closed at the end of the test.
+func connect(t testing.TB, e *Embedded) *nats.Conn {
+	t.Helper()
+	nc, err := e.Conn()
+	if err != nil {
+		t.Fatalf("Conn: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// serve starts a sidecar service with id on its own connection.
+func serve(t testing.TB, e *Embedded, id string, h Handler) *Service {
+	t.Helper()
+	s, err := Serve(connect(t, e), id, "1.2.3", h)
+	if err != nil {
+		t.Fatalf("Serve(%q): %v", id, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return s
+}
+
+func testCtx(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// fakeHandler answers every endpoint with fixed values and records the
+// last request and context of each method.
+type fakeHandler struct {
+	mu   sync.Mutex
+	reqs map[string]any
+	ctxs map[string]context.Context
+}
+
+func newFakeHandler() *fakeHandler {
+	return &fakeHandler{reqs: map[string]any{}, ctxs: map[string]context.Context{}}
+}
+
+func (f *fakeHandler) record(ctx context.Context, method string, req any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reqs[method] = req
+	f.ctxs[method] = ctx
+}
+
+func (f *fakeHandler) last(method string) (any, context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reqs[method], f.ctxs[method]
+}
+
+var testExpiry = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func testLease() *Lease {
+	return &Lease{
+		ID: "l-1", Token: "secret", JobID: "job-1", Owner: "team-a",
+		ExpiresAt: testExpiry, ActiveThreadPct: 30, PinnedMemLimitMiB: 8192,
+		Env: map[string]string{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"},
+	}
+}
+
+func testDecision() *Decision {
+	return &Decision{
+		Decision: DecisionThrottle,
+		Reason:   Reason{Code: "slo_headroom", Message: "granted at 30 % to keep bert within its SLO"},
+		Predictions: []ServicePrediction{
+			{Service: "bert", SLOP99MS: 15, SoloP99MS: 4.1, PredictedP99MS: 12.9},
+		},
+		Lease:   testLease(),
+		Sidecar: "someone-else",
+	}
+}
+
+func (f *fakeHandler) Admit(ctx context.Context, req *AdmitRequest) (*Decision, error) {
+	f.record(ctx, "admit", req)
+	return testDecision(), nil
+}
+
+func (f *fakeHandler) Quote(ctx context.Context, req *AdmitRequest) (*Decision, error) {
+	f.record(ctx, "quote", req)
+	return testDecision(), nil
+}
+
+func (f *fakeHandler) Renew(ctx context.Context, ref *LeaseRef) (*Lease, error) {
+	f.record(ctx, "renew", ref)
+	return testLease(), nil
+}
+
+func (f *fakeHandler) Release(ctx context.Context, ref *LeaseRef) error {
+	f.record(ctx, "release", ref)
+	return nil
+}
+
+func (f *fakeHandler) Register(ctx context.Context, req *RegisterRequest) error {
+	f.record(ctx, "register", req)
+	return nil
+}
+
+func (f *fakeHandler) Status(ctx context.Context) (*Status, error) {
+	f.record(ctx, "status", nil)
+	return &Status{
+		GPU:      GPUStatus{UUID: "GPU-1", Name: "NVIDIA H200", MemoryTotalMiB: 143771, MemoryFreeMiB: 100000},
+		Mode:     "mps",
+		Ready:    true,
+		Health:   map[string]string{"gpu": "ok", "mps": "ok", "predictor": "ok", "nats": "ok"},
+		Services: []ServiceStatus{{Name: "bert", RateRPS: 120, SLOP99MS: 15, PredictedP99MS: 12.9}},
+		Leases:   []Lease{*testLease()},
+	}, nil
+}
+
+func testAdmitRequest() *AdmitRequest {
+	return &AdmitRequest{
+		RequestID: "r-1",
+		Job:       Job{ID: "job-1", Owner: "team-a", Priority: 2},
+		Profile:   json.RawMessage(`{"format":"colocd.profile/v1","name":"resnet-train","kind":"training"}`),
+		MemoryMiB: 8192, Processes: 1,
+		Compute:        Compute{MinPct: 10, MaxPct: 50},
+		LeaseSeconds:   600,
+		Checkpointable: true,
+	}
+}

@@ -1,0 +1,150 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Errors of KV, for callers to branch on with errors.Is.
+var (
+	// ErrExists: Create found the key already there.
+	ErrExists = errors.New("kv: key exists")
+	// ErrConflict: the key's revision is not the one given (compare-and-swap
+	// lost).
+	ErrConflict = errors.New("kv: revision conflict")
+	// ErrNotFound: the key does not exist or was deleted.
+	ErrNotFound = errors.New("kv: key not found")
+)
+
+// KV is a JetStream key-value bucket with create-only writes and
+// compare-and-swap on revisions; the sidecar keeps its leases in one. Keys
+// are made of ASCII letters, digits and "-/_=.". Values are opaque.
+type KV struct {
+	kv jetstream.KeyValue
+}
+
+// Entry is one key's current value and revision.
+type Entry struct {
+	// Key is the entry's key.
+	Key string
+	// Value is the stored bytes.
+	Value []byte
+	// Revision is what Update and Delete compare against.
+	Revision uint64
+}
+
+// OpenKV binds to bucket, creating it (file storage, replicas copies, one
+// revision kept per key) when it does not exist; an existing bucket keeps
+// its configuration. Use LeaseBucketName(sidecarID) for a sidecar's leases.
+func OpenKV(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*KV, error) {
+	if replicas < 1 {
+		replicas = 1
+	}
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: "colocd leases",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = js.KeyValue(ctx, bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open kv %s: %w", bucket, err)
+	}
+	return &KV{kv: kv}, nil
+}
+
+// Bucket returns the bucket's name.
+func (k *KV) Bucket() string { return k.kv.Bucket() }
+
+// Create stores value under a new key and returns its revision; ErrExists
+// if the key holds a value.
+func (k *KV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	rev, err := k.kv.Create(ctx, key, value)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, fmt.Errorf("kv create %q: %w", key, ErrExists)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("kv create %q: %w", key, err)
+	}
+	return rev, nil
+}
+
+// Update replaces the value of key if its revision is still rev, and
+// returns the new revision; ErrConflict otherwise (also when the key is
+// gone).
+func (k *KV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if rev == 0 {
+		return 0, fmt.Errorf("kv update %q: revision 0 (use Create)", key)
+	}
+	n, err := k.kv.Update(ctx, key, value, rev)
+	if err != nil {
+		return 0, fmt.Errorf("kv update %q: %w", key, mapCAS(err))
+	}
+	return n, nil
+}
+
+// Get returns the value and revision of key; ErrNotFound when it has none.
+func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	e, err := k.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, 0, fmt.Errorf("kv get %q: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("kv get %q: %w", key, err)
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+// Delete removes key if its revision is still rev (ErrConflict otherwise);
+// rev 0 deletes whatever the revision.
+func (k *KV) Delete(ctx context.Context, key string, rev uint64) error {
+	var opts []jetstream.KVDeleteOpt
+	if rev != 0 {
+		opts = append(opts, jetstream.LastRevision(rev))
+	}
+	if err := k.kv.Delete(ctx, key, opts...); err != nil {
+		return fmt.Errorf("kv delete %q: %w", key, mapCAS(err))
+	}
+	return nil
+}
+
+// List returns every key's current entry, sorted by key.
+func (k *KV) List(ctx context.Context) ([]Entry, error) {
+	w, err := k.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("kv list: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []Entry
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("kv list: watcher closed")
+			}
+			if e == nil { // all current values delivered
+				slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+				return out, nil
+			}
+			out = append(out, Entry{Key: e.Key(), Value: e.Value(), Revision: e.Revision()})
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kv list: %w", ctx.Err())
+		}
+	}
+}
+
+// mapCAS maps JetStream's revision mismatch to ErrConflict.
+func mapCAS(err error) error {
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return ErrConflict
+	}
+	return err
+}

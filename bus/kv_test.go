@@ -1,0 +1,134 @@
+package bus
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func openKV(t *testing.T, e *Embedded, bucket string) *KV {
+	t.Helper()
+	js, err := jetstream.New(connect(t, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := OpenKV(testCtx(t), js, bucket, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+func TestKVCompareAndSwap(t *testing.T) {
+	e := startServer(t)
+	kv := openKV(t, e, LeaseBucketName("GPU-1234"))
+	ctx := testCtx(t)
+
+	rev1, err := kv.Create(ctx, "l-1", []byte("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "l-1", []byte("again")); !errors.Is(err, ErrExists) {
+		t.Errorf("second Create: got %v, want ErrExists", err)
+	}
+	rev2, err := kv.Update(ctx, "l-1", []byte("v2"), rev1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Update(ctx, "l-1", []byte("stale"), rev1); !errors.Is(err, ErrConflict) {
+		t.Errorf("Update with stale revision: got %v, want ErrConflict", err)
+	}
+	if _, err := kv.Update(ctx, "l-missing", []byte("x"), rev1); !errors.Is(err, ErrConflict) {
+		t.Errorf("Update of a missing key: got %v, want ErrConflict", err)
+	}
+	val, rev, err := kv.Get(ctx, "l-1")
+	if err != nil || string(val) != "v2" || rev != rev2 {
+		t.Errorf("Get = %q, %d, %v; want v2, %d", val, rev, err, rev2)
+	}
+	if err := kv.Delete(ctx, "l-1", rev1); !errors.Is(err, ErrConflict) {
+		t.Errorf("Delete with stale revision: got %v, want ErrConflict", err)
+	}
+	if _, err := kv.Create(ctx, "l-2", []byte("w")); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "l-1", rev2); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := kv.Get(ctx, "l-1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get after Delete: got %v, want ErrNotFound", err)
+	}
+	if _, _, err := kv.Get(ctx, "never"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get of a missing key: got %v, want ErrNotFound", err)
+	}
+	// A deleted key can be created again.
+	rev3, err := kv.Create(ctx, "l-1", []byte("v3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "l-0", []byte("z")); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "l-0", 0); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := kv.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, en := range entries {
+		keys = append(keys, en.Key)
+	}
+	if !reflect.DeepEqual(keys, []string{"l-1", "l-2"}) {
+		t.Errorf("List keys %v, want [l-1 l-2]", keys)
+	}
+	if entries[0].Revision != rev3 || string(entries[0].Value) != "v3" {
+		t.Errorf("List l-1 = %+v, want v3 at %d", entries[0], rev3)
+	}
+}
+
+func TestKVEmptyList(t *testing.T) {
+	e := startServer(t)
+	kv := openKV(t, e, "empty")
+	entries, err := kv.List(testCtx(t))
+	if err != nil || len(entries) != 0 {
+		t.Errorf("List = %v, %v; want nothing", entries, err)
+	}
+}
+
+func TestKVSurvivesServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	bucket := LeaseBucketName("gpu-a")
+
+	e1, err := StartEmbedded(EmbeddedOptions{StoreDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc1, err := e1.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js1, _ := jetstream.New(nc1)
+	kv1, err := OpenKV(testCtx(t), js1, bucket, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := kv1.Create(testCtx(t), "l-1", []byte(`{"id":"l-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc1.Close()
+	e1.Shutdown()
+
+	e2 := startServerIn(t, dir)
+	kv2 := openKV(t, e2, bucket)
+	val, got, err := kv2.Get(testCtx(t), "l-1")
+	if err != nil || string(val) != `{"id":"l-1"}` || got != rev {
+		t.Fatalf("after restart Get = %q, %d, %v; want the lease at %d", val, got, err, rev)
+	}
+	if _, err := kv2.Update(testCtx(t), "l-1", []byte(`{"id":"l-1","renewed":true}`), rev); err != nil {
+		t.Errorf("CAS after restart: %v", err)
+	}
+}

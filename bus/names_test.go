@@ -1,0 +1,96 @@
+package bus
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+)
+
+func TestValidateSidecarID(t *testing.T) {
+	tests := []struct {
+		id string
+		ok bool
+	}{
+		{"GPU-5f2d8c4e-1a2b-3c4d-5e6f-7a8b9c0d1e2f", true},
+		{"MIG-GPU-5f2d/1/0", true},
+		{"node7_gpu3", true},
+		{"", false},
+		{"gpu.0", false},
+		{"gpu*", false},
+		{"gpu>", false},
+		{"gpu 0", false},
+		{"gpu\t0", false},
+		{"gpu\x00", false},
+		{"\xff", false},
+		{strings.Repeat("a", 129), false},
+	}
+	for _, tt := range tests {
+		if err := ValidateSidecarID(tt.id); (err == nil) != tt.ok {
+			t.Errorf("ValidateSidecarID(%q) = %v, want ok=%v", tt.id, err, tt.ok)
+		}
+	}
+}
+
+func TestJobToken(t *testing.T) {
+	tests := []struct {
+		job, want string
+	}{
+		{"resnet50-ft_42", "resnet50-ft_42"},
+		{"team.a/job 7", "=dGVhbS5hL2pvYiA3"},
+		{"=x", "=PXg"},
+		{"*", "=Kg"},
+	}
+	for _, tt := range tests {
+		got, err := JobToken(tt.job)
+		if err != nil || got != tt.want {
+			t.Errorf("JobToken(%q) = %q, %v; want %q", tt.job, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", strings.Repeat("j", 257)} {
+		if _, err := JobToken(bad); err == nil {
+			t.Errorf("JobToken(%d bytes) succeeded", len(bad))
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{EndpointSubject("gpu-a", EndpointAdmit), "colocd.v1.gpu-a.admit"},
+		{EventStreamName("GPU-5f2d/1:0"), "COLOCD_EVENTS_GPU-5f2d_1_0"},
+		{LeaseBucketName("GPU-5f2d"), "colocd_leases_GPU-5f2d"},
+		{QuoteSubject, "colocd.v1.quote"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+	if s, err := EventSubject("gpu-a", "j.1"); err != nil || s != "colocd.v1.gpu-a.events.=ai4x" {
+		t.Errorf("EventSubject = %q, %v", s, err)
+	}
+}
+
+func TestHeaderCarrier(t *testing.T) {
+	h := nats.Header{"Traceparent": {"00-old"}, "Other": {"x"}}
+	c := HeaderCarrier(h)
+	if got := c.Get("traceparent"); got != "00-old" {
+		t.Errorf("Get across case = %q", got)
+	}
+	c.Set("TraceParent", "00-new")
+	if _, ok := h["Traceparent"]; ok {
+		t.Error("Set kept the old-case key")
+	}
+	if got := h["traceparent"]; len(got) != 1 || got[0] != "00-new" {
+		t.Errorf("Set stored %v under traceparent", got)
+	}
+	if got := c.Get("TRACEPARENT"); got != "00-new" {
+		t.Errorf("Get = %q", got)
+	}
+	if got := c.Get("missing"); got != "" {
+		t.Errorf("Get(missing) = %q", got)
+	}
+	if n := len(c.Keys()); n != 2 {
+		t.Errorf("Keys = %v", c.Keys())
+	}
+}

@@ -1,0 +1,223 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// flushTimeout bounds Serve's wait for the server to have its subscriptions.
+const flushTimeout = 5 * time.Second
+
+// Handler answers the requests of the NATS API. bus decodes each request
+// and passes a context that carries the caller's trace context (the W3C
+// traceparent header) as the remote parent. Return an *Error to choose the
+// code the client sees; any other error is a 500. micro runs the requests of
+// one endpoint one at a time.
+type Handler interface {
+	// Admit decides on a request and, for a grant or throttle, returns the
+	// lease with its token.
+	Admit(ctx context.Context, req *AdmitRequest) (*Decision, error)
+	// Quote decides without granting; any lease in the answer is dropped.
+	Quote(ctx context.Context, req *AdmitRequest) (*Decision, error)
+	// Renew extends a lease.
+	Renew(ctx context.Context, ref *LeaseRef) (*Lease, error)
+	// Release ends a lease.
+	Release(ctx context.Context, ref *LeaseRef) error
+	// Register records a lease's client processes.
+	Register(ctx context.Context, req *RegisterRequest) error
+	// Status reports the sidecar's state; lease tokens are stripped.
+	Status(ctx context.Context) (*Status, error)
+}
+
+// Service is one sidecar's instance of the colocd micro service.
+type Service struct {
+	id  string
+	h   Handler
+	svc micro.Service
+}
+
+// Serve registers the micro service "colocd" (version must be SemVer) on nc
+// with the endpoints colocd.v1.<id>.{admit,renew,release,register,status},
+// served by this sidecar only, and colocd.v1.quote, answered by every
+// sidecar (no queue group). The service's metadata carries the sidecar id.
+// When nc is connected, the endpoints are reachable once Serve returns.
+// Set nc's own handlers before calling Serve: micro chains them.
+func Serve(nc *nats.Conn, id, version string, h Handler) (*Service, error) {
+	if nc == nil || h == nil {
+		return nil, errors.New("serve: nil connection or handler")
+	}
+	if err := ValidateSidecarID(id); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        ServiceName,
+		Version:     version,
+		Description: "colocd admission sidecar: co-locates training with GPU inference",
+		Metadata:    map[string]string{"sidecar": id, "api": "v1"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("serve: add service: %w", err)
+	}
+	s := &Service{id: id, h: h, svc: svc}
+	endpoints := []struct {
+		name, subject string
+		fn            func(context.Context, []byte) (any, error)
+		opts          []micro.EndpointOpt
+	}{
+		{EndpointAdmit, EndpointSubject(id, EndpointAdmit), s.admit, nil},
+		{EndpointRenew, EndpointSubject(id, EndpointRenew), s.renew, nil},
+		{EndpointRelease, EndpointSubject(id, EndpointRelease), s.release, nil},
+		{EndpointRegister, EndpointSubject(id, EndpointRegister), s.register, nil},
+		{EndpointStatus, EndpointSubject(id, EndpointStatus), s.status, nil},
+		{EndpointQuote, QuoteSubject, s.quote, []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
+	}
+	for _, ep := range endpoints {
+		opts := append([]micro.EndpointOpt{micro.WithEndpointSubject(ep.subject)}, ep.opts...)
+		if err := svc.AddEndpoint(ep.name, handle(ep.fn), opts...); err != nil {
+			return nil, errors.Join(fmt.Errorf("serve: add endpoint %s: %w", ep.name, err), svc.Stop())
+		}
+	}
+	// Make the subscriptions reach the server before returning, so that a
+	// request sent right after Serve finds the service. A disconnected
+	// connection sends them when it reconnects.
+	if nc.IsConnected() {
+		_ = nc.FlushTimeout(flushTimeout)
+	}
+	return s, nil
+}
+
+// ID returns the sidecar id the service answers for.
+func (s *Service) ID() string { return s.id }
+
+// Info returns micro's description of the service, as $SRV.INFO answers.
+func (s *Service) Info() micro.Info { return s.svc.Info() }
+
+// Stop unsubscribes every endpoint (draining what was already received).
+// Requests in flight finish; to wait for them, drain the connection.
+func (s *Service) Stop() error {
+	if err := s.svc.Stop(); err != nil {
+		return fmt.Errorf("stop service: %w", err)
+	}
+	return nil
+}
+
+// handle adapts a decode-and-call function to micro: it extracts the trace
+// context, answers JSON, or puts the error into micro's error headers.
+func handle(fn func(context.Context, []byte) (any, error)) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) {
+		ctx := extractTrace(context.Background(), nats.Header(req.Headers()))
+		out, err := fn(ctx, req.Data())
+		if err == nil {
+			var body []byte
+			if body, err = json.Marshal(out); err == nil {
+				// A failed respond is counted in micro's stats; the caller times out.
+				_ = req.Respond(body)
+				return
+			}
+			err = fmt.Errorf("encode response: %w", err)
+		}
+		code, desc := wireError(err)
+		_ = req.Error(code, desc, nil)
+	})
+}
+
+var emptyObject = json.RawMessage("{}")
+
+func (s *Service) admit(ctx context.Context, data []byte) (any, error) {
+	req, err := DecodeAdmitRequest(data)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.h.Admit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, errors.New("admit: handler returned no decision")
+	}
+	out := *d
+	out.Sidecar = s.id
+	return &out, nil
+}
+
+func (s *Service) quote(ctx context.Context, data []byte) (any, error) {
+	req, err := DecodeAdmitRequest(data)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.h.Quote(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, errors.New("quote: handler returned no decision")
+	}
+	out := *d
+	out.Sidecar = s.id
+	out.Lease = nil
+	return &out, nil
+}
+
+func (s *Service) renew(ctx context.Context, data []byte) (any, error) {
+	ref, err := DecodeLeaseRef(data)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.h.Renew(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, errors.New("renew: handler returned no lease")
+	}
+	return l, nil
+}
+
+func (s *Service) release(ctx context.Context, data []byte) (any, error) {
+	ref, err := DecodeLeaseRef(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.h.Release(ctx, ref); err != nil {
+		return nil, err
+	}
+	return emptyObject, nil
+}
+
+func (s *Service) register(ctx context.Context, data []byte) (any, error) {
+	req, err := DecodeRegisterRequest(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.h.Register(ctx, req); err != nil {
+		return nil, err
+	}
+	return emptyObject, nil
+}
+
+func (s *Service) status(ctx context.Context, data []byte) (any, error) {
+	if err := decodeEmpty("status request", data); err != nil {
+		return nil, err
+	}
+	st, err := s.h.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, errors.New("status: handler returned no status")
+	}
+	out := *st
+	out.Sidecar = s.id
+	out.Leases = make([]Lease, len(st.Leases))
+	for i, l := range st.Leases {
+		l.Token = ""
+		out.Leases[i] = l
+	}
+	return &out, nil
+}

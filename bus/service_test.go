@@ -1,0 +1,415 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+func TestRoundTripEveryEndpoint(t *testing.T) {
+	e := startServer(t)
+	h := newFakeHandler()
+	serve(t, e, "gpu-a", h)
+	c := NewClient(connect(t, e))
+	ctx := testCtx(t)
+	ref := &LeaseRef{LeaseID: "l-1", Token: "secret"}
+
+	t.Run("admit", func(t *testing.T) {
+		got, err := c.Admit(ctx, "gpu-a", testAdmitRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := testDecision()
+		want.Sidecar = "gpu-a" // the service names itself
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("decision:\n got %+v\nwant %+v", got, want)
+		}
+		req, _ := h.last("admit")
+		if !reflect.DeepEqual(req, testAdmitRequest()) {
+			t.Errorf("handler got %+v, want %+v", req, testAdmitRequest())
+		}
+	})
+	t.Run("renew", func(t *testing.T) {
+		got, err := c.Renew(ctx, "gpu-a", ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, testLease()) {
+			t.Errorf("lease: got %+v, want %+v", got, testLease())
+		}
+		if req, _ := h.last("renew"); !reflect.DeepEqual(req, ref) {
+			t.Errorf("handler got %+v, want %+v", req, ref)
+		}
+	})
+	t.Run("release", func(t *testing.T) {
+		if err := c.Release(ctx, "gpu-a", ref); err != nil {
+			t.Fatal(err)
+		}
+		if req, _ := h.last("release"); !reflect.DeepEqual(req, ref) {
+			t.Errorf("handler got %+v, want %+v", req, ref)
+		}
+	})
+	t.Run("register", func(t *testing.T) {
+		reg := &RegisterRequest{LeaseID: "l-1", Token: "secret", PIDs: []int{4242, 4243}}
+		if err := c.Register(ctx, "gpu-a", reg); err != nil {
+			t.Fatal(err)
+		}
+		if req, _ := h.last("register"); !reflect.DeepEqual(req, reg) {
+			t.Errorf("handler got %+v, want %+v", req, reg)
+		}
+	})
+	t.Run("status", func(t *testing.T) {
+		got, err := c.Status(ctx, "gpu-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := h.Status(ctx)
+		want.Sidecar = "gpu-a"
+		want.Leases[0].Token = "" // never on the wire
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("status:\n got %+v\nwant %+v", got, want)
+		}
+	})
+	t.Run("release answers {}", func(t *testing.T) {
+		nc := connect(t, e)
+		m, err := nc.Request(EndpointSubject("gpu-a", EndpointRelease), []byte(`{"lease_id":"l-1","token":"x"}`), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Data) != "{}" {
+			t.Errorf("body %q, want {}", m.Data)
+		}
+	})
+}
+
+// failing embeds a working handler and makes chosen methods fail.
+type failing struct {
+	*fakeHandler
+	admitErr, renewErr, releaseErr, statusErr error
+}
+
+func (f failing) Admit(context.Context, *AdmitRequest) (*Decision, error) { return nil, f.admitErr }
+func (f failing) Renew(context.Context, *LeaseRef) (*Lease, error)        { return nil, f.renewErr }
+func (f failing) Release(context.Context, *LeaseRef) error                { return f.releaseErr }
+func (f failing) Status(context.Context) (*Status, error)                 { return nil, f.statusErr }
+
+func TestErrorsTravelInHeaders(t *testing.T) {
+	e := startServer(t)
+	serve(t, e, "gpu-a", failing{
+		fakeHandler: newFakeHandler(),
+		admitErr:    Unavailable("mps daemon not ready"),
+		renewErr:    Forbidden("wrong token for lease l-1"),
+		releaseErr:  fmt.Errorf("release: %w", NotFound("lease l-9")),
+		statusErr:   errors.New("boom\ninjected: header"),
+	})
+	c := NewClient(connect(t, e))
+	ctx := testCtx(t)
+	ref := &LeaseRef{LeaseID: "l-1", Token: "x"}
+
+	tests := []struct {
+		name     string
+		call     func() error
+		code     int
+		wantDesc string
+	}{
+		{"503 admit", func() error { _, err := c.Admit(ctx, "gpu-a", testAdmitRequest()); return err }, 503, "mps daemon not ready"},
+		{"403 renew", func() error { _, err := c.Renew(ctx, "gpu-a", ref); return err }, 403, "wrong token for lease l-1"},
+		{"404 wrapped", func() error { return c.Release(ctx, "gpu-a", ref) }, 404, "lease l-9"},
+		{"500 plain error, one line", func() error { _, err := c.Status(ctx, "gpu-a"); return err }, 500, "boom injected: header"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			var be *Error
+			if !errors.As(err, &be) {
+				t.Fatalf("error %v (%T) is not a *bus.Error", err, err)
+			}
+			if be.Code != tt.code || be.Description != tt.wantDesc {
+				t.Errorf("got %d %q, want %d %q", be.Code, be.Description, tt.code, tt.wantDesc)
+			}
+			if CodeOf(err) != tt.code {
+				t.Errorf("CodeOf = %d, want %d", CodeOf(err), tt.code)
+			}
+		})
+	}
+}
+
+func TestBadRequestNamesTheField(t *testing.T) {
+	e := startServer(t)
+	h := newFakeHandler()
+	serve(t, e, "gpu-a", h)
+	nc := connect(t, e)
+
+	tests := []struct {
+		name, endpoint, body, want string
+	}{
+		{"wrong type", EndpointAdmit, `{"job":{"id":"j","priority":"high"}}`, `field "job.priority"`},
+		{"unknown field", EndpointAdmit, `{"request_id":"r","gpus":2}`, `unknown field "gpus"`},
+		{"not an object", EndpointRenew, `[1,2]`, "must be a JSON object"},
+		{"empty", EndpointRegister, ``, "empty body"},
+		{"pids not ints", EndpointRegister, `{"lease_id":"l","token":"t","pids":["1"]}`, `field "pids"`},
+		{"status with fields", EndpointStatus, `{"verbose":true}`, `unknown field "verbose"`},
+		{"syntax", EndpointRelease, `{"lease_id":`, "invalid JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := nc.Request(EndpointSubject("gpu-a", tt.endpoint), []byte(tt.body), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be := responseError(m)
+			if be == nil {
+				t.Fatalf("no error headers; body %q", m.Data)
+			}
+			if be.Code != CodeBadRequest || !strings.Contains(be.Description, tt.want) {
+				t.Errorf("got %d %q, want 400 containing %q", be.Code, be.Description, tt.want)
+			}
+		})
+	}
+	if req, _ := h.last("admit"); req != nil {
+		t.Errorf("handler was called with %+v for a bad request", req)
+	}
+}
+
+func TestNoSidecar(t *testing.T) {
+	e := startServer(t)
+	c := NewClient(connect(t, e))
+	ctx := testCtx(t)
+	if _, err := c.Admit(ctx, "gpu-none", testAdmitRequest()); !errors.Is(err, ErrNoSidecar) {
+		t.Errorf("Admit: got %v, want ErrNoSidecar", err)
+	}
+	if err := c.Release(ctx, "gpu-none", &LeaseRef{}); !errors.Is(err, ErrNoSidecar) {
+		t.Errorf("Release: got %v, want ErrNoSidecar", err)
+	}
+	// Nobody listens on the quote subject: NATS says so at once.
+	if _, err := c.Quote(ctx, testAdmitRequest(), 5*time.Second); !errors.Is(err, ErrNoSidecar) {
+		t.Errorf("Quote: got %v, want ErrNoSidecar", err)
+	}
+}
+
+func TestClientRejectsBadSidecarID(t *testing.T) {
+	e := startServer(t)
+	c := NewClient(connect(t, e))
+	for _, id := range []string{"", "a.b", "*", ">", "a b"} {
+		if _, err := c.Status(testCtx(t), id); err == nil || errors.Is(err, ErrNoSidecar) {
+			t.Errorf("Status(%q): got %v, want an id error", id, err)
+		}
+	}
+}
+
+// quoteHandler answers quotes with its own decision.
+type quoteHandler struct {
+	*fakeHandler
+	decision string
+	err      error
+}
+
+func (q quoteHandler) Quote(ctx context.Context, req *AdmitRequest) (*Decision, error) {
+	if q.err != nil {
+		return nil, q.err
+	}
+	d := testDecision()
+	d.Decision = q.decision
+	return d, nil
+}
+
+func TestQuoteIsAnsweredByEverySidecar(t *testing.T) {
+	e := startServer(t)
+	serve(t, e, "gpu-a", quoteHandler{fakeHandler: newFakeHandler(), decision: DecisionGrant})
+	serve(t, e, "gpu-b", quoteHandler{fakeHandler: newFakeHandler(), decision: DecisionDeny})
+	serve(t, e, "gpu-c", quoteHandler{fakeHandler: newFakeHandler(), err: Unavailable("predictor not ready")})
+	c := NewClient(connect(t, e))
+
+	got, err := c.Quote(testCtx(t), testAdmitRequest(), 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bySidecar := map[string]string{}
+	for _, d := range got {
+		bySidecar[d.Sidecar] = d.Decision
+		if d.Lease != nil {
+			t.Errorf("quote from %s carries a lease", d.Sidecar)
+		}
+	}
+	want := map[string]string{"gpu-a": DecisionGrant, "gpu-b": DecisionDeny}
+	if !reflect.DeepEqual(bySidecar, want) {
+		t.Errorf("quotes %v, want %v", bySidecar, want)
+	}
+}
+
+func TestQuoteOnlyErrors(t *testing.T) {
+	e := startServer(t)
+	serve(t, e, "gpu-c", quoteHandler{fakeHandler: newFakeHandler(), err: Unavailable("predictor not ready")})
+	c := NewClient(connect(t, e))
+	_, err := c.Quote(testCtx(t), testAdmitRequest(), 200*time.Millisecond)
+	if CodeOf(err) != CodeUnavailable {
+		t.Errorf("got %v (code %d), want a 503", err, CodeOf(err))
+	}
+}
+
+// tracingHandler starts the decision span from the handler's context, as
+// the sidecar does.
+type tracingHandler struct {
+	*fakeHandler
+	tracer trace.Tracer
+}
+
+func (h tracingHandler) Admit(ctx context.Context, req *AdmitRequest) (*Decision, error) {
+	_, span := h.tracer.Start(ctx, "colocd.admit")
+	defer span.End()
+	return h.fakeHandler.Admit(ctx, req)
+}
+
+func TestTraceContextPropagates(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	e := startServer(t)
+	h := tracingHandler{fakeHandler: newFakeHandler(), tracer: tp.Tracer("sidecar")}
+	serve(t, e, "gpu-a", h)
+	c := NewClient(connect(t, e))
+
+	ctx, launcher := tp.Tracer("launcher").Start(testCtx(t), "launcher.admit")
+	if _, err := c.Admit(ctx, "gpu-a", testAdmitRequest()); err != nil {
+		t.Fatal(err)
+	}
+	launcher.End()
+
+	_, hctx := h.last("admit")
+	remote := trace.SpanContextFromContext(hctx)
+	if !remote.IsRemote() || !remote.Equal(launcher.SpanContext().WithRemote(true)) {
+		t.Errorf("handler ctx span context %+v, want the launcher's %+v as remote", remote, launcher.SpanContext())
+	}
+	var decision sdktrace.ReadOnlySpan
+	for _, s := range sr.Ended() {
+		if s.Name() == "colocd.admit" {
+			decision = s
+		}
+	}
+	if decision == nil {
+		t.Fatal("no colocd.admit span recorded")
+	}
+	if decision.SpanContext().TraceID() != launcher.SpanContext().TraceID() {
+		t.Errorf("decision trace %s, want the launcher's %s", decision.SpanContext().TraceID(), launcher.SpanContext().TraceID())
+	}
+	if decision.Parent().SpanID() != launcher.SpanContext().SpanID() || !decision.Parent().IsRemote() {
+		t.Errorf("decision parent %+v, want remote %s", decision.Parent(), launcher.SpanContext().SpanID())
+	}
+}
+
+func TestNoTraceContextWithoutSpan(t *testing.T) {
+	e := startServer(t)
+	h := newFakeHandler()
+	serve(t, e, "gpu-a", h)
+	c := NewClient(connect(t, e))
+	if _, err := c.Status(testCtx(t), "gpu-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, hctx := h.last("status"); trace.SpanContextFromContext(hctx).IsValid() {
+		t.Errorf("handler got a span context without one being sent")
+	}
+}
+
+// gather sends a request and collects answers until n arrived.
+func gather(t *testing.T, nc *nats.Conn, subject string, n int) []*nats.Msg {
+	t.Helper()
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	var out []*nats.Msg
+	for len(out) < n {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			t.Fatalf("after %d of %d answers on %s: %v", len(out), n, subject, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestDiscovery(t *testing.T) {
+	e := startServer(t)
+	serve(t, e, "gpu-a", newFakeHandler())
+	serve(t, e, "gpu-b", newFakeHandler())
+	nc := connect(t, e)
+
+	var sidecars []string
+	for _, m := range gather(t, nc, "$SRV.PING."+ServiceName, 2) {
+		var p micro.Ping
+		if err := json.Unmarshal(m.Data, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Name != ServiceName || p.Version != "1.2.3" {
+			t.Errorf("ping: %+v", p)
+		}
+		sidecars = append(sidecars, p.Metadata["sidecar"])
+	}
+	slices.Sort(sidecars)
+	if !slices.Equal(sidecars, []string{"gpu-a", "gpu-b"}) {
+		t.Errorf("pinged sidecars %v, want [gpu-a gpu-b]", sidecars)
+	}
+
+	for _, m := range gather(t, nc, "$SRV.INFO."+ServiceName, 2) {
+		var info micro.Info
+		if err := json.Unmarshal(m.Data, &info); err != nil {
+			t.Fatal(err)
+		}
+		id := info.Metadata["sidecar"]
+		got := map[string]string{}
+		for _, ep := range info.Endpoints {
+			got[ep.Subject] = ep.QueueGroup
+		}
+		want := map[string]string{
+			"colocd.v1." + id + ".admit":    "q",
+			"colocd.v1." + id + ".renew":    "q",
+			"colocd.v1." + id + ".release":  "q",
+			"colocd.v1." + id + ".register": "q",
+			"colocd.v1." + id + ".status":   "q",
+			"colocd.v1.quote":               "", // no queue group: every sidecar answers
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s endpoints (subject → queue group) %v, want %v", id, got, want)
+		}
+	}
+}
+
+func TestServeValidates(t *testing.T) {
+	e := startServer(t)
+	nc := connect(t, e)
+	tests := []struct{ name, id, version string }{
+		{"dot in id", "gpu.0", "1.0.0"},
+		{"wildcard id", "gpu*", "1.0.0"},
+		{"tail wildcard", ">", "1.0.0"},
+		{"space", "gpu 0", "1.0.0"},
+		{"empty id", "", "1.0.0"},
+		{"not semver", "gpu-0", "dev"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if s, err := Serve(nc, tt.id, tt.version, newFakeHandler()); err == nil {
+				_ = s.Stop()
+				t.Errorf("Serve(%q, %q) succeeded", tt.id, tt.version)
+			}
+		})
+	}
+}

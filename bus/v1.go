@@ -1,0 +1,216 @@
+package bus
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Decision values of [Decision].Decision.
+const (
+	// DecisionGrant admits the job at its requested maximum percentage.
+	DecisionGrant = "grant"
+	// DecisionThrottle admits the job at a lower MPS active-thread percentage.
+	DecisionThrottle = "throttle"
+	// DecisionDeny refuses the job; Reason says why.
+	DecisionDeny = "deny"
+)
+
+// Event types of [Event].Type.
+const (
+	// EventThrottle tells the launcher to restart its workers at a lower
+	// percentage before the deadline.
+	EventThrottle = "throttle"
+	// EventRevoke tells the launcher its lease is gone (before the deadline,
+	// if any, after which colocd evicts).
+	EventRevoke = "revoke"
+	// EventExpire tells the launcher its lease expired without renewal.
+	EventExpire = "expire"
+)
+
+// AdmitRequest asks a sidecar for a slot on its GPU (subject
+// colocd.v1.<id>.admit), or for a quote from every sidecar (colocd.v1.quote).
+// Ranges are checked by admission, not here.
+type AdmitRequest struct {
+	// RequestID makes a retried admit return the same decision.
+	RequestID string `json:"request_id"`
+	// Job identifies the training job and its owner.
+	Job Job `json:"job"`
+	// Profile is an inline colocd.profile/v1 training profile; bus passes it
+	// through without interpreting it.
+	Profile json.RawMessage `json:"profile"`
+	// MemoryMiB is the GPU memory the job needs.
+	MemoryMiB int `json:"memory_mib"`
+	// Processes is the number of GPU client processes the job starts.
+	Processes int `json:"processes"`
+	// Compute is the acceptable range of MPS active-thread percentages.
+	Compute Compute `json:"compute"`
+	// LeaseSeconds is the requested lease length; 0 means the sidecar's default.
+	LeaseSeconds int `json:"lease_seconds"`
+	// Checkpointable says the job can restart from a checkpoint, so it can be
+	// throttled instead of revoked.
+	Checkpointable bool `json:"checkpointable"`
+}
+
+// Job identifies a training job.
+type Job struct {
+	// ID is the launcher's job id; events for the job are published under it.
+	ID string `json:"id"`
+	// Owner is the team or user the job belongs to.
+	Owner string `json:"owner"`
+	// Priority orders jobs; higher is more important.
+	Priority int `json:"priority"`
+}
+
+// Compute is a range of MPS active-thread percentages.
+type Compute struct {
+	// MinPct is the lowest percentage the job accepts.
+	MinPct int `json:"min_pct"`
+	// MaxPct is the percentage the job asks for.
+	MaxPct int `json:"max_pct"`
+}
+
+// Decision is a sidecar's answer to an admit or a quote.
+type Decision struct {
+	// Decision is DecisionGrant, DecisionThrottle or DecisionDeny.
+	Decision string `json:"decision"`
+	// Reason explains the decision with a stable code and a sentence.
+	Reason Reason `json:"reason"`
+	// Predictions holds, per inference service, the predicted tail latency
+	// with the new job against its SLO.
+	Predictions []ServicePrediction `json:"predictions"`
+	// Lease is set for a granted or throttled admit, never for a quote.
+	Lease *Lease `json:"lease,omitempty"`
+	// Sidecar is the id of the sidecar that answered; set by the service.
+	Sidecar string `json:"sidecar"`
+}
+
+// Reason explains a decision or an error.
+type Reason struct {
+	// Code is stable and machine-readable.
+	Code string `json:"code"`
+	// Message is a sentence a person understands.
+	Message string `json:"message"`
+}
+
+// ServicePrediction is the predicted p99 latency of one inference service.
+type ServicePrediction struct {
+	// Service is the inference service's name.
+	Service string `json:"service"`
+	// SLOP99MS is the service's SLO on p99 latency, in milliseconds.
+	SLOP99MS float64 `json:"slo_p99_ms"`
+	// SoloP99MS is the predicted p99 with no training job, in milliseconds.
+	SoloP99MS float64 `json:"solo_p99_ms"`
+	// PredictedP99MS is the predicted p99 with the current leases and the
+	// requested job, in milliseconds.
+	PredictedP99MS float64 `json:"predicted_p99_ms"`
+}
+
+// Lease is a granted slot on a GPU. The token proves ownership on renew,
+// release and register; it is only sent to the launcher that was granted the
+// lease and is never part of Status or events.
+type Lease struct {
+	// ID names the lease.
+	ID string `json:"id"`
+	// Token is the lease's secret.
+	Token string `json:"token,omitempty"`
+	// JobID is the job the lease was granted to.
+	JobID string `json:"job_id"`
+	// Owner is the job's owner.
+	Owner string `json:"owner"`
+	// ExpiresAt is when the lease ends unless renewed.
+	ExpiresAt time.Time `json:"expires_at"`
+	// ActiveThreadPct is the MPS active-thread percentage granted.
+	ActiveThreadPct int `json:"active_thread_pct"`
+	// PinnedMemLimitMiB is the MPS pinned device memory limit granted.
+	PinnedMemLimitMiB int `json:"pinned_mem_limit_mib"`
+	// Env holds the exact variables the launcher must set for its workers
+	// (CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, ...).
+	Env map[string]string `json:"env"`
+	// PIDs are the client processes registered for the lease.
+	PIDs []int `json:"pids,omitempty"`
+}
+
+// LeaseRef names a lease and proves ownership (renew, release).
+type LeaseRef struct {
+	// LeaseID names the lease.
+	LeaseID string `json:"lease_id"`
+	// Token is the lease's secret.
+	Token string `json:"token"`
+}
+
+// RegisterRequest tells the sidecar which client processes run under a
+// lease, so that it can evict them through MPS when it must.
+type RegisterRequest struct {
+	// LeaseID names the lease.
+	LeaseID string `json:"lease_id"`
+	// Token is the lease's secret.
+	Token string `json:"token"`
+	// PIDs are the job's GPU client process ids.
+	PIDs []int `json:"pids"`
+}
+
+// Status is a sidecar's state, as answered on colocd.v1.<id>.status.
+type Status struct {
+	// Sidecar is the sidecar's id; set by the service.
+	Sidecar string `json:"sidecar"`
+	// GPU describes the device the sidecar guards.
+	GPU GPUStatus `json:"gpu"`
+	// Mode is the sharing mode: "mps" or "timeslice".
+	Mode string `json:"mode"`
+	// Ready is true when the sidecar admits new jobs (NATS, GPU, MPS daemon
+	// and predictor healthy).
+	Ready bool `json:"ready"`
+	// Health maps each component ("nats", "gpu", "mps", "predictor", ...)
+	// to "ok" or the reason it is unhealthy.
+	Health map[string]string `json:"health"`
+	// Services are the inference services on the GPU.
+	Services []ServiceStatus `json:"services"`
+	// Leases are the live leases; the service strips their tokens.
+	Leases []Lease `json:"leases"`
+}
+
+// GPUStatus describes a GPU in Status. Fields the sidecar does not know are
+// left zero.
+type GPUStatus struct {
+	// UUID is the device's UUID.
+	UUID string `json:"uuid"`
+	// Name is the device's product name.
+	Name string `json:"name"`
+	// MemoryTotalMiB is the device's memory.
+	MemoryTotalMiB int `json:"memory_total_mib"`
+	// MemoryFreeMiB is the free memory NVML reports.
+	MemoryFreeMiB int `json:"memory_free_mib"`
+}
+
+// ServiceStatus is one inference service in Status.
+type ServiceStatus struct {
+	// Name is the service's name.
+	Name string `json:"name"`
+	// RateRPS is the service's configured request rate.
+	RateRPS float64 `json:"rate_rps"`
+	// SLOP99MS is the service's SLO on p99 latency, in milliseconds.
+	SLOP99MS float64 `json:"slo_p99_ms"`
+	// PredictedP99MS is the predicted p99 with the current leases.
+	PredictedP99MS float64 `json:"predicted_p99_ms"`
+}
+
+// Event tells a launcher that one of its leases changed. Events are kept in
+// a JetStream stream so that a launcher that was away can read what it
+// missed (see [Events] and [Client.Events]).
+type Event struct {
+	// Type is EventThrottle, EventRevoke or EventExpire.
+	Type string `json:"type"`
+	// LeaseID names the lease.
+	LeaseID string `json:"lease_id"`
+	// JobID is the job the lease belongs to.
+	JobID string `json:"job_id"`
+	// ActiveThreadPct is the new percentage of a throttle.
+	ActiveThreadPct int `json:"active_thread_pct,omitempty"`
+	// Deadline is when colocd evicts the job's processes if they still run
+	// (throttle: at the old percentage).
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// Reason is a sentence a person understands.
+	Reason string `json:"reason"`
+	// Time is when the event happened.
+	Time time.Time `json:"time"`
+}
