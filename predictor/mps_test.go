@@ -167,3 +167,24 @@ func TestMPSScenarioErrors(t *testing.T) {
 		})
 	}
 }
+
+// Skipping a lone trainer's whole iterations gives what stepping through
+// their kernels gives (up to float rounding).
+func TestMPSSkipAloneIterationsChangesNothing(t *testing.T) {
+	inf := mpsProfile("inf", KindInference, 10, 300, 50, 0.8, 0.5, 0.4)
+	train := mpsProfile("train", KindTraining, 20, 200, 30, 0.7, 0.6, 0.3)
+	sc := &Scenario{Inference: inf, Training: []*Profile{train}, RateRPS: 5, Requests: 300, Seed: 2, TrainingPct: []float64{40}}
+	params := MPSParams{DRAM: 0.5, L2: 0.2, Kernels: 0.1}
+	skipped := predictMPS(t, sc, params)
+	defer func() { skipAloneIterations = true }()
+	skipAloneIterations = false
+	stepped := predictMPS(t, sc, params)
+	if stepped.Events <= skipped.Events {
+		t.Fatalf("stepping took %d events, skipping %d: nothing was skipped", stepped.Events, skipped.Events)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Abs(b) }
+	if !near(skipped.Inference.LatencyMS.Mean, stepped.Inference.LatencyMS.Mean) || !near(skipped.Inference.LatencyMS.P99, stepped.Inference.LatencyMS.P99) ||
+		!near(skipped.Training[0].Slowdown, stepped.Training[0].Slowdown) {
+		t.Errorf("skipping changed the prediction:\n%+v %v\n%+v %v", skipped.Inference.LatencyMS, skipped.Training[0].Slowdown, stepped.Inference.LatencyMS, stepped.Training[0].Slowdown)
+	}
+}
