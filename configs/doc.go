@@ -1,4 +1,7 @@
-// Package configs holds colocd's configuration: for now the calibration
-// presets shipped per GPU family (calibration/*.json), looked up by the GPU's
-// name. The Config type, its loading and hot reload come with the sidecar.
+// Package configs holds colocd's configuration: the Config type and its
+// defaults, Load (defaults, then one YAML file, then COLOCD_* environment
+// variables, then flag values, each winning over the one before), Validate
+// (every problem at once, each naming its key), the Watcher that hot-reloads
+// services and admission values, the example colocd.yaml, and the
+// calibration presets per GPU family (calibration/*.json).
 package configs

@@ -1,0 +1,250 @@
+package configs
+
+import "time"
+
+// Config is colocd's whole configuration, one YAML file. The mapstructure
+// tags are the YAML keys; every key has a default (Default) and an
+// environment override COLOCD_<SECTION>_<KEY> (see Load). Only Services and
+// Admission change while colocd runs (see Watcher); the other sections are
+// read once at startup. Reference: docs/configuration.md.
+type Config struct {
+	Sidecar   Sidecar   `mapstructure:"sidecar"`
+	NATS      NATS      `mapstructure:"nats"`
+	GPU       GPU       `mapstructure:"gpu"`
+	Sharing   Sharing   `mapstructure:"sharing"`
+	MPS       MPS       `mapstructure:"mps"`
+	Predictor Predictor `mapstructure:"predictor"`
+	Services  []Service `mapstructure:"services"`
+	Admission Admission `mapstructure:"admission"`
+	Telemetry Telemetry `mapstructure:"telemetry"`
+}
+
+// Sidecar identifies this colocd instance and says where it keeps state.
+type Sidecar struct {
+	// ID names the sidecar in NATS subjects (colocd.v1.<id>.admit); "" is
+	// the GPU's UUID.
+	ID string `mapstructure:"id"`
+	// DataDir holds the embedded NATS server's JetStream store and other
+	// state that survives a restart.
+	DataDir string `mapstructure:"data_dir"`
+}
+
+// NATS says how colocd reaches NATS: a remote server or cluster at URL, or,
+// when URL is empty, an embedded server listening on Listen.
+type NATS struct {
+	// URL is a comma-separated list of server URLs; "" starts the
+	// embedded server.
+	URL string `mapstructure:"url"`
+	// Listen is the embedded server's client address (host:port).
+	Listen string `mapstructure:"listen"`
+	// Credentials is a NATS credentials file (JWT and seed).
+	Credentials string `mapstructure:"credentials"`
+	// NKey is an NKey seed file.
+	NKey string `mapstructure:"nkey"`
+	// TLS holds the files of a TLS connection to a remote server.
+	TLS TLS `mapstructure:"tls"`
+}
+
+// TLS names the PEM files of a TLS client: the CA that signs the server's
+// certificate and, for mutual TLS, the client's certificate and key.
+type TLS struct {
+	CA   string `mapstructure:"ca"`
+	Cert string `mapstructure:"cert"`
+	Key  string `mapstructure:"key"`
+}
+
+// GPU selects the GPU colocd manages and where its state comes from; it
+// maps one to one onto package gpu's Config (keys in docs/gpu.md).
+type GPU struct {
+	// Backend is auto (NVML, else the simulated device when no driver is
+	// installed), nvml or sim.
+	Backend string `mapstructure:"backend"`
+	// Device is a GPU index ("0") or UUID ("GPU-…").
+	Device string `mapstructure:"device"`
+	// SMs overrides the SM count from gpu's table; 0 uses the table.
+	SMs int `mapstructure:"sms"`
+	// EventWait bounds one wait for NVML events, hence how long the GPU
+	// loop takes to stop.
+	EventWait time.Duration `mapstructure:"event_wait"`
+	// Sim describes the simulated device.
+	Sim GPUSim `mapstructure:"sim"`
+}
+
+// GPUSim describes the simulated device used by backend sim (and auto
+// without a driver).
+type GPUSim struct {
+	// Name is the NVML name the simulated device reports.
+	Name string `mapstructure:"name"`
+	// MemoryMiB is its memory; 0 takes it from the name.
+	MemoryMiB int `mapstructure:"memory_mib"`
+}
+
+// Sharing says how training shares the GPU with inference.
+type Sharing struct {
+	// Mode is mps (concurrent, each job capped by its active-thread
+	// percentage: grant, throttle or deny) or timeslice (the driver's
+	// round-robin: grant or deny).
+	Mode string `mapstructure:"mode"`
+}
+
+// MPS configures the MPS control daemon of this GPU (docs/mps.md). It is
+// used in sharing mode mps only.
+type MPS struct {
+	// Control is the control program, a path or a name in PATH, or "sim"
+	// for the built-in simulated daemon; see Config.MPSSimulated.
+	Control string `mapstructure:"control"`
+	// PipeDir is CUDA_MPS_PIPE_DIRECTORY, shared with every client.
+	PipeDir string `mapstructure:"pipe_dir"`
+	// LogDir is CUDA_MPS_LOG_DIRECTORY.
+	LogDir string `mapstructure:"log_dir"`
+	// ManageDaemon lets colocd start a daemon when none runs and restart
+	// one it started; off, colocd only attaches.
+	ManageDaemon bool `mapstructure:"manage_daemon"`
+	// DefaultActiveThreadPct is set_default_active_thread_percentage.
+	DefaultActiveThreadPct int `mapstructure:"default_active_thread_pct"`
+	// PinnedMemLimitMiB is set_default_device_pinned_mem_limit for the
+	// GPU; 0 leaves the daemon's value.
+	PinnedMemLimitMiB int `mapstructure:"pinned_mem_limit_mib"`
+	// ClientPriority is set_default_client_priority: 0 normal, 1 below
+	// normal.
+	ClientPriority int `mapstructure:"client_priority"`
+	// QuitOnClose quits, on shutdown, a daemon this colocd started.
+	QuitOnClose bool `mapstructure:"quit_on_close"`
+	// CommandTimeout bounds one control command.
+	CommandTimeout time.Duration `mapstructure:"command_timeout"`
+}
+
+// Predictor configures the latency predictions admission decides on.
+type Predictor struct {
+	// Calibration is a colocd.calibration/v1 file; "" takes the preset for
+	// the device (CalibrationPreset), else the built-in default.
+	Calibration string `mapstructure:"calibration"`
+	// Requests is the number of simulated requests per prediction.
+	Requests int `mapstructure:"requests"`
+	// Seed seeds the simulated arrivals, so that a decision can be
+	// reproduced with colocd predict.
+	Seed uint64 `mapstructure:"seed"`
+}
+
+// Service is one inference service on this GPU, whose SLO admission
+// protects.
+type Service struct {
+	// Name names the service in decisions, metrics and logs.
+	Name string `mapstructure:"name"`
+	// Profile is the service's colocd.profile/v1 file, of kind inference.
+	Profile string `mapstructure:"profile"`
+	// RateRPS is the request rate the SLO must hold at.
+	RateRPS float64 `mapstructure:"rate_rps"`
+	// SLO is the latency objective.
+	SLO SLO `mapstructure:"slo"`
+}
+
+// SLO is a service's latency objective, on latency_ms (arrival to
+// completion) at the service's rate: the figure colocd predict prints.
+type SLO struct {
+	// P99MS is the 99th percentile latency bound in milliseconds.
+	P99MS float64 `mapstructure:"p99_ms"`
+}
+
+// Admission holds the knobs of the admission decision.
+type Admission struct {
+	// Headroom is the fraction of each SLO kept free: a prediction must
+	// stay within (1 - Headroom) × p99_ms.
+	Headroom float64 `mapstructure:"headroom"`
+	// MaxJobs bounds the live leases on this GPU.
+	MaxJobs int `mapstructure:"max_jobs"`
+	// MemoryReserveMiB is GPU memory never granted, on top of what NVML
+	// reports used.
+	MemoryReserveMiB int `mapstructure:"memory_reserve_mib"`
+	// PctStep is the granularity of granted active-thread percentages.
+	PctStep int `mapstructure:"pct_step"`
+	// Lease bounds lease durations.
+	Lease Lease `mapstructure:"lease"`
+}
+
+// Lease bounds how long a grant lives before it must be renewed.
+type Lease struct {
+	// Default is the duration of a lease whose request asks for none.
+	Default time.Duration `mapstructure:"default"`
+	// Max caps the duration a request may ask for.
+	Max time.Duration `mapstructure:"max"`
+}
+
+// Telemetry configures the HTTP endpoints and tracing.
+type Telemetry struct {
+	// HTTP is the address of /healthz, /readyz and /metrics.
+	HTTP string `mapstructure:"http"`
+	// Tracing is the span exporter: none, console (stdout) or otlp
+	// (configured by the standard OTEL_EXPORTER_OTLP_* variables).
+	Tracing string `mapstructure:"tracing"`
+}
+
+// Allowed values of the enumerated keys.
+const (
+	BackendAuto = "auto"
+	BackendNVML = "nvml"
+	BackendSim  = "sim"
+
+	ModeMPS       = "mps"
+	ModeTimeslice = "timeslice"
+
+	TracingNone    = "none"
+	TracingConsole = "console"
+	TracingOTLP    = "otlp"
+
+	// MPSControlSim selects the built-in simulated MPS daemon.
+	MPSControlSim = "sim"
+	// DefaultMPSControl is NVIDIA's control program, the default of
+	// mps.control.
+	DefaultMPSControl = "nvidia-cuda-mps-control"
+)
+
+// Default returns the configuration colocd starts from before the file, the
+// environment and flags apply. It has no services, so it does not validate
+// on its own.
+func Default() Config {
+	return Config{
+		Sidecar: Sidecar{DataDir: "/var/lib/colocd"},
+		NATS:    NATS{Listen: "127.0.0.1:4222"},
+		GPU: GPU{
+			Backend:   BackendAuto,
+			Device:    "0",
+			EventWait: time.Second,
+			Sim:       GPUSim{Name: "NVIDIA H200"},
+		},
+		Sharing: Sharing{Mode: ModeMPS},
+		MPS: MPS{
+			Control:                DefaultMPSControl,
+			PipeDir:                "/tmp/nvidia-mps",
+			LogDir:                 "/var/log/nvidia-mps",
+			ManageDaemon:           true,
+			DefaultActiveThreadPct: 100,
+			CommandTimeout:         10 * time.Second,
+		},
+		Predictor: Predictor{Requests: 2000, Seed: 1},
+		Admission: Admission{
+			Headroom:         0.1,
+			MaxJobs:          4,
+			MemoryReserveMiB: 2048,
+			PctStep:          5,
+			Lease:            Lease{Default: 5 * time.Minute, Max: time.Hour},
+		},
+		Telemetry: Telemetry{HTTP: "127.0.0.1:9464", Tracing: TracingNone},
+	}
+}
+
+// MPSSimulated reports whether the sidecar should use the built-in
+// simulated MPS daemon, given whether the GPU in use is simulated (backend
+// sim, or auto on a machine without a driver). mps.control "sim" always
+// simulates; the default control program simulates exactly when the GPU
+// does, so that one file works with and without a GPU; any other program
+// (a path to a fake control binary, say) is always run.
+func (c *Config) MPSSimulated(gpuSimulated bool) bool {
+	switch c.MPS.Control {
+	case MPSControlSim:
+		return true
+	case DefaultMPSControl:
+		return gpuSimulated
+	}
+	return false
+}

@@ -1,0 +1,68 @@
+package configs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// Real profiles, from the package directory.
+const (
+	inferenceProfile = "../testdata/profiles/v100-infer-200.json"
+	trainingProfile  = "../testdata/profiles/v100-train-step.json"
+)
+
+func absPath(t testing.TB, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// validConfig is the default configuration with one real service: it
+// validates.
+func validConfig(t testing.TB) *Config {
+	t.Helper()
+	c := Default()
+	c.Services = []Service{{Name: "bert", Profile: absPath(t, inferenceProfile), RateRPS: 8, SLO: SLO{P99MS: 100}}}
+	return &c
+}
+
+func writeFile(t testing.TB, path, content string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// problemKeys returns the keys of a *ValidationError, or fails.
+func problemKeys(t testing.TB, err error) []string {
+	t.Helper()
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("err = %v (%T), want a *ValidationError", err, err)
+	}
+	keys := make([]string, len(ve.Problems))
+	for i, p := range ve.Problems {
+		keys[i] = p.Key
+	}
+	return keys
+}
+
+func wantKeys(t testing.TB, err error, want ...string) {
+	t.Helper()
+	got := problemKeys(t, err)
+	for _, k := range want {
+		if !slices.Contains(got, k) {
+			t.Errorf("problems %q lack %q; error: %v", got, k, err)
+		}
+	}
+}

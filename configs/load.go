@@ -1,0 +1,246 @@
+package configs
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+)
+
+// EnvPrefix starts every environment override: key admission.lease.max is
+// read from COLOCD_ADMISSION_LEASE_MAX.
+const EnvPrefix = "COLOCD"
+
+// EnvName returns the environment variable that overrides key, a dotted
+// key path such as "nats.url".
+func EnvName(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// Load reads the YAML file at path over the defaults and applies the
+// environment overrides; see LoadWith. It does not validate: call Validate.
+func Load(path string) (*Config, error) {
+	return LoadWith(path, nil)
+}
+
+// LoadWith is Load with overrides that win over everything else: the
+// values of command-line flags, keyed by dotted key path ("nats.url",
+// "admission.lease.max"). The precedence is overrides > environment > file
+// > defaults. An empty path loads no file.
+//
+// Relative paths in the file (sidecar.data_dir, nats.credentials,
+// nats.nkey, nats.tls.*, mps.pipe_dir, mps.log_dir, mps.control when it
+// contains a slash, predictor.calibration, services[].profile) are resolved
+// against the file's directory; relative paths from the environment or the
+// overrides are left as given, relative to the working directory.
+//
+// Unknown keys, in the file or the overrides, and values of the wrong type
+// are reported together in a *ValidationError, each naming its key.
+func LoadWith(path string, overrides map[string]any) (*Config, error) {
+	var data []byte
+	if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("load config: %w", err)
+		}
+	}
+	return load(path, data, overrides)
+}
+
+// load decodes data, the content of the file at path (nil: no file).
+func load(path string, data []byte, overrides map[string]any) (*Config, error) {
+	var problems []Problem
+
+	file := viper.New()
+	file.SetConfigType("yaml")
+	if data != nil {
+		if err := file.ReadConfig(bytes.NewReader(data)); err != nil {
+			return nil, fmt.Errorf("load config %s: %w", path, err)
+		}
+		problems = append(problems, unknownKeys(file.AllSettings(), configType, "")...)
+	}
+
+	v := viper.New()
+	v.SetConfigType("yaml")
+	for _, l := range leaves {
+		v.SetDefault(l.key, l.val)
+		if l.env {
+			// BindEnv fails only without a key.
+			_ = v.BindEnv(l.key, EnvName(l.key))
+		}
+	}
+	if data != nil {
+		if err := v.MergeConfigMap(file.AllSettings()); err != nil {
+			return nil, fmt.Errorf("load config %s: %w", path, err)
+		}
+	}
+	flagged := map[string]bool{}
+	for _, k := range sortedKeys(overrides) {
+		lk := strings.ToLower(k)
+		if !isLeaf(lk) {
+			problems = append(problems, Problem{Key: k, Want: "a known key (docs/configuration.md)", Got: "an unknown key"})
+			continue
+		}
+		v.Set(lk, overrides[k])
+		flagged[lk] = true
+	}
+
+	var c Config
+	err := v.Unmarshal(&c, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		strictNumbers,
+		mapstructure.StringToTimeDurationHookFunc(),
+	)))
+	if err != nil {
+		problems = append(problems, decodeProblems(err, "", v.AllSettings())...)
+	}
+	if len(problems) > 0 {
+		return nil, &ValidationError{Problems: problems}
+	}
+	if len(c.Services) == 0 {
+		c.Services = nil
+	}
+
+	if path != "" {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("load config %s: %w", path, err)
+		}
+		fromFile := func(key string) bool {
+			fromEnv := key != "services" && os.Getenv(EnvName(key)) != ""
+			return !flagged[key] && !fromEnv && file.IsSet(key)
+		}
+		resolvePaths(&c, filepath.Dir(abs), fromFile)
+	}
+	return &c, nil
+}
+
+// resolvePaths makes the relative paths that came from the file relative
+// to dir.
+func resolvePaths(c *Config, dir string, fromFile func(key string) bool) {
+	resolve := func(key string, p *string) {
+		if *p != "" && !filepath.IsAbs(*p) && fromFile(key) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	resolve("sidecar.data_dir", &c.Sidecar.DataDir)
+	resolve("nats.credentials", &c.NATS.Credentials)
+	resolve("nats.nkey", &c.NATS.NKey)
+	resolve("nats.tls.ca", &c.NATS.TLS.CA)
+	resolve("nats.tls.cert", &c.NATS.TLS.Cert)
+	resolve("nats.tls.key", &c.NATS.TLS.Key)
+	resolve("mps.pipe_dir", &c.MPS.PipeDir)
+	resolve("mps.log_dir", &c.MPS.LogDir)
+	if strings.ContainsRune(c.MPS.Control, '/') {
+		resolve("mps.control", &c.MPS.Control)
+	}
+	resolve("predictor.calibration", &c.Predictor.Calibration)
+	for i := range c.Services {
+		resolve("services", &c.Services[i].Profile)
+	}
+}
+
+// leaf is one key with its value in a configuration and whether an
+// environment variable may override it.
+type leaf struct {
+	key string
+	val any
+	env bool
+}
+
+var (
+	configType   = reflect.TypeFor[Config]()
+	durationType = reflect.TypeFor[time.Duration]()
+	leaves       = leafKeys(reflect.ValueOf(Default()), "")
+)
+
+// leafKeys lists the keys of a struct value with their values, depth
+// first in field order. A list is one leaf, without an environment
+// override (a list of records has no sensible single-variable form), and
+// its value is always empty.
+func leafKeys(v reflect.Value, prefix string) []leaf {
+	var out []leaf
+	t := v.Type()
+	for i := range t.NumField() {
+		key := prefix + t.Field(i).Tag.Get("mapstructure")
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Struct:
+			out = append(out, leafKeys(f, key+".")...)
+		case reflect.Slice:
+			out = append(out, leaf{key: key, val: []any{}})
+		default:
+			out = append(out, leaf{key: key, val: f.Interface(), env: true})
+		}
+	}
+	return out
+}
+
+func isLeaf(key string) bool {
+	return slices.ContainsFunc(leaves, func(l leaf) bool { return l.key == key })
+}
+
+// Keys returns every dotted key path of the configuration in file order;
+// services is one key (a list).
+func Keys() []string {
+	keys := make([]string, len(leaves))
+	for i, l := range leaves {
+		keys[i] = l.key
+	}
+	return keys
+}
+
+// unknownKeys walks a decoded YAML document along the struct type t and
+// names every key that t does not have.
+func unknownKeys(m map[string]any, t reflect.Type, prefix string) []Problem {
+	known := map[string]reflect.StructField{}
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("mapstructure")
+		known[tag] = f
+		names = append(names, tag)
+	}
+	var problems []Problem
+	for _, k := range sortedKeys(m) {
+		key := prefix + k
+		if k == "" { // YAML key ".x": viper splits keys at dots
+			key = prefix + `""`
+		}
+		f, ok := known[strings.ToLower(k)]
+		if !ok {
+			problems = append(problems, Problem{Key: key, Want: "one of the keys " + strings.Join(names, ", "), Got: "an unknown key"})
+			continue
+		}
+		switch f.Type.Kind() {
+		case reflect.Struct:
+			if sub, ok := m[k].(map[string]any); ok {
+				problems = append(problems, unknownKeys(sub, f.Type, key+".")...)
+			}
+		case reflect.Slice:
+			if items, ok := m[k].([]any); ok && f.Type.Elem().Kind() == reflect.Struct {
+				for i, item := range items {
+					if sub, ok := item.(map[string]any); ok {
+						problems = append(problems, unknownKeys(sub, f.Type.Elem(), fmt.Sprintf("%s[%d].", key, i))...)
+					}
+				}
+			}
+		}
+	}
+	return problems
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,324 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// Problem is one bad key: its dotted path ("services[1].slo.p99_ms"), what
+// it takes and what it holds.
+type Problem struct {
+	Key  string
+	Want string
+	Got  string
+}
+
+func (p Problem) String() string {
+	if p.Got == "" {
+		return fmt.Sprintf("%s: want %s", p.Key, p.Want)
+	}
+	return fmt.Sprintf("%s: want %s, got %s", p.Key, p.Want, p.Got)
+}
+
+// ValidationError lists every problem of a configuration, so that a user
+// fixes them all in one pass. Load returns it for unknown keys and values
+// of the wrong type, Validate for values out of bounds.
+type ValidationError struct {
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return "invalid configuration: " + strings.Join(parts, "; ")
+}
+
+// Limits of the keys without a natural bound.
+const (
+	// MaxRequests bounds predictor.requests: a prediction's cost grows
+	// with it, and a decision must stay fast.
+	MaxRequests = 1_000_000
+	// MaxSMs bounds gpu.sms, as package gpu does.
+	MaxSMs = 1024
+	// MaxSimMemoryMiB bounds gpu.sim.memory_mib (16 TiB), as package gpu
+	// does.
+	MaxSimMemoryMiB = 1 << 24
+	// MaxFileBytes bounds a file the configuration names (a profile, a
+	// calibration, a credentials file): far above any real one.
+	MaxFileBytes = 256 << 20
+	// maxNameLen is NVML's device name length (NVML_DEVICE_NAME_V2_BUFFER_SIZE
+	// less the NUL).
+	maxNameLen = 95
+	// maxQuoted bounds how much of a bad value a problem repeats.
+	maxQuoted = 80
+)
+
+var (
+	// sidecarID: the id is one token of a NATS subject.
+	sidecarID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+	// serviceName: a name is a metric label value and a log field.
+	serviceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+	gpuIndex    = regexp.MustCompile(`^(0|[1-9][0-9]{0,2})$`)
+	gpuUUID     = regexp.MustCompile(`^(?i)GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+)
+
+// checker collects problems.
+type checker struct{ problems []Problem }
+
+func (c *checker) add(key, want, got string) {
+	c.problems = append(c.problems, Problem{Key: key, Want: want, Got: got})
+}
+
+// oneOf checks an enumerated string.
+func (c *checker) oneOf(key, v string, allowed ...string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	c.add(key, "one of "+strings.Join(allowed, ", "), quote(v))
+}
+
+// intIn checks lo ≤ v ≤ hi.
+func (c *checker) intIn(key string, v, lo, hi int, want string) {
+	if v < lo || v > hi {
+		c.add(key, want, strconv.Itoa(v))
+	}
+}
+
+// file checks that a set path names a regular file, and reports whether
+// it does. A device or a pipe is refused before anything reads it.
+func (c *checker) file(key, path, what string) bool {
+	if path == "" {
+		return false
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		c.add(key, "an existing "+what, fmt.Sprintf("%s (%v)", quote(path), errors.Unwrap(err)))
+		return false
+	case !st.Mode().IsRegular():
+		c.add(key, "an existing "+what, quote(path)+" (not a regular file)")
+		return false
+	case st.Size() > MaxFileBytes:
+		c.add(key, fmt.Sprintf("a %s of at most %d MiB", what, MaxFileBytes>>20), fmt.Sprintf("%s (%d bytes)", quote(path), st.Size()))
+		return false
+	}
+	return true
+}
+
+// hostPort checks a listen address host:port with a port in 1..65535.
+func (c *checker) hostPort(key, v string) {
+	host, port, err := net.SplitHostPort(v)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || n < 1 || n > 65535 || strings.ContainsAny(host, " /") {
+		c.add(key, `host:port with a port from 1 to 65535, e.g. "127.0.0.1:4222"`, quote(v))
+	}
+}
+
+// Validate checks every key and returns all problems at once in a
+// *ValidationError, each naming its key path and the allowed values. It
+// reads the files the configuration names: each service's profile (a valid
+// colocd.profile/v1 of kind inference), the calibration, the NATS
+// credentials and TLS files.
+func (c *Config) Validate() error {
+	var ck checker
+	c.checkSidecar(&ck)
+	c.checkNATS(&ck)
+	c.checkGPU(&ck)
+	ck.oneOf("sharing.mode", c.Sharing.Mode, ModeMPS, ModeTimeslice)
+	c.checkMPS(&ck)
+	c.checkPredictor(&ck)
+	c.checkServices(&ck)
+	c.checkAdmission(&ck)
+	ck.hostPort("telemetry.http", c.Telemetry.HTTP)
+	ck.oneOf("telemetry.tracing", c.Telemetry.Tracing, TracingNone, TracingConsole, TracingOTLP)
+	if len(ck.problems) > 0 {
+		return &ValidationError{Problems: ck.problems}
+	}
+	return nil
+}
+
+func (c *Config) checkSidecar(ck *checker) {
+	if c.Sidecar.ID != "" && !sidecarID.MatchString(c.Sidecar.ID) {
+		ck.add("sidecar.id", `"" (the GPU UUID) or 1 to 128 letters, digits, "-" or "_" (one NATS subject token)`, quote(c.Sidecar.ID))
+	}
+	if c.Sidecar.DataDir == "" {
+		ck.add("sidecar.data_dir", "a directory path", `""`)
+	}
+}
+
+func (c *Config) checkNATS(ck *checker) {
+	n := c.NATS
+	if n.URL != "" {
+		for u := range strings.SplitSeq(n.URL, ",") {
+			p, err := url.Parse(strings.TrimSpace(u))
+			if err != nil || p.Host == "" || (p.Scheme != "nats" && p.Scheme != "tls" && p.Scheme != "ws" && p.Scheme != "wss") {
+				ck.add("nats.url", `"" (embedded server) or comma-separated nats://, tls://, ws:// or wss:// URLs with a host`, quote(n.URL))
+				break
+			}
+		}
+	}
+	ck.hostPort("nats.listen", n.Listen)
+	if n.Credentials != "" && n.NKey != "" {
+		ck.add("nats.nkey", "unset when nats.credentials is set (one authentication method)", quote(n.NKey))
+	}
+	ck.file("nats.credentials", n.Credentials, "credentials file")
+	ck.file("nats.nkey", n.NKey, "NKey seed file")
+	ck.file("nats.tls.ca", n.TLS.CA, "PEM file")
+	ck.file("nats.tls.cert", n.TLS.Cert, "PEM file")
+	ck.file("nats.tls.key", n.TLS.Key, "PEM file")
+	if n.TLS.Cert != "" && n.TLS.Key == "" {
+		ck.add("nats.tls.key", "the client key file, since nats.tls.cert is set", `""`)
+	}
+	if n.TLS.Key != "" && n.TLS.Cert == "" {
+		ck.add("nats.tls.cert", "the client certificate file, since nats.tls.key is set", `""`)
+	}
+}
+
+func (c *Config) checkGPU(ck *checker) {
+	g := c.GPU
+	ck.oneOf("gpu.backend", g.Backend, BackendAuto, BackendNVML, BackendSim)
+	d := strings.TrimSpace(g.Device)
+	if n, err := strconv.Atoi(d); !(gpuIndex.MatchString(d) && err == nil && n <= 255) && !gpuUUID.MatchString(d) {
+		ck.add("gpu.device", `a GPU index from 0 to 255 or a GPU UUID ("GPU-" and 8-4-4-4-12 hex digits)`, quote(g.Device))
+	}
+	ck.intIn("gpu.sms", g.SMs, 0, MaxSMs, fmt.Sprintf("0 (from the table) or an SM count from 1 to %d", MaxSMs))
+	if g.EventWait < 0 || g.EventWait > time.Minute {
+		ck.add("gpu.event_wait", "a duration from 0 (one second) to 1m", g.EventWait.String())
+	}
+	if g.Backend != BackendNVML {
+		if !printable(g.Sim.Name, maxNameLen) {
+			ck.add("gpu.sim.name", fmt.Sprintf("a device name of 1 to %d printable characters, e.g. %q", maxNameLen, "NVIDIA H200"), quote(g.Sim.Name))
+		}
+		ck.intIn("gpu.sim.memory_mib", g.Sim.MemoryMiB, 0, MaxSimMemoryMiB, fmt.Sprintf("0 (from the name) or a size in MiB up to %d", MaxSimMemoryMiB))
+	}
+}
+
+func (c *Config) checkMPS(ck *checker) {
+	m := c.MPS
+	if m.Control == "" {
+		ck.add("mps.control", `"sim", a program name in PATH or a path`, `""`)
+	}
+	for _, d := range []struct{ key, path string }{{"mps.pipe_dir", m.PipeDir}, {"mps.log_dir", m.LogDir}} {
+		if !filepath.IsAbs(d.path) || filepath.Clean(d.path) != d.path {
+			ck.add(d.key, "a clean absolute path", quote(d.path))
+		}
+	}
+	ck.intIn("mps.default_active_thread_pct", m.DefaultActiveThreadPct, 1, 100, "a percentage from 1 to 100")
+	ck.intIn("mps.pinned_mem_limit_mib", m.PinnedMemLimitMiB, 0, math.MaxInt32, "0 (no limit) or a size in MiB")
+	ck.intIn("mps.client_priority", m.ClientPriority, 0, 1, "0 (normal) or 1 (below normal)")
+	if m.CommandTimeout <= 0 || m.CommandTimeout > 10*time.Minute {
+		ck.add("mps.command_timeout", "a duration above 0 and at most 10m", m.CommandTimeout.String())
+	}
+}
+
+func (c *Config) checkPredictor(ck *checker) {
+	p := c.Predictor
+	if p.Calibration != "" && ck.file("predictor.calibration", p.Calibration, "colocd.calibration/v1 file") {
+		if _, err := predictor.LoadCalibration(p.Calibration); err != nil {
+			ck.add("predictor.calibration", `"" (the preset for the device) or a valid colocd.calibration/v1 file`, clip(err.Error()))
+		}
+	}
+	ck.intIn("predictor.requests", p.Requests, 1, MaxRequests, fmt.Sprintf("a count from 1 to %d", MaxRequests))
+}
+
+func (c *Config) checkServices(ck *checker) {
+	if len(c.Services) == 0 {
+		ck.add("services", "at least one inference service", "none")
+	}
+	seen := map[string]int{}
+	for i, s := range c.Services {
+		at := fmt.Sprintf("services[%d]", i)
+		switch j, dup := seen[s.Name]; {
+		case !serviceName.MatchString(s.Name):
+			ck.add(at+".name", `1 to 63 letters, digits, ".", "-" or "_", starting with a letter or digit`, quote(s.Name))
+		case dup:
+			ck.add(at+".name", fmt.Sprintf("a name unique among services (services[%d] has it)", j), quote(s.Name))
+		default:
+			seen[s.Name] = i
+		}
+		if s.Profile == "" {
+			ck.add(at+".profile", "a colocd.profile/v1 file of kind inference", `""`)
+		} else if !ck.file(at+".profile", s.Profile, "colocd.profile/v1 file") {
+			// reported
+		} else if prof, err := predictor.LoadProfile(s.Profile); err != nil {
+			ck.add(at+".profile", "a valid colocd.profile/v1 file of kind inference", clip(err.Error()))
+		} else if prof.Kind != predictor.KindInference {
+			ck.add(at+".profile", "a profile of kind inference", fmt.Sprintf("%s of kind %q", quote(s.Profile), prof.Kind))
+		}
+		if !(s.RateRPS > 0) || math.IsInf(s.RateRPS, 0) {
+			ck.add(at+".rate_rps", "a request rate above 0 (req/s)", fmtFloat(s.RateRPS))
+		}
+		if !(s.SLO.P99MS > 0) || math.IsInf(s.SLO.P99MS, 0) {
+			ck.add(at+".slo.p99_ms", "a latency above 0 (ms)", fmtFloat(s.SLO.P99MS))
+		}
+	}
+}
+
+func (c *Config) checkAdmission(ck *checker) {
+	a := c.Admission
+	if !(a.Headroom >= 0 && a.Headroom < 1) {
+		ck.add("admission.headroom", "a fraction in [0, 1)", fmtFloat(a.Headroom))
+	}
+	ck.intIn("admission.max_jobs", a.MaxJobs, 1, math.MaxInt32, "a count ≥ 1")
+	ck.intIn("admission.memory_reserve_mib", a.MemoryReserveMiB, 0, math.MaxInt32, "a size in MiB ≥ 0")
+	ck.intIn("admission.pct_step", a.PctStep, 1, 100, "a percentage step from 1 to 100")
+	if a.Lease.Max <= 0 {
+		ck.add("admission.lease.max", "a duration above 0", a.Lease.Max.String())
+	}
+	switch {
+	case a.Lease.Default <= 0:
+		ck.add("admission.lease.default", "a duration above 0", a.Lease.Default.String())
+	case a.Lease.Max > 0 && a.Lease.Default > a.Lease.Max:
+		ck.add("admission.lease.default", fmt.Sprintf("a duration at most admission.lease.max (%v)", a.Lease.Max), a.Lease.Default.String())
+	}
+}
+
+func printable(s string, maxLen int) bool {
+	if s == "" || len(s) > maxLen {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func quote(s string) string {
+	if len(s) > maxQuoted {
+		return strconv.Quote(s[:maxQuoted]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// clip shortens an error message repeated in a problem.
+func clip(s string) string {
+	if len(s) <= 4*maxQuoted {
+		return s
+	}
+	cut := 4 * maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

@@ -1,0 +1,164 @@
+package configs
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidateValid(t *testing.T) {
+	dir := t.TempDir()
+	pem := writeFile(t, filepath.Join(dir, "x.pem"), "pem")
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"defaults with a service", func(*Config) {}},
+		{"remote NATS cluster with mutual TLS", func(c *Config) {
+			c.NATS.URL = "tls://a.example:4222, tls://b.example:4222"
+			c.NATS.TLS = TLS{CA: pem, Cert: pem, Key: pem}
+			c.NATS.Credentials = pem
+		}},
+		{"GPU by UUID, nvml, no sim name needed", func(c *Config) {
+			c.GPU.Backend, c.GPU.Device, c.GPU.Sim.Name = BackendNVML, "GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40", ""
+		}},
+		{"timeslice, sidecar id, calibration preset file", func(c *Config) {
+			c.Sharing.Mode = ModeTimeslice
+			c.Sidecar.ID = "gpu-node-1_0"
+			c.Predictor.Calibration = absPath(t, "calibration/h200.json")
+		}},
+		{"bounds", func(c *Config) {
+			c.Admission.Headroom, c.Admission.PctStep, c.Admission.Lease.Default = 0, 100, time.Hour
+			c.MPS.DefaultActiveThreadPct, c.MPS.ClientPriority = 1, 1
+			c.Telemetry.HTTP, c.Telemetry.Tracing = ":9464", TracingOTLP
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig(t)
+			tt.mutate(c)
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestValidateEachProblem breaks one key at a time from a valid
+// configuration: exactly that key is reported, with what it takes.
+func TestValidateEachProblem(t *testing.T) {
+	dir := t.TempDir()
+	pem := writeFile(t, filepath.Join(dir, "x.pem"), "pem")
+	badCal := writeFile(t, filepath.Join(dir, "cal.json"), `{"format": "colocd.calibration/v1", "timeslice": {"slice_us": -1}}`)
+	notProfile := writeFile(t, filepath.Join(dir, "p.json"), `{"format": "nope"}`)
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		key    string
+		want   string // in the problem's Want
+	}{
+		{"sidecar id with a dot", func(c *Config) { c.Sidecar.ID = "gpu.0" }, "sidecar.id", "NATS subject token"},
+		{"sidecar data_dir empty", func(c *Config) { c.Sidecar.DataDir = "" }, "sidecar.data_dir", "directory"},
+		{"nats url scheme", func(c *Config) { c.NATS.URL = "http://x:4222" }, "nats.url", "nats://"},
+		{"nats url without host", func(c *Config) { c.NATS.URL = "nats://" }, "nats.url", "with a host"},
+		{"nats listen without port", func(c *Config) { c.NATS.Listen = "127.0.0.1" }, "nats.listen", "host:port"},
+		{"nats listen port range", func(c *Config) { c.NATS.Listen = "127.0.0.1:70000" }, "nats.listen", "1 to 65535"},
+		{"nats credentials and nkey", func(c *Config) { c.NATS.Credentials, c.NATS.NKey = pem, pem }, "nats.nkey", "unset"},
+		{"nats credentials missing", func(c *Config) { c.NATS.Credentials = filepath.Join(dir, "none") }, "nats.credentials", "existing"},
+		{"nats nkey is a directory", func(c *Config) { c.NATS.NKey = dir }, "nats.nkey", "existing"},
+		{"tls cert without key", func(c *Config) { c.NATS.TLS.Cert = pem }, "nats.tls.key", "client key"},
+		{"tls key without cert", func(c *Config) { c.NATS.TLS.Key = pem }, "nats.tls.cert", "client certificate"},
+		{"tls ca missing", func(c *Config) { c.NATS.TLS.CA = filepath.Join(dir, "none") }, "nats.tls.ca", "existing"},
+		{"gpu backend", func(c *Config) { c.GPU.Backend = "cuda" }, "gpu.backend", "auto, nvml, sim"},
+		{"gpu device", func(c *Config) { c.GPU.Device = "256" }, "gpu.device", "0 to 255"},
+		{"gpu device leading zero", func(c *Config) { c.GPU.Device = "01" }, "gpu.device", "GPU UUID"},
+		{"gpu device MIG", func(c *Config) { c.GPU.Device = "MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40" }, "gpu.device", "GPU UUID"},
+		{"gpu sms", func(c *Config) { c.GPU.SMs = 2000 }, "gpu.sms", "1 to 1024"},
+		{"gpu event_wait", func(c *Config) { c.GPU.EventWait = time.Hour }, "gpu.event_wait", "1m"},
+		{"gpu sim name", func(c *Config) { c.GPU.Sim.Name = "" }, "gpu.sim.name", "printable"},
+		{"gpu sim memory", func(c *Config) { c.GPU.Sim.MemoryMiB = -1 }, "gpu.sim.memory_mib", "MiB"},
+		{"sharing mode", func(c *Config) { c.Sharing.Mode = "mig" }, "sharing.mode", "mps, timeslice"},
+		{"mps control empty", func(c *Config) { c.MPS.Control = "" }, "mps.control", `"sim"`},
+		{"mps pipe_dir relative", func(c *Config) { c.MPS.PipeDir = "mps" }, "mps.pipe_dir", "absolute"},
+		{"mps log_dir unclean", func(c *Config) { c.MPS.LogDir = "/var/log/../log" }, "mps.log_dir", "clean absolute"},
+		{"mps pct 0", func(c *Config) { c.MPS.DefaultActiveThreadPct = 0 }, "mps.default_active_thread_pct", "1 to 100"},
+		{"mps pct 101", func(c *Config) { c.MPS.DefaultActiveThreadPct = 101 }, "mps.default_active_thread_pct", "1 to 100"},
+		{"mps pinned memory", func(c *Config) { c.MPS.PinnedMemLimitMiB = -5 }, "mps.pinned_mem_limit_mib", "MiB"},
+		{"mps client priority", func(c *Config) { c.MPS.ClientPriority = 2 }, "mps.client_priority", "0 (normal) or 1"},
+		{"mps command timeout", func(c *Config) { c.MPS.CommandTimeout = 0 }, "mps.command_timeout", "above 0"},
+		{"predictor calibration missing", func(c *Config) { c.Predictor.Calibration = filepath.Join(dir, "none.json") }, "predictor.calibration", "existing"},
+		{"predictor calibration invalid", func(c *Config) { c.Predictor.Calibration = badCal }, "predictor.calibration", "colocd.calibration/v1"},
+		{"predictor calibration is a device", func(c *Config) { c.Predictor.Calibration = os.DevNull }, "predictor.calibration", "existing"},
+		{"predictor requests", func(c *Config) { c.Predictor.Requests = 0 }, "predictor.requests", "1 to 1000000"},
+		{"no services", func(c *Config) { c.Services = nil }, "services", "at least one"},
+		{"service name empty", func(c *Config) { c.Services[0].Name = "" }, "services[0].name", "letters"},
+		{"duplicate service", func(c *Config) { c.Services = append(c.Services, c.Services[0]) }, "services[1].name", "unique"},
+		{"profile empty", func(c *Config) { c.Services[0].Profile = "" }, "services[0].profile", "colocd.profile/v1"},
+		{"profile missing", func(c *Config) { c.Services[0].Profile = filepath.Join(dir, "none.json") }, "services[0].profile", "existing"},
+		{"profile invalid", func(c *Config) { c.Services[0].Profile = notProfile }, "services[0].profile", "valid colocd.profile/v1"},
+		{"profile of a training job", func(c *Config) { c.Services[0].Profile = absPath(t, trainingProfile) }, "services[0].profile", "kind inference"},
+		{"rate zero", func(c *Config) { c.Services[0].RateRPS = 0 }, "services[0].rate_rps", "above 0"},
+		{"rate infinite", func(c *Config) { c.Services[0].RateRPS = math.Inf(1) }, "services[0].rate_rps", "above 0"},
+		{"slo negative", func(c *Config) { c.Services[0].SLO.P99MS = -1 }, "services[0].slo.p99_ms", "above 0"},
+		{"headroom 1", func(c *Config) { c.Admission.Headroom = 1 }, "admission.headroom", "[0, 1)"},
+		{"headroom NaN", func(c *Config) { c.Admission.Headroom = math.NaN() }, "admission.headroom", "[0, 1)"},
+		{"max jobs", func(c *Config) { c.Admission.MaxJobs = 0 }, "admission.max_jobs", "≥ 1"},
+		{"memory reserve", func(c *Config) { c.Admission.MemoryReserveMiB = -1 }, "admission.memory_reserve_mib", "≥ 0"},
+		{"pct step 0", func(c *Config) { c.Admission.PctStep = 0 }, "admission.pct_step", "1 to 100"},
+		{"pct step 101", func(c *Config) { c.Admission.PctStep = 101 }, "admission.pct_step", "1 to 100"},
+		{"lease default above max", func(c *Config) { c.Admission.Lease.Default = 2 * time.Hour }, "admission.lease.default", "at most admission.lease.max"},
+		{"lease default zero", func(c *Config) { c.Admission.Lease.Default = 0 }, "admission.lease.default", "above 0"},
+		{"lease max zero", func(c *Config) { c.Admission.Lease.Max = 0 }, "admission.lease.max", "above 0"},
+		{"telemetry http", func(c *Config) { c.Telemetry.HTTP = "9464" }, "telemetry.http", "host:port"},
+		{"telemetry tracing", func(c *Config) { c.Telemetry.Tracing = "jaeger" }, "telemetry.tracing", "none, console, otlp"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig(t)
+			tt.mutate(c)
+			err := c.Validate()
+			if keys := problemKeys(t, err); !reflect.DeepEqual(keys, []string{tt.key}) {
+				t.Fatalf("problems %q, want [%s]: %v", keys, tt.key, err)
+			}
+			var ve *ValidationError
+			errors.As(err, &ve)
+			if p := ve.Problems[0]; !strings.Contains(p.Want, tt.want) {
+				t.Errorf("want %q does not say %q", p.Want, tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), "invalid configuration: "+tt.key+": want ") {
+				t.Errorf("error %q does not start with the key", err)
+			}
+		})
+	}
+}
+
+// TestValidateAllAtOnce: every problem is reported in one error.
+func TestValidateAllAtOnce(t *testing.T) {
+	c := validConfig(t)
+	c.GPU.Backend = "cuda"
+	c.Sharing.Mode = "mig"
+	c.Telemetry.Tracing = "jaeger"
+	c.Admission.Headroom = 1.5
+	c.Admission.MaxJobs = 0
+	c.Admission.Lease.Default = 2 * time.Hour
+	c.Services = append(c.Services,
+		Service{Name: "bert", Profile: c.Services[0].Profile, RateRPS: -1, SLO: SLO{P99MS: 0}})
+	err := c.Validate()
+	want := []string{"gpu.backend", "sharing.mode", "services[1].name", "services[1].rate_rps",
+		"services[1].slo.p99_ms", "admission.headroom", "admission.max_jobs", "admission.lease.default", "telemetry.tracing"}
+	got := problemKeys(t, err)
+	if len(got) != len(want) {
+		t.Errorf("problems %q, want %q", got, want)
+	}
+	wantKeys(t, err, want...)
+	for _, k := range want {
+		if !strings.Contains(err.Error(), k+": want ") {
+			t.Errorf("error does not name %s: %v", k, err)
+		}
+	}
+}
