@@ -1,0 +1,120 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// benchHarness is the realistic scenario: the 200-kernel V100 inference
+// profile at 8 req/s with a 120 ms p99 SLO (10 % headroom), one V100
+// training step (870 kernels) asking for 10–100 %, MPS with a 5 % step (19
+// percentages), 2,000 simulated requests. The job is throttled (to 50 %),
+// so the search runs in full: top, bottom, then bisection.
+func benchHarness(b *testing.B, workers int) (*harness, Request) {
+	b.Helper()
+	inf, err := predictor.LoadProfile("../testdata/profiles/v100-infer-200.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	train, err := predictor.LoadProfile("../testdata/profiles/v100-train-step.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	model, err := NewModel(testCal(), predictor.DefaultRequests, 1, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := newHarness(b, predictor.ModeMPS, 120, func(c *Config) {
+		c.Services = []ServiceSpec{{Name: "v100-infer", Profile: inf, RateRPS: 8, SLOP99MS: 120}}
+		c.PctStep = 5
+		c.SearchWorkers = workers
+	})
+	h.model = model
+	h.c.deps.Predictor = model
+	req := request("bench")
+	req.Profile = train
+	return h, req
+}
+
+// benchDecide times Decide (then releases the lease, untimed in the
+// figures) and reports the p50 and p99 of the decision latency and the
+// simulations per decision.
+func benchDecide(b *testing.B, workers int, cold bool) {
+	h, req := benchHarness(b, workers)
+	ctx := context.Background()
+	if !cold {
+		if _, err := h.c.Quote(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var durs []time.Duration
+	var outcome Outcome
+	pct := 0
+	misses := h.model.Stats().Misses
+	i := 0
+	for b.Loop() {
+		if cold {
+			h.model.Purge()
+		}
+		req.RequestID = fmt.Sprint("bench-", i)
+		i++
+		start := time.Now()
+		d, err := h.c.Decide(ctx, req)
+		durs = append(durs, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		outcome, pct = d.Outcome, d.Pct
+		if d.Lease != nil {
+			if err := h.c.Release(ctx, d.Lease.ID, d.Token); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if outcome != Throttle || pct != 50 {
+		b.Fatalf("the scenario gave %s at %d %%, want a throttle to 50 %%", outcome, pct)
+	}
+	slices.Sort(durs)
+	q := func(p float64) float64 { return float64(durs[int(p*float64(len(durs)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	sims := float64(h.model.Stats().Misses - misses)
+	b.ReportMetric(sims/float64(len(durs)), "simulations/decision")
+	if cold && workers == 1 { // wall time per simulation; with several workers they overlap
+		var total time.Duration
+		for _, d := range durs {
+			total += d
+		}
+		b.ReportMetric(total.Seconds()*1000/sims, "ms/simulation")
+	}
+}
+
+// BenchmarkDecideCold: every prediction simulated (the cache is purged each
+// iteration). Goal ≤ 50 ms. workers=1 is the binary search on one core;
+// workers=N evaluates N percentages of the search at once.
+func BenchmarkDecideCold(b *testing.B) {
+	for _, w := range benchWorkers() {
+		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) { benchDecide(b, w, true) })
+	}
+}
+
+// BenchmarkDecideWarm: the same decision with every prediction cached.
+// Goal ≤ 1 ms.
+func BenchmarkDecideWarm(b *testing.B) {
+	benchDecide(b, 1, false)
+}
+
+// benchWorkers is 1, and the core count when there are several.
+func benchWorkers() []int {
+	ws := []int{1}
+	if n := runtime.GOMAXPROCS(0); n > 1 {
+		ws = append(ws, n)
+	}
+	return ws
+}

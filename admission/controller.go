@@ -1,0 +1,344 @@
+package admission
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// Controller admits training jobs onto one GPU and keeps their leases.
+//
+// A decision predicts every inference service with the live leases as
+// trainers at their percentages plus the candidate. Each service is predicted
+// alone with the trainers: the predictor has one inference context, so other
+// inference services on the same GPU are not modelled as co-runners of each
+// other (their SLOs are checked one by one). Decisions, lease changes and
+// expiry are serialized by one mutex, so two racing requests never both take
+// the last capacity.
+type Controller struct {
+	deps  Deps
+	clock Clock
+	log   *slog.Logger
+	wake  chan struct{} // a lease's expiry may have moved earlier
+
+	mu        sync.Mutex
+	cfg       Config            // Services and Headroom change on UpdateServices
+	leases    map[string]*entry // by lease id
+	byRequest map[string]string // request id → lease id, live leases
+	idem      idempotency
+}
+
+// entry is a live lease and its profile's content hash, computed once.
+type entry struct {
+	lease Lease
+	key   ProfileKey
+}
+
+// New checks cfg (after defaults) and deps and returns a controller with no
+// leases; call Restore to load the stored ones, and Run for expiry.
+func New(cfg Config, deps Deps) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("new admission controller: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	var missing []string
+	for _, d := range []struct {
+		name string
+		nil  bool
+	}{
+		{"Device", deps.Device == nil}, {"Store", deps.Store == nil}, {"Events", deps.Events == nil},
+		{"Predictor", deps.Predictor == nil}, {"Daemon (mps mode)", deps.Daemon == nil && cfg.Mode == predictor.ModeMPS},
+	} {
+		if d.nil {
+			missing = append(missing, d.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("new admission controller: missing dependencies: %v", missing)
+	}
+	clock := deps.Clock
+	if clock == nil {
+		clock = systemClock{}
+	}
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Controller{
+		deps: deps, clock: clock, log: logger, wake: make(chan struct{}, 1),
+		cfg: cfg, leases: map[string]*entry{}, byRequest: map[string]string{},
+		idem: idempotency{ttl: cfg.IdempotencyTTL, max: cfg.IdempotencyMax, byID: map[string]*idemEntry{}},
+	}, nil
+}
+
+// Decide answers a request: grant, throttle or deny, and for the first two a
+// new lease. The steps (docs/admission.md): validate; return the remembered
+// decision for a recent request_id; check the GPU and (MPS) daemon health;
+// max jobs; memory; then predict and search the percentage grid.
+//
+// Errors: ErrInvalid (bad request), ErrRequestIDReused or ErrConflict (409),
+// ErrUnavailable (503; the returned Decision is then a deny whose Code says
+// which component is unhealthy), or the context's error.
+func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) {
+	if err := req.Validate(); err != nil {
+		return Decision{}, err
+	}
+	key := KeyOf(req.Profile)
+	fp := req.fingerprint(key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	if d, ok, err := c.idem.lookup(req.RequestID, fp, now); ok || err != nil {
+		return d, err
+	}
+	if id, ok := c.byRequest[req.RequestID]; ok {
+		return Decision{}, fmt.Errorf("%w: request_id %q already holds lease %s, granted before its decision was forgotten (a restart, or more than %d recent requests); its token cannot be returned again",
+			ErrConflict, req.RequestID, id, c.cfg.IdempotencyMax)
+	}
+	d, err := c.decideLocked(ctx, &req, key, now)
+	if err != nil {
+		return d, err
+	}
+	if d.Outcome != Deny {
+		if d, err = c.grantLocked(ctx, &req, key, d, now); err != nil {
+			return d, err
+		}
+	}
+	c.idem.remember(req.RequestID, fp, d, now)
+	return d.clone(), nil
+}
+
+// Quote is Decide without effects: no lease, no idempotency record. Every
+// sidecar answers quotes (scatter-gather), so a launcher can pick a GPU.
+func (c *Controller) Quote(ctx context.Context, req Request) (Decision, error) {
+	if err := req.Validate(); err != nil {
+		return Decision{}, err
+	}
+	key := KeyOf(req.Profile)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.decideLocked(ctx, &req, key, c.clock.Now())
+}
+
+// unavailable returns a deny for an unhealthy component and the matching
+// ErrUnavailable.
+func unavailable(code ReasonCode, msg string) (Decision, error) {
+	return Decision{Outcome: Deny, Code: code, Message: msg}, fmt.Errorf("%w: %s", ErrUnavailable, msg)
+}
+
+// decideLocked makes the decision for a valid request. c.mu is held.
+func (c *Controller) decideLocked(ctx context.Context, req *Request, key ProfileKey, now time.Time) (Decision, error) {
+	if ok, why := c.deps.Device.Healthy(); !ok {
+		return unavailable(CodeGPUUnhealthy, "the GPU is unhealthy: "+why)
+	}
+	if c.cfg.Mode == predictor.ModeMPS {
+		if ok, why := c.deps.Daemon.Healthy(); !ok {
+			return unavailable(CodeDaemonUnhealthy, "the MPS daemon is unhealthy: "+why)
+		}
+	}
+	live := c.liveLocked(now)
+	if len(live) >= c.cfg.MaxJobs {
+		jobs := fmt.Sprintf("%d training jobs", len(live))
+		if len(live) == 1 {
+			jobs = "1 training job"
+		}
+		return Decision{Outcome: Deny, Code: CodeMaxJobs, Message: "the GPU already runs " + jobs +
+			", the most admission.max_jobs allows"}, nil
+	}
+	if d, denied, err := c.checkMemory(ctx, req, live, now); denied || err != nil {
+		return d, err
+	}
+	grid := []int{100}
+	if c.cfg.Mode == predictor.ModeMPS {
+		grid = pctGrid(req.MinPct, req.MaxPct, c.cfg.PctStep)
+	}
+	others := trainersOf(live)
+	results := make([][]ServicePrediction, len(grid))
+	var rmu sync.Mutex
+	eval := func(ctx context.Context, i int) (probe, error) {
+		ts := append(slices.Clone(others), Trainer{Profile: req.Profile, Key: key, Pct: grid[i]})
+		preds, p, err := c.predictAll(ctx, ts)
+		rmu.Lock()
+		results[i] = preds
+		rmu.Unlock()
+		return p, err
+	}
+	best, err := searchGrid(ctx, grid, c.cfg.SearchWorkers, eval)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Decision{}, fmt.Errorf("decide: %w", ctx.Err())
+		}
+		return unavailable(CodePredictorUnhealthy, "the prediction failed: "+err.Error())
+	}
+	d := c.outcome(grid, best, results)
+	if best >= 0 {
+		d.Pct = grid[best]
+	}
+	return d, nil
+}
+
+// checkMemory denies a job whose memory does not fit: NVML's free memory,
+// less the reserve, less the memory of leases not yet visible to NVML.
+func (c *Controller) checkMemory(ctx context.Context, req *Request, live []*entry, now time.Time) (Decision, bool, error) {
+	free, err := c.deps.Device.FreeMemoryMiB(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Decision{}, true, fmt.Errorf("decide: %w", ctx.Err())
+		}
+		d, err := unavailable(CodeGPUUnhealthy, "reading the GPU's free memory failed: "+err.Error())
+		return d, true, err
+	}
+	pending := 0
+	for _, e := range live {
+		if c.notYetVisible(&e.lease, now) {
+			pending += e.lease.MemoryMiB
+		}
+	}
+	need, avail := req.memoryMiB(), free-c.cfg.MemoryReserveMiB-pending
+	if need <= avail {
+		return Decision{}, false, nil
+	}
+	msg := fmt.Sprintf("the job needs %d MiB of GPU memory but only %d MiB is available (%d MiB free, less the %d MiB reserve",
+		need, max(avail, 0), free, c.cfg.MemoryReserveMiB)
+	if pending > 0 {
+		msg += fmt.Sprintf(", less %d MiB granted to jobs that have not started yet", pending)
+	}
+	return Decision{Outcome: Deny, Code: CodeInsufficientMemory, Message: msg + ")"}, true, nil
+}
+
+// notYetVisible reports whether NVML cannot see l's memory yet: granted less
+// than VisibilityWindow ago and no PIDs registered. Once the launcher
+// registers its processes (or the window passes) the memory counts through
+// NVML's free figure instead.
+func (c *Controller) notYetVisible(l *Lease, now time.Time) bool {
+	return len(l.PIDs) == 0 && now.Sub(l.CreatedAt) < c.cfg.VisibilityWindow
+}
+
+// predictAll predicts every service with trainers; the probe says whether
+// all stay within their limits, and by how much the worst does not.
+func (c *Controller) predictAll(ctx context.Context, trainers []Trainer) ([]ServicePrediction, probe, error) {
+	preds := make([]ServicePrediction, len(c.cfg.Services))
+	p := probe{fits: true}
+	for i, svc := range c.cfg.Services {
+		lat, err := c.deps.Predictor.PredictP99(ctx, svc, trainers, c.cfg.Mode)
+		if err != nil {
+			return nil, probe{}, err
+		}
+		preds[i] = ServicePrediction{Service: svc.Name, SLOP99MS: svc.SLOP99MS, SoloP99MS: lat.SoloP99MS, PredictedP99MS: lat.P99MS}
+		limit := c.limit(svc)
+		p.fits = p.fits && lat.P99MS <= limit
+		p.score = max(p.score, lat.P99MS/limit)
+		p.soloScore = max(p.soloScore, lat.SoloP99MS/limit)
+	}
+	return preds, p, nil
+}
+
+// limit is the p99 a service may reach: (1 − headroom) × SLO.
+func (c *Controller) limit(svc ServiceSpec) float64 { return (1 - c.cfg.Headroom) * svc.SLOP99MS }
+
+// outcome turns the search's result into a decision.
+func (c *Controller) outcome(grid []int, best int, results [][]ServicePrediction) Decision {
+	top := len(grid) - 1
+	switch {
+	case best == top:
+		return Decision{Outcome: Grant, Code: CodeFits, Predictions: results[top],
+			Message: c.fitsMessage(results[top], grid[top])}
+	case best >= 0:
+		return Decision{Outcome: Throttle, Code: CodeThrottledToFit, Predictions: results[best],
+			Message: c.throttleMessage(grid, best, results)}
+	case c.cfg.Mode == predictor.ModeTimeslice:
+		return Decision{Outcome: Deny, Code: CodeTimesliceNoFit, Predictions: results[0],
+			Message: "under time slicing, " + c.violation(results[0])}
+	default:
+		return Decision{Outcome: Deny, Code: CodeSLOViolation, Predictions: results[0],
+			Message: fmt.Sprintf("%s even at %d %%", c.violation(results[0]), grid[0])}
+	}
+}
+
+// grantLocked creates and stores the lease of a grant or throttle.
+func (c *Controller) grantLocked(ctx context.Context, req *Request, key ProfileKey, d Decision, now time.Time) (Decision, error) {
+	token, hash := newToken()
+	dur := c.leaseDuration(req.LeaseSeconds)
+	l := Lease{
+		ID: rand.Text(), TokenHash: hash, JobID: req.JobID, Owner: req.Owner, RequestID: req.RequestID,
+		Priority: req.Priority, Checkpointable: req.Checkpointable, Pct: d.Pct, MinPct: req.MinPct,
+		MemoryMiB: req.memoryMiB(), Processes: req.Processes, Profile: req.Profile, CreatedAt: now, ExpiresAt: now.Add(dur), Duration: dur,
+	}
+	if err := c.deps.Store.Save(ctx, &l); err != nil {
+		return unavailable(CodeStoreUnavailable, "storing the lease failed: "+err.Error())
+	}
+	c.leases[l.ID] = &entry{lease: l, key: key}
+	c.byRequest[l.RequestID] = l.ID
+	c.signal()
+	pub := l.public()
+	d.Lease, d.Token, d.Env = &pub, token, c.Env(pub)
+	return d, nil
+}
+
+// leaseDuration is the requested length, the default for 0, clamped to max.
+func (c *Controller) leaseDuration(secs int) time.Duration {
+	if secs == 0 {
+		return c.cfg.LeaseDefault
+	}
+	if int64(secs) >= int64(c.cfg.LeaseMax/time.Second) {
+		return c.cfg.LeaseMax
+	}
+	return time.Duration(secs) * time.Second
+}
+
+// liveLocked returns the leases not yet expired at now, oldest first (the
+// order in which they are trainers in a prediction).
+func (c *Controller) liveLocked(now time.Time) []*entry {
+	out := make([]*entry, 0, len(c.leases))
+	for _, e := range c.leases {
+		if now.Before(e.lease.ExpiresAt) {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b *entry) int {
+		return cmp.Or(a.lease.CreatedAt.Compare(b.lease.CreatedAt), cmp.Compare(a.lease.ID, b.lease.ID))
+	})
+	return out
+}
+
+func trainersOf(live []*entry) []Trainer {
+	ts := make([]Trainer, len(live))
+	for i, e := range live {
+		ts[i] = Trainer{Profile: e.lease.Profile, Key: e.key, Pct: e.lease.Pct}
+	}
+	return ts
+}
+
+// signal wakes Run: a lease's expiry may now be earlier than its timer.
+func (c *Controller) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// newToken returns a lease token (32 random bytes, base64url) and its hash.
+func newToken() (string, [32]byte) {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand, Go ≥ 1.24)
+	tok := base64.RawURLEncoding.EncodeToString(b)
+	return tok, sha256.Sum256([]byte(tok))
+}
+
+// errStore wraps a store failure of a lease operation.
+func errStore(op string, err error) error {
+	if errors.Is(err, ErrConflict) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w: lease store: %w", op, ErrUnavailable, err)
+}

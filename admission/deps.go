@@ -1,0 +1,91 @@
+package admission
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// Device is the GPU as admission needs it (the sidecar passes gpu's adapter).
+type Device interface {
+	// FreeMemoryMiB is the device's free memory as NVML measures it now.
+	FreeMemoryMiB(ctx context.Context) (int, error)
+	// Healthy reports whether new work may be placed on the GPU, and why not.
+	Healthy() (ok bool, reason string)
+}
+
+// Daemon is the MPS control daemon's health (consulted in MPS mode only).
+type Daemon interface {
+	Healthy() (ok bool, reason string)
+}
+
+// Store persists leases (the sidecar passes a JetStream KV bucket).
+type Store interface {
+	// Save creates the lease (Revision 0) or updates it if its Revision is
+	// still the stored one (compare-and-swap), and sets l.Revision to the new
+	// revision. A lost race returns an error wrapping ErrConflict.
+	Save(ctx context.Context, l *Lease) error
+	// Delete removes the lease; a lease already gone returns an error
+	// wrapping ErrNotFound.
+	Delete(ctx context.Context, l *Lease) error
+	// Load returns every stored lease.
+	Load(ctx context.Context) ([]*Lease, error)
+}
+
+// Events publishes lease events (the sidecar passes a JetStream stream).
+type Events interface {
+	Publish(ctx context.Context, e Event) error
+}
+
+// Clock tells the time and waits; tests pass a fake one.
+type Clock interface {
+	Now() time.Time
+	// After sends the time on the channel once d has passed.
+	After(d time.Duration) <-chan time.Time
+}
+
+// Trainer is one training job as a co-runner in a prediction.
+type Trainer struct {
+	Profile *predictor.Profile
+	// Key is KeyOf(Profile), computed once per lease; the zero key makes the
+	// predictor compute it on every call.
+	Key ProfileKey
+	// Pct is the job's MPS active-thread percentage (ignored under time
+	// slicing).
+	Pct int
+}
+
+// Latency is a predicted inference p99 (latency_ms, arrival to completion)
+// and the service's solo p99 at the same rate.
+type Latency struct {
+	P99MS     float64
+	SoloP99MS float64
+}
+
+// Predictor predicts one inference service's tail latency with trainers
+// co-located under mode. It must be safe for concurrent use when
+// Config.SearchWorkers > 1. *Model is the implementation.
+type Predictor interface {
+	PredictP99(ctx context.Context, svc ServiceSpec, trainers []Trainer, mode predictor.Mode) (Latency, error)
+}
+
+// Deps are the components the controller consumes. Daemon may be nil in
+// time-slicing mode; Clock defaults to the system clock; Logger (used only by
+// the loops the controller owns: expiry) defaults to discarding.
+type Deps struct {
+	Device    Device
+	Daemon    Daemon
+	Store     Store
+	Events    Events
+	Predictor Predictor
+	Clock     Clock
+	Logger    *slog.Logger
+}
+
+// systemClock is the real clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -1,0 +1,162 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// runController starts Run and returns a function that stops it and checks
+// it returned nil.
+func runController(t *testing.T, c *Controller) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}
+}
+
+func nextEvent(t *testing.T, ch <-chan Event) Event {
+	t.Helper()
+	select {
+	case ev := <-ch:
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+		return Event{}
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.MaxJobs = 1 })
+	h.events.ch = make(chan Event, 4)
+	stop := runController(t, h.c)
+	defer stop()
+
+	req := request("r1")
+	req.LeaseSeconds = 60
+	d := mustDecide(t, h, req, Grant)
+	mustDecide(t, h, request("r2"), Deny) // max_jobs 1
+
+	// Renewed halfway: the timer moves to the new expiry.
+	h.clock.waitFor(t, d.Lease.ExpiresAt)
+	h.clock.Advance(30 * time.Second)
+	l, err := h.c.Renew(context.Background(), d.Lease.ID, d.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clock.waitFor(t, l.ExpiresAt)
+	h.clock.Advance(59 * time.Second)
+	select {
+	case ev := <-h.events.ch:
+		t.Fatalf("event before expiry: %+v", ev)
+	default:
+	}
+	h.clock.Advance(time.Second)
+	ev := nextEvent(t, h.events.ch)
+	want := Event{Type: EventExpire, LeaseID: d.Lease.ID, JobID: "job-r1", Pct: 100,
+		Reason: "the lease was not renewed before it expired", Time: l.ExpiresAt}
+	if ev != want {
+		t.Errorf("event %+v\nwant %+v", ev, want)
+	}
+	if n := len(h.c.Leases()); n != 0 {
+		t.Errorf("%d leases after expiry", n)
+	}
+	if s, _ := h.store.Load(context.Background()); len(s) != 0 {
+		t.Errorf("%d stored leases after expiry", len(s))
+	}
+	mustDecide(t, h, request("r3"), Grant) // the capacity is free
+	if _, err := h.c.Renew(context.Background(), d.Lease.ID, d.Token); !errors.Is(err, ErrNotFound) {
+		t.Errorf("renew after expiry: %v", err)
+	}
+}
+
+// TestExpiredButNotYetCollected: a lease past its expiry no longer counts or
+// renews even before Run removes it.
+func TestExpiredButNotYetCollected(t *testing.T) {
+	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.MaxJobs = 1 })
+	req := request("r1")
+	req.LeaseSeconds = 60
+	d := mustDecide(t, h, req, Grant)
+	h.clock.Advance(time.Minute)
+	if _, err := h.c.Renew(context.Background(), d.Lease.ID, d.Token); !errors.Is(err, ErrNotFound) {
+		t.Errorf("renew of an expired lease: %v", err)
+	}
+	mustDecide(t, h, request("r2"), Grant)
+}
+
+func TestRestore(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, predictor.ModeMPS, 9, nil)
+	short := request("short")
+	short.LeaseSeconds = 60
+	dShort := mustDecide(t, h, short, Throttle)
+	h.clock.Advance(time.Second)
+	long := request("long")
+	long.LeaseSeconds = 3600
+	long.MinPct = 5
+	dLong := mustDecide(t, h, long, Throttle)
+	before := h.c.Leases()
+
+	// A new controller on the same store, two minutes later.
+	h2 := newHarness(t, predictor.ModeMPS, 9, nil)
+	h2.store = h.store
+	h2.c.deps.Store = h.store
+	h2.clock.Advance(2 * time.Minute)
+	if err := h2.c.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := h2.c.Leases()
+	if len(got) != 1 || got[0].ID != dLong.Lease.ID || got[0].Pct != before[1].Pct || got[0].Revision != before[1].Revision {
+		t.Fatalf("restored %+v, want the long lease %+v", got, before[1])
+	}
+	evs := h2.events.all()
+	if len(evs) != 1 || evs[0].Type != EventExpire || evs[0].LeaseID != dShort.Lease.ID {
+		t.Errorf("events %+v, want the short lease's expire", evs)
+	}
+	if s, _ := h.store.Load(ctx); len(s) != 1 {
+		t.Errorf("%d stored, want 1", len(s))
+	}
+	// The token still works (its hash was stored); the request id still holds its lease.
+	if _, err := h2.c.Renew(ctx, dLong.Lease.ID, dLong.Token); err != nil {
+		t.Errorf("renew after restore: %v", err)
+	}
+	if _, err := h2.c.Decide(ctx, long); !errors.Is(err, ErrConflict) {
+		t.Errorf("retry of a restored lease's request: %v, want ErrConflict", err)
+	}
+	// The restored lease is a trainer in the next prediction: the same job
+	// at the same percentage is now predicted worse than it was alone.
+	d, _ := h2.c.Quote(ctx, short)
+	if d.Pct != dShort.Pct || !(d.Predictions[0].PredictedP99MS > dShort.Predictions[0].PredictedP99MS) {
+		t.Errorf("quote with the restored lease: %d %%, p99 %v; alone %d %%, p99 %v", d.Pct,
+			d.Predictions[0].PredictedP99MS, dShort.Pct, dShort.Predictions[0].PredictedP99MS)
+	}
+}
+
+func TestRestoreRefusesBadLeases(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, predictor.ModeMPS, 100, nil)
+	mustDecide(t, h, request("r1"), Grant)
+	bad := Lease{ID: "broken", Pct: 50}
+	if err := h.store.Save(ctx, &bad); err != nil {
+		t.Fatal(err)
+	}
+	h2 := newHarness(t, predictor.ModeMPS, 100, nil)
+	h2.c.deps.Store = h.store
+	err := h2.c.Restore(ctx)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `lease "broken": no training profile`) {
+		t.Fatalf("got %v", err)
+	}
+	if n := len(h2.c.Leases()); n != 0 {
+		t.Errorf("%d leases loaded from a bad store", n)
+	}
+}

@@ -1,0 +1,233 @@
+package admission
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// fakeDevice is a GPU with settable free memory and health.
+type fakeDevice struct {
+	mu     sync.Mutex
+	free   int
+	err    error
+	bad    string // unhealthy reason; "" is healthy
+	memory int    // calls to FreeMemoryMiB
+}
+
+func (d *fakeDevice) FreeMemoryMiB(context.Context) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.memory++
+	return d.free, d.err
+}
+
+func (d *fakeDevice) Healthy() (bool, string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.bad == "", d.bad
+}
+
+// fakeDaemon is an MPS daemon with settable health.
+type fakeDaemon struct{ bad string }
+
+func (d *fakeDaemon) Healthy() (bool, string) { return d.bad == "", d.bad }
+
+// fakeEvents records events and hands each to ch when set.
+type fakeEvents struct {
+	mu     sync.Mutex
+	events []Event
+	ch     chan Event
+}
+
+func (e *fakeEvents) Publish(_ context.Context, ev Event) error {
+	e.mu.Lock()
+	e.events = append(e.events, ev)
+	ch := e.ch
+	e.mu.Unlock()
+	if ch != nil {
+		ch <- ev
+	}
+	return nil
+}
+
+func (e *fakeEvents) all() []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Event(nil), e.events...)
+}
+
+// fakeClock is a manual clock: After's channels fire when Advance passes
+// their time.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []waiter
+}
+
+type waiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func newFakeClock() *fakeClock { return &fakeClock{now: epoch} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, waiter{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if !w.at.After(c.now) {
+			w.ch <- c.now
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	c.waiters = kept
+}
+
+// waitFor blocks until some goroutine waits for time at (Run has armed its
+// timer for that expiry).
+func (c *fakeClock) waitFor(t *testing.T, at time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		for _, w := range c.waiters {
+			if w.at.Equal(at) {
+				c.mu.Unlock()
+				return
+			}
+		}
+		c.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("no timer armed for %s", at)
+}
+
+// Small synthetic profiles: fast to simulate (a few hundred requests of four
+// kernels), and a trainer whose percentage moves the service's p99.
+
+func f64(v float64) *float64 { return &v }
+
+func inferenceProfile(name string) *predictor.Profile {
+	ops := make([]predictor.Op, 4)
+	for i := range ops {
+		ops[i] = predictor.Op{Name: "gemm", DurUS: 500, GapUS: 50, SM: 0.5, Occupancy: 0.5, DRAM: f64(0.3), L2: f64(0.3)}
+	}
+	return &predictor.Profile{Format: predictor.ProfileFormat, Name: name, Kind: predictor.KindInference,
+		Device: predictor.Device{Name: "test GPU", SMs: 100}, MemoryMiB: 1000, Ops: ops}
+}
+
+func trainingProfile(name string) *predictor.Profile {
+	ops := make([]predictor.Op, 5)
+	for i := range ops {
+		ops[i] = predictor.Op{Name: "elementwise", DurUS: 800, GapUS: 200, SM: 1, Occupancy: 1, DRAM: f64(0.6), L2: f64(0.5)}
+	}
+	return &predictor.Profile{Format: predictor.ProfileFormat, Name: name, Kind: predictor.KindTraining,
+		Device: predictor.Device{Name: "test GPU", SMs: 100}, MemoryMiB: 2048, Ops: ops}
+}
+
+// testCal is the built-in time-slicing default with the presets' MPS
+// placeholder coefficients.
+func testCal() *predictor.Calibration {
+	return predictor.DefaultCalibration().Merge(&predictor.Calibration{
+		MPS: &predictor.MPSCalibration{Coefficients: map[string]float64{"dram": 0.5, "l2": 0.25, "kernels": 0.1}},
+	})
+}
+
+const testRequests = 300
+
+func newTestModel(t testing.TB) *Model {
+	t.Helper()
+	m, err := NewModel(testCal(), testRequests, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// harness is a controller with fakes, a fake clock and the real model.
+type harness struct {
+	c      *Controller
+	dev    *fakeDevice
+	daemon *fakeDaemon
+	store  *MemStore
+	events *fakeEvents
+	clock  *fakeClock
+	model  *Model
+}
+
+// newHarness builds a controller; edit changes the config first.
+func newHarness(t testing.TB, mode predictor.Mode, slo float64, edit func(*Config)) *harness {
+	t.Helper()
+	h := &harness{
+		dev: &fakeDevice{free: 80000}, daemon: &fakeDaemon{}, store: NewMemStore(),
+		events: &fakeEvents{}, clock: newFakeClock(), model: newTestModel(t),
+	}
+	cfg := Config{
+		Mode:     mode,
+		Services: []ServiceSpec{{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: slo}},
+		Headroom: 0.1, MaxJobs: 4, MemoryReserveMiB: 2048, PctStep: 10, PipeDir: "/tmp/nvidia-mps",
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := New(cfg, Deps{Device: h.dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model, Clock: h.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	return h
+}
+
+// request returns a valid request for a small trainer.
+func request(id string) Request {
+	return Request{RequestID: id, JobID: "job-" + id, Owner: "alice", Profile: trainingProfile("resnet"),
+		MemoryMiB: 4096, Processes: 2, MinPct: 10, MaxPct: 100, LeaseSeconds: 600}
+}
+
+// p99At predicts bert's p99 with the predictor directly (a fresh
+// predictor.Predictor, as `colocd predict` does): the reference figures.
+func p99At(t testing.TB, mode predictor.Mode, svc ServiceSpec, trainers []*predictor.Profile, pcts []float64) float64 {
+	t.Helper()
+	cal := testCal()
+	sc := &predictor.Scenario{Inference: svc.Profile, Training: trainers, RateRPS: svc.RateRPS, Requests: testRequests, Seed: 1, TrainingPct: pcts}
+	var pr predictor.Predictor
+	var pred *predictor.Prediction
+	var err error
+	if mode == predictor.ModeMPS {
+		pred, err = pr.PredictMPS(sc, cal.MPS.Params())
+	} else {
+		sc.TrainingPct = nil
+		pred, err = pr.PredictTimeslice(sc, *cal.Timeslice)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pred.Inference.LatencyMS.P99
+}

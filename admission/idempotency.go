@@ -1,0 +1,82 @@
+package admission
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"time"
+)
+
+// idempotency remembers recent decisions by request_id, for IdempotencyTTL
+// and at most IdempotencyMax of them (oldest forgotten first). Only Decide
+// records; errors (invalid, unavailable) are not decisions and are not
+// remembered, so a retry after a 503 is decided afresh.
+type idempotency struct {
+	ttl   time.Duration
+	max   int
+	byID  map[string]*idemEntry
+	order []string // request ids, oldest first
+}
+
+type idemEntry struct {
+	fp  [32]byte // the request's content
+	d   Decision
+	exp time.Time
+}
+
+// lookup returns the remembered decision for id, or ErrRequestIDReused when
+// the id was used for a different request.
+func (m *idempotency) lookup(id string, fp [32]byte, now time.Time) (Decision, bool, error) {
+	m.prune(now)
+	e, ok := m.byID[id]
+	if !ok {
+		return Decision{}, false, nil
+	}
+	if e.fp != fp {
+		return Decision{}, false, fmt.Errorf("decide %q: %w", id, ErrRequestIDReused)
+	}
+	return e.d.clone(), true, nil
+}
+
+func (m *idempotency) remember(id string, fp [32]byte, d Decision, now time.Time) {
+	m.byID[id] = &idemEntry{fp: fp, d: d.clone(), exp: now.Add(m.ttl)}
+	m.order = append(m.order, id)
+	m.prune(now)
+}
+
+// prune forgets expired entries and the oldest beyond max.
+func (m *idempotency) prune(now time.Time) {
+	n := 0
+	for n < len(m.order) {
+		id := m.order[n]
+		e := m.byID[id]
+		if e != nil && len(m.byID) <= m.max && now.Before(e.exp) {
+			break
+		}
+		delete(m.byID, id)
+		n++
+	}
+	if n > 0 {
+		m.order = append(m.order[:0], m.order[n:]...)
+	}
+}
+
+// fingerprint hashes everything in the request but its id; key is the
+// profile's content hash.
+func (r *Request) fingerprint(key ProfileKey) [32]byte {
+	h := hasher{h: sha256.New()}
+	h.str(r.JobID)
+	h.str(r.Owner)
+	h.u64(uint64(r.Priority))
+	h.h.Write(key[:])
+	for _, v := range []int{r.MemoryMiB, r.Processes, r.MinPct, r.MaxPct, r.LeaseSeconds} {
+		h.u64(uint64(v))
+	}
+	if r.Checkpointable {
+		h.u64(1)
+	} else {
+		h.u64(0)
+	}
+	var out [32]byte
+	h.h.Sum(out[:0])
+	return out
+}

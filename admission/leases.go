@@ -1,0 +1,165 @@
+package admission
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// auth finds the live lease id and checks token against its hash in constant
+// time. c.mu is held.
+func (c *Controller) auth(id, token string, now time.Time) (*entry, error) {
+	e, ok := c.leases[id]
+	if !ok || !now.Before(e.lease.ExpiresAt) {
+		return nil, fmt.Errorf("lease %q: %w", id, ErrNotFound)
+	}
+	h := sha256.Sum256([]byte(token))
+	if subtle.ConstantTimeCompare(h[:], e.lease.TokenHash[:]) != 1 {
+		return nil, fmt.Errorf("lease %q: %w", id, ErrForbidden)
+	}
+	return e, nil
+}
+
+// update stores the changed copy l of e's lease (compare-and-swap on its
+// revision) and, once stored, makes it the live one.
+func (c *Controller) update(ctx context.Context, op string, e *entry, l Lease) error {
+	if err := c.deps.Store.Save(ctx, &l); err != nil {
+		return errStore(op, err)
+	}
+	e.lease = l
+	return nil
+}
+
+// Renew extends a live lease by its own duration from now (capped at
+// Config.LeaseMax). Errors: ErrNotFound (unknown or expired), ErrForbidden
+// (wrong token; nothing changes), ErrConflict (revoked, or the store moved),
+// ErrUnavailable (store down).
+func (c *Controller) Renew(ctx context.Context, leaseID, token string) (Lease, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	e, err := c.auth(leaseID, token, now)
+	if err != nil {
+		return Lease{}, fmt.Errorf("renew: %w", err)
+	}
+	if e.lease.Revoked {
+		return Lease{}, fmt.Errorf("renew: lease %q was revoked and ends at %s: %w", leaseID, e.lease.ExpiresAt.Format(time.RFC3339), ErrConflict)
+	}
+	l := e.lease.clone()
+	l.ExpiresAt = now.Add(min(l.Duration, c.cfg.LeaseMax))
+	if err := c.update(ctx, "renew", e, l); err != nil {
+		return Lease{}, err
+	}
+	c.signal()
+	return e.lease.public(), nil
+}
+
+// Release ends a lease now and frees its capacity (no event: the launcher
+// asked). Errors as for Renew; on a store error the lease stays.
+func (c *Controller) Release(ctx context.Context, leaseID, token string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, err := c.auth(leaseID, token, c.clock.Now())
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	l := e.lease.clone()
+	if err := c.deps.Store.Delete(ctx, &l); err != nil && !errors.Is(err, ErrNotFound) {
+		return errStore("release", err)
+	}
+	c.forget(&e.lease)
+	return nil
+}
+
+// Register records the job's GPU process ids, replacing any registered
+// before (a job that restarts its workers registers the new ones). They
+// identify its MPS clients for eviction, and make its memory count through
+// NVML rather than as not-yet-visible. Errors as for Renew, and ErrInvalid
+// for bad pids (each ≥ 1, no repeats, at most the request's processes when
+// it gave a count, else MaxProcesses).
+func (c *Controller) Register(ctx context.Context, leaseID, token string, pids []int) error {
+	var f fields
+	if len(pids) == 0 || len(pids) > MaxProcesses {
+		f.add("pids", fmt.Sprintf("1 to %d process ids", MaxProcesses), strconv.Itoa(len(pids)))
+	}
+	for i, p := range pids {
+		if p < 1 {
+			f.add(fmt.Sprintf("pids[%d]", i), "a process id ≥ 1", strconv.Itoa(p))
+		} else if slices.Contains(pids[:i], p) {
+			f.add(fmt.Sprintf("pids[%d]", i), "a process id not already listed", strconv.Itoa(p))
+		}
+	}
+	if err := f.err("register"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, err := c.auth(leaseID, token, c.clock.Now())
+	if err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	if n := e.lease.Processes; n > 0 && len(pids) > n {
+		f.add("pids", fmt.Sprintf("at most the %d processes the job was admitted with", n), strconv.Itoa(len(pids)))
+		return f.err("register")
+	}
+	l := e.lease.clone()
+	l.PIDs = slices.Clone(pids)
+	return c.update(ctx, "register", e, l)
+}
+
+// forget drops a lease from memory. c.mu is held.
+func (c *Controller) forget(l *Lease) {
+	delete(c.leases, l.ID)
+	if c.byRequest[l.RequestID] == l.ID {
+		delete(c.byRequest, l.RequestID)
+	}
+}
+
+// Leases returns copies of the live leases, oldest first, without token
+// material.
+func (c *Controller) Leases() []Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	live := c.liveLocked(c.clock.Now())
+	out := make([]Lease, len(live))
+	for i, e := range live {
+		out[i] = e.lease.public()
+	}
+	return out
+}
+
+// The MPS client environment variables of a grant.
+const (
+	EnvPipeDirectory = "CUDA_MPS_PIPE_DIRECTORY"
+	EnvActiveThreads = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+	EnvPinnedMemory  = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+	EnvPriority      = "CUDA_MPS_CLIENT_PRIORITY"
+)
+
+// Env is the environment the launcher sets for every process of lease l
+// before it starts. In MPS mode: the pipe directory; the active-thread
+// percentage (fixed for a client's life, so a throttle is a restart);
+// the pinned-memory limit "0=<MiB>M", where 0 is the device's index as the
+// client sees it — one daemon per GPU, started with CUDA_VISIBLE_DEVICES set
+// to that GPU, so it is always device 0 — and the limit counts CUDA's own
+// allocations too; and client priority 1 (below normal: training yields to
+// inference, as a hint). In time-slicing mode the map is empty: no variable
+// is needed.
+func (c *Controller) Env(l Lease) map[string]string {
+	if c.cfg.Mode != predictor.ModeMPS {
+		return map[string]string{}
+	}
+	return map[string]string{
+		EnvPipeDirectory: c.cfg.PipeDir,
+		EnvActiveThreads: strconv.Itoa(l.Pct),
+		EnvPinnedMemory:  fmt.Sprintf("0=%dM", l.MemoryMiB),
+		EnvPriority:      "1",
+	}
+}

@@ -1,0 +1,260 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+func TestIdempotentRetry(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, predictor.ModeMPS, 9, nil)
+	req := request("r1")
+	req.LeaseSeconds = 3600
+	first := mustDecide(t, h, req, Throttle)
+	again := mustDecide(t, h, req, Throttle)
+	if !reflect.DeepEqual(first, again) || again.Token == "" {
+		t.Fatalf("retry differs:\n%+v\n%+v", first, again)
+	}
+	if n := len(h.c.Leases()); n != 1 {
+		t.Fatalf("%d leases after a retry, want 1", n)
+	}
+	// The caller cannot change the remembered decision.
+	again.Lease.Pct, again.Env["X"] = 1, "y"
+	if d := mustDecide(t, h, req, Throttle); d.Lease.Pct != first.Lease.Pct || len(d.Env) != len(first.Env) {
+		t.Error("a returned decision changed the remembered one")
+	}
+
+	changed := req
+	changed.MaxPct = 90
+	if _, err := h.c.Decide(ctx, changed); !errors.Is(err, ErrRequestIDReused) || !errors.Is(err, ErrConflict) {
+		t.Fatalf("same id, other content: got %v, want ErrRequestIDReused (a conflict)", err)
+	}
+
+	// A deny is remembered too.
+	deny := request("r2")
+	deny.MinPct = 90
+	d1 := mustDecide(t, h, deny, Deny)
+	if d2 := mustDecide(t, h, deny, Deny); !reflect.DeepEqual(d1, d2) {
+		t.Error("a retried deny differs")
+	}
+
+	// Once forgotten, a request_id that still holds a live lease is a conflict,
+	// not a second lease.
+	h.clock.Advance(DefaultIdempotencyTTL + time.Second)
+	if _, err := h.c.Decide(ctx, req); !errors.Is(err, ErrConflict) {
+		t.Fatalf("forgotten id with a live lease: got %v, want ErrConflict", err)
+	}
+	if n := len(h.c.Leases()); n != 1 {
+		t.Fatalf("%d leases, want 1", n)
+	}
+}
+
+func TestIdempotencyIsBounded(t *testing.T) {
+	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.IdempotencyMax = 3 })
+	for i := range 10 {
+		r := request(fmt.Sprint("d", i))
+		r.MinPct = 1 // deny: memory
+		h.dev.free = 0
+		mustDecide(t, h, r, Deny)
+	}
+	if n := len(h.c.idem.byID); n != 3 {
+		t.Fatalf("remembers %d decisions, want 3", n)
+	}
+}
+
+// TestConcurrentDecideTakesCapacityOnce: 50 racing requests for capacity 3
+// (by max_jobs, then by memory) create exactly 3 leases.
+func TestConcurrentDecideTakesCapacityOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(h *harness)
+		code ReasonCode
+	}{
+		{"max_jobs 3", func(h *harness) { h.c.cfg.MaxJobs = 3 }, CodeMaxJobs},
+		{"memory for 3", func(h *harness) { h.c.cfg.MaxJobs = 10; h.dev.free = 2048 + 3*4096 + 100 }, CodeInsufficientMemory},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, predictor.ModeMPS, 100, nil)
+			tt.edit(h)
+			var wg sync.WaitGroup
+			decisions := make([]Decision, 50)
+			errs := make([]error, 50)
+			for i := range 50 {
+				wg.Go(func() { decisions[i], errs[i] = h.c.Decide(context.Background(), request(fmt.Sprint("r", i))) })
+			}
+			wg.Wait()
+			grants := 0
+			for i, d := range decisions {
+				if errs[i] != nil {
+					t.Fatal(errs[i])
+				}
+				switch {
+				case d.Outcome == Grant:
+					grants++
+				case d.Code != tt.code:
+					t.Errorf("deny for %s: %s", d.Code, d.Message)
+				}
+			}
+			stored, _ := h.store.Load(context.Background())
+			if grants != 3 || len(h.c.Leases()) != 3 || len(stored) != 3 {
+				t.Fatalf("%d grants, %d leases, %d stored; want 3", grants, len(h.c.Leases()), len(stored))
+			}
+		})
+	}
+}
+
+// stored returns the store's copy of lease id.
+func stored(t *testing.T, s *MemStore, id string) Lease {
+	t.Helper()
+	ls, err := s.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.ID == id {
+			return *l
+		}
+	}
+	t.Fatalf("lease %s not stored", id)
+	return Lease{}
+}
+
+func TestLeaseOperations(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.LeaseMax = 15 * time.Minute })
+	d := mustDecide(t, h, request("r1"), Grant)
+	id, tok := d.Lease.ID, d.Token
+	if len(tok) != 43 || id == "" || d.Lease.TokenHash != ([32]byte{}) {
+		t.Fatalf("lease %q token %q (hash handed out: %v)", id, tok, d.Lease.TokenHash != [32]byte{})
+	}
+	if s := stored(t, h.store, id); s.TokenHash == ([32]byte{}) {
+		t.Fatal("the store has no token hash")
+	}
+	before := stored(t, h.store, id)
+
+	// Wrong token: refused, and nothing changes.
+	wrong := tok[:42] + "x"
+	if tok[42] == 'x' {
+		wrong = tok[:42] + "y"
+	}
+	if _, err := h.c.Renew(ctx, id, wrong); !errors.Is(err, ErrForbidden) {
+		t.Errorf("renew with a wrong token: %v", err)
+	}
+	if err := h.c.Register(ctx, id, wrong, []int{100}); !errors.Is(err, ErrForbidden) {
+		t.Errorf("register with a wrong token: %v", err)
+	}
+	if err := h.c.Release(ctx, id, wrong); !errors.Is(err, ErrForbidden) {
+		t.Errorf("release with a wrong token: %v", err)
+	}
+	if err := h.c.Release(ctx, id, ""); !errors.Is(err, ErrForbidden) {
+		t.Errorf("release with no token: %v", err)
+	}
+	if after := stored(t, h.store, id); !reflect.DeepEqual(before, after) {
+		t.Errorf("a refused call changed the lease:\n%+v\n%+v", before, after)
+	}
+	if got := h.c.Leases(); len(got) != 1 || !reflect.DeepEqual(got[0], *d.Lease) {
+		t.Errorf("a refused call changed the live lease: %+v", got)
+	}
+
+	// Unknown lease.
+	if _, err := h.c.Renew(ctx, "nope", tok); !errors.Is(err, ErrNotFound) {
+		t.Errorf("renew of an unknown lease: %v", err)
+	}
+
+	// Renew: the lease's own duration from now, capped at max.
+	h.clock.Advance(5 * time.Minute)
+	l, err := h.c.Renew(ctx, id, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := h.clock.Now().Add(10 * time.Minute); !l.ExpiresAt.Equal(want) || l.Revision <= before.Revision {
+		t.Errorf("renewed to %s (revision %d), want %s", l.ExpiresAt, l.Revision, want)
+	}
+	h.c.cfg.LeaseMax = 7 * time.Minute
+	if l, _ = h.c.Renew(ctx, id, tok); !l.ExpiresAt.Equal(h.clock.Now().Add(7 * time.Minute)) {
+		t.Errorf("renew past max: expires %s", l.ExpiresAt)
+	}
+
+	// Register: validated, replaces the PIDs.
+	for _, bad := range [][]int{nil, {0}, {5, 5}, make([]int, 49), {1, 2, 3}} { // the request said 2 processes
+		if err := h.c.Register(ctx, id, tok, bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("register %v: %v", bad, err)
+		}
+	}
+	for _, pids := range [][]int{{1}, {4242, 4243}} {
+		if err := h.c.Register(ctx, id, tok, pids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := stored(t, h.store, id); fmt.Sprint(s.PIDs) != "[4242 4243]" {
+		t.Errorf("stored pids %v", s.PIDs)
+	}
+	mustDecide(t, h, request("r3"), Grant)
+
+	// Release frees the lease.
+	if err := h.c.Release(ctx, id, tok); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c.Renew(ctx, id, tok); !errors.Is(err, ErrNotFound) {
+		t.Errorf("renew after release: %v", err)
+	}
+	if n := len(h.c.Leases()); n != 1 {
+		t.Errorf("%d leases after release, want 1", n)
+	}
+	if len(h.events.all()) != 0 {
+		t.Errorf("events %v, want none", h.events.all())
+	}
+}
+
+// TestNotYetVisible: a lease's memory counts against NVML's free figure for
+// VisibilityWindow after its grant, unless it registered PIDs.
+func TestNotYetVisible(t *testing.T) {
+	tests := []struct {
+		name    string
+		visible func(t *testing.T, h *harness, d Decision)
+	}{
+		{"the window passes", func(t *testing.T, h *harness, _ Decision) { h.clock.Advance(DefaultVisibilityWindow) }},
+		{"PIDs registered", func(t *testing.T, h *harness, d Decision) {
+			if err := h.c.Register(context.Background(), d.Lease.ID, d.Token, []int{4242}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, predictor.ModeMPS, 100, nil)
+			d := mustDecide(t, h, request("r1"), Grant)
+			h.dev.free = 2048 + 4096 // room for one job, if r1's memory is in NVML's figure
+			mustDecide(t, h, request("r2"), Deny)
+			h.clock.Advance(DefaultVisibilityWindow - time.Second)
+			mustDecide(t, h, request("r3"), Deny)
+			tt.visible(t, h, d)
+			mustDecide(t, h, request("r4"), Grant)
+		})
+	}
+}
+
+func TestStoreConflictChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, predictor.ModeMPS, 100, nil)
+	d := mustDecide(t, h, request("r1"), Grant)
+	// Someone else writes the lease behind the controller's back.
+	s := stored(t, h.store, d.Lease.ID)
+	if err := h.store.Save(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.c.Renew(ctx, d.Lease.ID, d.Token); !errors.Is(err, ErrConflict) {
+		t.Fatalf("renew on a moved revision: %v", err)
+	}
+	if got := h.c.Leases()[0]; !got.ExpiresAt.Equal(d.Lease.ExpiresAt) {
+		t.Error("a failed renew changed the lease")
+	}
+}

@@ -1,0 +1,74 @@
+package admission
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// The sentences of decisions. They name the service closest to (or furthest
+// over) its limit, with figures a person can check against `colocd predict`.
+
+// fitsMessage explains a grant.
+func (c *Controller) fitsMessage(preds []ServicePrediction, pct int) string {
+	sp := c.tightest(preds)
+	if c.cfg.Mode == predictor.ModeTimeslice {
+		return fmt.Sprintf("under time slicing, predicted %s p99 %s ms stays within %s", sp.Service, fmtMS(sp.PredictedP99MS), c.limitText(sp))
+	}
+	return fmt.Sprintf("predicted %s p99 %s ms stays within %s at %d %%", sp.Service, fmtMS(sp.PredictedP99MS), c.limitText(sp), pct)
+}
+
+// throttleMessage explains a throttle: what fails one step higher, and the
+// figure at the granted percentage.
+func (c *Controller) throttleMessage(grid []int, best int, results [][]ServicePrediction) string {
+	at := c.tightest(results[best])
+	msg := fmt.Sprintf("throttled to %d %% (asked up to %d %%)", grid[best], grid[len(grid)-1])
+	if next := results[best+1]; next != nil {
+		sp := c.tightest(next)
+		msg += fmt.Sprintf(": at %d %% predicted %s p99 %s ms would exceed %s", grid[best+1], sp.Service, fmtMS(sp.PredictedP99MS), c.limitText(sp))
+	}
+	return msg + fmt.Sprintf("; at %d %% %s p99 is %s ms", grid[best], at.Service, fmtMS(at.PredictedP99MS))
+}
+
+// violation describes the service furthest over its limit.
+func (c *Controller) violation(preds []ServicePrediction) string {
+	sp := c.tightest(preds)
+	return fmt.Sprintf("predicted %s p99 %s ms exceeds %s", sp.Service, fmtMS(sp.PredictedP99MS), c.limitText(sp))
+}
+
+// tightest is the prediction with the highest ratio of p99 to its limit.
+func (c *Controller) tightest(preds []ServicePrediction) ServicePrediction {
+	var best ServicePrediction
+	ratio := -1.0
+	for _, sp := range preds {
+		if r := sp.PredictedP99MS / sp.SLOP99MS; r > ratio {
+			best, ratio = sp, r
+		}
+	}
+	return best
+}
+
+// limitText names the limit a prediction is held to: "SLO 15 ms", or
+// "13.5 ms (SLO 15 ms less 10 % headroom)".
+func (c *Controller) limitText(sp ServicePrediction) string {
+	slo := "SLO " + strconv.FormatFloat(sp.SLOP99MS, 'g', -1, 64) + " ms"
+	if c.cfg.Headroom == 0 {
+		return slo
+	}
+	return fmt.Sprintf("%s ms (%s less %s %% headroom)", fmtMS((1-c.cfg.Headroom)*sp.SLOP99MS), slo,
+		strconv.FormatFloat(c.cfg.Headroom*100, 'g', 4, 64))
+}
+
+// fmtMS prints a latency with about three significant figures.
+func fmtMS(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}

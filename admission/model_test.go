@@ -1,0 +1,161 @@
+package admission
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+func TestModelCache(t *testing.T) {
+	ctx := context.Background()
+	m := newTestModel(t)
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: 10}
+	train := trainingProfile("resnet")
+	key := KeyOf(train)
+	base := []Trainer{{Profile: train, Key: key, Pct: 50}}
+	first, err := m.PredictP99(ctx, svc, base, predictor.ModeMPS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := m.Stats(); s.Misses != 1 || s.Hits != 0 {
+		t.Fatalf("after one prediction: %+v", s)
+	}
+	tests := []struct {
+		name     string
+		svc      ServiceSpec
+		trainers []Trainer
+		mode     predictor.Mode
+		hit      bool
+	}{
+		{"same inputs", svc, base, predictor.ModeMPS, true},
+		{"same profile content, another pointer, no key", svc, []Trainer{{Profile: trainingProfile("resnet"), Pct: 50}}, predictor.ModeMPS, true},
+		{"same service content, another pointer", ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}, base, predictor.ModeMPS, true},
+		{"the SLO is not an input", ServiceSpec{Name: "bert", Profile: svc.Profile, RateRPS: 100, SLOP99MS: 99}, base, predictor.ModeMPS, true},
+		{"another percentage", svc, []Trainer{{Profile: train, Key: key, Pct: 60}}, predictor.ModeMPS, false},
+		{"another rate", ServiceSpec{Name: "bert", Profile: svc.Profile, RateRPS: 101}, base, predictor.ModeMPS, false},
+		{"another trainer", svc, []Trainer{{Profile: trainingProfile("other"), Pct: 50}}, predictor.ModeMPS, false},
+		{"two trainers", svc, []Trainer{base[0], base[0]}, predictor.ModeMPS, false},
+		{"no trainer", svc, nil, predictor.ModeMPS, false},
+		{"time slicing", svc, base, predictor.ModeTimeslice, false},
+		{"time slicing ignores percentages", svc, []Trainer{{Profile: train, Key: key, Pct: 10}}, predictor.ModeTimeslice, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := m.Stats()
+			lat, err := m.PredictP99(ctx, tt.svc, tt.trainers, tt.mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := m.Stats()
+			if hit := after.Misses == before.Misses; hit != tt.hit {
+				t.Errorf("hit %v, want %v (%+v → %+v)", hit, tt.hit, before, after)
+			}
+			if tt.name == "same inputs" && lat != first {
+				t.Errorf("cached %+v, first %+v", lat, first)
+			}
+		})
+	}
+	m.Purge()
+	if _, err := m.PredictP99(ctx, svc, base, predictor.ModeMPS); err != nil {
+		t.Fatal(err)
+	}
+	if s := m.Stats(); s.Entries != 1 {
+		t.Errorf("after purge and one prediction: %+v", s)
+	}
+}
+
+// TestModelCachedEqualsFresh: every figure the model returns, cached or
+// computed on a reused predictor, equals a fresh predictor's.
+func TestModelCachedEqualsFresh(t *testing.T) {
+	ctx := context.Background()
+	m := newTestModel(t)
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	train := trainingProfile("resnet")
+	for round := range 2 {
+		for _, pct := range []int{100, 10, 50} {
+			lat, err := m.PredictP99(ctx, svc, []Trainer{{Profile: train, Pct: pct}}, predictor.ModeMPS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{train}, []float64{float64(pct)}); lat.P99MS != want {
+				t.Errorf("round %d at %d %%: %v, fresh predictor %v", round, pct, lat.P99MS, want)
+			}
+		}
+	}
+	if s := m.Stats(); s.Misses != 3 || s.Hits != 3 {
+		t.Errorf("stats %+v, want 3 misses then 3 hits", s)
+	}
+}
+
+// TestModelConcurrent: concurrent callers (the parallel search) get the
+// same figures as a sequential one (run with -race).
+func TestModelConcurrent(t *testing.T) {
+	ctx := context.Background()
+	m := newTestModel(t)
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	train := trainingProfile("resnet")
+	got := make([]Latency, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			lat, err := m.PredictP99(ctx, svc, []Trainer{{Profile: train, Pct: 10 * (i + 1)}}, predictor.ModeMPS)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = lat
+		})
+	}
+	wg.Wait()
+	for i, lat := range got {
+		if want := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{train}, []float64{float64(10 * (i + 1))}); lat.P99MS != want {
+			t.Errorf("at %d %%: %v, want %v", 10*(i+1), lat.P99MS, want)
+		}
+	}
+}
+
+func TestModelCacheEvicts(t *testing.T) {
+	m := newTestModel(t)
+	for i := range DefaultCacheEntries + 10 {
+		var k [32]byte
+		k[0], k[1], k[2] = byte(i), byte(i>>8), 1
+		m.insert(k, Latency{P99MS: float64(i)})
+	}
+	if s := m.Stats(); s.Entries != DefaultCacheEntries {
+		t.Errorf("%d entries, want %d", s.Entries, DefaultCacheEntries)
+	}
+}
+
+func TestNewModelChecks(t *testing.T) {
+	tests := []struct {
+		name     string
+		cal      *predictor.Calibration
+		requests int
+		sms      int
+	}{
+		{"no calibration", nil, 0, 0},
+		{"invalid calibration", &predictor.Calibration{Format: "nope"}, 0, 0},
+		{"negative requests", testCal(), -1, 0},
+		{"negative sms", testCal(), 0, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := NewModel(tt.cal, tt.requests, 1, tt.sms); err == nil {
+				t.Error("no error")
+			}
+		})
+	}
+}
+
+func TestKeyOfIgnoresNotes(t *testing.T) {
+	a, b := trainingProfile("x"), trainingProfile("x")
+	b.Notes = []string{"imported on Tuesday"}
+	if KeyOf(a) != KeyOf(b) {
+		t.Error("notes change the key")
+	}
+	b.Ops[4].L2 = nil
+	if KeyOf(a) == KeyOf(b) {
+		t.Error("a missing L2 figure does not change the key")
+	}
+}

@@ -1,0 +1,182 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+func TestPctGrid(t *testing.T) {
+	tests := []struct {
+		name           string
+		min, max, step int
+		want           []int
+	}{
+		{"one point", 50, 50, 5, []int{50}},
+		{"aligned", 10, 30, 10, []int{10, 20, 30}},
+		{"max off the step", 10, 25, 10, []int{10, 20, 25}},
+		{"full range step 5", 10, 100, 5, []int{10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80, 85, 90, 95, 100}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := pctGrid(tt.min, tt.max, tt.step); !slices.Equal(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// shapes are monotone p99 curves (ms against percent) the search must
+// handle: the model's is close to linear, with a knee where SMs run out.
+var shapes = map[string]func(x float64) float64{
+	"linear":  func(x float64) float64 { return 55 + 1.1*x },
+	"convex":  func(x float64) float64 { return 55 + 0.012*x*x },
+	"concave": func(x float64) float64 { return 55 + 11*math.Sqrt(x) },
+	"knee": func(x float64) float64 {
+		if x < 50 {
+			return 60 + 0.2*x
+		}
+		return 70 + 10*(x-50)
+	},
+	"v100 at 20 req/s": func(x float64) float64 { // the model's, 10 % to 100 % in steps of 10
+		v := []float64{106.1, 130.5, 158.8, 196.1, 314.0, 500.5, 716.2, 927.8, 1148.1, 1364.2}
+		i := min(max(int(x/10)-1, 0), 8)
+		return v[i] + (v[i+1]-v[i])*(x-float64(10*(i+1)))/10
+	},
+	"flat then step": func(x float64) float64 {
+		if x < 73 {
+			return 80
+		}
+		return 200
+	},
+}
+
+// TestSearchGridMatchesLinearScan checks the search against a linear scan
+// on every shape, for limits across the whole range, grids of 1 to 25
+// points and 1 to 5 workers, and bounds its predictions: one for a grant,
+// two for a deny, and for a throttle on one worker at most three rounds per
+// halving (on the near-linear shape, at most 4 predictions in all).
+func TestSearchGridMatchesLinearScan(t *testing.T) {
+	for name, f := range shapes {
+		for _, grid := range [][]int{{50}, {10, 100}, pctGrid(10, 100, 5), pctGrid(1, 100, 4), pctGrid(33, 97, 7)} {
+			for limit := 50.0; limit < 1500; limit *= 1.007 {
+				want := -1 // the linear scan
+				for i, x := range grid {
+					if f(float64(x)) <= limit {
+						want = i
+					}
+				}
+				for workers := 1; workers <= 5; workers++ {
+					var evals atomic.Int64
+					got, err := searchGrid(context.Background(), grid, workers, func(_ context.Context, i int) (probe, error) {
+						evals.Add(1)
+						p := f(float64(grid[i]))
+						return probe{fits: p <= limit, score: p / limit, soloScore: 55 / limit}, nil
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got != want {
+						t.Fatalf("%s, grid %v, limit %g, %d workers: got %d, want %d", name, grid, limit, workers, got, want)
+					}
+					n, e := len(grid), int(evals.Load())
+					bound := 1 + 3*bitsLen(n)
+					if name == "linear" {
+						bound = 4
+					}
+					switch {
+					case workers > 1:
+						if e > n {
+							t.Errorf("%s, grid %v, limit %g, %d workers: %d predictions", name, grid, limit, workers, e)
+						}
+					case want == n-1 && e != 1:
+						t.Errorf("%s, grid %v, limit %g: a grant took %d predictions", name, grid, limit, e)
+					case want == -1 && n > 1 && f(float64(grid[0])) > limit && 55 > limit && e != 2:
+						t.Errorf("%s, grid %v, limit %g: a deny took %d predictions", name, grid, limit, e)
+					case e > bound:
+						t.Errorf("%s, grid %v, limit %g: %d predictions, want ≤ %d", name, grid, limit, e, bound)
+					}
+				}
+			}
+		}
+	}
+}
+
+func bitsLen(n int) int {
+	b := 0
+	for ; n > 0; n >>= 1 {
+		b++
+	}
+	return b
+}
+
+func TestSearchGridError(t *testing.T) {
+	boom := errors.New("boom")
+	for _, workers := range []int{1, 3} {
+		_, err := searchGrid(context.Background(), pctGrid(10, 100, 10), workers, func(_ context.Context, i int) (probe, error) {
+			if i == 0 {
+				return probe{}, boom
+			}
+			return probe{score: 2}, nil
+		})
+		if !errors.Is(err, boom) {
+			t.Errorf("workers %d: got %v, want boom", workers, err)
+		}
+	}
+}
+
+// TestSearchGridNotMonotone: a fit above a failure does not count.
+func TestSearchGridNotMonotone(t *testing.T) {
+	fits := []bool{true, true, false, true, true}
+	got, err := searchGrid(context.Background(), []int{10, 20, 30, 40, 50}, 5, func(_ context.Context, i int) (probe, error) {
+		return probe{fits: fits[i], score: 1}, nil
+	})
+	if err != nil || got != 1 {
+		t.Errorf("got %d, %v; want 1", got, err)
+	}
+}
+
+// TestDecideMatchesLinearScan: the percentage a decision grants is the
+// largest on the grid whose p99, predicted by the predictor directly, is
+// within the limit — for several SLOs, with one worker and with four.
+func TestDecideMatchesLinearScan(t *testing.T) {
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	grid := pctGrid(10, 100, 10)
+	p99 := make([]float64, len(grid))
+	for i, pct := range grid {
+		p99[i] = p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet")}, []float64{float64(pct)})
+	}
+	for _, slo := range []float64{6, 7.8, 8.2, 8.5, 9, 10, 11.5, 13, 20} {
+		want := -1
+		for i := range grid {
+			if p99[i] <= 0.9*slo {
+				want = grid[i]
+			}
+		}
+		for _, workers := range []int{1, 4} {
+			t.Run(fmt.Sprintf("slo=%g/workers=%d", slo, workers), func(t *testing.T) {
+				h := newHarness(t, predictor.ModeMPS, slo, func(c *Config) { c.SearchWorkers = workers })
+				d, err := h.c.Decide(context.Background(), request("r1"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := -1
+				if d.Lease != nil {
+					got = d.Lease.Pct
+					if i := slices.Index(grid, got); d.Predictions[0].PredictedP99MS != p99[i] {
+						t.Errorf("predicted p99 %v at %d %%, the predictor says %v", d.Predictions[0].PredictedP99MS, got, p99[i])
+					}
+				}
+				if got != want {
+					t.Errorf("got %d %% (%s: %s), want %d %%", got, d.Outcome, d.Message, want)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// UpdateServices swaps in new services and headroom (an SLO reload; the
+// rest of the config stays) and re-evaluates the live leases against them.
+// When the lease set no longer fits, the rule is simple and conservative,
+// last in first out:
+//
+//  1. MPS only: newest lease first, lower its percentage to the largest on
+//     its grid [its min_pct, its current pct] at which the whole set fits,
+//     with older leases at their current percentages; if one fits, stop,
+//     else leave it at its min_pct and go on to the next older lease.
+//  2. If the set still does not fit with every lease at its min_pct, revoke
+//     leases, newest first, until the rest fits.
+//
+// A lowered lease gets a throttle event (its new Pct, and Deadline = now +
+// ThrottleGrace: the launcher restarts its workers at Pct before then); a
+// revoked one a revoke event, and it expires at that deadline and cannot be
+// renewed. The leases are updated in the store at once, so new admissions
+// are predicted as if the launchers had already complied. Enforcement after
+// the deadline (eviction) is the SLO guard's job, not this one's.
+//
+// It returns the events it published. Invalid services or headroom return
+// ErrInvalid and change nothing; a failed prediction keeps the new services
+// but changes no lease.
+func (c *Controller) UpdateServices(ctx context.Context, services []ServiceSpec, headroom float64) ([]Event, error) {
+	var f fields
+	checkServices(&f, services, headroom)
+	if err := f.err("services"); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.cfg.Services = slices.Clone(services)
+	c.cfg.Headroom = headroom
+	now := c.clock.Now()
+	live := c.liveLocked(now)
+	pcts, revoked, err := c.replan(ctx, live)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("update services: re-evaluate leases: %w", err)
+	}
+	events, serr := c.applyPlan(ctx, live, pcts, revoked, now)
+	c.mu.Unlock()
+	c.signal()
+	perr := c.publish(ctx, events)
+	return events, errors.Join(serr, perr)
+}
+
+// replan returns each live lease's new percentage and whether it is revoked.
+func (c *Controller) replan(ctx context.Context, live []*entry) ([]int, []bool, error) {
+	pcts := make([]int, len(live))
+	revoked := make([]bool, len(live))
+	for i, e := range live {
+		pcts[i] = e.lease.Pct
+	}
+	eval := func(ctx context.Context, pcts []int) (probe, error) {
+		var ts []Trainer
+		for i, e := range live {
+			if !revoked[i] {
+				ts = append(ts, Trainer{Profile: e.lease.Profile, Key: e.key, Pct: pcts[i]})
+			}
+		}
+		_, p, err := c.predictAll(ctx, ts)
+		return p, err
+	}
+	if p, err := eval(ctx, pcts); p.fits || err != nil {
+		return pcts, revoked, err
+	}
+	if c.cfg.Mode == predictor.ModeMPS {
+		for i := len(live) - 1; i >= 0; i-- {
+			if live[i].lease.Revoked {
+				continue
+			}
+			grid := pctGrid(max(live[i].lease.MinPct, 1), pcts[i], c.cfg.PctStep)
+			best, err := searchGrid(ctx, grid, c.cfg.SearchWorkers, func(ctx context.Context, k int) (probe, error) {
+				trial := slices.Clone(pcts)
+				trial[i] = grid[k]
+				return eval(ctx, trial)
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			if best >= 0 {
+				pcts[i] = grid[best]
+				return pcts, revoked, nil
+			}
+			pcts[i] = grid[0]
+		}
+	}
+	for i := len(live) - 1; i >= 0; i-- {
+		if live[i].lease.Revoked {
+			continue
+		}
+		revoked[i] = true
+		if p, err := eval(ctx, pcts); p.fits || err != nil {
+			return pcts, revoked, err
+		}
+	}
+	return pcts, revoked, nil
+}
+
+// applyPlan stores the changed leases and returns their events; a lease the
+// store refuses keeps its old state and gets no event.
+func (c *Controller) applyPlan(ctx context.Context, live []*entry, pcts []int, revoked []bool, now time.Time) ([]Event, error) {
+	deadline := now.Add(c.cfg.ThrottleGrace)
+	var events []Event
+	var errs []error
+	for i, e := range live {
+		l := e.lease.clone()
+		ev := Event{LeaseID: l.ID, JobID: l.JobID, Deadline: deadline, Time: now}
+		switch {
+		case revoked[i] && !l.Revoked:
+			l.Revoked, l.Deadline = true, deadline
+			if deadline.Before(l.ExpiresAt) {
+				l.ExpiresAt = deadline
+			}
+			ev.Type, ev.Pct = EventRevoke, l.Pct
+			ev.Reason = "after an SLO change the leases do not fit even with every job at its min_pct; the most recently admitted jobs must stop"
+		case !revoked[i] && pcts[i] < l.Pct:
+			ev.Type, ev.Pct = EventThrottle, pcts[i]
+			ev.Reason = fmt.Sprintf("after an SLO change the job must run at %d %% instead of %d %%: restart its workers with %s=%d", pcts[i], l.Pct, EnvActiveThreads, pcts[i])
+			l.Pct, l.Deadline = pcts[i], deadline
+		default:
+			continue
+		}
+		if err := c.update(ctx, "update services", e, l); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		events = append(events, ev)
+	}
+	return events, errors.Join(errs...)
+}
+
+// Health is one component's state.
+type Health struct {
+	OK     bool
+	Reason string
+}
+
+// Status is what the status endpoint reports.
+type Status struct {
+	Mode predictor.Mode
+	GPU  Health
+	// Daemon is the MPS daemon's health (OK, "not used", in time-slicing mode).
+	Daemon Health
+	// Services are the predictions with the live leases as they run now.
+	Services []ServicePrediction
+	Leases   []Lease
+}
+
+// Status reports health, the live leases and each service's predicted p99
+// with them. On a prediction error it returns the rest with the error.
+func (c *Controller) Status(ctx context.Context) (Status, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	st := Status{Mode: c.cfg.Mode, Daemon: Health{OK: true, Reason: "not used"}}
+	st.GPU.OK, st.GPU.Reason = c.deps.Device.Healthy()
+	if c.cfg.Mode == predictor.ModeMPS {
+		st.Daemon.OK, st.Daemon.Reason = c.deps.Daemon.Healthy()
+	}
+	live := c.liveLocked(now)
+	for _, e := range live {
+		st.Leases = append(st.Leases, e.lease.public())
+	}
+	preds, _, err := c.predictAll(ctx, trainersOf(live))
+	if err != nil {
+		return st, fmt.Errorf("status: %w", err)
+	}
+	st.Services = preds
+	return st, nil
+}

@@ -1,0 +1,296 @@
+package admission
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"time"
+	"unicode"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// Request is one training job's request for a share of the GPU: the domain
+// form of the wire AdmitRequest (the sidecar maps one to the other).
+type Request struct {
+	// RequestID makes retries idempotent: the same id returns the same
+	// decision (and the same lease) instead of a second one.
+	RequestID string
+	// JobID is a safe token (letters, digits, '-', '_', at most 64): it
+	// becomes a NATS subject token and part of a KV key.
+	JobID string
+	Owner string
+	// Priority is recorded on the lease; decisions do not use it yet.
+	Priority int
+	// Profile is the job's training profile (one iteration).
+	Profile *predictor.Profile
+	// MemoryMiB is the device memory the job pins (its MPS limit); 0 takes
+	// the profile's memory_mib. One of the two must be > 0.
+	MemoryMiB int
+	// Processes is how many GPU processes the job starts (0: unknown); it
+	// bounds the PIDs Register accepts.
+	Processes int
+	// MinPct and MaxPct bound the MPS active-thread percentage:
+	// 1 ≤ MinPct ≤ MaxPct ≤ 100 (checked, but not used, under time slicing).
+	MinPct, MaxPct int
+	// LeaseSeconds is the lease's length; 0 takes Config.LeaseDefault, and a
+	// value above Config.LeaseMax is clamped to it (the grant says so by its
+	// ExpiresAt).
+	LeaseSeconds int
+	// Checkpointable says the job can restart from a checkpoint, so a
+	// throttle (a restart at a lower percentage) costs it little.
+	Checkpointable bool
+}
+
+// Limits on request fields.
+const (
+	maxJobIDLen     = 64
+	maxRequestIDLen = 128
+	maxOwnerLen     = 128
+	// MaxProcesses is the MPS limit on client contexts per device (Volta and
+	// newer): a job cannot run more GPU processes than this.
+	MaxProcesses = 48
+)
+
+var safeToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Validate names every bad field by its wire name (request_id, job.id,
+// compute.min_pct, profile.ops[3].dur_us, …) in a *ValidationError that
+// matches ErrInvalid.
+func (r *Request) Validate() error {
+	var c fields
+	checkText(&c, "request_id", r.RequestID, maxRequestIDLen, true)
+	if !safeToken.MatchString(r.JobID) {
+		c.add("job.id", "1 to 64 letters, digits, '-' or '_'", fmt.Sprintf("%q", truncate(r.JobID)))
+	}
+	checkText(&c, "job.owner", r.Owner, maxOwnerLen, false)
+	switch {
+	case r.Profile == nil:
+		c.add("profile", "a training profile", "none")
+	case r.Profile.Kind != predictor.KindTraining:
+		c.add("profile.kind", `"training"`, fmt.Sprintf("%q", r.Profile.Kind))
+	default:
+		if err := r.Profile.Validate(); err != nil {
+			c.nested("profile", err)
+		}
+	}
+	if r.MemoryMiB < 0 {
+		c.add("memory_mib", "MiB ≥ 0 (0: the profile's memory_mib)", fmt.Sprint(r.MemoryMiB))
+	} else if r.MemoryMiB == 0 && r.Profile != nil && !(r.Profile.MemoryMiB > 0) {
+		c.add("memory_mib", "MiB > 0, or a profile with memory_mib", "0 and none in the profile")
+	}
+	if r.Processes < 0 || r.Processes > MaxProcesses {
+		c.add("processes", fmt.Sprintf("a count in [0, %d] (0: unknown)", MaxProcesses), fmt.Sprint(r.Processes))
+	}
+	if r.MinPct < 1 || r.MinPct > 100 {
+		c.add("compute.min_pct", "a percentage in [1, 100]", fmt.Sprint(r.MinPct))
+	}
+	if r.MaxPct < 1 || r.MaxPct > 100 {
+		c.add("compute.max_pct", "a percentage in [1, 100]", fmt.Sprint(r.MaxPct))
+	} else if r.MinPct >= 1 && r.MinPct <= 100 && r.MaxPct < r.MinPct {
+		c.add("compute.max_pct", fmt.Sprintf("a percentage ≥ compute.min_pct (%d)", r.MinPct), fmt.Sprint(r.MaxPct))
+	}
+	if r.LeaseSeconds < 0 {
+		c.add("lease_seconds", "seconds ≥ 0 (0: the default)", fmt.Sprint(r.LeaseSeconds))
+	}
+	return c.err("request")
+}
+
+// memoryMiB is the memory the job pins: its own figure, else the profile's
+// rounded up. Valid requests only.
+func (r *Request) memoryMiB() int {
+	if r.MemoryMiB > 0 {
+		return r.MemoryMiB
+	}
+	return int(math.Ceil(r.Profile.MemoryMiB))
+}
+
+// checkText checks a free-text identifier: printable, at most max bytes.
+func checkText(c *fields, field, s string, max int, required bool) {
+	switch {
+	case s == "" && required:
+		c.add(field, "a non-empty string", `""`)
+	case len(s) > max:
+		c.add(field, fmt.Sprintf("at most %d bytes", max), fmt.Sprintf("%d bytes", len(s)))
+	case slices.ContainsFunc([]rune(s), func(r rune) bool { return !unicode.IsPrint(r) }):
+		c.add(field, "printable characters", fmt.Sprintf("%q", truncate(s)))
+	}
+}
+
+func truncate(s string) string {
+	if len(s) > 70 {
+		return s[:70] + "…"
+	}
+	return s
+}
+
+// Outcome is the answer to a request.
+type Outcome string
+
+// The outcomes of a decision.
+const (
+	// Grant: admitted at the job's max_pct.
+	Grant Outcome = "grant"
+	// Throttle: admitted at a lower percentage, at least min_pct.
+	Throttle Outcome = "throttle"
+	// Deny: not admitted.
+	Deny Outcome = "deny"
+)
+
+// ReasonCode is the stable, machine-readable reason of a decision.
+type ReasonCode string
+
+// Reason codes. They are part of the wire contract: never rename one.
+const (
+	CodeFits               ReasonCode = "fits"                // grant: every service within its limit at max_pct
+	CodeThrottledToFit     ReasonCode = "throttled_to_fit"    // throttle: only a lower percentage fits
+	CodeSLOViolation       ReasonCode = "slo_violation"       // deny (MPS): a service exceeds its limit even at min_pct
+	CodeTimesliceNoFit     ReasonCode = "timeslice_no_fit"    // deny (time slicing): a service exceeds its limit
+	CodeInsufficientMemory ReasonCode = "insufficient_memory" // deny: not enough free device memory
+	CodeMaxJobs            ReasonCode = "max_jobs"            // deny: the GPU already runs the maximum number of jobs
+	CodeGPUUnhealthy       ReasonCode = "gpu_unhealthy"       // unavailable: the GPU is unhealthy or unreadable
+	CodeDaemonUnhealthy    ReasonCode = "daemon_unhealthy"    // unavailable: the MPS daemon is unhealthy
+	CodePredictorUnhealthy ReasonCode = "predictor_unhealthy" // unavailable: a prediction failed
+	CodeStoreUnavailable   ReasonCode = "store_unavailable"   // unavailable: the lease could not be stored
+)
+
+// ServicePrediction is one inference service's predicted tail latency with
+// the decision's lease set, next to its SLO and its solo figure.
+type ServicePrediction struct {
+	Service        string
+	SLOP99MS       float64
+	SoloP99MS      float64
+	PredictedP99MS float64
+}
+
+// Decision is the answer to a Request.
+type Decision struct {
+	Outcome Outcome
+	Code    ReasonCode
+	// Message is a sentence a person understands, e.g. "predicted bert p99
+	// 18.2 ms exceeds SLO 15 ms even at 10 %".
+	Message string
+	// Pct is the MPS active-thread percentage granted (100 under time
+	// slicing; 0 for a deny). A quote reports it too.
+	Pct int
+	// Predictions are per service: at the granted percentage for a grant or
+	// throttle, at min_pct for a deny on SLO; empty when no prediction was
+	// needed (memory, max jobs, health).
+	Predictions []ServicePrediction
+	// Lease is the lease a grant or throttle created (TokenHash zeroed).
+	Lease *Lease
+	// Token authenticates renew, release and register. It is returned here
+	// once (and again to an idempotent retry) and never stored.
+	Token string
+	// Env holds the variables the launcher must set for its processes (see
+	// Controller.Env); empty in time-slicing mode and for a deny.
+	Env map[string]string
+}
+
+// clone returns a deep copy, so a remembered decision cannot be changed
+// through a returned one.
+func (d Decision) clone() Decision {
+	d.Predictions = slices.Clone(d.Predictions)
+	if d.Lease != nil {
+		l := d.Lease.clone()
+		d.Lease = &l
+	}
+	if d.Env != nil {
+		env := make(map[string]string, len(d.Env))
+		for k, v := range d.Env {
+			env[k] = v
+		}
+		d.Env = env
+	}
+	return d
+}
+
+// Lease is a granted share of the GPU.
+type Lease struct {
+	// ID is random (128 bits), neither guessable nor sequential.
+	ID string
+	// TokenHash is the SHA-256 of the lease's token; the token itself is
+	// never stored. Zeroed in every copy handed out.
+	TokenHash [32]byte
+	JobID     string
+	Owner     string
+	RequestID string
+	Priority  int
+	// Checkpointable is copied from the request.
+	Checkpointable bool
+	// Pct is the MPS active-thread percentage the job runs at (100 in
+	// time-slicing mode); MinPct is the lowest the job accepted.
+	Pct, MinPct int
+	// MemoryMiB is the device memory the job may pin.
+	MemoryMiB int
+	// Processes is the request's process count (0: unknown); it bounds the
+	// PIDs Register accepts.
+	Processes int
+	// Profile is the job's training profile (treated as immutable).
+	Profile *predictor.Profile
+	// PIDs are the job's GPU processes, as registered.
+	PIDs      []int
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	// Duration is the lease's own length: a renewal extends it by this much
+	// from the time of renewal (capped at Config.LeaseMax).
+	Duration time.Duration
+	// Deadline, when set, is when the job must run at Pct after a throttle
+	// event (or be gone, if Revoked); enforcement is the SLO guard's.
+	Deadline time.Time
+	// Revoked leases are not renewed; they expire at their Deadline.
+	Revoked bool
+	// Revision is the store's revision of this lease (opaque; 0: not stored).
+	Revision uint64
+}
+
+// clone returns a deep copy of l (the profile is shared: it is immutable).
+func (l *Lease) clone() Lease {
+	out := *l
+	out.PIDs = slices.Clone(l.PIDs)
+	return out
+}
+
+// public is the copy handed out: no token material.
+func (l *Lease) public() Lease {
+	out := l.clone()
+	out.TokenHash = [32]byte{}
+	return out
+}
+
+// ServiceSpec is one inference service on this GPU and its SLO: the p99 of
+// latency_ms (arrival to completion) at RateRPS, as `colocd predict` prints.
+type ServiceSpec struct {
+	Name     string
+	Profile  *predictor.Profile
+	RateRPS  float64
+	SLOP99MS float64
+}
+
+// EventType names a lease event.
+type EventType string
+
+// The lease events published on colocd.v1.<id>.events.<job>.
+const (
+	// EventThrottle: the lease's percentage was lowered; the launcher
+	// restarts its workers at Pct before Deadline.
+	EventThrottle EventType = "throttle"
+	// EventRevoke: the lease no longer fits even at its min_pct; the job must
+	// stop before Deadline, when the lease expires.
+	EventRevoke EventType = "revoke"
+	// EventExpire: the lease expired (not renewed, or revoked and past its
+	// deadline) and its capacity is free.
+	EventExpire EventType = "expire"
+)
+
+// Event is a change to a lease the launcher must hear about.
+type Event struct {
+	Type     EventType
+	LeaseID  string
+	JobID    string
+	Pct      int
+	Deadline time.Time
+	Reason   string
+	Time     time.Time
+}
