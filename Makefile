@@ -6,17 +6,25 @@ FUZZTIME  ?= 10s
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: build run test vet lint fmt-check staticcheck fuzz bench clean
+.PHONY: build run predict test vet lint fmt-check staticcheck fuzz bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/colocd
 
-# The main job on the embedded default: predict what one step of a real
-# training job does to a real inference service on a time-sliced GPU.
+# The main job on the embedded default: the sidecar with an embedded NATS
+# server, a simulated GPU (and MPS daemon) when no driver is present, and the
+# example SLO config. Ask it for a slot from another shell:
+#   eval "$$(bin/colocd admit --sidecar <id> --job demo --profile testdata/profiles/v100-train-step.json)"
 run: build
+	$(BIN) serve --config configs/colocd.yaml
+
+# What the predictor says for the example: one step of a real training job
+# next to a real inference service, time-sliced and under MPS at 50 %.
+predict: build
 	$(BIN) predict --inference testdata/profiles/v100-infer-200.json \
-		--training testdata/profiles/v100-train-step.json \
-		--mode timeslice --load 0.2 --requests 2000 --seed 1
+		--training testdata/profiles/v100-train-step.json --mode timeslice --load 0.2
+	$(BIN) predict --inference testdata/profiles/v100-infer-200.json \
+		--training testdata/profiles/v100-train-step.json --mode mps --pct 50 --load 0.2
 
 # The one command CI and newcomers run.
 test: lint

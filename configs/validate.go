@@ -122,12 +122,13 @@ func (c *checker) file(key, path, what string) bool {
 	return true
 }
 
-// hostPort checks a listen address host:port with a port in 1..65535.
+// hostPort checks a listen address host:port with a port in 0..65535
+// (0: any free port, for tests and several sidecars on one host).
 func (c *checker) hostPort(key, v string) {
 	host, port, err := net.SplitHostPort(v)
 	n, perr := strconv.Atoi(port)
-	if err != nil || perr != nil || n < 1 || n > 65535 || strings.ContainsAny(host, " /") {
-		c.add(key, `host:port with a port from 1 to 65535, e.g. "127.0.0.1:4222"`, quote(v))
+	if err != nil || perr != nil || n < 0 || n > 65535 || strings.ContainsAny(host, " /") {
+		c.add(key, `host:port with a port from 0 (any free port) to 65535, e.g. "127.0.0.1:4222"`, quote(v))
 	}
 }
 

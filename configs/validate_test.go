@@ -67,7 +67,7 @@ func TestValidateEachProblem(t *testing.T) {
 		{"nats url scheme", func(c *Config) { c.NATS.URL = "http://x:4222" }, "nats.url", "nats://"},
 		{"nats url without host", func(c *Config) { c.NATS.URL = "nats://" }, "nats.url", "with a host"},
 		{"nats listen without port", func(c *Config) { c.NATS.Listen = "127.0.0.1" }, "nats.listen", "host:port"},
-		{"nats listen port range", func(c *Config) { c.NATS.Listen = "127.0.0.1:70000" }, "nats.listen", "1 to 65535"},
+		{"nats listen port range", func(c *Config) { c.NATS.Listen = "127.0.0.1:70000" }, "nats.listen", "0 (any free port) to 65535"},
 		{"nats credentials and nkey", func(c *Config) { c.NATS.Credentials, c.NATS.NKey = pem, pem }, "nats.nkey", "unset"},
 		{"nats credentials missing", func(c *Config) { c.NATS.Credentials = filepath.Join(dir, "none") }, "nats.credentials", "existing"},
 		{"nats nkey is a directory", func(c *Config) { c.NATS.NKey = dir }, "nats.nkey", "existing"},

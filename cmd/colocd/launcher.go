@@ -1,0 +1,445 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/predictor"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+)
+
+// Environment variables the launcher commands read and `colocd admit` sets.
+const (
+	envServer  = "COLOCD_SERVER"
+	envSidecar = "COLOCD_SIDECAR"
+	envLease   = "COLOCD_LEASE_ID"
+	envToken   = "COLOCD_LEASE_TOKEN"
+)
+
+// launcherFlags are the connection flags every launcher command shares.
+type launcherFlags struct {
+	server, sidecar, creds string
+	timeout                time.Duration
+	asJSON                 bool
+}
+
+func (f *launcherFlags) register(cmd *cobra.Command, needSidecar bool) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.server, "server", envOr(envServer, nats.DefaultURL), "NATS server URL (env "+envServer+")")
+	fs.StringVar(&f.creds, "creds", "", "NATS credentials file")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the sidecar")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
+	if needSidecar {
+		fs.StringVar(&f.sidecar, "sidecar", os.Getenv(envSidecar), "sidecar id (the GPU UUID by default; env "+envSidecar+")")
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// connect opens the NATS connection and a bus client.
+func (f *launcherFlags) connect(needSidecar bool) (*bus.Client, *nats.Conn, error) {
+	if needSidecar {
+		if err := bus.ValidateSidecarID(f.sidecar); err != nil {
+			return nil, nil, fmt.Errorf("--sidecar: %w", err)
+		}
+	}
+	opts := []nats.Option{nats.Name("colocd launcher"), nats.Timeout(f.timeout)}
+	if f.creds != "" {
+		opts = append(opts, nats.UserCredentials(f.creds))
+	}
+	nc, err := nats.Connect(f.server, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--server %s: %w", f.server, err)
+	}
+	return bus.NewClient(nc, bus.WithTimeout(f.timeout)), nc, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newAdmitCmd() *cobra.Command {
+	var (
+		lf          launcherFlags
+		req         bus.AdmitRequest
+		profilePath string
+		lease       time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "admit --sidecar ID --job ID --profile FILE [--min-pct N --max-pct N] [--memory-mib N]",
+		Short: "Ask a sidecar for a slot for a training job; prints the env to eval",
+		Long: `Ask a sidecar to admit a training job onto its GPU. On a grant or a throttle it
+prints shell lines to eval: the lease (COLOCD_LEASE_ID, COLOCD_LEASE_TOKEN,
+COLOCD_SIDECAR) and the exact variables the job's processes must start with
+(CUDA_MPS_*), with the decision as # comments:
+
+  eval "$(colocd admit --sidecar GPU-… --job resnet-42 --profile train.json)"
+
+A deny prints the reason and exits with status 1. --request-id makes a retry
+return the same decision instead of a second lease (default: a random id).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := fillAdmitRequest(&req, profilePath, lease); err != nil {
+				return fmt.Errorf("admit: %w", err)
+			}
+			client, nc, err := lf.connect(true)
+			if err != nil {
+				return fmt.Errorf("admit: %w", err)
+			}
+			defer nc.Close()
+			d, err := client.Admit(cmd.Context(), lf.sidecar, &req)
+			if err != nil {
+				return fmt.Errorf("admit: %w", describeBusError(err))
+			}
+			if lf.asJSON {
+				return printJSON(cmd.OutOrStdout(), d)
+			}
+			return printAdmit(cmd.OutOrStdout(), d, lf)
+		},
+	}
+	lf.register(cmd, true)
+	addAdmitFlags(cmd, &req, &profilePath, &lease)
+	return cmd
+}
+
+// addAdmitFlags declares the flags of an admission request.
+func addAdmitFlags(cmd *cobra.Command, req *bus.AdmitRequest, profilePath *string, lease *time.Duration) {
+	fs := cmd.Flags()
+	fs.StringVar(&req.RequestID, "request-id", "", "idempotency key: a retry with the same id gets the same decision (default: random)")
+	fs.StringVar(&req.Job.ID, "job", "", "job id: letters, digits, - and _ (required)")
+	fs.StringVar(&req.Job.Owner, "owner", os.Getenv("USER"), "who runs the job")
+	fs.IntVar(&req.Job.Priority, "priority", 0, "job priority")
+	fs.StringVar(profilePath, "profile", "", "the job's training profile, colocd.profile/v1 (required)")
+	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "GPU memory the job needs, MiB")
+	fs.IntVar(&req.Processes, "processes", 1, "GPU processes the job starts")
+	fs.IntVar(&req.Compute.MinPct, "min-pct", 10, "lowest MPS active-thread percentage the job accepts")
+	fs.IntVar(&req.Compute.MaxPct, "max-pct", 100, "highest MPS active-thread percentage the job wants")
+	fs.DurationVar(lease, "lease", 0, "lease duration (default: the sidecar's)")
+	fs.BoolVar(&req.Checkpointable, "checkpointable", false, "the job can restart from a checkpoint when throttled")
+}
+
+// fillAdmitRequest loads the profile inline and fills the defaults.
+func fillAdmitRequest(req *bus.AdmitRequest, profilePath string, lease time.Duration) error {
+	if req.Job.ID == "" {
+		return errors.New("--job: want the job's id")
+	}
+	if profilePath == "" {
+		return errors.New("--profile: want the path of the job's training profile")
+	}
+	p, err := predictor.LoadProfile(profilePath)
+	if err != nil {
+		return fmt.Errorf("--profile: %w", err)
+	}
+	if p.Kind != predictor.KindTraining {
+		return fmt.Errorf("--profile: want a training profile, got kind %q", p.Kind)
+	}
+	if req.Profile, err = json.Marshal(p); err != nil {
+		return fmt.Errorf("--profile: %w", err)
+	}
+	if lease < 0 || lease%time.Second != 0 {
+		return fmt.Errorf("--lease: want a whole number of seconds ≥ 0, got %s", lease)
+	}
+	req.LeaseSeconds = int(lease / time.Second)
+	if req.RequestID == "" {
+		var b [12]byte
+		rand.Read(b[:])
+		req.RequestID = hex.EncodeToString(b[:])
+	}
+	return nil
+}
+
+// describeBusError turns a sidecar's error into a sentence with its code.
+func describeBusError(err error) error {
+	var be *bus.Error
+	switch {
+	case errors.Is(err, bus.ErrNoSidecar):
+		return fmt.Errorf("no sidecar answered (is colocd serve running with that --sidecar id?): %w", err)
+	case errors.As(err, &be):
+		return fmt.Errorf("sidecar refused (%d): %s", be.Code, be.Description)
+	}
+	return err
+}
+
+// printAdmit writes a decision as shell lines a launcher can eval.
+func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags) error {
+	fmt.Fprintf(w, "# %s (%s): %s\n", d.Decision, d.Reason.Code, oneLine(d.Reason.Message))
+	for _, p := range d.Predictions {
+		fmt.Fprintf(w, "# %s: predicted p99 %.2f ms, SLO %.2f ms, solo %.2f ms\n", p.Service, p.PredictedP99MS, p.SLOP99MS, p.SoloP99MS)
+	}
+	if d.Decision == bus.DecisionDeny || d.Lease == nil {
+		return fmt.Errorf("denied: %s", d.Reason.Message)
+	}
+	l := d.Lease
+	fmt.Fprintf(w, "# lease %s for job %s at %d %% until %s\n", l.ID, l.JobID, l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339))
+	env := map[string]string{envLease: l.ID, envToken: l.Token, envSidecar: d.Sidecar, envServer: lf.server}
+	for k, v := range l.Env {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "export %s=%s\n", k, shellQuote(env[k]))
+	}
+	return nil
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func newQuoteCmd() *cobra.Command {
+	var (
+		lf          launcherFlags
+		req         bus.AdmitRequest
+		profilePath string
+		lease       time.Duration
+		wait        time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "quote --job ID --profile FILE [--wait 1s]",
+		Short: "Ask every sidecar what it would decide, without taking a lease",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := fillAdmitRequest(&req, profilePath, lease); err != nil {
+				return fmt.Errorf("quote: %w", err)
+			}
+			client, nc, err := lf.connect(false)
+			if err != nil {
+				return fmt.Errorf("quote: %w", err)
+			}
+			defer nc.Close()
+			ds, err := client.Quote(cmd.Context(), &req, wait)
+			if err != nil {
+				return fmt.Errorf("quote: %w", describeBusError(err))
+			}
+			slices.SortFunc(ds, func(a, b *bus.Decision) int { return strings.Compare(a.Sidecar, b.Sidecar) })
+			if lf.asJSON {
+				return printJSON(cmd.OutOrStdout(), ds)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "sidecar\tdecision\treason")
+			for _, d := range ds {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", d.Sidecar, d.Decision, oneLine(d.Reason.Message))
+			}
+			return tw.Flush()
+		},
+	}
+	lf.register(cmd, false)
+	addAdmitFlags(cmd, &req, &profilePath, &lease)
+	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to collect answers")
+	return cmd
+}
+
+// leaseFlags are the lease id and token, defaulting to what admit exported.
+type leaseFlags struct{ id, token string }
+
+func (f *leaseFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.id, "lease", os.Getenv(envLease), "lease id (env "+envLease+")")
+	cmd.Flags().StringVar(&f.token, "token", os.Getenv(envToken), "lease token (env "+envToken+")")
+}
+
+func (f *leaseFlags) ref() (*bus.LeaseRef, error) {
+	if f.id == "" || f.token == "" {
+		return nil, fmt.Errorf("--lease and --token: want the lease id and token that admit printed (or %s and %s in the environment)", envLease, envToken)
+	}
+	return &bus.LeaseRef{LeaseID: f.id, Token: f.token}, nil
+}
+
+func newRenewCmd() *cobra.Command {
+	var (
+		lf launcherFlags
+		ls leaseFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "renew [--lease ID --token T]",
+		Short: "Extend a lease",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ref, err := ls.ref()
+			if err != nil {
+				return fmt.Errorf("renew: %w", err)
+			}
+			client, nc, err := lf.connect(true)
+			if err != nil {
+				return fmt.Errorf("renew: %w", err)
+			}
+			defer nc.Close()
+			l, err := client.Renew(cmd.Context(), lf.sidecar, ref)
+			if err != nil {
+				return fmt.Errorf("renew: %w", describeBusError(err))
+			}
+			if lf.asJSON {
+				return printJSON(cmd.OutOrStdout(), l)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "lease %s renewed until %s\n", l.ID, l.ExpiresAt.Format(time.RFC3339))
+			return nil
+		},
+	}
+	lf.register(cmd, true)
+	ls.register(cmd)
+	return cmd
+}
+
+func newReleaseCmd() *cobra.Command {
+	var (
+		lf launcherFlags
+		ls leaseFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "release [--lease ID --token T]",
+		Short: "Give a lease back",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ref, err := ls.ref()
+			if err != nil {
+				return fmt.Errorf("release: %w", err)
+			}
+			client, nc, err := lf.connect(true)
+			if err != nil {
+				return fmt.Errorf("release: %w", err)
+			}
+			defer nc.Close()
+			if err := client.Release(cmd.Context(), lf.sidecar, ref); err != nil {
+				return fmt.Errorf("release: %w", describeBusError(err))
+			}
+			if !lf.asJSON {
+				fmt.Fprintf(cmd.OutOrStdout(), "lease %s released\n", ref.LeaseID)
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), "{}")
+			}
+			return nil
+		},
+	}
+	lf.register(cmd, true)
+	ls.register(cmd)
+	return cmd
+}
+
+func newRegisterCmd() *cobra.Command {
+	var (
+		lf launcherFlags
+		ls leaseFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "register [--lease ID --token T] PID...",
+		Short: "Tell the sidecar which processes run under a lease (needed for eviction)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref, err := ls.ref()
+			if err != nil {
+				return fmt.Errorf("register: %w", err)
+			}
+			pids := make([]int, len(args))
+			for i, a := range args {
+				if pids[i], err = strconv.Atoi(a); err != nil || pids[i] <= 0 {
+					return fmt.Errorf("register: PID %q: want a process id > 0", a)
+				}
+			}
+			client, nc, err := lf.connect(true)
+			if err != nil {
+				return fmt.Errorf("register: %w", err)
+			}
+			defer nc.Close()
+			req := &bus.RegisterRequest{LeaseID: ref.LeaseID, Token: ref.Token, PIDs: pids}
+			if err := client.Register(cmd.Context(), lf.sidecar, req); err != nil {
+				return fmt.Errorf("register: %w", describeBusError(err))
+			}
+			if !lf.asJSON {
+				fmt.Fprintf(cmd.OutOrStdout(), "lease %s: registered %d processes\n", ref.LeaseID, len(pids))
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), "{}")
+			}
+			return nil
+		},
+	}
+	lf.register(cmd, true)
+	ls.register(cmd)
+	return cmd
+}
+
+func newStatusCmd() *cobra.Command {
+	var lf launcherFlags
+	cmd := &cobra.Command{
+		Use:   "status --sidecar ID",
+		Short: "Show a sidecar's services, predictions, leases and health",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, nc, err := lf.connect(true)
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			defer nc.Close()
+			st, err := client.Status(cmd.Context(), lf.sidecar)
+			if err != nil {
+				return fmt.Errorf("status: %w", describeBusError(err))
+			}
+			if lf.asJSON {
+				return printJSON(cmd.OutOrStdout(), st)
+			}
+			return printStatus(cmd.OutOrStdout(), st)
+		},
+	}
+	lf.register(cmd, true)
+	return cmd
+}
+
+func printStatus(w io.Writer, st *bus.Status) error {
+	ready := "ready"
+	if !st.Ready {
+		ready = "NOT READY"
+	}
+	fmt.Fprintf(w, "sidecar %s (%s, mode %s): %s\n", st.Sidecar, st.GPU.Name, st.Mode, ready)
+	fmt.Fprintf(w, "gpu %s: %d of %d MiB free\n", st.GPU.UUID, st.GPU.MemoryFreeMiB, st.GPU.MemoryTotalMiB)
+	names := make([]string, 0, len(st.Health))
+	for n := range st.Health {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %s: %s\n", n, st.Health[n])
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "service\trate req/s\tSLO p99 ms\tpredicted p99 ms")
+	for _, s := range st.Services {
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\n", s.Name, s.RateRPS, s.SLOP99MS, s.PredictedP99MS)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "lease\tjob\towner\tpct\texpires\tpids")
+	for _, l := range st.Leases {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%v\n", l.ID, l.JobID, l.Owner, l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339), l.PIDs)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/sidecar"
+)
+
+// TestLauncherCommands drives a real sidecar (embedded NATS on a free port,
+// simulated H200) with the launcher's commands: admit prints lines a shell
+// can eval, and register, renew, status and release work from them.
+func TestLauncherCommands(t *testing.T) {
+	c := configs.Default()
+	c.Sidecar.ID = "gpu-cli"
+	c.Sidecar.DataDir = t.TempDir()
+	c.NATS.Listen = "127.0.0.1:0"
+	c.GPU.Backend = configs.BackendSim
+	c.Telemetry.HTTP = "127.0.0.1:0"
+	c.Predictor.Requests = 300
+	c.Services = []configs.Service{{Name: "v100-infer", Profile: profilesDir + "/v100-infer-200.json", RateRPS: 8, SLO: configs.SLO{P99MS: 10000}}}
+	s, err := sidecar.New(context.Background(), &c, sidecar.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	conn := []string{"--server", s.ClientURL(), "--sidecar", "gpu-cli"}
+	out, _, err := runCLI(t, append([]string{"admit", "--job", "cli-1", "--profile", profilesDir + "/v100-train-step.json",
+		"--memory-mib", "1000", "--processes", "2", "--request-id", "r1"}, conn...)...)
+	if err != nil {
+		t.Fatalf("admit: %v\n%s", err, out)
+	}
+	for _, want := range []string{"# grant (fits)", "export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", "export COLOCD_LEASE_TOKEN=", "export COLOCD_SIDECAR=gpu-cli"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("admit output lacks %q:\n%s", want, out)
+		}
+	}
+	// A POSIX shell evals it and sees the variables.
+	if sh, err := exec.LookPath("sh"); err == nil {
+		got, err := exec.Command(sh, "-c", out+"\necho \"$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT $COLOCD_SIDECAR\"").Output()
+		if err != nil || strings.TrimSpace(string(got)) != "0=1000M gpu-cli" {
+			t.Errorf("eval of admit's output: %v %q", err, got)
+		}
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "="); ok && strings.HasPrefix(line, "export ") {
+			env[k] = strings.Trim(v, "'")
+		}
+	}
+	lease := []string{"--lease", env["COLOCD_LEASE_ID"], "--token", env["COLOCD_LEASE_TOKEN"]}
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{append(append([]string{"register", "101", "102"}, conn...), lease...), "registered 2 processes"},
+		{append(append([]string{"renew"}, conn...), lease...), "renewed until"},
+		{append([]string{"status"}, conn...), "cli-1"},
+		{append(append([]string{"release"}, conn...), lease...), "released"},
+	}
+	for _, st := range steps {
+		out, _, err := runCLI(t, st.args...)
+		if err != nil || !strings.Contains(out, st.want) {
+			t.Errorf("%s: %v, output %q, want %q", st.args[0], err, out, st.want)
+		}
+	}
+	_, _, err = runCLI(t, append(append([]string{"renew"}, conn...), lease...)...)
+	if err == nil || !strings.Contains(err.Error(), "sidecar refused (404)") {
+		t.Errorf("renew after release: %v, want a 404", err)
+	}
+	_, _, err = runCLI(t, "status", "--server", s.ClientURL(), "--sidecar", "no-such-gpu")
+	if err == nil || !strings.Contains(err.Error(), "no sidecar answered") {
+		t.Errorf("status of a missing sidecar: %v", err)
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/sidecar"
+	"github.com/spf13/cobra"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		path, level, format string
+		sets                []string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --config FILE [--set key=value ...]",
+		Short: "Run the sidecar: admission over NATS for this GPU",
+		Long: `Run the colocd sidecar for one GPU: it hosts the MPS daemon settings, answers
+admission requests on the NATS API (colocd.v1.<id>.*), keeps leases in
+JetStream, and serves /healthz, /readyz and /metrics. With nats.url empty it
+runs an embedded NATS server; with no GPU driver and gpu.backend auto it
+simulates an H200 (and says so in the log).
+
+Precedence: --set > COLOCD_* environment > the file > defaults. Services and
+admission values in the file are reloaded live when it changes.
+SIGINT or SIGTERM shut it down gracefully; no lease is lost.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger(cmd.ErrOrStderr(), level, format)
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			overrides := map[string]any{}
+			for _, kv := range sets {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("serve: --set %q: want key=value, e.g. nats.url=nats://host:4222", kv)
+				}
+				overrides[k] = v
+			}
+			cfg, err := configs.LoadWith(path, overrides)
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("serve: %s: %w", path, err)
+			}
+			s, err := sidecar.New(cmd.Context(), cfg, sidecar.Options{Logger: logger, Version: semver(version), ConfigPath: path, Overrides: overrides})
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "colocd serving sidecar %s: nats %s, http %s\n", s.ID(), orEmbedded(s.ClientURL(), cfg.NATS.URL), s.HTTPAddr())
+			return s.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&path, "config", "/etc/colocd/colocd.yaml", "configuration file")
+	f.StringArrayVar(&sets, "set", nil, "override one key, e.g. --set nats.url=nats://host:4222 (repeatable)")
+	f.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&format, "log-format", "text", "text or json")
+	return cmd
+}
+
+func orEmbedded(embedded, url string) string {
+	if embedded != "" {
+		return embedded + " (embedded)"
+	}
+	return url
+}
+
+// semver turns the build's version into the SemVer the micro service needs.
+func semver(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	if v == "" || v == "dev" {
+		return "0.0.0-dev"
+	}
+	return v
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
+}

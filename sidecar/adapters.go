@@ -1,0 +1,216 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/colocd/colocd/admission"
+	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/gpu"
+	"github.com/colocd/colocd/mps"
+	"github.com/colocd/colocd/predictor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// The adapters below give admission the small interfaces it declares.
+var (
+	_ admission.Device    = deviceAdapter{}
+	_ admission.Daemon    = daemonAdapter{}
+	_ admission.Store     = (*kvStore)(nil)
+	_ admission.Events    = (*eventSink)(nil)
+	_ admission.Predictor = (*tracedPredictor)(nil)
+)
+
+// deviceAdapter reads free memory and health from the GPU.
+type deviceAdapter struct{ dev gpu.Device }
+
+func (d deviceAdapter) FreeMemoryMiB(ctx context.Context) (int, error) {
+	st, err := d.dev.State(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return int(st.Memory.FreeMiB), nil
+}
+
+func (d deviceAdapter) Healthy() (bool, string) {
+	h := d.dev.Health()
+	return h.Healthy, h.Reason
+}
+
+// mpsDaemon is what the sidecar uses of the MPS daemon, real or simulated.
+type mpsDaemon interface {
+	Ensure(ctx context.Context) error
+	Run(ctx context.Context) error
+	Close(ctx context.Context) error
+	Health() mps.Health
+}
+
+var (
+	_ mpsDaemon = (*mps.Control)(nil)
+	_ mpsDaemon = (*mps.Sim)(nil)
+)
+
+// daemonAdapter reports the MPS daemon's health.
+type daemonAdapter struct{ d mpsDaemon }
+
+func (d daemonAdapter) Healthy() (bool, string) {
+	h := d.d.Health()
+	if h.Ready() {
+		return true, ""
+	}
+	return false, fmt.Sprintf("mps daemon %s: %s", h.State, h.Reason)
+}
+
+// storedLease is a lease as the KV bucket holds it: the token only as its
+// hash, the training profile inline (it is needed again after a restart).
+type storedLease struct {
+	ID             string             `json:"id"`
+	TokenHash      []byte             `json:"token_sha256"`
+	JobID          string             `json:"job_id"`
+	Owner          string             `json:"owner"`
+	RequestID      string             `json:"request_id"`
+	Priority       int                `json:"priority"`
+	Checkpointable bool               `json:"checkpointable"`
+	Pct            int                `json:"pct"`
+	MinPct         int                `json:"min_pct"`
+	MemoryMiB      int                `json:"memory_mib"`
+	Processes      int                `json:"processes"`
+	Profile        *predictor.Profile `json:"profile"`
+	PIDs           []int              `json:"pids,omitempty"`
+	CreatedAt      time.Time          `json:"created_at"`
+	ExpiresAt      time.Time          `json:"expires_at"`
+	Duration       time.Duration      `json:"duration_ns"`
+	Deadline       time.Time          `json:"deadline,omitzero"`
+	Revoked        bool               `json:"revoked,omitempty"`
+}
+
+func toStored(l *admission.Lease) storedLease {
+	return storedLease{ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, RequestID: l.RequestID,
+		Priority: l.Priority, Checkpointable: l.Checkpointable, Pct: l.Pct, MinPct: l.MinPct, MemoryMiB: l.MemoryMiB,
+		Processes: l.Processes, Profile: l.Profile, PIDs: l.PIDs, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt,
+		Duration: l.Duration, Deadline: l.Deadline, Revoked: l.Revoked}
+}
+
+func (s storedLease) lease(rev uint64) (*admission.Lease, error) {
+	if len(s.TokenHash) != 32 {
+		return nil, fmt.Errorf("lease %s: token_sha256: want 32 bytes, got %d", s.ID, len(s.TokenHash))
+	}
+	l := &admission.Lease{ID: s.ID, JobID: s.JobID, Owner: s.Owner, RequestID: s.RequestID, Priority: s.Priority,
+		Checkpointable: s.Checkpointable, Pct: s.Pct, MinPct: s.MinPct, MemoryMiB: s.MemoryMiB, Processes: s.Processes,
+		Profile: s.Profile, PIDs: s.PIDs, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt, Duration: s.Duration,
+		Deadline: s.Deadline, Revoked: s.Revoked, Revision: rev}
+	copy(l.TokenHash[:], s.TokenHash)
+	return l, nil
+}
+
+// kvStore keeps leases in the sidecar's JetStream KV bucket, one key per
+// lease, with compare-and-swap on the revision.
+type kvStore struct{ kv *bus.KV }
+
+func (s *kvStore) Save(ctx context.Context, l *admission.Lease) error {
+	data, err := json.Marshal(toStored(l))
+	if err != nil {
+		return fmt.Errorf("save lease %s: %w", l.ID, err)
+	}
+	var rev uint64
+	if l.Revision == 0 {
+		rev, err = s.kv.Create(ctx, l.ID, data)
+	} else {
+		rev, err = s.kv.Update(ctx, l.ID, data, l.Revision)
+	}
+	switch {
+	case errors.Is(err, bus.ErrExists), errors.Is(err, bus.ErrConflict):
+		return fmt.Errorf("save lease %s: %w: %w", l.ID, admission.ErrConflict, err)
+	case err != nil:
+		return fmt.Errorf("save lease %s: %w", l.ID, err)
+	}
+	l.Revision = rev
+	return nil
+}
+
+func (s *kvStore) Delete(ctx context.Context, l *admission.Lease) error {
+	err := s.kv.Delete(ctx, l.ID, l.Revision)
+	switch {
+	case errors.Is(err, bus.ErrNotFound):
+		return fmt.Errorf("delete lease %s: %w", l.ID, admission.ErrNotFound)
+	case errors.Is(err, bus.ErrConflict):
+		return fmt.Errorf("delete lease %s: %w: %w", l.ID, admission.ErrConflict, err)
+	}
+	return err
+}
+
+func (s *kvStore) Load(ctx context.Context) ([]*admission.Lease, error) {
+	entries, err := s.kv.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load leases: %w", err)
+	}
+	out := make([]*admission.Lease, 0, len(entries))
+	for _, e := range entries {
+		var sl storedLease
+		if err := json.Unmarshal(e.Value, &sl); err != nil {
+			return nil, fmt.Errorf("load lease %s: %w", e.Key, err)
+		}
+		l, err := sl.lease(e.Revision)
+		if err != nil {
+			return nil, fmt.Errorf("load leases: %w", err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// eventSink publishes admission's events on the JetStream stream and
+// counts them; after lets the sidecar react (the simulated GPU follows).
+type eventSink struct {
+	events  *bus.Events
+	metrics *metrics
+	after   func()
+}
+
+func (e *eventSink) Publish(ctx context.Context, ev admission.Event) error {
+	we := bus.Event{Type: string(ev.Type), LeaseID: ev.LeaseID, JobID: ev.JobID, ActiveThreadPct: ev.Pct, Reason: ev.Reason, Time: ev.Time}
+	if !ev.Deadline.IsZero() {
+		d := ev.Deadline
+		we.Deadline = &d
+	}
+	err := e.events.Publish(ctx, we)
+	if err == nil {
+		e.metrics.events.Add(ctx, 1, metricAttrs("type", string(ev.Type)))
+	}
+	if e.after != nil {
+		e.after()
+	}
+	return err
+}
+
+// tracedPredictor wraps the model with a span and a duration per prediction.
+type tracedPredictor struct {
+	inner   admission.Predictor
+	tracer  trace.Tracer
+	metrics *metrics
+}
+
+func (p *tracedPredictor) PredictP99(ctx context.Context, svc admission.ServiceSpec, trainers []admission.Trainer, mode predictor.Mode) (admission.Latency, error) {
+	ctx, span := p.tracer.Start(ctx, "colocd.predict", trace.WithAttributes(
+		attribute.String("colocd.service", svc.Name), attribute.String("colocd.mode", string(mode)),
+		attribute.Int("colocd.trainers", len(trainers))))
+	defer span.End()
+	if len(trainers) > 0 {
+		span.SetAttributes(attribute.Int("colocd.candidate_pct", trainers[len(trainers)-1].Pct))
+	}
+	start := time.Now()
+	lat, err := p.inner.PredictP99(ctx, svc, trainers, mode)
+	p.metrics.predictionS.Record(ctx, since(start), metricAttrs("service", svc.Name))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return lat, err
+	}
+	span.SetAttributes(attribute.Float64("colocd.predicted_p99_ms", lat.P99MS), attribute.Float64("colocd.slo_p99_ms", svc.SLOP99MS))
+	return lat, nil
+}

@@ -1,0 +1,243 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/colocd/colocd/admission"
+	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/predictor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+var _ bus.Handler = (*handler)(nil)
+
+// handler serves the NATS API with the admission controller: it maps the
+// wire types, traces each call and records its metrics.
+type handler struct {
+	s        *Sidecar
+	profiles profileCache
+}
+
+// busError maps admission's errors to the API's codes.
+func busError(err error) error {
+	var be *bus.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &be):
+		return err
+	case errors.Is(err, admission.ErrInvalid):
+		return bus.BadRequest(err.Error())
+	case errors.Is(err, admission.ErrForbidden):
+		return bus.Forbidden(err.Error())
+	case errors.Is(err, admission.ErrNotFound):
+		return bus.NotFound(err.Error())
+	case errors.Is(err, admission.ErrConflict):
+		return bus.Conflict(err.Error())
+	case errors.Is(err, admission.ErrUnavailable):
+		return bus.Unavailable(err.Error())
+	}
+	return err
+}
+
+// profileCache keeps parsed inline profiles by the SHA-256 of their bytes:
+// launchers send the same job profile again and again (retries, quotes,
+// many jobs of one kind), and parsing a real one (870 ops, 200 KB) costs
+// milliseconds where hashing it costs a tenth of that. Parsed profiles are
+// never modified, so sharing them is safe.
+type profileCache struct {
+	mu sync.Mutex
+	m  map[[32]byte]*predictor.Profile
+}
+
+const profileCacheMax = 128
+
+func (c *profileCache) parse(raw []byte) (*predictor.Profile, error) {
+	key := sha256.Sum256(raw)
+	c.mu.Lock()
+	p, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := predictor.ParseProfile(raw)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= profileCacheMax {
+		c.m = map[[32]byte]*predictor.Profile{} // simple and bounded: start over
+	}
+	c.m[key] = p
+	return p, nil
+}
+
+// request turns the wire request into admission's, parsing the inline profile.
+func (h *handler) request(r *bus.AdmitRequest) (admission.Request, error) {
+	if len(r.Profile) == 0 {
+		return admission.Request{}, bus.BadRequest("profile: want an inline colocd.profile/v1 training profile")
+	}
+	p, err := h.profiles.parse(r.Profile)
+	if err != nil {
+		return admission.Request{}, bus.BadRequest("profile: " + err.Error())
+	}
+	return admission.Request{RequestID: r.RequestID, JobID: r.Job.ID, Owner: r.Job.Owner, Priority: r.Job.Priority, Profile: p,
+		MemoryMiB: r.MemoryMiB, Processes: r.Processes, MinPct: r.Compute.MinPct, MaxPct: r.Compute.MaxPct,
+		LeaseSeconds: r.LeaseSeconds, Checkpointable: r.Checkpointable}, nil
+}
+
+// wireDecision turns admission's decision into the wire one.
+func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
+	out := &bus.Decision{Decision: string(d.Outcome), Reason: bus.Reason{Code: string(d.Code), Message: d.Message}, Sidecar: h.s.id}
+	for _, p := range d.Predictions {
+		out.Predictions = append(out.Predictions, bus.ServicePrediction{Service: p.Service, SLOP99MS: p.SLOP99MS, SoloP99MS: p.SoloP99MS, PredictedP99MS: p.PredictedP99MS})
+	}
+	if d.Lease != nil {
+		l := h.wireLease(*d.Lease)
+		l.Token = d.Token
+		if d.Env != nil {
+			l.Env = d.Env
+		}
+		out.Lease = &l
+	}
+	return out
+}
+
+func (h *handler) wireLease(l admission.Lease) bus.Lease {
+	return bus.Lease{ID: l.ID, JobID: l.JobID, Owner: l.Owner, ExpiresAt: l.ExpiresAt, ActiveThreadPct: l.Pct,
+		PinnedMemLimitMiB: l.MemoryMiB, Env: h.s.adm.Env(l), PIDs: slices.Clone(l.PIDs)}
+}
+
+// decide runs Decide or Quote inside a span and records the outcome.
+func (h *handler) decide(ctx context.Context, name string, r *bus.AdmitRequest, fn func(context.Context, admission.Request) (admission.Decision, error)) (*bus.Decision, error) {
+	ctx, span := h.s.tel.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		attribute.String("colocd.job", r.Job.ID), attribute.String("colocd.request_id", r.RequestID),
+		attribute.String("colocd.gpu", h.s.gpuInfo.UUID), attribute.String("colocd.sidecar", h.s.id)))
+	defer span.End()
+	start := time.Now()
+	req, err := h.request(r)
+	var d admission.Decision
+	if err == nil {
+		d, err = fn(ctx, req)
+	}
+	h.s.tel.metrics.decisionS.Record(ctx, since(start))
+	if d.Outcome != "" {
+		span.SetAttributes(attribute.String("colocd.decision", string(d.Outcome)), attribute.String("colocd.reason", string(d.Code)),
+			attribute.Int("colocd.pct", d.Pct))
+		worst := math.Inf(-1)
+		for _, p := range d.Predictions {
+			h.s.tel.metrics.predictedP99.Record(ctx, p.PredictedP99MS, metricAttrs("service", p.Service))
+			if p.PredictedP99MS-p.SLOP99MS > worst {
+				worst = p.PredictedP99MS - p.SLOP99MS
+				span.SetAttributes(attribute.String("colocd.service", p.Service), attribute.Float64("colocd.predicted_p99_ms", p.PredictedP99MS),
+					attribute.Float64("colocd.slo_p99_ms", p.SLOP99MS))
+			}
+		}
+		if name == spanAdmit {
+			h.s.tel.metrics.decisions.Add(ctx, 1, metricAttrs("outcome", string(d.Outcome), "code", string(d.Code)))
+		}
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return nil, busError(err)
+	}
+	h.s.afterLeaseChange()
+	return h.wireDecision(d), nil
+}
+
+// Span names of the decision calls.
+const (
+	spanAdmit = "colocd.admit"
+	spanQuote = "colocd.quote"
+)
+
+func (h *handler) Admit(ctx context.Context, r *bus.AdmitRequest) (*bus.Decision, error) {
+	return h.decide(ctx, spanAdmit, r, h.s.adm.Decide)
+}
+
+func (h *handler) Quote(ctx context.Context, r *bus.AdmitRequest) (*bus.Decision, error) {
+	return h.decide(ctx, spanQuote, r, h.s.adm.Quote)
+}
+
+// leaseCall traces a lease operation.
+func (h *handler) leaseCall(ctx context.Context, name, leaseID string, fn func(context.Context) error) error {
+	ctx, span := h.s.tel.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("colocd.lease", leaseID), attribute.String("colocd.sidecar", h.s.id)))
+	defer span.End()
+	if err := fn(ctx); err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return busError(err)
+	}
+	h.s.afterLeaseChange()
+	return nil
+}
+
+func (h *handler) Renew(ctx context.Context, ref *bus.LeaseRef) (*bus.Lease, error) {
+	var out bus.Lease
+	err := h.leaseCall(ctx, "colocd.renew", ref.LeaseID, func(ctx context.Context) error {
+		l, err := h.s.adm.Renew(ctx, ref.LeaseID, ref.Token)
+		out = h.wireLease(l)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (h *handler) Release(ctx context.Context, ref *bus.LeaseRef) error {
+	return h.leaseCall(ctx, "colocd.release", ref.LeaseID, func(ctx context.Context) error {
+		return h.s.adm.Release(ctx, ref.LeaseID, ref.Token)
+	})
+}
+
+func (h *handler) Register(ctx context.Context, r *bus.RegisterRequest) error {
+	return h.leaseCall(ctx, "colocd.register", r.LeaseID, func(ctx context.Context) error {
+		return h.s.adm.Register(ctx, r.LeaseID, r.Token, r.PIDs)
+	})
+}
+
+func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
+	st, err := h.s.adm.Status(ctx)
+	if err != nil {
+		return nil, busError(err)
+	}
+	out := &bus.Status{Sidecar: h.s.id, Mode: string(st.Mode), Health: map[string]string{},
+		GPU: bus.GPUStatus{UUID: h.s.gpuInfo.UUID, Name: h.s.gpuInfo.Name, MemoryTotalMiB: int(h.s.gpuInfo.MemoryTotalMiB)}}
+	if free, err := (deviceAdapter{h.s.gpu}).FreeMemoryMiB(ctx); err == nil {
+		out.GPU.MemoryFreeMiB = free
+	}
+	failed := h.s.checks.run()
+	out.Ready = len(failed) == 0
+	for name := range h.s.checks {
+		out.Health[name] = "ok"
+		if why, bad := failed[name]; bad {
+			out.Health[name] = why
+		}
+	}
+	specs := h.s.services()
+	for _, p := range st.Services {
+		ss := bus.ServiceStatus{Name: p.Service, SLOP99MS: p.SLOP99MS, PredictedP99MS: p.PredictedP99MS}
+		for _, sp := range specs {
+			if sp.Name == p.Service {
+				ss.RateRPS = sp.RateRPS
+			}
+		}
+		out.Services = append(out.Services, ss)
+	}
+	for _, l := range st.Leases {
+		out.Leases = append(out.Leases, h.wireLease(l))
+	}
+	return out, nil
+}

@@ -1,0 +1,477 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/colocd/colocd/admission"
+	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/gpu"
+	"github.com/colocd/colocd/mps"
+	"github.com/colocd/colocd/predictor"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/errgroup"
+)
+
+// Options are what a caller (the command, a test) adds to the configuration.
+type Options struct {
+	Logger *slog.Logger
+	// Version is reported by the micro service and the traces.
+	Version string
+	// ConfigPath, when set, is watched: SLO and admission changes apply live.
+	ConfigPath string
+	// Overrides are the command line's values, re-applied on every reload.
+	Overrides map[string]any
+	// TracerProvider replaces the exporter the configuration picks (tests).
+	TracerProvider trace.TracerProvider
+	// NATSOptions are added to the connection (tests).
+	NATSOptions []nats.Option
+}
+
+// Sidecar is one running colocd: every component built from the
+// configuration, ready to Run.
+type Sidecar struct {
+	cfg     *configs.Config
+	opts    Options
+	log     *slog.Logger
+	id      string
+	tel     *Telemetry
+	gpu     gpu.Handle
+	gpuInfo gpu.Info
+	simGPU  *gpu.SimDevice
+	daemon  mpsDaemon
+	simMPS  *mps.Sim
+	model   *admission.Model
+	adm     *admission.Controller
+	embed   *bus.Embedded
+	nc      *nats.Conn
+	service *bus.Service
+	http    *httpServer
+	watcher *configs.Watcher
+	checks  Checks
+
+	mu        sync.Mutex
+	specs     []admission.ServiceSpec
+	simPIDs   map[int]bool    // simulated MPS clients, by PID
+	simGrants map[string]bool // simulated GPU memory reservations, by lease
+	closers   []func(context.Context) error
+}
+
+// New builds every component from cfg (which must be valid) and starts
+// what must be up before the first request: the GPU, the MPS daemon (in MPS
+// mode), NATS (embedded or remote), the lease store, and the controller with
+// the leases it had. On error, what was started is stopped again.
+func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Version == "" {
+		opts.Version = "0.0.0-dev"
+	}
+	s := &Sidecar{cfg: cfg, opts: opts, log: opts.Logger, simPIDs: map[int]bool{}, simGrants: map[string]bool{}}
+	defer func() {
+		if err != nil {
+			s.Close(context.Background())
+		}
+	}()
+	if err := s.openGPU(ctx); err != nil {
+		return nil, err
+	}
+	s.id = cfg.Sidecar.ID
+	if s.id == "" {
+		s.id = s.gpuInfo.UUID
+	}
+	if err := bus.ValidateSidecarID(s.id); err != nil {
+		return nil, fmt.Errorf("sidecar.id: %w", err)
+	}
+	if s.tel, err = NewTelemetry(ctx, cfg.Telemetry.Tracing, opts.Version, s.id, opts.TracerProvider); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, s.tel.Shutdown)
+	if cfg.Sharing.Mode == configs.ModeMPS {
+		if err := s.openMPS(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.openModel(); err != nil {
+		return nil, err
+	}
+	js, err := s.openNATS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.openAdmission(ctx, js); err != nil {
+		return nil, err
+	}
+	s.checks = Checks{
+		"gpu": func() error {
+			if h := s.gpu.Health(); !h.Healthy {
+				return errors.New(h.Reason)
+			}
+			return nil
+		},
+		"nats": func() error {
+			if st := s.nc.Status(); st != nats.CONNECTED {
+				return fmt.Errorf("connection %s", st)
+			}
+			return nil
+		},
+		"predictor": func() error {
+			if len(s.services()) == 0 {
+				return errors.New("no inference service configured")
+			}
+			return nil
+		},
+	}
+	if s.daemon != nil {
+		s.checks["mps"] = func() error {
+			if ok, why := (daemonAdapter{s.daemon}).Healthy(); !ok {
+				return errors.New(why)
+			}
+			return nil
+		}
+	}
+	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s}); err != nil {
+		return nil, fmt.Errorf("serve nats api: %w", err)
+	}
+	if s.http, err = listenHTTP(cfg.Telemetry.HTTP, newMux(s.checks, s.tel.Registry)); err != nil {
+		return nil, fmt.Errorf("telemetry.http %s: %w", cfg.Telemetry.HTTP, err)
+	}
+	if opts.ConfigPath != "" {
+		if s.watcher, err = configs.NewWatcher(opts.ConfigPath, opts.Overrides, s.log.With("component", "config")); err != nil {
+			return nil, err
+		}
+	}
+	s.afterLeaseChange()
+	s.log.Info("colocd ready", "sidecar", s.id, "gpu", s.gpuInfo.Name, "backend", s.gpuInfo.Backend, "mode", cfg.Sharing.Mode,
+		"nats", s.nc.ConnectedUrlRedacted(), "http", s.http.Addr(), "services", len(s.specs), "leases", len(s.adm.Leases()))
+	return s, nil
+}
+
+func (s *Sidecar) openGPU(ctx context.Context) error {
+	c := s.cfg.GPU
+	gcfg := gpu.Config{Backend: gpu.Backend(c.Backend), Device: c.Device, SMs: c.SMs, EventWait: c.EventWait,
+		Sim: gpu.SimConfig{Name: c.Sim.Name, MemoryMiB: uint64(c.Sim.MemoryMiB)}}
+	h, err := gpu.Open(ctx, gcfg, s.log.With("component", "gpu"))
+	if err != nil {
+		return fmt.Errorf("open gpu: %w", err)
+	}
+	s.gpu, s.gpuInfo = h, h.Info()
+	s.simGPU, _ = h.(*gpu.SimDevice)
+	s.closers = append(s.closers, func(context.Context) error { return h.Close() })
+	return nil
+}
+
+func (s *Sidecar) openMPS(ctx context.Context) error {
+	c := s.cfg.MPS
+	defaults := mps.Defaults{ActiveThreadPct: mps.Percentage(c.DefaultActiveThreadPct), PinnedMemLimit: mps.MemLimit(c.PinnedMemLimitMiB) * mps.MiB}
+	prio := mps.Priority(c.ClientPriority)
+	defaults.ClientPriority = &prio
+	uuid := mps.UUID(s.gpuInfo.UUID)
+	if s.cfg.MPSSimulated(s.simGPU != nil) {
+		sim, err := mps.NewSim(mps.SimConfig{Device: uuid, Defaults: defaults})
+		if err != nil {
+			return fmt.Errorf("simulated mps daemon: %w", err)
+		}
+		s.daemon, s.simMPS = sim, sim
+		s.log.Warn("mps daemon is SIMULATED in process: percentages and clients are the sidecar's own grants", "gpu", s.gpuInfo.Name)
+	} else {
+		mc := mps.DefaultConfig()
+		mc.Binary, mc.PipeDir, mc.LogDir, mc.Device = c.Control, c.PipeDir, c.LogDir, uuid
+		mc.Manage, mc.QuitOnClose, mc.Defaults = c.ManageDaemon, c.QuitOnClose, defaults
+		if c.CommandTimeout > 0 {
+			mc.CommandTimeout = c.CommandTimeout
+		}
+		mc.Logger = s.log.With("component", "mps")
+		ctl, err := mps.New(mc)
+		if err != nil {
+			return fmt.Errorf("mps daemon: %w", err)
+		}
+		s.daemon = ctl
+	}
+	if err := s.daemon.Ensure(ctx); err != nil {
+		// Not fatal: the health loop keeps trying, and admission denies
+		// (503) while the daemon is not ready.
+		s.log.Error("mps daemon not ready at start", "err", err)
+	}
+	s.closers = append(s.closers, s.daemon.Close)
+	return nil
+}
+
+func (s *Sidecar) openModel() error {
+	cal, err := s.calibration()
+	if err != nil {
+		return err
+	}
+	s.model, err = admission.NewModel(cal, s.cfg.Predictor.Requests, s.cfg.Predictor.Seed, s.gpuInfo.SMs)
+	return err
+}
+
+// calibration is the configured file, else the preset for the GPU, else
+// the built-in default.
+func (s *Sidecar) calibration() (*predictor.Calibration, error) {
+	if p := s.cfg.Predictor.Calibration; p != "" {
+		return predictor.LoadCalibration(p)
+	}
+	if c, err := configs.CalibrationPreset(s.gpuInfo.Name); err == nil {
+		return c, nil
+	}
+	return predictor.DefaultCalibration(), nil
+}
+
+func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
+	c := s.cfg.NATS
+	var err error
+	if c.URL == "" {
+		var serverLog *slog.Logger // the embedded server's own log is for debugging only
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			serverLog = s.log.With("component", "nats-server")
+		}
+		listen := c.Listen
+		if host, port, _ := net.SplitHostPort(listen); port == "0" {
+			listen = net.JoinHostPort(host, "-1") // nats-server's "any free port"; its 0 means 4222
+		}
+		s.embed, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(s.cfg.Sidecar.DataDir, "nats"),
+			ServerName: "colocd-" + s.id, Logger: serverLog})
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats server: %w", err)
+		}
+		s.closers = append(s.closers, func(context.Context) error { s.embed.Shutdown(); return nil })
+		s.nc, err = s.embed.Conn(append([]nats.Option{nats.Name("colocd " + s.id)}, s.opts.NATSOptions...)...)
+	} else {
+		s.nc, err = bus.Connect(c.URL, bus.ConnectOptions{Credentials: c.Credentials, NKeySeedFile: c.NKey,
+			TLS: bus.TLSFiles{CA: c.TLS.CA, Cert: c.TLS.Cert, Key: c.TLS.Key}, Name: "colocd " + s.id,
+			Logger: s.log.With("component", "nats"), Options: s.opts.NATSOptions})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect nats: %w", err)
+	}
+	s.closers = append(s.closers, func(context.Context) error { s.nc.Close(); return nil })
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return js, nil
+}
+
+func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) error {
+	kv, err := bus.OpenKV(ctx, js, bus.LeaseBucketName(s.id), 1)
+	if err != nil {
+		return fmt.Errorf("lease store: %w", err)
+	}
+	events, err := bus.OpenEvents(ctx, js, s.id, 24*time.Hour)
+	if err != nil {
+		return fmt.Errorf("event stream: %w", err)
+	}
+	specs, err := serviceSpecs(s.cfg)
+	if err != nil {
+		return err
+	}
+	s.specs = specs
+	deps := admission.Deps{
+		Device:    deviceAdapter{s.gpu},
+		Store:     &kvStore{kv},
+		Events:    &eventSink{events: events, metrics: s.tel.metrics, after: s.afterLeaseChange},
+		Predictor: &tracedPredictor{inner: s.model, tracer: s.tel.Tracer, metrics: s.tel.metrics},
+		Logger:    s.log.With("component", "admission"),
+	}
+	if s.daemon != nil {
+		deps.Daemon = daemonAdapter{s.daemon}
+	}
+	if s.adm, err = admission.New(admissionConfig(s.cfg, specs), deps); err != nil {
+		return err
+	}
+	if err := s.adm.Restore(ctx); err != nil {
+		return fmt.Errorf("restore leases: %w", err)
+	}
+	return nil
+}
+
+// admissionConfig maps the configuration onto the controller's.
+func admissionConfig(cfg *configs.Config, specs []admission.ServiceSpec) admission.Config {
+	a := cfg.Admission
+	return admission.Config{Mode: predictor.Mode(cfg.Sharing.Mode), Services: specs, Headroom: a.Headroom, MaxJobs: a.MaxJobs,
+		MemoryReserveMiB: a.MemoryReserveMiB, PctStep: a.PctStep, LeaseDefault: a.Lease.Default, LeaseMax: a.Lease.Max,
+		PipeDir: cfg.MPS.PipeDir}
+}
+
+// serviceSpecs loads each configured service's profile.
+func serviceSpecs(cfg *configs.Config) ([]admission.ServiceSpec, error) {
+	var out []admission.ServiceSpec
+	for i, sv := range cfg.Services {
+		p, err := predictor.LoadProfile(sv.Profile)
+		if err != nil {
+			return nil, fmt.Errorf("services[%d].profile: %w", i, err)
+		}
+		out = append(out, admission.ServiceSpec{Name: sv.Name, Profile: p, RateRPS: sv.RateRPS, SLOP99MS: sv.SLO.P99MS})
+	}
+	return out, nil
+}
+
+func (s *Sidecar) services() []admission.ServiceSpec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.specs
+}
+
+// ID is the sidecar's id on the NATS API.
+func (s *Sidecar) ID() string { return s.id }
+
+// HTTPAddr is the bound address of /healthz, /readyz and /metrics.
+func (s *Sidecar) HTTPAddr() string { return s.http.Addr() }
+
+// ClientURL is the embedded NATS server's URL ("" with a remote server).
+func (s *Sidecar) ClientURL() string {
+	if s.embed == nil {
+		return ""
+	}
+	return s.embed.ClientURL()
+}
+
+// Conn returns a new connection to the sidecar's NATS (in process when
+// embedded), for tests and tools in the same process.
+func (s *Sidecar) Conn(opts ...nats.Option) (*nats.Conn, error) {
+	if s.embed != nil {
+		return s.embed.Conn(opts...)
+	}
+	return nats.Connect(s.cfg.NATS.URL, opts...)
+}
+
+// Ready reports whether every component is ready.
+func (s *Sidecar) Ready() error { return s.checks.Ready() }
+
+// Run runs the loops (GPU health, MPS health, lease expiry, the config
+// watcher, HTTP) until ctx ends, then shuts down gracefully: the API stops
+// taking requests and drains what is in flight; leases stay in the store.
+func (s *Sidecar) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.gpu.Run(gctx) })
+	if s.daemon != nil {
+		g.Go(func() error { return s.daemon.Run(gctx) })
+	}
+	g.Go(func() error { return s.adm.Run(gctx) })
+	g.Go(func() error { return s.http.serve(gctx) })
+	if s.watcher != nil {
+		updates, cancel := s.watcher.Subscribe()
+		g.Go(func() error { defer cancel(); return s.watcher.Run(gctx) })
+		g.Go(func() error { return s.applyReloads(gctx, updates) })
+	}
+	<-gctx.Done()
+	// Stop taking requests first, let those in flight finish, then stop
+	// the loops; the leases are in the KV store and nothing is released.
+	if err := s.service.Stop(); err != nil {
+		s.log.Warn("stop nats service", "err", err)
+	}
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error("a component stopped", "err", err)
+		s.Close(context.Background())
+		return err
+	}
+	return s.Close(context.Background())
+}
+
+// applyReloads hands new SLOs and admission values to the controller.
+func (s *Sidecar) applyReloads(ctx context.Context, updates <-chan *configs.Config) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case cfg, ok := <-updates:
+			if !ok {
+				return nil
+			}
+			specs, err := serviceSpecs(cfg)
+			if err != nil {
+				s.log.Error("config reload: keeping the old services", "err", err)
+				continue
+			}
+			events, err := s.adm.UpdateServices(ctx, specs, cfg.Admission.Headroom)
+			if err != nil {
+				s.log.Error("config reload: keeping the old services", "err", err)
+				continue
+			}
+			s.mu.Lock()
+			s.specs = specs
+			s.mu.Unlock()
+			s.log.Info("config reloaded: services and SLOs updated", "services", len(specs), "lease_events", len(events))
+		}
+	}
+}
+
+// afterLeaseChange makes a simulated GPU and MPS daemon show the live
+// leases: memory reserved for leases whose processes have started (PIDs
+// registered, or older than a minute) and one MPS client per registered
+// PID at the lease's percentage. A real GPU needs nothing: NVML sees it.
+func (s *Sidecar) afterLeaseChange() {
+	if s.adm == nil {
+		return
+	}
+	leases := s.adm.Leases()
+	if s.tel != nil {
+		s.tel.metrics.leases.Record(context.Background(), int64(len(leases)))
+	}
+	if s.simGPU == nil && s.simMPS == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := map[int]bool{}
+	reserved := map[string]bool{}
+	for _, l := range leases {
+		if s.simGPU != nil && (len(l.PIDs) > 0 || time.Since(l.CreatedAt) > time.Minute) {
+			reserved[l.ID] = true
+			if !s.simGrants[l.ID] {
+				if err := s.simGPU.Reserve(l.ID, uint64(l.MemoryMiB)); err != nil {
+					s.log.Warn("simulated gpu: reserve", "lease", l.ID, "err", err)
+				}
+			}
+		}
+		for _, pid := range l.PIDs {
+			live[pid] = true
+			if s.simMPS != nil && !s.simPIDs[pid] {
+				if err := s.simMPS.AddClient(mps.PID(pid), mps.Percentage(l.Pct)); err == nil {
+					s.simPIDs[pid] = true
+				}
+			}
+		}
+	}
+	for id := range s.simGrants {
+		if !reserved[id] {
+			s.simGPU.Release(id)
+		}
+	}
+	s.simGrants = reserved
+	for pid := range s.simPIDs {
+		if !live[pid] {
+			s.simMPS.RemoveClient(mps.PID(pid))
+			delete(s.simPIDs, pid)
+		}
+	}
+}
+
+// Close stops every component New started, in reverse order. It never quits
+// an MPS daemon it did not start (nor, by default, one it did).
+func (s *Sidecar) Close(ctx context.Context) error {
+	s.mu.Lock()
+	closers := s.closers
+	s.closers = nil
+	s.mu.Unlock()
+	var errs []error
+	for i := len(closers) - 1; i >= 0; i-- {
+		errs = append(errs, closers[i](ctx))
+	}
+	return errors.Join(errs...)
+}

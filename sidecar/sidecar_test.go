@@ -1,0 +1,485 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/admission"
+	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/predictor"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// The OTel SDK's global error handler and the nats-server's
+		// store flushers end with the process, not with each server.
+		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
+	)
+}
+
+const (
+	serviceProfile = "../testdata/profiles/v100-infer-200.json"
+	trainProfile   = "../testdata/profiles/v100-train-step.json"
+	testRequests   = 300
+)
+
+// testConfig is a sidecar on a simulated H200 with an embedded NATS server
+// on a free port, one inference service with the given SLO.
+func testConfig(t testing.TB, id string, sloMS float64) *configs.Config {
+	t.Helper()
+	c := configs.Default()
+	c.Sidecar.ID = id
+	c.Sidecar.DataDir = t.TempDir()
+	c.NATS.Listen = "127.0.0.1:0"
+	c.GPU.Backend = configs.BackendSim
+	c.Telemetry.HTTP = "127.0.0.1:0"
+	c.Predictor.Requests = testRequests
+	c.Services = []configs.Service{{Name: "v100-infer", Profile: serviceProfile, RateRPS: 8, SLO: configs.SLO{P99MS: sloMS}}}
+	c.Admission.MaxJobs = 3
+	return &c
+}
+
+// running is a sidecar whose Run loop a test controls.
+type running struct {
+	*Sidecar
+	stop func() error
+}
+
+func start(t *testing.T, cfg *configs.Config, opts Options) *running {
+	t.Helper()
+	s, err := New(context.Background(), cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	r := &running{Sidecar: s, stop: func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}}
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+	return r
+}
+
+func client(t *testing.T, s *running) *bus.Client {
+	t.Helper()
+	nc, err := s.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return bus.NewClient(nc, bus.WithTimeout(60*time.Second))
+}
+
+var trainJSON = func() json.RawMessage {
+	data, err := os.ReadFile(trainProfile)
+	if err != nil {
+		panic(err)
+	}
+	return data
+}()
+
+func admitReq(job string, minPct, maxPct int) *bus.AdmitRequest {
+	return &bus.AdmitRequest{RequestID: "req-" + job, Job: bus.Job{ID: job, Owner: "test"}, Profile: trainJSON,
+		MemoryMiB: 1000, Processes: 2, Compute: bus.Compute{MinPct: minPct, MaxPct: maxPct}}
+}
+
+// p99At predicts the service's latency p99 with one trainer at pct the way
+// `colocd predict --mode mps` does: same profiles, calibration (the H200
+// preset the simulated GPU picks), requests and seed.
+func p99At(t *testing.T, pct int) float64 {
+	t.Helper()
+	inf, err := predictor.LoadProfile(serviceProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := predictor.LoadProfile(trainProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := configs.CalibrationPreset("NVIDIA H200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr predictor.Predictor
+	sc := &predictor.Scenario{Inference: inf, Training: []*predictor.Profile{tr}, RateRPS: 8, Requests: testRequests, Seed: 1,
+		TrainingPct: []float64{float64(pct)}, DeviceSMs: 132}
+	pred, err := pr.PredictMPS(sc, cal.MPS.Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pred.Inference.LatencyMS.P99
+}
+
+// TestDecisions causes each outcome for a real reason, and checks that a
+// decision's predicted p99 is what the predictor says for the same inputs.
+func TestDecisions(t *testing.T) {
+	p10, p100 := p99At(t, 10), p99At(t, 100)
+	if !(p10 < p100) {
+		t.Fatalf("p99 at 10 %% = %v, at 100 %% = %v: the scenario has no room to throttle", p10, p100)
+	}
+	tests := []struct {
+		name     string
+		slo      float64 // the SLO; admission keeps p99 within 90 % of it
+		memory   int
+		want     string
+		wantCode string
+	}{
+		{"grant: loose SLO", p100 / 0.9 * 1.05, 1000, bus.DecisionGrant, string(admission.CodeFits)},
+		{"throttle: only lower percentages fit", (p10 + p100) / 2 / 0.9, 1000, bus.DecisionThrottle, string(admission.CodeThrottledToFit)},
+		{"deny: even 10 % breaks the SLO", p10 * 0.95 / 0.9, 1000, bus.DecisionDeny, string(admission.CodeSLOViolation)},
+		{"deny: not enough GPU memory", p100 * 2, 200_000, bus.DecisionDeny, string(admission.CodeInsufficientMemory)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := start(t, testConfig(t, "", tt.slo), Options{})
+			req := admitReq("job-1", 10, 100)
+			req.MemoryMiB = tt.memory
+			d, err := client(t, s).Admit(context.Background(), s.ID(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Decision != tt.want || d.Reason.Code != tt.wantCode {
+				t.Fatalf("decision %s (%s: %s), want %s (%s)", d.Decision, d.Reason.Code, d.Reason.Message, tt.want, tt.wantCode)
+			}
+			if tt.want == bus.DecisionDeny {
+				if d.Lease != nil {
+					t.Errorf("a deny carries a lease: %+v", d.Lease)
+				}
+				return
+			}
+			l := d.Lease
+			if l == nil || l.Token == "" || l.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != fmt.Sprint(l.ActiveThreadPct) {
+				t.Fatalf("lease %+v: want a token and the percentage in the env", l)
+			}
+			if got, want := d.Predictions[0].PredictedP99MS, p99At(t, l.ActiveThreadPct); got != want {
+				t.Errorf("predicted p99 %v ms at %d %%, colocd predict gives %v", got, l.ActiveThreadPct, want)
+			}
+			if tt.want == bus.DecisionThrottle && !(l.ActiveThreadPct > 10 && l.ActiveThreadPct < 100) {
+				t.Errorf("throttled to %d %%", l.ActiveThreadPct)
+			}
+		})
+	}
+}
+
+func TestLeaseLifecycle(t *testing.T) {
+	s := start(t, testConfig(t, "gpu-a", 1000), Options{})
+	c := client(t, s)
+	ctx := context.Background()
+	d, err := c.Admit(ctx, s.ID(), admitReq("job-1", 10, 100))
+	if err != nil || d.Lease == nil {
+		t.Fatalf("admit: %v %+v", err, d)
+	}
+	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
+
+	// An idempotent retry returns the same lease, not a second one.
+	again, err := c.Admit(ctx, s.ID(), admitReq("job-1", 10, 100))
+	if err != nil || again.Lease == nil || again.Lease.ID != d.Lease.ID || again.Lease.Token != d.Lease.Token {
+		t.Fatalf("retry: %v, lease %+v, want the first one %+v", err, again.Lease, d.Lease)
+	}
+	if st, _ := c.Status(ctx, s.ID()); len(st.Leases) != 1 {
+		t.Fatalf("%d leases after a retry, want 1", len(st.Leases))
+	}
+
+	// A wrong token is refused and changes nothing.
+	before, _ := c.Status(ctx, s.ID())
+	for _, call := range []func() error{
+		func() error {
+			_, err := c.Renew(ctx, s.ID(), &bus.LeaseRef{LeaseID: ref.LeaseID, Token: "wrong"})
+			return err
+		},
+		func() error { return c.Release(ctx, s.ID(), &bus.LeaseRef{LeaseID: ref.LeaseID, Token: "wrong"}) },
+		func() error {
+			return c.Register(ctx, s.ID(), &bus.RegisterRequest{LeaseID: ref.LeaseID, Token: "wrong", PIDs: []int{7}})
+		},
+	} {
+		if err := call(); bus.CodeOf(err) != bus.CodeForbidden {
+			t.Errorf("wrong token: err = %v, want 403", err)
+		}
+	}
+	after, _ := c.Status(ctx, s.ID())
+	if len(after.Leases) != 1 || after.Leases[0].ExpiresAt != before.Leases[0].ExpiresAt || len(after.Leases[0].PIDs) != 0 {
+		t.Errorf("a refused call changed the lease: %+v → %+v", before.Leases, after.Leases)
+	}
+
+	// Register, renew, release.
+	if err := c.Register(ctx, s.ID(), &bus.RegisterRequest{LeaseID: ref.LeaseID, Token: ref.Token, PIDs: []int{4242, 4243}}); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := c.Renew(ctx, s.ID(), ref)
+	if err != nil || !renewed.ExpiresAt.After(d.Lease.ExpiresAt.Add(-time.Second)) {
+		t.Fatalf("renew: %v %+v", err, renewed)
+	}
+	// The simulated GPU shows the lease's memory once its processes registered.
+	if st, _ := c.Status(ctx, s.ID()); st.GPU.MemoryTotalMiB-st.GPU.MemoryFreeMiB != 1000 {
+		t.Errorf("simulated GPU uses %d MiB with one 1000 MiB lease", st.GPU.MemoryTotalMiB-st.GPU.MemoryFreeMiB)
+	}
+	if err := c.Release(ctx, s.ID(), ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(ctx, s.ID(), ref); bus.CodeOf(err) != bus.CodeNotFound {
+		t.Errorf("second release: err = %v, want 404", err)
+	}
+	if st, _ := c.Status(ctx, s.ID()); len(st.Leases) != 0 || st.GPU.MemoryFreeMiB != st.GPU.MemoryTotalMiB {
+		t.Errorf("after release: %d leases, %d of %d MiB free", len(st.Leases), st.GPU.MemoryFreeMiB, st.GPU.MemoryTotalMiB)
+	}
+}
+
+// An expired lease frees its capacity and an expire event lands on the
+// stream, where a launcher that was not listening can still read it.
+func TestExpiry(t *testing.T) {
+	s := start(t, testConfig(t, "gpu-a", 1000), Options{})
+	c := client(t, s)
+	ctx := context.Background()
+	req := admitReq("job-x", 10, 100)
+	req.LeaseSeconds = 1
+	d, err := c.Admit(ctx, s.ID(), req)
+	if err != nil || d.Lease == nil {
+		t.Fatalf("admit: %v %+v", err, d)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := c.Status(ctx, s.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Leases) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lease not expired after 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sub, err := c.Events(ctx, s.ID(), "job-x", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	select {
+	case rec := <-sub.C():
+		if rec.Event.Type != bus.EventExpire || rec.Event.LeaseID != d.Lease.ID {
+			t.Errorf("event %+v, want expire of %s", rec.Event, d.Lease.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no expire event on the stream")
+	}
+}
+
+// Fifty launchers race for a GPU that takes three jobs: exactly three win.
+func TestConcurrentAdmitsRespectCapacity(t *testing.T) {
+	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
+	c := client(t, s)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	granted, denied := 0, 0
+	for i := range 50 {
+		wg.Go(func() {
+			d, err := c.Admit(context.Background(), s.ID(), admitReq(fmt.Sprintf("job-%d", i), 10, 100))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Errorf("admit %d: %v", i, err)
+			case d.Lease != nil:
+				granted++
+			case d.Reason.Code == string(admission.CodeMaxJobs):
+				denied++
+			default:
+				t.Errorf("admit %d: %s (%s)", i, d.Decision, d.Reason.Message)
+			}
+		})
+	}
+	wg.Wait()
+	if granted != 3 || denied != 47 {
+		t.Errorf("%d granted, %d denied for max_jobs 3; want 3 and 47", granted, denied)
+	}
+	if st, _ := c.Status(context.Background(), s.ID()); len(st.Leases) != 3 {
+		t.Errorf("%d leases stored, want 3", len(st.Leases))
+	}
+}
+
+// A sidecar that restarts on the same data directory has every lease it
+// had, and their tokens still work.
+func TestRestartKeepsLeases(t *testing.T) {
+	cfg := testConfig(t, "gpu-a", 10000)
+	first := start(t, cfg, Options{})
+	c := client(t, first)
+	ctx := context.Background()
+	var refs []*bus.LeaseRef
+	for _, job := range []string{"job-1", "job-2"} {
+		d, err := c.Admit(ctx, first.ID(), admitReq(job, 10, 100))
+		if err != nil || d.Lease == nil {
+			t.Fatalf("admit %s: %v %+v", job, err, d)
+		}
+		refs = append(refs, &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token})
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	second := start(t, cfg, Options{})
+	c2 := client(t, second)
+	st, err := c2.Status(ctx, second.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Leases) != 2 {
+		t.Fatalf("%d leases after a restart, want 2", len(st.Leases))
+	}
+	for _, ref := range refs {
+		if _, err := c2.Renew(ctx, second.ID(), ref); err != nil {
+			t.Errorf("renew %s after restart: %v", ref.LeaseID, err)
+		}
+	}
+}
+
+// Every sidecar answers a quote; none takes a lease for it.
+func TestQuoteFromTwoSidecars(t *testing.T) {
+	a := start(t, testConfig(t, "gpu-a", 10000), Options{})
+	cfgB := testConfig(t, "gpu-b", 1) // an SLO no co-location can meet
+	cfgB.NATS.URL = a.ClientURL()
+	b := start(t, cfgB, Options{})
+	ds, err := client(t, a).Quote(context.Background(), admitReq("job-q", 10, 100), 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range ds {
+		got[d.Sidecar] = d.Decision
+		if d.Lease != nil {
+			t.Errorf("quote from %s carries a lease", d.Sidecar)
+		}
+	}
+	if got["gpu-a"] != bus.DecisionGrant || got["gpu-b"] != bus.DecisionDeny || len(got) != 2 {
+		t.Errorf("quotes %v, want gpu-a grant and gpu-b deny", got)
+	}
+	for _, s := range []*running{a, b} {
+		if st, _ := client(t, s).Status(context.Background(), s.ID()); len(st.Leases) != 0 {
+			t.Errorf("%s has %d leases after a quote", s.ID(), len(st.Leases))
+		}
+	}
+}
+
+// The launcher's traceparent is the decision span's parent; the decision
+// span has the prediction spans as children and the decision's attributes.
+func TestDecisionTraced(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	s := start(t, testConfig(t, "gpu-a", 10000), Options{TracerProvider: tp})
+	launcher := sdktrace.NewTracerProvider() // the launcher's own process
+	ctx, span := launcher.Tracer("launcher").Start(context.Background(), "launch")
+	if _, err := client(t, s).Admit(ctx, s.ID(), admitReq("job-t", 10, 100)); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	var admit sdktrace.ReadOnlySpan
+	predicts := 0
+	for _, sp := range rec.Ended() {
+		switch sp.Name() {
+		case spanAdmit:
+			admit = sp
+		case "colocd.predict":
+			predicts++
+		}
+	}
+	if admit == nil {
+		t.Fatal("no colocd.admit span")
+	}
+	if p := admit.Parent(); !p.IsRemote() || p.SpanID() != span.SpanContext().SpanID() || p.TraceID() != span.SpanContext().TraceID() {
+		t.Errorf("admit span's parent %v, want the launcher's span %v (remote)", p, span.SpanContext())
+	}
+	attrs := map[string]string{}
+	for _, kv := range admit.Attributes() {
+		attrs[string(kv.Key)] = kv.Value.String()
+	}
+	for _, k := range []string{"colocd.job", "colocd.gpu", "colocd.decision", "colocd.pct", "colocd.predicted_p99_ms", "colocd.slo_p99_ms"} {
+		if attrs[k] == "" {
+			t.Errorf("admit span lacks %s (has %v)", k, attrs)
+		}
+	}
+	if predicts == 0 {
+		t.Error("no colocd.predict child span")
+	}
+	for _, sp := range rec.Ended() {
+		if sp.Name() == "colocd.predict" && sp.Parent().SpanID() != admit.SpanContext().SpanID() {
+			t.Errorf("predict span's parent %v is not the admit span", sp.Parent().SpanID())
+		}
+	}
+}
+
+func TestHTTPEndpoints(t *testing.T) {
+	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
+	if _, err := client(t, s).Admit(context.Background(), s.ID(), admitReq("job-m", 10, 100)); err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + s.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz %d %q", code, body)
+	}
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"ready":true`) {
+		t.Errorf("/readyz %d %q", code, body)
+	}
+	_, metrics := get("/metrics")
+	for _, want := range []string{`colocd_decisions_total{code="fits"`, `colocd_leases{`, `colocd_predicted_p99_milliseconds{`, `colocd_prediction_duration_seconds_bucket{`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// A GPU fault makes the sidecar unready and new admissions fail with 503;
+// the lease it had stays.
+func TestUnhealthyGPUDenies503(t *testing.T) {
+	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
+	c := client(t, s)
+	ctx := context.Background()
+	if d, err := c.Admit(ctx, s.ID(), admitReq("job-1", 10, 100)); err != nil || d.Lease == nil {
+		t.Fatalf("admit: %v", err)
+	}
+	if err := s.simGPU.InjectXID(79); err != nil { // fallen off the bus: not the workload's fault
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.Ready() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("still ready 30 s after an XID 79")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err := c.Admit(ctx, s.ID(), admitReq("job-2", 10, 100))
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != bus.CodeUnavailable || !strings.Contains(strings.ToLower(be.Description), "gpu") {
+		t.Errorf("admit on a faulted GPU: err = %v, want 503 naming the GPU", err)
+	}
+	if st, _ := c.Status(ctx, s.ID()); st.Ready || len(st.Leases) != 1 {
+		t.Errorf("status ready %v with %d leases, want not ready and the lease kept", st.Ready, len(st.Leases))
+	}
+}

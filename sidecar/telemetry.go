@@ -1,0 +1,165 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Tracing modes of telemetry.tracing.
+const (
+	TracingNone    = "none"
+	TracingConsole = "console"
+	TracingOTLP    = "otlp"
+)
+
+// Telemetry holds the OpenTelemetry providers the sidecar uses: a tracer
+// for decisions and a meter whose instruments Prometheus scrapes.
+type Telemetry struct {
+	Tracer   trace.Tracer
+	Registry *prometheus.Registry
+	metrics  *metrics
+	shutdown []func(context.Context) error
+}
+
+// NewTelemetry builds the tracer provider and the Prometheus metrics.
+// Spans go where the standard OTEL_TRACES_EXPORTER variable says (otlp,
+// console, none), and when it is unset, where mode says: none (the default
+// for a local run, so nothing tries to reach a missing collector), console
+// (stderr) or otlp (OTEL_EXPORTER_OTLP_* variables). The resource honours
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. tp, when not nil,
+// replaces all of that (tests pass a recorder).
+func NewTelemetry(ctx context.Context, mode, version, sidecarID string, tp trace.TracerProvider) (*Telemetry, error) {
+	t := &Telemetry{Registry: prometheus.NewRegistry()}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(semconv.ServiceName("colocd"), semconv.ServiceVersion(version), semconv.ServiceInstanceID(sidecarID)),
+		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
+	)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	if tp == nil {
+		exp, err := spanExporter(ctx, mode)
+		if err != nil {
+			return nil, err
+		}
+		if exp == nil {
+			tp = noop.NewTracerProvider()
+		} else {
+			sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+			t.shutdown = append(t.shutdown, sdk.Shutdown)
+			tp = sdk
+		}
+	}
+	t.Tracer = tp.Tracer("github.com/colocd/colocd/sidecar")
+	// The launcher's traceparent arrives over NATS; make the W3C propagator
+	// the global one so the bus package's carrier finds it.
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+
+	reader, err := otelprom.New(otelprom.WithRegisterer(t.Registry))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
+	t.shutdown = append(t.shutdown, mp.Shutdown)
+	if t.metrics, err = newMetrics(mp.Meter("github.com/colocd/colocd/sidecar")); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// spanExporter picks the exporter; nil means spans are not exported.
+func spanExporter(ctx context.Context, mode string) (sdktrace.SpanExporter, error) {
+	fallback := func(context.Context) (sdktrace.SpanExporter, error) { return nil, nil }
+	switch mode {
+	case TracingNone, "":
+	case TracingConsole:
+		fallback = func(context.Context) (sdktrace.SpanExporter, error) {
+			return stdouttrace.New(stdouttrace.WithWriter(os.Stderr))
+		}
+	case TracingOTLP:
+		fallback = nil // autoexport's own default is OTLP
+	default:
+		return nil, fmt.Errorf("telemetry.tracing: want none, console or otlp, got %q", mode)
+	}
+	var opts []autoexport.SpanOption
+	if fallback != nil {
+		opts = append(opts, autoexport.WithFallbackSpanExporter(fallback))
+	}
+	exp, err := autoexport.NewSpanExporter(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("trace exporter: %w", err)
+	}
+	if exp == nil || autoexport.IsNoneSpanExporter(exp) {
+		return nil, nil
+	}
+	return exp, nil
+}
+
+// Shutdown flushes and stops the providers.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, f := range t.shutdown {
+		errs = append(errs, f(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// metrics are the instruments /metrics shows.
+type metrics struct {
+	decisions    metric.Int64Counter
+	predictionS  metric.Float64Histogram
+	decisionS    metric.Float64Histogram
+	predictedP99 metric.Float64Gauge
+	leases       metric.Int64Gauge
+	events       metric.Int64Counter
+}
+
+func newMetrics(m metric.Meter) (*metrics, error) {
+	var ms metrics
+	var errs [6]error
+	ms.decisions, errs[0] = m.Int64Counter("colocd.decisions", metric.WithDescription("admission decisions by outcome and reason code"))
+	ms.predictionS, errs[1] = m.Float64Histogram("colocd.prediction.duration", metric.WithUnit("s"),
+		metric.WithDescription("time to predict one service under one co-location"),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))
+	ms.decisionS, errs[2] = m.Float64Histogram("colocd.decision.duration", metric.WithUnit("s"),
+		metric.WithDescription("time to decide one admission request"),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))
+	ms.predictedP99, errs[3] = m.Float64Gauge("colocd.predicted.p99", metric.WithUnit("ms"),
+		metric.WithDescription("the latest predicted latency p99 of each inference service with the leases it has"))
+	ms.leases, errs[4] = m.Int64Gauge("colocd.leases", metric.WithDescription("live leases"))
+	ms.events, errs[5] = m.Int64Counter("colocd.events", metric.WithDescription("lease events published, by type"))
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return &ms, nil
+}
+
+// since returns the seconds elapsed since t.
+func since(t time.Time) float64 { return time.Since(t).Seconds() }
+
+// metricAttrs is a measurement option with string attributes in key, value pairs.
+func metricAttrs(kv ...string) metric.MeasurementOption {
+	attrs := make([]attribute.KeyValue, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		attrs = append(attrs, attribute.String(kv[i], kv[i+1]))
+	}
+	return metric.WithAttributes(attrs...)
+}
