@@ -59,7 +59,7 @@ services:
 	defer sub.Stop()
 
 	os.WriteFile(path, []byte("services: [{name: broken"), 0o644) // invalid: ignored, logged
-	write((p10 + p100) / 2 / 0.9)                                   // now only a lower percentage fits
+	write((p10 + p100) / 2 / 0.9)                                 // now only a lower percentage fits
 	select {
 	case rec := <-sub.C():
 		ev := rec.Event
