@@ -12,20 +12,7 @@ var mpsBenchParams = MPSParams{DRAM: 0.5, L2: 0.25, Kernels: 0.1}
 func BenchmarkPredictMPS(b *testing.B) {
 	inf, train := benchProfiles(b)
 	sc := &Scenario{Inference: inf, Training: []*Profile{train}, Load: 0.5, Requests: 2000, Seed: 1, TrainingPct: []float64{50}}
-	var pr Predictor
-	events := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		pred, err := pr.PredictMPS(sc, mpsBenchParams)
-		if err != nil {
-			b.Fatal(err)
-		}
-		events += pred.Events
-	}
-	secs := b.Elapsed().Seconds()
-	b.ReportMetric(float64(events)/secs, "events/s")
-	b.ReportMetric(secs*1000/float64(b.N), "ms/prediction")
-	b.ReportMetric(float64(events)/float64(b.N), "events/op")
+	benchModel(b, func(pr *Predictor) (*Prediction, error) { return pr.PredictMPS(sc, mpsBenchParams) })
 }
 
 // BenchmarkMPSSweep predicts every training percentage the admission search

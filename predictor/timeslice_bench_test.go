@@ -38,13 +38,21 @@ func splitOps(p *Profile, k int) *Profile {
 	return &q
 }
 
+// benchPredict predicts sc under time slicing with the default parameters.
 func benchPredict(b *testing.B, sc *Scenario) {
-	var pr Predictor
 	params := *DefaultCalibration().Timeslice
+	benchModel(b, func(pr *Predictor) (*Prediction, error) { return pr.PredictTimeslice(sc, params) })
+}
+
+// benchModel runs predict in the benchmark loop with one Predictor and
+// reports events per second, milliseconds per prediction and events per
+// prediction.
+func benchModel(b *testing.B, predict func(*Predictor) (*Prediction, error)) {
+	var pr Predictor
 	events := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		pred, err := pr.PredictTimeslice(sc, params)
+		pred, err := predict(&pr)
 		if err != nil {
 			b.Fatal(err)
 		}

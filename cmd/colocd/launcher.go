@@ -275,116 +275,92 @@ func (f *leaseFlags) ref() (*bus.LeaseRef, error) {
 	return &bus.LeaseRef{LeaseID: f.id, Token: f.token}, nil
 }
 
-func newRenewCmd() *cobra.Command {
+// leaseCmd builds a command that acts on one lease: it reads the lease
+// flags, connects, and runs do.
+func leaseCmd(use, short string, args cobra.PositionalArgs,
+	do func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *bus.LeaseRef, args []string) error) *cobra.Command {
 	var (
 		lf launcherFlags
 		ls leaseFlags
 	)
+	name, _, _ := strings.Cut(use, " ")
 	cmd := &cobra.Command{
-		Use:   "renew [--lease ID --token T]",
-		Short: "Extend a lease",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			ref, err := ls.ref()
 			if err != nil {
-				return fmt.Errorf("renew: %w", err)
+				return fmt.Errorf("%s: %w", name, err)
 			}
 			client, nc, err := lf.connect(true)
 			if err != nil {
-				return fmt.Errorf("renew: %w", err)
+				return fmt.Errorf("%s: %w", name, err)
 			}
 			defer nc.Close()
-			l, err := client.Renew(cmd.Context(), lf.sidecar, ref)
+			if err := do(cmd, client, lf, ref, args); err != nil {
+				return fmt.Errorf("%s: %w", name, describeBusError(err))
+			}
+			return nil
+		},
+	}
+	lf.register(cmd, true)
+	ls.register(cmd)
+	return cmd
+}
+
+func newRenewCmd() *cobra.Command {
+	return leaseCmd("renew [--lease ID --token T]", "Extend a lease", cobra.NoArgs,
+		func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *bus.LeaseRef, _ []string) error {
+			l, err := c.Renew(cmd.Context(), lf.sidecar, ref)
 			if err != nil {
-				return fmt.Errorf("renew: %w", describeBusError(err))
+				return err
 			}
 			if lf.asJSON {
 				return printJSON(cmd.OutOrStdout(), l)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "lease %s renewed until %s\n", l.ID, l.ExpiresAt.Format(time.RFC3339))
 			return nil
-		},
-	}
-	lf.register(cmd, true)
-	ls.register(cmd)
-	return cmd
+		})
 }
 
 func newReleaseCmd() *cobra.Command {
-	var (
-		lf launcherFlags
-		ls leaseFlags
-	)
-	cmd := &cobra.Command{
-		Use:   "release [--lease ID --token T]",
-		Short: "Give a lease back",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ref, err := ls.ref()
-			if err != nil {
-				return fmt.Errorf("release: %w", err)
+	return leaseCmd("release [--lease ID --token T]", "Give a lease back", cobra.NoArgs,
+		func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *bus.LeaseRef, _ []string) error {
+			if err := c.Release(cmd.Context(), lf.sidecar, ref); err != nil {
+				return err
 			}
-			client, nc, err := lf.connect(true)
-			if err != nil {
-				return fmt.Errorf("release: %w", err)
-			}
-			defer nc.Close()
-			if err := client.Release(cmd.Context(), lf.sidecar, ref); err != nil {
-				return fmt.Errorf("release: %w", describeBusError(err))
-			}
-			if !lf.asJSON {
-				fmt.Fprintf(cmd.OutOrStdout(), "lease %s released\n", ref.LeaseID)
-			} else {
-				fmt.Fprintln(cmd.OutOrStdout(), "{}")
-			}
-			return nil
-		},
-	}
-	lf.register(cmd, true)
-	ls.register(cmd)
-	return cmd
+			return printDone(cmd.OutOrStdout(), lf, "lease %s released\n", ref.LeaseID)
+		})
 }
 
 func newRegisterCmd() *cobra.Command {
-	var (
-		lf launcherFlags
-		ls leaseFlags
-	)
-	cmd := &cobra.Command{
-		Use:   "register [--lease ID --token T] PID...",
-		Short: "Tell the sidecar which processes run under a lease (needed for eviction)",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := ls.ref()
-			if err != nil {
-				return fmt.Errorf("register: %w", err)
-			}
+	return leaseCmd("register [--lease ID --token T] PID...", "Tell the sidecar which processes run under a lease (needed for eviction)",
+		cobra.MinimumNArgs(1),
+		func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *bus.LeaseRef, args []string) error {
 			pids := make([]int, len(args))
 			for i, a := range args {
+				var err error
 				if pids[i], err = strconv.Atoi(a); err != nil || pids[i] <= 0 {
-					return fmt.Errorf("register: PID %q: want a process id > 0", a)
+					return fmt.Errorf("PID %q: want a process id > 0", a)
 				}
 			}
-			client, nc, err := lf.connect(true)
-			if err != nil {
-				return fmt.Errorf("register: %w", err)
-			}
-			defer nc.Close()
 			req := &bus.RegisterRequest{LeaseID: ref.LeaseID, Token: ref.Token, PIDs: pids}
-			if err := client.Register(cmd.Context(), lf.sidecar, req); err != nil {
-				return fmt.Errorf("register: %w", describeBusError(err))
+			if err := c.Register(cmd.Context(), lf.sidecar, req); err != nil {
+				return err
 			}
-			if !lf.asJSON {
-				fmt.Fprintf(cmd.OutOrStdout(), "lease %s: registered %d processes\n", ref.LeaseID, len(pids))
-			} else {
-				fmt.Fprintln(cmd.OutOrStdout(), "{}")
-			}
-			return nil
-		},
+			return printDone(cmd.OutOrStdout(), lf, "lease %s: registered %d processes\n", ref.LeaseID, len(pids))
+		})
+}
+
+// printDone prints a sentence, or {} with --json (the API's empty answer).
+func printDone(w io.Writer, lf launcherFlags, format string, args ...any) error {
+	if lf.asJSON {
+		_, err := fmt.Fprintln(w, "{}")
+		return err
 	}
-	lf.register(cmd, true)
-	ls.register(cmd)
-	return cmd
+	_, err := fmt.Fprintf(w, format, args...)
+	return err
 }
 
 func newStatusCmd() *cobra.Command {
