@@ -70,6 +70,7 @@ var ErrNoRecords = errors.New("no usable records")
 
 // tsObjective scores time-slicing parameters against a set of records.
 type tsObjective struct {
+	ctx     context.Context // a cancelled fit stops simulating at once
 	recs    []*Record
 	metrics [][]metric // per record
 	opts    FitOptions
@@ -77,8 +78,8 @@ type tsObjective struct {
 	evals   int
 }
 
-func newTSObjective(recs []*Record, opts FitOptions) *tsObjective {
-	o := &tsObjective{recs: recs, opts: opts, preds: make([]Predictor, len(recs))}
+func newTSObjective(ctx context.Context, recs []*Record, opts FitOptions) *tsObjective {
+	o := &tsObjective{ctx: ctx, recs: recs, opts: opts, preds: make([]Predictor, len(recs))}
 	for i, r := range recs {
 		o.metrics = append(o.metrics, r.metrics(i))
 	}
@@ -87,6 +88,9 @@ func newTSObjective(recs []*Record, opts FitOptions) *tsObjective {
 
 // predictAll predicts every record (in parallel) except skip (-1: none).
 func (o *tsObjective) predictAll(p TimesliceParams, skip int) ([]*Prediction, error) {
+	if err := o.ctx.Err(); err != nil {
+		return nil, err // cancelled: every score is +Inf and the search ends fast
+	}
 	o.evals++
 	return predictRecords(len(o.recs), o.opts.Workers, skip, func(i int) (*Prediction, error) {
 		return o.preds[i].PredictTimeslice(o.recs[i].scenario(o.opts, 0), p)
@@ -258,7 +262,7 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*Calib
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("fit timeslice: %w: no record has mode %q", ErrNoRecords, ModeTimeslice)
 	}
-	obj := newTSObjective(recs, opts)
+	obj := newTSObjective(ctx, recs, opts)
 	best, _, err := obj.minimize(ctx, obj.gridStarts(8), -1)
 	if err != nil {
 		return nil, fmt.Errorf("fit timeslice: %w", err)

@@ -13,6 +13,7 @@ import (
 
 // mpsObjective scores stage-2 coefficients against a set of MPS records.
 type mpsObjective struct {
+	ctx     context.Context // a cancelled fit stops simulating at once
 	recs    []*Record
 	metrics [][]metric
 	opts    FitOptions
@@ -21,8 +22,8 @@ type mpsObjective struct {
 	evals   int
 }
 
-func newMPSObjective(recs []*Record, opts FitOptions, sms int) *mpsObjective {
-	o := &mpsObjective{recs: recs, opts: opts, sms: sms, preds: make([]Predictor, len(recs))}
+func newMPSObjective(ctx context.Context, recs []*Record, opts FitOptions, sms int) *mpsObjective {
+	o := &mpsObjective{ctx: ctx, recs: recs, opts: opts, sms: sms, preds: make([]Predictor, len(recs))}
 	for i, r := range recs {
 		o.metrics = append(o.metrics, r.metrics(i))
 	}
@@ -31,6 +32,9 @@ func newMPSObjective(recs []*Record, opts FitOptions, sms int) *mpsObjective {
 
 // predictAll predicts the records include accepts, in parallel.
 func (o *mpsObjective) predictAll(p MPSParams, include func(int) bool) ([]*Prediction, error) {
+	if err := o.ctx.Err(); err != nil {
+		return nil, err
+	}
 	o.evals++
 	return predictRecords(len(o.recs), o.opts.Workers, -1, func(i int) (*Prediction, error) {
 		if !include(i) {
@@ -166,7 +170,7 @@ func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*MPSCalibrat
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("fit mps: %w: no record has mode %q", ErrNoRecords, ModeMPS)
 	}
-	obj := newMPSObjective(recs, opts, m.Device.SMs)
+	obj := newMPSObjective(ctx, recs, opts, m.Device.SMs)
 	all := func(int) bool { return true }
 	best, err := obj.fit(ctx, all)
 	if err != nil {

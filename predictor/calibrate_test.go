@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // syntheticMeasurements predicts each record with truth and stores the result,
@@ -165,5 +166,25 @@ func TestFitTimesliceNoRecords(t *testing.T) {
 	_, err := FitTimeslice(context.Background(), m, FitOptions{})
 	if !errors.Is(err, ErrNoRecords) {
 		t.Errorf("err = %v, want ErrNoRecords", err)
+	}
+}
+
+// A cancelled calibration returns promptly with the context's error
+// (colocd calibrate gets SIGTERM this way).
+func TestFitCancelled(t *testing.T) {
+	m := syntheticMeasurements(t, TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}, 0.01, calibrationRecords())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	start := time.Now()
+	_, err := FitTimeslice(ctx, m, FitOptions{CrossValidate: true})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("a cancelled fit took %v to return", d)
+	}
+	mm := syntheticMPSMeasurements(t, MPSParams{DRAM: 0.5}, 0, mpsCalibrationRecords())
+	if _, err := FitMPS(ctx, mm, FitOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("mps: err = %v, want context.Canceled", err)
 	}
 }
