@@ -6,7 +6,7 @@ FUZZTIME  ?= 10s
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: build run predict test vet lint fmt-check staticcheck fuzz bench clean
+.PHONY: build run predict test harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/colocd
@@ -29,7 +29,24 @@ predict: build
 # The one command CI and newcomers run.
 test: lint
 	$(GO) test -race -count=1 $(PKGS)
+	$(MAKE) harness-test
 	$(MAKE) fuzz FUZZTIME=5s
+
+# The GPU harness's logic (no torch, no GPU needed), run against the real binary.
+harness-test: build
+	COLOCD_BIN=$(abspath $(BIN)) python3 -m unittest discover -s tools/gpu-harness/tests
+
+# The binary the GPU harness carries to the device machine (cgo: go-nvml needs
+# it, so build on linux/amd64 like the device).
+harness-bin:
+	GOOS=linux GOARCH=amd64 $(GO) build -ldflags "-s -w" -o tools/gpu-harness/bin/colocd ./cmd/colocd
+
+# The predictor's accuracy on real GPU measurements (docs/accuracy.md):
+# calibrate on all but one training workload, predict its records, MAPE per mode.
+ACCURACY_DATA ?= testdata/gpu/h200/measurements.json
+accuracy: build
+	@test -f $(ACCURACY_DATA) || { echo "accuracy: no dataset at $(ACCURACY_DATA) yet (see docs/accuracy.md)"; exit 1; }
+	python3 tools/gpu-harness/accuracy.py --colocd $(BIN) --measurements $(ACCURACY_DATA) --check
 
 vet:
 	$(GO) vet $(PKGS)

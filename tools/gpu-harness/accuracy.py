@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""The predictor's accuracy on a measurements file, leave-one-workload-out.
+
+For each workload (by default each training workload: the records that share
+one set of training profiles), calibrate colocd on every other record
+(`colocd calibrate --no-cv`), then predict the left-out records with that
+calibration (`colocd predict`, the same profiles, mode, rate, percentages,
+requests and seed that calibrate simulates). Print one row per record:
+measured and predicted latency mean and p99 (arrival -> completion), their
+errors, and the training iteration time; then the MAPE per mode. Nothing is
+fitted on the records it scores.
+
+The in-sample fit over all records (and, with --builtin-cv, colocd's own
+cross-validation: leave-one-record-out for time-slicing,
+leave-one-workload-out for MPS) is printed for reference.
+
+  python3 accuracy.py --colocd /tmp/colocd --measurements testdata/gpu/h200/measurements.json
+
+Exit status: 0 when the table was produced (whatever the error), 1 on a
+failure to run colocd or read the file.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import core  # noqa: E402
+
+
+class ColocdError(Exception):
+    pass
+
+
+def run_colocd(argv):
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise ColocdError("%s: exit %d\n%s" % (" ".join(argv[:3]), p.returncode, p.stderr.strip()))
+    return p.stdout
+
+
+def load_doc(path):
+    """The measurements with every profile reference made absolute (inline
+    profiles written to files), and each record's profile names."""
+    path = os.path.abspath(path)
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("format") != core.MEASUREMENTS_FORMAT:
+        raise ValueError("%s: not a %s file" % (path, core.MEASUREMENTS_FORMAT))
+    base = os.path.dirname(path)
+    tmp = tempfile.mkdtemp(prefix="colocd-accuracy-inline-")
+    names = {}
+
+    def resolve(ref, label):
+        if isinstance(ref, dict):
+            p = os.path.join(tmp, "%s.json" % label)
+            core.write_json_atomic(p, ref)
+            return p, ref.get("name", label)
+        p = ref if os.path.isabs(ref) else os.path.join(base, ref)
+        if p not in names:
+            with open(p) as f:
+                names[p] = json.load(f).get("name", "")
+        return p, names[p]
+
+    for i, r in enumerate(doc["records"]):
+        r["inference"], r["_inference_name"] = resolve(r["inference"], "r%d-inference" % i)
+        tr = []
+        r["_training_names"] = []
+        for j, t in enumerate(r.get("training") or []):
+            p, n = resolve(t, "r%d-training%d" % (i, j))
+            tr.append(p)
+            r["_training_names"].append(n)
+        r["training"] = tr
+    doc["_tmp"] = tmp
+    return doc
+
+
+def clean_record(r):
+    return {k: v for k, v in r.items() if not k.startswith("_")}
+
+
+def write_subset(doc, records, path):
+    sub = {"format": doc["format"], "source": "subset of: %s" % doc.get("source", ""), "records": [clean_record(r) for r in records]}
+    if doc.get("device"):
+        sub["device"] = doc["device"]
+    core.write_json_atomic(path, sub)
+
+
+def group_key(r, by):
+    if by == "training":
+        return core.workload_key(r["_training_names"]) or "(no training)"
+    if by == "inference":
+        return r["_inference_name"]
+    return r["name"]
+
+
+def calibrate(colocd, meas_path, out_path, requests, seed, cv):
+    argv = [colocd, "calibrate", "--measurements", meas_path, "--out", out_path, "--json", "--seed", str(seed)]
+    if requests:
+        argv += ["--requests", str(requests)]
+    if not cv:
+        argv.append("--no-cv")
+    return json.loads(run_colocd(argv))
+
+
+def predict(colocd, r, cal_path, requests, seed, sms):
+    """colocd predict for one record, as calibrate simulates it."""
+    argv = [colocd, "predict", "--inference", r["inference"]]
+    for t in r["training"]:
+        argv += ["--training", t]
+    argv += ["--mode", r["mode"], "--rate", repr(float(r["rate_rps"])),
+             "--requests", str(r.get("requests") or requests or 2000), "--seed", str(r.get("seed") or seed),
+             "--calibration", cal_path, "--json"]
+    if r["mode"] == "mps":
+        for _ in r["training"]:
+            argv += ["--pct", "%r" % float(r["training_pct"])]
+        if r.get("inference_pct"):
+            argv += ["--inference-pct", "%r" % float(r["inference_pct"])]
+        if sms:
+            argv += ["--sms", str(int(sms))]
+    return json.loads(run_colocd(argv))
+
+
+def metrics_of(r):
+    """Every measured value of a record: [(field, measured)], calibrate's order."""
+    m = r["measured"]
+    out = []
+    for q in ("latency_ms", "service_ms"):
+        for k in core.PERCENTILE_KEYS:
+            if k in (m.get(q) or {}):
+                out.append(("%s.%s" % (q, k), float(m[q][k])))
+    it = m.get("training_iteration_ms")
+    its = it if isinstance(it, list) else ([] if it is None else [it])
+    for j, v in enumerate(its):
+        out.append(("training_iteration_ms[%d]" % j, float(v)))
+    return out
+
+
+def predicted_value(pred, field):
+    if field.startswith("training_iteration_ms["):
+        j = int(field[len("training_iteration_ms["):-1])
+        t = pred["training"][j] if j < len(pred["training"]) else {}
+        return t.get("iteration_ms")
+    q, k = field.split(".")
+    return pred["inference"][q][k]
+
+
+def rel_err(pred, meas):
+    return None if pred is None else (pred - meas) / meas
+
+
+def mape(errs):
+    errs = [abs(e) for e in errs if e is not None]
+    return sum(errs) / len(errs) if errs else None
+
+
+def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False, check=False, workdir=None,
+             progress=None):
+    """Run the leave-one-group-out evaluation; returns a result dict."""
+    work = workdir or tempfile.mkdtemp(prefix="colocd-accuracy-")
+    say = progress or (lambda s: None)
+    recs = doc["records"]
+    sms = (doc.get("device") or {}).get("sms") or 0
+    res = {"by": by, "requests": requests or 2000, "seed": seed, "source": doc.get("source"),
+           "records": [], "folds": []}
+
+    full_path = os.path.join(work, "all.measurements.json")
+    write_subset(doc, recs, full_path)
+    say("calibrating on all %d records%s" % (len(recs), " (with colocd's own cross-validation)" if builtin_cv else ""))
+    full = calibrate(colocd, full_path, os.path.join(work, "all.calibration.json"), requests, seed, builtin_cv)
+    res["full_fit"] = {"timeslice": full.get("timeslice"), "mps": (full.get("mps") or {}).get("coefficients"),
+                       "timeslice_fit": _fit_summary(full.get("fit")),
+                       "mps_fit": _fit_summary((full.get("mps") or {}).get("fit"))}
+
+    groups = {}
+    for i, r in enumerate(recs):
+        groups.setdefault(group_key(r, by), []).append(i)
+    preds = {}
+    for gi, (key, idx) in enumerate(sorted(groups.items())):
+        rest = [r for i, r in enumerate(recs) if i not in idx]
+        fold = {"left_out": key, "records": len(idx), "trained_on": len(rest)}
+        res["folds"].append(fold)
+        if not rest:
+            fold["error"] = "no other record to calibrate on"
+            continue
+        mp = os.path.join(work, "fold%d.measurements.json" % gi)
+        cp = os.path.join(work, "fold%d.calibration.json" % gi)
+        write_subset(doc, rest, mp)
+        say("fold %d/%d: leave out %s (%d records), calibrate on %d" % (gi + 1, len(groups), key, len(idx), len(rest)))
+        try:
+            cal = calibrate(colocd, mp, cp, requests, seed, False)
+        except ColocdError as e:
+            fold["error"] = str(e)
+            continue
+        fold["timeslice"] = cal.get("timeslice")
+        fold["mps"] = (cal.get("mps") or {}).get("coefficients")
+        fitted = {"timeslice": "timeslice" in cal and cal.get("fit") is not None,
+                  "mps": "mps" in cal and (cal.get("mps") or {}).get("fit") is not None}
+        for i in idx:
+            r = recs[i]
+            if not fitted[r["mode"]]:
+                preds[i] = {"error": "no %s record left to calibrate on" % r["mode"]}
+                continue
+            try:
+                preds[i] = {"prediction": predict(colocd, r, cp, requests, seed, sms)}
+            except ColocdError as e:
+                preds[i] = {"error": str(e)}
+
+    if check:
+        res["consistency"] = consistency(doc, colocd, full, os.path.join(work, "all.calibration.json"), requests,
+                                         seed, sms)
+
+    for i, r in enumerate(recs):
+        row = {"name": r["name"], "mode": r["mode"], "group": group_key(r, by), "rate_rps": r["rate_rps"],
+               "training_pct": r.get("training_pct"), "metrics": []}
+        p = preds.get(i, {"error": "not predicted"})
+        if "error" in p:
+            row["error"] = p["error"]
+        for field, meas in metrics_of(r):
+            pv = predicted_value(p["prediction"], field) if "prediction" in p else None
+            row["metrics"].append({"field": field, "measured": meas, "predicted": pv, "error": rel_err(pv, meas)})
+        res["records"].append(row)
+    res["mape"] = summarize_errors(res["records"])
+    return res
+
+
+def _fit_summary(fit):
+    if not fit:
+        return None
+    return {k: fit.get(k) for k in ("records", "metrics", "mape", "cv_mape", "cv", "unidentified")}
+
+
+def consistency(doc, colocd, full, cal_path, requests, seed, sms):
+    """The largest relative difference between calibrate's in-sample
+    predictions and colocd predict's for the same calibration: ~0 when this
+    script simulates each record exactly as calibrate does."""
+    ins = {}
+    for fit in (full.get("fit"), (full.get("mps") or {}).get("fit")):
+        for pr in (fit or {}).get("per_record") or []:
+            for m in pr["metrics"]:
+                ins[(pr["name"], m["field"])] = m["predicted"]
+    worst = 0.0
+    n = 0
+    for r in doc["records"]:
+        pred = predict(colocd, r, cal_path, requests, seed, sms)
+        for field, _ in metrics_of(r):
+            a, b = ins.get((r["name"], field)), predicted_value(pred, field)
+            if a is None or b is None:
+                continue
+            worst = max(worst, abs(a - b) / max(abs(a), 1e-12))
+            n += 1
+    return {"compared": n, "max_rel_diff": worst}
+
+
+def summarize_errors(rows):
+    out = {}
+    for mode in core.MODES:
+        rs = [r for r in rows if r["mode"] == mode]
+        if not rs:
+            continue
+        sel = {"all": lambda f: True, "latency_ms.mean": lambda f: f == "latency_ms.mean",
+               "latency_ms.p99": lambda f: f == "latency_ms.p99",
+               "service_ms.mean": lambda f: f == "service_ms.mean",
+               "training_iteration_ms": lambda f: f.startswith("training_iteration_ms")}
+        d = {"records": len(rs), "predicted": sum(1 for r in rs if "error" not in r)}
+        for k, f in sel.items():
+            errs = [m["error"] for r in rs for m in r["metrics"] if f(m["field"]) and m["error"] is not None]
+            d[k] = {"mape": mape(errs), "n": len(errs)}
+        out[mode] = d
+    return out
+
+
+def fmt_pct(e):
+    return "—" if e is None else "%+.1f %%" % (100 * e)
+
+
+def fmt_ms(v):
+    return "—" if v is None else "%.3f" % v
+
+
+def table(res, markdown=False):
+    cols = ["record", "mode", "meas mean", "pred mean", "err", "meas p99", "pred p99", "err", "meas iter",
+            "pred iter", "err"]
+    rows = []
+    for r in res["records"]:
+        m = {x["field"]: x for x in r["metrics"]}
+
+        def trip(f):
+            x = m.get(f)
+            if not x:
+                return ["—", "—", "—"]
+            return [fmt_ms(x["measured"]), fmt_ms(x["predicted"]), fmt_pct(x["error"])]
+        mode = r["mode"] if r["mode"] == "timeslice" else "mps %g%%" % r["training_pct"]
+        rows.append([r["name"], mode] + trip("latency_ms.mean") + trip("latency_ms.p99") +
+                    trip("training_iteration_ms[0]"))
+    if markdown:
+        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(lines)
+    w = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
+    fmt = "  ".join("%%-%ds" % x if i < 2 else "%%%ds" % x for i, x in enumerate(w))
+    return "\n".join([fmt % tuple(cols)] + [fmt % tuple(r) for r in rows])
+
+
+def report(res, markdown=False):
+    out = []
+    out.append("leave-one-%s-out: each record predicted by a calibration that never saw its %s; each record "
+               "simulated with its own requests and seed (else %d requests, seed %d)" % (
+                   res["by"], res["by"] if res["by"] != "record" else "record", res["requests"], res["seed"]))
+    if res.get("source"):
+        out.append("measurements: %s" % res["source"])
+    out.append("")
+    out.append(table(res, markdown))
+    errs = [r for r in res["records"] if r.get("error")]
+    if errs:
+        out.append("")
+        out.append("not predicted: " + "; ".join("%s (%s)" % (r["name"], r["error"].splitlines()[0]) for r in errs))
+    out.append("")
+    out.append("MAPE, left-out predictions (Parallax reports 4.33 % time-slicing, 6.12 % MPS):")
+    for mode, d in res["mape"].items():
+        parts = []
+        for k in ("all", "latency_ms.mean", "latency_ms.p99", "service_ms.mean", "training_iteration_ms"):
+            v = d[k]
+            if v["n"]:
+                parts.append("%s %.2f %% (%d)" % (k, 100 * v["mape"], v["n"]))
+        out.append("  %-9s %d/%d records predicted; %s" % (mode, d["predicted"], d["records"], ", ".join(parts)))
+    ff = res.get("full_fit") or {}
+    out.append("")
+    out.append("calibrated on all records (reference, in-sample):")
+    if ff.get("timeslice"):
+        ts = ff["timeslice"]
+        f = ff.get("timeslice_fit") or {}
+        out.append("  timeslice: slice %.1f us, switch %.1f us, hold-over %.1f us; MAPE %s%s%s" % (
+            ts["slice_us"], ts["switch_us"], ts["holdover_us"], _pct(f.get("mape")),
+            "; %s %s" % (f.get("cv"), _pct(f.get("cv_mape"))) if f.get("cv_mape") is not None else "",
+            "; not identified: %s" % ", ".join(f["unidentified"]) if f.get("unidentified") else ""))
+    if ff.get("mps"):
+        c = ff["mps"]
+        f = ff.get("mps_fit") or {}
+        out.append("  mps: dram %.4f, l2 %.4f, kernels %.4f; MAPE %s%s" % (
+            c.get("dram", 0), c.get("l2", 0), c.get("kernels", 0), _pct(f.get("mape")),
+            "; %s %s" % (f.get("cv"), _pct(f.get("cv_mape"))) if f.get("cv_mape") is not None else ""))
+    if res.get("consistency"):
+        c = res["consistency"]
+        out.append("  consistency: colocd predict reproduces calibrate's in-sample values within %.2g (%d values)"
+                   % (c["max_rel_diff"], c["compared"]))
+    return "\n".join(out)
+
+
+def _pct(v):
+    return "—" if v is None else "%.2f %%" % (100 * v)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--measurements", required=True, help="a colocd.measurements/v1 file")
+    ap.add_argument("--colocd", default=shutil.which("colocd") or "colocd", help="the colocd binary")
+    ap.add_argument("--by", choices=["training", "inference", "record"], default="training",
+                    help="what one fold leaves out (default: one training workload)")
+    ap.add_argument("--requests", type=int, default=None, help="simulated requests per record (default: colocd's, 2000)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--builtin-cv", action="store_true", help="also run colocd calibrate's own cross-validation")
+    ap.add_argument("--check", action="store_true",
+                    help="check that colocd predict reproduces calibrate's in-sample values")
+    ap.add_argument("--json", default=None, help="write the full result as JSON to this file")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--workdir", default=None, help="keep the fold files here (default: a temporary directory)")
+    ap.add_argument("-q", "--quiet", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        doc = load_doc(a.measurements)
+    except (OSError, ValueError, KeyError) as e:
+        sys.stderr.write("accuracy: %s\n" % e)
+        return 1
+    progress = None if a.quiet else (lambda s: sys.stderr.write("accuracy: %s\n" % s))
+    try:
+        res = evaluate(doc, a.colocd, by=a.by, requests=a.requests, seed=a.seed, builtin_cv=a.builtin_cv,
+                       check=a.check, workdir=a.workdir, progress=progress)
+    except (ColocdError, OSError) as e:
+        sys.stderr.write("accuracy: %s\n" % e)
+        return 1
+    finally:
+        shutil.rmtree(doc["_tmp"], ignore_errors=True)
+    print(report(res, a.markdown))
+    if a.json:
+        core.write_json_atomic(a.json, res)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
