@@ -3,7 +3,6 @@ package admission
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/colocd/colocd/predictor"
 )
@@ -31,36 +30,14 @@ var (
 )
 
 // ValidationError names every bad field of one document (a request, the
-// configuration). It matches ErrInvalid with errors.Is, and errors.As finds
-// each *predictor.FieldError.
+// configuration): predictor's error of the same name, which also matches
+// ErrInvalid with errors.Is; errors.As finds each *predictor.FieldError.
 type ValidationError struct {
-	Doc    string // "request", "config", "register"
-	Fields []*predictor.FieldError
-}
-
-func (e *ValidationError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "invalid %s: ", e.Doc)
-	for i, f := range e.Fields {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(f.Error())
-	}
-	return b.String()
+	predictor.ValidationError
 }
 
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
-
-// Unwrap lets errors.As find each FieldError.
-func (e *ValidationError) Unwrap() []error {
-	out := make([]error, len(e.Fields))
-	for i, f := range e.Fields {
-		out[i] = f
-	}
-	return out
-}
 
 // fields collects FieldErrors while a document is checked.
 type fields struct {
@@ -88,5 +65,5 @@ func (c *fields) err(doc string) error {
 	if len(c.errs) == 0 {
 		return nil
 	}
-	return &ValidationError{Doc: doc, Fields: c.errs}
+	return &ValidationError{predictor.ValidationError{Doc: doc, Fields: c.errs}}
 }
