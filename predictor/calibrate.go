@@ -267,27 +267,22 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*Calib
 	if err != nil {
 		return nil, fmt.Errorf("fit timeslice: %w", err)
 	}
-	mape, _ := obj.score(best, -1)
-	rep := &FitReport{Records: len(recs), MAPE: mape}
 	preds, err := obj.predictAll(best, -1)
 	if err != nil {
 		return nil, fmt.Errorf("fit timeslice: %w", err)
 	}
-	for i, r := range recs {
-		rf := RecordFit{Name: r.Name}
-		for _, mt := range obj.metrics[i] {
-			rf.Metrics = append(rf.Metrics, MetricFit{Field: mt.field(), Measured: mt.value, Predicted: mt.predicted(preds[i])})
-			rep.Metrics++
-		}
-		rep.PerRecord = append(rep.PerRecord, rf)
-	}
+	all := func(int) bool { return true }
+	mape, _ := scoreMetrics(obj.metrics, preds, all)
+	rep := fitReport(recs, obj.metrics, preds, mape)
 	rep.Unidentified = obj.unidentified(best, mape)
 	if opts.CrossValidate && len(recs) > 1 {
-		cv, err := obj.crossValidate(ctx, best, rep)
+		cv, ok, err := obj.crossValidate(ctx, best, rep)
 		if err != nil {
 			return nil, fmt.Errorf("fit timeslice: cross-validate: %w", err)
 		}
-		rep.CVMAPE, rep.CV = &cv, "leave-one-record-out"
+		if ok {
+			rep.CVMAPE, rep.CV = &cv, "leave-one-record-out"
+		}
 	}
 	rep.Evaluations = obj.evals
 	return &Calibration{
@@ -301,32 +296,21 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*Calib
 
 // crossValidate refits without each record in turn (starting from the full
 // fit) and scores the left-out record; it fills CVPredicted in rep.
-func (o *tsObjective) crossValidate(ctx context.Context, full TimesliceParams, rep *FitReport) (float64, error) {
-	var sum float64
-	var n int
+func (o *tsObjective) crossValidate(ctx context.Context, full TimesliceParams, rep *FitReport) (float64, bool, error) {
+	var cv cvScore
 	for i := range o.recs {
 		p, _, err := o.minimize(ctx, [][]float64{fromParams(full)}, i)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		pred, err := o.preds[i].PredictTimeslice(o.recs[i].scenario(o.opts, 0), p)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
-		for j, mt := range o.metrics[i] {
-			v := mt.predicted(pred)
-			if math.IsNaN(v) {
-				continue
-			}
-			rep.PerRecord[i].Metrics[j].CVPredicted = &v
-			sum += math.Abs(v-mt.value) / mt.value
-			n++
-		}
+		cv.add(rep, o.metrics, i, pred)
 	}
-	if n == 0 {
-		return math.NaN(), nil
-	}
-	return sum / float64(n), nil
+	mape, ok := cv.mape()
+	return mape, ok, nil
 }
 
 // unidentified lists parameters that even a ±50 % change leaves the MAPE

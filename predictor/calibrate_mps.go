@@ -181,15 +181,7 @@ func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*MPSCalibrat
 		return nil, fmt.Errorf("fit mps: %w", err)
 	}
 	mape, _ := scoreMetrics(obj.metrics, preds, all)
-	rep := &FitReport{Records: len(recs), MAPE: mape}
-	for i, r := range recs {
-		rf := RecordFit{Name: r.Name}
-		for _, mt := range obj.metrics[i] {
-			rf.Metrics = append(rf.Metrics, MetricFit{Field: mt.field(), Measured: mt.value, Predicted: mt.predicted(preds[i])})
-			rep.Metrics++
-		}
-		rep.PerRecord = append(rep.PerRecord, rf)
-	}
+	rep := fitReport(recs, obj.metrics, preds, mape)
 	if opts.CrossValidate {
 		cv, ok, err := obj.leaveOneWorkloadOut(ctx, rep)
 		if err != nil {
@@ -217,8 +209,7 @@ func (o *mpsObjective) leaveOneWorkloadOut(ctx context.Context, rep *FitReport) 
 	if len(groups) < 2 {
 		return 0, false, nil
 	}
-	var sum float64
-	var n int
+	var cv cvScore
 	for _, key := range slices.Sorted(maps.Keys(groups)) {
 		held := groups[key]
 		p, err := o.fit(ctx, func(i int) bool { return !slices.Contains(held, i) })
@@ -230,19 +221,9 @@ func (o *mpsObjective) leaveOneWorkloadOut(ctx context.Context, rep *FitReport) 
 			return 0, false, err
 		}
 		for _, i := range held {
-			for j, mt := range o.metrics[i] {
-				v := mt.predicted(preds[i])
-				if math.IsNaN(v) {
-					continue
-				}
-				rep.PerRecord[i].Metrics[j].CVPredicted = &v
-				sum += math.Abs(v-mt.value) / mt.value
-				n++
-			}
+			cv.add(rep, o.metrics, i, preds[i])
 		}
 	}
-	if n == 0 {
-		return 0, false, nil
-	}
-	return sum / float64(n), true, nil
+	mape, ok := cv.mape()
+	return mape, ok, nil
 }

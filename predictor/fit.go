@@ -94,3 +94,45 @@ func scoreMetrics(metrics [][]metric, preds []*Prediction, include func(int) boo
 	}
 	return mape / float64(n), msle / float64(n)
 }
+
+// fitReport lists every record's measured and predicted metrics.
+func fitReport(recs []*Record, metrics [][]metric, preds []*Prediction, mape float64) *FitReport {
+	rep := &FitReport{Records: len(recs), MAPE: mape}
+	for i, r := range recs {
+		rf := RecordFit{Name: r.Name}
+		for _, mt := range metrics[i] {
+			rf.Metrics = append(rf.Metrics, MetricFit{Field: mt.field(), Measured: mt.value, Predicted: mt.predicted(preds[i])})
+			rep.Metrics++
+		}
+		rep.PerRecord = append(rep.PerRecord, rf)
+	}
+	return rep
+}
+
+// cvScore accumulates the errors of records predicted by fits that left
+// them out.
+type cvScore struct {
+	sum float64
+	n   int
+}
+
+// add scores record i's prediction pred and records it in the report.
+func (s *cvScore) add(rep *FitReport, metrics [][]metric, i int, pred *Prediction) {
+	for j, mt := range metrics[i] {
+		v := mt.predicted(pred)
+		if math.IsNaN(v) {
+			continue
+		}
+		rep.PerRecord[i].Metrics[j].CVPredicted = &v
+		s.sum += math.Abs(v-mt.value) / mt.value
+		s.n++
+	}
+}
+
+// mape is the mean absolute percentage error; ok is false with no metric.
+func (s *cvScore) mape() (float64, bool) {
+	if s.n == 0 {
+		return 0, false
+	}
+	return s.sum / float64(s.n), true
+}
