@@ -1,6 +1,7 @@
 package predictor
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -187,4 +188,48 @@ func TestMPSSkipAloneIterationsChangesNothing(t *testing.T) {
 		!near(skipped.Training[0].Slowdown, stepped.Training[0].Slowdown) {
 		t.Errorf("skipping changed the prediction:\n%+v %v\n%+v %v", skipped.Inference.LatencyMS, skipped.Training[0].Slowdown, stepped.Inference.LatencyMS, stepped.Training[0].Slowdown)
 	}
+}
+
+// The fluid simulation ends, with consistent figures, for any valid mix of
+// kernel lengths, gaps, SM and memory demands, percentages and coefficients.
+func FuzzMPS(f *testing.F) {
+	f.Add(100.0, 10.0, 300.0, 20.0, 0.8, 0.5, 0.4, 50.0, 1.0, 0.5, uint8(2))
+	f.Add(0.001, 0.0, 1e6, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.9, uint8(1))
+	f.Add(5000.0, 3000.0, 1.0, 1e5, 0.01, 0.0, 0.9, 100.0, 1000.0, 0.05, uint8(3))
+	f.Fuzz(func(t *testing.T, infDur, infGap, trDur, trGap, sm, dram, l2, pct, coef, load float64, trainers uint8) {
+		clamp := func(v, lo, hi float64) float64 {
+			if math.IsNaN(v) {
+				return lo
+			}
+			return math.Min(hi, math.Max(lo, math.Abs(v)))
+		}
+		frac := clamp(sm, 0.001, 1)
+		inf := mpsProfile("inf", KindInference, 3, clamp(infDur, 0.5, 1e5), clamp(infGap, 0, 1e5), frac, clamp(dram, 0, 1), clamp(l2, 0, 1))
+		var ts []*Profile
+		var pcts []float64
+		for i := range int(trainers % 4) {
+			ts = append(ts, mpsProfile("tr", KindTraining, 2, clamp(trDur, 0.5, 1e5), clamp(trGap, 0, 1e5), 1-frac/2, clamp(l2, 0, 1), clamp(dram, 0, 1)))
+			pcts = append(pcts, clamp(pct+float64(i)*10, 1, 100))
+		}
+		c := clamp(coef, 0, MaxCoefficient)
+		sc := &Scenario{Inference: inf, Training: ts, TrainingPct: pcts, Load: clamp(load, 0.01, 0.95), Requests: 50, Seed: 1}
+		var pr Predictor
+		pred, err := pr.PredictMPS(sc, MPSParams{DRAM: c, L2: c / 2, Kernels: c / 10})
+		if errors.Is(err, ErrTooManyEvents) {
+			return // valid but too long: refused with a clear error, which is the contract
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		lat, svc, solo := pred.Inference.LatencyMS, pred.Inference.ServiceMS, pred.Inference.SoloServiceMS
+		const eps = 1e-9
+		if svc.P50 < solo.P50*(1-eps)-eps || lat.Mean < svc.Mean*(1-eps)-eps || lat.P99 < lat.P50-eps {
+			t.Fatalf("inconsistent: latency %+v service %+v solo service %v", lat, svc, solo.P50)
+		}
+		for _, tr := range pred.Training {
+			if !(tr.Slowdown >= 1-eps) || math.IsInf(tr.Slowdown, 0) {
+				t.Fatalf("trainer: slowdown %v", tr.Slowdown)
+			}
+		}
+	})
 }

@@ -76,8 +76,14 @@ func (s *TimesliceSim) run(inference []Op, training [][]Op, arrivals []float64, 
 		}
 		preempt := inf
 		if other < inf {
-			k := math.Ceil((max(other, now)-sliceStart)/p.SliceUS - 1e-9)
-			preempt = sliceStart + max(k, 1)*p.SliceUS
+			// The first slice boundary at or after the moment someone
+			// waits. The tolerance keeps a boundary that rounding puts a
+			// hair after that moment from costing a whole slice; the
+			// clamp keeps one it puts a hair before from lying in the
+			// past, where an idle owner would yield to nobody, forever.
+			waitFrom := max(other, now)
+			k := math.Ceil((waitFrom-sliceStart)/p.SliceUS - 1e-9)
+			preempt = max(sliceStart+max(k, 1)*p.SliceUS, waitFrom)
 		}
 		c := &s.ctx[o]
 		for !s.done() {
@@ -105,10 +111,11 @@ func (s *TimesliceSim) run(inference []Op, training [][]Op, arrivals []float64, 
 		if s.done() {
 			break
 		}
-		// Switch to the next context with ready work, round robin. (When
-		// float rounding puts the boundary a hair before the other's
-		// readiness, nobody else is ready yet: the owner just goes on.)
+		// Switch to the next context with ready work, round robin. A
+		// tenure ends at or after the time another context is ready, so
+		// there always is one; the owner goes on only if rounding says not.
 		if owner = s.nextReady(o, now); owner == o {
+			s.res.events++ // bounded by the event budget, even then
 			continue
 		}
 		now += p.SwitchUS
