@@ -93,7 +93,7 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 	if err := req.Validate(); err != nil {
 		return Decision{}, err
 	}
-	key := KeyOf(req.Profile)
+	key := req.profileKey()
 	fp := req.fingerprint(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -124,7 +124,7 @@ func (c *Controller) Quote(ctx context.Context, req Request) (Decision, error) {
 	if err := req.Validate(); err != nil {
 		return Decision{}, err
 	}
-	key := KeyOf(req.Profile)
+	key := req.profileKey()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.decideLocked(ctx, &req, key, c.clock.Now())
@@ -165,15 +165,17 @@ func (c *Controller) decideLocked(ctx context.Context, req *Request, key Profile
 	others := trainersOf(live)
 	results := make([][]ServicePrediction, len(grid))
 	var rmu sync.Mutex
+	trainersAt := func(i int) []Trainer {
+		return append(slices.Clone(others), Trainer{Profile: req.Profile, Key: key, Pct: grid[i]})
+	}
 	eval := func(ctx context.Context, i int) (probe, error) {
-		ts := append(slices.Clone(others), Trainer{Profile: req.Profile, Key: key, Pct: grid[i]})
-		preds, p, err := c.predictAll(ctx, ts)
+		preds, p, err := c.predictAll(ctx, trainersAt(i))
 		rmu.Lock()
 		results[i] = preds
 		rmu.Unlock()
 		return p, err
 	}
-	best, err := searchGrid(ctx, grid, c.cfg.SearchWorkers, eval)
+	best, err := searchGrid(ctx, grid, c.cfg.SearchWorkers, eval, func(i int) bool { return c.known(trainersAt(i)) })
 	if err != nil {
 		if ctx.Err() != nil {
 			return Decision{}, fmt.Errorf("decide: %w", ctx.Err())
@@ -241,6 +243,21 @@ func (c *Controller) predictAll(ctx context.Context, trainers []Trainer) ([]Serv
 		p.soloScore = max(p.soloScore, lat.SoloP99MS/limit)
 	}
 	return preds, p, nil
+}
+
+// known reports whether the predictor has every service's prediction with
+// trainers at hand (false when it cannot tell).
+func (c *Controller) known(trainers []Trainer) bool {
+	kp, ok := c.deps.Predictor.(KnowingPredictor)
+	if !ok {
+		return false
+	}
+	for _, svc := range c.cfg.Services {
+		if !kp.Known(svc, trainers, c.cfg.Mode) {
+			return false
+		}
+	}
+	return true
 }
 
 // limit is the p99 a service may reach: (1 − headroom) × SLO.

@@ -290,6 +290,29 @@ func TestQuoteHasNoEffects(t *testing.T) {
 	mustDecide(t, h, other, Grant)
 }
 
+// TestGivenProfileKey: a request that brings KeyOf(Profile) decides as one
+// that does not, from the same cached predictions.
+func TestGivenProfileKey(t *testing.T) {
+	h := newHarness(t, predictor.ModeMPS, 9, nil)
+	plain, err := h.c.Quote(context.Background(), request("r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	misses := h.model.Stats().Misses
+	keyed := request("r1")
+	keyed.ProfileKey = KeyOf(keyed.Profile)
+	got, err := h.c.Quote(context.Background(), keyed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Outcome != plain.Outcome || got.Pct != plain.Pct || got.Message != plain.Message {
+		t.Errorf("with the key: %+v, without: %+v", got, plain)
+	}
+	if m := h.model.Stats().Misses; m != misses {
+		t.Errorf("%d new simulations with the key, want none", m-misses)
+	}
+}
+
 // TestDecideCancelled: a cancelled context ends the decision with its error
 // and no lease.
 func TestDecideCancelled(t *testing.T) {

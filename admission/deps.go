@@ -71,6 +71,15 @@ type Predictor interface {
 	PredictP99(ctx context.Context, svc ServiceSpec, trainers []Trainer, mode predictor.Mode) (Latency, error)
 }
 
+// KnowingPredictor is a Predictor that can tell, without simulating,
+// whether it already knows a prediction (it has it cached). The percentage
+// search then evaluates known points one after another on the caller's
+// goroutine instead of fanning them out.
+type KnowingPredictor interface {
+	Predictor
+	Known(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) bool
+}
+
 // Deps are the components the controller consumes. Daemon may be nil in
 // time-slicing mode; Clock defaults to the system clock; Logger (used only by
 // the loops the controller owns: expiry) defaults to discarding.

@@ -153,7 +153,17 @@ func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int) (*
 	}, nil
 }
 
-var _ Predictor = (*Model)(nil)
+var _ KnowingPredictor = (*Model)(nil)
+
+// Known reports whether PredictP99 with these inputs would answer from the
+// cache. It does not count as a hit or a miss.
+func (m *Model) Known(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) bool {
+	key := m.key(svc, trainers, mode)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.index[key]
+	return ok
+}
 
 // PredictP99 predicts svc's p99 latency with trainers co-located under mode,
 // from the cache when the same inputs were predicted before.

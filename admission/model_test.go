@@ -44,6 +44,12 @@ func TestModelCache(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := m.Stats()
+			if known := m.Known(tt.svc, tt.trainers, tt.mode); known != tt.hit {
+				t.Errorf("Known = %v, want %v", known, tt.hit)
+			}
+			if s := m.Stats(); s != before {
+				t.Errorf("Known moved the counters: %+v → %+v", before, s)
+			}
 			lat, err := m.PredictP99(ctx, tt.svc, tt.trainers, tt.mode)
 			if err != nil {
 				t.Fatal(err)

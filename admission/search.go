@@ -44,8 +44,10 @@ type probe struct {
 // first round: the bottom and evenly spaced points), all at once.
 //
 // If eval ever contradicts monotonicity, a failure wins: only indexes below
-// the lowest failure count.
-func searchGrid(ctx context.Context, xs []int, workers int, eval func(ctx context.Context, i int) (probe, error)) (int, error) {
+// the lowest failure count. known, when not nil, tells whether eval(i) is
+// already known (a cached prediction): a round of known points runs on the
+// caller's goroutine, since starting goroutines costs more than a lookup.
+func searchGrid(ctx context.Context, xs []int, workers int, eval func(ctx context.Context, i int) (probe, error), known func(i int) bool) (int, error) {
 	s := gridSearch{xs: xs, w: max(workers, 1), lo: -1, hi: len(xs), probes: map[int]probe{}, solo: math.NaN(), scaleLo: 1, scaleHi: 1}
 	for round := 0; s.hi-s.lo > 1; round++ {
 		var cand []int
@@ -54,7 +56,7 @@ func searchGrid(ctx context.Context, xs []int, workers int, eval func(ctx contex
 		} else {
 			cand = s.nextRound()
 		}
-		res, err := evalAll(ctx, cand, eval)
+		res, err := evalAll(ctx, cand, eval, known)
 		if err != nil {
 			return -1, err
 		}
@@ -192,13 +194,19 @@ func dedupe(xs []int) []int {
 	return out
 }
 
-// evalAll evaluates each index, concurrently when there are several.
-func evalAll(ctx context.Context, idx []int, eval func(ctx context.Context, i int) (probe, error)) ([]probe, error) {
+// evalAll evaluates each index, concurrently when there are several that
+// are not all known.
+func evalAll(ctx context.Context, idx []int, eval func(ctx context.Context, i int) (probe, error), known func(i int) bool) ([]probe, error) {
 	res := make([]probe, len(idx))
-	if len(idx) == 1 {
-		p, err := eval(ctx, idx[0])
-		res[0] = p
-		return res, err
+	if len(idx) == 1 || (known != nil && allKnown(idx, known)) {
+		for k, i := range idx {
+			p, err := eval(ctx, i)
+			if err != nil {
+				return nil, err
+			}
+			res[k] = p
+		}
+		return res, nil
 	}
 	errs := make([]error, len(idx))
 	var wg sync.WaitGroup
@@ -212,4 +220,13 @@ func evalAll(ctx context.Context, idx []int, eval func(ctx context.Context, i in
 		}
 	}
 	return res, nil
+}
+
+func allKnown(idx []int, known func(i int) bool) bool {
+	for _, i := range idx {
+		if !known(i) {
+			return false
+		}
+	}
+	return true
 }

@@ -73,17 +73,25 @@ func TestSearchGridMatchesLinearScan(t *testing.T) {
 					}
 				}
 				for workers := 1; workers <= 5; workers++ {
-					var evals atomic.Int64
+					var evals, inFlight, maxInFlight atomic.Int64
+					cached := workers%2 == 0 // every point known: rounds run one point at a time
 					got, err := searchGrid(context.Background(), grid, workers, func(_ context.Context, i int) (probe, error) {
 						evals.Add(1)
+						n := inFlight.Add(1)
+						defer inFlight.Add(-1)
+						for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
+						}
 						p := f(float64(grid[i]))
 						return probe{fits: p <= limit, score: p / limit, soloScore: 55 / limit}, nil
-					})
+					}, func(int) bool { return cached })
 					if err != nil {
 						t.Fatal(err)
 					}
 					if got != want {
 						t.Fatalf("%s, grid %v, limit %g, %d workers: got %d, want %d", name, grid, limit, workers, got, want)
+					}
+					if cached && maxInFlight.Load() != 1 {
+						t.Fatalf("%s, grid %v, %d workers: %d known points evaluated at once, want one at a time", name, grid, workers, maxInFlight.Load())
 					}
 					n, e := len(grid), int(evals.Load())
 					bound := 1 + 3*bitsLen(n)
@@ -124,7 +132,7 @@ func TestSearchGridError(t *testing.T) {
 				return probe{}, boom
 			}
 			return probe{score: 2}, nil
-		})
+		}, nil)
 		if !errors.Is(err, boom) {
 			t.Errorf("workers %d: got %v, want boom", workers, err)
 		}
@@ -136,7 +144,7 @@ func TestSearchGridNotMonotone(t *testing.T) {
 	fits := []bool{true, true, false, true, true}
 	got, err := searchGrid(context.Background(), []int{10, 20, 30, 40, 50}, 5, func(_ context.Context, i int) (probe, error) {
 		return probe{fits: fits[i], score: 1}, nil
-	})
+	}, nil)
 	if err != nil || got != 1 {
 		t.Errorf("got %d, %v; want 1", got, err)
 	}

@@ -85,7 +85,7 @@ func (c *Controller) replan(ctx context.Context, live []*entry) ([]int, []bool, 
 				trial := slices.Clone(pcts)
 				trial[i] = grid[k]
 				return eval(ctx, trial)
-			})
+			}, nil)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -25,6 +25,9 @@ type Request struct {
 	Priority int
 	// Profile is the job's training profile (one iteration).
 	Profile *predictor.Profile
+	// ProfileKey is KeyOf(Profile) when the caller already has it (it
+	// parses each distinct profile once); zero: computed per request.
+	ProfileKey ProfileKey
 	// MemoryMiB is the device memory the job pins (its MPS limit); 0 takes
 	// the profile's memory_mib. One of the two must be > 0.
 	MemoryMiB int
@@ -95,6 +98,14 @@ func (r *Request) Validate() error {
 		c.add("lease_seconds", "seconds ≥ 0 (0: the default)", fmt.Sprint(r.LeaseSeconds))
 	}
 	return c.err("request")
+}
+
+// profileKey is ProfileKey, or KeyOf(Profile) when the caller left it zero.
+func (r *Request) profileKey() ProfileKey {
+	if r.ProfileKey != (ProfileKey{}) {
+		return r.ProfileKey
+	}
+	return KeyOf(r.Profile)
 }
 
 // memoryMiB is the memory the job pins: its own figure, else the profile's

@@ -19,11 +19,11 @@ import (
 
 // The adapters below give admission the small interfaces it declares.
 var (
-	_ admission.Device    = deviceAdapter{}
-	_ admission.Daemon    = daemonAdapter{}
-	_ admission.Store     = (*kvStore)(nil)
-	_ admission.Events    = (*eventSink)(nil)
-	_ admission.Predictor = (*tracedPredictor)(nil)
+	_ admission.Device           = deviceAdapter{}
+	_ admission.Daemon           = daemonAdapter{}
+	_ admission.Store            = (*kvStore)(nil)
+	_ admission.Events           = (*eventSink)(nil)
+	_ admission.KnowingPredictor = (*tracedPredictor)(nil)
 )
 
 // deviceAdapter reads free memory and health from the GPU.
@@ -193,6 +193,12 @@ type tracedPredictor struct {
 	inner   admission.Predictor
 	tracer  trace.Tracer
 	metrics *metrics
+}
+
+// Known asks the model, without a span: it is a cache lookup.
+func (p *tracedPredictor) Known(svc admission.ServiceSpec, trainers []admission.Trainer, mode predictor.Mode) bool {
+	kp, ok := p.inner.(admission.KnowingPredictor)
+	return ok && kp.Known(svc, trainers, mode)
 }
 
 func (p *tracedPredictor) PredictP99(ctx context.Context, svc admission.ServiceSpec, trainers []admission.Trainer, mode predictor.Mode) (admission.Latency, error) {

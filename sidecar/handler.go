@@ -48,37 +48,43 @@ func busError(err error) error {
 	return err
 }
 
-// profileCache keeps parsed inline profiles by the SHA-256 of their bytes:
-// launchers send the same job profile again and again (retries, quotes,
-// many jobs of one kind), and parsing a real one (870 ops, 200 KB) costs
-// milliseconds where hashing it costs a tenth of that. Parsed profiles are
-// never modified, so sharing them is safe.
+// profileCache keeps parsed inline profiles, and their prediction keys, by
+// the SHA-256 of their bytes: launchers send the same job profile again and
+// again (retries, quotes, many jobs of one kind), and parsing a real one
+// (870 ops, 200 KB) costs milliseconds where hashing it costs a tenth of
+// that. Parsed profiles are never modified, so sharing them is safe.
 type profileCache struct {
 	mu sync.Mutex
-	m  map[[32]byte]*predictor.Profile
+	m  map[[32]byte]parsedProfile
+}
+
+type parsedProfile struct {
+	p   *predictor.Profile
+	key admission.ProfileKey
 }
 
 const profileCacheMax = 128
 
-func (c *profileCache) parse(raw []byte) (*predictor.Profile, error) {
-	key := sha256.Sum256(raw)
+func (c *profileCache) parse(raw []byte) (parsedProfile, error) {
+	sum := sha256.Sum256(raw)
 	c.mu.Lock()
-	p, ok := c.m[key]
+	pp, ok := c.m[sum]
 	c.mu.Unlock()
 	if ok {
-		return p, nil
+		return pp, nil
 	}
 	p, err := predictor.ParseProfile(raw)
 	if err != nil {
-		return nil, err
+		return parsedProfile{}, err
 	}
+	pp = parsedProfile{p: p, key: admission.KeyOf(p)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= profileCacheMax {
-		c.m = map[[32]byte]*predictor.Profile{} // simple and bounded: start over
+		c.m = map[[32]byte]parsedProfile{} // simple and bounded: start over
 	}
-	c.m[key] = p
-	return p, nil
+	c.m[sum] = pp
+	return pp, nil
 }
 
 // request turns the wire request into admission's, parsing the inline profile.
@@ -86,11 +92,11 @@ func (h *handler) request(r *bus.AdmitRequest) (admission.Request, error) {
 	if len(r.Profile) == 0 {
 		return admission.Request{}, bus.BadRequest("profile: want an inline colocd.profile/v1 training profile")
 	}
-	p, err := h.profiles.parse(r.Profile)
+	pp, err := h.profiles.parse(r.Profile)
 	if err != nil {
 		return admission.Request{}, bus.BadRequest("profile: " + err.Error())
 	}
-	return admission.Request{RequestID: r.RequestID, JobID: r.Job.ID, Owner: r.Job.Owner, Priority: r.Job.Priority, Profile: p,
+	return admission.Request{RequestID: r.RequestID, JobID: r.Job.ID, Owner: r.Job.Owner, Priority: r.Job.Priority, Profile: pp.p, ProfileKey: pp.key,
 		MemoryMiB: r.MemoryMiB, Processes: r.Processes, MinPct: r.Compute.MinPct, MaxPct: r.Compute.MaxPct,
 		LeaseSeconds: r.LeaseSeconds, Checkpointable: r.Checkpointable}, nil
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -155,11 +158,30 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 // since returns the seconds elapsed since t.
 func since(t time.Time) float64 { return time.Since(t).Seconds() }
 
-// metricAttrs is a measurement option with string attributes in key, value pairs.
+// metricAttrs is a measurement option with string attributes in key, value
+// pairs. Building an attribute set sorts and hashes it, which on the warm
+// decision path costs more than the decision; the label values come from
+// small sets (services, outcomes, codes, event types), so the options are
+// kept, up to attrCacheMax of them.
 func metricAttrs(kv ...string) metric.MeasurementOption {
+	key := strings.Join(kv, "\x00")
+	if o, ok := attrCache.Load(key); ok {
+		return o.(metric.MeasurementOption)
+	}
 	attrs := make([]attribute.KeyValue, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
 		attrs = append(attrs, attribute.String(kv[i], kv[i+1]))
 	}
-	return metric.WithAttributes(attrs...)
+	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	if attrCacheSize.Add(1) <= attrCacheMax {
+		attrCache.Store(key, o)
+	}
+	return o
 }
+
+const attrCacheMax = 1024
+
+var (
+	attrCache     sync.Map // string → metric.MeasurementOption
+	attrCacheSize atomic.Int64
+)
