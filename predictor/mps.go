@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -138,9 +139,10 @@ type mpsOp struct {
 // mpsContext holds the MPS view of one context's ops.
 type mpsContext struct {
 	ops []mpsOp
-	// aloneCycle is one unit's length when the context runs alone at its
-	// cap: the sum of its gaps and of its kernels' durations at their
-	// alone rates.
+	// aloneCum[i] is the time from the unit's start to op i's gap when the
+	// context runs alone at its cap (gaps, and kernels at their alone
+	// rates); aloneCycle, one whole unit's.
+	aloneCum   []float64
 	aloneCycle float64
 }
 
@@ -149,9 +151,11 @@ func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]k
 		c.ops = make([]mpsOp, len(ops))
 	}
 	c.ops = c.ops[:len(ops)]
+	c.aloneCum = growFloats(c.aloneCum, len(ops))
 	oneSM := 1 / float64(sms)
 	c.aloneCycle = 0
 	for i := range ops {
+		c.aloneCum[i] = c.aloneCycle
 		o := &c.ops[i]
 		o.sm = max(ops[i].SM, oneSM)
 		o.u = min(o.sm, capSM)
@@ -244,15 +248,20 @@ func (s *MPSSim) run(inference []Op, training [][]Op, arrivals []float64, pcts [
 	return s.result(now)
 }
 
-// skipAloneIterations lets runAlone skip a lone trainer's whole iterations;
-// tests turn it off to check that skipping changes nothing.
+// skipAloneIterations lets runAlone skip a lone context's kernels and a
+// lone trainer's whole iterations; tests turn it off to check that skipping
+// changes nothing.
 var skipAloneIterations = true
 
 // runAlone advances context c, the only one with work, until another
 // context's work is ready at next (or the simulation ends). Alone, a kernel
-// runs at its cap's rate and meets no contention.
+// runs at its cap's rate and meets no contention, so the kernels that end
+// before next are found by a binary search on the unit's alone timeline
+// instead of one by one (each still counts as an event); the last kernel of
+// a unit completes the ordinary way.
 func (s *MPSSim) runAlone(c int, now, next float64) float64 {
-	ctx, ops := &s.ctx[c], s.mctx[c].ops
+	ctx, ops, cum := &s.ctx[c], s.mctx[c].ops, s.mctx[c].aloneCum
+	last := len(ops) - 1
 	for {
 		a := ops[ctx.idx].alone
 		end := now + ctx.rem/a
@@ -260,6 +269,17 @@ func (s *MPSSim) runAlone(c int, now, next float64) float64 {
 			ctx.rem -= (next - now) * a
 			s.res.events++
 			return next
+		}
+		if i := ctx.idx; skipAloneIterations && i+1 < last {
+			// Op j ends at base + cum[j+1]; take every op up to the last
+			// one (but the unit's final op) that ends by next.
+			base := end - cum[i+1]
+			j := i + sort.Search(last-1-i, func(k int) bool { return base+cum[i+k+2] > next })
+			if j > i {
+				s.res.events += j - i
+				ctx.idx = j
+				end = base + cum[j+1]
+			}
 		}
 		now = end
 		if i := ctx.idx + 1; i < len(ctx.dur) { // complete(), its common case inlined

@@ -183,10 +183,38 @@ func TestMPSSkipAloneIterationsChangesNothing(t *testing.T) {
 	if stepped.Events <= skipped.Events {
 		t.Fatalf("stepping took %d events, skipping %d: nothing was skipped", stepped.Events, skipped.Events)
 	}
+	assertSkipChangesNothing(t, skipped, stepped)
+
+	// Real profiles: kernels of every length and gap, a request that ends
+	// while the trainer is mid-iteration, kernels skipped within a unit.
+	realInf, err := LoadProfile("../testdata/profiles/v100-infer-200.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	realTrain, err := LoadProfile("../testdata/profiles/v100-train-step.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc = &Scenario{Inference: realInf, Training: []*Profile{realTrain}, RateRPS: 8, Requests: 300, Seed: 1, TrainingPct: []float64{35}}
+	skipAloneIterations = true
+	skipped = predictMPS(t, sc, params)
+	skipAloneIterations = false
+	stepped = predictMPS(t, sc, params)
+	assertSkipChangesNothing(t, skipped, stepped)
+}
+
+func assertSkipChangesNothing(t *testing.T, skipped, stepped *Prediction) {
+	t.Helper()
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Abs(b) }
-	if !near(skipped.Inference.LatencyMS.Mean, stepped.Inference.LatencyMS.Mean) || !near(skipped.Inference.LatencyMS.P99, stepped.Inference.LatencyMS.P99) ||
-		!near(skipped.Training[0].Slowdown, stepped.Training[0].Slowdown) {
-		t.Errorf("skipping changed the prediction:\n%+v %v\n%+v %v", skipped.Inference.LatencyMS, skipped.Training[0].Slowdown, stepped.Inference.LatencyMS, stepped.Training[0].Slowdown)
+	for _, k := range PercentileKeys {
+		a, _ := skipped.Inference.LatencyMS.Get(k)
+		b, _ := stepped.Inference.LatencyMS.Get(k)
+		if !near(a, b) {
+			t.Errorf("latency %s: skipping %v ms, stepping %v ms", k, a, b)
+		}
+	}
+	if !near(skipped.Training[0].Slowdown, stepped.Training[0].Slowdown) {
+		t.Errorf("slowdown: skipping %v, stepping %v", skipped.Training[0].Slowdown, stepped.Training[0].Slowdown)
 	}
 }
 
