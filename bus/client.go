@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -19,6 +21,9 @@ const DefaultTimeout = 5 * time.Second
 type Client struct {
 	nc      *nats.Conn
 	timeout time.Duration
+
+	profilesMu sync.Mutex
+	profiles   *ProfileStore // opened by the first PutProfile that succeeds
 }
 
 // ClientOption configures a Client.
@@ -52,6 +57,28 @@ func (c *Client) Admit(ctx context.Context, sidecarID string, req *AdmitRequest)
 		return nil, err
 	}
 	return &d, nil
+}
+
+// PutProfile stores a training profile's bytes in the ProfileBucket object
+// store (once: a put of stored bytes only checks) and returns the reference
+// to send as AdmitRequest.ProfileRef. The bucket is created if need be.
+func (c *Client) PutProfile(ctx context.Context, raw []byte) (string, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	c.profilesMu.Lock()
+	if c.profiles == nil {
+		js, err := jetstream.New(c.nc)
+		if err == nil {
+			c.profiles, err = OpenProfileStore(ctx, js, 1)
+		}
+		if err != nil {
+			c.profilesMu.Unlock()
+			return "", fmt.Errorf("put profile: %w", err)
+		}
+	}
+	st := c.profiles
+	c.profilesMu.Unlock()
+	return st.Put(ctx, raw)
 }
 
 // Renew extends a lease and returns it with its new expiry.
@@ -92,11 +119,8 @@ func (c *Client) call(ctx context.Context, sidecarID, endpoint string, in, out a
 	if err != nil {
 		return fmt.Errorf("%s: %w", endpoint, err)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, ErrNoSidecar)
@@ -114,6 +138,14 @@ func (c *Client) call(ctx context.Context, sidecarID, endpoint string, in, out a
 		return fmt.Errorf("%s on sidecar %s: decode answer: %w", endpoint, sidecarID, err)
 	}
 	return nil
+}
+
+// bound gives ctx the client's timeout when it has no deadline.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.timeout)
 }
 
 // newMsg builds a request with a JSON body and the trace context headers.

@@ -1,7 +1,9 @@
 package bus
 
 import (
+	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -64,6 +66,26 @@ func FuzzJobToken(f *testing.F) {
 		}
 		if errA == nil && errB == nil && a != b && ta == tb {
 			t.Fatalf("ids %q and %q share token %q", a, b, ta)
+		}
+	})
+}
+
+// FuzzParseProfileRef: a reference either parses to the digest it spells
+// (and prints back to itself) or is refused with an error naming the field.
+func FuzzParseProfileRef(f *testing.F) {
+	for _, s := range []string{"", "sha256:", ProfileRef(nil), ProfileRef([]byte("x")), "sha256:" + string(make([]byte, 64)), "SHA256:00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ref string) {
+		d, err := ParseProfileRef(ref)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "profile_ref: ") {
+				t.Fatalf("error %q does not name the field", err)
+			}
+			return
+		}
+		if back := ProfileRefPrefix + hex.EncodeToString(d[:]); back != ref {
+			t.Fatalf("%q parsed to %x, which prints as %q", ref, d, back)
 		}
 	})
 }

@@ -36,8 +36,13 @@ type AdmitRequest struct {
 	// Job identifies the training job and its owner.
 	Job Job `json:"job"`
 	// Profile is an inline colocd.profile/v1 training profile; bus passes it
-	// through without interpreting it.
-	Profile json.RawMessage `json:"profile"`
+	// through without interpreting it. Exactly one of Profile and
+	// ProfileRef is set.
+	Profile json.RawMessage `json:"profile,omitempty"`
+	// ProfileRef names a profile in the ProfileBucket object store by
+	// content ("sha256:<hex>", see ProfileRef): a large profile travels once,
+	// not with every admit and quote.
+	ProfileRef string `json:"profile_ref,omitempty"`
 	// MemoryMiB is the GPU memory the job needs.
 	MemoryMiB int `json:"memory_mib"`
 	// Processes is the number of GPU client processes the job starts.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/bus"
 	"github.com/nats-io/nats.go"
 )
 
@@ -16,7 +17,8 @@ import (
 // (goal: ≤ 2×). The decision is a request on colocd.v1.quote: the whole
 // decision path (decode, validate the inline 870-op profile, constraints,
 // the percentage search on cached predictions, encode) without taking a
-// lease, so every iteration decides again.
+// lease, so every iteration decides again. The profile travels inline, or
+// by reference to the object store (profile_ref).
 func BenchmarkRoundTrip(b *testing.B) {
 	small, err := os.ReadFile("../testdata/profiles/summary-train.json")
 	if err != nil {
@@ -25,12 +27,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 	for _, tc := range []struct {
 		name    string
 		profile json.RawMessage
-	}{{"profile=v100-step-870-ops", trainJSON}, {"profile=summary", small}} {
-		b.Run(tc.name, func(b *testing.B) { benchRoundTrip(b, tc.profile) })
+		byRef   bool
+	}{{"profile=v100-step-870-ops", trainJSON, false}, {"profile=v100-step-870-ops-by-ref", trainJSON, true}, {"profile=summary", small, false}} {
+		b.Run(tc.name, func(b *testing.B) { benchRoundTrip(b, tc.profile, tc.byRef) })
 	}
 }
 
-func benchRoundTrip(b *testing.B, profile json.RawMessage) {
+func benchRoundTrip(b *testing.B, profile json.RawMessage, byRef bool) {
 	s, err := New(context.Background(), testConfig(b, "gpu-bench", 10000), Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -51,6 +54,12 @@ func benchRoundTrip(b *testing.B, profile json.RawMessage) {
 	defer echo.Unsubscribe()
 	ar := admitReq("job-bench", 10, 100)
 	ar.Profile = profile
+	if byRef { // the profile travels once, to the object store
+		if ar.ProfileRef, err = bus.NewClient(nc).PutProfile(context.Background(), profile); err != nil {
+			b.Fatal(err)
+		}
+		ar.Profile = nil
+	}
 	req, _ := json.Marshal(ar)
 	b.ReportMetric(float64(len(req)), "request-bytes")
 	call := func(subject string, body []byte) {

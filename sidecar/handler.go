@@ -48,11 +48,12 @@ func busError(err error) error {
 	return err
 }
 
-// profileCache keeps parsed inline profiles, and their prediction keys, by
-// the SHA-256 of their bytes: launchers send the same job profile again and
-// again (retries, quotes, many jobs of one kind), and parsing a real one
-// (870 ops, 200 KB) costs milliseconds where hashing it costs a tenth of
-// that. Parsed profiles are never modified, so sharing them is safe.
+// profileCache keeps parsed profiles, and their prediction keys, by the
+// SHA-256 of their bytes, which for a profile sent by reference is the
+// reference itself: launchers send the same job profile again and again
+// (retries, quotes, many jobs of one kind), and parsing a real one (870 ops,
+// 200 KB) costs milliseconds where hashing it costs a tenth of that. Parsed
+// profiles are never modified, so sharing them is safe.
 type profileCache struct {
 	mu sync.Mutex
 	m  map[[32]byte]parsedProfile
@@ -65,19 +66,20 @@ type parsedProfile struct {
 
 const profileCacheMax = 128
 
-func (c *profileCache) parse(raw []byte) (parsedProfile, error) {
-	sum := sha256.Sum256(raw)
+func (c *profileCache) get(sum [32]byte) (parsedProfile, bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	pp, ok := c.m[sum]
-	c.mu.Unlock()
-	if ok {
-		return pp, nil
-	}
+	return pp, ok
+}
+
+// parse parses raw, whose SHA-256 is sum, and keeps the result.
+func (c *profileCache) parse(sum [32]byte, raw []byte) (parsedProfile, error) {
 	p, err := predictor.ParseProfile(raw)
 	if err != nil {
 		return parsedProfile{}, err
 	}
-	pp = parsedProfile{p: p, key: admission.KeyOf(p)}
+	pp := parsedProfile{p: p, key: admission.KeyOf(p)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= profileCacheMax {
@@ -87,14 +89,51 @@ func (c *profileCache) parse(raw []byte) (parsedProfile, error) {
 	return pp, nil
 }
 
-// request turns the wire request into admission's, parsing the inline profile.
-func (h *handler) request(r *bus.AdmitRequest) (admission.Request, error) {
-	if len(r.Profile) == 0 {
-		return admission.Request{}, bus.BadRequest("profile: want an inline colocd.profile/v1 training profile")
+// profile returns the request's profile, parsed: the inline one, or the one
+// its profile_ref names in the profile store.
+func (h *handler) profile(ctx context.Context, r *bus.AdmitRequest) (parsedProfile, error) {
+	switch {
+	case len(r.Profile) > 0 && r.ProfileRef != "":
+		return parsedProfile{}, bus.BadRequest("profile, profile_ref: want one of the two, got both")
+	case len(r.Profile) > 0:
+		sum := sha256.Sum256(r.Profile)
+		if pp, ok := h.profiles.get(sum); ok {
+			return pp, nil
+		}
+		pp, err := h.profiles.parse(sum, r.Profile)
+		if err != nil {
+			return parsedProfile{}, bus.BadRequest("profile: " + err.Error())
+		}
+		return pp, nil
+	case r.ProfileRef != "":
+		sum, err := bus.ParseProfileRef(r.ProfileRef)
+		if err != nil {
+			return parsedProfile{}, bus.BadRequest(err.Error())
+		}
+		if pp, ok := h.profiles.get(sum); ok {
+			return pp, nil
+		}
+		raw, err := h.s.profs.Get(ctx, r.ProfileRef)
+		switch {
+		case errors.Is(err, bus.ErrProfileNotFound):
+			return parsedProfile{}, bus.NotFound(err.Error())
+		case err != nil:
+			return parsedProfile{}, bus.Unavailable(err.Error())
+		}
+		pp, err := h.profiles.parse(sum, raw)
+		if err != nil {
+			return parsedProfile{}, bus.BadRequest("profile_ref " + r.ProfileRef + ": " + err.Error())
+		}
+		return pp, nil
 	}
-	pp, err := h.profiles.parse(r.Profile)
+	return parsedProfile{}, bus.BadRequest("profile: want an inline colocd.profile/v1 training profile, or a profile_ref")
+}
+
+// request turns the wire request into admission's, with its parsed profile.
+func (h *handler) request(ctx context.Context, r *bus.AdmitRequest) (admission.Request, error) {
+	pp, err := h.profile(ctx, r)
 	if err != nil {
-		return admission.Request{}, bus.BadRequest("profile: " + err.Error())
+		return admission.Request{}, err
 	}
 	return admission.Request{RequestID: r.RequestID, JobID: r.Job.ID, Owner: r.Job.Owner, Priority: r.Job.Priority, Profile: pp.p, ProfileKey: pp.key,
 		MemoryMiB: r.MemoryMiB, Processes: r.Processes, MinPct: r.Compute.MinPct, MaxPct: r.Compute.MaxPct,
@@ -130,7 +169,7 @@ func (h *handler) decide(ctx context.Context, name string, r *bus.AdmitRequest, 
 		attribute.String("colocd.gpu", h.s.gpuInfo.UUID), attribute.String("colocd.sidecar", h.s.id)))
 	defer span.End()
 	start := time.Now()
-	req, err := h.request(r)
+	req, err := h.request(ctx, r)
 	var d admission.Decision
 	if err == nil {
 		d, err = fn(ctx, req)

@@ -56,6 +56,7 @@ type Sidecar struct {
 	adm     *admission.Controller
 	embed   *bus.Embedded
 	nc      *nats.Conn
+	profs   *bus.ProfileStore // profiles sent by reference
 	service *bus.Service
 	http    *httpServer
 	watcher *configs.Watcher
@@ -276,6 +277,9 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	events, err := bus.OpenEvents(ctx, js, s.id, 24*time.Hour)
 	if err != nil {
 		return fmt.Errorf("event stream: %w", err)
+	}
+	if s.profs, err = bus.OpenProfileStore(ctx, js, 1); err != nil {
+		return fmt.Errorf("profile store: %w", err)
 	}
 	specs, err := serviceSpecs(s.cfg)
 	if err != nil {

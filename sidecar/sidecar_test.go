@@ -182,6 +182,60 @@ func TestDecisions(t *testing.T) {
 	}
 }
 
+// TestProfileByReference: a profile put in the object store once decides
+// exactly as the same profile sent inline; a reference to nothing, a malformed one, or both forms at once are
+// refused with the field named.
+func TestProfileByReference(t *testing.T) {
+	s := start(t, testConfig(t, "", (p99At(t, 10)+p99At(t, 100))/2/0.9), Options{})
+	c := client(t, s)
+	ctx := context.Background()
+	inline, err := c.Quote(ctx, admitReq("job-inline", 10, 100), time.Second)
+	if err != nil || len(inline) != 1 {
+		t.Fatalf("inline quote: %v, %v", inline, err)
+	}
+	ref, err := c.PutProfile(ctx, trainJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref != bus.ProfileRef(trainJSON) {
+		t.Fatalf("ref %s, want %s", ref, bus.ProfileRef(trainJSON))
+	}
+	byRef := admitReq("job-ref", 10, 100)
+	byRef.Profile, byRef.ProfileRef = nil, ref
+	d, err := c.Admit(ctx, s.ID(), byRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Decision != inline[0].Decision || d.Lease == nil || d.Lease.ActiveThreadPct == 0 ||
+		d.Predictions[0].PredictedP99MS != inline[0].Predictions[0].PredictedP99MS {
+		t.Fatalf("by reference: %+v; inline: %+v", d, inline[0])
+	}
+	tests := []struct {
+		name   string
+		edit   func(*bus.AdmitRequest)
+		code   int
+		phrase string
+	}{
+		{"unknown reference", func(r *bus.AdmitRequest) { r.Profile, r.ProfileRef = nil, bus.ProfileRef([]byte("nothing")) }, bus.CodeNotFound, "put it there first"},
+		{"malformed reference", func(r *bus.AdmitRequest) { r.Profile, r.ProfileRef = nil, "sha256:xyz" }, bus.CodeBadRequest, "profile_ref: want"},
+		{"both forms", func(r *bus.AdmitRequest) { r.ProfileRef = ref }, bus.CodeBadRequest, "profile, profile_ref: want one of the two"},
+		{"neither", func(r *bus.AdmitRequest) { r.Profile = nil }, bus.CodeBadRequest, "or a profile_ref"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := admitReq("job-bad", 10, 100)
+			tt.edit(r)
+			_, err := c.Admit(ctx, s.ID(), r)
+			if bus.CodeOf(err) != tt.code || !strings.Contains(err.Error(), tt.phrase) {
+				t.Errorf("got %v (code %d), want code %d and %q", err, bus.CodeOf(err), tt.code, tt.phrase)
+			}
+		})
+	}
+	if n := len(s.adm.Leases()); n != 1 {
+		t.Errorf("%d leases, want the one granted by reference", n)
+	}
+}
+
 func TestLeaseLifecycle(t *testing.T) {
 	s := start(t, testConfig(t, "gpu-a", 1000), Options{})
 	c := client(t, s)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -82,6 +83,7 @@ func newAdmitCmd() *cobra.Command {
 		lf          launcherFlags
 		req         bus.AdmitRequest
 		profilePath string
+		sendMode    string
 		lease       time.Duration
 	)
 	cmd := &cobra.Command{
@@ -98,7 +100,7 @@ A deny prints the reason and exits with status 1. --request-id makes a retry
 return the same decision instead of a second lease (default: a random id).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := fillAdmitRequest(&req, profilePath, lease); err != nil {
+			if err := fillAdmitRequest(&req, profilePath, lease, sendMode); err != nil {
 				return fmt.Errorf("admit: %w", err)
 			}
 			client, nc, err := lf.connect(true)
@@ -106,6 +108,9 @@ return the same decision instead of a second lease (default: a random id).`,
 				return fmt.Errorf("admit: %w", err)
 			}
 			defer nc.Close()
+			if err := sendProfile(cmd.Context(), client, &req, sendMode); err != nil {
+				return fmt.Errorf("admit: %w", err)
+			}
 			d, err := client.Admit(cmd.Context(), lf.sidecar, &req)
 			if err != nil {
 				return fmt.Errorf("admit: %w", describeBusError(err))
@@ -117,18 +122,19 @@ return the same decision instead of a second lease (default: a random id).`,
 		},
 	}
 	lf.register(cmd, true)
-	addAdmitFlags(cmd, &req, &profilePath, &lease)
+	addAdmitFlags(cmd, &req, &profilePath, &sendMode, &lease)
 	return cmd
 }
 
 // addAdmitFlags declares the flags of an admission request.
-func addAdmitFlags(cmd *cobra.Command, req *bus.AdmitRequest, profilePath *string, lease *time.Duration) {
+func addAdmitFlags(cmd *cobra.Command, req *bus.AdmitRequest, profilePath, sendMode *string, lease *time.Duration) {
 	fs := cmd.Flags()
 	fs.StringVar(&req.RequestID, "request-id", "", "idempotency key: a retry with the same id gets the same decision (default: random)")
 	fs.StringVar(&req.Job.ID, "job", "", "job id: letters, digits, - and _ (required)")
 	fs.StringVar(&req.Job.Owner, "owner", os.Getenv("USER"), "who runs the job")
 	fs.IntVar(&req.Job.Priority, "priority", 0, "job priority")
 	fs.StringVar(profilePath, "profile", "", "the job's training profile, colocd.profile/v1 (required)")
+	fs.StringVar(sendMode, "send-profile", sendAuto, "how the profile travels: inline (in the request), ref (put once in the colocd_profiles object store, then named by its sha256), or auto (ref above 16 KiB)")
 	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "GPU memory the job needs, MiB")
 	fs.IntVar(&req.Processes, "processes", 1, "GPU processes the job starts")
 	fs.IntVar(&req.Compute.MinPct, "min-pct", 10, "lowest MPS active-thread percentage the job accepts")
@@ -137,10 +143,36 @@ func addAdmitFlags(cmd *cobra.Command, req *bus.AdmitRequest, profilePath *strin
 	fs.BoolVar(&req.Checkpointable, "checkpointable", false, "the job can restart from a checkpoint when throttled")
 }
 
+// How --send-profile sends the profile.
+const (
+	sendAuto   = "auto"
+	sendInline = "inline"
+	sendRef    = "ref"
+	// refAbove is the size above which auto sends a profile by reference.
+	refAbove = 16 << 10
+)
+
+// sendProfile replaces the inline profile by a reference to the object
+// store when mode says so.
+func sendProfile(ctx context.Context, c *bus.Client, req *bus.AdmitRequest, mode string) error {
+	if mode == sendInline || (mode == sendAuto && len(req.Profile) <= refAbove) {
+		return nil
+	}
+	ref, err := c.PutProfile(ctx, req.Profile)
+	if err != nil {
+		return fmt.Errorf("--send-profile %s: %w", mode, err)
+	}
+	req.Profile, req.ProfileRef = nil, ref
+	return nil
+}
+
 // fillAdmitRequest loads the profile inline and fills the defaults.
-func fillAdmitRequest(req *bus.AdmitRequest, profilePath string, lease time.Duration) error {
+func fillAdmitRequest(req *bus.AdmitRequest, profilePath string, lease time.Duration, sendMode string) error {
 	if req.Job.ID == "" {
 		return errors.New("--job: want the job's id")
+	}
+	if sendMode != sendAuto && sendMode != sendInline && sendMode != sendRef {
+		return fmt.Errorf("--send-profile: want auto, inline or ref, got %q", sendMode)
 	}
 	if profilePath == "" {
 		return errors.New("--profile: want the path of the job's training profile")
@@ -222,6 +254,7 @@ func newQuoteCmd() *cobra.Command {
 		lf          launcherFlags
 		req         bus.AdmitRequest
 		profilePath string
+		sendMode    string
 		lease       time.Duration
 		wait        time.Duration
 	)
@@ -230,7 +263,7 @@ func newQuoteCmd() *cobra.Command {
 		Short: "Ask every sidecar what it would decide, without taking a lease",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := fillAdmitRequest(&req, profilePath, lease); err != nil {
+			if err := fillAdmitRequest(&req, profilePath, lease, sendMode); err != nil {
 				return fmt.Errorf("quote: %w", err)
 			}
 			client, nc, err := lf.connect(false)
@@ -238,6 +271,9 @@ func newQuoteCmd() *cobra.Command {
 				return fmt.Errorf("quote: %w", err)
 			}
 			defer nc.Close()
+			if err := sendProfile(cmd.Context(), client, &req, sendMode); err != nil {
+				return fmt.Errorf("quote: %w", err)
+			}
 			ds, err := client.Quote(cmd.Context(), &req, wait)
 			if err != nil {
 				return fmt.Errorf("quote: %w", describeBusError(err))
@@ -255,7 +291,7 @@ func newQuoteCmd() *cobra.Command {
 		},
 	}
 	lf.register(cmd, false)
-	addAdmitFlags(cmd, &req, &profilePath, &lease)
+	addAdmitFlags(cmd, &req, &profilePath, &sendMode, &lease)
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to collect answers")
 	return cmd
 }

@@ -79,6 +79,18 @@ func TestLauncherCommands(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sidecar refused (404)") {
 		t.Errorf("renew after release: %v, want a 404", err)
 	}
+	// The 200 KB profile went to the object store by reference (auto);
+	// inline it is the same answer, and a bad mode is named.
+	quote := []string{"quote", "--job", "cli-2", "--profile", profilesDir + "/v100-train-step.json", "--memory-mib", "1000", "--server", s.ClientURL()}
+	for _, mode := range []string{"inline", "ref"} {
+		out, _, err := runCLI(t, append(quote, "--send-profile", mode)...)
+		if err != nil || !strings.Contains(out, "gpu-cli  grant") {
+			t.Errorf("quote --send-profile %s: %v, output %q", mode, err, out)
+		}
+	}
+	if _, _, err := runCLI(t, append(quote, "--send-profile", "bogus")...); err == nil || !strings.Contains(err.Error(), `--send-profile: want auto, inline or ref, got "bogus"`) {
+		t.Errorf("quote --send-profile bogus: %v", err)
+	}
 	_, _, err = runCLI(t, "status", "--server", s.ClientURL(), "--sidecar", "no-such-gpu")
 	if err == nil || !strings.Contains(err.Error(), "no sidecar answered") {
 		t.Errorf("status of a missing sidecar: %v", err)

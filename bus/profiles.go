@@ -1,0 +1,113 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ProfileBucket is the JetStream object store bucket that holds training
+// profiles by content: a launcher puts a large profile there once and sends
+// its reference ("profile_ref") in each admit and quote instead of the
+// profile itself; every sidecar on the NATS system can read it.
+const ProfileBucket = "colocd_profiles"
+
+// ProfileRefPrefix starts every profile reference.
+const ProfileRefPrefix = "sha256:"
+
+// ProfileRef returns the reference of a profile's bytes: "sha256:" and the
+// lower-case hex SHA-256 of exactly those bytes.
+func ProfileRef(raw []byte) string {
+	sum := sha256.Sum256(raw)
+	return ProfileRefPrefix + hex.EncodeToString(sum[:])
+}
+
+// ParseProfileRef checks a reference and returns its digest. The error names
+// the field and what was expected.
+func ParseProfileRef(ref string) ([32]byte, error) {
+	var d [32]byte
+	h, ok := strings.CutPrefix(ref, ProfileRefPrefix)
+	if !ok || len(h) != 2*len(d) || strings.ToLower(h) != h {
+		return d, fmt.Errorf("profile_ref: want %q and 64 lower-case hex digits, got %q", ProfileRefPrefix, clip(ref))
+	}
+	if _, err := hex.Decode(d[:], []byte(h)); err != nil {
+		return d, fmt.Errorf("profile_ref: want %q and 64 lower-case hex digits, got %q", ProfileRefPrefix, clip(ref))
+	}
+	return d, nil
+}
+
+// clip shortens what an error quotes back.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+// ErrProfileNotFound: no profile with that reference is in the bucket.
+var ErrProfileNotFound = errors.New("profile not found")
+
+// ProfileStore is the profile bucket. Objects are named by their reference,
+// so a put is idempotent and a get checks what it read against the name.
+type ProfileStore struct {
+	os jetstream.ObjectStore
+}
+
+// OpenProfileStore binds to ProfileBucket, creating it (file storage,
+// replicas copies) when it does not exist; an existing bucket keeps its
+// configuration.
+func OpenProfileStore(ctx context.Context, js jetstream.JetStream, replicas int) (*ProfileStore, error) {
+	os, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      ProfileBucket,
+		Description: "colocd training profiles, by content (sha256)",
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		os, err = js.ObjectStore(ctx, ProfileBucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open object store %s: %w", ProfileBucket, err)
+	}
+	return &ProfileStore{os: os}, nil
+}
+
+// Put stores raw under its reference, unless it is already there, and
+// returns the reference.
+func (s *ProfileStore) Put(ctx context.Context, raw []byte) (string, error) {
+	ref := ProfileRef(raw)
+	if _, err := s.os.GetInfo(ctx, ref); err == nil {
+		return ref, nil
+	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return "", fmt.Errorf("put profile %s: %w", ref, err)
+	}
+	if _, err := s.os.PutBytes(ctx, ref, raw); err != nil {
+		return "", fmt.Errorf("put profile %s: %w", ref, err)
+	}
+	return ref, nil
+}
+
+// Get returns the bytes of the profile ref names: ErrProfileNotFound when
+// there is none, an error when what is stored does not hash to ref.
+func (s *ProfileStore) Get(ctx context.Context, ref string) ([]byte, error) {
+	if _, err := ParseProfileRef(ref); err != nil {
+		return nil, err
+	}
+	raw, err := s.os.GetBytes(ctx, ref)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("profile_ref: no profile %s in object store %s (put it there first, or send the profile inline): %w", ref, ProfileBucket, ErrProfileNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get profile %s: %w", ref, err)
+	}
+	if got := ProfileRef(raw); !bytes.Equal([]byte(got), []byte(ref)) {
+		return nil, fmt.Errorf("profile_ref: the object %s in %s hashes to %s: it was not stored by its content", ref, ProfileBucket, got)
+	}
+	return raw, nil
+}

@@ -1,0 +1,91 @@
+package bus
+
+import (
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestProfileStore(t *testing.T) {
+	e := startServer(t)
+	js, err := jetstream.New(connect(t, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	st, err := OpenProfileStore(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenProfileStore(ctx, js, 1); err != nil { // a second sidecar binds to the same bucket
+		t.Fatalf("reopen: %v", err)
+	}
+	raw := []byte(`{"format":"colocd.profile/v1","name":"p","kind":"training","summary":{"iteration_ms":10,"gpu_util":0.5}}`)
+	ref, err := st.Put(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref != ProfileRef(raw) || !strings.HasPrefix(ref, "sha256:") || len(ref) != len("sha256:")+64 {
+		t.Fatalf("ref %q", ref)
+	}
+	if again, err := st.Put(ctx, raw); err != nil || again != ref {
+		t.Fatalf("second put: %q, %v", again, err)
+	}
+	got, err := st.Get(ctx, ref)
+	if err != nil || string(got) != string(raw) {
+		t.Fatalf("get: %q, %v", got, err)
+	}
+	missing := ProfileRef([]byte("another"))
+	if _, err := st.Get(ctx, missing); !errors.Is(err, ErrProfileNotFound) || !strings.Contains(err.Error(), "put it there first") {
+		t.Errorf("get of a missing profile: %v", err)
+	}
+	if _, err := st.Get(ctx, "sha256:nothex"); err == nil || !strings.Contains(err.Error(), "profile_ref: want") {
+		t.Errorf("get of a malformed ref: %v", err)
+	}
+	// An object put under a name that is not its digest (by hand, not by
+	// Put) is refused on read.
+	obs, err := js.ObjectStore(ctx, ProfileBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(ctx, missing, raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get(ctx, missing); err == nil || !strings.Contains(err.Error(), "not stored by its content") {
+		t.Errorf("get of a mislabelled object: %v", err)
+	}
+}
+
+func TestParseProfileRef(t *testing.T) {
+	good := ProfileRef([]byte("x"))
+	tests := []struct {
+		ref string
+		ok  bool
+	}{
+		{good, true},
+		{"", false},
+		{strings.TrimPrefix(good, "sha256:"), false},
+		{"sha512:" + strings.TrimPrefix(good, "sha256:"), false},
+		{good[:len(good)-1], false},
+		{good + "0", false},
+		{strings.ToUpper(good[:7]) + good[7:], false},
+		{"sha256:" + strings.ToUpper(strings.TrimPrefix(good, "sha256:")), false},
+		{"sha256:" + strings.Repeat("g", 64), false},
+		{"sha256:" + strings.Repeat("0", 63) + "\n", false},
+	}
+	for _, tt := range tests {
+		d, err := ParseProfileRef(tt.ref)
+		if (err == nil) != tt.ok {
+			t.Errorf("ParseProfileRef(%q): err %v, want ok %v", tt.ref, err, tt.ok)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "profile_ref: want") {
+			t.Errorf("ParseProfileRef(%q): error %q does not name the field", tt.ref, err)
+		}
+		if tt.ok && ProfileRefPrefix+hex.EncodeToString(d[:]) != tt.ref {
+			t.Errorf("ParseProfileRef(%q): digest %x", tt.ref, d)
+		}
+	}
+}
