@@ -76,6 +76,9 @@ type gridSearch struct {
 	// row that did not halve the interval (at 2 the next round bisects).
 	guessed bool
 	slow    int
+	// adjacent: the last round took a guess next to a bound after slow
+	// rounds (see nextRound).
+	adjacent bool
 	// Illinois: a bound kept by two rounds in a row has its distance to
 	// the limit halved in the interpolation, so that guesses on a curved
 	// p99 stop creeping towards it from one side.
@@ -103,11 +106,19 @@ func (s *gridSearch) firstRound() []int {
 // neighbours in (lo, hi), up to w of them.
 func (s *gridSearch) nextRound() []int {
 	g := (s.lo + s.hi) / 2
-	if s.guessed = s.slow < 2; s.guessed {
-		g = s.guess()
+	// A guess right next to a bound is taken even after slow rounds: the
+	// interpolation puts the crossing within one step of it, and one
+	// prediction there closes the interval or moves the bound.
+	// Once in a row: a curve that keeps the crossing just past a bound would
+	// otherwise crawl.
+	guess := s.guess()
+	adjacent := s.slow >= 2 && !s.adjacent && (guess == s.lo+1 || guess == s.hi-1)
+	if s.slow < 2 || adjacent {
+		g, s.guessed = guess, true
 	} else {
 		s.slow = 0
 	}
+	s.adjacent = adjacent
 	cand := []int{g}
 	for d := 1; len(cand) < s.w && (g+d < s.hi || g-d > s.lo); d++ {
 		if g+d < s.hi {
