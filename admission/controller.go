@@ -36,6 +36,48 @@ type Controller struct {
 	leases    map[string]*entry // by lease id
 	byRequest map[string]string // request id → lease id, live leases
 	idem      idempotency
+
+	valid validProfiles
+}
+
+// validProfiles remembers the keys of profiles that passed validation, so
+// that a profile sent again (by every retry, quote and job of its kind) is
+// not walked op by op again: for a real 870-op profile that walk was a
+// tenth of a warm decision.
+type validProfiles struct {
+	mu   sync.Mutex
+	keys map[ProfileKey]struct{}
+}
+
+const validProfilesMax = 1024
+
+func (v *validProfiles) has(k ProfileKey) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.keys[k]
+	return ok
+}
+
+func (v *validProfiles) add(k ProfileKey) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.keys == nil || len(v.keys) >= validProfilesMax {
+		v.keys = map[ProfileKey]struct{}{} // simple and bounded: start over
+	}
+	v.keys[k] = struct{}{}
+}
+
+// validate validates req and returns its profile's key.
+func (c *Controller) validate(req *Request) (ProfileKey, error) {
+	if req.Profile == nil {
+		return ProfileKey{}, req.Validate() // names the missing profile
+	}
+	key := req.profileKey()
+	if err := req.validate(c.valid.has(key)); err != nil {
+		return key, err
+	}
+	c.valid.add(key)
+	return key, nil
 }
 
 // entry is a live lease and its profile's content hash, computed once.
@@ -90,10 +132,10 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 // ErrUnavailable (503; the returned Decision is then a deny whose Code says
 // which component is unhealthy), or the context's error.
 func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) {
-	if err := req.Validate(); err != nil {
+	key, err := c.validate(&req)
+	if err != nil {
 		return Decision{}, err
 	}
-	key := req.profileKey()
 	fp := req.fingerprint(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -121,10 +163,10 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 // Quote is Decide without effects: no lease, no idempotency record. Every
 // sidecar answers quotes (scatter-gather), so a launcher can pick a GPU.
 func (c *Controller) Quote(ctx context.Context, req Request) (Decision, error) {
-	if err := req.Validate(); err != nil {
+	key, err := c.validate(&req)
+	if err != nil {
 		return Decision{}, err
 	}
-	key := req.profileKey()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.decideLocked(ctx, &req, key, c.clock.Now())

@@ -337,6 +337,37 @@ func TestDecideInvalid(t *testing.T) {
 	}
 }
 
+// TestValidatedProfilesRemembered: a profile validated once is not walked
+// again, yet a profile that differs in any checked field is, and a bad one
+// is refused whatever was seen before.
+func TestValidatedProfilesRemembered(t *testing.T) {
+	h := newHarness(t, predictor.ModeMPS, 100, nil)
+	ctx := context.Background()
+	good := request("r1")
+	if _, err := h.c.Quote(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	if !h.c.valid.has(KeyOf(good.Profile)) {
+		t.Fatal("a valid profile was not remembered")
+	}
+	bad := request("r2")
+	bad.Profile = trainingProfile("resnet")
+	bad.Profile.Ops[1].DurUS = -5 // same name, one op broken
+	_, err := h.c.Quote(ctx, bad)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Fields[0].Field != "profile.ops[1].dur_us" {
+		t.Fatalf("a broken profile after a valid one of the same name: %v", err)
+	}
+	if h.c.valid.has(KeyOf(bad.Profile)) {
+		t.Error("an invalid profile was remembered as valid")
+	}
+	again := request("r3")
+	again.Profile = trainingProfile("resnet") // another pointer, the same content
+	if _, err := h.c.Quote(ctx, again); err != nil {
+		t.Errorf("the same profile again: %v", err)
+	}
+}
+
 func TestEnv(t *testing.T) {
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
 	d := mustDecide(t, h, request("r1"), Throttle)

@@ -61,7 +61,11 @@ var safeToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // Validate names every bad field by its wire name (request_id, job.id,
 // compute.min_pct, profile.ops[3].dur_us, …) in a *ValidationError that
 // matches ErrInvalid.
-func (r *Request) Validate() error {
+func (r *Request) Validate() error { return r.validate(false) }
+
+// validate is Validate; profileValid skips the profile's own checks (its ops
+// or summary), which a profile with the same key has passed before.
+func (r *Request) validate(profileValid bool) error {
 	var c fields
 	checkText(&c, "request_id", r.RequestID, maxRequestIDLen, true)
 	if !safeToken.MatchString(r.JobID) {
@@ -73,7 +77,7 @@ func (r *Request) Validate() error {
 		c.add("profile", "a training profile", "none")
 	case r.Profile.Kind != predictor.KindTraining:
 		c.add("profile.kind", `"training"`, fmt.Sprintf("%q", r.Profile.Kind))
-	default:
+	case !profileValid:
 		if err := r.Profile.Validate(); err != nil {
 			c.nested("profile", err)
 		}
