@@ -50,8 +50,22 @@ func clip(s string) string {
 	return s
 }
 
-// ErrProfileNotFound: no profile with that reference is in the bucket.
-var ErrProfileNotFound = errors.New("profile not found")
+// Errors of ProfileStore.Get, for callers to branch on with errors.Is.
+var (
+	// ErrProfileNotFound: no profile with that reference is in the bucket.
+	ErrProfileNotFound = errors.New("profile not found")
+	// ErrProfileTooLarge: the stored object exceeds MaxProfileBytes.
+	ErrProfileTooLarge = errors.New("profile too large")
+	// ErrProfileCorrupt: the stored object does not hash to its name.
+	ErrProfileCorrupt = errors.New("profile corrupt")
+)
+
+// MaxProfileBytes bounds a profile read by reference: a sidecar parses it
+// whole. 16 MiB is 80 times the 870-kernel step in testdata.
+const MaxProfileBytes = 16 << 20
+
+// maxProfileBytes is MaxProfileBytes; tests lower it.
+var maxProfileBytes uint64 = MaxProfileBytes
 
 // ProfileStore is the profile bucket. Objects are named by their reference,
 // so a put is idempotent and a get checks what it read against the name.
@@ -82,6 +96,9 @@ func OpenProfileStore(ctx context.Context, js jetstream.JetStream, replicas int)
 // returns the reference.
 func (s *ProfileStore) Put(ctx context.Context, raw []byte) (string, error) {
 	ref := ProfileRef(raw)
+	if uint64(len(raw)) > maxProfileBytes {
+		return "", fmt.Errorf("put profile %s: %d bytes: want at most %d: %w", ref, len(raw), maxProfileBytes, ErrProfileTooLarge)
+	}
 	if _, err := s.os.GetInfo(ctx, ref); err == nil {
 		return ref, nil
 	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
@@ -99,15 +116,22 @@ func (s *ProfileStore) Get(ctx context.Context, ref string) ([]byte, error) {
 	if _, err := ParseProfileRef(ref); err != nil {
 		return nil, err
 	}
-	raw, err := s.os.GetBytes(ctx, ref)
+	info, err := s.os.GetInfo(ctx, ref)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("profile_ref: no profile %s in object store %s (put it there first, or send the profile inline): %w", ref, ProfileBucket, ErrProfileNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get profile %s: %w", ref, err)
 	}
+	if info.Size > maxProfileBytes {
+		return nil, fmt.Errorf("profile_ref: the profile %s is %d bytes: want at most %d: %w", ref, info.Size, maxProfileBytes, ErrProfileTooLarge)
+	}
+	raw, err := s.os.GetBytes(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("get profile %s: %w", ref, err)
+	}
 	if got := ProfileRef(raw); !bytes.Equal([]byte(got), []byte(ref)) {
-		return nil, fmt.Errorf("profile_ref: the object %s in %s hashes to %s: it was not stored by its content", ref, ProfileBucket, got)
+		return nil, fmt.Errorf("profile_ref: the object %s in %s hashes to %s: it was not stored by its content (put it again): %w", ref, ProfileBucket, got, ErrProfileCorrupt)
 	}
 	return raw, nil
 }

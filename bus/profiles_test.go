@@ -54,8 +54,18 @@ func TestProfileStore(t *testing.T) {
 	if _, err := obs.PutBytes(ctx, missing, raw); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Get(ctx, missing); err == nil || !strings.Contains(err.Error(), "not stored by its content") {
+	if _, err := st.Get(ctx, missing); !errors.Is(err, ErrProfileCorrupt) || !strings.Contains(err.Error(), "not stored by its content") {
 		t.Errorf("get of a mislabelled object: %v", err)
+	}
+	// Size: a put above the limit is refused before it is sent, and an
+	// object above it (put by hand) is not read.
+	defer func(old uint64) { maxProfileBytes = old }(maxProfileBytes)
+	maxProfileBytes = uint64(len(raw) - 1)
+	if _, err := st.Put(ctx, append([]byte(" "), raw...)); !errors.Is(err, ErrProfileTooLarge) {
+		t.Errorf("put above the limit: %v", err)
+	}
+	if _, err := st.Get(ctx, ref); !errors.Is(err, ErrProfileTooLarge) || !strings.Contains(err.Error(), "want at most") {
+		t.Errorf("get above the limit: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -92,10 +93,11 @@ func (c *profileCache) parse(sum [32]byte, raw []byte) (parsedProfile, error) {
 // profile returns the request's profile, parsed: the inline one, or the one
 // its profile_ref names in the profile store.
 func (h *handler) profile(ctx context.Context, r *bus.AdmitRequest) (parsedProfile, error) {
+	inline := len(r.Profile) > 0 && !bytes.Equal(bytes.TrimSpace(r.Profile), []byte("null")) // clients write null for none
 	switch {
-	case len(r.Profile) > 0 && r.ProfileRef != "":
+	case inline && r.ProfileRef != "":
 		return parsedProfile{}, bus.BadRequest("profile, profile_ref: want one of the two, got both")
-	case len(r.Profile) > 0:
+	case inline:
 		sum := sha256.Sum256(r.Profile)
 		if pp, ok := h.profiles.get(sum); ok {
 			return pp, nil
@@ -117,6 +119,8 @@ func (h *handler) profile(ctx context.Context, r *bus.AdmitRequest) (parsedProfi
 		switch {
 		case errors.Is(err, bus.ErrProfileNotFound):
 			return parsedProfile{}, bus.NotFound(err.Error())
+		case errors.Is(err, bus.ErrProfileTooLarge), errors.Is(err, bus.ErrProfileCorrupt):
+			return parsedProfile{}, bus.BadRequest(err.Error())
 		case err != nil:
 			return parsedProfile{}, bus.Unavailable(err.Error())
 		}

@@ -108,7 +108,7 @@ return the same decision instead of a second lease (default: a random id).`,
 				return fmt.Errorf("admit: %w", err)
 			}
 			defer nc.Close()
-			if err := sendProfile(cmd.Context(), client, &req, sendMode); err != nil {
+			if err := sendProfile(cmd.Context(), client, &req, sendMode, cmd.ErrOrStderr()); err != nil {
 				return fmt.Errorf("admit: %w", err)
 			}
 			d, err := client.Admit(cmd.Context(), lf.sidecar, &req)
@@ -153,12 +153,18 @@ const (
 )
 
 // sendProfile replaces the inline profile by a reference to the object
-// store when mode says so.
-func sendProfile(ctx context.Context, c *bus.Client, req *bus.AdmitRequest, mode string) error {
+// store when mode says so. In auto mode a store that cannot be written
+// (no JetStream, no permission) is not an error: the profile goes inline,
+// as it always could, and warn says why.
+func sendProfile(ctx context.Context, c *bus.Client, req *bus.AdmitRequest, mode string, warn io.Writer) error {
 	if mode == sendInline || (mode == sendAuto && len(req.Profile) <= refAbove) {
 		return nil
 	}
 	ref, err := c.PutProfile(ctx, req.Profile)
+	if err != nil && mode == sendAuto && ctx.Err() == nil {
+		fmt.Fprintf(warn, "colocd: sending the profile inline: %v\n", err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("--send-profile %s: %w", mode, err)
 	}
@@ -271,7 +277,7 @@ func newQuoteCmd() *cobra.Command {
 				return fmt.Errorf("quote: %w", err)
 			}
 			defer nc.Close()
-			if err := sendProfile(cmd.Context(), client, &req, sendMode); err != nil {
+			if err := sendProfile(cmd.Context(), client, &req, sendMode, cmd.ErrOrStderr()); err != nil {
 				return fmt.Errorf("quote: %w", err)
 			}
 			ds, err := client.Quote(cmd.Context(), &req, wait)

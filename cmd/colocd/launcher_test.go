@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/sidecar"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // TestLauncherCommands drives a real sidecar (embedded NATS on a free port,
@@ -94,5 +99,41 @@ func TestLauncherCommands(t *testing.T) {
 	_, _, err = runCLI(t, "status", "--server", s.ClientURL(), "--sidecar", "no-such-gpu")
 	if err == nil || !strings.Contains(err.Error(), "no sidecar answered") {
 		t.Errorf("status of a missing sidecar: %v", err)
+	}
+}
+
+// TestSendProfileFallsBackInline: with no JetStream to hold the profile,
+// auto sends it inline and says why; ref fails with the reason.
+func TestSendProfileFallsBackInline(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}) // JetStream off
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := bus.NewClient(nc, bus.WithTimeout(2*time.Second))
+	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", refAbove) + `"}`)
+	req := &bus.AdmitRequest{Profile: big}
+	var warn strings.Builder
+	if err := sendProfile(context.Background(), c, req, sendAuto, &warn); err != nil {
+		t.Fatalf("auto: %v", err)
+	}
+	if string(req.Profile) != string(big) || req.ProfileRef != "" || !strings.Contains(warn.String(), "sending the profile inline") {
+		t.Errorf("auto without JetStream: ref %q, warning %q", req.ProfileRef, warn.String())
+	}
+	if err := sendProfile(context.Background(), c, req, sendRef, &warn); err == nil || !strings.Contains(err.Error(), "--send-profile ref") {
+		t.Errorf("ref without JetStream: %v", err)
+	}
+	small := &bus.AdmitRequest{Profile: json.RawMessage(`{}`)}
+	if err := sendProfile(context.Background(), c, small, sendAuto, &warn); err != nil || small.ProfileRef != "" {
+		t.Errorf("a small profile goes inline without asking the store: %v %q", err, small.ProfileRef)
 	}
 }
