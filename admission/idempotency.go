@@ -63,11 +63,12 @@ func (m *idempotency) prune(now time.Time) {
 // fingerprint hashes everything in the request but its id; key is the
 // profile's content hash.
 func (r *Request) fingerprint(key ProfileKey) [32]byte {
-	h := hasher{h: sha256.New()}
+	var buf [256]byte
+	h := hasher{h: sha256.New(), buf: buf[:0]}
 	h.str(r.JobID)
 	h.str(r.Owner)
 	h.u64(uint64(r.Priority))
-	h.h.Write(key[:])
+	h.bytes(key[:])
 	for _, v := range []int{r.MemoryMiB, r.Processes, r.MinPct, r.MaxPct, r.LeaseSeconds} {
 		h.u64(uint64(v))
 	}
@@ -76,7 +77,5 @@ func (r *Request) fingerprint(key ProfileKey) [32]byte {
 	} else {
 		h.u64(0)
 	}
-	var out [32]byte
-	h.h.Sum(out[:0])
-	return out
+	return h.sum()
 }

@@ -21,7 +21,7 @@ type ProfileKey [32]byte
 
 // KeyOf hashes p. It walks every op, so compute it once per profile.
 func KeyOf(p *predictor.Profile) ProfileKey {
-	h := hasher{h: sha256.New()}
+	h := hasher{h: sha256.New(), buf: make([]byte, 0, hasherFlush+64)}
 	h.str(p.Format)
 	h.str(p.Name)
 	h.str(string(p.Kind))
@@ -48,29 +48,39 @@ func KeyOf(p *predictor.Profile) ProfileKey {
 	} else {
 		h.u64(0)
 	}
-	var k ProfileKey
-	h.h.Sum(k[:0])
-	return k
+	return h.sum()
 }
 
-// hasher writes values unambiguously (fixed width, strings length-prefixed).
+// hasher writes values unambiguously (fixed width, strings length-prefixed)
+// into a buffer that it hashes in large writes: a real profile is thousands
+// of 8-byte values, and one Write each cost more than the hashing.
 type hasher struct {
-	h       hash.Hash
-	buf     [8]byte
-	scratch []byte // for strings, so that writing one does not allocate
+	h   hash.Hash
+	buf []byte
 }
+
+const hasherFlush = 8 << 10
 
 func (h *hasher) u64(v uint64) {
-	binary.LittleEndian.PutUint64(h.buf[:], v)
-	h.h.Write(h.buf[:])
+	h.buf = binary.LittleEndian.AppendUint64(h.buf, v)
+	if len(h.buf) >= hasherFlush {
+		h.flush()
+	}
 }
 func (h *hasher) f64(v float64) { h.u64(math.Float64bits(v)) }
 
 func (h *hasher) str(s string) {
 	h.u64(uint64(len(s)))
-	h.scratch = append(h.scratch[:0], s...)
-	h.h.Write(h.scratch)
+	h.buf = append(h.buf, s...)
+	if len(h.buf) >= hasherFlush {
+		h.flush()
+	}
 }
+
+func (h *hasher) bytes(b []byte) {
+	h.buf = append(h.buf, b...)
+}
+
 func (h *hasher) optF64(v *float64) {
 	if v == nil {
 		h.u64(0)
@@ -78,6 +88,18 @@ func (h *hasher) optF64(v *float64) {
 	}
 	h.u64(1)
 	h.f64(*v)
+}
+
+func (h *hasher) flush() {
+	h.h.Write(h.buf)
+	h.buf = h.buf[:0]
+}
+
+// sum flushes and returns the digest.
+func (h *hasher) sum() (out [32]byte) {
+	h.flush()
+	h.h.Sum(out[:0])
+	return out
 }
 
 // DefaultCacheEntries bounds a Model's cache: far more than the lease sets
@@ -223,15 +245,16 @@ func (m *Model) simulate(svc ServiceSpec, trainers []Trainer, mode predictor.Mod
 
 // key hashes every input of a prediction.
 func (m *Model) key(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) [32]byte {
-	h := hasher{h: sha256.New()}
-	h.h.Write(m.calKey[:])
+	var buf [512]byte
+	h := hasher{h: sha256.New(), buf: buf[:0]}
+	h.bytes(m.calKey[:])
 	h.str(string(mode))
 	h.u64(uint64(m.requests))
 	h.u64(m.seed)
 	h.u64(uint64(m.sms))
 	h.str(svc.Name)
 	sk := m.serviceKey(svc.Profile)
-	h.h.Write(sk[:])
+	h.bytes(sk[:])
 	h.f64(svc.RateRPS)
 	h.u64(uint64(len(trainers)))
 	for _, t := range trainers {
@@ -239,14 +262,12 @@ func (m *Model) key(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) [3
 		if k == (ProfileKey{}) {
 			k = KeyOf(t.Profile)
 		}
-		h.h.Write(k[:])
+		h.bytes(k[:])
 		if mode == predictor.ModeMPS {
 			h.u64(uint64(t.Pct))
 		}
 	}
-	var out [32]byte
-	h.h.Sum(out[:0])
-	return out
+	return h.sum()
 }
 
 // serviceKey memoises service profiles' keys by pointer: services change

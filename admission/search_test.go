@@ -116,6 +116,29 @@ func TestSearchGridMatchesLinearScan(t *testing.T) {
 	}
 }
 
+// TestSearchTakesAdjacentGuess: the benchmark's throttle (the model's p99
+// for the real V100 profiles, 10 % to 100 % in steps of 5, limit 108 ms).
+// After 100 % fails and 45 % and 50 % fit, the interpolation puts the
+// crossing just above 50 %; the search tries 55 % next instead of
+// bisecting to 75 % because the last two guesses did not halve the
+// interval: four predictions, not five.
+func TestSearchTakesAdjacentGuess(t *testing.T) {
+	p99 := []float64{66.2, 71.6, 76.9, 81.3, 85.4, 89.9, 93.7, 99.2, 106.2, 113.1, 119.9, 126.6, 132.1, 139.1, 144.4, 149.9, 155.8, 163.2, 168.8}
+	grid := pctGrid(10, 100, 5)
+	const limit, solo = 108.0, 55.0
+	var tried []int
+	got, err := searchGrid(context.Background(), grid, 1, func(_ context.Context, i int) (probe, error) {
+		tried = append(tried, grid[i])
+		return probe{fits: p99[i] <= limit, score: p99[i] / limit, soloScore: solo / limit}, nil
+	}, nil)
+	if err != nil || grid[got] != 50 {
+		t.Fatalf("got %d %% (%v), want 50 %%", grid[max(got, 0)], err)
+	}
+	if want := []int{100, 45, 50, 55}; !slices.Equal(tried, want) {
+		t.Errorf("tried %v, want %v", tried, want)
+	}
+}
+
 func bitsLen(n int) int {
 	b := 0
 	for ; n > 0; n >>= 1 {

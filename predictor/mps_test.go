@@ -201,6 +201,25 @@ func TestMPSSkipAloneIterationsChangesNothing(t *testing.T) {
 	skipAloneIterations = false
 	stepped = predictMPS(t, sc, params)
 	assertSkipChangesNothing(t, skipped, stepped)
+
+	// The inference server alone, its real kernels of every length: only
+	// kernels within a request are skipped, and each still counts as an
+	// event, so the counts agree exactly.
+	sc = &Scenario{Inference: realInf, RateRPS: 8, Requests: 300, Seed: 1}
+	skipAloneIterations = true
+	skipped = predictMPS(t, sc, params)
+	skipAloneIterations = false
+	stepped = predictMPS(t, sc, params)
+	if skipped.Events != stepped.Events {
+		t.Errorf("inference alone: %d events skipping, %d stepping", skipped.Events, stepped.Events)
+	}
+	for _, k := range PercentileKeys {
+		a, _ := skipped.Inference.LatencyMS.Get(k)
+		b, _ := stepped.Inference.LatencyMS.Get(k)
+		if math.Abs(a-b) > 1e-9*b {
+			t.Errorf("inference alone, latency %s: skipping %v ms, stepping %v ms", k, a, b)
+		}
+	}
 }
 
 func assertSkipChangesNothing(t *testing.T, skipped, stepped *Prediction) {
@@ -231,12 +250,25 @@ func FuzzMPS(f *testing.F) {
 			}
 			return math.Min(hi, math.Max(lo, math.Abs(v)))
 		}
+		// Valid inputs can take minutes (1 µs kernels against a 1e5 µs
+		// request); the budget refuses them cleanly, and sooner here.
+		defer func(old int) { maxEvents = old }(maxEvents)
+		maxEvents = 200_000
 		frac := clamp(sm, 0.001, 1)
-		inf := mpsProfile("inf", KindInference, 3, clamp(infDur, 0.5, 1e5), clamp(infGap, 0, 1e5), frac, clamp(dram, 0, 1), clamp(l2, 0, 1))
+		// Kernels of different lengths and gaps (1×, 2×, 3×, …), so that
+		// skipping a lone context's kernels is searched, not stepped.
+		vary := func(p *Profile) *Profile {
+			for i := range p.Ops {
+				p.Ops[i].DurUS *= float64(1 + i%4)
+				p.Ops[i].GapUS *= float64(1 + i%3)
+			}
+			return p
+		}
+		inf := vary(mpsProfile("inf", KindInference, 5, clamp(infDur, 0.5, 1e5), clamp(infGap, 0, 1e5), frac, clamp(dram, 0, 1), clamp(l2, 0, 1)))
 		var ts []*Profile
 		var pcts []float64
 		for i := range int(trainers % 4) {
-			ts = append(ts, mpsProfile("tr", KindTraining, 2, clamp(trDur, 0.5, 1e5), clamp(trGap, 0, 1e5), 1-frac/2, clamp(l2, 0, 1), clamp(dram, 0, 1)))
+			ts = append(ts, vary(mpsProfile("tr", KindTraining, 6, clamp(trDur, 0.5, 1e5), clamp(trGap, 0, 1e5), 1-frac/2, clamp(l2, 0, 1), clamp(dram, 0, 1))))
 			pcts = append(pcts, clamp(pct+float64(i)*10, 1, 100))
 		}
 		c := clamp(coef, 0, MaxCoefficient)
