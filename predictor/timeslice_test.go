@@ -278,17 +278,25 @@ func FuzzTimeslice(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lat, svc, solo := pred.Inference.LatencyMS, pred.Inference.ServiceMS, pred.Inference.SoloServiceMS
-		const eps = 1e-9
-		if svc.P50 < solo.P50*(1-eps)-eps || lat.Mean < svc.Mean*(1-eps)-eps || lat.P99 < lat.P50-eps {
-			t.Fatalf("inconsistent: latency %+v service %+v solo service %v", lat, svc, solo.P50)
-		}
-		for _, tr := range pred.Training {
-			if !(tr.Slowdown >= 1-eps) {
-				t.Fatalf("trainer ran faster than alone: slowdown %v", tr.Slowdown)
-			}
-		}
+		assertConsistent(t, pred)
 	})
+}
+
+// assertConsistent checks what any prediction must satisfy: service no
+// faster than solo, latency no shorter than service, p99 ≥ p50, and no
+// trainer faster than alone.
+func assertConsistent(t *testing.T, pred *Prediction) {
+	t.Helper()
+	lat, svc, solo := pred.Inference.LatencyMS, pred.Inference.ServiceMS, pred.Inference.SoloServiceMS
+	const eps = 1e-9
+	if svc.P50 < solo.P50*(1-eps)-eps || lat.Mean < svc.Mean*(1-eps)-eps || lat.P99 < lat.P50-eps {
+		t.Fatalf("inconsistent: latency %+v service %+v solo service %v", lat, svc, solo.P50)
+	}
+	for _, tr := range pred.Training {
+		if !(tr.Slowdown >= 1-eps) || math.IsInf(tr.Slowdown, 0) {
+			t.Fatalf("trainer: slowdown %v, want a finite value ≥ 1", tr.Slowdown)
+		}
+	}
 }
 
 // Inputs that are valid but would keep the simulation running for minutes
