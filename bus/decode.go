@@ -17,6 +17,9 @@ func DecodeAdmitRequest(data []byte) (*AdmitRequest, error) {
 	if err := decodeStrict("admit request", data, &r); err != nil {
 		return nil, err
 	}
+	if bytes.Equal(r.Profile, []byte("null")) {
+		r.Profile = nil // "profile": null, as Python and JavaScript clients write "none"
+	}
 	return &r, nil
 }
 

@@ -41,6 +41,12 @@ func TestDecodeAdmitRequest(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
+	// "profile": null, as Python and JavaScript clients write it, is no profile.
+	ref := ProfileRef([]byte("p"))
+	byRef, err := DecodeAdmitRequest([]byte(`{"profile": null, "profile_ref": "` + ref + `"}`))
+	if err != nil || byRef.Profile != nil || byRef.ProfileRef != ref {
+		t.Errorf("profile null: %+v, %v", byRef, err)
+	}
 }
 
 func TestDecodeErrors(t *testing.T) {

@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -93,7 +92,7 @@ func (c *profileCache) parse(sum [32]byte, raw []byte) (parsedProfile, error) {
 // profile returns the request's profile, parsed: the inline one, or the one
 // its profile_ref names in the profile store.
 func (h *handler) profile(ctx context.Context, r *bus.AdmitRequest) (parsedProfile, error) {
-	inline := len(r.Profile) > 0 && !bytes.Equal(bytes.TrimSpace(r.Profile), []byte("null")) // clients write null for none
+	inline := len(r.Profile) > 0
 	switch {
 	case inline && r.ProfileRef != "":
 		return parsedProfile{}, bus.BadRequest("profile, profile_ref: want one of the two, got both")

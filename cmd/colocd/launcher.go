@@ -80,11 +80,8 @@ func printJSON(w io.Writer, v any) error {
 
 func newAdmitCmd() *cobra.Command {
 	var (
-		lf          launcherFlags
-		req         bus.AdmitRequest
-		profilePath string
-		sendMode    string
-		lease       time.Duration
+		lf launcherFlags
+		af admitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "admit --sidecar ID --job ID --profile FILE [--min-pct N --max-pct N] [--memory-mib N]",
@@ -100,18 +97,12 @@ A deny prints the reason and exits with status 1. --request-id makes a retry
 return the same decision instead of a second lease (default: a random id).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := fillAdmitRequest(&req, profilePath, lease, sendMode); err != nil {
-				return fmt.Errorf("admit: %w", err)
-			}
-			client, nc, err := lf.connect(true)
+			client, nc, err := af.prepare(cmd, &lf, true)
 			if err != nil {
 				return fmt.Errorf("admit: %w", err)
 			}
 			defer nc.Close()
-			if err := sendProfile(cmd.Context(), client, &req, sendMode, cmd.ErrOrStderr()); err != nil {
-				return fmt.Errorf("admit: %w", err)
-			}
-			d, err := client.Admit(cmd.Context(), lf.sidecar, &req)
+			d, err := client.Admit(cmd.Context(), lf.sidecar, &af.req)
 			if err != nil {
 				return fmt.Errorf("admit: %w", describeBusError(err))
 			}
@@ -122,12 +113,39 @@ return the same decision instead of a second lease (default: a random id).`,
 		},
 	}
 	lf.register(cmd, true)
-	addAdmitFlags(cmd, &req, &profilePath, &sendMode, &lease)
+	af.register(cmd)
 	return cmd
 }
 
-// addAdmitFlags declares the flags of an admission request.
-func addAdmitFlags(cmd *cobra.Command, req *bus.AdmitRequest, profilePath, sendMode *string, lease *time.Duration) {
+// admitFlags are the flags of an admission request, shared by admit and
+// quote.
+type admitFlags struct {
+	req         bus.AdmitRequest
+	profilePath string
+	sendMode    string
+	lease       time.Duration
+}
+
+// prepare fills the request from the flags, connects, and sends the profile
+// the way --send-profile says; the caller closes the connection.
+func (f *admitFlags) prepare(cmd *cobra.Command, lf *launcherFlags, needSidecar bool) (*bus.Client, *nats.Conn, error) {
+	if err := fillAdmitRequest(&f.req, f.profilePath, f.lease, f.sendMode); err != nil {
+		return nil, nil, err
+	}
+	client, nc, err := lf.connect(needSidecar)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := sendProfile(cmd.Context(), client, &f.req, f.sendMode, cmd.ErrOrStderr()); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return client, nc, nil
+}
+
+// register declares the flags.
+func (f *admitFlags) register(cmd *cobra.Command) {
+	req, profilePath, sendMode, lease := &f.req, &f.profilePath, &f.sendMode, &f.lease
 	fs := cmd.Flags()
 	fs.StringVar(&req.RequestID, "request-id", "", "idempotency key: a retry with the same id gets the same decision (default: random)")
 	fs.StringVar(&req.Job.ID, "job", "", "job id: letters, digits, - and _ (required)")
@@ -257,30 +275,21 @@ func shellQuote(s string) string {
 
 func newQuoteCmd() *cobra.Command {
 	var (
-		lf          launcherFlags
-		req         bus.AdmitRequest
-		profilePath string
-		sendMode    string
-		lease       time.Duration
-		wait        time.Duration
+		lf   launcherFlags
+		af   admitFlags
+		wait time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "quote --job ID --profile FILE [--wait 1s]",
 		Short: "Ask every sidecar what it would decide, without taking a lease",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := fillAdmitRequest(&req, profilePath, lease, sendMode); err != nil {
-				return fmt.Errorf("quote: %w", err)
-			}
-			client, nc, err := lf.connect(false)
+			client, nc, err := af.prepare(cmd, &lf, false)
 			if err != nil {
 				return fmt.Errorf("quote: %w", err)
 			}
 			defer nc.Close()
-			if err := sendProfile(cmd.Context(), client, &req, sendMode, cmd.ErrOrStderr()); err != nil {
-				return fmt.Errorf("quote: %w", err)
-			}
-			ds, err := client.Quote(cmd.Context(), &req, wait)
+			ds, err := client.Quote(cmd.Context(), &af.req, wait)
 			if err != nil {
 				return fmt.Errorf("quote: %w", describeBusError(err))
 			}
@@ -297,7 +306,7 @@ func newQuoteCmd() *cobra.Command {
 		},
 	}
 	lf.register(cmd, false)
-	addAdmitFlags(cmd, &req, &profilePath, &sendMode, &lease)
+	af.register(cmd)
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to collect answers")
 	return cmd
 }
