@@ -107,9 +107,19 @@ return the same decision instead of a second lease (default: a random id).`,
 				return fmt.Errorf("admit: %w", describeBusError(err))
 			}
 			if lf.asJSON {
-				return printJSON(cmd.OutOrStdout(), d)
+				if err := printJSON(cmd.OutOrStdout(), d); err != nil {
+					return err
+				}
+				if d.Decision == bus.DecisionDeny {
+					return fmt.Errorf("admit: denied (%s): %s", commentText(d.Reason.Code), commentText(d.Reason.Message))
+				}
+				return nil
 			}
-			return printAdmit(cmd.OutOrStdout(), d, lf)
+			token := ""
+			if d.Lease != nil {
+				token = d.Lease.Token
+			}
+			return printAdmit(cmd.OutOrStdout(), d, lf, token)
 		},
 	}
 	lf.register(cmd, true)
@@ -235,44 +245,6 @@ func describeBusError(err error) error {
 	return err
 }
 
-// printAdmit writes a decision as shell lines a launcher can eval.
-func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags) error {
-	fmt.Fprintf(w, "# %s (%s): %s\n", d.Decision, d.Reason.Code, oneLine(d.Reason.Message))
-	for _, p := range d.Predictions {
-		fmt.Fprintf(w, "# %s: predicted p99 %.2f ms, SLO %.2f ms, solo %.2f ms\n", p.Service, p.PredictedP99MS, p.SLOP99MS, p.SoloP99MS)
-	}
-	if d.Decision == bus.DecisionDeny || d.Lease == nil {
-		return fmt.Errorf("denied: %s", d.Reason.Message)
-	}
-	l := d.Lease
-	fmt.Fprintf(w, "# lease %s for job %s at %d %% until %s\n", l.ID, l.JobID, l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339))
-	env := map[string]string{envLease: l.ID, envToken: l.Token, envSidecar: d.Sidecar, envServer: lf.server}
-	for k, v := range l.Env {
-		env[k] = v
-	}
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, "export %s=%s\n", k, shellQuote(env[k]))
-	}
-	return nil
-}
-
-func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 func newQuoteCmd() *cobra.Command {
 	var (
 		lf   launcherFlags
@@ -300,7 +272,7 @@ func newQuoteCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "sidecar\tdecision\treason")
 			for _, d := range ds {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", d.Sidecar, d.Decision, oneLine(d.Reason.Message))
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", commentText(d.Sidecar), commentText(d.Decision), commentText(d.Reason.Message))
 			}
 			return tw.Flush()
 		},
@@ -445,28 +417,28 @@ func printStatus(w io.Writer, st *bus.Status) error {
 	if !st.Ready {
 		ready = "NOT READY"
 	}
-	fmt.Fprintf(w, "sidecar %s (%s, mode %s): %s\n", st.Sidecar, st.GPU.Name, st.Mode, ready)
-	fmt.Fprintf(w, "gpu %s: %d of %d MiB free\n", st.GPU.UUID, st.GPU.MemoryFreeMiB, st.GPU.MemoryTotalMiB)
+	fmt.Fprintf(w, "sidecar %s (%s, mode %s): %s\n", commentText(st.Sidecar), commentText(st.GPU.Name), commentText(st.Mode), ready)
+	fmt.Fprintf(w, "gpu %s: %d of %d MiB free\n", commentText(st.GPU.UUID), st.GPU.MemoryFreeMiB, st.GPU.MemoryTotalMiB)
 	names := make([]string, 0, len(st.Health))
 	for n := range st.Health {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %s: %s\n", n, st.Health[n])
+		fmt.Fprintf(w, "  %s: %s\n", commentText(n), commentText(st.Health[n]))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "service\trate req/s\tSLO p99 ms\tpredicted p99 ms")
 	for _, s := range st.Services {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\n", s.Name, s.RateRPS, s.SLOP99MS, s.PredictedP99MS)
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\n", commentText(s.Name), s.RateRPS, s.SLOP99MS, s.PredictedP99MS)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "lease\tjob\towner\tpct\texpires\tpids")
 	for _, l := range st.Leases {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%v\n", l.ID, l.JobID, l.Owner, l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339), l.PIDs)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%v\n", commentText(l.ID), commentText(l.JobID), commentText(l.Owner), l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339), l.PIDs)
 	}
 	return tw.Flush()
 }

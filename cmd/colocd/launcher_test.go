@@ -46,7 +46,7 @@ func TestLauncherCommands(t *testing.T) {
 	if err != nil {
 		t.Fatalf("admit: %v\n%s", err, out)
 	}
-	for _, want := range []string{"# grant (fits)", "export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", "export COLOCD_LEASE_TOKEN=", "export COLOCD_SIDECAR=gpu-cli"} {
+	for _, want := range []string{"# grant (fits)", "export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE='100'", "export COLOCD_LEASE_TOKEN='", "export COLOCD_SIDECAR='gpu-cli'"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("admit output lacks %q:\n%s", want, out)
 		}

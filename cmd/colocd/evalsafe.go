@@ -1,0 +1,139 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/colocd/colocd/admission"
+	"github.com/colocd/colocd/bus"
+)
+
+// What `colocd admit` prints is eval'd by a shell, and it comes from a reply
+// on NATS that anyone able to publish there could have forged. Nothing of the
+// reply reaches the output unchecked: env keys come from a fixed allow-list,
+// ids match their documented character sets, every value is single-quoted,
+// and comment text loses its control characters (a newline would end the
+// comment and start a command).
+
+// sidecarEnv is every variable a sidecar may ask a job to set: admission's
+// MPS client environment. Anything else in a reply is refused.
+var sidecarEnv = []string{admission.EnvPipeDirectory, admission.EnvActiveThreads, admission.EnvPinnedMemory, admission.EnvPriority}
+
+var (
+	envKeyRe  = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+	leaseIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+	codeRe    = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+)
+
+// errHostileReply marks a reply that cannot have come from a colocd sidecar.
+var errHostileReply = errors.New("the reply is not a valid colocd decision (refusing to print it for eval)")
+
+// checkDecision verifies every field of an admit's reply that printAdmit
+// prints; the error names the field.
+func checkDecision(d *bus.Decision, sidecar string) error {
+	bad := func(field, want string, got any) error {
+		return fmt.Errorf("%w: %s: want %s, got %q", errHostileReply, field, want, clipText(fmt.Sprint(got)))
+	}
+	switch d.Decision {
+	case bus.DecisionGrant, bus.DecisionThrottle, bus.DecisionDeny:
+	default:
+		return bad("decision", "grant, throttle or deny", d.Decision)
+	}
+	if !codeRe.MatchString(d.Reason.Code) {
+		return bad("reason.code", "lower-case letters, digits and '_'", d.Reason.Code)
+	}
+	if d.Sidecar != sidecar {
+		return bad("sidecar", fmt.Sprintf("the sidecar asked (%q)", sidecar), d.Sidecar)
+	}
+	if d.Decision == bus.DecisionDeny {
+		return nil
+	}
+	l := d.Lease
+	if l == nil {
+		return bad("lease", "a lease with a grant", "none")
+	}
+	if !leaseIDRe.MatchString(l.ID) {
+		return bad("lease.id", "1 to 128 letters, digits, '-' or '_'", l.ID)
+	}
+	if !leaseIDRe.MatchString(l.Token) {
+		return bad("lease.token", "1 to 128 letters, digits, '-' or '_'", l.Token)
+	}
+	if l.ActiveThreadPct < 1 || l.ActiveThreadPct > 100 {
+		return bad("lease.active_thread_pct", "a percentage in [1, 100]", l.ActiveThreadPct)
+	}
+	for k := range l.Env {
+		if !envKeyRe.MatchString(k) || !slices.Contains(sidecarEnv, k) {
+			return bad("lease.env", "only "+strings.Join(sidecarEnv, ", "), k)
+		}
+	}
+	return nil
+}
+
+// printAdmit writes a checked decision as shell lines a launcher can eval:
+// comments, then one `export KEY='value'` per variable, sorted. token is the
+// lease's secret, which the launcher drew itself.
+func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) error {
+	if err := checkDecision(d, lf.sidecar); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "# %s (%s): %s\n", d.Decision, d.Reason.Code, commentText(d.Reason.Message))
+	for _, p := range d.Predictions {
+		fmt.Fprintf(w, "# %s: predicted p99 %.2f ms, SLO %.2f ms, solo %.2f ms\n", commentText(p.Service), p.PredictedP99MS, p.SLOP99MS, p.SoloP99MS)
+	}
+	if d.Decision == bus.DecisionDeny {
+		return fmt.Errorf("denied (%s): %s", d.Reason.Code, commentText(d.Reason.Message))
+	}
+	l := d.Lease
+	fmt.Fprintf(w, "# lease %s for job %s at %d %% until %s\n", l.ID, commentText(l.JobID), l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339))
+	env := map[string]string{envLease: l.ID, envToken: token, envSidecar: lf.sidecar, envServer: lf.server}
+	for k, v := range l.Env {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "export %s=%s\n", k, shellQuote(env[k]))
+	}
+	return nil
+}
+
+// commentText makes s safe on one line of a shell comment or a terminal:
+// control characters (newlines, escapes) and the Unicode line and paragraph
+// separators are dropped, and the text is clipped.
+func commentText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return -1
+		}
+		return r
+	}, s)
+	return clipText(s)
+}
+
+// clipText bounds what is quoted back to the user.
+func clipText(s string) string {
+	const max = 512
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && s[cut]&0xC0 == 0x80 { // not inside a UTF-8 sequence
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// shellQuote single-quotes s for a POSIX shell: inside single quotes nothing
+// is special, and a quote in s closes, escapes and reopens.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/colocd/colocd/bus"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// TestAdmitOutputSurvivesHostileReplies: a forged sidecar (a plain
+// nats-server and a subscriber on colocd.v1.<id>.admit) answers with fields
+// built to run commands when the launcher evals admit's output. Whatever
+// admit prints, a POSIX shell that evals it runs nothing: each attempt
+// would create a file, and none may exist afterwards.
+func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no POSIX shell")
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	reply := make(chan string, 1)
+	sub, err := nc.Subscribe("colocd.v1.gpu-x.admit", func(m *nats.Msg) { _ = m.Respond([]byte(<-reply)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pwn := func(n string) string { return "touch " + filepath.Join(dir, "pwned-"+n) }
+	// grant builds a grant whose fields are valid unless a case overrides one.
+	grant := func(over map[string]string) string {
+		f := map[string]string{
+			"code": `"fits"`, "message": `"ok"`, "service": `"chat"`, "id": `"L1"`, "token": `"tok"`, "job": `"j"`,
+			"sidecar": `"gpu-x"`, "env": `{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE":"50"}`,
+		}
+		for k, v := range over {
+			f[k] = v
+		}
+		return `{"decision":"grant","reason":{"code":` + f["code"] + `,"message":` + f["message"] + `},` +
+			`"predictions":[{"service":` + f["service"] + `,"slo_p99_ms":100,"solo_p99_ms":10,"predicted_p99_ms":50}],` +
+			`"lease":{"id":` + f["id"] + `,"token":` + f["token"] + `,"job_id":` + f["job"] + `,"owner":"o",` +
+			`"expires_at":"2026-12-01T00:00:00Z","active_thread_pct":50,"pinned_mem_limit_mib":10,"env":` + f["env"] + `},` +
+			`"sidecar":` + f["sidecar"] + `}`
+	}
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	tests := []struct {
+		name    string
+		reply   string
+		wantErr string // "" when admit may print a grant
+	}{
+		{"newline in reason.message", grant(map[string]string{"message": q("ok\n" + pwn("1"))}), ""},
+		{"unicode separators and CR in message", grant(map[string]string{"message": q("ok\r\u2028\u0085" + pwn("2"))}), ""},
+		{"newline in predictions[].service", grant(map[string]string{"service": q("chat\n" + pwn("3") + "\n#")}), ""},
+		{"newline in lease.job_id", grant(map[string]string{"job": q("j\n" + pwn("4"))}), ""},
+		{"command in an env value", grant(map[string]string{"env": `{"CUDA_MPS_PIPE_DIRECTORY":` + q("$("+pwn("5")+")';"+pwn("5b")+";'`"+pwn("5c")+"`") + `}`}), ""},
+		{"command in reason.code", grant(map[string]string{"code": q("fits\n" + pwn("6"))}), "reason.code"},
+		{"command in lease.id", grant(map[string]string{"id": q("L1;" + pwn("7") + ";")}), "lease.id"},
+		{"command in lease.token", grant(map[string]string{"token": q("t';" + pwn("8") + ";'")}), "lease.token"},
+		{"command in an env key", grant(map[string]string{"env": `{` + q("X=1;"+pwn("9")+";Y") + `:"1"}`}), "lease.env"},
+		{"env key outside the allow-list", grant(map[string]string{"env": `{"LD_PRELOAD":"/tmp/evil.so"}`}), "lease.env"},
+		{"another sidecar's name", grant(map[string]string{"sidecar": q("gpu-y;" + pwn("10"))}), "sidecar"},
+		{"unknown decision", `{"decision":"grant;` + pwn("11") + `","reason":{"code":"fits","message":""},"sidecar":"gpu-x"}`, "decision"},
+		{"grant without a lease", `{"decision":"grant","reason":{"code":"fits","message":""},"sidecar":"gpu-x"}`, "lease"},
+		{"deny with a newline", `{"decision":"deny","reason":{"code":"max_jobs","message":` + q("no\n"+pwn("12")) + `},"sidecar":"gpu-x"}`, "denied"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reply <- tt.reply
+			out, _, err := runCLI(t, "admit", "--server", ns.ClientURL(), "--sidecar", "gpu-x", "--job", "j",
+				"--profile", profilesDir+"/v100-train-step.json", "--send-profile", "inline")
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("admit: %v", err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("admit: error %v, want one naming %q", err, tt.wantErr)
+			}
+			for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+				if line != "" && !strings.HasPrefix(line, "# ") && !strings.HasPrefix(line, "export ") {
+					t.Errorf("line %q is neither a comment nor an export", line)
+				}
+			}
+			cmd := exec.Command(sh, "-c", out+"\necho \"$CUDA_MPS_PIPE_DIRECTORY\"")
+			cmd.Dir = dir
+			got, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("eval: %v\n%s\n--- admit printed:\n%s", err, got, out)
+			}
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				t.Errorf("eval ran a command: %s exists\n--- admit printed:\n%s", e.Name(), out)
+				os.Remove(filepath.Join(dir, e.Name()))
+			}
+			if tt.name == "command in an env value" && !strings.Contains(string(got), "$(touch") {
+				t.Errorf("the value was not kept literally: %q", got)
+			}
+		})
+	}
+	// --json prints the deny as JSON and still exits 1 (docs/cli.md).
+	reply <- `{"decision":"deny","reason":{"code":"max_jobs","message":"full"},"sidecar":"gpu-x"}`
+	out, _, err := runCLI(t, "admit", "--json", "--server", ns.ClientURL(), "--sidecar", "gpu-x", "--job", "j",
+		"--profile", profilesDir+"/v100-train-step.json", "--send-profile", "inline")
+	if err == nil || !strings.Contains(err.Error(), "denied (max_jobs)") || !strings.Contains(out, `"decision": "deny"`) {
+		t.Errorf("admit --json of a deny: error %v, output %q; want the JSON and an error", err, out)
+	}
+}
+
+// exportLine is what a safe export looks like: an allowed name and one
+// single-quoted word in which a quote only appears as '\”.
+var exportLine = regexp.MustCompile(`^export [A-Z_][A-Z0-9_]*='([^']|'\\'')*'$`)
+
+// FuzzPrintAdmit: whatever a reply holds, admit prints only comment lines
+// without control characters and export lines a shell reads as one
+// assignment of a literal value.
+func FuzzPrintAdmit(f *testing.F) {
+	f.Add("grant", "fits", "ok", "chat", "L1", "tok", "j", "CUDA_MPS_PIPE_DIRECTORY", "/tmp/x")
+	f.Add("deny", "max_jobs", "no\nrm -rf", "a\nb", "L;1", "t'", "j\r", "X;Y", "$(id)")
+	f.Add("throttle", "throttled_to_fit", "\u2028", "s", "ID-2", "tok", "job", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50';id;'")
+	f.Fuzz(func(t *testing.T, decision, code, message, service, id, token, job, envKey, envVal string) {
+		d := &bus.Decision{Decision: decision, Reason: bus.Reason{Code: code, Message: message}, Sidecar: "gpu-x",
+			Predictions: []bus.ServicePrediction{{Service: service}},
+			Lease:       &bus.Lease{ID: id, Token: token, JobID: job, ActiveThreadPct: 50, Env: map[string]string{envKey: envVal}}}
+		var out strings.Builder
+		_ = printAdmit(&out, d, launcherFlags{sidecar: "gpu-x", server: "nats://x"}, token)
+		for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+			switch {
+			case line == "":
+			case strings.HasPrefix(line, "# "):
+				if strings.ContainsFunc(line, unicode.IsControl) {
+					t.Fatalf("comment with a control character: %q", line)
+				}
+			case !exportLine.MatchString(line):
+				t.Fatalf("unsafe line: %q", line)
+			}
+		}
+	})
+}
