@@ -2,6 +2,7 @@ package admission
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -36,6 +37,11 @@ func TestRequestValidate(t *testing.T) {
 		{"max pct 101", func(r *Request) { r.MaxPct = 101 }, []string{"compute.max_pct"}},
 		{"min above max", func(r *Request) { r.MinPct, r.MaxPct = 60, 50 }, []string{"compute.max_pct"}},
 		{"negative lease", func(r *Request) { r.LeaseSeconds = -5 }, []string{"lease_seconds"}},
+		{"memory at the ceiling", func(r *Request) { r.MemoryMiB = predictor.MaxMemoryMiB }, nil},
+		{"profile memory at the ceiling", func(r *Request) { r.MemoryMiB, r.Profile.MemoryMiB = 0, predictor.MaxMemoryMiB }, nil},
+		{"lease of a year", func(r *Request) { r.LeaseSeconds = MaxLeaseSeconds }, nil},
+		{"priority at its lower bound", func(r *Request) { r.Priority = MinPriority }, nil},
+		{"priority at its upper bound", func(r *Request) { r.Priority = MaxPriority }, nil},
 		{"every field at once", func(r *Request) { *r = Request{MinPct: -1, MaxPct: 0, LeaseSeconds: -1} },
 			[]string{"request_id", "job.id", "profile", "compute.min_pct", "compute.max_pct", "lease_seconds"}},
 	}
@@ -82,5 +88,65 @@ func TestLeaseDuration(t *testing.T) {
 		if got := h.c.leaseDuration(tt.secs).Seconds(); got != tt.want {
 			t.Errorf("lease_seconds %d: got %gs, want %gs", tt.secs, got, tt.want)
 		}
+	}
+}
+
+// Every number of a request is bounded: a value past a bound is a 400 that
+// names the field by its wire name and says what was expected, and nothing
+// overflows on the way to the grant's env (the probe that found this sent
+// profile memory_mib 1e300 and got CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=-9223372036854775808M).
+func TestRequestValidateBounds(t *testing.T) {
+	tinyOps := func(r *Request) {
+		// 1,000 ops in a 1 µs unit: 1e9 events per simulated second.
+		ops := make([]predictor.Op, 1000)
+		for i := range ops {
+			ops[i] = predictor.Op{SM: 1, Occupancy: 1}
+		}
+		ops[0].DurUS = 1
+		r.Profile.Ops = ops
+	}
+	tests := []struct {
+		name  string
+		edit  func(r *Request)
+		field string // the one field named
+		want  string // in what the error says was expected
+		got   string
+	}{
+		{"memory past 16 TiB", func(r *Request) { r.MemoryMiB = predictor.MaxMemoryMiB + 1 }, "memory_mib", "MiB in [0, 16777216]", "16777217"},
+		{"memory of max int", func(r *Request) { r.MemoryMiB = math.MaxInt }, "memory_mib", "MiB in [0, 16777216]", "9223372036854775807"},
+		{"profile memory 1e300 (the probe)", func(r *Request) { r.MemoryMiB, r.Profile.MemoryMiB = 0, 1e300 }, "profile.memory_mib", "MiB in [0, 16777216]", "1e+300"},
+		{"profile memory 1e19", func(r *Request) { r.MemoryMiB, r.Profile.MemoryMiB = 0, 1e19 }, "profile.memory_mib", "MiB in [0, 16777216]", "1e+19"},
+		{"profile memory just past 16 TiB", func(r *Request) { r.MemoryMiB, r.Profile.MemoryMiB = 0, predictor.MaxMemoryMiB+0.5 }, "profile.memory_mib", "MiB in [0, 16777216]", "1.67772165e+07"},
+		{"profile memory NaN", func(r *Request) { r.Profile.MemoryMiB = math.NaN() }, "profile.memory_mib", "MiB in [0, 16777216]", "NaN"},
+		{"profile memory +Inf", func(r *Request) { r.Profile.MemoryMiB = math.Inf(1) }, "profile.memory_mib", "MiB in [0, 16777216]", "+Inf"},
+		{"profile memory negative", func(r *Request) { r.Profile.MemoryMiB = -1 }, "profile.memory_mib", "MiB in [0, 16777216]", "-1"},
+		{"lease past a year", func(r *Request) { r.LeaseSeconds = MaxLeaseSeconds + 1 }, "lease_seconds", "seconds in [0, 31536000]", "31536001"},
+		{"lease of max int", func(r *Request) { r.LeaseSeconds = math.MaxInt }, "lease_seconds", "seconds in [0, 31536000]", "9223372036854775807"},
+		{"priority too high", func(r *Request) { r.Priority = MaxPriority + 1 }, "job.priority", "an integer in [-1000000, 1000000]", "1000001"},
+		{"priority of min int", func(r *Request) { r.Priority = math.MinInt }, "job.priority", "an integer in [-1000000, 1000000]", "-9223372036854775808"},
+		{"profile with ops too short to simulate", tinyOps, "profile.ops", "0.01 µs per op (1000 ops: 10 µs)", "1"},
+		{"profile op duration past an hour", func(r *Request) { r.Profile.Ops[0].DurUS = 1e300 }, "profile.ops[0].dur_us", "≤ 3.6e9 µs (one hour)", "1e+300"},
+		{"profile device with a million SMs", func(r *Request) { r.Profile.Device.SMs = 1_000_000 }, "profile.device.sms", "an SM count in [0, 10000]", "1000000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := request("r1")
+			tt.edit(&r)
+			err := r.Validate()
+			var ve *ValidationError
+			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("got %v, want a *ValidationError matching ErrInvalid", err)
+			}
+			if len(ve.Fields) != 1 {
+				t.Fatalf("got %d field errors (%v), want one for %s", len(ve.Fields), err, tt.field)
+			}
+			f := ve.Fields[0]
+			if f.Field != tt.field || !strings.Contains(f.Want, tt.want) || f.Got != tt.got {
+				t.Errorf("got %s: want %q, got %q; want %s: want …%q…, got %q", f.Field, f.Want, f.Got, tt.field, tt.want, tt.got)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.field+": want ") {
+				t.Errorf("message %q does not name %s", msg, tt.field)
+			}
+		})
 	}
 }

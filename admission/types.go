@@ -54,6 +54,12 @@ const (
 	// MaxProcesses is the MPS limit on client contexts per device (Volta and
 	// newer): a job cannot run more GPU processes than this.
 	MaxProcesses = 48
+	// MaxLeaseSeconds bounds lease_seconds (one year): a request is clamped
+	// to Config.LeaseMax anyway, and this keeps seconds × time.Second far
+	// from overflowing a time.Duration (about 292 years).
+	MaxLeaseSeconds = 365 * 24 * 60 * 60
+	// MinPriority and MaxPriority bound job.priority, recorded on the lease.
+	MinPriority, MaxPriority = -1_000_000, 1_000_000
 )
 
 var safeToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -72,6 +78,9 @@ func (r *Request) validate(profileValid bool) error {
 		c.add("job.id", "1 to 64 letters, digits, '-' or '_'", fmt.Sprintf("%q", truncate(r.JobID)))
 	}
 	checkText(&c, "job.owner", r.Owner, maxOwnerLen, false)
+	if r.Priority < MinPriority || r.Priority > MaxPriority {
+		c.add("job.priority", fmt.Sprintf("an integer in [%d, %d]", MinPriority, MaxPriority), fmt.Sprint(r.Priority))
+	}
 	switch {
 	case r.Profile == nil:
 		c.add("profile", "a training profile", "none")
@@ -82,8 +91,10 @@ func (r *Request) validate(profileValid bool) error {
 			c.nested("profile", err)
 		}
 	}
-	if r.MemoryMiB < 0 {
-		c.add("memory_mib", "MiB ≥ 0 (0: the profile's memory_mib)", fmt.Sprint(r.MemoryMiB))
+	// predictor.MaxMemoryMiB bounds the profile's memory_mib too, so the
+	// pinned-memory limit in a grant's env never overflows.
+	if r.MemoryMiB < 0 || r.MemoryMiB > predictor.MaxMemoryMiB {
+		c.add("memory_mib", fmt.Sprintf("MiB in [0, %d] (16 TiB; 0: the profile's memory_mib)", predictor.MaxMemoryMiB), fmt.Sprint(r.MemoryMiB))
 	} else if r.MemoryMiB == 0 && r.Profile != nil && !(r.Profile.MemoryMiB > 0) {
 		c.add("memory_mib", "MiB > 0, or a profile with memory_mib", "0 and none in the profile")
 	}
@@ -98,8 +109,8 @@ func (r *Request) validate(profileValid bool) error {
 	} else if r.MinPct >= 1 && r.MinPct <= 100 && r.MaxPct < r.MinPct {
 		c.add("compute.max_pct", fmt.Sprintf("a percentage ≥ compute.min_pct (%d)", r.MinPct), fmt.Sprint(r.MaxPct))
 	}
-	if r.LeaseSeconds < 0 {
-		c.add("lease_seconds", "seconds ≥ 0 (0: the default)", fmt.Sprint(r.LeaseSeconds))
+	if r.LeaseSeconds < 0 || r.LeaseSeconds > MaxLeaseSeconds {
+		c.add("lease_seconds", fmt.Sprintf("seconds in [0, %d] (one year; 0: the default)", MaxLeaseSeconds), fmt.Sprint(r.LeaseSeconds))
 	}
 	return c.err("request")
 }
@@ -113,7 +124,8 @@ func (r *Request) profileKey() ProfileKey {
 }
 
 // memoryMiB is the memory the job pins: its own figure, else the profile's
-// rounded up. Valid requests only.
+// rounded up. Valid requests only: validation bounds both figures by
+// predictor.MaxMemoryMiB, so the result is in [1, predictor.MaxMemoryMiB].
 func (r *Request) memoryMiB() int {
 	if r.MemoryMiB > 0 {
 		return r.MemoryMiB

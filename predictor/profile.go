@@ -84,6 +84,28 @@ type Profile struct {
 	Source    *Source  `json:"source,omitempty"`
 }
 
+// Bounds on a profile's numbers, besides the durations and fractions that
+// every input document shares (errors.go). Each keeps a number from outside
+// finite and small enough for the arithmetic it meets.
+const (
+	// MaxMemoryMiB bounds memory_mib, here and in an admission request:
+	// 16 TiB, far above any GPU's memory (admission then denies the job for
+	// want of memory), and small enough that the figure rounded up to whole
+	// MiB is an exact int and "0=<MiB>M" in an MPS client's environment
+	// never overflows.
+	MaxMemoryMiB = 16 << 20
+	// MaxDeviceSMs bounds device.sms, some 70 times the SM count of today's
+	// largest GPUs.
+	MaxDeviceSMs = 10_000
+	// MinMeanOpUS is the shortest mean op, in µs: a unit must last at least
+	// this much per op. A simulated context completes one event per op and
+	// a trainer loops its unit without end, so this caps the events of one
+	// context at 1e8 per simulated second, whatever the ops. Single ops may
+	// still last 0 (the importer's merged timeline makes them); 10 ns is ten
+	// times a trace's resolution, and real kernels last microseconds.
+	MinMeanOpUS = 0.01
+)
+
 // Validate checks every field and returns a *ValidationError naming each bad
 // one, or nil.
 func (p *Profile) Validate() error {
@@ -97,10 +119,12 @@ func (p *Profile) Validate() error {
 	if p.Kind != KindInference && p.Kind != KindTraining {
 		c.add("kind", `"inference" or "training"`, fmt.Sprintf("%q", p.Kind))
 	}
-	if p.Device.SMs < 0 {
-		c.add("device.sms", "an SM count ≥ 0 (0: unknown)", fmt.Sprint(p.Device.SMs))
+	if p.Device.SMs < 0 || p.Device.SMs > MaxDeviceSMs {
+		c.add("device.sms", fmt.Sprintf("an SM count in [0, %d] (0: unknown)", MaxDeviceSMs), fmt.Sprint(p.Device.SMs))
 	}
-	c.nonNegative("memory_mib", p.MemoryMiB)
+	if !(p.MemoryMiB >= 0 && p.MemoryMiB <= MaxMemoryMiB) {
+		c.add("memory_mib", fmt.Sprintf("MiB in [0, %d] (16 TiB; 0 or absent: unknown)", MaxMemoryMiB), fmtFloat(p.MemoryMiB))
+	}
 	for i := range p.Ops {
 		p.Ops[i].check(&c, i)
 	}
@@ -116,11 +140,16 @@ func (p *Profile) Validate() error {
 			busy += op.DurUS
 			unit += op.DurUS + op.GapUS
 		}
+		least := max(MinUnitUS, float64(len(p.Ops))*MinMeanOpUS)
 		if busy <= 0 {
 			c.add("ops", "at least one op with dur_us > 0", "total GPU time 0")
-		} else if unit < MinUnitUS {
-			c.add("ops", "a unit (the sum of gap_us and dur_us) of at least 1 µs", fmtFloat(unit))
+		} else if unit < least {
+			c.add("ops", fmt.Sprintf("a unit (the sum of gap_us and dur_us) of at least 1 µs and %g µs per op (%d ops: %g µs)",
+				MinMeanOpUS, len(p.Ops), least), fmtFloat(unit))
 		}
+	}
+	if p.Source != nil {
+		p.Source.check(&c)
 	}
 	return c.err(fmt.Sprintf("profile %q", p.Name))
 }
@@ -146,6 +175,19 @@ func (op *Op) check(c *fieldChecker, i int) {
 	if op.L2 != nil {
 		c.fraction(at+".l2", *op.L2)
 	}
+}
+
+// check validates the figures an importer recorded: informational, but
+// numbers from outside all the same.
+func (s *Source) check(c *fieldChecker) {
+	if s.Kernels < 0 {
+		c.add("source.kernels", "a count ≥ 0", fmt.Sprint(s.Kernels))
+	}
+	if s.Streams < 0 {
+		c.add("source.streams", "a count ≥ 0", fmt.Sprint(s.Streams))
+	}
+	c.nonNegative("source.kernel_time_us", s.KernelTimeUS)
+	c.nonNegative("source.span_us", s.SpanUS)
 }
 
 func (s *Summary) check(c *fieldChecker, kind Kind) {

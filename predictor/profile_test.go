@@ -57,6 +57,75 @@ func TestProfileParseErrors(t *testing.T) {
 	}
 }
 
+// The bounds that keep every number of a profile finite and the simulation's
+// events per simulated second bounded: each violation names its field and
+// says what was expected; a value at the bound is valid.
+func TestProfileValidateBounds(t *testing.T) {
+	neg := -1.0
+	ops := func(n int, dur, gap float64) []Op {
+		out := make([]Op, n)
+		for i := range out {
+			out[i] = Op{DurUS: dur, GapUS: gap, SM: 1, Occupancy: 1}
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		edit  func(p *Profile)
+		field string // "": valid
+		want  string // in what the error says was expected
+		got   string
+	}{
+		{"memory at 16 TiB", func(p *Profile) { p.MemoryMiB = MaxMemoryMiB }, "", "", ""},
+		{"memory past 16 TiB", func(p *Profile) { p.MemoryMiB = math.Nextafter(MaxMemoryMiB, math.Inf(1)) }, "memory_mib", "MiB in [0, 16777216] (16 TiB", "1.6777216000000004e+07"},
+		{"memory 1e300", func(p *Profile) { p.MemoryMiB = 1e300 }, "memory_mib", "MiB in [0, 16777216]", "1e+300"},
+		{"memory 1e19 (past int64)", func(p *Profile) { p.MemoryMiB = 1e19 }, "memory_mib", "MiB in [0, 16777216]", "1e+19"},
+		{"memory NaN", func(p *Profile) { p.MemoryMiB = math.NaN() }, "memory_mib", "MiB in [0, 16777216]", "NaN"},
+		{"memory -Inf", func(p *Profile) { p.MemoryMiB = math.Inf(-1) }, "memory_mib", "MiB in [0, 16777216]", "-Inf"},
+		{"device with 10,000 SMs", func(p *Profile) { p.Device.SMs = MaxDeviceSMs }, "", "", ""},
+		{"device with 10,001 SMs", func(p *Profile) { p.Device.SMs = MaxDeviceSMs + 1 }, "device.sms", "an SM count in [0, 10000]", "10001"},
+		{"op duration NaN", func(p *Profile) { p.Ops[0].DurUS = math.NaN() }, "ops[0].dur_us", "≤ 3.6e9 µs (one hour)", "NaN"},
+		{"op gap +Inf", func(p *Profile) { p.Ops[0].GapUS = math.Inf(1) }, "ops[0].gap_us", "≤ 3.6e9 µs (one hour)", "+Inf"},
+		{"op gap past an hour", func(p *Profile) { p.Ops[0].GapUS = MaxDurationUS * 2 }, "ops[0].gap_us", "≤ 3.6e9 µs (one hour)", "7.2e+09"},
+		{"op l2 NaN", func(p *Profile) { v := math.NaN(); p.Ops[0].L2 = &v }, "ops[0].l2", "a fraction in [0,1]", "NaN"},
+		// The probe: a vanishing kernel after a 1 µs gap is harmless (one
+		// event per µs); what the bound stops is many ops in a short unit.
+		{"op of 1e-300 µs after a 1 µs gap", func(p *Profile) { p.Ops = []Op{{DurUS: 1e-300, GapUS: 1, SM: 1, Occupancy: 1}} }, "", "", ""},
+		{"zero-length ops among long ones", func(p *Profile) { p.Ops = append(ops(99, 0, 0), ops(1, 1, 0)...) }, "", "", ""},
+		{"1,000 ops in 1 µs", func(p *Profile) { p.Ops = append(ops(999, 0, 0), ops(1, 1, 0)...) }, "ops", "0.01 µs per op (1000 ops: 10 µs)", "1"},
+		{"10,000 ops of 1e-300 µs", func(p *Profile) { p.Ops = ops(10_000, 1e-300, 1e-4) }, "ops", "(10000 ops: 100 µs)", "0.9999999999999062"},
+		{"source with negative figures", func(p *Profile) {
+			p.Source = &Source{Kernels: -1, KernelTimeUS: neg, SpanUS: 1, Streams: 1}
+		}, "source.kernels", "a count ≥ 0", "-1"},
+		{"source with a NaN span", func(p *Profile) { p.Source = &Source{SpanUS: math.NaN()} }, "source.span_us", "a finite number ≥ 0", "NaN"},
+		{"summary latency past an hour", func(p *Profile) {
+			p.Ops, p.Summary = nil, &Summary{IterationMS: 3.6e6 * 2, GPUUtil: 1}
+		}, "summary.iteration_ms", "(1 µs to one hour)", "7.2e+06"},
+		{"summary util NaN", func(p *Profile) { p.Ops, p.Summary = nil, &Summary{GPUUtil: math.NaN()} }, "summary.gpu_util", "a fraction in (0,1]", "NaN"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &Profile{Format: ProfileFormat, Name: "t", Kind: KindTraining, Device: Device{SMs: 132}, MemoryMiB: 1024, Ops: ops(4, 100, 10)}
+			tt.edit(p)
+			err := p.Validate()
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("err = %v, want a ValidationError", err)
+			}
+			f := ve.Fields[0]
+			if f.Field != tt.field || !strings.Contains(f.Want, tt.want) || f.Got != tt.got {
+				t.Errorf("got %s: want %q, got %q; want %s: want …%q…, got %q", f.Field, f.Want, f.Got, tt.field, tt.want, tt.got)
+			}
+		})
+	}
+}
+
 // The documented summary rule: T = latency or iteration time; busy time
 // gpu_util·T in n = clamp(ceil(busy/250 µs), 1, 200) equal kernels, each after
 // an equal share of the idle time.
@@ -136,6 +205,9 @@ func FuzzParseProfile(f *testing.F) {
 	f.Add([]byte(`{"format":"colocd.profile/v1","name":"t","kind":"training","ops":[{"dur_us":5,"gap_us":1,"sm":1,"occupancy":0.5,"dram":0.1}]}`))
 	f.Add([]byte(`{"format":"colocd.profile/v1","name":"t","kind":"training","summary":{"gpu_util":1e-300,"mem_util":1}}`))
 	f.Add([]byte(`{"ops":[{"dur_us":1e308,"gap_us":1e308}]}`))
+	f.Add([]byte(`{"format":"colocd.profile/v1","name":"t","kind":"training","memory_mib":1e300,"summary":{"gpu_util":1,"mem_util":0}}`))
+	f.Add([]byte(`{"format":"colocd.profile/v1","name":"t","kind":"training","device":{"sms":132},"memory_mib":16777216,` +
+		`"ops":[{"dur_us":1e-300,"gap_us":1,"sm":1,"occupancy":1},{"dur_us":0,"gap_us":0,"sm":1,"occupancy":1}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseProfile(data)
 		if err != nil {
@@ -152,6 +224,15 @@ func FuzzParseProfile(f *testing.F) {
 			if op.DurUS < 0 || op.GapUS < 0 || math.IsNaN(op.DurUS) || math.IsNaN(op.GapUS) {
 				t.Fatalf("expanded op %+v", op)
 			}
+		}
+		// Every number is bounded: memory rounds up to an int in range, and
+		// the unit lasts at least MinMeanOpUS per op (events per simulated
+		// second stay bounded), but for the rounding of a summary's split.
+		if !(p.MemoryMiB >= 0 && p.MemoryMiB <= MaxMemoryMiB) || p.Device.SMs < 0 || p.Device.SMs > MaxDeviceSMs {
+			t.Fatalf("memory_mib %g, device.sms %d out of bounds", p.MemoryMiB, p.Device.SMs)
+		}
+		if solo := p.SoloUS() * (1 + 1e-9); !(solo >= MinUnitUS && solo >= float64(len(ops))*MinMeanOpUS) || math.IsInf(solo, 0) {
+			t.Fatalf("a unit of %g µs for %d ops", solo, len(ops))
 		}
 	})
 }
