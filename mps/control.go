@@ -32,6 +32,7 @@ type Control struct {
 	tails       []*logTail    // control.log, server.log
 	backoff     time.Duration // next restart delay
 	nextRestart time.Time     // no restart attempt before this
+	restartErr  error         // why the last restart failed; nil once a daemon runs
 }
 
 // New checks cfg (after filling its zero fields with DefaultConfig's) and

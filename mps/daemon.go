@@ -82,7 +82,7 @@ func (c *Control) Ensure(ctx context.Context) error {
 		return err
 	}
 	c.mu.Lock()
-	c.closing = false
+	c.closing, c.restartErr = false, nil
 	for _, t := range c.tails {
 		t.skipToEnd()
 	}

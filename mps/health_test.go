@@ -50,7 +50,9 @@ func waitState(t *testing.T, events <-chan Health, s State) Health {
 }
 
 // waitHealth polls health until ok holds (a change of reason within one
-// state sends no event).
+// state sends no event). ok must describe a condition that lasts, never a
+// reason that one probe sets and the next replaces: a poller on a busy
+// machine misses those.
 func waitHealth(t *testing.T, health func() Health, ok func(Health) bool) Health {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -226,6 +228,48 @@ func TestHealthRestartBacksOff(t *testing.T) {
 	f.remove("fake-fail-start")
 	if h := waitState(t, events, StateReady); !strings.Contains(h.Reason, "restarted daemon") {
 		t.Fatalf("Health = %+v", h)
+	}
+}
+
+// TestHealthKeepsRestartFailure: while the backoff holds the next restart
+// back, the reason still says why the last one failed, and a daemon that
+// runs again clears it. The hour-long backoff needs no clock: the probes
+// run one by one, well inside it.
+func TestHealthKeepsRestartFailure(t *testing.T) {
+	f := newFake(t)
+	f.touch("fake-fail-start", "")
+	cfg := f.config()
+	cfg.RestartBackoff, cfg.MaxRestartBackoff = time.Hour, time.Hour
+	c := f.control(cfg)
+	ctx := testCtx(t)
+	if err := c.Ensure(ctx); err == nil {
+		t.Fatal("Ensure succeeded with failing starts")
+	}
+	if h := c.check(ctx); h.State != StateDown || !strings.Contains(h.Reason, "; restart failed: start daemon:") {
+		t.Fatalf("first probe: Health = %+v, want the failed restart", h)
+	}
+	h := c.check(ctx)
+	if h.State != StateDown || !strings.Contains(h.Reason, "next restart in") || !strings.Contains(h.Reason, "; last restart failed: start daemon:") {
+		t.Fatalf("probe in backoff: Health = %+v, want the wait and the last failure", h)
+	}
+	if got, want := len(f.lines("fake-starts.log")), 2; got != want {
+		t.Fatalf("%d starts, want %d (Ensure, one restart; none in backoff)", got, want)
+	}
+	f.remove("fake-fail-start")
+	c.mu.Lock()
+	c.nextRestart = time.Time{} // the hour has passed
+	c.mu.Unlock()
+	if h := c.check(ctx); h.State != StateReady || !strings.Contains(h.Reason, "restarted daemon") {
+		t.Fatalf("Health = %+v, want the restarted daemon", h)
+	}
+	f.touch("fake-crash", "")
+	f.waitGone(f.daemonPID())
+	if h := c.check(ctx); h.State != StateReady {
+		t.Fatalf("Health = %+v, want the restarted daemon", h)
+	}
+	// What the probe reported before it restarted the daemon.
+	if h := c.Health(); !strings.Contains(h.Reason, "starting it") || strings.Contains(h.Reason, "failed") {
+		t.Fatalf("Health = %+v, want no old failure after a daemon ran", h)
 	}
 }
 

@@ -102,10 +102,16 @@ func (c *Control) faultLine() (file, line string) {
 // Close, colocd restarts one it owns, or starts one if it never saw any
 // (an Ensure that failed at boot), once the backoff allows; otherwise the
 // daemon is reported down. It returns the PID of the running daemon, or 0
-// with the Health to report.
+// with the Health to report. Until a daemon runs again, every reason it
+// gives names the last failed restart: the probe after a failure must not
+// hide why the daemon is still down.
 func (c *Control) recover(ctx context.Context, why string) (PID, Health) {
 	c.mu.Lock()
 	owned, closing, next, backoff := c.owned, c.closing, c.nextRestart, c.backoff
+	failed := ""
+	if c.restartErr != nil {
+		failed = fmt.Sprintf("; last restart failed: %v", c.restartErr)
+	}
 	if c.daemon == 0 && c.cfg.Manage {
 		owned = true // nobody's daemon yet: starting one is Ensure's job, done late
 	}
@@ -115,13 +121,13 @@ func (c *Control) recover(ctx context.Context, why string) (PID, Health) {
 	case !owned:
 		return 0, c.snapshot(StateDown, down+" (not started by colocd: not restarted)", nil)
 	case !c.cfg.Manage || closing:
-		return 0, c.snapshot(StateDown, down, nil)
+		return 0, c.snapshot(StateDown, down+failed, nil)
 	case time.Now().Before(next):
-		return 0, c.snapshot(StateDown, fmt.Sprintf("%s; next restart in %v", down, time.Until(next).Round(time.Millisecond)), nil)
+		return 0, c.snapshot(StateDown, fmt.Sprintf("%s; next restart in %v%s", down, time.Until(next).Round(time.Millisecond), failed), nil)
 	}
 	// Say so before restarting: the daemon's clients, the inference server's
 	// included, lost it, and a restart takes time.
-	c.report(c.snapshot(StateDown, down+"; starting it", nil))
+	c.report(c.snapshot(StateDown, down+"; starting it"+failed, nil))
 	c.startMu.Lock()
 	pid, alive, _ := c.daemonProcess() // Ensure may have started it meanwhile
 	if alive {
@@ -137,6 +143,7 @@ func (c *Control) recover(ctx context.Context, why string) (PID, Health) {
 		c.mu.Lock()
 		c.nextRestart = time.Now().Add(backoff)
 		c.backoff = min(2*backoff, c.cfg.MaxRestartBackoff)
+		c.restartErr = err
 		c.mu.Unlock()
 		if ctx.Err() == nil {
 			c.log.Warn("mps daemon restart failed", "err", err, "retry_in", backoff)
@@ -152,10 +159,12 @@ func (c *Control) recover(ctx context.Context, why string) (PID, Health) {
 
 // observe records the running daemon's PID. A daemon that is not the one
 // colocd last saw was restarted by someone else: colocd did not start it,
-// and owns it only if the owner marker names it.
+// and owns it only if the owner marker names it. A running daemon makes a
+// failed restart history.
 func (c *Control) observe(pid PID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.restartErr = nil
 	if c.daemon == pid {
 		return
 	}
