@@ -239,3 +239,7 @@ func (c *Client) Quote(ctx context.Context, req *AdmitRequest, wait time.Duratio
 		return nil, fmt.Errorf("quote: %w", ErrNoSidecar)
 	}
 }
+
+// MaxPayload is the largest message the connected server takes (1 MiB by
+// default; 0 before the first connect).
+func (c *Client) MaxPayload() int64 { return c.nc.MaxPayload() }

@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 )
 
 // readyTimeout bounds how long StartEmbedded waits for the server.
@@ -28,12 +30,24 @@ type EmbeddedOptions struct {
 	ServerName string
 	// Logger receives the server's log; nil turns logging off.
 	Logger *slog.Logger
+	// SidecarID is the sidecar whose API the server carries (required):
+	// launchers get LauncherPermissions(SidecarID).
+	SidecarID string
+	// LauncherKeys are the public user NKeys ("U…") launchers connect with.
+	// With none, only in-process connections can authenticate. Nobody
+	// connects anonymously.
+	LauncherKeys []string
 }
 
-// Embedded is a nats-server running inside colocd, with JetStream on.
+// Embedded is a nats-server running inside colocd, with JetStream on and
+// authorization required: the sidecar's own identity is an NKey made at
+// start, kept in memory and valid for in-process connections only; the
+// launchers' NKeys get LauncherPermissions.
 type Embedded struct {
-	srv    *server.Server
-	listen bool
+	srv     *server.Server
+	listen  bool
+	id      string
+	sidecar nkeys.KeyPair
 }
 
 // StartEmbedded starts a nats-server in the process (JetStream on, store in
@@ -42,12 +56,20 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if opts.StoreDir == "" {
 		return nil, errors.New("start embedded nats: store dir is empty")
 	}
+	if err := ValidateSidecarID(opts.SidecarID); err != nil {
+		return nil, fmt.Errorf("start embedded nats: %w", err)
+	}
+	kp, users, err := embeddedUsers(opts.SidecarID, opts.LauncherKeys)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded nats: %w", err)
+	}
 	sopts := &server.Options{
 		ServerName: opts.ServerName,
 		JetStream:  true,
 		StoreDir:   opts.StoreDir,
 		NoSigs:     true,
 		NoLog:      opts.Logger == nil,
+		Nkeys:      users,
 	}
 	if opts.Listen == "" {
 		sopts.DontListen = true
@@ -83,15 +105,48 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		srv.WaitForShutdown()
 		return nil, errors.New("start embedded nats: jetstream did not start")
 	}
-	return &Embedded{srv: srv, listen: !sopts.DontListen}, nil
+	return &Embedded{srv: srv, listen: !sopts.DontListen, id: opts.SidecarID, sidecar: kp}, nil
 }
 
-// Conn returns a connection to the server. It always connects in-process
-// (nats.InProcessServer), also when the server listens, so the sidecar's own
-// traffic does not go through TCP.
+// embeddedUsers makes the sidecar's in-process identity and the users of the
+// server: the sidecar with every permission, each launcher key with
+// LauncherPermissions.
+func embeddedUsers(sidecarID string, launcherKeys []string) (nkeys.KeyPair, []*server.NkeyUser, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, nil, err
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	users := []*server.NkeyUser{{Nkey: pub, AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeInProcess: {}}}}
+	perms := LauncherPermissions(sidecarID)
+	for i, k := range launcherKeys {
+		if !nkeys.IsValidPublicUserKey(k) {
+			return nil, nil, fmt.Errorf("launcher key %d: want a public user NKey (U…), got %q", i, clip(k))
+		}
+		users = append(users, &server.NkeyUser{Nkey: k, Permissions: perms})
+	}
+	return kp, users, nil
+}
+
+// Conn returns a connection with the sidecar's own identity, which may do
+// everything. It connects in-process (nats.InProcessServer), also when the
+// server listens, so the sidecar's traffic never goes through TCP, and its
+// replies come on SidecarInboxPrefix, where no launcher may subscribe.
 func (e *Embedded) Conn(opts ...nats.Option) (*nats.Conn, error) {
-	opts = append([]nats.Option{nats.InProcessServer(e.srv)}, opts...)
-	nc, err := nats.Connect("", opts...)
+	pub, err := e.sidecar.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("connect embedded nats: %w", err)
+	}
+	return e.ConnAs(append([]nats.Option{nats.Nkey(pub, e.sidecar.Sign), nats.CustomInboxPrefix(SidecarInboxPrefix(e.id))}, opts...)...)
+}
+
+// ConnAs returns an in-process connection that authenticates with what opts
+// give (e.g. nats.NkeyOptionFromSeed of a launcher's seed).
+func (e *Embedded) ConnAs(opts ...nats.Option) (*nats.Conn, error) {
+	nc, err := nats.Connect("", append([]nats.Option{nats.InProcessServer(e.srv)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect embedded nats: %w", err)
 	}

@@ -3,6 +3,7 @@ package bus
 import (
 	"bytes"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,9 +13,14 @@ import (
 
 func TestEmbeddedListensForOutsideClients(t *testing.T) {
 	var logs bytes.Buffer
+	seed := filepath.Join(t.TempDir(), "launcher.nk")
+	pub, err := NKeySeedFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e, err := StartEmbedded(EmbeddedOptions{
 		Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), ServerName: "colocd-test",
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), SidecarID: "gpu-a", LauncherKeys: []string{pub},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +32,7 @@ func TestEmbeddedListensForOutsideClients(t *testing.T) {
 	}
 	serve(t, e, "gpu-a", newFakeHandler())
 
-	nc, err := Connect(url, ConnectOptions{Name: "launcher"})
+	nc, err := Connect(url, ConnectOptions{Name: "launcher", NKeySeedFile: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +67,11 @@ func TestEmbeddedInProcessOnly(t *testing.T) {
 func TestStartEmbeddedValidates(t *testing.T) {
 	for _, opts := range []EmbeddedOptions{
 		{},
-		{StoreDir: t.TempDir(), Listen: "no-port"},
-		{StoreDir: t.TempDir(), Listen: "127.0.0.1:http"},
-		{StoreDir: t.TempDir(), Listen: "127.0.0.1:70000"},
+		{StoreDir: t.TempDir()}, // no sidecar id
+		{StoreDir: t.TempDir(), SidecarID: "gpu-a", LauncherKeys: []string{"SUAAA"}},
+		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Listen: "no-port"},
+		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Listen: "127.0.0.1:http"},
+		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Listen: "127.0.0.1:70000"},
 	} {
 		if e, err := StartEmbedded(opts); err == nil {
 			e.Shutdown()

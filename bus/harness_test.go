@@ -19,7 +19,7 @@ func startServer(t testing.TB) *Embedded {
 
 func startServerIn(t testing.TB, dir string) *Embedded {
 	t.Helper()
-	e, err := StartEmbedded(EmbeddedOptions{StoreDir: dir})
+	e, err := StartEmbedded(EmbeddedOptions{StoreDir: dir, SidecarID: "gpu-a"})
 	if err != nil {
 		t.Fatalf("StartEmbedded: %v", err)
 	}

@@ -102,7 +102,7 @@ func TestKVSurvivesServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	bucket := LeaseBucketName("gpu-a")
 
-	e1, err := StartEmbedded(EmbeddedOptions{StoreDir: dir})
+	e1, err := StartEmbedded(EmbeddedOptions{StoreDir: dir, SidecarID: "gpu-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

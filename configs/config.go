@@ -1,6 +1,9 @@
 package configs
 
-import "time"
+import (
+	"path/filepath"
+	"time"
+)
 
 // Config is colocd's whole configuration, one YAML file. The mapstructure
 // tags are the YAML keys; every key has a default (Default) and an
@@ -43,6 +46,28 @@ type NATS struct {
 	NKey string `mapstructure:"nkey"`
 	// TLS holds the files of a TLS connection to a remote server.
 	TLS TLS `mapstructure:"tls"`
+	// Launchers says who may connect to the embedded server (URL "").
+	Launchers Launchers `mapstructure:"launchers"`
+}
+
+// Launchers are the identities the embedded NATS server lets in from
+// outside the process. Each may only use the launcher's side of the API
+// (docs/security.md); nobody connects anonymously.
+type Launchers struct {
+	// NKeyFile holds the launchers' NKey seed; "" means
+	// <data_dir>/launcher.nk, created (mode 0600) at the first start.
+	NKeyFile string `mapstructure:"nkey_file"`
+	// NKeys are more launchers' public user NKeys ("U…"), for teams that
+	// keep their own seed.
+	NKeys []string `mapstructure:"nkeys"`
+}
+
+// LauncherNKeyFile is the path of the launchers' seed file.
+func (c *Config) LauncherNKeyFile() string {
+	if c.NATS.Launchers.NKeyFile != "" {
+		return c.NATS.Launchers.NKeyFile
+	}
+	return filepath.Join(c.Sidecar.DataDir, "launcher.nk")
 }
 
 // TLS names the PEM files of a TLS client: the CA that signs the server's

@@ -106,6 +106,9 @@ func load(path string, data []byte, overrides map[string]any) (*Config, error) {
 	if len(c.Services) == 0 {
 		c.Services = nil
 	}
+	if len(c.NATS.Launchers.NKeys) == 0 {
+		c.NATS.Launchers.NKeys = nil
+	}
 
 	if path != "" {
 		abs, err := filepath.Abs(path)
@@ -135,6 +138,7 @@ func resolvePaths(c *Config, dir string, fromFile func(key string) bool) {
 	resolve("nats.tls.ca", &c.NATS.TLS.CA)
 	resolve("nats.tls.cert", &c.NATS.TLS.Cert)
 	resolve("nats.tls.key", &c.NATS.TLS.Key)
+	resolve("nats.launchers.nkey_file", &c.NATS.Launchers.NKeyFile)
 	resolve("mps.pipe_dir", &c.MPS.PipeDir)
 	resolve("mps.log_dir", &c.MPS.LogDir)
 	if strings.ContainsRune(c.MPS.Control, '/') {

@@ -74,7 +74,9 @@ var (
 	// serviceName: a name is a metric label value and a log field.
 	serviceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 	gpuIndex    = regexp.MustCompile(`^(0|[1-9][0-9]{0,2})$`)
-	gpuUUID     = regexp.MustCompile(`^(?i)GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	// publicUserNKey: "U" and 55 characters of base32 (RFC 4648, no padding).
+	publicUserNKey = regexp.MustCompile(`^U[A-Z2-7]{55}$`)
+	gpuUUID        = regexp.MustCompile(`^(?i)GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
 // checker collects problems.
@@ -186,6 +188,11 @@ func (c *Config) checkNATS(ck *checker) {
 	ck.file("nats.tls.key", n.TLS.Key, "PEM file")
 	if n.TLS.Cert != "" && n.TLS.Key == "" {
 		ck.add("nats.tls.key", "the client key file, since nats.tls.cert is set", `""`)
+	}
+	for i, k := range n.Launchers.NKeys {
+		if !publicUserNKey.MatchString(k) {
+			ck.add(fmt.Sprintf("nats.launchers.nkeys[%d]", i), `a public user NKey: "U" and 55 base32 characters (nsc or nk -gen user prints one)`, quote(k))
+		}
 	}
 	if n.TLS.Key != "" && n.TLS.Cert == "" {
 		ck.add("nats.tls.cert", "the client certificate file, since nats.tls.key is set", `""`)

@@ -72,6 +72,7 @@ func TestValidateEachProblem(t *testing.T) {
 		{"nats credentials missing", func(c *Config) { c.NATS.Credentials = filepath.Join(dir, "none") }, "nats.credentials", "existing"},
 		{"nats nkey is a directory", func(c *Config) { c.NATS.NKey = dir }, "nats.nkey", "existing"},
 		{"tls cert without key", func(c *Config) { c.NATS.TLS.Cert = pem }, "nats.tls.key", "client key"},
+		{"launcher key is a seed", func(c *Config) { c.NATS.Launchers.NKeys = []string{"SUAIBDPBAUTW"} }, "nats.launchers.nkeys[0]", "public user NKey"},
 		{"tls key without cert", func(c *Config) { c.NATS.TLS.Key = pem }, "nats.tls.cert", "client certificate"},
 		{"tls ca missing", func(c *Config) { c.NATS.TLS.CA = filepath.Join(dir, "none") }, "nats.tls.ca", "existing"},
 		{"gpu backend", func(c *Config) { c.GPU.Backend = "cuda" }, "gpu.backend", "auto, nvml, sim"},

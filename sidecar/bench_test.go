@@ -42,12 +42,20 @@ func benchRoundTrip(b *testing.B, profile json.RawMessage, byRef bool) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	nc, err := s.Conn()
+	nc, err := s.Conn() // a launcher
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	echoSub, err := nc.Subscribe("bench.echo", func(m *nats.Msg) { m.Respond(m.Data) })
+	side, err := s.embed.Conn() // the sidecar's own identity: echo and the profile store
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer side.Close()
+	// The echo answers on a subject launchers may send to, so that both
+	// round trips pass the same permission checks.
+	const echoSubject = "colocd.v1.bench-echo.status"
+	echoSub, err := side.Subscribe(echoSubject, func(m *nats.Msg) { m.Respond(m.Data) })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,7 +63,7 @@ func benchRoundTrip(b *testing.B, profile json.RawMessage, byRef bool) {
 	ar := admitReq("job-bench", 10, 100)
 	ar.Profile = profile
 	if byRef { // the profile travels once, to the object store
-		if ar.ProfileRef, err = bus.NewClient(nc).PutProfile(context.Background(), profile); err != nil {
+		if ar.ProfileRef, err = bus.NewClient(side).PutProfile(context.Background(), profile); err != nil {
 			b.Fatal(err)
 		}
 		ar.Profile = nil
@@ -79,7 +87,7 @@ func benchRoundTrip(b *testing.B, profile json.RawMessage, byRef bool) {
 	}
 	for b.Loop() {
 		for range 200 {
-			echo = append(echo, timed("bench.echo"))
+			echo = append(echo, timed(echoSubject))
 			quote = append(quote, timed("colocd.v1.quote"))
 		}
 	}

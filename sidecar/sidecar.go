@@ -159,7 +159,7 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 	}
 	s.afterLeaseChange()
 	s.log.Info("colocd ready", "sidecar", s.id, "gpu", s.gpuInfo.Name, "backend", s.gpuInfo.Backend, "mode", cfg.Sharing.Mode,
-		"nats", s.nc.ConnectedUrlRedacted(), "http", s.http.Addr(), "services", len(s.specs), "leases", len(s.adm.Leases()))
+		"nats", s.natsURL(), "http", s.http.Addr(), "services", len(s.specs), "leases", len(s.adm.Leases()))
 	return s, nil
 }
 
@@ -246,8 +246,12 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 		if host, port, _ := net.SplitHostPort(listen); port == "0" {
 			listen = net.JoinHostPort(host, "-1") // nats-server's "any free port"; its 0 means 4222
 		}
+		var pub string
+		if pub, err = bus.NKeySeedFile(s.cfg.LauncherNKeyFile()); err != nil {
+			return nil, fmt.Errorf("nats.launchers.nkey_file: %w", err)
+		}
 		s.embed, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(s.cfg.Sidecar.DataDir, "nats"),
-			ServerName: "colocd-" + s.id, Logger: serverLog})
+			ServerName: "colocd-" + s.id, Logger: serverLog, SidecarID: s.id, LauncherKeys: append([]string{pub}, c.Launchers.NKeys...)})
 		if err != nil {
 			return nil, fmt.Errorf("embedded nats server: %w", err)
 		}
@@ -256,7 +260,10 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 	} else {
 		s.nc, err = bus.Connect(c.URL, bus.ConnectOptions{Credentials: c.Credentials, NKeySeedFile: c.NKey,
 			TLS: bus.TLSFiles{CA: c.TLS.CA, Cert: c.TLS.Cert, Key: c.TLS.Key}, Name: "colocd " + s.id,
-			Logger: s.log.With("component", "nats"), Options: s.opts.NATSOptions})
+			Logger: s.log.With("component", "nats"),
+			// Replies to the sidecar arrive outside the launchers' inbox
+			// prefix, where no launcher may subscribe (docs/security.md).
+			Options: append([]nats.Option{nats.CustomInboxPrefix(bus.SidecarInboxPrefix(s.id))}, s.opts.NATSOptions...)})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("connect nats: %w", err)
@@ -339,6 +346,18 @@ func (s *Sidecar) services() []admission.ServiceSpec {
 	return s.specs
 }
 
+// natsURL is where launchers reach NATS: the embedded server's listener
+// (or "in-process only"), else the remote server connected to.
+func (s *Sidecar) natsURL() string {
+	if s.embed != nil {
+		if u := s.embed.ClientURL(); u != "" {
+			return u + " (embedded)"
+		}
+		return "in-process only (embedded)"
+	}
+	return s.nc.ConnectedUrlRedacted()
+}
+
 // ID is the sidecar's id on the NATS API.
 func (s *Sidecar) ID() string { return s.id }
 
@@ -353,13 +372,28 @@ func (s *Sidecar) ClientURL() string {
 	return s.embed.ClientURL()
 }
 
-// Conn returns a new connection to the sidecar's NATS (in process when
-// embedded), for tests and tools in the same process.
+// Conn returns a new connection to the sidecar's NATS, for tests and tools
+// in the same process. With the embedded server it connects in process as
+// a launcher (the seed in LauncherNKeyFile), with a launcher's permissions;
+// with a remote server, opts must carry the identity.
 func (s *Sidecar) Conn(opts ...nats.Option) (*nats.Conn, error) {
 	if s.embed != nil {
-		return s.embed.Conn(opts...)
+		auth, err := nats.NkeyOptionFromSeed(s.cfg.LauncherNKeyFile())
+		if err != nil {
+			return nil, fmt.Errorf("launcher nkey: %w", err)
+		}
+		return s.embed.ConnAs(append([]nats.Option{auth}, opts...)...)
 	}
 	return nats.Connect(s.cfg.NATS.URL, opts...)
+}
+
+// LauncherNKeyFile is the seed file launchers connect to the embedded
+// server with ("" with a remote server, whose users are its own).
+func (s *Sidecar) LauncherNKeyFile() string {
+	if s.embed == nil {
+		return ""
+	}
+	return s.cfg.LauncherNKeyFile()
 }
 
 // Ready reports whether every component is ready.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/predictor"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
@@ -79,6 +82,17 @@ func start(t *testing.T, cfg *configs.Config, opts Options) *running {
 		}
 	})
 	return r
+}
+
+// sidecarConn is a connection with the sidecar's own identity.
+func sidecarConn(t testing.TB, s *running) *nats.Conn {
+	t.Helper()
+	nc, err := s.embed.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
 
 func client(t *testing.T, s *running) *bus.Client {
@@ -198,7 +212,10 @@ func TestProfileByReference(t *testing.T) {
 	if err := c.Release(ctx, s.ID(), &bus.LeaseRef{LeaseID: inline.Lease.ID, Token: inline.Lease.Token}); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := c.PutProfile(ctx, trainJSON)
+	// Launchers may not write the profile store; the sidecar's own
+	// identity (an operator's tool) may.
+	putter := bus.NewClient(sidecarConn(t, s))
+	ref, err := putter.PutProfile(ctx, trainJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +241,7 @@ func TestProfileByReference(t *testing.T) {
 	} else if d.Lease != nil {
 		wantLeases++
 	}
-	notProfile, err := c.PutProfile(ctx, []byte(`{"format": "colocd.profile/v1"}`))
+	notProfile, err := putter.PutProfile(ctx, []byte(`{"format": "colocd.profile/v1"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,13 +443,62 @@ func TestRestartKeepsLeases(t *testing.T) {
 	}
 }
 
-// Every sidecar answers a quote; none takes a lease for it.
+// externalNATS runs a nats-server configured with the permission set
+// users are told to deploy (deploy/nats/colocd-auth.conf), and returns its
+// URL and the seed files of its sidecar and launcher users.
+func externalNATS(t *testing.T) (url, sidecarSeed, launcherSeed string) {
+	t.Helper()
+	dir := t.TempDir()
+	sidecarSeed, launcherSeed = filepath.Join(dir, "sidecar.nk"), filepath.Join(dir, "launcher.nk")
+	for env, f := range map[string]string{"COLOCD_SIDECAR_NKEY": sidecarSeed, "COLOCD_LAUNCHER_NKEY": launcherSeed} {
+		pub, err := bus.NKeySeedFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(env, pub)
+	}
+	opts, err := server.ProcessConfigFile("../deploy/nats/colocd-auth.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "127.0.0.1", -1, true, true
+	opts.JetStream, opts.StoreDir = true, filepath.Join(dir, "js")
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	return ns.ClientURL(), sidecarSeed, launcherSeed
+}
+
+// launcherClient connects to url with a launcher's seed.
+func launcherClient(t *testing.T, url, seed string) *bus.Client {
+	t.Helper()
+	nc, err := bus.Connect(url, bus.ConnectOptions{Name: "launcher", NKeySeedFile: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return bus.NewClient(nc, bus.WithTimeout(60*time.Second))
+}
+
+// Every sidecar answers a quote; none takes a lease for it. Both sidecars
+// are users of one nats-server that has the documented permissions.
 func TestQuoteFromTwoSidecars(t *testing.T) {
-	a := start(t, testConfig(t, "gpu-a", 10000), Options{})
+	url, sidecarSeed, launcherSeed := externalNATS(t)
+	cfgA := testConfig(t, "gpu-a", 10000)
 	cfgB := testConfig(t, "gpu-b", 1) // an SLO no co-location can meet
-	cfgB.NATS.URL = a.ClientURL()
+	for _, c := range []*configs.Config{cfgA, cfgB} {
+		c.NATS.URL, c.NATS.NKey = url, sidecarSeed
+	}
+	a := start(t, cfgA, Options{})
 	b := start(t, cfgB, Options{})
-	ds, err := client(t, a).Quote(context.Background(), admitReq("job-q", 10, 100), 3*time.Second)
+	lc := launcherClient(t, url, launcherSeed)
+	ds, err := lc.Quote(context.Background(), admitReq("job-q", 10, 100), 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +513,7 @@ func TestQuoteFromTwoSidecars(t *testing.T) {
 		t.Errorf("quotes %v, want gpu-a grant and gpu-b deny", got)
 	}
 	for _, s := range []*running{a, b} {
-		if st, _ := client(t, s).Status(context.Background(), s.ID()); len(st.Leases) != 0 {
+		if st, _ := lc.Status(context.Background(), s.ID()); len(st.Leases) != 0 {
 			t.Errorf("%s has %d leases after a quote", s.ID(), len(st.Leases))
 		}
 	}

@@ -92,6 +92,12 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 	l := d.Lease
 	fmt.Fprintf(w, "# lease %s for job %s at %d %% until %s\n", l.ID, commentText(l.JobID), l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339))
 	env := map[string]string{envLease: l.ID, envToken: token, envSidecar: lf.sidecar, envServer: lf.server}
+	if lf.nkey != "" {
+		env[envNKey] = lf.nkey
+	}
+	if lf.creds != "" {
+		env[envCreds] = lf.creds
+	}
 	for k, v := range l.Env {
 		env[k] = v
 	}

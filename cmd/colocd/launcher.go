@@ -27,19 +27,22 @@ const (
 	envSidecar = "COLOCD_SIDECAR"
 	envLease   = "COLOCD_LEASE_ID"
 	envToken   = "COLOCD_LEASE_TOKEN"
+	envNKey    = "COLOCD_NKEY"
+	envCreds   = "COLOCD_CREDS"
 )
 
 // launcherFlags are the connection flags every launcher command shares.
 type launcherFlags struct {
-	server, sidecar, creds string
-	timeout                time.Duration
-	asJSON                 bool
+	server, sidecar, creds, nkey string
+	timeout                      time.Duration
+	asJSON                       bool
 }
 
 func (f *launcherFlags) register(cmd *cobra.Command, needSidecar bool) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.server, "server", envOr(envServer, nats.DefaultURL), "NATS server URL (env "+envServer+")")
-	fs.StringVar(&f.creds, "creds", "", "NATS credentials file")
+	fs.StringVar(&f.creds, "creds", os.Getenv(envCreds), "NATS credentials file (env "+envCreds+")")
+	fs.StringVar(&f.nkey, "nkey", os.Getenv(envNKey), "NKey seed file, e.g. the launcher.nk colocd serve writes (env "+envNKey+")")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the sidecar")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
 	if needSidecar {
@@ -62,8 +65,17 @@ func (f *launcherFlags) connect(needSidecar bool) (*bus.Client, *nats.Conn, erro
 		}
 	}
 	opts := []nats.Option{nats.Name("colocd launcher"), nats.Timeout(f.timeout)}
-	if f.creds != "" {
+	switch {
+	case f.creds != "" && f.nkey != "":
+		return nil, nil, fmt.Errorf("--creds and --nkey: want one of the two (%s, %s)", envCreds, envNKey)
+	case f.creds != "":
 		opts = append(opts, nats.UserCredentials(f.creds))
+	case f.nkey != "":
+		o, err := nats.NkeyOptionFromSeed(f.nkey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--nkey %s: %w", f.nkey, err)
+		}
+		opts = append(opts, o)
 	}
 	nc, err := nats.Connect(f.server, opts...)
 	if err != nil {
@@ -162,7 +174,7 @@ func (f *admitFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&req.Job.Owner, "owner", os.Getenv("USER"), "who runs the job")
 	fs.IntVar(&req.Job.Priority, "priority", 0, "job priority")
 	fs.StringVar(profilePath, "profile", "", "the job's training profile, colocd.profile/v1 (required)")
-	fs.StringVar(sendMode, "send-profile", sendAuto, "how the profile travels: inline (in the request), ref (put once in the colocd_profiles object store, then named by its sha256), or auto (ref above 16 KiB)")
+	fs.StringVar(sendMode, "send-profile", sendAuto, "how the profile travels: inline (in the request), ref (put once in the colocd_profiles object store, then named by its sha256), or auto (ref only when the profile would not fit in one message)")
 	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "GPU memory the job needs, MiB")
 	fs.IntVar(&req.Processes, "processes", 1, "GPU processes the job starts")
 	fs.IntVar(&req.Compute.MinPct, "min-pct", 10, "lowest MPS active-thread percentage the job accepts")
@@ -176,16 +188,22 @@ const (
 	sendAuto   = "auto"
 	sendInline = "inline"
 	sendRef    = "ref"
-	// refAbove is the size above which auto sends a profile by reference.
-	refAbove = 16 << 10
 )
+
+// refAbove is the size above which auto sends a profile by reference: when
+// it would not fit in one message beside the rest of the request. Writing
+// the profile store takes permissions a launcher may not have (the embedded
+// server gives launchers none), so auto uses it only when it must.
+func refAbove(c *bus.Client) int {
+	return int(c.MaxPayload()) * 3 / 4
+}
 
 // sendProfile replaces the inline profile by a reference to the object
 // store when mode says so. In auto mode a store that cannot be written
 // (no JetStream, no permission) is not an error: the profile goes inline,
 // as it always could, and warn says why.
 func sendProfile(ctx context.Context, c *bus.Client, req *bus.AdmitRequest, mode string, warn io.Writer) error {
-	if mode == sendInline || (mode == sendAuto && len(req.Profile) <= refAbove) {
+	if mode == sendInline || (mode == sendAuto && len(req.Profile) <= refAbove(c)) {
 		return nil
 	}
 	ref, err := c.PutProfile(ctx, req.Profile)

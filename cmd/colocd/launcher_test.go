@@ -40,7 +40,7 @@ func TestLauncherCommands(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	conn := []string{"--server", s.ClientURL(), "--sidecar", "gpu-cli"}
+	conn := []string{"--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "gpu-cli"}
 	out, _, err := runCLI(t, append([]string{"admit", "--job", "cli-1", "--profile", profilesDir + "/v100-train-step.json",
 		"--memory-mib", "1000", "--processes", "2", "--request-id", "r1"}, conn...)...)
 	if err != nil {
@@ -84,19 +84,22 @@ func TestLauncherCommands(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sidecar refused (404)") {
 		t.Errorf("renew after release: %v, want a 404", err)
 	}
-	// The 200 KB profile went to the object store by reference (auto);
-	// inline it is the same answer, and a bad mode is named.
-	quote := []string{"quote", "--job", "cli-2", "--profile", profilesDir + "/v100-train-step.json", "--memory-mib", "1000", "--server", s.ClientURL()}
-	for _, mode := range []string{"inline", "ref"} {
+	// The 200 KB profile fits in a message, so auto sends it inline. The
+	// embedded server lets launchers write no stream: ref is refused.
+	quote := []string{"quote", "--job", "cli-2", "--profile", profilesDir + "/v100-train-step.json", "--memory-mib", "1000", "--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile()}
+	for _, mode := range []string{"inline", "auto"} {
 		out, _, err := runCLI(t, append(quote, "--send-profile", mode)...)
 		if err != nil || !strings.Contains(out, "gpu-cli  grant") {
 			t.Errorf("quote --send-profile %s: %v, output %q", mode, err, out)
 		}
 	}
+	if _, _, err := runCLI(t, append(quote, "--send-profile", "ref", "--timeout", "1s")...); err == nil || !strings.Contains(err.Error(), "--send-profile ref") {
+		t.Errorf("quote --send-profile ref as a launcher: %v, want a refusal", err)
+	}
 	if _, _, err := runCLI(t, append(quote, "--send-profile", "bogus")...); err == nil || !strings.Contains(err.Error(), `--send-profile: want auto, inline or ref, got "bogus"`) {
 		t.Errorf("quote --send-profile bogus: %v", err)
 	}
-	_, _, err = runCLI(t, "status", "--server", s.ClientURL(), "--sidecar", "no-such-gpu")
+	_, _, err = runCLI(t, "status", "--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "no-such-gpu")
 	if err == nil || !strings.Contains(err.Error(), "no sidecar answered") {
 		t.Errorf("status of a missing sidecar: %v", err)
 	}
@@ -120,7 +123,7 @@ func TestSendProfileFallsBackInline(t *testing.T) {
 	}
 	defer nc.Close()
 	c := bus.NewClient(nc, bus.WithTimeout(2*time.Second))
-	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", refAbove) + `"}`)
+	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", refAbove(c)) + `"}`)
 	req := &bus.AdmitRequest{Profile: big}
 	var warn strings.Builder
 	if err := sendProfile(context.Background(), c, req, sendAuto, &warn); err != nil {

@@ -54,6 +54,9 @@ SIGINT or SIGTERM shut it down gracefully; no lease is lost.`,
 				return fmt.Errorf("serve: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "colocd serving sidecar %s: nats %s, http %s\n", s.ID(), orEmbedded(s.ClientURL(), cfg.NATS.URL), s.HTTPAddr())
+			if f := s.LauncherNKeyFile(); f != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "launchers connect with: export %s=%s %s=%s\n", envNKey, shellQuote(f), envSidecar, shellQuote(s.ID()))
+			}
 			return s.Run(cmd.Context())
 		},
 	}

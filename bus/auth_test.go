@@ -1,0 +1,245 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// authServer is an embedded server listening on loopback with one
+// launcher key, and the path of that key's seed.
+func authServer(t *testing.T) (*Embedded, string) {
+	t.Helper()
+	seed := filepath.Join(t.TempDir(), "launcher.nk")
+	pub, err := NKeySeedFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), SidecarID: "gpu-a", LauncherKeys: []string{pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e, seed
+}
+
+// violations collects a connection's permission errors.
+type violations struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (v *violations) handler() nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.errs = append(v.errs, err.Error())
+	})
+}
+
+// waitFor waits until an error mentioning subject arrived.
+func (v *violations) waitFor(t *testing.T, subject string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		v.mu.Lock()
+		for _, e := range v.errs {
+			if strings.Contains(strings.ToLower(e), "permissions violation") && strings.Contains(e, subject) {
+				v.mu.Unlock()
+				return
+			}
+		}
+		v.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("no permissions violation for %q; errors: %v", subject, v.errs)
+}
+
+func TestAnonymousClientsAreRefused(t *testing.T) {
+	e, _ := authServer(t)
+	nc, err := nats.Connect(e.ClientURL(), nats.MaxReconnects(0))
+	if err == nil {
+		nc.Close()
+		t.Fatal("an anonymous client connected")
+	}
+	if !errors.Is(err, nats.ErrAuthorization) && !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Errorf("anonymous connect: %v, want an authorization error", err)
+	}
+	other := filepath.Join(t.TempDir(), "other.nk")
+	if _, err := NKeySeedFile(other); err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := Connect(e.ClientURL(), ConnectOptions{NKeySeedFile: other, Options: []nats.Option{nats.RetryOnFailedConnect(false), nats.MaxReconnects(0)}}); err == nil {
+		nc.Close()
+		t.Error("an unknown nkey connected")
+	}
+}
+
+// TestLauncherCanOnlyAsk: a launcher reaches the API and its events, and
+// nothing else: it cannot answer in the sidecar's name, read the sidecar's
+// traffic, or touch the lease bucket and the events stream.
+func TestLauncherCanOnlyAsk(t *testing.T) {
+	e, seed := authServer(t)
+	h := newFakeHandler()
+	serve(t, e, "gpu-a", h)
+	side := connect(t, e)
+	js, err := jetstream.New(side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "lease-1", []byte(`{"secret":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	events, err := OpenEvents(ctx, js, "gpu-a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var v violations
+	nc, err := Connect(e.ClientURL(), ConnectOptions{Name: "launcher", NKeySeedFile: seed, Options: []nats.Option{v.handler()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c := NewClient(nc, WithTimeout(5*time.Second))
+
+	// Allowed: the API, discovery, and the job's events.
+	if _, err := c.Status(ctx, "gpu-a"); err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	if _, err := nc.Request("$SRV.PING.colocd", nil, 5*time.Second); err != nil {
+		t.Errorf("$SRV.PING: %v", err)
+	}
+	if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Events(ctx, "gpu-a", "job-1", 0)
+	if err != nil {
+		t.Fatalf("events: %v", err)
+	}
+	select {
+	case rec := <-sub.C():
+		if rec.Event.Reason != "real" {
+			t.Errorf("event %+v", rec.Event)
+		}
+	case <-ctx.Done():
+		t.Errorf("no event: %v", sub.Err())
+	}
+	_ = sub.Stop()
+
+	// Refused: impersonating the service, sniffing, the store, the stream.
+	for _, subject := range []string{"colocd.v1.gpu-a.admit", "colocd.v1.>", ">", SidecarInboxPrefix("gpu-a") + ".>", "$KV.>"} {
+		if _, err := nc.QueueSubscribe(subject, "q", func(m *nats.Msg) { _ = m.Respond([]byte(`{"decision":"grant"}`)) }); err != nil {
+			t.Fatal(err)
+		}
+		v.waitFor(t, subject)
+	}
+	for _, subject := range []string{"colocd.v1.gpu-a.events.job-1", "$KV." + LeaseBucketName("gpu-a") + ".lease-1",
+		"$JS.API.STREAM.DELETE." + EventStreamName("gpu-a"), "$JS.API.STREAM.INFO.KV_" + LeaseBucketName("gpu-a"), "_INBOX.someone-else"} {
+		if err := nc.Publish(subject, []byte(`{"type":"revoke","lease_id":"l1","job_id":"job-1","reason":"forged"}`)); err != nil {
+			t.Fatal(err)
+		}
+		v.waitFor(t, subject)
+	}
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	ljs, _ := jetstream.New(nc)
+	if _, err := ljs.KeyValue(short, LeaseBucketName("gpu-a")); err == nil {
+		t.Error("a launcher opened the lease bucket")
+	}
+	// Nothing changed: the sidecar still answers, the stream holds one
+	// event and the lease is intact.
+	for i := range 10 {
+		if _, err := c.Status(ctx, "gpu-a"); err != nil {
+			t.Fatalf("status %d after the probes: %v", i, err)
+		}
+	}
+	info, err := js.Stream(ctx, EventStreamName("gpu-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 1 {
+		t.Errorf("events stream holds %d messages, want 1", n)
+	}
+	if v, _, err := kv.Get(ctx, "lease-1"); err != nil || string(v) != `{"secret":1}` {
+		t.Errorf("lease record %q, %v", v, err)
+	}
+}
+
+func TestNKeySeedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "launcher.nk")
+	pub, err := NKeySeedFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("seed file mode %v, %v; want 0600", fi.Mode().Perm(), err)
+	}
+	again, err := NKeySeedFile(path)
+	if err != nil || again != pub {
+		t.Errorf("second read: %q, %v; want %q", again, err, pub)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NKeySeedFile(path); err == nil || !strings.Contains(err.Error(), "0600") {
+		t.Errorf("world-readable seed: %v, want a refusal naming 0600", err)
+	}
+	bad := filepath.Join(dir, "bad.nk")
+	if err := os.WriteFile(bad, []byte("not a seed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NKeySeedFile(bad); err == nil || !strings.Contains(err.Error(), "user seed") {
+		t.Errorf("bad seed: %v", err)
+	}
+}
+
+// The permission set documented for a shared server is the one the
+// embedded server gives launchers (with wildcards for the sidecar).
+func TestDocumentedLauncherPermissions(t *testing.T) {
+	keys := map[string]string{}
+	for _, env := range []string{"COLOCD_SIDECAR_NKEY", "COLOCD_LAUNCHER_NKEY"} {
+		pub, err := NKeySeedFile(filepath.Join(t.TempDir(), "k.nk"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(env, pub)
+		keys[env] = pub
+	}
+	opts, err := server.ProcessConfigFile("../deploy/nats/colocd-auth.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var launcher *server.NkeyUser
+	for _, u := range opts.Nkeys {
+		if u.Nkey == keys["COLOCD_LAUNCHER_NKEY"] {
+			launcher = u
+		}
+	}
+	if launcher == nil {
+		t.Fatalf("no launcher user in the documented configuration: %+v", opts.Nkeys)
+	}
+	want := LauncherPermissions("*")
+	got := launcher.Permissions
+	if !slices.Equal(got.Publish.Allow, want.Publish.Allow) || !slices.Equal(got.Subscribe.Allow, want.Subscribe.Allow) ||
+		len(got.Publish.Deny) != 0 || len(got.Subscribe.Deny) != 0 || got.Response != nil {
+		t.Errorf("documented launcher permissions\n%+v %+v\nwant\n%+v %+v", got.Publish, got.Subscribe, want.Publish, want.Subscribe)
+	}
+}
