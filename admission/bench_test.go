@@ -73,7 +73,7 @@ func benchDecide(b *testing.B, workers int, cold bool) {
 		}
 		outcome, pct = d.Outcome, d.Pct
 		if d.Lease != nil {
-			if err := h.c.Release(ctx, d.Lease.ID, d.Token); err != nil {
+			if err := h.c.Release(ctx, d.Lease.ID, tokenOf(d)); err != nil {
 				b.Fatal(err)
 			}
 		}

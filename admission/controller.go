@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,9 +31,9 @@ type Controller struct {
 	wake  chan struct{} // a lease's expiry may have moved earlier
 
 	mu        sync.Mutex
-	cfg       Config            // Services and Headroom change on UpdateServices
-	leases    map[string]*entry // by lease id
-	byRequest map[string]string // request id → lease id, live leases
+	cfg       Config              // Services and Headroom change on UpdateServices
+	leases    map[string]*entry   // by lease id
+	byRequest map[[32]byte]string // request id's hash → lease id, live leases
 	idem      idempotency
 
 	valid validProfiles
@@ -118,8 +117,8 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	}
 	return &Controller{
 		deps: deps, clock: clock, log: logger, wake: make(chan struct{}, 1),
-		cfg: cfg, leases: map[string]*entry{}, byRequest: map[string]string{},
-		idem: idempotency{ttl: cfg.IdempotencyTTL, max: cfg.IdempotencyMax, byID: map[string]*idemEntry{}},
+		cfg: cfg, leases: map[string]*entry{}, byRequest: map[[32]byte]string{},
+		idem: idempotency{ttl: cfg.IdempotencyTTL, max: cfg.IdempotencyMax, byID: map[[32]byte]*idemEntry{}},
 	}, nil
 }
 
@@ -136,16 +135,21 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 	if err != nil {
 		return Decision{}, err
 	}
-	fp := req.fingerprint(key)
+	if req.TokenHash == ([32]byte{}) {
+		var f fields
+		f.add("token_sha256", "the SHA-256 of a lease token of at least 128 bits that the launcher drew and keeps", "none")
+		return Decision{}, f.err("request")
+	}
+	fp, rk := req.fingerprint(key), requestKey(req.RequestID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	if d, ok, err := c.idem.lookup(req.RequestID, fp, now); ok || err != nil {
+	if d, ok, err := c.idem.lookup(rk, fp, now); ok || err != nil {
 		return d, err
 	}
-	if id, ok := c.byRequest[req.RequestID]; ok {
-		return Decision{}, fmt.Errorf("%w: request_id %q already holds lease %s, granted before its decision was forgotten (a restart, or more than %d recent requests); its token cannot be returned again",
-			ErrConflict, req.RequestID, id, c.cfg.IdempotencyMax)
+	if id, ok := c.byRequest[rk]; ok {
+		return Decision{}, fmt.Errorf("%w: the request_id already holds lease %s, granted before its decision was forgotten (a restart, or more than %d recent requests); renew it with its token",
+			ErrConflict, id, c.cfg.IdempotencyMax)
 	}
 	d, err := c.decideLocked(ctx, &req, key, now)
 	if err != nil {
@@ -156,7 +160,7 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 			return d, err
 		}
 	}
-	c.idem.remember(req.RequestID, fp, d, now)
+	c.idem.remember(rk, fp, d, now)
 	return d.clone(), nil
 }
 
@@ -326,10 +330,9 @@ func (c *Controller) outcome(grid []int, best int, results [][]ServicePrediction
 
 // grantLocked creates and stores the lease of a grant or throttle.
 func (c *Controller) grantLocked(ctx context.Context, req *Request, key ProfileKey, d Decision, now time.Time) (Decision, error) {
-	token, hash := newToken()
 	dur := c.leaseDuration(req.LeaseSeconds)
 	l := Lease{
-		ID: rand.Text(), TokenHash: hash, JobID: req.JobID, Owner: req.Owner, RequestID: req.RequestID,
+		ID: rand.Text(), TokenHash: req.TokenHash, JobID: req.JobID, Owner: req.Owner, RequestHash: requestKey(req.RequestID),
 		Priority: req.Priority, Checkpointable: req.Checkpointable, Pct: d.Pct, MinPct: req.MinPct,
 		MemoryMiB: req.memoryMiB(), Processes: req.Processes, Profile: req.Profile, CreatedAt: now, ExpiresAt: now.Add(dur), Duration: dur,
 	}
@@ -337,10 +340,10 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key ProfileK
 		return unavailable(CodeStoreUnavailable, "storing the lease failed: "+err.Error())
 	}
 	c.leases[l.ID] = &entry{lease: l, key: key}
-	c.byRequest[l.RequestID] = l.ID
+	c.byRequest[l.RequestHash] = l.ID
 	c.signal()
 	pub := l.public()
-	d.Lease, d.Token, d.Env = &pub, token, c.Env(pub)
+	d.Lease, d.Env = &pub, c.Env(pub)
 	return d, nil
 }
 
@@ -386,13 +389,8 @@ func (c *Controller) signal() {
 	}
 }
 
-// newToken returns a lease token (32 random bytes, base64url) and its hash.
-func newToken() (string, [32]byte) {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // never fails (crypto/rand, Go ≥ 1.24)
-	tok := base64.RawURLEncoding.EncodeToString(b)
-	return tok, sha256.Sum256([]byte(tok))
-}
+// requestKey is what colocd keeps of a request_id: its SHA-256.
+func requestKey(id string) [32]byte { return sha256.Sum256([]byte(id)) }
 
 // errStore wraps a store failure of a lease operation.
 func errStore(op string, err error) error {

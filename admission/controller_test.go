@@ -98,8 +98,8 @@ func TestDecideOutcomes(t *testing.T) {
 				t.Errorf("predictions %v, want some: %v", d.Predictions, tt.predicts)
 			}
 			if tt.outcome == Deny {
-				if d.Lease != nil || d.Token != "" {
-					t.Errorf("a deny with lease %v, token %q", d.Lease, d.Token)
+				if d.Lease != nil || d.Env != nil {
+					t.Errorf("a deny with lease %v, token %q", d.Lease, tokenOf(d))
 				}
 				return
 			}
@@ -277,7 +277,7 @@ func TestQuoteHasNoEffects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Outcome != Throttle || d.Lease != nil || d.Token != "" {
+		if d.Outcome != Throttle || d.Lease != nil || d.Env != nil {
 			t.Fatalf("quote %+v", d)
 		}
 	}

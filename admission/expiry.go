@@ -111,10 +111,10 @@ func (c *Controller) Restore(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.leases = map[string]*entry{}
-	c.byRequest = map[string]string{}
+	c.byRequest = map[[32]byte]string{}
 	for i, l := range stored {
 		c.leases[l.ID] = &entry{lease: l.clone(), key: keys[i]}
-		c.byRequest[l.RequestID] = l.ID
+		c.byRequest[l.RequestHash] = l.ID
 	}
 	events := c.expireLocked(ctx, c.clock.Now())
 	c.mu.Unlock()

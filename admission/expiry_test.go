@@ -50,7 +50,7 @@ func TestExpiry(t *testing.T) {
 	// Renewed halfway: the timer moves to the new expiry.
 	h.clock.waitFor(t, d.Lease.ExpiresAt)
 	h.clock.Advance(30 * time.Second)
-	l, err := h.c.Renew(context.Background(), d.Lease.ID, d.Token)
+	l, err := h.c.Renew(context.Background(), d.Lease.ID, tokenOf(d))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestExpiry(t *testing.T) {
 		t.Errorf("%d stored leases after expiry", len(s))
 	}
 	mustDecide(t, h, request("r3"), Grant) // the capacity is free
-	if _, err := h.c.Renew(context.Background(), d.Lease.ID, d.Token); !errors.Is(err, ErrNotFound) {
+	if _, err := h.c.Renew(context.Background(), d.Lease.ID, tokenOf(d)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("renew after expiry: %v", err)
 	}
 }
@@ -88,7 +88,7 @@ func TestExpiredButNotYetCollected(t *testing.T) {
 	req.LeaseSeconds = 60
 	d := mustDecide(t, h, req, Grant)
 	h.clock.Advance(time.Minute)
-	if _, err := h.c.Renew(context.Background(), d.Lease.ID, d.Token); !errors.Is(err, ErrNotFound) {
+	if _, err := h.c.Renew(context.Background(), d.Lease.ID, tokenOf(d)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("renew of an expired lease: %v", err)
 	}
 	mustDecide(t, h, request("r2"), Grant)
@@ -127,7 +127,7 @@ func TestRestore(t *testing.T) {
 		t.Errorf("%d stored, want 1", len(s))
 	}
 	// The token still works (its hash was stored); the request id still holds its lease.
-	if _, err := h2.c.Renew(ctx, dLong.Lease.ID, dLong.Token); err != nil {
+	if _, err := h2.c.Renew(ctx, dLong.Lease.ID, tokenOf(dLong)); err != nil {
 		t.Errorf("renew after restore: %v", err)
 	}
 	if _, err := h2.c.Decide(ctx, long); !errors.Is(err, ErrConflict) {

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"crypto/sha256"
 	"sync"
 	"testing"
 	"time"
@@ -205,11 +206,19 @@ func newHarness(t testing.TB, mode predictor.Mode, slo float64, edit func(*Confi
 	return h
 }
 
-// request returns a valid request for a small trainer.
+// request returns a valid request for a small trainer; its lease token is
+// testToken of its job id.
 func request(id string) Request {
-	return Request{RequestID: id, JobID: "job-" + id, Owner: "alice", Profile: trainingProfile("resnet"),
+	return Request{RequestID: "request-id-of-at-least-22-" + id, TokenHash: sha256.Sum256([]byte(testToken("job-" + id))),
+		JobID: "job-" + id, Owner: "alice", Profile: trainingProfile("resnet"),
 		MemoryMiB: 4096, Processes: 2, MinPct: 10, MaxPct: 100, LeaseSeconds: 600}
 }
+
+// testToken is the lease token the launcher of job drew.
+func testToken(job string) string { return "token-of-" + job }
+
+// tokenOf is the token of a granted decision's lease.
+func tokenOf(d Decision) string { return testToken(d.Lease.JobID) }
 
 // p99At predicts bert's p99 with the predictor directly (a fresh
 // predictor.Predictor, as `colocd predict` does): the reference figures.

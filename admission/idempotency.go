@@ -13,8 +13,8 @@ import (
 type idempotency struct {
 	ttl   time.Duration
 	max   int
-	byID  map[string]*idemEntry
-	order []string // request ids, oldest first
+	byID  map[[32]byte]*idemEntry // by requestKey: no request_id is kept
+	order [][32]byte              // oldest first
 }
 
 type idemEntry struct {
@@ -25,19 +25,19 @@ type idemEntry struct {
 
 // lookup returns the remembered decision for id, or ErrRequestIDReused when
 // the id was used for a different request.
-func (m *idempotency) lookup(id string, fp [32]byte, now time.Time) (Decision, bool, error) {
+func (m *idempotency) lookup(id [32]byte, fp [32]byte, now time.Time) (Decision, bool, error) {
 	m.prune(now)
 	e, ok := m.byID[id]
 	if !ok {
 		return Decision{}, false, nil
 	}
 	if e.fp != fp {
-		return Decision{}, false, fmt.Errorf("decide %q: %w", id, ErrRequestIDReused)
+		return Decision{}, false, fmt.Errorf("decide: %w", ErrRequestIDReused)
 	}
 	return e.d.clone(), true, nil
 }
 
-func (m *idempotency) remember(id string, fp [32]byte, d Decision, now time.Time) {
+func (m *idempotency) remember(id [32]byte, fp [32]byte, d Decision, now time.Time) {
 	m.byID[id] = &idemEntry{fp: fp, d: d.clone(), exp: now.Add(m.ttl)}
 	m.order = append(m.order, id)
 	m.prune(now)
@@ -69,6 +69,7 @@ func (r *Request) fingerprint(key ProfileKey) [32]byte {
 	h.str(r.Owner)
 	h.u64(uint64(r.Priority))
 	h.bytes(key[:])
+	h.bytes(r.TokenHash[:]) // a replay with another token is another request
 	for _, v := range []int{r.MemoryMiB, r.Processes, r.MinPct, r.MaxPct, r.LeaseSeconds} {
 		h.u64(uint64(v))
 	}

@@ -117,8 +117,8 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 // forget drops a lease from memory. c.mu is held.
 func (c *Controller) forget(l *Lease) {
 	delete(c.leases, l.ID)
-	if c.byRequest[l.RequestID] == l.ID {
-		delete(c.byRequest, l.RequestID)
+	if c.byRequest[l.RequestHash] == l.ID {
+		delete(c.byRequest, l.RequestHash)
 	}
 }
 

@@ -2,9 +2,11 @@ package admission
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +21,7 @@ func TestIdempotentRetry(t *testing.T) {
 	req.LeaseSeconds = 3600
 	first := mustDecide(t, h, req, Throttle)
 	again := mustDecide(t, h, req, Throttle)
-	if !reflect.DeepEqual(first, again) || again.Token == "" {
+	if !reflect.DeepEqual(first, again) || again.Lease == nil {
 		t.Fatalf("retry differs:\n%+v\n%+v", first, again)
 	}
 	if n := len(h.c.Leases()); n != 1 {
@@ -35,6 +37,19 @@ func TestIdempotentRetry(t *testing.T) {
 	changed.MaxPct = 90
 	if _, err := h.c.Decide(ctx, changed); !errors.Is(err, ErrRequestIDReused) || !errors.Is(err, ErrConflict) {
 		t.Fatalf("same id, other content: got %v, want ErrRequestIDReused (a conflict)", err)
+	}
+	// Someone who learnt the request_id and replays it with a token of
+	// their own gets no lease: it is another request under a used id.
+	replay := req
+	replay.TokenHash = sha256.Sum256([]byte("the replayer's token"))
+	if _, err := h.c.Decide(ctx, replay); !errors.Is(err, ErrRequestIDReused) {
+		t.Fatalf("a replay with another token: got %v, want ErrRequestIDReused", err)
+	}
+	// And no copy of the request_id is kept, only its hash.
+	for _, l := range h.c.Leases() {
+		if l.RequestHash != sha256.Sum256([]byte(req.RequestID)) {
+			t.Errorf("lease %s keeps request hash %x", l.ID, l.RequestHash)
+		}
 	}
 
 	// A deny is remembered too.
@@ -131,8 +146,8 @@ func TestLeaseOperations(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.LeaseMax = 15 * time.Minute })
 	d := mustDecide(t, h, request("r1"), Grant)
-	id, tok := d.Lease.ID, d.Token
-	if len(tok) != 43 || id == "" || d.Lease.TokenHash != ([32]byte{}) {
+	id, tok := d.Lease.ID, tokenOf(d)
+	if id == "" || d.Lease.TokenHash != ([32]byte{}) {
 		t.Fatalf("lease %q token %q (hash handed out: %v)", id, tok, d.Lease.TokenHash != [32]byte{})
 	}
 	if s := stored(t, h.store, id); s.TokenHash == ([32]byte{}) {
@@ -141,9 +156,10 @@ func TestLeaseOperations(t *testing.T) {
 	before := stored(t, h.store, id)
 
 	// Wrong token: refused, and nothing changes.
-	wrong := tok[:42] + "x"
-	if tok[42] == 'x' {
-		wrong = tok[:42] + "y"
+	n := len(tok) - 1
+	wrong := tok[:n] + "x"
+	if tok[n] == 'x' {
+		wrong = tok[:n] + "y"
 	}
 	if _, err := h.c.Renew(ctx, id, wrong); !errors.Is(err, ErrForbidden) {
 		t.Errorf("renew with a wrong token: %v", err)
@@ -223,7 +239,7 @@ func TestNotYetVisible(t *testing.T) {
 	}{
 		{"the window passes", func(t *testing.T, h *harness, _ Decision) { h.clock.Advance(DefaultVisibilityWindow) }},
 		{"PIDs registered", func(t *testing.T, h *harness, d Decision) {
-			if err := h.c.Register(context.Background(), d.Lease.ID, d.Token, []int{4242}); err != nil {
+			if err := h.c.Register(context.Background(), d.Lease.ID, tokenOf(d), []int{4242}); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -251,10 +267,28 @@ func TestStoreConflictChangesNothing(t *testing.T) {
 	if err := h.store.Save(ctx, &s); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.c.Renew(ctx, d.Lease.ID, d.Token); !errors.Is(err, ErrConflict) {
+	if _, err := h.c.Renew(ctx, d.Lease.ID, tokenOf(d)); !errors.Is(err, ErrConflict) {
 		t.Fatalf("renew on a moved revision: %v", err)
 	}
 	if got := h.c.Leases()[0]; !got.ExpiresAt.Equal(d.Lease.ExpiresAt) {
 		t.Error("a failed renew changed the lease")
+	}
+}
+
+// A grant binds the token hash the launcher sent; without one there is
+// nothing to bind, so Decide refuses, while a quote needs none.
+func TestDecideNeedsATokenHash(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, predictor.ModeMPS, 100, nil)
+	req := request("r1")
+	req.TokenHash = [32]byte{}
+	if _, err := h.c.Decide(ctx, req); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "token_sha256") {
+		t.Errorf("Decide without a token hash: %v, want ErrInvalid naming token_sha256", err)
+	}
+	if d, err := h.c.Quote(ctx, req); err != nil || d.Outcome != Grant {
+		t.Errorf("Quote without a token hash: %+v, %v", d, err)
+	}
+	if n := len(h.c.Leases()); n != 0 {
+		t.Errorf("%d leases, want 0", n)
 	}
 }

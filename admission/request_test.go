@@ -20,6 +20,8 @@ func TestRequestValidate(t *testing.T) {
 		{"no request id", func(r *Request) { r.RequestID = "" }, []string{"request_id"}},
 		{"request id with a newline", func(r *Request) { r.RequestID = "a\nb" }, []string{"request_id"}},
 		{"request id too long", func(r *Request) { r.RequestID = strings.Repeat("x", 129) }, []string{"request_id"}},
+		{"request id too short to be unguessable", func(r *Request) { r.RequestID = strings.Repeat("x", 21) }, []string{"request_id"}},
+		{"request id with a space", func(r *Request) { r.RequestID = strings.Repeat("x", 22) + " " }, []string{"request_id"}},
 		{"no job id", func(r *Request) { r.JobID = "" }, []string{"job.id"}},
 		{"job id with a dot (a NATS token separator)", func(r *Request) { r.JobID = "a.b" }, []string{"job.id"}},
 		{"job id with a wildcard", func(r *Request) { r.JobID = "a*" }, []string{"job.id"}},

@@ -84,7 +84,7 @@ func TestUpdateServices(t *testing.T) {
 		if s := stored(t, h.store, b.Lease.ID); !s.Revoked || !s.ExpiresAt.Equal(deadline) {
 			t.Errorf("revoked lease stored as %+v", s)
 		}
-		if _, err := h.c.Renew(ctx, b.Lease.ID, b.Token); !errors.Is(err, ErrConflict) {
+		if _, err := h.c.Renew(ctx, b.Lease.ID, tokenOf(b)); !errors.Is(err, ErrConflict) {
 			t.Errorf("renew of a revoked lease: %v", err)
 		}
 		// At the deadline the revoked lease expires.

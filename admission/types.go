@@ -15,8 +15,14 @@ import (
 // form of the wire AdmitRequest (the sidecar maps one to the other).
 type Request struct {
 	// RequestID makes retries idempotent: the same id returns the same
-	// decision (and the same lease) instead of a second one.
+	// decision (and the same lease) instead of a second one. The launcher
+	// draws it (at least 128 bits: 22 to 128 letters, digits, '-' or '_');
+	// colocd keeps only its hash.
 	RequestID string
+	// TokenHash is the SHA-256 of the lease token the launcher drew and
+	// keeps; renew, release and register prove ownership with the token.
+	// Decide requires it; Quote ignores it.
+	TokenHash [32]byte
 	// JobID is a safe token (letters, digits, '-', '_', at most 64): it
 	// becomes a NATS subject token and part of a KV key.
 	JobID string
@@ -48,9 +54,8 @@ type Request struct {
 
 // Limits on request fields.
 const (
-	maxJobIDLen     = 64
-	maxRequestIDLen = 128
-	maxOwnerLen     = 128
+	maxJobIDLen = 64
+	maxOwnerLen = 128
 	// MaxProcesses is the MPS limit on client contexts per device (Volta and
 	// newer): a job cannot run more GPU processes than this.
 	MaxProcesses = 48
@@ -62,7 +67,12 @@ const (
 	MinPriority, MaxPriority = -1_000_000, 1_000_000
 )
 
-var safeToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var (
+	safeToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	// requestIDRe: at least 22 base64url characters (128 bits) or 32 hex
+	// digits, so that nobody can guess another launcher's id.
+	requestIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
+)
 
 // Validate names every bad field by its wire name (request_id, job.id,
 // compute.min_pct, profile.ops[3].dur_us, …) in a *ValidationError that
@@ -73,7 +83,9 @@ func (r *Request) Validate() error { return r.validate(false) }
 // or summary), which a profile with the same key has passed before.
 func (r *Request) validate(profileValid bool) error {
 	var c fields
-	checkText(&c, "request_id", r.RequestID, maxRequestIDLen, true)
+	if !requestIDRe.MatchString(r.RequestID) {
+		c.add("request_id", "22 to 128 letters, digits, '-' or '_' drawn at random (at least 128 bits)", fmt.Sprintf("%q", truncate(r.RequestID)))
+	}
 	if !safeToken.MatchString(r.JobID) {
 		c.add("job.id", "1 to 64 letters, digits, '-' or '_'", fmt.Sprintf("%q", truncate(r.JobID)))
 	}
@@ -206,10 +218,8 @@ type Decision struct {
 	// needed (memory, max jobs, health).
 	Predictions []ServicePrediction
 	// Lease is the lease a grant or throttle created (TokenHash zeroed).
+	// Its token is the launcher's: colocd never has it until a renew.
 	Lease *Lease
-	// Token authenticates renew, release and register. It is returned here
-	// once (and again to an idempotent retry) and never stored.
-	Token string
 	// Env holds the variables the launcher must set for its processes (see
 	// Controller.Env); empty in time-slicing mode and for a deny.
 	Env map[string]string
@@ -242,8 +252,9 @@ type Lease struct {
 	TokenHash [32]byte
 	JobID     string
 	Owner     string
-	RequestID string
-	Priority  int
+	// RequestHash is the SHA-256 of the request_id that created the lease.
+	RequestHash [32]byte
+	Priority    int
 	// Checkpointable is copied from the request.
 	Checkpointable bool
 	// Pct is the MPS active-thread percentage the job runs at (100 in

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,12 +50,25 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
 }
 
 // Admit asks sidecar sidecarID for a slot. A deny is a Decision, not an
-// error. Errors: *Error for an error answer, ErrNoSidecar when no sidecar
-// with that id listens.
+// error. When req has no RequestID or TokenSHA256, Admit draws them (and
+// keeps them in req, so that a retry with the same req is the same
+// request); a granted lease then carries the drawn token in Lease.Token.
+// Errors: *Error for an error answer, ErrNoSidecar when no sidecar with
+// that id listens.
 func (c *Client) Admit(ctx context.Context, sidecarID string, req *AdmitRequest) (*Decision, error) {
+	if req.RequestID == "" {
+		req.RequestID = rand.Text() // 26 base32 characters: 130 bits
+	}
+	if req.TokenSHA256 == "" {
+		req.token = NewLeaseToken()
+		req.TokenSHA256 = TokenSHA256(req.token)
+	}
 	var d Decision
 	if err := c.call(ctx, sidecarID, EndpointAdmit, req, &d); err != nil {
 		return nil, err
+	}
+	if d.Lease != nil && req.token != "" && TokenSHA256(req.token) == req.TokenSHA256 {
+		d.Lease.Token = req.token
 	}
 	return &d, nil
 }

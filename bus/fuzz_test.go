@@ -89,3 +89,21 @@ func FuzzParseProfileRef(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseTokenSHA256(f *testing.F) {
+	for _, s := range []string{"", TokenSHA256("x"), strings.ToUpper(TokenSHA256("x")), TokenSHA256("x")[:63] + "g", TokenSHA256("y") + "0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseTokenSHA256(s)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "token_sha256: ") {
+				t.Fatalf("error %q does not name the field", err)
+			}
+			return
+		}
+		if back := hex.EncodeToString(d[:]); back != s {
+			t.Fatalf("%q parsed to %x, which prints as %q", s, d, back)
+		}
+	})
+}

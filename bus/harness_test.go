@@ -89,7 +89,7 @@ var testExpiry = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func testLease() *Lease {
 	return &Lease{
-		ID: "l-1", Token: "secret", JobID: "job-1", Owner: "team-a",
+		ID: "l-1", JobID: "job-1", Owner: "team-a",
 		ExpiresAt: testExpiry, ActiveThreadPct: 30, PinnedMemLimitMiB: 8192,
 		Env: map[string]string{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"},
 	}

@@ -27,18 +27,26 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 	ref := &LeaseRef{LeaseID: "l-1", Token: "secret"}
 
 	t.Run("admit", func(t *testing.T) {
-		got, err := c.Admit(ctx, "gpu-a", testAdmitRequest())
+		sent := testAdmitRequest()
+		got, err := c.Admit(ctx, "gpu-a", sent)
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The client drew a token, sent only its hash, and hands the
+		// token to its caller beside the lease.
+		if sent.token == "" || sent.TokenSHA256 != TokenSHA256(sent.token) || got.Lease.Token != sent.token {
+			t.Fatalf("token %q, hash %q, lease token %q", sent.token, sent.TokenSHA256, got.Lease.Token)
+		}
 		want := testDecision()
 		want.Sidecar = "gpu-a" // the service names itself
+		want.Lease.Token = sent.token
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("decision:\n got %+v\nwant %+v", got, want)
 		}
-		req, _ := h.last("admit")
-		if !reflect.DeepEqual(req, testAdmitRequest()) {
-			t.Errorf("handler got %+v, want %+v", req, testAdmitRequest())
+		wantReq := *sent
+		wantReq.token = "" // never on the wire
+		if req, _ := h.last("admit"); !reflect.DeepEqual(req, &wantReq) {
+			t.Errorf("handler got %+v, want %+v", req, &wantReq)
 		}
 	})
 	t.Run("renew", func(t *testing.T) {

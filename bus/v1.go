@@ -31,8 +31,19 @@ const (
 // colocd.v1.<id>.admit), or for a quote from every sidecar (colocd.v1.quote).
 // Ranges are checked by admission, not here.
 type AdmitRequest struct {
-	// RequestID makes a retried admit return the same decision.
+	// RequestID makes a retried admit return the same decision. The
+	// launcher draws it at random: 22 to 128 letters, digits, '-' or '_'
+	// (at least 128 bits). Client.Admit draws one when it is empty.
 	RequestID string `json:"request_id"`
+	// TokenSHA256 is the lower-case hex SHA-256 of the lease token the
+	// launcher drew and keeps (see NewLeaseToken); required by admit. The
+	// token itself never travels in an admit or its answer, only in renew,
+	// release and register, on subjects no launcher may subscribe to.
+	// Client.Admit draws a token when this is empty.
+	TokenSHA256 string `json:"token_sha256,omitempty"`
+	// token is the secret Client.Admit drew for TokenSHA256, kept so that a
+	// retry of the same request sends the same hash.
+	token string
 	// Job identifies the training job and its owner.
 	Job Job `json:"job"`
 	// Profile is an inline colocd.profile/v1 training profile; bus passes it
@@ -110,14 +121,15 @@ type ServicePrediction struct {
 	PredictedP99MS float64 `json:"predicted_p99_ms"`
 }
 
-// Lease is a granted slot on a GPU. The token proves ownership on renew,
-// release and register; it is only sent to the launcher that was granted the
-// lease and is never part of Status or events.
+// Lease is a granted slot on a GPU. The token that proves ownership on
+// renew, release and register is the launcher's own: it is never in a
+// Lease on the wire.
 type Lease struct {
 	// ID names the lease.
 	ID string `json:"id"`
-	// Token is the lease's secret.
-	Token string `json:"token,omitempty"`
+	// Token is the lease's secret as Client.Admit drew it; filled in on the
+	// launcher's side only, never encoded.
+	Token string `json:"-"`
 	// JobID is the job the lease was granted to.
 	JobID string `json:"job_id"`
 	// Owner is the job's owner.

@@ -66,14 +66,15 @@ func (d daemonAdapter) Healthy() (bool, string) {
 	return false, fmt.Sprintf("mps daemon %s: %s", h.State, h.Reason)
 }
 
-// storedLease is a lease as the KV bucket holds it: the token only as its
-// hash, the training profile inline (it is needed again after a restart).
+// storedLease is a lease as the KV bucket holds it: the token and the
+// request_id only as their hashes, the training profile inline (it is needed
+// again after a restart).
 type storedLease struct {
 	ID             string             `json:"id"`
 	TokenHash      []byte             `json:"token_sha256"`
 	JobID          string             `json:"job_id"`
 	Owner          string             `json:"owner"`
-	RequestID      string             `json:"request_id"`
+	RequestHash    []byte             `json:"request_sha256"`
 	Priority       int                `json:"priority"`
 	Checkpointable bool               `json:"checkpointable"`
 	Pct            int                `json:"pct"`
@@ -90,7 +91,7 @@ type storedLease struct {
 }
 
 func toStored(l *admission.Lease) storedLease {
-	return storedLease{ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, RequestID: l.RequestID,
+	return storedLease{ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, RequestHash: l.RequestHash[:],
 		Priority: l.Priority, Checkpointable: l.Checkpointable, Pct: l.Pct, MinPct: l.MinPct, MemoryMiB: l.MemoryMiB,
 		Processes: l.Processes, Profile: l.Profile, PIDs: l.PIDs, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt,
 		Duration: l.Duration, Deadline: l.Deadline, Revoked: l.Revoked}
@@ -100,11 +101,12 @@ func (s storedLease) lease(rev uint64) (*admission.Lease, error) {
 	if len(s.TokenHash) != 32 {
 		return nil, fmt.Errorf("lease %s: token_sha256: want 32 bytes, got %d", s.ID, len(s.TokenHash))
 	}
-	l := &admission.Lease{ID: s.ID, JobID: s.JobID, Owner: s.Owner, RequestID: s.RequestID, Priority: s.Priority,
+	l := &admission.Lease{ID: s.ID, JobID: s.JobID, Owner: s.Owner, Priority: s.Priority,
 		Checkpointable: s.Checkpointable, Pct: s.Pct, MinPct: s.MinPct, MemoryMiB: s.MemoryMiB, Processes: s.Processes,
 		Profile: s.Profile, PIDs: s.PIDs, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt, Duration: s.Duration,
 		Deadline: s.Deadline, Revoked: s.Revoked, Revision: rev}
 	copy(l.TokenHash[:], s.TokenHash)
+	copy(l.RequestHash[:], s.RequestHash) // absent or short: no idempotency record to keep
 	return l, nil
 }
 

@@ -138,7 +138,13 @@ func (h *handler) request(ctx context.Context, r *bus.AdmitRequest) (admission.R
 	if err != nil {
 		return admission.Request{}, err
 	}
-	return admission.Request{RequestID: r.RequestID, JobID: r.Job.ID, Owner: r.Job.Owner, Priority: r.Job.Priority, Profile: pp.p, ProfileKey: pp.key,
+	var tokenHash [32]byte
+	if r.TokenSHA256 != "" { // admission requires one for an admit
+		if tokenHash, err = bus.ParseTokenSHA256(r.TokenSHA256); err != nil {
+			return admission.Request{}, bus.BadRequest(err.Error())
+		}
+	}
+	return admission.Request{RequestID: r.RequestID, TokenHash: tokenHash, JobID: r.Job.ID, Owner: r.Job.Owner, Priority: r.Job.Priority, Profile: pp.p, ProfileKey: pp.key,
 		MemoryMiB: r.MemoryMiB, Processes: r.Processes, MinPct: r.Compute.MinPct, MaxPct: r.Compute.MaxPct,
 		LeaseSeconds: r.LeaseSeconds, Checkpointable: r.Checkpointable}, nil
 }
@@ -151,7 +157,6 @@ func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
 	}
 	if d.Lease != nil {
 		l := h.wireLease(*d.Lease)
-		l.Token = d.Token
 		if d.Env != nil {
 			l.Env = d.Env
 		}
@@ -168,7 +173,7 @@ func (h *handler) wireLease(l admission.Lease) bus.Lease {
 // decide runs Decide or Quote inside a span and records the outcome.
 func (h *handler) decide(ctx context.Context, name string, r *bus.AdmitRequest, fn func(context.Context, admission.Request) (admission.Decision, error)) (*bus.Decision, error) {
 	ctx, span := h.s.tel.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
-		attribute.String("colocd.job", r.Job.ID), attribute.String("colocd.request_id", r.RequestID),
+		attribute.String("colocd.job", r.Job.ID), // never the request_id: it names the request to its sender only
 		attribute.String("colocd.gpu", h.s.gpuInfo.UUID), attribute.String("colocd.sidecar", h.s.id)))
 	defer span.End()
 	start := time.Now()

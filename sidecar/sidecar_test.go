@@ -114,7 +114,7 @@ var trainJSON = func() json.RawMessage {
 }()
 
 func admitReq(job string, minPct, maxPct int) *bus.AdmitRequest {
-	return &bus.AdmitRequest{RequestID: "req-" + job, Job: bus.Job{ID: job, Owner: "test"}, Profile: trainJSON,
+	return &bus.AdmitRequest{RequestID: "request-id-of-at-least-22-" + job, Job: bus.Job{ID: job, Owner: "test"}, Profile: trainJSON,
 		MemoryMiB: 1000, Processes: 2, Compute: bus.Compute{MinPct: minPct, MaxPct: maxPct}}
 }
 
@@ -276,16 +276,21 @@ func TestLeaseLifecycle(t *testing.T) {
 	s := start(t, testConfig(t, "gpu-a", 1000), Options{})
 	c := client(t, s)
 	ctx := context.Background()
-	d, err := c.Admit(ctx, s.ID(), admitReq("job-1", 10, 100))
+	req := admitReq("job-1", 10, 100)
+	d, err := c.Admit(ctx, s.ID(), req)
 	if err != nil || d.Lease == nil {
 		t.Fatalf("admit: %v %+v", err, d)
 	}
 	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
 
 	// An idempotent retry returns the same lease, not a second one.
-	again, err := c.Admit(ctx, s.ID(), admitReq("job-1", 10, 100))
+	again, err := c.Admit(ctx, s.ID(), req)
 	if err != nil || again.Lease == nil || again.Lease.ID != d.Lease.ID || again.Lease.Token != d.Lease.Token {
 		t.Fatalf("retry: %v, lease %+v, want the first one %+v", err, again.Lease, d.Lease)
+	}
+	// The same request_id with another token is someone else: refused.
+	if _, err := c.Admit(ctx, s.ID(), admitReq("job-1", 10, 100)); bus.CodeOf(err) != bus.CodeConflict {
+		t.Fatalf("a replay of the request_id with another token: %v, want a 409", err)
 	}
 	if st, _ := c.Status(ctx, s.ID()); len(st.Leases) != 1 {
 		t.Fatalf("%d leases after a retry, want 1", len(st.Leases))

@@ -61,9 +61,6 @@ func checkDecision(d *bus.Decision, sidecar string) error {
 	if !leaseIDRe.MatchString(l.ID) {
 		return bad("lease.id", "1 to 128 letters, digits, '-' or '_'", l.ID)
 	}
-	if !leaseIDRe.MatchString(l.Token) {
-		return bad("lease.token", "1 to 128 letters, digits, '-' or '_'", l.Token)
-	}
 	if l.ActiveThreadPct < 1 || l.ActiveThreadPct > 100 {
 		return bad("lease.active_thread_pct", "a percentage in [1, 100]", l.ActiveThreadPct)
 	}

@@ -79,7 +79,7 @@ func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
 		{"command in an env value", grant(map[string]string{"env": `{"CUDA_MPS_PIPE_DIRECTORY":` + q("$("+pwn("5")+")';"+pwn("5b")+";'`"+pwn("5c")+"`") + `}`}), ""},
 		{"command in reason.code", grant(map[string]string{"code": q("fits\n" + pwn("6"))}), "reason.code"},
 		{"command in lease.id", grant(map[string]string{"id": q("L1;" + pwn("7") + ";")}), "lease.id"},
-		{"command in lease.token", grant(map[string]string{"token": q("t';" + pwn("8") + ";'")}), "lease.token"},
+		{"a token in the reply is ignored", grant(map[string]string{"token": q("t';" + pwn("8") + ";'")}), ""},
 		{"command in an env key", grant(map[string]string{"env": `{` + q("X=1;"+pwn("9")+";Y") + `:"1"}`}), "lease.env"},
 		{"env key outside the allow-list", grant(map[string]string{"env": `{"LD_PRELOAD":"/tmp/evil.so"}`}), "lease.env"},
 		{"another sidecar's name", grant(map[string]string{"sidecar": q("gpu-y;" + pwn("10"))}), "sidecar"},

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -169,7 +168,7 @@ func (f *admitFlags) prepare(cmd *cobra.Command, lf *launcherFlags, needSidecar 
 func (f *admitFlags) register(cmd *cobra.Command) {
 	req, profilePath, sendMode, lease := &f.req, &f.profilePath, &f.sendMode, &f.lease
 	fs := cmd.Flags()
-	fs.StringVar(&req.RequestID, "request-id", "", "idempotency key: a retry with the same id gets the same decision (default: random)")
+	fs.StringVar(&req.RequestID, "request-id", "", "idempotency key, 22 to 128 letters, digits, - and _ drawn at random: a retry with the same id (and the same token) gets the same decision (default: random)")
 	fs.StringVar(&req.Job.ID, "job", "", "job id: letters, digits, - and _ (required)")
 	fs.StringVar(&req.Job.Owner, "owner", os.Getenv("USER"), "who runs the job")
 	fs.IntVar(&req.Job.Priority, "priority", 0, "job priority")
@@ -244,9 +243,7 @@ func fillAdmitRequest(req *bus.AdmitRequest, profilePath string, lease time.Dura
 	}
 	req.LeaseSeconds = int(lease / time.Second)
 	if req.RequestID == "" {
-		var b [12]byte
-		rand.Read(b[:])
-		req.RequestID = hex.EncodeToString(b[:])
+		req.RequestID = rand.Text() // 130 bits: nobody can guess it
 	}
 	return nil
 }

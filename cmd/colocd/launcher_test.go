@@ -42,7 +42,7 @@ func TestLauncherCommands(t *testing.T) {
 	}()
 	conn := []string{"--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "gpu-cli"}
 	out, _, err := runCLI(t, append([]string{"admit", "--job", "cli-1", "--profile", profilesDir + "/v100-train-step.json",
-		"--memory-mib", "1000", "--processes", "2", "--request-id", "r1"}, conn...)...)
+		"--memory-mib", "1000", "--processes", "2", "--request-id", "cli-request-0123456789abcdef"}, conn...)...)
 	if err != nil {
 		t.Fatalf("admit: %v\n%s", err, out)
 	}

@@ -1,0 +1,95 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/bus"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestSecretsNeverTravel: another launcher with the same identity listens
+// on every inbox while a launcher takes, renews and releases a lease. It
+// sees the answers, and neither the lease token nor the request_id is in
+// any of them; nor are they in the lease store.
+func TestSecretsNeverTravel(t *testing.T) {
+	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
+	sniffer, err := s.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sniffer.Close()
+	var mu sync.Mutex
+	var seen [][]byte
+	if _, err := sniffer.Subscribe(bus.LauncherInboxPrefix+".>", func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, append([]byte(nil), m.Data...))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sniffer.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := client(t, s)
+	ctx := context.Background()
+	req := admitReq("job-s", 10, 100)
+	d, err := c.Admit(ctx, s.ID(), req)
+	if err != nil || d.Lease == nil || d.Lease.Token == "" {
+		t.Fatalf("admit: %+v, %v", d, err)
+	}
+	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
+	if _, err := c.Renew(ctx, s.ID(), ref); err != nil {
+		t.Fatal(err)
+	}
+
+	// The store, read with the sidecar's own identity.
+	js, err := jetstream.New(sidecarConn(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, bus.LeaseBucketName(s.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := kv.Get(ctx, d.Lease.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(ctx, s.ID(), ref); err != nil {
+		t.Fatal(err)
+	}
+
+	secrets := map[string][]byte{"token": []byte(ref.Token), "request_id": []byte(req.RequestID)}
+	for name, secret := range secrets {
+		if bytes.Contains(entry.Value(), secret) {
+			t.Errorf("the lease record holds the %s", name)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		if n >= 3 || time.Now().After(deadline) { // admit, renew, release answers
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 3 {
+		t.Fatalf("the sniffer saw %d answers, want the 3 it may see", len(seen))
+	}
+	for _, m := range seen {
+		for name, secret := range secrets {
+			if bytes.Contains(m, secret) {
+				t.Errorf("an answer on an inbox holds the %s: %s", name, m)
+			}
+		}
+	}
+}
