@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -30,9 +31,15 @@ type Store interface {
 	// Delete removes the lease; a lease already gone returns an error
 	// wrapping ErrNotFound.
 	Delete(ctx context.Context, l *Lease) error
-	// Load returns every stored lease.
+	// Load returns every stored lease it can read. Records it cannot read
+	// are left out and named in an error wrapping ErrUnreadable, returned
+	// with the leases it read.
 	Load(ctx context.Context) ([]*Lease, error)
 }
+
+// ErrUnreadable marks a Store.Load that skipped records it could not read;
+// the leases it returned are still good.
+var ErrUnreadable = errors.New("unreadable lease records")
 
 // Events publishes lease events (the sidecar passes a JetStream stream).
 type Events interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -84,55 +85,122 @@ func (c *Controller) publish(ctx context.Context, events []Event) error {
 }
 
 // Restore replaces the controller's leases by the store's, so a restarted
-// sidecar loses none. Leases already expired are deleted and get their
-// expire event now. A stored lease that cannot be used (no id, no valid
-// training profile, a percentage out of range) fails the whole restore and
-// nothing is loaded: silently dropping a lease would hide a job that runs.
+// sidecar loses none. The store is not trusted: a record the store could
+// not read (ErrUnreadable) or a lease that cannot be used (checkStored) is
+// logged and skipped, never a failed start; times are clamped (expires_at
+// to lease.max from now); leases already expired are deleted and get their
+// expire event now; and the rest are re-checked against the SLOs, as an SLO
+// reload does, so a stored percentage that does not fit is throttled or
+// revoked with its event.
 func (c *Controller) Restore(ctx context.Context) error {
 	stored, err := c.deps.Store.Load(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrUnreadable) {
 		return fmt.Errorf("restore leases: %w", err)
 	}
-	var bad []string
-	keys := make([]ProfileKey, len(stored))
-	for i, l := range stored {
+	if err != nil {
+		c.log.Warn("restore leases: skipping records that cannot be read", "err", err)
+	}
+	now := c.clock.Now()
+	c.mu.Lock()
+	leaseMax, leaseDefault := c.cfg.LeaseMax, c.cfg.LeaseDefault
+	c.mu.Unlock()
+	leases := map[string]*entry{}
+	byRequest := map[[32]byte]string{}
+	for _, l := range stored {
 		if why := checkStored(l); why != "" {
 			id := ""
 			if l != nil {
-				id = l.ID
+				id = truncate(l.ID)
 			}
-			bad = append(bad, fmt.Sprintf("lease %q: %s", id, why))
+			c.log.Warn("restore leases: skipping a lease that cannot be used", "lease", id, "why", why)
 			continue
 		}
-		keys[i] = KeyOf(l.Profile)
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("restore leases: %w: %s", ErrInvalid, strings.Join(bad, "; "))
+		if _, dup := leases[l.ID]; dup {
+			c.log.Warn("restore leases: skipping a second lease with the same id", "lease", l.ID)
+			continue
+		}
+		clamped := clampStored(l.clone(), now, leaseMax, leaseDefault)
+		leases[l.ID] = &entry{lease: clamped, key: KeyOf(l.Profile)}
+		if l.RequestHash != ([32]byte{}) {
+			byRequest[l.RequestHash] = l.ID
+		}
 	}
 	c.mu.Lock()
-	c.leases = map[string]*entry{}
-	c.byRequest = map[[32]byte]string{}
-	for i, l := range stored {
-		c.leases[l.ID] = &entry{lease: l.clone(), key: keys[i]}
-		c.byRequest[l.RequestHash] = l.ID
-	}
+	c.leases, c.byRequest = leases, byRequest
 	events := c.expireLocked(ctx, c.clock.Now())
+	services, headroom := c.cfg.Services, c.cfg.Headroom
+	live := len(c.liveLocked(c.clock.Now()))
 	c.mu.Unlock()
 	c.signal()
-	return c.publish(ctx, events)
+	perr := c.publish(ctx, events)
+	if live > 0 {
+		if _, err := c.UpdateServices(ctx, services, headroom); err != nil {
+			c.log.Warn("restore leases: re-checking them against the SLOs failed; they stay as stored", "err", err)
+		}
+	}
+	return perr
 }
 
-// checkStored says what makes a stored lease unusable, or "".
+// clampStored bounds a stored lease's times by what this sidecar grants:
+// created no later than now, a duration in (0, leaseMax], and an expiry and
+// deadline at most leaseMax from now.
+func clampStored(l Lease, now time.Time, leaseMax, leaseDefault time.Duration) Lease {
+	if l.CreatedAt.After(now) {
+		l.CreatedAt = now
+	}
+	if l.Duration <= 0 {
+		l.Duration = min(leaseDefault, leaseMax)
+	}
+	l.Duration = min(l.Duration, leaseMax)
+	if limit := now.Add(leaseMax); l.ExpiresAt.After(limit) {
+		l.ExpiresAt = limit
+	}
+	if limit := now.Add(leaseMax); l.Deadline.After(limit) {
+		l.Deadline = limit
+	}
+	return l
+}
+
+// storedID is the form of a lease id colocd makes (rand.Text: base32).
+var storedID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// MaxPID is Linux's PID_MAX_LIMIT: no process id is larger.
+const MaxPID = 4_194_304
+
+// checkStored says what makes a stored lease unusable, or "". Every field
+// that reaches a prediction, the env or the MPS pipe is bounded like a
+// request's.
 func checkStored(l *Lease) string {
 	switch {
 	case l == nil:
 		return "empty record"
-	case l.ID == "":
-		return "no id"
+	case !storedID.MatchString(l.ID):
+		return fmt.Sprintf("id %q: want 1 to 128 letters, digits, '-' or '_'", truncate(l.ID))
+	case !safeToken.MatchString(l.JobID):
+		return fmt.Sprintf("job id %q: want 1 to 64 letters, digits, '-' or '_'", truncate(l.JobID))
+	case l.TokenHash == [32]byte{}:
+		return "no token hash"
 	case l.Profile == nil || l.Profile.Kind != predictor.KindTraining:
 		return "no training profile"
-	case l.Pct < 1 || l.Pct > 100:
-		return fmt.Sprintf("percentage %d out of [1, 100]", l.Pct)
+	case l.MinPct < 1 || l.MinPct > 100:
+		return fmt.Sprintf("min percentage %d out of [1, 100]", l.MinPct)
+	case l.Pct < l.MinPct || l.Pct > 100:
+		return fmt.Sprintf("percentage %d out of [min_pct %d, 100]", l.Pct, l.MinPct)
+	case l.MemoryMiB < 1 || l.MemoryMiB > predictor.MaxMemoryMiB:
+		return fmt.Sprintf("memory %d MiB out of [1, %d]", l.MemoryMiB, predictor.MaxMemoryMiB)
+	case l.Processes < 0 || l.Processes > MaxProcesses:
+		return fmt.Sprintf("processes %d out of [0, %d]", l.Processes, MaxProcesses)
+	case l.Priority < MinPriority || l.Priority > MaxPriority:
+		return fmt.Sprintf("priority %d out of [%d, %d]", l.Priority, MinPriority, MaxPriority)
+	case len(l.PIDs) > MaxProcesses:
+		return fmt.Sprintf("%d pids, more than %d", len(l.PIDs), MaxProcesses)
+	case l.ExpiresAt.IsZero() || l.CreatedAt.IsZero():
+		return "no creation or expiry time"
+	}
+	for _, p := range l.PIDs {
+		if p < 1 || p > MaxPID {
+			return fmt.Sprintf("pid %d out of [1, %d]", p, MaxPID)
+		}
 	}
 	if err := l.Profile.Validate(); err != nil {
 		return err.Error()

@@ -2,7 +2,10 @@ package admission
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -142,21 +145,79 @@ func TestRestore(t *testing.T) {
 	}
 }
 
-func TestRestoreRefusesBadLeases(t *testing.T) {
+// unreadableStore is a store that could not read one of its records.
+type unreadableStore struct{ Store }
+
+func (s unreadableStore) Load(ctx context.Context) ([]*Lease, error) {
+	ls, err := s.Store.Load(ctx)
+	return ls, errors.Join(err, fmt.Errorf("lease \"garbled\": %w: invalid character", ErrUnreadable))
+}
+
+// TestRestoreTreatsTheStoreAsUntrusted: whatever the store holds, the
+// sidecar starts. Records it cannot read and leases it cannot use are
+// logged and skipped; a forged lease that claims 100 % for a year is held to
+// lease.max and re-checked against the SLO, which throttles it.
+func TestRestoreTreatsTheStoreAsUntrusted(t *testing.T) {
 	ctx := context.Background()
-	h := newHarness(t, predictor.ModeMPS, 100, nil)
-	mustDecide(t, h, request("r1"), Grant)
-	bad := Lease{ID: "broken", Pct: 50}
-	if err := h.store.Save(ctx, &bad); err != nil {
+	h := newHarness(t, predictor.ModeMPS, 9, nil)
+	good := mustDecide(t, h, request("good"), Throttle)
+	now := h.clock.Now()
+	valid := func(id string) Lease {
+		return Lease{ID: id, TokenHash: sha256.Sum256([]byte(id)), JobID: "job-" + id, Pct: 50, MinPct: 5, MemoryMiB: 100,
+			Profile: trainingProfile("resnet"), CreatedAt: now, ExpiresAt: now.Add(time.Minute), Duration: time.Minute}
+	}
+	bad := map[string]func(*Lease){
+		"noprofile": func(l *Lease) { l.Profile = nil },
+		"nominpct":  func(l *Lease) { l.MinPct = 0 },
+		"hugemem":   func(l *Lease) { l.MemoryMiB = -1 << 62 },
+		"badpid":    func(l *Lease) { l.PIDs = []int{MaxPID + 1} },
+		"notoken":   func(l *Lease) { l.TokenHash = [32]byte{} },
+		"badjob":    func(l *Lease) { l.JobID = "job;rm" },
+	}
+	for id, edit := range bad {
+		l := valid(id)
+		edit(&l)
+		if err := h.store.Save(ctx, &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forged := valid("forged")
+	forged.Pct, forged.ExpiresAt, forged.Duration = 100, now.Add(365*24*time.Hour), 365*24*time.Hour
+	if err := h.store.Save(ctx, &forged); err != nil {
 		t.Fatal(err)
 	}
-	h2 := newHarness(t, predictor.ModeMPS, 100, nil)
-	h2.c.deps.Store = h.store
-	err := h2.c.Restore(ctx)
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `lease "broken": no training profile`) {
-		t.Fatalf("got %v", err)
+
+	var logs strings.Builder
+	h2 := newHarness(t, predictor.ModeMPS, 9, nil)
+	h2.c.deps.Store = unreadableStore{h.store}
+	h2.c.log = slog.New(slog.NewTextHandler(&logs, nil))
+	if err := h2.c.Restore(ctx); err != nil {
+		t.Fatalf("restore: %v", err)
 	}
-	if n := len(h2.c.Leases()); n != 0 {
-		t.Errorf("%d leases loaded from a bad store", n)
+	got := map[string]Lease{}
+	for _, l := range h2.c.Leases() {
+		got[l.ID] = l
+	}
+	if len(got) != 2 || got[good.Lease.ID].ID == "" || got["forged"].ID == "" {
+		t.Fatalf("restored %v, want the good and the forged lease", got)
+	}
+	f := got["forged"]
+	if limit := h2.clock.Now().Add(h2.c.cfg.LeaseMax); f.ExpiresAt.After(limit) || f.Duration > h2.c.cfg.LeaseMax {
+		t.Errorf("forged lease expires %s (duration %s), want at most lease.max from now", f.ExpiresAt, f.Duration)
+	}
+	if f.Pct == 100 && !f.Revoked {
+		t.Errorf("forged lease kept 100 %% although the SLO does not hold there")
+	}
+	var throttled bool
+	for _, ev := range h2.events.all() {
+		throttled = throttled || ev.LeaseID == "forged" && (ev.Type == EventThrottle || ev.Type == EventRevoke)
+	}
+	if !throttled {
+		t.Errorf("no throttle or revoke event for the forged lease: %+v", h2.events.all())
+	}
+	for _, want := range append([]string{"garbled"}, "noprofile", "nominpct", "hugemem", "badpid", "notoken", "badjob") {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not name %q:\n%s", want, logs.String())
+		}
 	}
 }

@@ -152,18 +152,36 @@ func (s *kvStore) Load(ctx context.Context) ([]*admission.Lease, error) {
 		return nil, fmt.Errorf("load leases: %w", err)
 	}
 	out := make([]*admission.Lease, 0, len(entries))
+	var bad []error
 	for _, e := range entries {
 		var sl storedLease
 		if err := json.Unmarshal(e.Value, &sl); err != nil {
-			return nil, fmt.Errorf("load lease %s: %w", e.Key, err)
+			bad = append(bad, fmt.Errorf("lease %q: %w", e.Key, err))
+			continue
+		}
+		if sl.ID != e.Key {
+			bad = append(bad, fmt.Errorf("lease %q: the record names lease %q", e.Key, clipID(sl.ID)))
+			continue
 		}
 		l, err := sl.lease(e.Revision)
 		if err != nil {
-			return nil, fmt.Errorf("load leases: %w", err)
+			bad = append(bad, err)
+			continue
 		}
 		out = append(out, l)
 	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("load leases: %w: %w", admission.ErrUnreadable, errors.Join(bad...))
+	}
 	return out, nil
+}
+
+// clipID bounds what a log quotes of an untrusted id.
+func clipID(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // eventSink publishes admission's events on the JetStream stream and

@@ -20,6 +20,7 @@ import (
 	"github.com/colocd/colocd/predictor"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
@@ -415,7 +416,8 @@ func TestConcurrentAdmitsRespectCapacity(t *testing.T) {
 }
 
 // A sidecar that restarts on the same data directory has every lease it
-// had, and their tokens still work.
+// had, and their tokens still work; records in the store that are no lease
+// are skipped.
 func TestRestartKeepsLeases(t *testing.T) {
 	cfg := testConfig(t, "gpu-a", 10000)
 	first := start(t, cfg, Options{})
@@ -428,6 +430,21 @@ func TestRestartKeepsLeases(t *testing.T) {
 			t.Fatalf("admit %s: %v %+v", job, err, d)
 		}
 		refs = append(refs, &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token})
+	}
+	// Records that are no lease (written by whoever held a key that could)
+	// are skipped at the restart, not a failed start.
+	js, err := jetstream.New(sidecarConn(t, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, bus.LeaseBucketName(first.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, value := range map[string]string{"garbage": "{not json", "other": `{"id":"` + refs[0].LeaseID + `"}`} {
+		if _, err := kv.Put(ctx, key, []byte(value)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
