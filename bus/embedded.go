@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -58,6 +59,9 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	}
 	if err := ValidateSidecarID(opts.SidecarID); err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
+	}
+	if err := writableDir(opts.StoreDir); err != nil {
+		return nil, fmt.Errorf("start embedded nats: store dir: %w", err)
 	}
 	kp, users, err := embeddedUsers(opts.SidecarID, opts.LauncherKeys)
 	if err != nil {
@@ -284,4 +288,19 @@ func logHandlers(log *slog.Logger) []nats.Option {
 			log.Warn("nats async error", "subject", subject, "err", err)
 		}),
 	}
+}
+
+// writableDir makes dir if need be and checks that files can be written in
+// it: JetStream cannot start on a read-only store, and nats-server only says
+// so by never becoming ready.
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".colocd-write-check-*")
+	if err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	return errors.Join(f.Close(), os.Remove(name))
 }

@@ -3,6 +3,7 @@ package bus
 import (
 	"bytes"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,5 +111,22 @@ func TestConnectWaitsForServer(t *testing.T) {
 	defer nc.Close()
 	if nc.IsConnected() {
 		t.Error("connected to nothing")
+	}
+}
+
+// A store dir that cannot be written is named at once, not after the
+// server's ten-second wait for readiness.
+func TestEmbeddedStoreDirNotWritable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := StartEmbedded(EmbeddedOptions{StoreDir: filepath.Join(file, "nats"), SidecarID: "gpu-a"})
+	if err == nil {
+		e.Shutdown()
+		t.Fatal("started on a store dir inside a file")
+	}
+	if !strings.Contains(err.Error(), "store dir") || !strings.Contains(err.Error(), file) {
+		t.Errorf("error %q does not name the store dir", err)
 	}
 }

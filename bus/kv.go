@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -147,4 +148,34 @@ func mapCAS(err error) error {
 		return ErrConflict
 	}
 	return err
+}
+
+// ErrBucketGone: the bucket no longer exists (deleted, or its store lost).
+var ErrBucketGone = errors.New("kv: bucket not found")
+
+// Check asks the server for the bucket's state: nil when it is there,
+// ErrBucketGone when it is not, another error when the server does not
+// answer.
+func (k *KV) Check(ctx context.Context) error {
+	_, err := k.kv.Status(ctx)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
+		return fmt.Errorf("kv %s: %w", k.kv.Bucket(), ErrBucketGone)
+	case err != nil:
+		return fmt.Errorf("kv %s: %w", k.kv.Bucket(), err)
+	}
+	return nil
+}
+
+// PurgeDeletes removes the markers that deleted keys leave behind, when they
+// are older than olderThan: every deleted lease leaves one, and a bucket
+// full of them makes listing slow.
+func (k *KV) PurgeDeletes(ctx context.Context, olderThan time.Duration) error {
+	if olderThan <= 0 {
+		olderThan = -1 // nats.go: every marker, whatever its age
+	}
+	if err := k.kv.PurgeDeletes(ctx, jetstream.DeleteMarkersOlderThan(olderThan)); err != nil {
+		return fmt.Errorf("kv %s: purge delete markers: %w", k.kv.Bucket(), err)
+	}
+	return nil
 }

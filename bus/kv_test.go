@@ -2,6 +2,7 @@ package bus
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -130,5 +131,55 @@ func TestKVSurvivesServerRestart(t *testing.T) {
 	}
 	if _, err := kv2.Update(testCtx(t), "l-1", []byte(`{"id":"l-1","renewed":true}`), rev); err != nil {
 		t.Errorf("CAS after restart: %v", err)
+	}
+}
+
+// Deleted keys leave markers; PurgeDeletes removes them and keeps the live
+// keys, and Check tells a bucket that is there from one that is gone.
+func TestPurgeDeletesAndCheck(t *testing.T) {
+	e := startServer(t)
+	js, err := jetstream.New(connect(t, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	kv, err := OpenKV(ctx, js, "purge", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := kv.Create(ctx, fmt.Sprint("k", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if i >= 2 {
+			if err := kv.Delete(ctx, fmt.Sprint("k", i), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	msgs := func() uint64 {
+		s, err := js.Stream(ctx, "KV_purge")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CachedInfo().State.Msgs
+	}
+	if n := msgs(); n != 20 {
+		t.Fatalf("%d messages before the purge, want 20 (2 values, 18 markers)", n)
+	}
+	if err := kv.PurgeDeletes(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := msgs(); n != 2 {
+		t.Errorf("%d messages after the purge, want the 2 live values", n)
+	}
+	if err := kv.Check(ctx); err != nil {
+		t.Errorf("Check of a live bucket: %v", err)
+	}
+	if err := js.DeleteKeyValue(ctx, "purge"); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Check(ctx); !errors.Is(err, ErrBucketGone) {
+		t.Errorf("Check of a deleted bucket: %v, want ErrBucketGone", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/colocd/colocd/admission"
@@ -110,20 +111,45 @@ func (s storedLease) lease(rev uint64) (*admission.Lease, error) {
 	return l, nil
 }
 
+// Bounds on lease store calls: a store that does not answer (a full disk, a
+// lost JetStream server) fails the call quickly instead of holding it.
+const (
+	storeCallTimeout = 2 * time.Second
+	storeLoadTimeout = 30 * time.Second
+)
+
 // kvStore keeps leases in the sidecar's JetStream KV bucket, one key per
-// lease, with compare-and-swap on the revision.
-type kvStore struct{ kv *bus.KV }
+// lease, with compare-and-swap on the revision. The bucket can be replaced
+// (reopen) when it was lost.
+type kvStore struct {
+	mu sync.Mutex
+	kv *bus.KV
+}
+
+func (s *kvStore) bucket() *bus.KV {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kv
+}
+
+func (s *kvStore) replace(kv *bus.KV) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kv = kv
+}
 
 func (s *kvStore) Save(ctx context.Context, l *admission.Lease) error {
 	data, err := json.Marshal(toStored(l))
 	if err != nil {
 		return fmt.Errorf("save lease %s: %w", l.ID, err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
 	var rev uint64
 	if l.Revision == 0 {
-		rev, err = s.kv.Create(ctx, l.ID, data)
+		rev, err = s.bucket().Create(ctx, l.ID, data)
 	} else {
-		rev, err = s.kv.Update(ctx, l.ID, data, l.Revision)
+		rev, err = s.bucket().Update(ctx, l.ID, data, l.Revision)
 	}
 	switch {
 	case errors.Is(err, bus.ErrExists), errors.Is(err, bus.ErrConflict):
@@ -136,7 +162,9 @@ func (s *kvStore) Save(ctx context.Context, l *admission.Lease) error {
 }
 
 func (s *kvStore) Delete(ctx context.Context, l *admission.Lease) error {
-	err := s.kv.Delete(ctx, l.ID, l.Revision)
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	err := s.bucket().Delete(ctx, l.ID, l.Revision)
 	switch {
 	case errors.Is(err, bus.ErrNotFound):
 		return fmt.Errorf("delete lease %s: %w", l.ID, admission.ErrNotFound)
@@ -147,7 +175,9 @@ func (s *kvStore) Delete(ctx context.Context, l *admission.Lease) error {
 }
 
 func (s *kvStore) Load(ctx context.Context) ([]*admission.Lease, error) {
-	entries, err := s.kv.List(ctx)
+	ctx, cancel := context.WithTimeout(ctx, storeLoadTimeout)
+	defer cancel()
+	entries, err := s.bucket().List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load leases: %w", err)
 	}

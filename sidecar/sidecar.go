@@ -57,6 +57,8 @@ type Sidecar struct {
 	embed   *bus.Embedded
 	nc      *nats.Conn
 	profs   *bus.ProfileStore // profiles sent by reference
+	js      jetstream.JetStream
+	store   *kvStore
 	service *bus.Service
 	http    *httpServer
 	watcher *configs.Watcher
@@ -131,6 +133,7 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 			}
 			return nil
 		},
+		"store": func() error { return s.checkStore(context.Background()) },
 		"predictor": func() error {
 			if len(s.services()) == 0 {
 				return errors.New("no inference service configured")
@@ -281,6 +284,8 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	if err != nil {
 		return fmt.Errorf("lease store: %w", err)
 	}
+	s.js, s.store = js, &kvStore{kv: kv}
+	s.purgeDeleteMarkers(ctx)
 	events, err := bus.OpenEvents(ctx, js, s.id, 24*time.Hour)
 	if err != nil {
 		return fmt.Errorf("event stream: %w", err)
@@ -295,7 +300,7 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	s.specs = specs
 	deps := admission.Deps{
 		Device:    deviceAdapter{s.gpu},
-		Store:     &kvStore{kv},
+		Store:     s.store,
 		Events:    &eventSink{events: events, metrics: s.tel.metrics, after: s.afterLeaseChange},
 		Predictor: &tracedPredictor{inner: s.model, tracer: s.tel.Tracer, metrics: s.tel.metrics},
 		Logger:    s.log.With("component", "admission"),
@@ -409,6 +414,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		g.Go(func() error { return s.daemon.Run(gctx) })
 	}
 	g.Go(func() error { return s.adm.Run(gctx) })
+	g.Go(func() error { return s.watchStore(gctx) })
 	g.Go(func() error { return s.http.serve(gctx) })
 	if s.watcher != nil {
 		updates, cancel := s.watcher.Subscribe()
