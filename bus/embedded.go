@@ -38,6 +38,17 @@ type EmbeddedOptions struct {
 	// With none, only in-process connections can authenticate. Nobody
 	// connects anonymously.
 	LauncherKeys []string
+	// TLS, when its Cert is set, makes the listener speak TLS only.
+	TLS ServerTLSFiles
+}
+
+// ServerTLSFiles names the PEM files of a TLS listener.
+type ServerTLSFiles struct {
+	// Cert and Key are the server's certificate and key; both or neither.
+	Cert, Key string
+	// ClientCA, when set, makes TLS mutual: a client must present a
+	// certificate this CA signed (and still authenticate with its NKey).
+	ClientCA string
 }
 
 // Embedded is a nats-server running inside colocd, with JetStream on and
@@ -74,6 +85,9 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		NoSigs:     true,
 		NoLog:      opts.Logger == nil,
 		Nkeys:      users,
+	}
+	if err := serverTLS(sopts, opts.TLS); err != nil {
+		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
 	if opts.Listen == "" {
 		sopts.DontListen = true
@@ -303,4 +317,20 @@ func writableDir(dir string) error {
 	}
 	name := f.Name()
 	return errors.Join(f.Close(), os.Remove(name))
+}
+
+// serverTLS turns on TLS for the listener (mutual with a client CA).
+func serverTLS(sopts *server.Options, f ServerTLSFiles) error {
+	if f.Cert == "" && f.Key == "" && f.ClientCA == "" {
+		return nil
+	}
+	if f.Cert == "" || f.Key == "" {
+		return errors.New("tls: the server's certificate and key go together")
+	}
+	cfg, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: f.Cert, KeyFile: f.Key, CaFile: f.ClientCA, Verify: f.ClientCA != ""})
+	if err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	sopts.TLS, sopts.TLSConfig, sopts.TLSVerify, sopts.TLSTimeout = true, cfg, f.ClientCA != "", 2
+	return nil
 }

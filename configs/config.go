@@ -48,6 +48,17 @@ type NATS struct {
 	TLS TLS `mapstructure:"tls"`
 	// Launchers says who may connect to the embedded server (URL "").
 	Launchers Launchers `mapstructure:"launchers"`
+	// ServerTLS makes the embedded server's listener speak TLS.
+	ServerTLS ServerTLS `mapstructure:"server_tls"`
+}
+
+// ServerTLS names the PEM files of the embedded server's TLS listener: its
+// certificate and key and, for mutual TLS, the CA of the clients'
+// certificates.
+type ServerTLS struct {
+	Cert     string `mapstructure:"cert"`
+	Key      string `mapstructure:"key"`
+	ClientCA string `mapstructure:"client_ca"`
 }
 
 // Launchers are the identities the embedded NATS server lets in from

@@ -139,6 +139,9 @@ func resolvePaths(c *Config, dir string, fromFile func(key string) bool) {
 	resolve("nats.tls.cert", &c.NATS.TLS.Cert)
 	resolve("nats.tls.key", &c.NATS.TLS.Key)
 	resolve("nats.launchers.nkey_file", &c.NATS.Launchers.NKeyFile)
+	resolve("nats.server_tls.cert", &c.NATS.ServerTLS.Cert)
+	resolve("nats.server_tls.key", &c.NATS.ServerTLS.Key)
+	resolve("nats.server_tls.client_ca", &c.NATS.ServerTLS.ClientCA)
 	resolve("mps.pipe_dir", &c.MPS.PipeDir)
 	resolve("mps.log_dir", &c.MPS.LogDir)
 	if strings.ContainsRune(c.MPS.Control, '/') {

@@ -189,6 +189,15 @@ func (c *Config) checkNATS(ck *checker) {
 	if n.TLS.Cert != "" && n.TLS.Key == "" {
 		ck.add("nats.tls.key", "the client key file, since nats.tls.cert is set", `""`)
 	}
+	ck.file("nats.server_tls.cert", n.ServerTLS.Cert, "PEM file")
+	ck.file("nats.server_tls.key", n.ServerTLS.Key, "PEM file")
+	ck.file("nats.server_tls.client_ca", n.ServerTLS.ClientCA, "PEM file")
+	if (n.ServerTLS.Cert == "") != (n.ServerTLS.Key == "") {
+		ck.add("nats.server_tls.key", "set together with nats.server_tls.cert (the listener's certificate and key)", quote(n.ServerTLS.Key))
+	}
+	if n.ServerTLS.ClientCA != "" && n.ServerTLS.Cert == "" {
+		ck.add("nats.server_tls.cert", "the listener's certificate, since nats.server_tls.client_ca asks for mutual TLS", `""`)
+	}
 	for i, k := range n.Launchers.NKeys {
 		if !publicUserNKey.MatchString(k) {
 			ck.add(fmt.Sprintf("nats.launchers.nkeys[%d]", i), `a public user NKey: "U" and 55 base32 characters (nsc or nk -gen user prints one)`, quote(k))

@@ -254,7 +254,8 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 			return nil, fmt.Errorf("nats.launchers.nkey_file: %w", err)
 		}
 		s.embed, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(s.cfg.Sidecar.DataDir, "nats"),
-			ServerName: "colocd-" + s.id, Logger: serverLog, SidecarID: s.id, LauncherKeys: append([]string{pub}, c.Launchers.NKeys...)})
+			ServerName: "colocd-" + s.id, Logger: serverLog, SidecarID: s.id, LauncherKeys: append([]string{pub}, c.Launchers.NKeys...),
+			TLS: bus.ServerTLSFiles{Cert: c.ServerTLS.Cert, Key: c.ServerTLS.Key, ClientCA: c.ServerTLS.ClientCA}})
 		if err != nil {
 			return nil, fmt.Errorf("embedded nats server: %w", err)
 		}

@@ -95,6 +95,11 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 	if lf.creds != "" {
 		env[envCreds] = lf.creds
 	}
+	for k, v := range map[string]string{envTLSCA: lf.tlsCA, envTLSCert: lf.tlsCert, envTLSKey: lf.tlsKey} {
+		if v != "" {
+			env[k] = v
+		}
+	}
 	for k, v := range l.Env {
 		env[k] = v
 	}

@@ -28,11 +28,15 @@ const (
 	envToken   = "COLOCD_LEASE_TOKEN"
 	envNKey    = "COLOCD_NKEY"
 	envCreds   = "COLOCD_CREDS"
+	envTLSCA   = "COLOCD_TLS_CA"
+	envTLSCert = "COLOCD_TLS_CERT"
+	envTLSKey  = "COLOCD_TLS_KEY"
 )
 
 // launcherFlags are the connection flags every launcher command shares.
 type launcherFlags struct {
 	server, sidecar, creds, nkey string
+	tlsCA, tlsCert, tlsKey       string
 	timeout                      time.Duration
 	asJSON                       bool
 }
@@ -42,6 +46,9 @@ func (f *launcherFlags) register(cmd *cobra.Command, needSidecar bool) {
 	fs.StringVar(&f.server, "server", envOr(envServer, nats.DefaultURL), "NATS server URL (env "+envServer+")")
 	fs.StringVar(&f.creds, "creds", os.Getenv(envCreds), "NATS credentials file (env "+envCreds+")")
 	fs.StringVar(&f.nkey, "nkey", os.Getenv(envNKey), "NKey seed file, e.g. the launcher.nk colocd serve writes (env "+envNKey+")")
+	fs.StringVar(&f.tlsCA, "tls-ca", os.Getenv(envTLSCA), "PEM file of the CA that signed the server's certificate (env "+envTLSCA+")")
+	fs.StringVar(&f.tlsCert, "tls-cert", os.Getenv(envTLSCert), "PEM client certificate, for mutual TLS (env "+envTLSCert+")")
+	fs.StringVar(&f.tlsKey, "tls-key", os.Getenv(envTLSKey), "PEM client key, for mutual TLS (env "+envTLSKey+")")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the sidecar")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
 	if needSidecar {
@@ -75,6 +82,15 @@ func (f *launcherFlags) connect(needSidecar bool) (*bus.Client, *nats.Conn, erro
 			return nil, nil, fmt.Errorf("--nkey %s: %w", f.nkey, err)
 		}
 		opts = append(opts, o)
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, nil, fmt.Errorf("--tls-cert and --tls-key: want both or neither (%s, %s)", envTLSCert, envTLSKey)
+	}
+	if f.tlsCA != "" {
+		opts = append(opts, nats.RootCAs(f.tlsCA))
+	}
+	if f.tlsCert != "" {
+		opts = append(opts, nats.ClientCert(f.tlsCert, f.tlsKey))
 	}
 	nc, err := nats.Connect(f.server, opts...)
 	if err != nil {

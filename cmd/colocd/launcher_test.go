@@ -10,6 +10,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/testpki"
 	"github.com/colocd/colocd/sidecar"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -138,5 +139,40 @@ func TestSendProfileFallsBackInline(t *testing.T) {
 	small := &bus.AdmitRequest{Profile: json.RawMessage(`{}`)}
 	if err := sendProfile(context.Background(), c, small, sendAuto, &warn); err != nil || small.ProfileRef != "" {
 		t.Errorf("a small profile goes inline without asking the store: %v %q", err, small.ProfileRef)
+	}
+}
+
+// A sidecar whose embedded listener speaks mutual TLS: the launcher
+// commands reach it with --tls-ca, --tls-cert, --tls-key and --nkey.
+func TestLauncherOverMutualTLS(t *testing.T) {
+	pki := testpki.Write(t, t.TempDir())
+	c := configs.Default()
+	c.Sidecar.ID = "gpu-tls"
+	c.Sidecar.DataDir = t.TempDir()
+	c.NATS.Listen = "127.0.0.1:0"
+	c.NATS.ServerTLS = configs.ServerTLS{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}
+	c.GPU.Backend = configs.BackendSim
+	c.Telemetry.HTTP = "127.0.0.1:0"
+	c.Predictor.Requests = 300
+	c.Services = []configs.Service{{Name: "v100-infer", Profile: profilesDir + "/v100-infer-200.json", RateRPS: 8, SLO: configs.SLO{P99MS: 10000}}}
+	s, err := sidecar.New(context.Background(), &c, sidecar.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	args := []string{"status", "--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "gpu-tls", "--timeout", "5s"}
+	if out, _, err := runCLI(t, append(args, "--tls-ca", pki.CA, "--tls-cert", pki.ClientCert, "--tls-key", pki.ClientKey)...); err != nil || !strings.Contains(out, "sidecar gpu-tls") {
+		t.Errorf("status over mutual TLS: %v\n%s", err, out)
+	}
+	if _, _, err := runCLI(t, append(args, "--tls-ca", pki.CA)...); err == nil {
+		t.Error("status without a client certificate succeeded")
 	}
 }
