@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -67,6 +68,10 @@ const MaxProfileBytes = 16 << 20
 // maxProfileBytes is MaxProfileBytes; tests lower it.
 var maxProfileBytes uint64 = MaxProfileBytes
 
+// ProfileStoreMaxBytes bounds the whole profile bucket: a put that would
+// pass it is refused until old profiles are purged.
+const ProfileStoreMaxBytes = 1 << 30
+
 // ProfileStore is the profile bucket. Objects are named by their reference,
 // so a put is idempotent and a get checks what it read against the name.
 type ProfileStore struct {
@@ -74,19 +79,21 @@ type ProfileStore struct {
 }
 
 // OpenProfileStore binds to ProfileBucket, creating it (file storage,
-// replicas copies) when it does not exist; an existing bucket keeps its
-// configuration.
+// replicas copies, at most ProfileStoreMaxBytes) or bringing an existing
+// one to that size limit; a caller not allowed to change the bucket binds
+// to it as it is.
 func OpenProfileStore(ctx context.Context, js jetstream.JetStream, replicas int) (*ProfileStore, error) {
-	os, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	os, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      ProfileBucket,
 		Description: "colocd training profiles, by content (sha256)",
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
+		MaxBytes:    ProfileStoreMaxBytes,
 	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		os, err = js.ObjectStore(ctx, ProfileBucket)
-	}
 	if err != nil {
+		if bound, berr := js.ObjectStore(ctx, ProfileBucket); berr == nil {
+			return &ProfileStore{os: bound}, nil
+		}
 		return nil, fmt.Errorf("open object store %s: %w", ProfileBucket, err)
 	}
 	return &ProfileStore{os: os}, nil
@@ -126,9 +133,19 @@ func (s *ProfileStore) Get(ctx context.Context, ref string) ([]byte, error) {
 	if info.Size > maxProfileBytes {
 		return nil, fmt.Errorf("profile_ref: the profile %s is %d bytes: want at most %d: %w", ref, info.Size, maxProfileBytes, ErrProfileTooLarge)
 	}
-	raw, err := s.os.GetBytes(ctx, ref)
+	// The size in the object's info is what its writer claimed: read no
+	// more than the bound, whatever the chunks hold.
+	obj, err := s.os.Get(ctx, ref)
 	if err != nil {
 		return nil, fmt.Errorf("get profile %s: %w", ref, err)
+	}
+	defer obj.Close()
+	raw, err := io.ReadAll(io.LimitReader(obj, int64(maxProfileBytes)+1))
+	if err != nil {
+		return nil, fmt.Errorf("get profile %s: %w", ref, err)
+	}
+	if uint64(len(raw)) > maxProfileBytes {
+		return nil, fmt.Errorf("profile_ref: the profile %s is over %d bytes: %w", ref, maxProfileBytes, ErrProfileTooLarge)
 	}
 	if got := ProfileRef(raw); !bytes.Equal([]byte(got), []byte(ref)) {
 		return nil, fmt.Errorf("profile_ref: the object %s in %s hashes to %s: it was not stored by its content (put it again): %w", ref, ProfileBucket, got, ErrProfileCorrupt)
