@@ -68,8 +68,9 @@ func (d daemonAdapter) Healthy() (bool, string) {
 }
 
 // storedLease is a lease as the KV bucket holds it: the token and the
-// request_id only as their hashes, the training profile inline (it is needed
-// again after a restart).
+// request_id only as their hashes, and the training profile (needed again
+// after a restart) inline when it is small, else by its reference in the
+// profile store, so that a record stays far below NATS's message limit.
 type storedLease struct {
 	ID             string             `json:"id"`
 	TokenHash      []byte             `json:"token_sha256"`
@@ -82,7 +83,8 @@ type storedLease struct {
 	MinPct         int                `json:"min_pct"`
 	MemoryMiB      int                `json:"memory_mib"`
 	Processes      int                `json:"processes"`
-	Profile        *predictor.Profile `json:"profile"`
+	Profile        *predictor.Profile `json:"profile,omitempty"`
+	ProfileRef     string             `json:"profile_ref,omitempty"`
 	PIDs           []int              `json:"pids,omitempty"`
 	CreatedAt      time.Time          `json:"created_at"`
 	ExpiresAt      time.Time          `json:"expires_at"`
@@ -118,12 +120,51 @@ const (
 	storeLoadTimeout = 30 * time.Second
 )
 
+// inlineProfileMax is the largest profile (as JSON) a lease record holds
+// inline; a larger one goes to the profile store.
+const inlineProfileMax = 64 << 10
+
 // kvStore keeps leases in the sidecar's JetStream KV bucket, one key per
 // lease, with compare-and-swap on the revision. The bucket can be replaced
-// (reopen) when it was lost.
+// (reopen) when it was lost. Large profiles go to profs, once each.
 type kvStore struct {
-	mu sync.Mutex
-	kv *bus.KV
+	profs *bus.ProfileStore
+
+	mu   sync.Mutex
+	kv   *bus.KV
+	refs map[*predictor.Profile]string // profiles already in profs (parsed profiles are immutable)
+}
+
+// record is the stored form of l, with a large profile put in the profile
+// store and named by reference.
+func (s *kvStore) record(ctx context.Context, l *admission.Lease) ([]byte, error) {
+	sl := toStored(l)
+	if s.profs != nil && l.Profile != nil {
+		s.mu.Lock()
+		ref, ok := s.refs[l.Profile]
+		s.mu.Unlock()
+		if !ok {
+			raw, err := json.Marshal(l.Profile)
+			if err != nil {
+				return nil, err
+			}
+			if len(raw) > inlineProfileMax {
+				if ref, err = s.profs.Put(ctx, raw); err != nil {
+					return nil, err
+				}
+			}
+			s.mu.Lock()
+			if s.refs == nil || len(s.refs) >= 1024 {
+				s.refs = map[*predictor.Profile]string{} // bounded: start over
+			}
+			s.refs[l.Profile] = ref
+			s.mu.Unlock()
+		}
+		if ref != "" {
+			sl.Profile, sl.ProfileRef = nil, ref
+		}
+	}
+	return json.Marshal(sl)
 }
 
 func (s *kvStore) bucket() *bus.KV {
@@ -139,12 +180,12 @@ func (s *kvStore) replace(kv *bus.KV) {
 }
 
 func (s *kvStore) Save(ctx context.Context, l *admission.Lease) error {
-	data, err := json.Marshal(toStored(l))
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	data, err := s.record(ctx, l)
 	if err != nil {
 		return fmt.Errorf("save lease %s: %w", l.ID, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
-	defer cancel()
 	var rev uint64
 	if l.Revision == 0 {
 		rev, err = s.bucket().Create(ctx, l.ID, data)
@@ -193,6 +234,12 @@ func (s *kvStore) Load(ctx context.Context) ([]*admission.Lease, error) {
 			bad = append(bad, fmt.Errorf("lease %q: the record names lease %q", e.Key, clipID(sl.ID)))
 			continue
 		}
+		if sl.ProfileRef != "" {
+			if sl.Profile, err = s.loadProfile(ctx, sl.ProfileRef); err != nil {
+				bad = append(bad, fmt.Errorf("lease %q: %w", e.Key, err))
+				continue
+			}
+		}
 		l, err := sl.lease(e.Revision)
 		if err != nil {
 			bad = append(bad, err)
@@ -204,6 +251,28 @@ func (s *kvStore) Load(ctx context.Context) ([]*admission.Lease, error) {
 		return out, fmt.Errorf("load leases: %w: %w", admission.ErrUnreadable, errors.Join(bad...))
 	}
 	return out, nil
+}
+
+// loadProfile reads and parses a lease's profile from the profile store.
+func (s *kvStore) loadProfile(ctx context.Context, ref string) (*predictor.Profile, error) {
+	if s.profs == nil {
+		return nil, fmt.Errorf("profile_ref %s: no profile store", clipID(ref))
+	}
+	raw, err := s.profs.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	p, err := predictor.ParseProfile(raw)
+	if err != nil {
+		return nil, fmt.Errorf("profile_ref %s: %w", ref, err)
+	}
+	s.mu.Lock()
+	if s.refs == nil {
+		s.refs = map[*predictor.Profile]string{}
+	}
+	s.refs[p] = ref
+	s.mu.Unlock()
+	return p, nil
 }
 
 // clipID bounds what a log quotes of an untrusted id.

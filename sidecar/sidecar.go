@@ -285,14 +285,14 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	if err != nil {
 		return fmt.Errorf("lease store: %w", err)
 	}
-	s.js, s.store = js, &kvStore{kv: kv}
+	if s.profs, err = bus.OpenProfileStore(ctx, js, 1); err != nil {
+		return fmt.Errorf("profile store: %w", err)
+	}
+	s.js, s.store = js, &kvStore{kv: kv, profs: s.profs}
 	s.purgeDeleteMarkers(ctx)
 	events, err := bus.OpenEvents(ctx, js, s.id, 24*time.Hour)
 	if err != nil {
 		return fmt.Errorf("event stream: %w", err)
-	}
-	if s.profs, err = bus.OpenProfileStore(ctx, js, 1); err != nil {
-		return fmt.Errorf("profile store: %w", err)
 	}
 	specs, err := serviceSpecs(s.cfg)
 	if err != nil {

@@ -441,6 +441,15 @@ func TestRestartKeepsLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The 200 KB profile is in the profile store, not in the record: a
+	// record stays far below NATS's 1 MiB message limit.
+	rec, err := kv.Get(ctx, refs[0].LeaseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.Value()); n > 16<<10 || !strings.Contains(string(rec.Value()), `"profile_ref":"sha256:`) {
+		t.Errorf("the lease record is %d bytes and names no profile_ref", n)
+	}
 	for key, value := range map[string]string{"garbage": "{not json", "other": `{"id":"` + refs[0].LeaseID + `"}`} {
 		if _, err := kv.Put(ctx, key, []byte(value)); err != nil {
 			t.Fatal(err)
