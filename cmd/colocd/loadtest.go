@@ -1,0 +1,695 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/sidecar"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+)
+
+// pingSubject is the baseline round trip: micro's discovery PING, answered
+// by the NATS micro library on the sidecar's own connection without any
+// colocd code, on a subject every launcher may publish to.
+const pingSubject = "$SRV.PING." + bus.ServiceName
+
+// Operation kinds of a load test, in report order.
+const (
+	opPing    = "ping"
+	opAdmit   = "admit"
+	opRenew   = "renew"
+	opRelease = "release"
+	opStatus  = "status"
+)
+
+var loadOps = []string{opPing, opAdmit, opRenew, opRelease, opStatus}
+
+// loadtestFlags are the flags of colocd loadtest.
+type loadtestFlags struct {
+	lf             launcherFlags
+	launchers      int
+	duration       time.Duration
+	profile        string
+	serviceProfile string
+	memoryMiB      int
+	maxJobs        int
+	embedded       bool
+}
+
+func newLoadtestCmd() *cobra.Command {
+	var f loadtestFlags
+	cmd := &cobra.Command{
+		Use:   "loadtest (--embedded | --sidecar ID) [--launchers 50] [--duration 30s] [--max-jobs N]",
+		Short: "Run many launchers' admit/renew/release cycles against one sidecar and report rates, latencies and errors",
+		Long: `Run N launchers, each on its own NATS connection, that loop until the
+duration ends: a $SRV.PING.colocd round trip (the baseline: answered by the
+NATS micro library, no colocd code), then admit, and when admitted renew once
+and release. A deny (max_jobs full, SLO) is an outcome, not an error. A status
+sampler records the most live leases the sidecar reported.
+
+--embedded starts an in-process sidecar (simulated H200, embedded NATS on a
+loopback port, data in a temporary directory removed afterwards, one
+inference service whose SLO no job breaks, so max_jobs is what denies); the
+launchers reach it over TCP loopback, and the report adds the process's RSS,
+heap and goroutines before and after. Otherwise the launchers connect with
+the usual --server, --nkey/--creds and --sidecar.
+
+Exits 1 when any call failed, when more leases than --max-jobs were seen, or
+when a lease of the run is still live after it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(cmd); err != nil {
+				return fmt.Errorf("loadtest: %w", err)
+			}
+			rep, err := runLoadtest(cmd.Context(), &f, cmd.ErrOrStderr())
+			if err != nil {
+				return fmt.Errorf("loadtest: %w", err)
+			}
+			if f.lf.asJSON {
+				err = printJSON(cmd.OutOrStdout(), rep)
+			} else {
+				err = rep.print(cmd.OutOrStdout())
+			}
+			if err != nil {
+				return err
+			}
+			if len(rep.Failures) > 0 {
+				return fmt.Errorf("loadtest: %s", strings.Join(rep.Failures, "; "))
+			}
+			return nil
+		},
+	}
+	f.lf.register(cmd, true)
+	fs := cmd.Flags()
+	fs.IntVar(&f.launchers, "launchers", 50, "concurrent launchers, each with its own connection")
+	fs.DurationVar(&f.duration, "duration", 30*time.Second, "how long launchers start new cycles (a cycle under way finishes)")
+	fs.StringVar(&f.profile, "profile", "testdata/profiles/v100-train-step.json", "the training profile every admit sends inline")
+	fs.IntVar(&f.memoryMiB, "memory-mib", 1000, "GPU memory each admit asks for, MiB")
+	fs.IntVar(&f.maxJobs, "max-jobs", 0, "--embedded: the sidecar's admission.max_jobs (0: the default, 4); otherwise the bound to check the sampled leases against (0: not checked)")
+	fs.BoolVar(&f.embedded, "embedded", false, "start an in-process sidecar and load it over TCP loopback")
+	fs.StringVar(&f.serviceProfile, "service-profile", "testdata/profiles/v100-infer-200.json", "--embedded: the inference service's profile (8 req/s, SLO p99 10 s: no job breaks it, so max_jobs is what denies)")
+	return cmd
+}
+
+// check validates the flags that need no connection.
+func (f *loadtestFlags) check(cmd *cobra.Command) error {
+	switch {
+	case f.launchers < 1 || f.launchers > 10000:
+		return fmt.Errorf("--launchers: want 1 to 10000, got %d", f.launchers)
+	case f.duration <= 0:
+		return fmt.Errorf("--duration: want > 0, got %s", f.duration)
+	case f.memoryMiB < 0:
+		return fmt.Errorf("--memory-mib: want ≥ 0, got %d", f.memoryMiB)
+	case f.maxJobs < 0:
+		return fmt.Errorf("--max-jobs: want ≥ 0, got %d", f.maxJobs)
+	}
+	if f.embedded {
+		for _, name := range []string{"server", "sidecar", "nkey", "creds", "tls-ca", "tls-cert", "tls-key"} {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--embedded and --%s: want one of the two (the embedded sidecar has its own)", name)
+			}
+		}
+	}
+	return nil
+}
+
+// loadReport is what a load test measured; --json prints it as is.
+type loadReport struct {
+	Sidecar     string  `json:"sidecar"`
+	Target      string  `json:"target"` // "embedded" or "external"
+	Server      string  `json:"server"`
+	Launchers   int     `json:"launchers"`
+	DurationS   float64 `json:"duration_s"` // measured, until the last cycle ended
+	Cycles      int     `json:"cycles"`
+	Admits      int     `json:"admits"`
+	AdmitsPerS  float64 `json:"admits_per_s"`
+	CyclesPerS  float64 `json:"cycles_per_s"`
+	ProfileSize int     `json:"profile_bytes"`
+	// Outcomes counts the admits' decisions (grant, throttle, deny);
+	// DenyCodes the deny reasons.
+	Outcomes  map[string]int `json:"outcomes"`
+	DenyCodes map[string]int `json:"deny_codes"`
+	// Errors counts failed calls; ErrorsByCode by "op code" (an API code,
+	// no_sidecar, no_responders, timeout, bad_answer, other).
+	Errors       int            `json:"errors"`
+	ErrorsByCode map[string]int `json:"errors_by_code"`
+	FirstErrors  []string       `json:"first_errors,omitempty"` // the first message of each op and code
+	Ops          []opStats      `json:"ops"`
+	Baseline     string         `json:"baseline"`
+	Leases       leaseStats     `json:"leases"`
+	Process      *processStats  `json:"process,omitempty"`
+	// Failures are why the command exits 1 (none: it passed).
+	Failures []string `json:"failures,omitempty"`
+}
+
+// opStats are the round trips of one operation kind.
+type opStats struct {
+	Op     string  `json:"op"`
+	Count  int     `json:"count"`
+	MeanMS float64 `json:"mean_ms"`
+	P50MS  float64 `json:"p50_ms"`
+	P99MS  float64 `json:"p99_ms"`
+	MaxMS  float64 `json:"max_ms"`
+	// P50OverPing is P50MS over the ping's p50 in the same run.
+	P50OverPing float64 `json:"p50_over_ping"`
+}
+
+// leaseStats are the sidecar's live leases as the status sampler saw them.
+type leaseStats struct {
+	MaxLive int `json:"max_live"`
+	MaxJobs int `json:"max_jobs"` // 0: unknown, not checked
+	Samples int `json:"samples"`
+	// LeftAfter counts this run's leases still live after every launcher
+	// stopped (each releases what it was granted).
+	LeftAfter int `json:"left_after"`
+}
+
+// processStats are the embedded sidecar's process before the launchers
+// connect and after they disconnected, each after a GC that returns freed
+// memory to the OS. The launchers run in the same process.
+type processStats struct {
+	RSSBeforeMiB     *float64 `json:"rss_before_mib"` // null: unavailable
+	RSSAfterMiB      *float64 `json:"rss_after_mib"`
+	RSSNote          string   `json:"rss_note"`
+	HeapBeforeMiB    float64  `json:"heap_before_mib"`
+	HeapAfterMiB     float64  `json:"heap_after_mib"`
+	GoroutinesBefore int      `json:"goroutines_before"`
+	GoroutinesAfter  int      `json:"goroutines_after"`
+}
+
+// tally is what one goroutine (a launcher, the sampler) counted; merged at
+// the end, so no lock is taken while the load runs.
+type tally struct {
+	lat       map[string][]time.Duration
+	outcomes  map[string]int
+	denyCodes map[string]int
+	errs      map[string]int
+	firstErr  map[string]string // the first message of each "op code"
+	cycles    int
+}
+
+func newTally() *tally {
+	return &tally{lat: map[string][]time.Duration{}, outcomes: map[string]int{}, denyCodes: map[string]int{}, errs: map[string]int{}, firstErr: map[string]string{}}
+}
+
+func (t *tally) record(op string, d time.Duration, err error) {
+	if err == nil {
+		t.lat[op] = append(t.lat[op], d)
+		return
+	}
+	t.fail(op, errorCode(err), err)
+}
+
+func (t *tally) fail(op, code string, err error) {
+	key := op + " " + code
+	t.errs[key]++
+	if _, ok := t.firstErr[key]; !ok {
+		t.firstErr[key] = err.Error()
+	}
+}
+
+func (t *tally) merge(o *tally) {
+	for k, v := range o.lat {
+		t.lat[k] = append(t.lat[k], v...)
+	}
+	for _, m := range [][2]map[string]int{{t.outcomes, o.outcomes}, {t.denyCodes, o.denyCodes}, {t.errs, o.errs}} {
+		for k, v := range m[1] {
+			m[0][k] += v
+		}
+	}
+	for k, e := range o.firstErr {
+		if _, ok := t.firstErr[k]; !ok {
+			t.firstErr[k] = e
+		}
+	}
+	t.cycles += o.cycles
+}
+
+// errorCode names an error's kind for the report.
+func errorCode(err error) string {
+	var be *bus.Error
+	switch {
+	case errors.As(err, &be):
+		return strconv.Itoa(be.Code)
+	case errors.Is(err, bus.ErrNoSidecar):
+		return "no_sidecar"
+	case errors.Is(err, nats.ErrNoResponders):
+		return "no_responders"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, errBadAnswer):
+		return "bad_answer"
+	}
+	return "other"
+}
+
+var errBadAnswer = errors.New("bad answer")
+
+// loadtest is one run: the target, the request every admit starts from,
+// and the connection flags the launchers use.
+type loadtest struct {
+	f         *loadtestFlags
+	lf        launcherFlags // the resolved connection (embedded: the sidecar's)
+	req       bus.AdmitRequest
+	jobPrefix string
+}
+
+// runLoadtest starts the embedded sidecar if asked, runs the load and
+// returns the report; an error means the test could not run at all.
+func runLoadtest(ctx context.Context, f *loadtestFlags, stderr io.Writer) (*loadReport, error) {
+	lt := &loadtest{f: f, lf: f.lf, jobPrefix: "lt-" + strings.ToLower(rand.Text()[:8])}
+	lt.req = bus.AdmitRequest{Job: bus.Job{ID: lt.jobPrefix, Owner: "loadtest"}, MemoryMiB: f.memoryMiB, Processes: 1,
+		Compute: bus.Compute{MinPct: 10, MaxPct: 100}}
+	if err := fillAdmitRequest(&lt.req, f.profile, 0, sendInline); err != nil {
+		return nil, err
+	}
+	lt.req.RequestID = "" // Admit draws one per cycle
+	rep := &loadReport{Target: "external", Launchers: f.launchers, ProfileSize: len(lt.req.Profile), Baseline: pingSubject + " round trip (answered by the NATS micro library, no colocd code)"}
+	rep.Leases.MaxJobs = f.maxJobs
+	if !f.embedded {
+		rep.Sidecar, rep.Server = lt.lf.sidecar, lt.lf.server
+		return rep, lt.run(ctx, rep)
+	}
+	s, stop, err := startEmbedded(ctx, f, stderr)
+	if err != nil {
+		return nil, err
+	}
+	lt.lf.server, lt.lf.nkey, lt.lf.sidecar = s.ClientURL(), s.LauncherNKeyFile(), s.ID()
+	lt.lf.creds, lt.lf.tlsCA, lt.lf.tlsCert, lt.lf.tlsKey = "", "", "", ""
+	rep.Target, rep.Sidecar, rep.Server = "embedded", s.ID(), s.ClientURL()
+	if rep.Leases.MaxJobs == 0 {
+		rep.Leases.MaxJobs = configs.Default().Admission.MaxJobs
+	}
+	rep.Process = &processStats{}
+	before := readProcess()
+	rep.Process.GoroutinesBefore, rep.Process.HeapBeforeMiB = before.goroutines, before.heapMiB
+	rep.Process.RSSBeforeMiB, rep.Process.RSSNote = before.rssMiB, before.rssNote
+	runErr := lt.run(ctx, rep)
+	if runErr == nil {
+		settleGoroutines(before.goroutines, 5*time.Second)
+		after := readProcess()
+		rep.Process.GoroutinesAfter, rep.Process.HeapAfterMiB, rep.Process.RSSAfterMiB = after.goroutines, after.heapMiB, after.rssMiB
+	}
+	if err := stop(); err != nil && runErr == nil {
+		runErr = fmt.Errorf("embedded sidecar: %w", err)
+	}
+	return rep, runErr
+}
+
+// startEmbedded starts an in-process sidecar on a simulated H200 with an
+// embedded NATS server on a loopback port, and waits until it is ready.
+// stop ends it and removes its data directory.
+func startEmbedded(ctx context.Context, f *loadtestFlags, stderr io.Writer) (*sidecar.Sidecar, func() error, error) {
+	dir, err := os.MkdirTemp("", "colocd-loadtest-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("embedded sidecar: %w", err)
+	}
+	c := configs.Default()
+	c.Sidecar.ID = "loadtest"
+	c.Sidecar.DataDir = dir
+	c.NATS.Listen = "127.0.0.1:0"
+	c.GPU.Backend = configs.BackendSim
+	c.MPS.Control = configs.MPSControlSim
+	c.MPS.PipeDir, c.MPS.LogDir = filepath.Join(dir, "mps-pipe"), filepath.Join(dir, "mps-log")
+	c.Telemetry.HTTP = "127.0.0.1:0"
+	c.Services = []configs.Service{{Name: "inference", Profile: f.serviceProfile, RateRPS: 8, SLO: configs.SLO{P99MS: 10000}}}
+	if f.maxJobs > 0 {
+		c.Admission.MaxJobs = f.maxJobs
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "sidecar")
+	s, err := sidecar.New(ctx, &c, sidecar.Options{Logger: logger, Version: semver(version)})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("embedded sidecar: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	stop := func() error {
+		cancel()
+		err := <-done
+		return errors.Join(err, os.RemoveAll(dir))
+	}
+	deadline := time.Now().Add(f.lf.timeout)
+	for s.Ready() != nil {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			err := s.Ready()
+			return nil, nil, errors.Join(fmt.Errorf("embedded sidecar not ready: %w", err), stop())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s, stop, nil
+}
+
+// run connects the launchers and the sampler, runs the load for the
+// duration and fills rep.
+func (lt *loadtest) run(ctx context.Context, rep *loadReport) error {
+	type conn struct {
+		c  *bus.Client
+		nc *nats.Conn
+	}
+	conns := make([]conn, 0, lt.f.launchers+1)
+	defer func() {
+		for _, c := range conns {
+			c.nc.Close()
+		}
+	}()
+	for range lt.f.launchers + 1 { // the last is the sampler's
+		c, nc, err := lt.lf.connect(true)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, conn{c, nc})
+	}
+	sampler := conns[len(conns)-1].c
+	total := newTally()
+	stopSampling := make(chan struct{})
+	sampled := make(chan *tally, 1)
+	go func() { sampled <- lt.sample(sampler, stopSampling, &rep.Leases) }()
+
+	start := time.Now()
+	end := start.Add(lt.f.duration)
+	tallies := make([]*tally, lt.f.launchers)
+	var wg sync.WaitGroup
+	for i := range lt.f.launchers {
+		wg.Go(func() { tallies[i] = lt.launcher(ctx, i, conns[i].c, conns[i].nc, end) })
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stopSampling)
+	total.merge(<-sampled)
+	for _, t := range tallies {
+		total.merge(t)
+	}
+	lt.leftAfter(sampler, total, &rep.Leases)
+	for i := range conns { // the sidecar's "after" figures come without them
+		conns[i].nc.Close()
+	}
+	rep.fill(total, elapsed)
+	return ctx.Err()
+}
+
+// launcher loops over cycles until end: a ping, then admit, and when
+// admitted renew and release. A cycle under way always finishes, so that
+// no lease outlives the run.
+func (lt *loadtest) launcher(ctx context.Context, i int, c *bus.Client, nc *nats.Conn, end time.Time) *tally {
+	t := newTally()
+	for n := 0; time.Now().Before(end) && ctx.Err() == nil; n++ {
+		ok := lt.call(t, opPing, func(ctx context.Context) error {
+			_, err := nc.RequestWithContext(ctx, pingSubject, nil)
+			return err
+		})
+		if ok {
+			ok = lt.cycle(t, c, fmt.Sprintf("%s-%d-%d", lt.jobPrefix, i, n))
+		}
+		t.cycles++
+		if !ok { // do not spin on a sidecar that fails fast
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return t
+}
+
+// cycle is one admit and, when admitted, one renew and one release; false
+// when a call failed.
+func (lt *loadtest) cycle(t *tally, c *bus.Client, jobID string) bool {
+	req := lt.req // a fresh request id and token per cycle, drawn by Admit
+	req.Job.ID = jobID
+	sid := lt.lf.sidecar
+	var d *bus.Decision
+	if !lt.call(t, opAdmit, func(ctx context.Context) (err error) {
+		d, err = c.Admit(ctx, sid, &req)
+		return err
+	}) {
+		return false
+	}
+	t.outcomes[d.Decision]++
+	if d.Decision == bus.DecisionDeny {
+		t.denyCodes[d.Reason.Code]++
+		return true
+	}
+	if d.Lease == nil || d.Lease.Token == "" {
+		t.fail(opAdmit, "bad_answer", fmt.Errorf("%w: a %s without a lease", errBadAnswer, d.Decision))
+		return false
+	}
+	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
+	renewed := lt.call(t, opRenew, func(ctx context.Context) error {
+		_, err := c.Renew(ctx, sid, ref)
+		return err
+	})
+	released := lt.call(t, opRelease, func(ctx context.Context) error { return c.Release(ctx, sid, ref) })
+	return renewed && released
+}
+
+// call times one round trip, bounded by --timeout. It is not cut short by
+// the end of the run or an interrupt, so that a granted lease is released.
+func (lt *loadtest) call(t *tally, op string, f func(ctx context.Context) error) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), lt.lf.timeout)
+	defer cancel()
+	t0 := time.Now()
+	err := f(ctx)
+	t.record(op, time.Since(t0), err)
+	return err == nil
+}
+
+// sample asks the sidecar's status until stop closes and keeps the most
+// live leases it reported.
+func (lt *loadtest) sample(c *bus.Client, stop <-chan struct{}, ls *leaseStats) *tally {
+	t := newTally()
+	for {
+		var st *bus.Status
+		if lt.call(t, opStatus, func(ctx context.Context) (err error) {
+			st, err = c.Status(ctx, lt.lf.sidecar)
+			return err
+		}) {
+			ls.Samples++
+			ls.MaxLive = max(ls.MaxLive, len(st.Leases))
+		}
+		select {
+		case <-stop:
+			return t
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// leftAfter counts the run's leases the sidecar still holds.
+func (lt *loadtest) leftAfter(c *bus.Client, t *tally, ls *leaseStats) {
+	var st *bus.Status
+	if !lt.call(t, opStatus, func(ctx context.Context) (err error) {
+		st, err = c.Status(ctx, lt.lf.sidecar)
+		return err
+	}) {
+		return
+	}
+	for _, l := range st.Leases {
+		if strings.HasPrefix(l.JobID, lt.jobPrefix+"-") {
+			ls.LeftAfter++
+		}
+	}
+}
+
+// fill computes the figures and the failures from the merged tally.
+func (rep *loadReport) fill(t *tally, elapsed time.Duration) {
+	rep.DurationS = elapsed.Seconds()
+	rep.Cycles = t.cycles
+	rep.Outcomes, rep.DenyCodes, rep.ErrorsByCode = t.outcomes, t.denyCodes, t.errs
+	for k, e := range t.firstErr {
+		rep.FirstErrors = append(rep.FirstErrors, k+": "+e)
+	}
+	slices.Sort(rep.FirstErrors)
+	for _, n := range t.errs {
+		rep.Errors += n
+	}
+	for _, n := range t.outcomes {
+		rep.Admits += n
+	}
+	rep.AdmitsPerS = float64(rep.Admits) / elapsed.Seconds()
+	rep.CyclesPerS = float64(rep.Cycles) / elapsed.Seconds()
+	for _, op := range loadOps {
+		rep.Ops = append(rep.Ops, summarize(op, t.lat[op]))
+	}
+	if ping := rep.Ops[0]; ping.P50MS > 0 {
+		for i := range rep.Ops {
+			rep.Ops[i].P50OverPing = rep.Ops[i].P50MS / ping.P50MS
+		}
+	}
+	if rep.Errors > 0 {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d calls failed", rep.Errors))
+	}
+	if rep.Leases.MaxJobs > 0 && rep.Leases.MaxLive > rep.Leases.MaxJobs {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("the sidecar held %d leases, more than max_jobs %d", rep.Leases.MaxLive, rep.Leases.MaxJobs))
+	}
+	if rep.Leases.LeftAfter > 0 {
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%d leases of the run still live after it", rep.Leases.LeftAfter))
+	}
+	if rep.Admits == 0 {
+		rep.Failures = append(rep.Failures, "no admit was answered")
+	}
+}
+
+// summarize returns the count, mean and percentiles (nearest rank) of ds.
+func summarize(op string, ds []time.Duration) opStats {
+	s := opStats{Op: op, Count: len(ds)}
+	if len(ds) == 0 {
+		return s
+	}
+	slices.Sort(ds)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	rank := func(p float64) time.Duration { return ds[max(int(math.Ceil(p*float64(len(ds))))-1, 0)] }
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	s.MeanMS = ms(sum / time.Duration(len(ds)))
+	s.P50MS, s.P99MS, s.MaxMS = ms(rank(0.50)), ms(rank(0.99)), ms(ds[len(ds)-1])
+	return s
+}
+
+// print writes the report as text.
+func (rep *loadReport) print(w io.Writer) error {
+	fmt.Fprintf(w, "colocd loadtest: %d launchers for %.1f s against sidecar %s (%s, %s)\n", rep.Launchers, rep.DurationS, commentText(rep.Sidecar), rep.Target, commentText(rep.Server))
+	fmt.Fprintf(w, "admits: %d (%.1f/s), cycles %d (%.1f/s); profile %d bytes inline\n", rep.Admits, rep.AdmitsPerS, rep.Cycles, rep.CyclesPerS, rep.ProfileSize)
+	fmt.Fprintf(w, "outcomes: %s; deny reasons: %s\n", countList(rep.Outcomes), countList(rep.DenyCodes))
+	fmt.Fprintf(w, "errors: %d%s\n", rep.Errors, parenList(rep.ErrorsByCode))
+	for _, e := range rep.FirstErrors {
+		fmt.Fprintf(w, "  %s\n", commentText(e))
+	}
+	maxJobs := "not checked"
+	if rep.Leases.MaxJobs > 0 {
+		maxJobs = strconv.Itoa(rep.Leases.MaxJobs)
+	}
+	fmt.Fprintf(w, "leases: at most %d live in %d status samples (max_jobs %s); %d of the run live after it\n\n",
+		rep.Leases.MaxLive, rep.Leases.Samples, maxJobs, rep.Leases.LeftAfter)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "op\tcount\tmean ms\tp50 ms\tp99 ms\tmax ms\tp50/ping\t")
+	for _, o := range rep.Ops {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.1f\t\n", o.Op, o.Count, o.MeanMS, o.P50MS, o.P99MS, o.MaxMS, o.P50OverPing)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "ping: %s\n", rep.Baseline)
+	if p := rep.Process; p != nil {
+		fmt.Fprintf(w, "\nprocess (sidecar and launchers; before they connect, after they disconnect; after GC):\n")
+		fmt.Fprintf(w, "  RSS MiB     %s → %s (%s)\n", optMiB(p.RSSBeforeMiB), optMiB(p.RSSAfterMiB), p.RSSNote)
+		fmt.Fprintf(w, "  heap MiB    %.1f → %.1f\n", p.HeapBeforeMiB, p.HeapAfterMiB)
+		fmt.Fprintf(w, "  goroutines  %d → %d\n", p.GoroutinesBefore, p.GoroutinesAfter)
+	}
+	if len(rep.Failures) > 0 {
+		fmt.Fprintf(w, "\nFAILED: %s\n", strings.Join(rep.Failures, "; "))
+	}
+	return nil
+}
+
+// countList prints "a 3, b 1" in key order, or "none".
+func countList(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", commentText(k), m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func parenList(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	return " (" + countList(m) + ")"
+}
+
+func optMiB(v *float64) string {
+	if v == nil {
+		return "n/a"
+	}
+	return strconv.FormatFloat(*v, 'f', 1, 64)
+}
+
+// processFigures are one reading of this process's size.
+type processFigures struct {
+	goroutines int
+	heapMiB    float64
+	rssMiB     *float64
+	rssNote    string
+}
+
+const mib = 1 << 20
+
+// readProcess collects garbage, returns freed memory to the OS, and reads
+// the goroutines, the live heap and the resident set size.
+func readProcess() processFigures {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	p := processFigures{goroutines: runtime.NumGoroutine(), heapMiB: float64(ms.HeapAlloc) / mib, rssNote: "VmRSS of /proc/self/status"}
+	kib, err := vmRSSKiB("/proc/self/status")
+	if err != nil {
+		p.rssNote = "unavailable: " + err.Error()
+		return p
+	}
+	v := float64(kib) / 1024
+	p.rssMiB = &v
+	return p
+}
+
+// vmRSSKiB reads the VmRSS line of a Linux /proc/<pid>/status file.
+func vmRSSKiB(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("read rss: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("read rss: VmRSS %q: %w", rest, err)
+		}
+		return n, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read rss: %w", err)
+	}
+	return 0, fmt.Errorf("read rss: no VmRSS line in %s", path)
+}
+
+// settleGoroutines waits up to limit for the connections' goroutines to
+// end, until no more run than want.
+func settleGoroutines(want int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for runtime.NumGoroutine() > want && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
