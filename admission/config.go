@@ -29,6 +29,15 @@ type Config struct {
 	// LeaseMax the longest a lease may ask for (default 1h; longer requests
 	// are clamped).
 	LeaseDefault, LeaseMax time.Duration
+	// LeaseFirstTerm is how long a new lease lives before its first renew or
+	// register (default 1m; a shorter lease keeps its own length). Either
+	// extends it to its full duration: a grant whose launcher gave up
+	// before the answer arrived frees its capacity after this term.
+	LeaseFirstTerm time.Duration
+	// DecisionTimeout caps how long a decision (admit, quote) or a status
+	// prediction may take, whatever the caller's own deadline (default 5s).
+	// Past it the request fails with ErrTimeout and nothing is granted.
+	DecisionTimeout time.Duration
 	// PipeDir is the MPS pipe directory given to clients (required in MPS mode).
 	PipeDir string
 	// VisibilityWindow: a lease granted less than this long ago that has no
@@ -54,6 +63,8 @@ const (
 	DefaultPctStep          = 5
 	DefaultLeaseDefault     = 5 * time.Minute
 	DefaultLeaseMax         = time.Hour
+	DefaultLeaseFirstTerm   = time.Minute
+	DefaultDecisionTimeout  = 5 * time.Second
 	DefaultVisibilityWindow = time.Minute
 	DefaultThrottleGrace    = 2 * time.Minute
 	DefaultIdempotencyTTL   = 10 * time.Minute
@@ -78,6 +89,8 @@ func (cfg Config) withDefaults() Config {
 	def(&cfg.SearchWorkers, 1)
 	defD(&cfg.LeaseDefault, DefaultLeaseDefault)
 	defD(&cfg.LeaseMax, DefaultLeaseMax)
+	defD(&cfg.LeaseFirstTerm, DefaultLeaseFirstTerm)
+	defD(&cfg.DecisionTimeout, DefaultDecisionTimeout)
 	defD(&cfg.VisibilityWindow, DefaultVisibilityWindow)
 	defD(&cfg.ThrottleGrace, DefaultThrottleGrace)
 	defD(&cfg.IdempotencyTTL, DefaultIdempotencyTTL)
@@ -118,7 +131,8 @@ func (cfg Config) Validate() error {
 		field string
 		v     time.Duration
 	}{
-		{"lease.default", cfg.LeaseDefault}, {"lease.max", cfg.LeaseMax},
+		{"lease.default", cfg.LeaseDefault}, {"lease.max", cfg.LeaseMax}, {"lease.first_term", cfg.LeaseFirstTerm},
+		{"decision_timeout", cfg.DecisionTimeout},
 		{"visibility_window", cfg.VisibilityWindow}, {"throttle_grace", cfg.ThrottleGrace},
 		{"idempotency_ttl", cfg.IdempotencyTTL},
 	} {

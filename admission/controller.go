@@ -21,9 +21,11 @@ import (
 // trainers at their percentages plus the candidate. Each service is predicted
 // alone with the trainers: the predictor has one inference context, so other
 // inference services on the same GPU are not modelled as co-runners of each
-// other (their SLOs are checked one by one). Decisions, lease changes and
-// expiry are serialized by one mutex, so two racing requests never both take
-// the last capacity.
+// other (their SLOs are checked one by one). Lease changes and expiry are
+// serialized by one mutex, held briefly; predictions run outside it, on a
+// snapshot, and a decision commits under it only if the snapshot is still
+// current (snapshot.go), so two racing requests never both take the last
+// capacity and no prediction delays a renew.
 type Controller struct {
 	deps  Deps
 	clock Clock
@@ -31,6 +33,7 @@ type Controller struct {
 	wake  chan struct{} // a lease's expiry may have moved earlier
 
 	mu        sync.Mutex
+	gen       uint64              // moves on every change a decision relies on (snapshot.go)
 	cfg       Config              // Services and Headroom change on UpdateServices
 	leases    map[string]*entry   // by lease id
 	byRequest map[[32]byte]string // request id's hash → lease id, live leases
@@ -125,11 +128,19 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 // Decide answers a request: grant, throttle or deny, and for the first two a
 // new lease. The steps (docs/admission.md): validate; return the remembered
 // decision for a recent request_id; check the GPU and (MPS) daemon health;
-// max jobs; memory; then predict and search the percentage grid.
+// max jobs; memory; then predict and search the percentage grid. All but
+// the first two run on a snapshot, without the controller's lock; the
+// grant is committed only if the leases and config are still the
+// snapshot's, else the request is evaluated again (see snapshot.go).
 //
-// Errors: ErrInvalid (bad request), ErrRequestIDReused or ErrConflict (409),
+// ctx's deadline, capped by Config.DecisionTimeout, bounds the decision; if
+// it passes before the commit nothing is granted.
+//
+// Errors: ErrInvalid (bad request, or a profile the predictor cannot
+// simulate within its event cap), ErrRequestIDReused or ErrConflict (409),
 // ErrUnavailable (503; the returned Decision is then a deny whose Code says
-// which component is unhealthy), or the context's error.
+// which component is unhealthy, or CodeBusy), ErrTimeout (504), or the
+// context's error when it was cancelled.
 func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) {
 	key, err := c.validate(&req)
 	if err != nil {
@@ -140,40 +151,94 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 		f.add("token_sha256", "the SHA-256 of a lease token of at least 128 bits that the launcher drew and keeps", "none")
 		return Decision{}, f.err("request")
 	}
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
 	fp, rk := req.fingerprint(key), requestKey(req.RequestID)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.clock.Now()
-	if d, ok, err := c.idem.lookup(rk, fp, now); ok || err != nil {
-		return d, err
-	}
-	if id, ok := c.byRequest[rk]; ok {
-		return Decision{}, fmt.Errorf("%w: the request_id already holds lease %s, granted before its decision was forgotten (a restart, or more than %d recent requests); renew it with its token",
-			ErrConflict, id, c.cfg.IdempotencyMax)
-	}
-	d, err := c.decideLocked(ctx, &req, key, now)
-	if err != nil {
-		return d, err
-	}
-	if d.Outcome != Deny {
-		if d, err = c.grantLocked(ctx, &req, key, d, now); err != nil {
+	for range maxAttempts {
+		c.mu.Lock()
+		d, done, err := c.recalledLocked(rk, fp, c.clock.Now())
+		var s *snapshot
+		if !done && err == nil {
+			s = c.snapshotLocked()
+		}
+		c.mu.Unlock()
+		if done || err != nil {
+			return d, err
+		}
+		if d, err = s.eval.evaluate(ctx, &req, key, s); err != nil {
+			return d, err
+		}
+		c.mu.Lock()
+		d, done, err = c.commitLocked(ctx, s, &req, key, rk, fp, d)
+		c.mu.Unlock()
+		if done || err != nil {
 			return d, err
 		}
 	}
-	c.idem.remember(rk, fp, d, now)
-	return d.clone(), nil
+	return unavailable(CodeBusy, fmt.Sprintf("the leases or the configuration changed while each of %d evaluations in a row predicted; retry", maxAttempts))
 }
 
-// Quote is Decide without effects: no lease, no idempotency record. Every
-// sidecar answers quotes (scatter-gather), so a launcher can pick a GPU.
+// recalledLocked returns the remembered decision of a recent request_id
+// (done), ErrRequestIDReused, or ErrConflict when the request_id already
+// holds a lease whose decision was forgotten. c.mu is held.
+func (c *Controller) recalledLocked(rk, fp [32]byte, now time.Time) (Decision, bool, error) {
+	if d, ok, err := c.idem.lookup(rk, fp, now); ok || err != nil {
+		return d, true, err
+	}
+	if id, ok := c.byRequest[rk]; ok {
+		return Decision{}, true, fmt.Errorf("%w: the request_id already holds lease %s, granted before its decision was forgotten (a restart, or more than %d recent requests); renew it with its token",
+			ErrConflict, id, c.cfg.IdempotencyMax)
+	}
+	return Decision{}, false, nil
+}
+
+// commitLocked applies decision d, evaluated on s: it grants nothing once
+// ctx is done; returns the decision a concurrent request with the same
+// request_id committed meanwhile; and returns done = false, changing
+// nothing, when the leases or the config moved since s. Otherwise it
+// creates the lease of a grant or throttle and remembers the decision.
+// c.mu is held.
+func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request, key ProfileKey, rk, fp [32]byte, d Decision) (Decision, bool, error) {
+	if err := c.ctxErr("decide", ctx); err != nil {
+		return Decision{}, true, err
+	}
+	now := c.clock.Now()
+	if d, done, err := c.recalledLocked(rk, fp, now); done || err != nil {
+		return d, true, err
+	}
+	if !c.unchangedLocked(s, now) {
+		return Decision{}, false, nil
+	}
+	if d.Outcome != Deny {
+		var err error
+		if d, err = c.grantLocked(ctx, req, key, d, now); err != nil {
+			return d, true, err
+		}
+	}
+	c.idem.remember(rk, fp, d, now)
+	return d.clone(), true, nil
+}
+
+// Quote is Decide without effects: no lease, no idempotency record, no
+// commit. Every sidecar answers quotes (scatter-gather), so a launcher can
+// pick a GPU. It evaluates on a snapshot, without the lock, within ctx's
+// deadline capped by Config.DecisionTimeout; an answer ready only after the
+// deadline is ErrTimeout, as for Decide.
 func (c *Controller) Quote(ctx context.Context, req Request) (Decision, error) {
 	key, err := c.validate(&req)
 	if err != nil {
 		return Decision{}, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.decideLocked(ctx, &req, key, c.clock.Now())
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	s := c.snapshot()
+	d, err := s.eval.evaluate(ctx, &req, key, s)
+	if err == nil {
+		if err = c.ctxErr("quote", ctx); err != nil {
+			return Decision{}, err
+		}
+	}
+	return d, err
 }
 
 // unavailable returns a deny for an unhealthy component and the matching
@@ -182,8 +247,9 @@ func unavailable(code ReasonCode, msg string) (Decision, error) {
 	return Decision{Outcome: Deny, Code: code, Message: msg}, fmt.Errorf("%w: %s", ErrUnavailable, msg)
 }
 
-// decideLocked makes the decision for a valid request. c.mu is held.
-func (c *Controller) decideLocked(ctx context.Context, req *Request, key ProfileKey, now time.Time) (Decision, error) {
+// evaluate makes the decision for a valid request on snapshot s, without
+// the lock: c is s.eval, a frozen controller.
+func (c *Controller) evaluate(ctx context.Context, req *Request, key ProfileKey, s *snapshot) (Decision, error) {
 	if ok, why := c.deps.Device.Healthy(); !ok {
 		return unavailable(CodeGPUUnhealthy, "the GPU is unhealthy: "+why)
 	}
@@ -192,23 +258,22 @@ func (c *Controller) decideLocked(ctx context.Context, req *Request, key Profile
 			return unavailable(CodeDaemonUnhealthy, "the MPS daemon is unhealthy: "+why)
 		}
 	}
-	live := c.liveLocked(now)
-	if len(live) >= c.cfg.MaxJobs {
-		jobs := fmt.Sprintf("%d training jobs", len(live))
-		if len(live) == 1 {
+	if n := len(s.live); n >= c.cfg.MaxJobs {
+		jobs := fmt.Sprintf("%d training jobs", n)
+		if n == 1 {
 			jobs = "1 training job"
 		}
 		return Decision{Outcome: Deny, Code: CodeMaxJobs, Message: "the GPU already runs " + jobs +
 			", the most admission.max_jobs allows"}, nil
 	}
-	if d, denied, err := c.checkMemory(ctx, req, live, now); denied || err != nil {
+	if d, denied, err := c.checkMemory(ctx, req, s.live, s.now); denied || err != nil {
 		return d, err
 	}
 	grid := []int{100}
 	if c.cfg.Mode == predictor.ModeMPS {
 		grid = pctGrid(req.MinPct, req.MaxPct, c.cfg.PctStep)
 	}
-	others := trainersOf(live)
+	others := trainersOf(s.live)
 	results := make([][]ServicePrediction, len(grid))
 	var rmu sync.Mutex
 	trainersAt := func(i int) []Trainer {
@@ -222,10 +287,13 @@ func (c *Controller) decideLocked(ctx context.Context, req *Request, key Profile
 		return p, err
 	}
 	best, err := searchGrid(ctx, grid, c.cfg.SearchWorkers, eval, func(i int) bool { return c.known(trainersAt(i)) })
-	if err != nil {
-		if ctx.Err() != nil {
-			return Decision{}, fmt.Errorf("decide: %w", ctx.Err())
-		}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return Decision{}, c.ctxErr("decide", ctx)
+	case errors.Is(err, predictor.ErrTooManyEvents):
+		return Decision{}, tooManyEvents()
+	default:
 		return unavailable(CodePredictorUnhealthy, "the prediction failed: "+err.Error())
 	}
 	d := c.outcome(grid, best, results)
@@ -235,20 +303,30 @@ func (c *Controller) decideLocked(ctx context.Context, req *Request, key Profile
 	return d, nil
 }
 
+// tooManyEvents is the 400 of a request whose profile makes the simulation
+// exceed the predictor's event cap: the live leases and the services were
+// simulated within it before, so the new profile is what does not fit.
+func tooManyEvents() error {
+	var f fields
+	f.add("profile", fmt.Sprintf("a training profile the predictor can simulate next to the live leases within its cap of %d kernel events (fewer, longer kernels per iteration)", predictor.MaxEvents),
+		"a profile whose simulation exceeds the cap")
+	return f.err("request")
+}
+
 // checkMemory denies a job whose memory does not fit: NVML's free memory,
 // less the reserve, less the memory of leases not yet visible to NVML.
-func (c *Controller) checkMemory(ctx context.Context, req *Request, live []*entry, now time.Time) (Decision, bool, error) {
+func (c *Controller) checkMemory(ctx context.Context, req *Request, live []entry, now time.Time) (Decision, bool, error) {
 	free, err := c.deps.Device.FreeMemoryMiB(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Decision{}, true, fmt.Errorf("decide: %w", ctx.Err())
+			return Decision{}, true, c.ctxErr("decide", ctx)
 		}
 		d, err := unavailable(CodeGPUUnhealthy, "reading the GPU's free memory failed: "+err.Error())
 		return d, true, err
 	}
 	pending := 0
-	for _, e := range live {
-		if c.notYetVisible(&e.lease, now) {
+	for i := range live {
+		if e := &live[i]; c.notYetVisible(&e.lease, now) {
 			pending += e.lease.MemoryMiB
 		}
 	}
@@ -328,19 +406,28 @@ func (c *Controller) outcome(grid []int, best int, results [][]ServicePrediction
 	}
 }
 
-// grantLocked creates and stores the lease of a grant or throttle.
+// grantLocked creates and stores the lease of a grant or throttle. The
+// lease lives for its first term (Config.LeaseFirstTerm, or its own length
+// when shorter) until a renew or register extends it to its duration, so
+// that a grant nobody received (the launcher gave up waiting) frees its
+// capacity soon. c.mu is held.
 func (c *Controller) grantLocked(ctx context.Context, req *Request, key ProfileKey, d Decision, now time.Time) (Decision, error) {
 	dur := c.leaseDuration(req.LeaseSeconds)
 	l := Lease{
 		ID: rand.Text(), TokenHash: req.TokenHash, JobID: req.JobID, Owner: req.Owner, RequestHash: requestKey(req.RequestID),
 		Priority: req.Priority, Checkpointable: req.Checkpointable, Pct: d.Pct, MinPct: req.MinPct,
-		MemoryMiB: req.memoryMiB(), Processes: req.Processes, Profile: req.Profile, CreatedAt: now, ExpiresAt: now.Add(dur), Duration: dur,
+		MemoryMiB: req.memoryMiB(), Processes: req.Processes, Profile: req.Profile, CreatedAt: now,
+		ExpiresAt: now.Add(min(dur, c.cfg.LeaseFirstTerm)), Duration: dur,
 	}
 	if err := c.deps.Store.Save(ctx, &l); err != nil {
+		if ctx.Err() != nil {
+			return Decision{}, c.ctxErr("decide", ctx)
+		}
 		return unavailable(CodeStoreUnavailable, "storing the lease failed: "+err.Error())
 	}
 	c.leases[l.ID] = &entry{lease: l, key: key}
 	c.byRequest[l.RequestHash] = l.ID
+	c.changedLocked()
 	c.signal()
 	pub := l.public()
 	d.Lease, d.Env = &pub, c.Env(pub)
@@ -373,7 +460,7 @@ func (c *Controller) liveLocked(now time.Time) []*entry {
 	return out
 }
 
-func trainersOf(live []*entry) []Trainer {
+func trainersOf(live []entry) []Trainer {
 	ts := make([]Trainer, len(live))
 	for i, e := range live {
 		ts[i] = Trainer{Profile: e.lease.Profile, Key: e.key, Pct: e.lease.Pct}

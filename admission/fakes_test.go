@@ -194,6 +194,9 @@ func newHarness(t testing.TB, mode predictor.Mode, slo float64, edit func(*Confi
 		Mode:     mode,
 		Services: []ServiceSpec{{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: slo}},
 		Headroom: 0.1, MaxJobs: 4, MemoryReserveMiB: 2048, PctStep: 10, PipeDir: "/tmp/nvidia-mps",
+		// Out of the way of tests about other things: the leases they ask
+		// for are at most an hour. TestFirstTerm tests the default.
+		LeaseFirstTerm: time.Hour,
 	}
 	if edit != nil {
 		edit(&cfg)

@@ -38,7 +38,8 @@ func (c *Controller) update(ctx context.Context, op string, e *entry, l Lease) e
 }
 
 // Renew extends a live lease by its own duration from now (capped at
-// Config.LeaseMax). Errors: ErrNotFound (unknown or expired), ErrForbidden
+// Config.LeaseMax); the first renew ends a new lease's first term. It only
+// takes the lock, never waiting for a prediction. Errors: ErrNotFound (unknown or expired), ErrForbidden
 // (wrong token; nothing changes), ErrConflict (revoked, or the store moved),
 // ErrUnavailable (store down).
 func (c *Controller) Renew(ctx context.Context, leaseID, token string) (Lease, error) {
@@ -81,7 +82,9 @@ func (c *Controller) Release(ctx context.Context, leaseID, token string) error {
 // Register records the job's GPU process ids, replacing any registered
 // before (a job that restarts its workers registers the new ones). They
 // identify its MPS clients for eviction, and make its memory count through
-// NVML rather than as not-yet-visible. Errors as for Renew, and ErrInvalid
+// NVML rather than as not-yet-visible. Like a renew it extends a lease that
+// is not revoked to its full duration from now (never shortens it): the
+// launcher that registers has its grant. Errors as for Renew, and ErrInvalid
 // for bad pids (each ≥ 1, no repeats, at most the request's processes when
 // it gave a count, else MaxProcesses).
 func (c *Controller) Register(ctx context.Context, leaseID, token string, pids []int) error {
@@ -101,7 +104,8 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, err := c.auth(leaseID, token, c.clock.Now())
+	now := c.clock.Now()
+	e, err := c.auth(leaseID, token, now)
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
@@ -111,11 +115,19 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	}
 	l := e.lease.clone()
 	l.PIDs = slices.Clone(pids)
-	return c.update(ctx, "register", e, l)
+	if full := now.Add(min(l.Duration, c.cfg.LeaseMax)); !l.Revoked && full.After(l.ExpiresAt) {
+		l.ExpiresAt = full
+	}
+	if err := c.update(ctx, "register", e, l); err != nil {
+		return err
+	}
+	c.signal()
+	return nil
 }
 
 // forget drops a lease from memory. c.mu is held.
 func (c *Controller) forget(l *Lease) {
+	c.changedLocked()
 	delete(c.leases, l.ID)
 	if c.byRequest[l.RequestHash] == l.ID {
 		delete(c.byRequest, l.RequestHash)

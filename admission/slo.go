@@ -32,6 +32,15 @@ import (
 // It returns the events it published. Invalid services or headroom return
 // ErrInvalid and change nothing; a failed prediction keeps the new services
 // but changes no lease.
+//
+// The new config takes effect at once (a decision that predicted on the old
+// one does not commit). The re-evaluation predicts on a snapshot without
+// the lock and applies under it if the leases did not change meanwhile, else
+// plans again on a fresh snapshot; after maxAttempts it applies the last
+// plan to the leases it planned for that are still live. That is safe: a
+// lease granted meanwhile was decided on the new services with the planned
+// leases at their old, higher percentages, and a lease gone only frees
+// capacity.
 func (c *Controller) UpdateServices(ctx context.Context, services []ServiceSpec, headroom float64) ([]Event, error) {
 	var f fields
 	checkServices(&f, services, headroom)
@@ -41,22 +50,31 @@ func (c *Controller) UpdateServices(ctx context.Context, services []ServiceSpec,
 	c.mu.Lock()
 	c.cfg.Services = slices.Clone(services)
 	c.cfg.Headroom = headroom
-	now := c.clock.Now()
-	live := c.liveLocked(now)
-	pcts, revoked, err := c.replan(ctx, live)
-	if err != nil {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("update services: re-evaluate leases: %w", err)
-	}
-	events, serr := c.applyPlan(ctx, live, pcts, revoked, now)
+	c.changedLocked()
 	c.mu.Unlock()
-	c.signal()
-	perr := c.publish(ctx, events)
-	return events, errors.Join(serr, perr)
+	for attempt := 1; ; attempt++ {
+		s := c.snapshot()
+		pcts, revoked, err := s.eval.replan(ctx, s.live)
+		if err != nil {
+			return nil, fmt.Errorf("update services: re-evaluate leases: %w", err)
+		}
+		c.mu.Lock()
+		now := c.clock.Now()
+		if !c.unchangedLocked(s, now) && attempt < maxAttempts {
+			c.mu.Unlock()
+			continue
+		}
+		events, serr := c.applyPlan(ctx, s.live, pcts, revoked, now)
+		c.mu.Unlock()
+		c.signal()
+		perr := c.publish(ctx, events)
+		return events, errors.Join(serr, perr)
+	}
 }
 
-// replan returns each live lease's new percentage and whether it is revoked.
-func (c *Controller) replan(ctx context.Context, live []*entry) ([]int, []bool, error) {
+// replan returns each live lease's new percentage and whether it is
+// revoked. It predicts: call it on a frozen controller, without the lock.
+func (c *Controller) replan(ctx context.Context, live []entry) ([]int, []bool, error) {
 	pcts := make([]int, len(live))
 	revoked := make([]bool, len(live))
 	for i, e := range live {
@@ -108,13 +126,19 @@ func (c *Controller) replan(ctx context.Context, live []*entry) ([]int, []bool, 
 	return pcts, revoked, nil
 }
 
-// applyPlan stores the changed leases and returns their events; a lease the
-// store refuses keeps its old state and gets no event.
-func (c *Controller) applyPlan(ctx context.Context, live []*entry, pcts []int, revoked []bool, now time.Time) ([]Event, error) {
+// applyPlan stores the changed leases and returns their events; planned
+// holds the leases the plan was made for, applied by id to those still
+// live. A lease the store refuses keeps its old state and gets no event.
+// c.mu is held.
+func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int, revoked []bool, now time.Time) ([]Event, error) {
 	deadline := now.Add(c.cfg.ThrottleGrace)
 	var events []Event
 	var errs []error
-	for i, e := range live {
+	for i := range planned {
+		e, ok := c.leases[planned[i].lease.ID]
+		if !ok || !now.Before(e.lease.ExpiresAt) {
+			continue
+		}
 		l := e.lease.clone()
 		ev := Event{LeaseID: l.ID, JobID: l.JobID, Deadline: deadline, Time: now}
 		switch {
@@ -136,6 +160,7 @@ func (c *Controller) applyPlan(ctx context.Context, live []*entry, pcts []int, r
 			errs = append(errs, err)
 			continue
 		}
+		c.changedLocked()
 		events = append(events, ev)
 	}
 	return events, errors.Join(errs...)
@@ -159,22 +184,27 @@ type Status struct {
 }
 
 // Status reports health, the live leases and each service's predicted p99
-// with them. On a prediction error it returns the rest with the error.
+// with them. It predicts on a snapshot, without the lock, within ctx's
+// deadline capped by Config.DecisionTimeout. On a prediction error it
+// returns the rest with the error.
 func (c *Controller) Status(ctx context.Context) (Status, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.clock.Now()
-	st := Status{Mode: c.cfg.Mode, Daemon: Health{OK: true, Reason: "not used"}}
-	st.GPU.OK, st.GPU.Reason = c.deps.Device.Healthy()
-	if c.cfg.Mode == predictor.ModeMPS {
-		st.Daemon.OK, st.Daemon.Reason = c.deps.Daemon.Healthy()
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	s := c.snapshot()
+	fc := s.eval
+	st := Status{Mode: fc.cfg.Mode, Daemon: Health{OK: true, Reason: "not used"}}
+	st.GPU.OK, st.GPU.Reason = fc.deps.Device.Healthy()
+	if fc.cfg.Mode == predictor.ModeMPS {
+		st.Daemon.OK, st.Daemon.Reason = fc.deps.Daemon.Healthy()
 	}
-	live := c.liveLocked(now)
-	for _, e := range live {
-		st.Leases = append(st.Leases, e.lease.public())
+	for i := range s.live {
+		st.Leases = append(st.Leases, s.live[i].lease.public())
 	}
-	preds, _, err := c.predictAll(ctx, trainersOf(live))
+	preds, _, err := fc.predictAll(ctx, trainersOf(s.live))
 	if err != nil {
+		if cerr := c.ctxErr("status", ctx); cerr != nil {
+			return st, cerr
+		}
 		return st, fmt.Errorf("status: %w", err)
 	}
 	st.Services = preds

@@ -192,6 +192,7 @@ const (
 	CodeDaemonUnhealthy    ReasonCode = "daemon_unhealthy"    // unavailable: the MPS daemon is unhealthy
 	CodePredictorUnhealthy ReasonCode = "predictor_unhealthy" // unavailable: a prediction failed
 	CodeStoreUnavailable   ReasonCode = "store_unavailable"   // unavailable: the lease could not be stored
+	CodeBusy               ReasonCode = "busy"                // unavailable: the leases kept changing while the decision predicted; retry
 )
 
 // ServicePrediction is one inference service's predicted tail latency with

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -129,12 +130,12 @@ func (c *Client) call(ctx context.Context, sidecarID, endpoint string, in, out a
 	if err := ValidateSidecarID(sidecarID); err != nil {
 		return fmt.Errorf("%s: %w", endpoint, err)
 	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	msg, err := c.newMsg(ctx, EndpointSubject(sidecarID, endpoint), in)
 	if err != nil {
 		return fmt.Errorf("%s: %w", endpoint, err)
 	}
-	ctx, cancel := c.bound(ctx)
-	defer cancel()
 	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, ErrNoSidecar)
@@ -162,7 +163,9 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, c.timeout)
 }
 
-// newMsg builds a request with a JSON body and the trace context headers.
+// newMsg builds a request with a JSON body, the trace context headers and,
+// when ctx has a deadline, TimeoutHeader: the sidecar stops working on the
+// request when the caller stops waiting, and grants nothing after that.
 func (c *Client) newMsg(ctx context.Context, subject string, in any) (*nats.Msg, error) {
 	data, err := json.Marshal(in)
 	if err != nil {
@@ -171,6 +174,10 @@ func (c *Client) newMsg(ctx context.Context, subject string, in any) (*nats.Msg,
 	msg := nats.NewMsg(subject)
 	msg.Data = data
 	injectTrace(ctx, msg.Header)
+	if d, ok := ctx.Deadline(); ok {
+		ms := min(max(time.Until(d).Milliseconds(), 1), MaxTimeoutMS)
+		msg.Header.Set(TimeoutHeader, strconv.FormatInt(ms, 10))
+	}
 	return msg, nil
 }
 

@@ -23,6 +23,10 @@ const (
 	// CodeUnavailable: the sidecar is not ready (daemon, GPU or predictor
 	// unhealthy); it admits nothing new.
 	CodeUnavailable = 503
+	// CodeTimeout: the request's deadline (the caller's TimeoutHeader, or
+	// the sidecar's admission.decision_timeout) passed before the answer was
+	// ready; nothing was granted, and a retry is decided afresh.
+	CodeTimeout = 504
 )
 
 // ErrNoSidecar means no sidecar answered: nobody listens on the subject (NATS
@@ -59,6 +63,9 @@ func Conflict(desc string) *Error { return &Error{Code: CodeConflict, Descriptio
 
 // Unavailable returns a 503 error (not ready).
 func Unavailable(desc string) *Error { return &Error{Code: CodeUnavailable, Description: desc} }
+
+// Timeout returns a 504 error (the deadline passed; nothing was granted).
+func Timeout(desc string) *Error { return &Error{Code: CodeTimeout, Description: desc} }
 
 // CodeOf returns the code of the first *Error in err's chain, 500 for any
 // other error, and 0 for nil.

@@ -19,6 +19,7 @@ func TestCodeOf(t *testing.T) {
 		{"not found", NotFound("lease"), CodeNotFound},
 		{"conflict", Conflict("x"), CodeConflict},
 		{"unavailable", Unavailable("gpu"), CodeUnavailable},
+		{"timeout", Timeout("deadline"), CodeTimeout},
 		{"zero code", &Error{Description: "x"}, CodeInternal},
 		{"joined", errors.Join(errors.New("a"), NotFound("b")), CodeNotFound},
 	}

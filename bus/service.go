@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,11 +16,22 @@ import (
 // flushTimeout bounds Serve's wait for the server to have its subscriptions.
 const flushTimeout = 5 * time.Second
 
+// TimeoutHeader carries a request's deadline: the milliseconds the caller
+// will wait for the answer, from when it sent the request (Client sets it
+// on every request). The context a Handler gets ends that long after the
+// request arrived; without the header it has no deadline of its own (the
+// sidecar applies admission.decision_timeout to decisions either way).
+const TimeoutHeader = "Colocd-Timeout-Ms"
+
+// MaxTimeoutMS bounds TimeoutHeader: one hour.
+const MaxTimeoutMS = 3_600_000
+
 // Handler answers the requests of the NATS API. bus decodes each request
 // and passes a context that carries the caller's trace context (the W3C
-// traceparent header) as the remote parent. Return an *Error to choose the
-// code the client sees; any other error is a 500. micro runs the requests of
-// one endpoint one at a time.
+// traceparent header) as the remote parent and, when the caller sent
+// TimeoutHeader, its deadline. Return an *Error to choose the code the
+// client sees; any other error is a 500. micro runs the requests of one
+// endpoint one at a time.
 type Handler interface {
 	// Admit decides on a request and, for a grant or throttle, returns the
 	// lease with its token.
@@ -108,11 +121,22 @@ func (s *Service) Stop() error {
 }
 
 // handle adapts a decode-and-call function to micro: it extracts the trace
-// context, answers JSON, or puts the error into micro's error headers.
+// context and the caller's deadline, answers JSON, or puts the error into
+// micro's error headers.
 func handle(fn func(context.Context, []byte) (any, error)) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
-		ctx := extractTrace(context.Background(), nats.Header(req.Headers()))
-		out, err := fn(ctx, req.Data())
+		h := nats.Header(req.Headers())
+		ctx := extractTrace(context.Background(), h)
+		timeout, err := requestTimeout(h)
+		var out any
+		if err == nil {
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			out, err = fn(ctx, req.Data())
+		}
 		if err == nil {
 			var body []byte
 			if body, err = json.Marshal(out); err == nil {
@@ -125,6 +149,23 @@ func handle(fn func(context.Context, []byte) (any, error)) micro.Handler {
 		code, desc := wireError(err)
 		_ = req.Error(code, desc, nil)
 	})
+}
+
+// requestTimeout reads TimeoutHeader: 0 when absent, a 400 naming the
+// header when it is not a whole number of milliseconds in [1, MaxTimeoutMS].
+func requestTimeout(h nats.Header) (time.Duration, error) {
+	v := h.Get(TimeoutHeader)
+	if v == "" {
+		return 0, nil
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || ms < 1 || ms > MaxTimeoutMS {
+		if len(v) > 32 {
+			v = v[:32] + "…"
+		}
+		return 0, BadRequest(fmt.Sprintf("header %s: want the milliseconds the caller waits, in [1, %d], got %q", TimeoutHeader, MaxTimeoutMS, v))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 var emptyObject = json.RawMessage("{}")

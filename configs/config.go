@@ -194,6 +194,10 @@ type Admission struct {
 	MemoryReserveMiB int `mapstructure:"memory_reserve_mib"`
 	// PctStep is the granularity of granted active-thread percentages.
 	PctStep int `mapstructure:"pct_step"`
+	// DecisionTimeout caps how long one decision (admit, quote) or status
+	// may take, whatever deadline the caller sent; past it the request is
+	// a 504 and nothing is granted.
+	DecisionTimeout time.Duration `mapstructure:"decision_timeout"`
 	// Lease bounds lease durations.
 	Lease Lease `mapstructure:"lease"`
 }
@@ -204,6 +208,10 @@ type Lease struct {
 	Default time.Duration `mapstructure:"default"`
 	// Max caps the duration a request may ask for.
 	Max time.Duration `mapstructure:"max"`
+	// FirstTerm is how long a new lease lives until its first renew or
+	// register extends it to its full duration, so that a grant nobody
+	// received frees its capacity soon.
+	FirstTerm time.Duration `mapstructure:"first_term"`
 }
 
 // Telemetry configures the HTTP endpoints and tracing.
@@ -263,7 +271,8 @@ func Default() Config {
 			MaxJobs:          4,
 			MemoryReserveMiB: 2048,
 			PctStep:          5,
-			Lease:            Lease{Default: 5 * time.Minute, Max: time.Hour},
+			DecisionTimeout:  5 * time.Second,
+			Lease:            Lease{Default: 5 * time.Minute, Max: time.Hour, FirstTerm: time.Minute},
 		},
 		Telemetry: Telemetry{HTTP: "127.0.0.1:9464", Tracing: TracingNone},
 	}

@@ -305,6 +305,12 @@ func (c *Config) checkAdmission(ck *checker) {
 	case a.Lease.Max > 0 && a.Lease.Default > a.Lease.Max:
 		ck.add("admission.lease.default", fmt.Sprintf("a duration at most admission.lease.max (%v)", a.Lease.Max), a.Lease.Default.String())
 	}
+	if a.Lease.FirstTerm < time.Second {
+		ck.add("admission.lease.first_term", "a duration of at least 1s", a.Lease.FirstTerm.String())
+	}
+	if a.DecisionTimeout < time.Second || a.DecisionTimeout > 10*time.Minute {
+		ck.add("admission.decision_timeout", "a duration from 1s to 10m", a.DecisionTimeout.String())
+	}
 }
 
 func printable(s string, maxLen int) bool {

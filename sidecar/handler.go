@@ -42,6 +42,10 @@ func busError(err error) error {
 		return bus.NotFound(err.Error())
 	case errors.Is(err, admission.ErrConflict):
 		return bus.Conflict(err.Error())
+	case errors.Is(err, admission.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		// Before ErrUnavailable: a lease store call that ran out of the
+		// caller's time is a timeout, not an unhealthy store.
+		return bus.Timeout(err.Error())
 	case errors.Is(err, admission.ErrUnavailable):
 		return bus.Unavailable(err.Error())
 	}
@@ -120,6 +124,8 @@ func (h *handler) profile(ctx context.Context, r *bus.AdmitRequest) (parsedProfi
 			return parsedProfile{}, bus.NotFound(err.Error())
 		case errors.Is(err, bus.ErrProfileTooLarge), errors.Is(err, bus.ErrProfileCorrupt):
 			return parsedProfile{}, bus.BadRequest(err.Error())
+		case err != nil && ctx.Err() != nil:
+			return parsedProfile{}, bus.Timeout("profile_ref " + r.ProfileRef + ": the request's deadline passed while the profile was read: " + err.Error())
 		case err != nil:
 			return parsedProfile{}, bus.Unavailable(err.Error())
 		}

@@ -1,0 +1,117 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Decisions never predict under c.mu: a cold prediction takes from
+// milliseconds to seconds, and renew, release, register and expiry must not
+// wait for it. As nomad's plan/apply does, a decision is made in two steps
+// (docs/admission.md):
+//
+//  1. evaluate: under the lock copy what a decision relies on (a snapshot:
+//     the config and the live leases, at the controller's generation), then
+//     without the lock check health, max_jobs and memory and predict;
+//  2. commit: under the lock again, grant only if the generation is the
+//     snapshot's and the same leases are live; otherwise evaluate again on
+//     a fresh snapshot, at most maxAttempts times in all.
+//
+// The generation counts every change to what a prediction or a constraint
+// reads: a lease granted, released, expired, throttled or revoked, and a
+// config change (UpdateServices). Renew and register do not move it: an
+// expiry or PIDs change neither the trainers nor the job count, and PIDs
+// only make memory that was counted as not yet visible count through NVML.
+// Leases also leave the live set by time alone, before Run forgets them, so
+// the commit compares the live lease ids too.
+
+// maxAttempts bounds the evaluations of one admit whose snapshot keeps
+// going stale (the lease set or the config changed while it predicted);
+// after the last one the admit is a 503 with CodeBusy.
+const maxAttempts = 3
+
+// ErrTimeout: the request's deadline (the caller's, or
+// Config.DecisionTimeout, whichever comes first) passed before the decision
+// was made (504). Nothing was granted or remembered: a retry with the same
+// request_id decides afresh.
+var ErrTimeout = errors.New("decision deadline exceeded")
+
+// snapshot is what one evaluation relies on, copied under c.mu.
+type snapshot struct {
+	gen  uint64
+	now  time.Time
+	live []entry // copies of the live leases, oldest first
+	// eval is a controller frozen at the snapshot's config (see frozen):
+	// the evaluation's methods run on it, never on the live controller.
+	eval *Controller
+}
+
+// snapshotLocked copies the config and the live leases. c.mu is held.
+func (c *Controller) snapshotLocked() *snapshot {
+	now := c.clock.Now()
+	live := c.liveLocked(now)
+	s := &snapshot{gen: c.gen, now: now, live: make([]entry, len(live)), eval: c.frozen()}
+	for i, e := range live {
+		s.live[i] = entry{lease: e.lease.clone(), key: e.key}
+	}
+	return s
+}
+
+// snapshot is snapshotLocked for a caller without the lock.
+func (c *Controller) snapshot() *snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.snapshotLocked()
+}
+
+// frozen returns a controller that holds only a copy of c's config and its
+// dependencies: no leases, no lock in use. The decision's methods (limits,
+// messages, predictions) read c.cfg, which UpdateServices changes under
+// c.mu; on the frozen copy they read the snapshot's config without the lock.
+// c.mu is held.
+func (c *Controller) frozen() *Controller {
+	return &Controller{deps: c.deps, clock: c.clock, log: c.log, cfg: c.cfg}
+}
+
+// unchangedLocked reports whether the config and the live leases at now are
+// still those of s. c.mu is held.
+func (c *Controller) unchangedLocked(s *snapshot, now time.Time) bool {
+	if c.gen != s.gen {
+		return false
+	}
+	live := c.liveLocked(now)
+	if len(live) != len(s.live) {
+		return false
+	}
+	for i, e := range live {
+		if e.lease.ID != s.live[i].lease.ID {
+			return false
+		}
+	}
+	return true
+}
+
+// changedLocked records a change to the lease set or the config. c.mu is held.
+func (c *Controller) changedLocked() { c.gen++ }
+
+// withDeadline bounds ctx by Config.DecisionTimeout (the caller's own
+// deadline wins when it is earlier).
+func (c *Controller) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.DecisionTimeout)
+}
+
+// ctxErr returns nil while ctx is live; once it is done, ErrTimeout for a
+// deadline and the context's error otherwise (the caller went away).
+func (c *Controller) ctxErr(op string, ctx context.Context) error {
+	err := ctx.Err()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w: no decision before the caller's deadline or admission.decision_timeout (%s); nothing was granted",
+			op, ErrTimeout, c.cfg.DecisionTimeout)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
