@@ -96,6 +96,49 @@ func (c *Client) PutProfile(ctx context.Context, raw []byte) (string, error) {
 	return st.Put(ctx, raw)
 }
 
+// UploadProfile adds a training profile's bytes to the profile store
+// through a sidecar, which checks that they are a valid profile and stores
+// them with its own identity, and returns the reference to send as
+// AdmitRequest.ProfileRef. It is the way to send a large profile by
+// reference for a launcher that may not write the store (the embedded
+// server's launchers). The bytes go in chunks that fit in a message; an
+// upload of a profile the sidecar already holds ends after the first.
+func (c *Client) UploadProfile(ctx context.Context, sidecarID string, raw []byte) (string, error) {
+	if err := ValidateSidecarID(sidecarID); err != nil {
+		return "", fmt.Errorf("upload profile: %w", err)
+	}
+	if len(raw) == 0 || uint64(len(raw)) > maxProfileBytes {
+		return "", fmt.Errorf("upload profile: %d bytes: want 1 to %d: %w", len(raw), maxProfileBytes, ErrProfileTooLarge)
+	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	ref, size := ProfileRef(raw), strconv.Itoa(len(raw))
+	// Room for the headers and the reply subject in each message.
+	chunk := ProfileChunkBytes
+	if mp := int(c.nc.MaxPayload()); mp > 0 && chunk > mp-4096 {
+		chunk = max(mp-4096, 1024)
+	}
+	for off := 0; ; {
+		msg := c.rawMsg(ctx, EndpointSubject(sidecarID, EndpointProfile), raw[off:min(off+chunk, len(raw))])
+		msg.Header.Set(HeaderProfileRef, ref)
+		msg.Header.Set(HeaderProfileSize, size)
+		msg.Header.Set(HeaderProfileOffset, strconv.Itoa(off))
+		var up ProfileUpload
+		if err := c.roundTrip(ctx, sidecarID, EndpointProfile, msg, &up); err != nil {
+			return "", fmt.Errorf("upload profile %s at offset %d: %w", ref, off, err)
+		}
+		switch {
+		case up.ProfileRef == ref:
+			return ref, nil
+		case up.ProfileRef != "":
+			return "", fmt.Errorf("upload profile %s: the sidecar stored it as %q", ref, clip(up.ProfileRef))
+		case up.Received <= off || up.Received >= len(raw):
+			return "", fmt.Errorf("upload profile %s: the sidecar holds %d bytes after a chunk at offset %d of %d", ref, up.Received, off, len(raw))
+		}
+		off = up.Received
+	}
+}
+
 // Renew extends a lease and returns it with its new expiry.
 func (c *Client) Renew(ctx context.Context, sidecarID string, ref *LeaseRef) (*Lease, error) {
 	var l Lease
@@ -136,6 +179,12 @@ func (c *Client) call(ctx context.Context, sidecarID, endpoint string, in, out a
 	if err != nil {
 		return fmt.Errorf("%s: %w", endpoint, err)
 	}
+	return c.roundTrip(ctx, sidecarID, endpoint, msg, out)
+}
+
+// roundTrip sends msg to a sidecar's endpoint and decodes the answer into
+// out (nil: the answer is ignored).
+func (c *Client) roundTrip(ctx context.Context, sidecarID, endpoint string, msg *nats.Msg, out any) error {
 	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, ErrNoSidecar)
@@ -171,6 +220,11 @@ func (c *Client) newMsg(ctx context.Context, subject string, in any) (*nats.Msg,
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
+	return c.rawMsg(ctx, subject, data), nil
+}
+
+// rawMsg is newMsg for a body that is already bytes.
+func (c *Client) rawMsg(ctx context.Context, subject string, data []byte) *nats.Msg {
 	msg := nats.NewMsg(subject)
 	msg.Data = data
 	injectTrace(ctx, msg.Header)
@@ -178,7 +232,7 @@ func (c *Client) newMsg(ctx context.Context, subject string, in any) (*nats.Msg,
 		ms := min(max(time.Until(d).Milliseconds(), 1), MaxTimeoutMS)
 		msg.Header.Set(TimeoutHeader, strconv.FormatInt(ms, 10))
 	}
-	return msg, nil
+	return msg
 }
 
 // responseError returns the *Error carried in micro's error headers, or nil.

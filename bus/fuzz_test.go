@@ -107,3 +107,35 @@ func FuzzParseTokenSHA256(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseProfileChunk: any chunk headers and body either parse or are a 400
+// naming a header, and a reassembler fed parsed chunks never holds more
+// than the size the upload declared, nor returns bytes that do not hash to
+// the reference.
+func FuzzParseProfileChunk(f *testing.F) {
+	f.Add("sha256:"+strings.Repeat("0", 64), "10", "0", []byte("0123456789"))
+	f.Add(ProfileRef([]byte("abc")), "3", "0", []byte("abc"))
+	f.Add(ProfileRef([]byte("abc")), "3", "1", []byte("bc"))
+	f.Add("sha256:x", "-1", "9999999999999999999", []byte{})
+	f.Add(ProfileRef([]byte("abc")), " 3", "+0", []byte("abcd"))
+	f.Fuzz(func(t *testing.T, ref, size, offset string, data []byte) {
+		c, err := ParseProfileChunk(map[string][]string{HeaderProfileRef: {ref}, HeaderProfileSize: {size}, HeaderProfileOffset: {offset}}, data)
+		if err != nil {
+			if CodeOf(err) != CodeBadRequest || !strings.Contains(err.Error(), "Colocd-Profile-") && !strings.Contains(err.Error(), "profile chunk") {
+				t.Fatalf("error %v (code %d): want a 400 naming the header", err, CodeOf(err))
+			}
+			return
+		}
+		u := NewProfileUploads(nil)
+		n, raw, err := u.Add(c)
+		if err != nil {
+			if code := CodeOf(err); code != CodeBadRequest && code != CodeConflict {
+				t.Fatalf("add: %v (code %d)", err, code)
+			}
+			return
+		}
+		if n > c.Size || (raw != nil && ProfileRef(raw) != c.Ref) {
+			t.Fatalf("received %d of %d; whole %d bytes for %s", n, c.Size, len(raw), c.Ref)
+		}
+	})
+}

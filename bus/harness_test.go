@@ -132,6 +132,16 @@ func (f *fakeHandler) Register(ctx context.Context, req *RegisterRequest) error 
 	return nil
 }
 
+func (f *fakeHandler) HasProfile(ctx context.Context, ref string) (bool, error) {
+	f.record(ctx, "has-profile", ref)
+	return false, nil
+}
+
+func (f *fakeHandler) PutProfile(ctx context.Context, raw []byte) (string, error) {
+	f.record(ctx, "put-profile", len(raw))
+	return ProfileRef(raw), nil
+}
+
 func (f *fakeHandler) Status(ctx context.Context) (*Status, error) {
 	f.record(ctx, "status", nil)
 	return &Status{

@@ -27,6 +27,8 @@ const (
 	EndpointRelease  = "release"
 	EndpointRegister = "register"
 	EndpointStatus   = "status"
+	// EndpointProfile takes a profile upload in chunks (upload.go).
+	EndpointProfile = "profile"
 	// EndpointQuote is served on QuoteSubject, not under the sidecar's id.
 	EndpointQuote = "quote"
 )

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -69,8 +70,14 @@ const MaxProfileBytes = 16 << 20
 var maxProfileBytes uint64 = MaxProfileBytes
 
 // ProfileStoreMaxBytes bounds the whole profile bucket: a put that would
-// pass it is refused until old profiles are purged.
+// pass it is refused until old profiles age out.
 const ProfileStoreMaxBytes = 1 << 30
+
+// ProfileStoreMaxAge is how long a profile stays in the bucket after it
+// was last written. A put of a profile written more than half of that ago
+// writes it again, which restarts its age, so a profile in use (a lease
+// stores its profile on every renew) stays; one nobody uses ages out.
+const ProfileStoreMaxAge = 7 * 24 * time.Hour
 
 // ProfileStore is the profile bucket. Objects are named by their reference,
 // so a put is idempotent and a get checks what it read against the name.
@@ -79,9 +86,9 @@ type ProfileStore struct {
 }
 
 // OpenProfileStore binds to ProfileBucket, creating it (file storage,
-// replicas copies, at most ProfileStoreMaxBytes) or bringing an existing
-// one to that size limit; a caller not allowed to change the bucket binds
-// to it as it is.
+// replicas copies, at most ProfileStoreMaxBytes, objects kept for
+// ProfileStoreMaxAge) or bringing an existing one to those limits; a caller
+// not allowed to change the bucket binds to it as it is.
 func OpenProfileStore(ctx context.Context, js jetstream.JetStream, replicas int) (*ProfileStore, error) {
 	os, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      ProfileBucket,
@@ -89,6 +96,7 @@ func OpenProfileStore(ctx context.Context, js jetstream.JetStream, replicas int)
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
 		MaxBytes:    ProfileStoreMaxBytes,
+		TTL:         ProfileStoreMaxAge,
 	})
 	if err != nil {
 		if bound, berr := js.ObjectStore(ctx, ProfileBucket); berr == nil {
@@ -99,22 +107,40 @@ func OpenProfileStore(ctx context.Context, js jetstream.JetStream, replicas int)
 	return &ProfileStore{os: os}, nil
 }
 
-// Put stores raw under its reference, unless it is already there, and
-// returns the reference.
+// Put stores raw under its reference, unless it is already there and was
+// written less than half of ProfileStoreMaxAge ago, and returns the
+// reference.
 func (s *ProfileStore) Put(ctx context.Context, raw []byte) (string, error) {
 	ref := ProfileRef(raw)
 	if uint64(len(raw)) > maxProfileBytes {
 		return "", fmt.Errorf("put profile %s: %d bytes: want at most %d: %w", ref, len(raw), maxProfileBytes, ErrProfileTooLarge)
 	}
-	if _, err := s.os.GetInfo(ctx, ref); err == nil {
+	if info, err := s.os.GetInfo(ctx, ref); err == nil && time.Since(info.ModTime) < ProfileStoreMaxAge/2 {
 		return ref, nil
-	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
+	} else if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return "", fmt.Errorf("put profile %s: %w", ref, err)
 	}
 	if _, err := s.os.PutBytes(ctx, ref, raw); err != nil {
 		return "", fmt.Errorf("put profile %s: %w", ref, err)
 	}
 	return ref, nil
+}
+
+// Has reports whether the bucket holds a profile named ref that was
+// written less than half of ProfileStoreMaxAge ago (an older one is due to
+// be written again).
+func (s *ProfileStore) Has(ctx context.Context, ref string) (bool, error) {
+	if _, err := ParseProfileRef(ref); err != nil {
+		return false, err
+	}
+	info, err := s.os.GetInfo(ctx, ref)
+	switch {
+	case errors.Is(err, jetstream.ErrObjectNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("profile %s: %w", ref, err)
+	}
+	return time.Since(info.ModTime) < ProfileStoreMaxAge/2, nil
 }
 
 // Get returns the bytes of the profile ref names: ErrProfileNotFound when

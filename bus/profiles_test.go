@@ -23,6 +23,14 @@ func TestProfileStore(t *testing.T) {
 	if _, err := OpenProfileStore(ctx, js, 1); err != nil { // a second sidecar binds to the same bucket
 		t.Fatalf("reopen: %v", err)
 	}
+	// The bucket is bounded in size and age.
+	str, err := js.Stream(ctx, "OBJ_"+ProfileBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := str.CachedInfo().Config; cfg.MaxBytes != ProfileStoreMaxBytes || cfg.MaxAge != ProfileStoreMaxAge {
+		t.Errorf("bucket limits: %d bytes, age %v; want %d, %v", cfg.MaxBytes, cfg.MaxAge, ProfileStoreMaxBytes, ProfileStoreMaxAge)
+	}
 	raw := []byte(`{"format":"colocd.profile/v1","name":"p","kind":"training","summary":{"iteration_ms":10,"gpu_util":0.5}}`)
 	ref, err := st.Put(ctx, raw)
 	if err != nil {
@@ -33,6 +41,12 @@ func TestProfileStore(t *testing.T) {
 	}
 	if again, err := st.Put(ctx, raw); err != nil || again != ref {
 		t.Fatalf("second put: %q, %v", again, err)
+	}
+	if ok, err := st.Has(ctx, ref); !ok || err != nil {
+		t.Errorf("has a profile just put: %v, %v", ok, err)
+	}
+	if ok, err := st.Has(ctx, ProfileRef([]byte("never put"))); ok || err != nil {
+		t.Errorf("has a profile never put: %v, %v", ok, err)
 	}
 	got, err := st.Get(ctx, ref)
 	if err != nil || string(got) != string(raw) {

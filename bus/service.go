@@ -46,18 +46,26 @@ type Handler interface {
 	Register(ctx context.Context, req *RegisterRequest) error
 	// Status reports the sidecar's state; lease tokens are stripped.
 	Status(ctx context.Context) (*Status, error)
+	// HasProfile reports whether the profile store holds the profile ref
+	// names, so that an upload of it can stop at its first chunk.
+	HasProfile(ctx context.Context, ref string) (bool, error)
+	// PutProfile checks that raw, a whole uploaded profile whose bytes hash
+	// to its reference, is a valid profile, and stores it with the
+	// sidecar's identity; it returns the reference.
+	PutProfile(ctx context.Context, raw []byte) (string, error)
 }
 
 // Service is one sidecar's instance of the colocd micro service.
 type Service struct {
-	id  string
-	h   Handler
-	svc micro.Service
+	id      string
+	h       Handler
+	svc     micro.Service
+	uploads *ProfileUploads
 }
 
 // Serve registers the micro service "colocd" (version must be SemVer) on nc
-// with the endpoints colocd.v1.<id>.{admit,renew,release,register,status},
-// served by this sidecar only, and colocd.v1.quote, answered by every
+// with the endpoints colocd.v1.<id>.{admit,renew,release,register,status,
+// profile}, served by this sidecar only, and colocd.v1.quote, answered by every
 // sidecar (no queue group). The service's metadata carries the sidecar id.
 // When nc is connected, the endpoints are reachable once Serve returns.
 // Set nc's own handlers before calling Serve: micro chains them.
@@ -77,18 +85,19 @@ func Serve(nc *nats.Conn, id, version string, h Handler) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: add service: %w", err)
 	}
-	s := &Service{id: id, h: h, svc: svc}
+	s := &Service{id: id, h: h, svc: svc, uploads: NewProfileUploads(nil)}
 	endpoints := []struct {
 		name, subject string
-		fn            func(context.Context, []byte) (any, error)
+		fn            func(context.Context, micro.Request) (any, error)
 		opts          []micro.EndpointOpt
 	}{
-		{EndpointAdmit, EndpointSubject(id, EndpointAdmit), s.admit, nil},
-		{EndpointRenew, EndpointSubject(id, EndpointRenew), s.renew, nil},
-		{EndpointRelease, EndpointSubject(id, EndpointRelease), s.release, nil},
-		{EndpointRegister, EndpointSubject(id, EndpointRegister), s.register, nil},
-		{EndpointStatus, EndpointSubject(id, EndpointStatus), s.status, nil},
-		{EndpointQuote, QuoteSubject, s.quote, []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
+		{EndpointAdmit, EndpointSubject(id, EndpointAdmit), body(s.admit), nil},
+		{EndpointRenew, EndpointSubject(id, EndpointRenew), body(s.renew), nil},
+		{EndpointRelease, EndpointSubject(id, EndpointRelease), body(s.release), nil},
+		{EndpointRegister, EndpointSubject(id, EndpointRegister), body(s.register), nil},
+		{EndpointStatus, EndpointSubject(id, EndpointStatus), body(s.status), nil},
+		{EndpointProfile, EndpointSubject(id, EndpointProfile), s.profile, nil},
+		{EndpointQuote, QuoteSubject, body(s.quote), []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
 	}
 	for _, ep := range endpoints {
 		opts := append([]micro.EndpointOpt{micro.WithEndpointSubject(ep.subject)}, ep.opts...)
@@ -123,7 +132,7 @@ func (s *Service) Stop() error {
 // handle adapts a decode-and-call function to micro: it extracts the trace
 // context and the caller's deadline, answers JSON, or puts the error into
 // micro's error headers.
-func handle(fn func(context.Context, []byte) (any, error)) micro.Handler {
+func handle(fn func(context.Context, micro.Request) (any, error)) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		h := nats.Header(req.Headers())
 		ctx := extractTrace(context.Background(), h)
@@ -135,7 +144,7 @@ func handle(fn func(context.Context, []byte) (any, error)) micro.Handler {
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			out, err = fn(ctx, req.Data())
+			out, err = fn(ctx, req)
 		}
 		if err == nil {
 			var body []byte
@@ -149,6 +158,11 @@ func handle(fn func(context.Context, []byte) (any, error)) micro.Handler {
 		code, desc := wireError(err)
 		_ = req.Error(code, desc, nil)
 	})
+}
+
+// body adapts an endpoint that reads only the request's body.
+func body(fn func(context.Context, []byte) (any, error)) func(context.Context, micro.Request) (any, error) {
+	return func(ctx context.Context, req micro.Request) (any, error) { return fn(ctx, req.Data()) }
 }
 
 // requestTimeout reads TimeoutHeader: 0 when absent, a 400 naming the
@@ -261,4 +275,31 @@ func (s *Service) status(ctx context.Context, data []byte) (any, error) {
 		out.Leases[i] = l
 	}
 	return &out, nil
+}
+
+// profile takes one chunk of a profile upload (upload.go). Its first chunk
+// ends the upload at once when the sidecar already holds the profile; the
+// last one has the handler check and store the whole profile.
+func (s *Service) profile(ctx context.Context, req micro.Request) (any, error) {
+	c, err := ParseProfileChunk(req.Headers(), req.Data())
+	if err != nil {
+		return nil, err
+	}
+	if c.Offset == 0 {
+		if ok, err := s.h.HasProfile(ctx, c.Ref); err != nil {
+			return nil, err
+		} else if ok {
+			s.uploads.Forget(c.Ref)
+			return &ProfileUpload{Received: c.Size, ProfileRef: c.Ref}, nil
+		}
+	}
+	n, raw, err := s.uploads.Add(c)
+	if err != nil || raw == nil {
+		return &ProfileUpload{Received: n}, err
+	}
+	ref, err := s.h.PutProfile(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	return &ProfileUpload{Received: n, ProfileRef: ref}, nil
 }

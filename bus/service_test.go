@@ -393,6 +393,7 @@ func TestDiscovery(t *testing.T) {
 			"colocd.v1." + id + ".release":  "q",
 			"colocd.v1." + id + ".register": "q",
 			"colocd.v1." + id + ".status":   "q",
+			"colocd.v1." + id + ".profile":  "q",
 			"colocd.v1.quote":               "", // no queue group: every sidecar answers
 		}
 		if !reflect.DeepEqual(got, want) {

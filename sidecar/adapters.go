@@ -132,8 +132,20 @@ type kvStore struct {
 
 	mu   sync.Mutex
 	kv   *bus.KV
-	refs map[*predictor.Profile]string // profiles already in profs (parsed profiles are immutable)
+	refs map[*predictor.Profile]storedRef // profiles already in profs (parsed profiles are immutable)
 }
+
+// storedRef is where a lease's profile is: ref "" for inline, else its
+// reference in the profile store, last put at (zero: not by this process).
+type storedRef struct {
+	ref string
+	at  time.Time
+}
+
+// refreshAfter is how often a lease's record puts its profile again: the
+// put restarts the profile's age only once that is past half of
+// bus.ProfileStoreMaxAge, so a profile in use never ages out.
+const refreshAfter = bus.ProfileStoreMaxAge / 4
 
 // record is the stored form of l, with a large profile put in the profile
 // store and named by reference.
@@ -141,27 +153,23 @@ func (s *kvStore) record(ctx context.Context, l *admission.Lease) ([]byte, error
 	sl := toStored(l)
 	if s.profs != nil && l.Profile != nil {
 		s.mu.Lock()
-		ref, ok := s.refs[l.Profile]
+		sr, ok := s.refs[l.Profile]
 		s.mu.Unlock()
-		if !ok {
+		if !ok || (sr.ref != "" && time.Since(sr.at) > refreshAfter) {
 			raw, err := json.Marshal(l.Profile)
 			if err != nil {
 				return nil, err
 			}
+			sr = storedRef{at: time.Now()}
 			if len(raw) > inlineProfileMax {
-				if ref, err = s.profs.Put(ctx, raw); err != nil {
+				if sr.ref, err = s.profs.Put(ctx, raw); err != nil {
 					return nil, err
 				}
 			}
-			s.mu.Lock()
-			if s.refs == nil || len(s.refs) >= 1024 {
-				s.refs = map[*predictor.Profile]string{} // bounded: start over
-			}
-			s.refs[l.Profile] = ref
-			s.mu.Unlock()
+			s.remember(l.Profile, sr)
 		}
-		if ref != "" {
-			sl.Profile, sl.ProfileRef = nil, ref
+		if sr.ref != "" {
+			sl.Profile, sl.ProfileRef = nil, sr.ref
 		}
 	}
 	return json.Marshal(sl)
@@ -266,13 +274,18 @@ func (s *kvStore) loadProfile(ctx context.Context, ref string) (*predictor.Profi
 	if err != nil {
 		return nil, fmt.Errorf("profile_ref %s: %w", ref, err)
 	}
-	s.mu.Lock()
-	if s.refs == nil {
-		s.refs = map[*predictor.Profile]string{}
-	}
-	s.refs[p] = ref
-	s.mu.Unlock()
+	s.remember(p, storedRef{ref: ref})
 	return p, nil
+}
+
+// remember notes where p is stored.
+func (s *kvStore) remember(p *predictor.Profile, sr storedRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refs == nil || len(s.refs) >= 1024 {
+		s.refs = map[*predictor.Profile]storedRef{} // bounded: start over
+	}
+	s.refs[p] = sr
 }
 
 // clipID bounds what a log quotes of an untrusted id.

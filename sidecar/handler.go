@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -265,6 +266,43 @@ func (h *handler) Register(ctx context.Context, r *bus.RegisterRequest) error {
 	return h.leaseCall(ctx, "colocd.register", r.LeaseID, func(ctx context.Context) error {
 		return h.s.adm.Register(ctx, r.LeaseID, r.Token, r.PIDs)
 	})
+}
+
+// HasProfile reports whether the profile store holds ref (and it is not due
+// to be written again).
+func (h *handler) HasProfile(ctx context.Context, ref string) (bool, error) {
+	if h.s.profs == nil {
+		return false, bus.Unavailable("profile upload: the sidecar has no profile store")
+	}
+	ok, err := h.s.profs.Has(ctx, ref)
+	if err != nil {
+		return false, bus.Unavailable(err.Error())
+	}
+	return ok, nil
+}
+
+// PutProfile stores an uploaded profile after checking it is one: a
+// launcher's upload can add a valid, bounded profile and nothing else. The
+// parsed profile is kept, as for an admit that sent it.
+func (h *handler) PutProfile(ctx context.Context, raw []byte) (string, error) {
+	if h.s.profs == nil {
+		return "", bus.Unavailable("profile upload: the sidecar has no profile store")
+	}
+	pp, err := h.profiles.parse(sha256.Sum256(raw), raw)
+	if err != nil {
+		return "", bus.BadRequest("profile upload: " + err.Error())
+	}
+	if pp.p.Kind != predictor.KindTraining {
+		return "", bus.BadRequest(fmt.Sprintf("profile upload: kind: want %q, got %q", predictor.KindTraining, pp.p.Kind))
+	}
+	ref, err := h.s.profs.Put(ctx, raw)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", bus.Timeout("profile upload: the request's deadline passed while the profile was stored: " + err.Error())
+		}
+		return "", bus.Unavailable(err.Error())
+	}
+	return ref, nil
 }
 
 func (h *handler) Status(ctx context.Context) (*bus.Status, error) {

@@ -173,7 +173,7 @@ func (f *admitFlags) prepare(cmd *cobra.Command, lf *launcherFlags, needSidecar 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := sendProfile(cmd.Context(), client, &f.req, f.sendMode, cmd.ErrOrStderr()); err != nil {
+	if err := sendProfile(cmd.Context(), client, lf.sidecar, &f.req, f.sendMode, cmd.ErrOrStderr()); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
@@ -189,7 +189,7 @@ func (f *admitFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&req.Job.Owner, "owner", os.Getenv("USER"), "who runs the job")
 	fs.IntVar(&req.Job.Priority, "priority", 0, "job priority")
 	fs.StringVar(profilePath, "profile", "", "the job's training profile, colocd.profile/v1 (required)")
-	fs.StringVar(sendMode, "send-profile", sendAuto, "how the profile travels: inline (in the request), ref (put once in the colocd_profiles object store, then named by its sha256), or auto (ref only when the profile would not fit in one message)")
+	fs.StringVar(sendMode, "send-profile", sendAuto, "how the profile travels: inline (in the request), ref (uploaded through the sidecar, or with no --sidecar put in the colocd_profiles object store, then named by its sha256), or auto (ref only when the profile would not fit in one message)")
 	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "GPU memory the job needs, MiB")
 	fs.IntVar(&req.Processes, "processes", 1, "GPU processes the job starts")
 	fs.IntVar(&req.Compute.MinPct, "min-pct", 10, "lowest MPS active-thread percentage the job accepts")
@@ -206,28 +206,34 @@ const (
 )
 
 // refAbove is the size above which auto sends a profile by reference: when
-// it would not fit in one message beside the rest of the request. Writing
-// the profile store takes permissions a launcher may not have (the embedded
-// server gives launchers none), so auto uses it only when it must.
+// it would not fit in one message beside the rest of the request.
 func refAbove(c *bus.Client) int {
 	return int(c.MaxPayload()) * 3 / 4
 }
 
-// sendProfile replaces the inline profile by a reference to the object
-// store when mode says so. In auto mode a store that cannot be written
-// (no JetStream, no permission) is not an error: the profile goes inline,
-// as it always could, and warn says why.
-func sendProfile(ctx context.Context, c *bus.Client, req *bus.AdmitRequest, mode string, warn io.Writer) error {
+// sendProfile replaces the inline profile by a reference when mode says
+// so: uploaded through the sidecar asked (which checks and stores it; any
+// launcher may), or, with no sidecar named (a quote to all), put in the
+// object store directly (a launcher identity allowed to write it). In auto
+// mode a failure is not an error: the profile goes inline, as it always
+// could, and warn says why.
+func sendProfile(ctx context.Context, c *bus.Client, sidecar string, req *bus.AdmitRequest, mode string, warn io.Writer) error {
 	if mode == sendInline || (mode == sendAuto && len(req.Profile) <= refAbove(c)) {
 		return nil
 	}
-	ref, err := c.PutProfile(ctx, req.Profile)
+	var ref string
+	var err error
+	if sidecar != "" {
+		ref, err = c.UploadProfile(ctx, sidecar, req.Profile)
+	} else {
+		ref, err = c.PutProfile(ctx, req.Profile)
+	}
 	if err != nil && mode == sendAuto && ctx.Err() == nil {
-		fmt.Fprintf(warn, "colocd: sending the profile inline: %v\n", err)
+		fmt.Fprintf(warn, "colocd: sending the profile inline: %v\n", describeBusError(err))
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("--send-profile %s: %w", mode, err)
+		return fmt.Errorf("--send-profile %s: %w", mode, describeBusError(err))
 	}
 	req.Profile, req.ProfileRef = nil, ref
 	return nil
@@ -309,6 +315,7 @@ func newQuoteCmd() *cobra.Command {
 		},
 	}
 	lf.register(cmd, false)
+	cmd.Flags().StringVar(&lf.sidecar, "sidecar", os.Getenv(envSidecar), "the sidecar a profile sent by reference is uploaded through (env "+envSidecar+"); the quote still asks every sidecar. Without it, ref puts the profile in the object store directly")
 	af.register(cmd)
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to collect answers")
 	return cmd

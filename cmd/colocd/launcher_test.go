@@ -86,7 +86,9 @@ func TestLauncherCommands(t *testing.T) {
 		t.Errorf("renew after release: %v, want a 404", err)
 	}
 	// The 200 KB profile fits in a message, so auto sends it inline. The
-	// embedded server lets launchers write no stream: ref is refused.
+	// embedded server lets launchers write no stream: ref with no sidecar
+	// named (a direct put) is refused; with one named the profile is
+	// uploaded through it, and admit and quote send its reference.
 	quote := []string{"quote", "--job", "cli-2", "--profile", profilesDir + "/v100-train-step.json", "--memory-mib", "1000", "--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile()}
 	for _, mode := range []string{"inline", "auto"} {
 		out, _, err := runCLI(t, append(quote, "--send-profile", mode)...)
@@ -96,6 +98,14 @@ func TestLauncherCommands(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, append(quote, "--send-profile", "ref", "--timeout", "1s")...); err == nil || !strings.Contains(err.Error(), "--send-profile ref") {
 		t.Errorf("quote --send-profile ref as a launcher: %v, want a refusal", err)
+	}
+	if out, _, err := runCLI(t, append(quote, "--send-profile", "ref", "--sidecar", "gpu-cli")...); err != nil || !strings.Contains(out, "gpu-cli  grant") {
+		t.Errorf("quote --send-profile ref --sidecar: %v, output %q", err, out)
+	}
+	out, _, err = runCLI(t, append([]string{"admit", "--job", "cli-3", "--profile", profilesDir + "/v100-train-step.json",
+		"--memory-mib", "1000", "--send-profile", "ref"}, conn...)...)
+	if err != nil || !strings.Contains(out, "# grant (fits)") {
+		t.Errorf("admit --send-profile ref: %v, output %q", err, out)
 	}
 	if _, _, err := runCLI(t, append(quote, "--send-profile", "bogus")...); err == nil || !strings.Contains(err.Error(), `--send-profile: want auto, inline or ref, got "bogus"`) {
 		t.Errorf("quote --send-profile bogus: %v", err)
@@ -127,17 +137,17 @@ func TestSendProfileFallsBackInline(t *testing.T) {
 	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", refAbove(c)) + `"}`)
 	req := &bus.AdmitRequest{Profile: big}
 	var warn strings.Builder
-	if err := sendProfile(context.Background(), c, req, sendAuto, &warn); err != nil {
+	if err := sendProfile(context.Background(), c, "", req, sendAuto, &warn); err != nil {
 		t.Fatalf("auto: %v", err)
 	}
 	if string(req.Profile) != string(big) || req.ProfileRef != "" || !strings.Contains(warn.String(), "sending the profile inline") {
 		t.Errorf("auto without JetStream: ref %q, warning %q", req.ProfileRef, warn.String())
 	}
-	if err := sendProfile(context.Background(), c, req, sendRef, &warn); err == nil || !strings.Contains(err.Error(), "--send-profile ref") {
+	if err := sendProfile(context.Background(), c, "", req, sendRef, &warn); err == nil || !strings.Contains(err.Error(), "--send-profile ref") {
 		t.Errorf("ref without JetStream: %v", err)
 	}
 	small := &bus.AdmitRequest{Profile: json.RawMessage(`{}`)}
-	if err := sendProfile(context.Background(), c, small, sendAuto, &warn); err != nil || small.ProfileRef != "" {
+	if err := sendProfile(context.Background(), c, "", small, sendAuto, &warn); err != nil || small.ProfileRef != "" {
 		t.Errorf("a small profile goes inline without asking the store: %v %q", err, small.ProfileRef)
 	}
 }

@@ -1,0 +1,211 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+func chunkHeaders(ref string, size, offset int) map[string][]string {
+	return map[string][]string{HeaderProfileRef: {ref}, HeaderProfileSize: {strconv.Itoa(size)}, HeaderProfileOffset: {strconv.Itoa(offset)}}
+}
+
+// sendAll uploads raw in chunks of n bytes and returns what Add returned last.
+func sendAll(t *testing.T, u *ProfileUploads, raw []byte, n int) ([]byte, error) {
+	t.Helper()
+	ref := ProfileRef(raw)
+	for off := 0; off < len(raw); off += n {
+		c, err := ParseProfileChunk(chunkHeaders(ref, len(raw), off), raw[off:min(off+n, len(raw))])
+		if err != nil {
+			return nil, err
+		}
+		got, whole, err := u.Add(c)
+		if err != nil {
+			return nil, err
+		}
+		if whole != nil {
+			return whole, nil
+		}
+		if got != min(off+n, len(raw)) {
+			t.Fatalf("received %d after offset %d", got, off)
+		}
+	}
+	return nil, nil
+}
+
+func TestProfileUploads(t *testing.T) {
+	now := time.Unix(0, 0)
+	u := NewProfileUploads(func() time.Time { return now })
+	raw := bytes.Repeat([]byte("profile-bytes "), 5000)
+	whole, err := sendAll(t, u, raw, 4096)
+	if err != nil || !bytes.Equal(whole, raw) || u.Pending() != 0 {
+		t.Fatalf("upload: %d bytes, %v, %d pending", len(whole), err, u.Pending())
+	}
+
+	// Out of order: a 409 that names the offset expected.
+	ref := ProfileRef(raw)
+	first, _ := ParseProfileChunk(chunkHeaders(ref, len(raw), 0), raw[:10])
+	if _, _, err := u.Add(first); err != nil {
+		t.Fatal(err)
+	}
+	skip, _ := ParseProfileChunk(chunkHeaders(ref, len(raw), 20), raw[20:30])
+	if _, _, err := u.Add(skip); CodeOf(err) != CodeConflict || !strings.Contains(err.Error(), "want offset 10") {
+		t.Errorf("a chunk out of order: %v", err)
+	}
+	// A chunk at offset 0 starts it over (a launcher retrying), and the
+	// upload then completes.
+	if whole, err := sendAll(t, u, raw, 4096); err != nil || !bytes.Equal(whole, raw) {
+		t.Errorf("an upload started over: %d bytes, %v", len(whole), err)
+	}
+	// Bytes that do not hash to the reference: a 400.
+	other := bytes.Repeat([]byte("x"), 100)
+	lie, _ := ParseProfileChunk(chunkHeaders(ProfileRef([]byte("something else")), 100, 0), other)
+	if _, _, err := u.Add(lie); CodeOf(err) != CodeBadRequest || !strings.Contains(err.Error(), "hash to") {
+		t.Errorf("bytes with another hash: %v", err)
+	}
+	// At most MaxProfileUploads at once; idle ones are forgotten.
+	for i := range MaxProfileUploads {
+		r := []byte(strings.Repeat("y", 100+i))
+		c, _ := ParseProfileChunk(chunkHeaders(ProfileRef(r), len(r), 0), r[:50])
+		if _, _, err := u.Add(c); err != nil && i < MaxProfileUploads-1 {
+			t.Fatalf("upload %d: %v", i, err)
+		} else if err != nil && CodeOf(err) != CodeUnavailable {
+			t.Fatalf("upload %d: %v, want a 503", i, err)
+		}
+	}
+	now = now.Add(2 * ProfileUploadIdle)
+	if whole, err := sendAll(t, u, raw, len(raw)); err != nil || !bytes.Equal(whole, raw) {
+		t.Errorf("after the idle uploads were forgotten: %v", err)
+	}
+}
+
+func TestParseProfileChunkNamesTheHeader(t *testing.T) {
+	ref := ProfileRef([]byte("x"))
+	tests := []struct {
+		name string
+		h    map[string][]string
+		data []byte
+		want string
+	}{
+		{"no ref", map[string][]string{}, []byte("x"), HeaderProfileRef},
+		{"size too big", chunkHeaders(ref, MaxProfileBytes+1, 0), []byte("x"), HeaderProfileSize},
+		{"size zero", chunkHeaders(ref, 0, 0), []byte("x"), HeaderProfileSize},
+		{"offset past the end", chunkHeaders(ref, 5, 5), []byte("x"), HeaderProfileOffset},
+		{"negative offset", chunkHeaders(ref, 5, -1), []byte("x"), HeaderProfileOffset},
+		{"chunk past the end", chunkHeaders(ref, 5, 3), []byte("xxx"), "profile chunk"},
+		{"empty chunk", chunkHeaders(ref, 5, 0), nil, "profile chunk"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseProfileChunk(tt.h, tt.data)
+			if CodeOf(err) != CodeBadRequest || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want a 400 naming %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzProfileUploads: whatever chunks arrive, memory stays bounded and a
+// completed upload is exactly the bytes its reference names.
+func FuzzProfileUploads(f *testing.F) {
+	f.Add([]byte("hello profile"), 4, 0, 13, false)
+	f.Add([]byte("abc"), 1, 2, 3, true)
+	f.Fuzz(func(t *testing.T, raw []byte, n, offset, size int, wrongRef bool) {
+		u := NewProfileUploads(nil)
+		ref := ProfileRef(raw)
+		if wrongRef {
+			ref = ProfileRef(append([]byte("x"), raw...))
+		}
+		if n < 1 {
+			n = 1
+		}
+		if offset < 0 || offset > len(raw) {
+			offset = len(raw) // the headers are fuzzed below through size
+		}
+		for off := offset; off < len(raw); off += n {
+			c, err := ParseProfileChunk(chunkHeaders(ref, size, off), raw[off:min(off+n, len(raw))])
+			if err != nil {
+				return
+			}
+			_, whole, err := u.Add(c)
+			if err != nil {
+				return
+			}
+			if whole != nil && ProfileRef(whole) != ref {
+				t.Fatalf("completed %d bytes that do not hash to %s", len(whole), ref)
+			}
+			if u.Pending() > MaxProfileUploads {
+				t.Fatalf("%d uploads pending", u.Pending())
+			}
+		}
+	})
+}
+
+// storedHandler is fakeHandler with a profile store: it holds what was put.
+type storedHandler struct {
+	*fakeHandler
+	mu     sync.Mutex
+	stored map[string]int // ref → puts
+}
+
+func (h *storedHandler) HasProfile(_ context.Context, ref string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stored[ref] > 0, nil
+}
+
+func (h *storedHandler) PutProfile(_ context.Context, raw []byte) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ref := ProfileRef(raw)
+	h.stored[ref]++
+	return ref, nil
+}
+
+// TestUploadProfile: Client.UploadProfile sends a profile in chunks that
+// fit in a message, the service reassembles and hands it whole to the
+// handler once, and an upload of a profile the sidecar holds stops at the
+// first chunk.
+func TestUploadProfile(t *testing.T) {
+	e := startServer(t)
+	h := &storedHandler{fakeHandler: newFakeHandler(), stored: map[string]int{}}
+	serve(t, e, "gpu-a", h)
+	c := NewClient(connect(t, e))
+	raw := bytes.Repeat([]byte(`{"name":"k","dur_us":1.5},`), 3*ProfileChunkBytes/26) // three chunks and some
+	ref, err := c.UploadProfile(testCtx(t), "gpu-a", raw)
+	if err != nil || ref != ProfileRef(raw) {
+		t.Fatalf("upload: %q, %v", ref, err)
+	}
+	if _, err := c.UploadProfile(testCtx(t), "gpu-a", raw); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.stored[ref]; n != 1 {
+		t.Errorf("the profile was put %d times, want once: the second upload stops at the first chunk", n)
+	}
+	if _, err := c.UploadProfile(testCtx(t), "gpu-a", nil); !errors.Is(err, ErrProfileTooLarge) {
+		t.Errorf("an empty upload: %v", err)
+	}
+	if _, err := c.UploadProfile(testCtx(t), "gpu-b", raw); !errors.Is(err, ErrNoSidecar) {
+		t.Errorf("an upload to no sidecar: %v", err)
+	}
+	// Raw chunks with bad headers are refused by name.
+	nc := connect(t, e)
+	m := nats.NewMsg(EndpointSubject("gpu-a", EndpointProfile))
+	m.Data = []byte("x")
+	m.Header.Set(HeaderProfileRef, ref)
+	m.Header.Set(HeaderProfileSize, "1e9")
+	resp, err := nc.RequestMsg(m, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := responseError(resp); e == nil || e.Code != CodeBadRequest || !strings.Contains(e.Description, HeaderProfileSize) {
+		t.Errorf("a chunk with a bad size: %v", e)
+	}
+}
