@@ -17,6 +17,16 @@ type Device interface {
 	Healthy() (ok bool, reason string)
 }
 
+// ProcessLister is a Device that knows which processes run on the GPU (a
+// real one; NVML lists them, MPS clients included). With it, Register
+// accepts only the PIDs of processes on this GPU, so a launcher cannot
+// point eviction at a process that is not its job's.
+type ProcessLister interface {
+	// ComputePIDs returns the process ids of the GPU's compute processes
+	// and MPS clients, as NVML reports them.
+	ComputePIDs(ctx context.Context) ([]int, error)
+}
+
 // Daemon is the MPS control daemon's health (consulted in MPS mode only).
 type Daemon interface {
 	Healthy() (ok bool, reason string)

@@ -85,22 +85,35 @@ func (c *Controller) Release(ctx context.Context, leaseID, token string) error {
 // NVML rather than as not-yet-visible. Like a renew it extends a lease that
 // is not revoked to its full duration from now (never shortens it): the
 // launcher that registers has its grant. Errors as for Renew, and ErrInvalid
-// for bad pids (each ≥ 1, no repeats, at most the request's processes when
-// it gave a count, else MaxProcesses).
+// for bad pids (each in [1, MaxPID], no repeats, at most the request's
+// processes when it gave a count, else MaxProcesses, and, when the Device
+// is a ProcessLister, each a process on the GPU), ErrUnavailable when the
+// GPU's processes cannot be read.
 func (c *Controller) Register(ctx context.Context, leaseID, token string, pids []int) error {
 	var f fields
 	if len(pids) == 0 || len(pids) > MaxProcesses {
 		f.add("pids", fmt.Sprintf("1 to %d process ids", MaxProcesses), strconv.Itoa(len(pids)))
 	}
 	for i, p := range pids {
-		if p < 1 {
-			f.add(fmt.Sprintf("pids[%d]", i), "a process id ≥ 1", strconv.Itoa(p))
+		if p < 1 || p > MaxPID {
+			f.add(fmt.Sprintf("pids[%d]", i), fmt.Sprintf("a process id in [1, %d]", MaxPID), strconv.Itoa(p))
 		} else if slices.Contains(pids[:i], p) {
 			f.add(fmt.Sprintf("pids[%d]", i), "a process id not already listed", strconv.Itoa(p))
 		}
 	}
 	if err := f.err("register"); err != nil {
 		return err
+	}
+	// The GPU's processes, read before the lock (a device call); checked
+	// after the token, so that only a lease's holder learns whether its
+	// PIDs run on the GPU.
+	var onGPU []int
+	pl, listing := c.deps.Device.(ProcessLister)
+	if listing {
+		var err error
+		if onGPU, err = pl.ComputePIDs(ctx); err != nil {
+			return fmt.Errorf("register: %w: reading the GPU's processes failed: %w", ErrUnavailable, err)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -112,6 +125,14 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	if n := e.lease.Processes; n > 0 && len(pids) > n {
 		f.add("pids", fmt.Sprintf("at most the %d processes the job was admitted with", n), strconv.Itoa(len(pids)))
 		return f.err("register")
+	}
+	for i, p := range pids {
+		if listing && !slices.Contains(onGPU, p) {
+			f.add(fmt.Sprintf("pids[%d]", i), "a process with a CUDA context on this GPU (register once the job's processes have started on it)", strconv.Itoa(p))
+		}
+	}
+	if err := f.err("register"); err != nil {
+		return err
 	}
 	l := e.lease.clone()
 	l.PIDs = slices.Clone(pids)

@@ -200,7 +200,7 @@ func TestLeaseOperations(t *testing.T) {
 	}
 
 	// Register: validated, replaces the PIDs.
-	for _, bad := range [][]int{nil, {0}, {5, 5}, make([]int, 49), {1, 2, 3}} { // the request said 2 processes
+	for _, bad := range [][]int{nil, {0}, {MaxPID + 1}, {-1}, {5, 5}, make([]int, 49), {1, 2, 3}} { // the request said 2 processes
 		if err := h.c.Register(ctx, id, tok, bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("register %v: %v", bad, err)
 		}
@@ -290,5 +290,50 @@ func TestDecideNeedsATokenHash(t *testing.T) {
 	}
 	if n := len(h.c.Leases()); n != 0 {
 		t.Errorf("%d leases, want 0", n)
+	}
+}
+
+// listingDevice is a GPU that lists its compute processes.
+type listingDevice struct {
+	*fakeDevice
+	pids []int
+	err  error
+}
+
+func (d *listingDevice) ComputePIDs(context.Context) ([]int, error) { return d.pids, d.err }
+
+// TestRegisterChecksGPUProcesses: on a GPU that lists its processes, only
+// PIDs that run on it can be registered (and so become eviction targets);
+// a wrong token learns nothing about them; a failed read is a 503.
+func TestRegisterChecksGPUProcesses(t *testing.T) {
+	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
+	dev := &listingDevice{fakeDevice: h.dev, pids: []int{4242, 4243, 777}}
+	c, err := New(h.c.cfg, Deps{Device: dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model, Clock: h.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d, err := c.Decide(ctx, request("gpu-pids"))
+	if err != nil || d.Lease == nil {
+		t.Fatalf("decide: %+v, %v", d, err)
+	}
+	id, tok := d.Lease.ID, tokenOf(d)
+	if err := c.Register(ctx, id, tok, []int{4242, 4243}); err != nil {
+		t.Fatalf("register processes on the GPU: %v", err)
+	}
+	err = c.Register(ctx, id, tok, []int{4242, 1})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "pids[1]") || !strings.Contains(err.Error(), "on this GPU") {
+		t.Errorf("register a process not on the GPU: %v", err)
+	}
+	if err := c.Register(ctx, id, "wrong-token", []int{1}); !errors.Is(err, ErrForbidden) {
+		t.Errorf("wrong token with a pid not on the GPU: %v, want 403 before any pid check", err)
+	}
+	dev.err = errors.New("nvml: gpu is lost")
+	if err := c.Register(ctx, id, tok, []int{4242}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("register while the GPU's processes cannot be read: %v", err)
+	}
+	got := c.Leases()
+	if len(got) != 1 || fmt.Sprint(got[0].PIDs) != "[4242 4243]" {
+		t.Errorf("leases %+v: the refused registers changed nothing", got)
 	}
 }

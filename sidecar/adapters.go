@@ -43,6 +43,36 @@ func (d deviceAdapter) Healthy() (bool, string) {
 	return h.Healthy, h.Reason
 }
 
+// processAdapter is deviceAdapter for a real GPU: it also lists the GPU's
+// processes, so that register accepts only PIDs that run on it. A
+// simulated GPU knows no launcher's processes and gets deviceAdapter.
+type processAdapter struct{ deviceAdapter }
+
+var _ admission.ProcessLister = processAdapter{}
+
+// ComputePIDs returns NVML's compute processes and MPS clients of the GPU
+// (under MPS, NVML lists the server among the first and the clients among
+// the second), in the host's PID namespace.
+func (d processAdapter) ComputePIDs(ctx context.Context) ([]int, error) {
+	st, err := d.dev.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pids := make([]int, 0, len(st.Processes)+len(st.MPSProcesses))
+	for _, p := range append(st.Processes, st.MPSProcesses...) {
+		pids = append(pids, int(p.PID))
+	}
+	return pids, nil
+}
+
+// admissionDevice is the adapter admission gets for dev.
+func admissionDevice(dev gpu.Device, backend gpu.Backend) admission.Device {
+	if backend == gpu.BackendNVML {
+		return processAdapter{deviceAdapter{dev}}
+	}
+	return deviceAdapter{dev}
+}
+
 // mpsDaemon is what the sidecar uses of the MPS daemon, real or simulated.
 type mpsDaemon interface {
 	Ensure(ctx context.Context) error

@@ -300,7 +300,7 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	}
 	s.specs = specs
 	deps := admission.Deps{
-		Device:    deviceAdapter{s.gpu},
+		Device:    admissionDevice(s.gpu, s.gpuInfo.Backend),
 		Store:     s.store,
 		Events:    &eventSink{events: events, metrics: s.tel.metrics, after: s.afterLeaseChange},
 		Predictor: &tracedPredictor{inner: s.model, tracer: s.tel.Tracer, metrics: s.tel.metrics},
