@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
@@ -59,9 +61,24 @@ func busError(err error) error {
 // (retries, quotes, many jobs of one kind), and parsing a real one (870 ops,
 // 200 KB) costs milliseconds where hashing it costs a tenth of that. Parsed
 // profiles are never modified, so sharing them is safe.
+//
+// It is bounded by the memory of what it holds (profileCacheBytes, as
+// parsedBytes estimates it), least recently used out first: a few large
+// profiles cannot hold hundreds of megabytes, and a profile larger than the
+// whole budget is parsed for each request and not kept.
 type profileCache struct {
-	mu sync.Mutex
-	m  map[[32]byte]parsedProfile
+	budget int // bytes; 0 is profileCacheBytes
+
+	mu    sync.Mutex
+	m     map[[32]byte]*list.Element // of *profileEntry
+	lru   list.List                  // most recent first
+	bytes int                        // sum of the entries' size
+}
+
+type profileEntry struct {
+	sum  [32]byte
+	pp   parsedProfile
+	size int
 }
 
 type parsedProfile struct {
@@ -69,29 +86,82 @@ type parsedProfile struct {
 	key admission.ProfileKey
 }
 
-const profileCacheMax = 128
+// profileCacheBytes bounds the parsed profiles a sidecar keeps: some 250
+// copies of the 870-kernel step in testdata, or 4 of the largest profile a
+// request may carry.
+const profileCacheBytes = 64 << 20
+
+// parsedBytes estimates the memory of a parsed profile: its ops, their
+// names and memory intensities, and its notes.
+func parsedBytes(p *predictor.Profile) int {
+	n := int(unsafe.Sizeof(*p)) + len(p.Name) + len(p.Format) + len(p.Device.Name)
+	for i := range p.Ops {
+		op := &p.Ops[i]
+		n += int(unsafe.Sizeof(*op)) + len(op.Name)
+		if op.DRAM != nil {
+			n += 8
+		}
+		if op.L2 != nil {
+			n += 8
+		}
+	}
+	for _, note := range p.Notes {
+		n += int(unsafe.Sizeof(note)) + len(note)
+	}
+	return n
+}
 
 func (c *profileCache) get(sum [32]byte) (parsedProfile, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pp, ok := c.m[sum]
-	return pp, ok
+	el, ok := c.m[sum]
+	if !ok {
+		return parsedProfile{}, false
+	}
+	c.lru.MoveToFront(el)
+	return el.Value.(*profileEntry).pp, true
 }
 
-// parse parses raw, whose SHA-256 is sum, and keeps the result.
+// parse parses raw, whose SHA-256 is sum, and keeps the result if it fits.
 func (c *profileCache) parse(sum [32]byte, raw []byte) (parsedProfile, error) {
 	p, err := predictor.ParseProfile(raw)
 	if err != nil {
 		return parsedProfile{}, err
 	}
 	pp := parsedProfile{p: p, key: admission.KeyOf(p)}
+	size, budget := parsedBytes(p), c.budget
+	if budget == 0 {
+		budget = profileCacheBytes
+	}
+	if size > budget {
+		return pp, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= profileCacheMax {
-		c.m = map[[32]byte]parsedProfile{} // simple and bounded: start over
+	if c.m == nil {
+		c.m = map[[32]byte]*list.Element{}
 	}
-	c.m[sum] = pp
+	if el, ok := c.m[sum]; ok { // parsed meanwhile by another request
+		c.lru.MoveToFront(el)
+		return el.Value.(*profileEntry).pp, nil
+	}
+	for c.bytes+size > budget {
+		old := c.lru.Back()
+		e := old.Value.(*profileEntry)
+		c.lru.Remove(old)
+		delete(c.m, e.sum)
+		c.bytes -= e.size
+	}
+	c.m[sum] = c.lru.PushFront(&profileEntry{sum: sum, pp: pp, size: size})
+	c.bytes += size
 	return pp, nil
+}
+
+// held returns how many profiles the cache holds and their estimated size.
+func (c *profileCache) held() (n, bytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m), c.bytes
 }
 
 // profile returns the request's profile, parsed: the inline one, or the one
