@@ -33,7 +33,9 @@ type Controller struct {
 	wake  chan struct{} // a lease's expiry may have moved earlier
 
 	mu        sync.Mutex
+	written   *sync.Cond          // on mu: an entry's store write ended (write.go)
 	gen       uint64              // moves on every change a decision relies on (snapshot.go)
+	freed     uint64              // moves on every change that may free capacity (snapshot.go)
 	cfg       Config              // Services and Headroom change on UpdateServices
 	leases    map[string]*entry   // by lease id
 	byRequest map[[32]byte]string // request id's hash → lease id, live leases
@@ -86,6 +88,9 @@ func (c *Controller) validate(req *Request) (ProfileKey, error) {
 type entry struct {
 	lease Lease
 	key   ProfileKey
+	// writing: the lease's record is being written, without c.mu; only
+	// that writer changes the lease until it clears this (write.go).
+	writing bool
 }
 
 // New checks cfg (after defaults) and deps and returns a controller with no
@@ -118,11 +123,13 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Controller{
+	c := &Controller{
 		deps: deps, clock: clock, log: logger, wake: make(chan struct{}, 1),
 		cfg: cfg, leases: map[string]*entry{}, byRequest: map[[32]byte]string{},
 		idem: idempotency{ttl: cfg.IdempotencyTTL, max: cfg.IdempotencyMax, byID: map[[32]byte]*idemEntry{}},
-	}, nil
+	}
+	c.written = sync.NewCond(&c.mu)
+	return c, nil
 }
 
 // Decide answers a request: grant, throttle or deny, and for the first two a
@@ -186,6 +193,12 @@ func (c *Controller) recalledLocked(rk, fp [32]byte, now time.Time) (Decision, b
 		return d, true, err
 	}
 	if id, ok := c.byRequest[rk]; ok {
+		if e := c.leases[id]; e != nil && e.writing {
+			// A concurrent request with this request_id is storing its
+			// grant: wait for its decision.
+			c.waitWrittenLocked(e)
+			return c.recalledLocked(rk, fp, c.clock.Now())
+		}
 		return Decision{}, true, fmt.Errorf("%w: the request_id already holds lease %s, granted before its decision was forgotten (a restart, or more than %d recent requests); renew it with its token",
 			ErrConflict, id, c.cfg.IdempotencyMax)
 	}
@@ -197,16 +210,16 @@ func (c *Controller) recalledLocked(rk, fp [32]byte, now time.Time) (Decision, b
 // request_id committed meanwhile; and returns done = false, changing
 // nothing, when the leases or the config moved since s. Otherwise it
 // creates the lease of a grant or throttle and remembers the decision.
-// c.mu is held.
+// c.mu is held (and released while a store write is waited for or made).
 func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request, key ProfileKey, rk, fp [32]byte, d Decision) (Decision, bool, error) {
 	if err := c.ctxErr("decide", ctx); err != nil {
 		return Decision{}, true, err
 	}
-	now := c.clock.Now()
-	if d, done, err := c.recalledLocked(rk, fp, now); done || err != nil {
+	if d, done, err := c.recalledLocked(rk, fp, c.clock.Now()); done || err != nil {
 		return d, true, err
 	}
-	if !c.unchangedLocked(s, now) {
+	now := c.clock.Now() // recalledLocked may have waited
+	if !c.unchangedLocked(s, now) && (d.Outcome != Deny || !c.onlyTakenLocked(s, now)) {
 		return Decision{}, false, nil
 	}
 	if d.Outcome != Deny {
@@ -410,7 +423,7 @@ func (c *Controller) outcome(grid []int, best int, results [][]ServicePrediction
 // lease lives for its first term (Config.LeaseFirstTerm, or its own length
 // when shorter) until a renew or register extends it to its duration, so
 // that a grant nobody received (the launcher gave up waiting) frees its
-// capacity soon. c.mu is held.
+// capacity soon. c.mu is held, and released while the record is created.
 func (c *Controller) grantLocked(ctx context.Context, req *Request, key ProfileKey, d Decision, now time.Time) (Decision, error) {
 	dur := c.leaseDuration(req.LeaseSeconds)
 	l := Lease{
@@ -419,16 +432,20 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key ProfileK
 		MemoryMiB: req.memoryMiB(), Processes: req.Processes, Profile: req.Profile, CreatedAt: now,
 		ExpiresAt: now.Add(min(dur, c.cfg.LeaseFirstTerm)), Duration: dur,
 	}
-	if err := c.deps.Store.Save(ctx, &l); err != nil {
+	// The lease holds its capacity while its record is created without
+	// the lock (write.go), and leaves again if the store refuses it.
+	e := &entry{lease: l, key: key}
+	c.leases[l.ID] = e
+	c.byRequest[l.RequestHash] = l.ID
+	c.changedLocked()
+	if err := c.writeLocked(e, func() error { return c.deps.Store.Save(ctx, &l) }); err != nil {
+		c.forget(&e.lease)
 		if ctx.Err() != nil {
 			return Decision{}, c.ctxErr("decide", ctx)
 		}
 		return unavailable(CodeStoreUnavailable, "storing the lease failed: "+err.Error())
 	}
-	c.leases[l.ID] = &entry{lease: l, key: key}
-	c.byRequest[l.RequestHash] = l.ID
-	c.changedLocked()
-	c.signal()
+	e.lease = l
 	pub := l.public()
 	d.Lease, d.Env = &pub, c.Env(pub)
 	return d, nil

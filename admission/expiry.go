@@ -17,9 +17,9 @@ import (
 // is done. Run it once, after Restore.
 func (c *Controller) Run(ctx context.Context) error {
 	for {
+		events := c.expire(ctx)
 		c.mu.Lock()
 		now := c.clock.Now()
-		events := c.expireLocked(ctx, now)
 		next, ok := c.nextExpiryLocked()
 		c.mu.Unlock()
 		_ = c.publish(ctx, events) // logged; the leases are gone either way
@@ -37,17 +37,36 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
-// expireLocked removes every lease whose time has come and returns its
-// expire event. A store that fails to delete is logged, not retried: the
-// capacity is freed all the same, and Restore expires what was left behind.
-func (c *Controller) expireLocked(ctx context.Context, now time.Time) []Event {
-	var events []Event
+// expire removes every lease whose time has come and returns its expire
+// event. The records are deleted without the lock (write.go); a lease
+// whose record is being written (a renew in flight) waits for the next
+// round. A store that fails to delete is logged, not retried: the capacity
+// is freed all the same, and Restore expires what was left behind.
+func (c *Controller) expire(ctx context.Context) []Event {
+	c.mu.Lock()
+	now := c.clock.Now()
+	var due []*entry
 	for _, e := range c.leases {
-		l := &e.lease
-		if now.Before(l.ExpiresAt) {
-			continue
+		if !e.writing && !now.Before(e.lease.ExpiresAt) {
+			e.writing = true
+			due = append(due, e)
 		}
-		if err := c.deps.Store.Delete(ctx, l); err != nil && !errors.Is(err, ErrNotFound) {
+	}
+	c.mu.Unlock()
+	if len(due) == 0 {
+		return nil
+	}
+	errs := make([]error, len(due))
+	for i, e := range due {
+		l := e.lease.clone() // no one else changes e while it is marked
+		errs[i] = c.deps.Store.Delete(ctx, &l)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var events []Event
+	for i, e := range due {
+		l := &e.lease
+		if err := errs[i]; err != nil && !errors.Is(err, ErrNotFound) {
 			c.log.Warn("delete expired lease", "lease", l.ID, "err", err)
 		}
 		reason := "the lease was not renewed before it expired"
@@ -55,17 +74,20 @@ func (c *Controller) expireLocked(ctx context.Context, now time.Time) []Event {
 			reason = "the revoked lease reached its deadline"
 		}
 		events = append(events, Event{Type: EventExpire, LeaseID: l.ID, JobID: l.JobID, Pct: l.Pct, Reason: reason, Time: now})
+		e.writing = false
 		c.forget(l)
 	}
+	c.written.Broadcast()
 	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.LeaseID, b.LeaseID) })
 	return events
 }
 
-// nextExpiryLocked returns the earliest expiry among the leases.
+// nextExpiryLocked returns the earliest expiry among the leases not being
+// written (a write's end wakes the loop).
 func (c *Controller) nextExpiryLocked() (time.Time, bool) {
 	var next time.Time
 	for _, e := range c.leases {
-		if next.IsZero() || e.lease.ExpiresAt.Before(next) {
+		if !e.writing && (next.IsZero() || e.lease.ExpiresAt.Before(next)) {
 			next = e.lease.ExpiresAt
 		}
 	}
@@ -127,7 +149,10 @@ func (c *Controller) Restore(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.leases, c.byRequest = leases, byRequest
-	events := c.expireLocked(ctx, c.clock.Now())
+	c.freedLocked()
+	c.mu.Unlock()
+	events := c.expire(ctx)
+	c.mu.Lock()
 	services, headroom := c.cfg.Services, c.cfg.Headroom
 	live := len(c.liveLocked(c.clock.Now()))
 	c.mu.Unlock()

@@ -28,9 +28,10 @@ func (c *Controller) auth(id, token string, now time.Time) (*entry, error) {
 }
 
 // update stores the changed copy l of e's lease (compare-and-swap on its
-// revision) and, once stored, makes it the live one.
+// revision), without the lock (write.go), and, once stored, makes it the
+// live one. c.mu is held; l must be a copy made after any write of e ended.
 func (c *Controller) update(ctx context.Context, op string, e *entry, l Lease) error {
-	if err := c.deps.Store.Save(ctx, &l); err != nil {
+	if err := c.writeLocked(e, func() error { return c.deps.Store.Save(ctx, &l) }); err != nil {
 		return errStore(op, err)
 	}
 	e.lease = l
@@ -45,11 +46,11 @@ func (c *Controller) update(ctx context.Context, op string, e *entry, l Lease) e
 func (c *Controller) Renew(ctx context.Context, leaseID, token string) (Lease, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.clock.Now()
-	e, err := c.auth(leaseID, token, now)
+	e, err := c.authWritable(leaseID, token)
 	if err != nil {
 		return Lease{}, fmt.Errorf("renew: %w", err)
 	}
+	now := c.clock.Now()
 	if e.lease.Revoked {
 		return Lease{}, fmt.Errorf("renew: lease %q was revoked and ends at %s: %w", leaseID, e.lease.ExpiresAt.Format(time.RFC3339), ErrConflict)
 	}
@@ -67,12 +68,12 @@ func (c *Controller) Renew(ctx context.Context, leaseID, token string) (Lease, e
 func (c *Controller) Release(ctx context.Context, leaseID, token string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, err := c.auth(leaseID, token, c.clock.Now())
+	e, err := c.authWritable(leaseID, token)
 	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	l := e.lease.clone()
-	if err := c.deps.Store.Delete(ctx, &l); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := c.writeLocked(e, func() error { return c.deps.Store.Delete(ctx, &l) }); err != nil && !errors.Is(err, ErrNotFound) {
 		return errStore("release", err)
 	}
 	c.forget(&e.lease)
@@ -117,11 +118,11 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.clock.Now()
-	e, err := c.auth(leaseID, token, now)
+	e, err := c.authWritable(leaseID, token)
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
+	now := c.clock.Now()
 	if n := e.lease.Processes; n > 0 && len(pids) > n {
 		f.add("pids", fmt.Sprintf("at most the %d processes the job was admitted with", n), strconv.Itoa(len(pids)))
 		return f.err("register")
@@ -148,7 +149,7 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 
 // forget drops a lease from memory. c.mu is held.
 func (c *Controller) forget(l *Lease) {
-	c.changedLocked()
+	c.freedLocked()
 	delete(c.leases, l.ID)
 	if c.byRequest[l.RequestHash] == l.ID {
 		delete(c.byRequest, l.RequestHash)

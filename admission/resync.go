@@ -18,9 +18,13 @@ func (c *Controller) Resync(ctx context.Context) (int, error) {
 	var errs []error
 	n := 0
 	for _, e := range c.liveLocked(c.clock.Now()) {
+		c.waitWrittenLocked(e)
+		if c.leases[e.lease.ID] != e {
+			continue // released or expired meanwhile
+		}
 		l := e.lease.clone()
 		l.Revision = 0
-		if err := c.deps.Store.Save(ctx, &l); err != nil {
+		if err := c.writeLocked(e, func() error { return c.deps.Store.Save(ctx, &l) }); err != nil {
 			errs = append(errs, fmt.Errorf("lease %s: %w", l.ID, err))
 			continue
 		}

@@ -50,7 +50,7 @@ func (c *Controller) UpdateServices(ctx context.Context, services []ServiceSpec,
 	c.mu.Lock()
 	c.cfg.Services = slices.Clone(services)
 	c.cfg.Headroom = headroom
-	c.changedLocked()
+	c.freedLocked()
 	c.mu.Unlock()
 	for attempt := 1; ; attempt++ {
 		s := c.snapshot()
@@ -129,13 +129,18 @@ func (c *Controller) replan(ctx context.Context, live []entry) ([]int, []bool, e
 // applyPlan stores the changed leases and returns their events; planned
 // holds the leases the plan was made for, applied by id to those still
 // live. A lease the store refuses keeps its old state and gets no event.
-// c.mu is held.
+// c.mu is held, and released while a lease's record is written.
 func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int, revoked []bool, now time.Time) ([]Event, error) {
 	deadline := now.Add(c.cfg.ThrottleGrace)
 	var events []Event
 	var errs []error
 	for i := range planned {
 		e, ok := c.leases[planned[i].lease.ID]
+		if ok && e.writing { // another change of the lease is being stored: apply on top of it
+			c.waitWrittenLocked(e)
+			now = c.clock.Now()
+			e, ok = c.leases[planned[i].lease.ID]
+		}
 		if !ok || !now.Before(e.lease.ExpiresAt) {
 			continue
 		}
@@ -160,7 +165,7 @@ func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int,
 			errs = append(errs, err)
 			continue
 		}
-		c.changedLocked()
+		c.freedLocked()
 		events = append(events, ev)
 	}
 	return events, errors.Join(errs...)

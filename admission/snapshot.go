@@ -17,7 +17,9 @@ import (
 //     without the lock check health, max_jobs and memory and predict;
 //  2. commit: under the lock again, grant only if the generation is the
 //     snapshot's and the same leases are live; otherwise evaluate again on
-//     a fresh snapshot, at most maxAttempts times in all.
+//     a fresh snapshot, at most maxAttempts times in all. A deny also
+//     stands when, since the snapshot, capacity was only taken (grants,
+//     nothing freed): with more leases the job fits less.
 //
 // The generation counts every change to what a prediction or a constraint
 // reads: a lease granted, released, expired, throttled or revoked, and a
@@ -40,9 +42,10 @@ var ErrTimeout = errors.New("decision deadline exceeded")
 
 // snapshot is what one evaluation relies on, copied under c.mu.
 type snapshot struct {
-	gen  uint64
-	now  time.Time
-	live []entry // copies of the live leases, oldest first
+	gen   uint64
+	freed uint64
+	now   time.Time
+	live  []entry // copies of the live leases, oldest first
 	// eval is a controller frozen at the snapshot's config (see frozen):
 	// the evaluation's methods run on it, never on the live controller.
 	eval *Controller
@@ -52,7 +55,7 @@ type snapshot struct {
 func (c *Controller) snapshotLocked() *snapshot {
 	now := c.clock.Now()
 	live := c.liveLocked(now)
-	s := &snapshot{gen: c.gen, now: now, live: make([]entry, len(live)), eval: c.frozen()}
+	s := &snapshot{gen: c.gen, freed: c.freed, now: now, live: make([]entry, len(live)), eval: c.frozen()}
 	for i, e := range live {
 		s.live[i] = entry{lease: e.lease.clone(), key: e.key}
 	}
@@ -93,8 +96,30 @@ func (c *Controller) unchangedLocked(s *snapshot, now time.Time) bool {
 	return true
 }
 
-// changedLocked records a change to the lease set or the config. c.mu is held.
+// changedLocked records a change to the lease set that takes capacity (a
+// grant). c.mu is held.
 func (c *Controller) changedLocked() { c.gen++ }
+
+// freedLocked records a change that may free capacity: a lease gone,
+// throttled or revoked, or a config change. c.mu is held.
+func (c *Controller) freedLocked() { c.gen++; c.freed++ }
+
+// onlyTakenLocked reports whether, since s, capacity was only taken: no
+// change freed any, and every lease live in s still is. A deny decided on
+// s then stands, since more leases only make a job fit less (as a serial
+// order with the deny after the grants would decide). c.mu is held.
+func (c *Controller) onlyTakenLocked(s *snapshot, now time.Time) bool {
+	if c.freed != s.freed {
+		return false
+	}
+	for i := range s.live {
+		e, ok := c.leases[s.live[i].lease.ID]
+		if !ok || !now.Before(e.lease.ExpiresAt) {
+			return false
+		}
+	}
+	return true
+}
 
 // withDeadline bounds ctx by Config.DecisionTimeout (the caller's own
 // deadline wins when it is earlier).
