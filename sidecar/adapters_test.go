@@ -1,9 +1,13 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/colocd/colocd/admission"
@@ -43,4 +47,43 @@ func TestAdmissionDeviceListsProcessesOnARealGPU(t *testing.T) {
 	if _, err := admissionDevice(dev, gpu.BackendNVML).(admission.ProcessLister).ComputePIDs(context.Background()); err == nil {
 		t.Error("a failed read gave pids")
 	}
+}
+
+// TestReadyLineNamesTheURLInUse: the "colocd ready" line gives the
+// address the embedded server really listens on (port 0 picks one), not
+// the configured or the default one.
+func TestReadyLineNamesTheURLInUse(t *testing.T) {
+	var buf syncBuffer
+	s := start(t, testConfig(t, "gpu-ready", 1e6), Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	url := s.embed.ClientURL()
+	if url == "" || strings.HasSuffix(url, ":0") || strings.HasSuffix(url, ":4222") {
+		t.Fatalf("client URL %q", url)
+	}
+	var ready string
+	for line := range strings.SplitSeq(buf.String(), "\n") {
+		if strings.Contains(line, `msg="colocd ready"`) {
+			ready = line
+		}
+	}
+	if !strings.Contains(ready, "nats=\""+url+" (embedded)\"") {
+		t.Errorf("ready line %q does not name %s", ready, url)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the sidecar's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
