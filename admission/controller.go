@@ -161,7 +161,8 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	fp, rk := req.fingerprint(key), requestKey(req.RequestID)
-	for range maxAttempts {
+	attempts := c.admitAttempts()
+	for range attempts {
 		c.mu.Lock()
 		d, done, err := c.recalledLocked(rk, fp, c.clock.Now())
 		var s *snapshot
@@ -182,7 +183,7 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 			return d, err
 		}
 	}
-	return unavailable(CodeBusy, fmt.Sprintf("the leases or the configuration changed while each of %d evaluations in a row predicted; retry", maxAttempts))
+	return unavailable(CodeBusy, fmt.Sprintf("the leases or the configuration changed while each of %d evaluations in a row predicted; retry", attempts))
 }
 
 // recalledLocked returns the remembered decision of a recent request_id

@@ -17,7 +17,7 @@ import (
 //     without the lock check health, max_jobs and memory and predict;
 //  2. commit: under the lock again, grant only if the generation is the
 //     snapshot's and the same leases are live; otherwise evaluate again on
-//     a fresh snapshot, at most maxAttempts times in all. A deny also
+//     a fresh snapshot, at most admitAttempts times in all. A deny also
 //     stands when, since the snapshot, capacity was only taken (grants,
 //     nothing freed): with more leases the job fits less.
 //
@@ -29,10 +29,18 @@ import (
 // Leases also leave the live set by time alone, before Run forgets them, so
 // the commit compares the live lease ids too.
 
-// maxAttempts bounds the evaluations of one admit whose snapshot keeps
-// going stale (the lease set or the config changed while it predicted);
-// after the last one the admit is a 503 with CodeBusy.
+// maxAttempts bounds the re-plans of an SLO change, and is the least
+// number of evaluations of one admit (admitAttempts).
 const maxAttempts = 3
+
+// admitAttempts bounds the evaluations of one admit whose snapshot keeps
+// going stale (the lease set or the config changed while it predicted);
+// after the last one the admit is a 503 with CodeBusy. While nothing frees
+// capacity, each stale evaluation was overtaken by a grant, and after
+// max_jobs grants the next evaluation is a deny, which stands: max_jobs + 1
+// evaluations always end in a decision then. Only churn (leases released,
+// expired or throttled, SLO reloads) can end one in busy.
+func (c *Controller) admitAttempts() int { return max(maxAttempts, c.cfg.MaxJobs+1) }
 
 // ErrTimeout: the request's deadline (the caller's, or
 // Config.DecisionTimeout, whichever comes first) passed before the decision
