@@ -36,7 +36,7 @@ type Controller struct {
 	written   *sync.Cond          // on mu: an entry's store write ended (write.go)
 	gen       uint64              // moves on every change a decision relies on (snapshot.go)
 	freed     uint64              // moves on every change that may free capacity (snapshot.go)
-	cfg       Config              // Services and Headroom change on UpdateServices
+	cfg       Config              // the hot fields change on Reconfigure (reconfigure.go)
 	leases    map[string]*entry   // by lease id
 	byRequest map[[32]byte]string // request id's hash → lease id, live leases
 	idem      idempotency
@@ -161,7 +161,9 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	fp, rk := req.fingerprint(key), requestKey(req.RequestID)
-	attempts := c.admitAttempts()
+	c.mu.Lock()
+	attempts := c.admitAttemptsLocked()
+	c.mu.Unlock()
 	for range attempts {
 		c.mu.Lock()
 		d, done, err := c.recalledLocked(rk, fp, c.clock.Now())

@@ -153,13 +153,12 @@ func (c *Controller) Restore(ctx context.Context) error {
 	c.mu.Unlock()
 	events := c.expire(ctx)
 	c.mu.Lock()
-	services, headroom := c.cfg.Services, c.cfg.Headroom
 	live := len(c.liveLocked(c.clock.Now()))
 	c.mu.Unlock()
 	c.signal()
 	perr := c.publish(ctx, events)
 	if live > 0 {
-		if _, err := c.UpdateServices(ctx, services, headroom); err != nil {
+		if _, err := c.replanLive(ctx); err != nil {
 			c.log.Warn("restore leases: re-checking them against the SLOs failed; they stay as stored", "err", err)
 		}
 	}

@@ -31,7 +31,8 @@ import (
 //
 // It returns the events it published. Invalid services or headroom return
 // ErrInvalid and change nothing; a failed prediction keeps the new services
-// but changes no lease.
+// but changes no lease. It is Reconfigure with only the services and the
+// headroom changed.
 //
 // The new config takes effect at once (a decision that predicted on the old
 // one does not commit). The re-evaluation predicts on a snapshot without
@@ -47,29 +48,13 @@ func (c *Controller) UpdateServices(ctx context.Context, services []ServiceSpec,
 	if err := f.err("services"); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	c.cfg.Services = slices.Clone(services)
-	c.cfg.Headroom = headroom
-	c.freedLocked()
-	c.mu.Unlock()
-	for attempt := 1; ; attempt++ {
-		s := c.snapshot()
-		pcts, revoked, err := s.eval.replan(ctx, s.live)
-		if err != nil {
-			return nil, fmt.Errorf("update services: re-evaluate leases: %w", err)
-		}
-		c.mu.Lock()
-		now := c.clock.Now()
-		if !c.unchangedLocked(s, now) && attempt < maxAttempts {
-			c.mu.Unlock()
-			continue
-		}
-		events, serr := c.applyPlan(ctx, s.live, pcts, revoked, now)
-		c.mu.Unlock()
-		c.signal()
-		perr := c.publish(ctx, events)
-		return events, errors.Join(serr, perr)
+	cfg := c.config()
+	cfg.Services, cfg.Headroom = services, headroom
+	r, err := c.Reconfigure(ctx, cfg)
+	if err != nil {
+		return r.Events, fmt.Errorf("update services: %w", err)
 	}
+	return r.Events, nil
 }
 
 // replan returns each live lease's new percentage and whether it is

@@ -23,7 +23,7 @@ import (
 //
 // The generation counts every change to what a prediction or a constraint
 // reads: a lease granted, released, expired, throttled or revoked, and a
-// config change (UpdateServices). Renew and register do not move it: an
+// config change (Reconfigure). Renew and register do not move it: an
 // expiry or PIDs change neither the trainers nor the job count, and PIDs
 // only make memory that was counted as not yet visible count through NVML.
 // Leases also leave the live set by time alone, before Run forgets them, so
@@ -40,7 +40,8 @@ const maxAttempts = 3
 // max_jobs grants the next evaluation is a deny, which stands: max_jobs + 1
 // evaluations always end in a decision then. Only churn (leases released,
 // expired or throttled, SLO reloads) can end one in busy.
-func (c *Controller) admitAttempts() int { return max(maxAttempts, c.cfg.MaxJobs+1) }
+// c.mu is held.
+func (c *Controller) admitAttemptsLocked() int { return max(maxAttempts, c.cfg.MaxJobs+1) }
 
 // ErrTimeout: the request's deadline (the caller's, or
 // Config.DecisionTimeout, whichever comes first) passed before the decision
@@ -79,7 +80,7 @@ func (c *Controller) snapshot() *snapshot {
 
 // frozen returns a controller that holds only a copy of c's config and its
 // dependencies: no leases, no lock in use. The decision's methods (limits,
-// messages, predictions) read c.cfg, which UpdateServices changes under
+// messages, predictions) read c.cfg, which Reconfigure changes under
 // c.mu; on the frozen copy they read the snapshot's config without the lock.
 // c.mu is held.
 func (c *Controller) frozen() *Controller {
@@ -130,9 +131,12 @@ func (c *Controller) onlyTakenLocked(s *snapshot, now time.Time) bool {
 }
 
 // withDeadline bounds ctx by Config.DecisionTimeout (the caller's own
-// deadline wins when it is earlier).
+// deadline wins when it is earlier). c.mu is not held.
 func (c *Controller) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, c.cfg.DecisionTimeout)
+	c.mu.Lock()
+	d := c.cfg.DecisionTimeout
+	c.mu.Unlock()
+	return context.WithTimeout(ctx, d)
 }
 
 // ctxErr returns nil while ctx is live; once it is done, ErrTimeout for a
@@ -143,8 +147,8 @@ func (c *Controller) ctxErr(op string, ctx context.Context) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s: %w: no decision before the caller's deadline or admission.decision_timeout (%s); nothing was granted",
-			op, ErrTimeout, c.cfg.DecisionTimeout)
+		return fmt.Errorf("%s: %w: no decision before the caller's deadline or admission.decision_timeout; nothing was granted",
+			op, ErrTimeout)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

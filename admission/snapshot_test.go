@@ -304,7 +304,7 @@ func TestBusyAfterMaxAttempts(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || d.Code != CodeBusy || d.Outcome != Deny {
 		t.Fatalf("got %s/%s, %v; want a busy 503", d.Outcome, d.Code, err)
 	}
-	if want := h.c.admitAttempts(); churn.calls != want {
+	if want := h.c.admitAttemptsLocked(); churn.calls != want {
 		t.Errorf("%d evaluations, want %d (max_jobs + 1)", churn.calls, want)
 	}
 	if n := len(h.c.Leases()); n != 0 {

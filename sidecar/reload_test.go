@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 )
@@ -76,4 +80,259 @@ services:
 	if got := st.Services[0].SLOP99MS; got != (p10+p100)/2/0.9 {
 		t.Errorf("status SLO %v, want the new one", got)
 	}
+}
+
+// TestHotKeysAreWhatAdmissionApplies derives the keys a reload applies
+// from what admission.Reconfigure changes, and checks them against
+// configs.HotReloadable (which the watcher and docs/configuration.md use):
+// each admission key, changed alone, reaches only hot fields of the
+// admission config, and some; every key outside services and admission is
+// for a restart.
+func TestHotKeysAreWhatAdmissionApplies(t *testing.T) {
+	hot := admission.HotFields()
+	base := configs.Default()
+	adm := reflect.ValueOf(&base.Admission).Elem()
+	var walk func(v reflect.Value, key string)
+	walk = func(v reflect.Value, key string) {
+		if v.Kind() == reflect.Struct {
+			for i := range v.NumField() {
+				walk(v.Field(i), key+"."+v.Type().Field(i).Tag.Get("mapstructure"))
+			}
+			return
+		}
+		t.Run(key, func(t *testing.T) {
+			old := reflect.ValueOf(v.Interface())
+			switch v.Kind() {
+			case reflect.Int, reflect.Int64: // ints and durations
+				v.SetInt(v.Int() + 1)
+			case reflect.Float64:
+				v.SetFloat(v.Float()/2 + 0.01)
+			default:
+				t.Fatalf("admission key %s of kind %s: teach this test to change it", key, v.Kind())
+			}
+			defer v.Set(old)
+			def := configs.Default()
+			before, after := admissionConfig(&def, nil), admissionConfig(&base, nil)
+			var reached []string
+			bv, av := reflect.ValueOf(before), reflect.ValueOf(after)
+			for i := range bv.NumField() {
+				if !reflect.DeepEqual(bv.Field(i).Interface(), av.Field(i).Interface()) {
+					reached = append(reached, bv.Type().Field(i).Name)
+				}
+			}
+			applied := len(reached) > 0
+			for _, f := range reached {
+				applied = applied && slices.Contains(hot, f)
+			}
+			if applied != configs.HotReloadable(key) {
+				t.Errorf("%s reaches admission fields %v (hot: %v); configs.HotReloadable says %v", key, reached, hot, configs.HotReloadable(key))
+			}
+		})
+	}
+	walk(adm, "admission")
+	for _, k := range configs.Keys() {
+		if !strings.HasPrefix(k, "admission.") && k != "services" && configs.HotReloadable(k) {
+			t.Errorf("%s is said to be hot, but only services and admission keys reach a running sidecar", k)
+		}
+	}
+	// The reference's reload column says the same, for every key.
+	doc, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for line := range strings.SplitSeq(string(doc), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		key := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		reload := strings.TrimSpace(cells[len(cells)-2])
+		if reload != "hot" && reload != "restart" {
+			continue
+		}
+		seen[key] = true
+		if want := configs.HotReloadable(key); (reload == "hot") != want {
+			t.Errorf("docs/configuration.md: %s is %q, but a reload applies it: %v", key, reload, want)
+		}
+	}
+	for _, k := range configs.Keys() {
+		if !seen[k] && !strings.HasPrefix(k, "services") {
+			t.Errorf("docs/configuration.md has no row for %s", k)
+		}
+	}
+}
+
+// reloading is a sidecar run on a config file whose admission section the
+// test rewrites.
+type reloading struct {
+	t         *testing.T
+	dir, path string
+	sloMS     float64
+	s         *running
+	c         *bus.Client
+}
+
+func newReloading(t *testing.T, sloMS float64, admissionYAML string) *reloading {
+	r := &reloading{t: t, dir: t.TempDir(), sloMS: sloMS}
+	r.path = filepath.Join(r.dir, "colocd.yaml")
+	r.write(admissionYAML)
+	cfg, err := configs.Load(r.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.s = start(t, cfg, Options{ConfigPath: r.path})
+	r.c = client(t, r.s)
+	return r
+}
+
+// write replaces the file, as editors and ConfigMaps do.
+func (r *reloading) write(admissionYAML string) {
+	r.t.Helper()
+	profile, err := filepath.Abs(serviceProfile)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	doc := fmt.Sprintf(`sidecar: {id: gpu-reload, data_dir: %q}
+nats: {listen: "127.0.0.1:0"}
+gpu: {backend: sim}
+predictor: {requests: %d}
+telemetry: {http: "127.0.0.1:0"}
+services:
+  - {name: v100-infer, profile: %q, rate_rps: 8, slo: {p99_ms: %g}}
+admission: {%s}
+`, filepath.Join(r.dir, "data"), testRequests, profile, r.sloMS, admissionYAML)
+	tmp := filepath.Join(r.dir, ".colocd.yaml.tmp")
+	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, r.path); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// eventually polls ok until it holds: a reload reaches the sidecar within
+// a debounce and a few milliseconds; a minute says it never came.
+func (r *reloading) eventually(what string, ok func() bool) {
+	r.t.Helper()
+	for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("a minute after the edit: %s", what)
+		}
+	}
+}
+
+// decide admits a job and releases what it got: the decision the next
+// job would get, without keeping capacity.
+func (r *reloading) decide(job string) *bus.Decision {
+	r.t.Helper()
+	req := admitReq(fmt.Sprintf("%s-%d", job, time.Now().UnixNano()), 10, 100)
+	req.RequestID = ""
+	d, err := r.c.Admit(context.Background(), r.s.ID(), req)
+	if err != nil {
+		r.t.Fatalf("admit: %v", err)
+	}
+	if d.Lease != nil {
+		r.release(d.Lease)
+	}
+	return d
+}
+
+// admit takes a lease and returns it.
+func (r *reloading) admit(job string, leaseSeconds int) *bus.Lease {
+	r.t.Helper()
+	ctx := context.Background()
+	req := admitReq(job, 10, 100)
+	req.LeaseSeconds = leaseSeconds
+	d, err := r.c.Admit(ctx, r.s.ID(), req)
+	if err != nil || d.Lease == nil {
+		r.t.Fatalf("admit %s: %+v, %v", job, d, err)
+	}
+	return d.Lease
+}
+
+func (r *reloading) release(l *bus.Lease) {
+	r.t.Helper()
+	if err := r.c.Release(context.Background(), r.s.ID(), &bus.LeaseRef{LeaseID: l.ID, Token: l.Token}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// renewedFor renews l and returns how long it now lives.
+func (r *reloading) renewedFor(l *bus.Lease) time.Duration {
+	r.t.Helper()
+	got, err := r.c.Renew(context.Background(), r.s.ID(), &bus.LeaseRef{LeaseID: l.ID, Token: l.Token})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return time.Until(got.ExpiresAt)
+}
+
+// TestEveryHotKeyReloads edits each admission key in the file of a
+// running sidecar and sees the next decision (or lease) change.
+func TestEveryHotKeyReloads(t *testing.T) {
+	near := func(got, want time.Duration) bool { return got > want-30*time.Second && got <= want+time.Second }
+	t.Run("max_jobs", func(t *testing.T) {
+		r := newReloading(t, 1e6, "max_jobs: 3")
+		r.admit("held", 0)
+		if d := r.decide("next"); d.Decision != bus.DecisionGrant {
+			t.Fatalf("before: %s", d.Decision)
+		}
+		r.write("max_jobs: 1")
+		r.eventually("the next admit is denied for max_jobs", func() bool { return r.decide("next").Reason.Code == "max_jobs" })
+	})
+	t.Run("memory_reserve_mib", func(t *testing.T) {
+		r := newReloading(t, 1e6, "memory_reserve_mib: 2048")
+		r.write("memory_reserve_mib: 143000") // of the simulated H200's 143,771 MiB
+		r.eventually("the next admit is denied for memory", func() bool { return r.decide("next").Reason.Code == "insufficient_memory" })
+	})
+	t.Run("headroom", func(t *testing.T) {
+		r := newReloading(t, p99At(t, 100)/0.9*1.01, "headroom: 0.1") // room for 100 %
+		if d := r.decide("next"); d.Decision != bus.DecisionGrant {
+			t.Fatalf("before: %s %s", d.Decision, d.Reason.Message)
+		}
+		r.write("headroom: 0.5")
+		r.eventually("the next admit is no longer a grant at 100 %", func() bool { return r.decide("next").Decision != bus.DecisionGrant })
+	})
+	t.Run("pct_step", func(t *testing.T) {
+		// The SLO leaves room for 35 %, not 40: on a grid of 5 the job
+		// gets 35 %; on a grid of 45 (10, 55, 100) it gets 10 %.
+		r := newReloading(t, (p99At(t, 35)+p99At(t, 40))/2/0.9, "pct_step: 5")
+		l := r.admit("fine", 0)
+		r.release(l)
+		if l.ActiveThreadPct != 35 {
+			t.Fatalf("before: %d %%, want 35", l.ActiveThreadPct)
+		}
+		r.write("pct_step: 45")
+		r.eventually("the next job gets a percentage of the coarser grid", func() bool {
+			l := r.admit(fmt.Sprintf("coarse-%d", time.Now().UnixNano()), 0)
+			r.release(l)
+			return l.ActiveThreadPct == 10
+		})
+	})
+	t.Run("lease", func(t *testing.T) {
+		r := newReloading(t, 1e6, "lease: {default: 5m, max: 1h, first_term: 1m}")
+		if got := time.Until(r.admit("before", 0).ExpiresAt); !near(got, time.Minute) {
+			t.Fatalf("first term before: %v", got)
+		}
+		r.write("lease: {default: 7m, max: 30m, first_term: 20s}")
+		r.eventually("a new lease's first term is 20 s", func() bool {
+			l := r.admit(fmt.Sprintf("ft-%d", time.Now().UnixNano()), 0)
+			defer r.release(l)
+			return near(time.Until(l.ExpiresAt), 20*time.Second)
+		})
+		if got := r.renewedFor(r.admit("default", 0)); !near(got, 7*time.Minute) {
+			t.Errorf("a lease asking for no length renews for %v, want lease.default 7m", got)
+		}
+		if got := r.renewedFor(r.admit("long", 7200)); !near(got, 30*time.Minute) {
+			t.Errorf("a lease asking for 2h renews for %v, want lease.max 30m", got)
+		}
+	})
+	t.Run("decision_timeout", func(t *testing.T) {
+		// What the deadline does is admission.TestDeadline's; here, that
+		// the running controller has the new value.
+		r := newReloading(t, 1e6, "decision_timeout: 5s")
+		r.write("decision_timeout: 2s")
+		r.eventually("the controller's decision timeout is 2 s", func() bool { return r.s.adm.Config().DecisionTimeout == 2*time.Second })
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -452,15 +453,22 @@ func (s *Sidecar) applyReloads(ctx context.Context, updates <-chan *configs.Conf
 				s.log.Error("config reload: keeping the old services", "err", err)
 				continue
 			}
-			events, err := s.adm.UpdateServices(ctx, specs, cfg.Admission.Headroom)
-			if err != nil {
-				s.log.Error("config reload: keeping the old services", "err", err)
+			r, err := s.adm.Reconfigure(ctx, admissionConfig(cfg, specs))
+			if errors.Is(err, admission.ErrInvalid) {
+				s.log.Error("config reload: keeping the old services and admission settings", "err", err)
 				continue
 			}
 			s.mu.Lock()
 			s.specs = specs
 			s.mu.Unlock()
-			s.log.Info("config reloaded: services and SLOs updated", "services", len(specs), "lease_events", len(events))
+			if err != nil { // applied, but the leases were not all re-planned
+				s.log.Error("config reload: applied; re-checking the leases failed", "err", err)
+			}
+			s.log.Info("config reloaded: services and admission settings applied", "services", len(specs),
+				"changed", strings.Join(r.Changed, ", "), "lease_events", len(r.Events))
+			if len(r.NeedRestart) > 0 {
+				s.log.Warn("config reload: these admission settings take effect after a restart", "fields", strings.Join(r.NeedRestart, ", "))
+			}
 		}
 	}
 }

@@ -1,0 +1,118 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+)
+
+// hotFields are the Config fields Reconfigure changes on a running
+// controller, and the only ones: the others keep the value New was given
+// until a restart. Reconfigure copies exactly these, so the list cannot
+// claim a field it does not change (TestHotFieldsAreWhatReconfigureChanges).
+var hotFields = []string{
+	"Services", "Headroom", "MaxJobs", "MemoryReserveMiB", "PctStep",
+	"LeaseDefault", "LeaseMax", "LeaseFirstTerm", "DecisionTimeout",
+}
+
+// HotFields returns the names of the Config fields Reconfigure applies
+// without a restart.
+func HotFields() []string { return slices.Clone(hotFields) }
+
+// Reconfigured says what a Reconfigure did.
+type Reconfigured struct {
+	// Changed are the hot fields whose values changed, in HotFields order.
+	Changed []string
+	// NeedRestart are the other fields cfg changed: they keep their old
+	// values until the sidecar restarts.
+	NeedRestart []string
+	// Events are the throttle and revoke events of the re-plan.
+	Events []Event
+}
+
+// Reconfigure applies cfg's hot fields (HotFields) at once and re-plans the
+// live leases against them, as an SLO change does: a lease that no longer
+// fits is throttled or revoked with its event (see UpdateServices for how).
+// A decision that predicted on the old config does not commit. What a
+// lower max_jobs, a larger memory reserve or a shorter lease.max changes is
+// what is admitted or renewed next: no live lease is revoked for them.
+//
+// cfg is checked whole (after defaults) first; an invalid one returns
+// ErrInvalid and changes nothing. A failed re-plan keeps the new config but
+// changes no lease.
+func (c *Controller) Reconfigure(ctx context.Context, cfg Config) (Reconfigured, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Reconfigured{}, fmt.Errorf("reconfigure: %w", err)
+	}
+	cfg.Services = slices.Clone(cfg.Services)
+	var r Reconfigured
+	c.mu.Lock()
+	cur, next := reflect.ValueOf(&c.cfg).Elem(), reflect.ValueOf(cfg)
+	for i := range cur.NumField() {
+		name := cur.Type().Field(i).Name
+		if reflect.DeepEqual(cur.Field(i).Interface(), next.Field(i).Interface()) {
+			continue
+		}
+		if !slices.Contains(hotFields, name) {
+			r.NeedRestart = append(r.NeedRestart, name)
+			continue
+		}
+		// One field at a time: readers of the fields that do not change
+		// (Mode, PipeDir) go on without the lock.
+		cur.Field(i).Set(next.Field(i))
+		r.Changed = append(r.Changed, name)
+	}
+	slices.SortFunc(r.Changed, func(a, b string) int { return slices.Index(hotFields, a) - slices.Index(hotFields, b) })
+	if len(r.Changed) > 0 {
+		c.freedLocked()
+	}
+	c.mu.Unlock()
+	if len(r.Changed) == 0 {
+		return r, nil
+	}
+	events, err := c.replanLive(ctx)
+	r.Events = events
+	if err != nil {
+		return r, fmt.Errorf("reconfigure: %w", err)
+	}
+	return r, nil
+}
+
+// Config returns the configuration in effect (after defaults and the
+// last Reconfigure).
+func (c *Controller) Config() Config { return c.config() }
+
+// config returns a copy of the controller's config.
+func (c *Controller) config() Config {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cfg := c.cfg
+	cfg.Services = slices.Clone(cfg.Services)
+	return cfg
+}
+
+// replanLive re-evaluates the live leases against the config in effect and
+// applies the plan, publishing its events (see UpdateServices).
+func (c *Controller) replanLive(ctx context.Context) ([]Event, error) {
+	for attempt := 1; ; attempt++ {
+		s := c.snapshot()
+		pcts, revoked, err := s.eval.replan(ctx, s.live)
+		if err != nil {
+			return nil, fmt.Errorf("re-evaluate leases: %w", err)
+		}
+		c.mu.Lock()
+		now := c.clock.Now()
+		if !c.unchangedLocked(s, now) && attempt < maxAttempts {
+			c.mu.Unlock()
+			continue
+		}
+		events, serr := c.applyPlan(ctx, s.live, pcts, revoked, now)
+		c.mu.Unlock()
+		c.signal()
+		perr := c.publish(ctx, events)
+		return events, errors.Join(serr, perr)
+	}
+}

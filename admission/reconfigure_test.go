@@ -1,0 +1,100 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// otherValue is, per Config field, a valid value other than newHarness's.
+// A field missing here fails the test: a new field must say whether a
+// reload applies it.
+var otherValue = map[string]any{
+	"Mode":             predictor.ModeTimeslice,
+	"Services":         []ServiceSpec{{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 50, SLOP99MS: 1e6}},
+	"Headroom":         0.2,
+	"MaxJobs":          2,
+	"MemoryReserveMiB": 4096,
+	"PctStep":          25,
+	"LeaseDefault":     7 * time.Minute,
+	"LeaseMax":         2 * time.Hour,
+	"LeaseFirstTerm":   30 * time.Second,
+	"DecisionTimeout":  9 * time.Second,
+	"PipeDir":          "/run/nvidia-mps",
+	"VisibilityWindow": 3 * time.Minute,
+	"ThrottleGrace":    4 * time.Minute,
+	"IdempotencyTTL":   time.Hour,
+	"IdempotencyMax":   99,
+	"SearchWorkers":    3,
+}
+
+// TestHotFieldsAreWhatReconfigureChanges changes each Config field alone:
+// a field in HotFields takes its new value at once, any other keeps its
+// old one and is reported as needing a restart.
+func TestHotFieldsAreWhatReconfigureChanges(t *testing.T) {
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		t.Run(name, func(t *testing.T) {
+			v, ok := otherValue[name]
+			if !ok {
+				t.Fatalf("Config.%s has no other value in this test: say whether a reload applies it (hotFields)", name)
+			}
+			h := newHarness(t, predictor.ModeMPS, 1e6, nil)
+			cfg := h.c.config()
+			reflect.ValueOf(&cfg).Elem().Field(i).Set(reflect.ValueOf(v))
+			r, err := h.c.Reconfigure(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := reflect.ValueOf(h.c.config()).Field(i).Interface()
+			hot := slices.Contains(HotFields(), name)
+			switch {
+			case hot && (!reflect.DeepEqual(got, v) || !slices.Equal(r.Changed, []string{name}) || r.NeedRestart != nil):
+				t.Errorf("hot field: now %v, changed %v, need restart %v; want %v, [%s], none", got, r.Changed, r.NeedRestart, v, name)
+			case !hot && (reflect.DeepEqual(got, v) || r.Changed != nil || !slices.Equal(r.NeedRestart, []string{name})):
+				t.Errorf("restart field: now %v, changed %v, need restart %v; want the old value, none, [%s]", got, r.Changed, r.NeedRestart, name)
+			}
+		})
+	}
+}
+
+// TestReconfigureAppliesToTheNextDecision: a lower max_jobs or a larger
+// memory reserve denies the next job, and leaves the live lease alone; an
+// invalid config changes nothing.
+func TestReconfigureAppliesToTheNextDecision(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
+	mustDecide(t, h, request("a"), Grant)
+
+	bad := h.c.config()
+	bad.MaxJobs = -1
+	if _, err := h.c.Reconfigure(ctx, bad); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("invalid max_jobs: %v", err)
+	}
+	mustDecide(t, h, request("b"), Grant)
+
+	cfg := h.c.config()
+	cfg.MaxJobs = 2
+	if _, err := h.c.Reconfigure(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if d := mustDecide(t, h, request("c"), Deny); d.Code != CodeMaxJobs {
+		t.Errorf("after max_jobs 2: %s, want max_jobs", d.Code)
+	}
+	cfg.MaxJobs, cfg.MemoryReserveMiB = 4, h.dev.free // nothing left to grant
+	if _, err := h.c.Reconfigure(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if d := mustDecide(t, h, request("d"), Deny); d.Code != CodeInsufficientMemory {
+		t.Errorf("after the reserve grew: %s, want insufficient_memory", d.Code)
+	}
+	if n := len(h.c.Leases()); n != 2 {
+		t.Errorf("%d leases, want the 2 granted before: a reload revokes none for max_jobs or memory", n)
+	}
+}
