@@ -449,6 +449,12 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key ProfileK
 		return unavailable(CodeStoreUnavailable, "storing the lease failed: "+err.Error())
 	}
 	e.lease = l
+	if !c.clock.Now().Before(l.ExpiresAt) {
+		// The store took longer than the lease's first term: the lease is
+		// over before its launcher hears of it. The expiry loop deletes it.
+		c.signal()
+		return unavailable(CodeStoreUnavailable, "storing the lease took longer than its first term (admission.lease.first_term); retry")
+	}
 	pub := l.public()
 	d.Lease, d.Env = &pub, c.Env(pub)
 	return d, nil
@@ -465,12 +471,18 @@ func (c *Controller) leaseDuration(secs int) time.Duration {
 	return time.Duration(secs) * time.Second
 }
 
-// liveLocked returns the leases not yet expired at now, oldest first (the
-// order in which they are trainers in a prediction).
+// liveAt reports whether e counts at now: not yet expired, or with its
+// record being written. A renew in flight may have been due before its
+// write ends (and a grant's write may outlast its first term): until the
+// write is done, its capacity stays taken. c.mu is held.
+func (e *entry) liveAt(now time.Time) bool { return e.writing || now.Before(e.lease.ExpiresAt) }
+
+// liveLocked returns the leases that count at now (liveAt), oldest first
+// (the order in which they are trainers in a prediction).
 func (c *Controller) liveLocked(now time.Time) []*entry {
 	out := make([]*entry, 0, len(c.leases))
 	for _, e := range c.leases {
-		if now.Before(e.lease.ExpiresAt) {
+		if e.liveAt(now) {
 			out = append(out, e)
 		}
 	}

@@ -126,7 +126,7 @@ func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int,
 			now = c.clock.Now()
 			e, ok = c.leases[planned[i].lease.ID]
 		}
-		if !ok || !now.Before(e.lease.ExpiresAt) {
+		if !ok || !e.liveAt(now) {
 			continue
 		}
 		l := e.lease.clone()

@@ -123,7 +123,7 @@ func (c *Controller) onlyTakenLocked(s *snapshot, now time.Time) bool {
 	}
 	for i := range s.live {
 		e, ok := c.leases[s.live[i].lease.ID]
-		if !ok || !now.Before(e.lease.ExpiresAt) {
+		if !ok || !e.liveAt(now) {
 			return false
 		}
 	}

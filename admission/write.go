@@ -33,13 +33,14 @@ func (c *Controller) waitWrittenLocked(e *entry) {
 	}
 }
 
-// authWritable is auth for a change: it waits out a write of the lease in
-// flight, then checks the lease again at the time it returns. c.mu is held.
+// authWritable is auth for a change: it first waits out a write of the
+// lease in flight (a renew that may extend it), then checks the lease at
+// the time that write ended. c.mu is held.
 func (c *Controller) authWritable(id, token string) (*entry, error) {
 	for {
-		e, err := c.auth(id, token, c.clock.Now())
-		if err != nil || !e.writing {
-			return e, err
+		e, ok := c.leases[id]
+		if !ok || !e.writing {
+			return c.auth(id, token, c.clock.Now())
 		}
 		c.waitWrittenLocked(e)
 	}
