@@ -73,20 +73,11 @@ func withProfile(name string) func([]Trainer) bool {
 	}
 }
 
-// within fails the test if fn does not return within 10 s: how a call that
-// waits for the controller's lock shows up (a timing bounds only a hang).
+// within fails the test if fn does not return: how a call that waits for
+// the controller's lock shows up (a timing bounds only a hang).
 func within(t *testing.T, what string, fn func() error) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("%s: %v", what, err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s waited for a prediction", what)
-	}
+	finishes(t, what, done(fn))
 }
 
 // TestLeaseCallsDoNotWaitForPredictions: while an admit's prediction is
