@@ -5,13 +5,13 @@
 #
 # checks nvidia-smi, the MPS control binary and torch, runs measure.py under a
 # hard timeout, quits the MPS daemon if measure.py could not, and packs the
-# results into $OUT as at most 8 files (the device tool's limit): run.log,
+# results into $OUT as at most 8 files (what a remote runner returns): run.log,
 # summary.txt, measurements.json, <name>-results.tar.gz (everything but the
 # traces) and <name>-traces.tar (the gzipped Kineto traces; split into 15 MiB
 # parts if larger). The GPU's settings are never changed.
 #
 # Environment:
-#   OUT        where the results go (the device tool sets it; default ./gpu-harness-out)
+#   OUT        where the results go (a remote runner sets it; default ./gpu-harness-out)
 #   BUDGET_S   measure.py's global deadline in seconds (default 300)
 #   HARD_S     the hard timeout around measure.py (default BUDGET_S + 60)
 #   PYTHON     the interpreter with torch (default python3)
@@ -110,7 +110,7 @@ pack() {
             split -b "$limit" -d -a 1 "$WORK/traces.tar" "$OUT/$NAME-traces.tar.part"
             echo "traces split: cat $NAME-traces.tar.part* > $NAME-traces.tar"
         else
-            echo "traces are $size bytes, over the 4 x 15 MiB the device tool returns: not copied (profiles are in the results)"
+            echo "traces are $size bytes, over the 4 x 15 MiB a remote runner returns: not copied (profiles are in the results)"
         fi
     fi
     ls -la "$OUT"

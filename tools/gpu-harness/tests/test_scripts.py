@@ -1,5 +1,5 @@
 """The scripts parse, and run.sh packs a dry run (fake backend) into at most
-8 files, as the device tool returns them."""
+8 files, as a remote runner returns them."""
 
 import glob
 import os
