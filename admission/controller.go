@@ -451,8 +451,8 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key ProfileK
 	e.lease = l
 	if !c.clock.Now().Before(l.ExpiresAt) {
 		// The store took longer than the lease's first term: the lease is
-		// over before its launcher hears of it. The expiry loop deletes it.
-		c.signal()
+		// over before its launcher hears of it. The expiry loop, woken by
+		// the write's end, deletes it.
 		return unavailable(CodeStoreUnavailable, "storing the lease took longer than its first term (admission.lease.first_term); retry")
 	}
 	pub := l.public()

@@ -38,35 +38,26 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // expire removes every lease whose time has come and returns its expire
-// event. The records are deleted without the lock (write.go); a lease
-// whose record is being written (a renew in flight) waits for the next
-// round. A store that fails to delete is logged, not retried: the capacity
-// is freed all the same, and Restore expires what was left behind.
+// event. Each record is deleted without the lock (write.go); a lease whose
+// record is being written (a renew in flight) waits for the next round. A
+// store that fails to delete is logged, not retried: the capacity is freed
+// all the same, and Restore expires what was left behind.
 func (c *Controller) expire(ctx context.Context) []Event {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	now := c.clock.Now()
 	var due []*entry
 	for _, e := range c.leases {
-		if !e.writing && !now.Before(e.lease.ExpiresAt) {
-			e.writing = true
+		if !e.liveAt(now) {
 			due = append(due, e)
 		}
 	}
-	c.mu.Unlock()
-	if len(due) == 0 {
-		return nil
-	}
-	errs := make([]error, len(due))
-	for i, e := range due {
-		l := e.lease.clone() // no one else changes e while it is marked
-		errs[i] = c.deps.Store.Delete(ctx, &l)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var events []Event
-	for i, e := range due {
-		l := &e.lease
-		if err := errs[i]; err != nil && !errors.Is(err, ErrNotFound) {
+	for _, e := range due {
+		// No one renews or changes an expired lease, so e is as it was
+		// when collected, also after another one's delete released the lock.
+		l := e.lease.clone()
+		if err := c.writeLocked(e, func() error { return c.deps.Store.Delete(ctx, &l) }); err != nil && !errors.Is(err, ErrNotFound) {
 			c.log.Warn("delete expired lease", "lease", l.ID, "err", err)
 		}
 		reason := "the lease was not renewed before it expired"
@@ -74,10 +65,8 @@ func (c *Controller) expire(ctx context.Context) []Event {
 			reason = "the revoked lease reached its deadline"
 		}
 		events = append(events, Event{Type: EventExpire, LeaseID: l.ID, JobID: l.JobID, Pct: l.Pct, Reason: reason, Time: now})
-		e.writing = false
-		c.forget(l)
+		c.forget(&e.lease)
 	}
-	c.written.Broadcast()
 	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.LeaseID, b.LeaseID) })
 	return events
 }

@@ -56,10 +56,9 @@ func (c *Controller) Renew(ctx context.Context, leaseID, token string) (Lease, e
 	}
 	l := e.lease.clone()
 	l.ExpiresAt = now.Add(min(l.Duration, c.cfg.LeaseMax))
-	if err := c.update(ctx, "renew", e, l); err != nil {
+	if err := c.update(ctx, "renew", e, l); err != nil { // wakes the expiry loop
 		return Lease{}, err
 	}
-	c.signal()
 	return e.lease.public(), nil
 }
 
@@ -140,11 +139,7 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	if full := now.Add(min(l.Duration, c.cfg.LeaseMax)); !l.Revoked && full.After(l.ExpiresAt) {
 		l.ExpiresAt = full
 	}
-	if err := c.update(ctx, "register", e, l); err != nil {
-		return err
-	}
-	c.signal()
-	return nil
+	return c.update(ctx, "register", e, l) // wakes the expiry loop
 }
 
 // forget drops a lease from memory. c.mu is held.

@@ -23,7 +23,7 @@ func HotFields() []string { return slices.Clone(hotFields) }
 
 // Reconfigured says what a Reconfigure did.
 type Reconfigured struct {
-	// Changed are the hot fields whose values changed, in HotFields order.
+	// Changed are the hot fields whose values changed, in Config's order.
 	Changed []string
 	// NeedRestart are the other fields cfg changed: they keep their old
 	// values until the sidecar restarts.
@@ -65,7 +65,6 @@ func (c *Controller) Reconfigure(ctx context.Context, cfg Config) (Reconfigured,
 		cur.Field(i).Set(next.Field(i))
 		r.Changed = append(r.Changed, name)
 	}
-	slices.SortFunc(r.Changed, func(a, b string) int { return slices.Index(hotFields, a) - slices.Index(hotFields, b) })
 	if len(r.Changed) > 0 {
 		c.freedLocked()
 	}
