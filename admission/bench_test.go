@@ -39,7 +39,7 @@ func benchHarness(b *testing.B, workers int) (*harness, Request) {
 	h.c.deps.Predictor = model
 	req := request("bench")
 	req.Profile = train
-	req.ProfileKey = KeyOf(train) // as the sidecar does: once per distinct profile (hashing its 870 kernel names costs ~0.1 ms)
+	req.ProfileKey = train.Key() // as the sidecar does: once per distinct profile (hashing its 870 kernel names costs ~0.1 ms)
 	return h, req
 }
 

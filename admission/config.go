@@ -95,6 +95,11 @@ func (cfg Config) withDefaults() Config {
 	defD(&cfg.ThrottleGrace, DefaultThrottleGrace)
 	defD(&cfg.IdempotencyTTL, DefaultIdempotencyTTL)
 	cfg.Services = slices.Clone(cfg.Services)
+	for i := range cfg.Services {
+		if s := &cfg.Services[i]; s.Profile != nil && s.Key == (predictor.ProfileKey{}) {
+			s.Key = s.Profile.Key()
+		}
+	}
 	return cfg
 }
 

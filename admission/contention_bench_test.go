@@ -46,7 +46,7 @@ func BenchmarkRenewUnderColdQuotes(b *testing.B) {
 				p := *req.Profile
 				p.Ops = slices.Clone(p.Ops)
 				p.Ops[0].DurUS *= 1 + float64(q*1_000_000+i+1)*1e-12
-				r.Profile, r.ProfileKey = &p, KeyOf(&p)
+				r.Profile, r.ProfileKey = &p, p.Key()
 				if _, err := h.c.Quote(ctx, r); err != nil {
 					b.Error(err)
 					return

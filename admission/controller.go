@@ -40,54 +40,22 @@ type Controller struct {
 	leases    map[string]*entry   // by lease id
 	byRequest map[[32]byte]string // request id's hash → lease id, live leases
 	idem      idempotency
-
-	valid validProfiles
 }
 
-// validProfiles remembers the keys of profiles that passed validation, so
-// that a profile sent again (by every retry, quote and job of its kind) is
-// not walked op by op again: for a real 870-op profile that walk was a
-// tenth of a warm decision.
-type validProfiles struct {
-	mu   sync.Mutex
-	keys map[ProfileKey]struct{}
-}
-
-const validProfilesMax = 1024
-
-func (v *validProfiles) has(k ProfileKey) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	_, ok := v.keys[k]
-	return ok
-}
-
-func (v *validProfiles) add(k ProfileKey) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.keys == nil || len(v.keys) >= validProfilesMax {
-		v.keys = map[ProfileKey]struct{}{} // simple and bounded: start over
-	}
-	v.keys[k] = struct{}{}
-}
-
-// validate validates req and returns its profile's key.
-func (c *Controller) validate(req *Request) (ProfileKey, error) {
+// validate validates req and returns its profile's key. A request that
+// brings its profile's key brings a profile validated at the edge.
+func (c *Controller) validate(req *Request) (predictor.ProfileKey, error) {
 	if req.Profile == nil {
-		return ProfileKey{}, req.Validate() // names the missing profile
+		return predictor.ProfileKey{}, req.Validate() // names the missing profile
 	}
-	key := req.profileKey()
-	if err := req.validate(c.valid.has(key)); err != nil {
-		return key, err
-	}
-	c.valid.add(key)
-	return key, nil
+	vouched := req.ProfileKey != (predictor.ProfileKey{})
+	return req.profileKey(), req.validate(vouched)
 }
 
 // entry is a live lease and its profile's content hash, computed once.
 type entry struct {
 	lease Lease
-	key   ProfileKey
+	key   predictor.ProfileKey
 	// writing: the lease's record is being written, without c.mu; only
 	// that writer changes the lease until it clears this (write.go).
 	writing bool
@@ -214,7 +182,7 @@ func (c *Controller) recalledLocked(rk, fp [32]byte, now time.Time) (Decision, b
 // nothing, when the leases or the config moved since s. Otherwise it
 // creates the lease of a grant or throttle and remembers the decision.
 // c.mu is held (and released while a store write is waited for or made).
-func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request, key ProfileKey, rk, fp [32]byte, d Decision) (Decision, bool, error) {
+func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request, key predictor.ProfileKey, rk, fp [32]byte, d Decision) (Decision, bool, error) {
 	if err := c.ctxErr("decide", ctx); err != nil {
 		return Decision{}, true, err
 	}
@@ -265,7 +233,7 @@ func unavailable(code ReasonCode, msg string) (Decision, error) {
 
 // evaluate makes the decision for a valid request on snapshot s, without
 // the lock: c is s.eval, a frozen controller.
-func (c *Controller) evaluate(ctx context.Context, req *Request, key ProfileKey, s *snapshot) (Decision, error) {
+func (c *Controller) evaluate(ctx context.Context, req *Request, key predictor.ProfileKey, s *snapshot) (Decision, error) {
 	if ok, why := c.deps.Device.Healthy(); !ok {
 		return unavailable(CodeGPUUnhealthy, "the GPU is unhealthy: "+why)
 	}
@@ -427,7 +395,7 @@ func (c *Controller) outcome(grid []int, best int, results [][]ServicePrediction
 // when shorter) until a renew or register extends it to its duration, so
 // that a grant nobody received (the launcher gave up waiting) frees its
 // capacity soon. c.mu is held, and released while the record is created.
-func (c *Controller) grantLocked(ctx context.Context, req *Request, key ProfileKey, d Decision, now time.Time) (Decision, error) {
+func (c *Controller) grantLocked(ctx context.Context, req *Request, key predictor.ProfileKey, d Decision, now time.Time) (Decision, error) {
 	dur := c.leaseDuration(req.LeaseSeconds)
 	l := Lease{
 		ID: rand.Text(), TokenHash: req.TokenHash, JobID: req.JobID, Owner: req.Owner, RequestHash: requestKey(req.RequestID),

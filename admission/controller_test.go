@@ -290,7 +290,7 @@ func TestQuoteHasNoEffects(t *testing.T) {
 	mustDecide(t, h, other, Grant)
 }
 
-// TestGivenProfileKey: a request that brings KeyOf(Profile) decides as one
+// TestGivenProfileKey: a request that brings Profile.Key() decides as one
 // that does not, from the same cached predictions.
 func TestGivenProfileKey(t *testing.T) {
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
@@ -300,7 +300,7 @@ func TestGivenProfileKey(t *testing.T) {
 	}
 	misses := h.model.Stats().Misses
 	keyed := request("r1")
-	keyed.ProfileKey = KeyOf(keyed.Profile)
+	keyed.ProfileKey = keyed.Profile.Key()
 	got, err := h.c.Quote(context.Background(), keyed)
 	if err != nil {
 		t.Fatal(err)
@@ -337,18 +337,14 @@ func TestDecideInvalid(t *testing.T) {
 	}
 }
 
-// TestValidatedProfilesRemembered: a profile validated once is not walked
-// again, yet a profile that differs in any checked field is, and a bad one
-// is refused whatever was seen before.
-func TestValidatedProfilesRemembered(t *testing.T) {
+// TestProfileValidatedUnlessVouched: a request without its profile's key
+// has the profile validated, field by field, even after the same profile
+// name passed before; one that brings the key was validated at the edge.
+func TestProfileValidatedUnlessVouched(t *testing.T) {
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	ctx := context.Background()
-	good := request("r1")
-	if _, err := h.c.Quote(ctx, good); err != nil {
+	if _, err := h.c.Quote(ctx, request("r1")); err != nil {
 		t.Fatal(err)
-	}
-	if !h.c.valid.has(KeyOf(good.Profile)) {
-		t.Fatal("a valid profile was not remembered")
 	}
 	bad := request("r2")
 	bad.Profile = trainingProfile("resnet")
@@ -358,13 +354,11 @@ func TestValidatedProfilesRemembered(t *testing.T) {
 	if !errors.As(err, &ve) || ve.Fields[0].Field != "profile.ops[1].dur_us" {
 		t.Fatalf("a broken profile after a valid one of the same name: %v", err)
 	}
-	if h.c.valid.has(KeyOf(bad.Profile)) {
-		t.Error("an invalid profile was remembered as valid")
-	}
-	again := request("r3")
-	again.Profile = trainingProfile("resnet") // another pointer, the same content
-	if _, err := h.c.Quote(ctx, again); err != nil {
-		t.Errorf("the same profile again: %v", err)
+	vouched := request("r3")
+	vouched.ProfileKey = vouched.Profile.Key()
+	vouched.MinPct = 0 // the request's own fields are still checked
+	if _, err := h.c.Quote(ctx, vouched); !errors.As(err, &ve) || ve.Fields[0].Field != "compute.min_pct" {
+		t.Fatalf("a vouched profile with a bad min_pct: %v", err)
 	}
 }
 

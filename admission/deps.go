@@ -63,12 +63,20 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
+// profileKey is Key, or Profile.Key() when the caller left it zero.
+func (t *Trainer) profileKey() predictor.ProfileKey {
+	if t.Key != (predictor.ProfileKey{}) {
+		return t.Key
+	}
+	return t.Profile.Key()
+}
+
 // Trainer is one training job as a co-runner in a prediction.
 type Trainer struct {
 	Profile *predictor.Profile
-	// Key is KeyOf(Profile), computed once per lease; the zero key makes the
+	// Key is Profile.Key(), computed once per lease; the zero key makes the
 	// predictor compute it on every call.
-	Key ProfileKey
+	Key predictor.ProfileKey
 	// Pct is the job's MPS active-thread percentage (ignored under time
 	// slicing).
 	Pct int

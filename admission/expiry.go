@@ -131,7 +131,7 @@ func (c *Controller) Restore(ctx context.Context) error {
 			continue
 		}
 		clamped := clampStored(l.clone(), now, leaseMax, leaseDefault)
-		leases[l.ID] = &entry{lease: clamped, key: KeyOf(l.Profile)}
+		leases[l.ID] = &entry{lease: clamped, key: l.Profile.Key()}
 		if l.RequestHash != ([32]byte{}) {
 			byRequest[l.RequestHash] = l.ID
 		}

@@ -1,9 +1,11 @@
 package admission
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"time"
+
+	"github.com/colocd/colocd/internal/digest"
+	"github.com/colocd/colocd/predictor"
 )
 
 // idempotency remembers recent decisions by request_id, for IdempotencyTTL
@@ -62,21 +64,16 @@ func (m *idempotency) prune(now time.Time) {
 
 // fingerprint hashes everything in the request but its id; key is the
 // profile's content hash.
-func (r *Request) fingerprint(key ProfileKey) [32]byte {
-	var buf [256]byte
-	h := hasher{h: sha256.New(), buf: buf[:0]}
-	h.str(r.JobID)
-	h.str(r.Owner)
-	h.u64(uint64(r.Priority))
-	h.bytes(key[:])
-	h.bytes(r.TokenHash[:]) // a replay with another token is another request
+func (r *Request) fingerprint(key predictor.ProfileKey) [32]byte {
+	var h digest.Hasher
+	h.String(r.JobID)
+	h.String(r.Owner)
+	h.Int(r.Priority)
+	h.Key(key)
+	h.Key(r.TokenHash) // a replay with another token is another request
 	for _, v := range []int{r.MemoryMiB, r.Processes, r.MinPct, r.MaxPct, r.LeaseSeconds} {
-		h.u64(uint64(v))
+		h.Int(v)
 	}
-	if r.Checkpointable {
-		h.u64(1)
-	} else {
-		h.u64(0)
-	}
-	return h.sum()
+	h.Bool(r.Checkpointable)
+	return h.Sum()
 }

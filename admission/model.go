@@ -4,103 +4,14 @@ import (
 	"container/list"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
-	"math"
 	"sync"
 
+	"github.com/colocd/colocd/internal/digest"
 	"github.com/colocd/colocd/predictor"
 )
-
-// ProfileKey is a content hash of the parts of a profile a prediction
-// depends on (name, kind, device, ops or summary; not notes or source).
-type ProfileKey [32]byte
-
-// KeyOf hashes p. It walks every op, so compute it once per profile.
-func KeyOf(p *predictor.Profile) ProfileKey {
-	h := hasher{h: sha256.New(), buf: make([]byte, 0, hasherFlush+64)}
-	h.str(p.Format)
-	h.str(p.Name)
-	h.str(string(p.Kind))
-	h.str(p.Device.Name)
-	h.u64(uint64(p.Device.SMs))
-	h.f64(p.MemoryMiB)
-	h.u64(uint64(len(p.Ops)))
-	for i := range p.Ops {
-		op := &p.Ops[i]
-		h.str(op.Name)
-		h.f64(op.DurUS)
-		h.f64(op.GapUS)
-		h.f64(op.SM)
-		h.f64(op.Occupancy)
-		h.optF64(op.DRAM)
-		h.optF64(op.L2)
-	}
-	if s := p.Summary; s != nil {
-		h.u64(1)
-		h.f64(s.LatencyMS)
-		h.f64(s.IterationMS)
-		h.f64(s.GPUUtil)
-		h.f64(s.MemUtil)
-	} else {
-		h.u64(0)
-	}
-	return h.sum()
-}
-
-// hasher writes values unambiguously (fixed width, strings length-prefixed)
-// into a buffer that it hashes in large writes: a real profile is thousands
-// of 8-byte values, and one Write each cost more than the hashing.
-type hasher struct {
-	h   hash.Hash
-	buf []byte
-}
-
-const hasherFlush = 8 << 10
-
-func (h *hasher) u64(v uint64) {
-	h.buf = binary.LittleEndian.AppendUint64(h.buf, v)
-	if len(h.buf) >= hasherFlush {
-		h.flush()
-	}
-}
-func (h *hasher) f64(v float64) { h.u64(math.Float64bits(v)) }
-
-func (h *hasher) str(s string) {
-	h.u64(uint64(len(s)))
-	h.buf = append(h.buf, s...)
-	if len(h.buf) >= hasherFlush {
-		h.flush()
-	}
-}
-
-func (h *hasher) bytes(b []byte) {
-	h.buf = append(h.buf, b...)
-}
-
-func (h *hasher) optF64(v *float64) {
-	if v == nil {
-		h.u64(0)
-		return
-	}
-	h.u64(1)
-	h.f64(*v)
-}
-
-func (h *hasher) flush() {
-	h.h.Write(h.buf)
-	h.buf = h.buf[:0]
-}
-
-// sum flushes and returns the digest.
-func (h *hasher) sum() (out [32]byte) {
-	h.flush()
-	h.h.Sum(out[:0])
-	return out
-}
 
 // DefaultCacheEntries bounds a Model's cache: far more than the lease sets
 // and percentages of a day's decisions, a few MB at most.
@@ -118,18 +29,17 @@ type Model struct {
 	requests int
 	seed     uint64
 	sms      int
-	calKey   [32]byte
+	calKey   digest.Key
 
-	mu      sync.Mutex
-	free    []*predictor.Predictor
-	cache   *list.List // of *cacheEntry, most recent first
-	index   map[[32]byte]*list.Element
-	svcKeys map[*predictor.Profile]ProfileKey
-	stats   ModelStats
+	mu    sync.Mutex
+	free  []*predictor.Predictor
+	cache *list.List // of *cacheEntry, most recent first
+	index map[digest.Key]*list.Element
+	stats ModelStats
 }
 
 type cacheEntry struct {
-	key [32]byte
+	key digest.Key
 	lat Latency
 }
 
@@ -168,10 +78,9 @@ func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int) (*
 	}
 	return &Model{
 		cal: cal, mps: cal.MPS.Params(), requests: requests, seed: seed, sms: sms,
-		calKey:  sha256.Sum256(calJSON),
-		cache:   list.New(),
-		index:   map[[32]byte]*list.Element{},
-		svcKeys: map[*predictor.Profile]ProfileKey{},
+		calKey: sha256.Sum256(calJSON),
+		cache:  list.New(),
+		index:  map[digest.Key]*list.Element{},
 	}, nil
 }
 
@@ -244,52 +153,27 @@ func (m *Model) simulate(svc ServiceSpec, trainers []Trainer, mode predictor.Mod
 }
 
 // key hashes every input of a prediction.
-func (m *Model) key(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) [32]byte {
-	var buf [512]byte
-	h := hasher{h: sha256.New(), buf: buf[:0]}
-	h.bytes(m.calKey[:])
-	h.str(string(mode))
-	h.u64(uint64(m.requests))
-	h.u64(m.seed)
-	h.u64(uint64(m.sms))
-	h.str(svc.Name)
-	sk := m.serviceKey(svc.Profile)
-	h.bytes(sk[:])
-	h.f64(svc.RateRPS)
-	h.u64(uint64(len(trainers)))
+func (m *Model) key(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) digest.Key {
+	var h digest.Hasher
+	h.Key(m.calKey)
+	h.String(string(mode))
+	h.Int(m.requests)
+	h.Uint64(m.seed)
+	h.Int(m.sms)
+	h.String(svc.Name)
+	h.Key(svc.profileKey())
+	h.Float64(svc.RateRPS)
+	h.Int(len(trainers))
 	for _, t := range trainers {
-		k := t.Key
-		if k == (ProfileKey{}) {
-			k = KeyOf(t.Profile)
-		}
-		h.bytes(k[:])
+		h.Key(t.profileKey())
 		if mode == predictor.ModeMPS {
-			h.u64(uint64(t.Pct))
+			h.Int(t.Pct)
 		}
 	}
-	return h.sum()
+	return h.Sum()
 }
 
-// serviceKey memoises service profiles' keys by pointer: services change
-// only on reload, so the map stays small (and is reset if it grows).
-func (m *Model) serviceKey(p *predictor.Profile) ProfileKey {
-	m.mu.Lock()
-	k, ok := m.svcKeys[p]
-	m.mu.Unlock()
-	if ok {
-		return k
-	}
-	k = KeyOf(p)
-	m.mu.Lock()
-	if len(m.svcKeys) >= 64 {
-		clear(m.svcKeys)
-	}
-	m.svcKeys[p] = k
-	m.mu.Unlock()
-	return k
-}
-
-func (m *Model) lookup(key [32]byte) (Latency, bool) {
+func (m *Model) lookup(key digest.Key) (Latency, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el, ok := m.index[key]; ok {
@@ -301,7 +185,7 @@ func (m *Model) lookup(key [32]byte) (Latency, bool) {
 	return Latency{}, false
 }
 
-func (m *Model) insert(key [32]byte, lat Latency) {
+func (m *Model) insert(key digest.Key, lat Latency) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el, ok := m.index[key]; ok { // a concurrent caller got there first
@@ -349,5 +233,4 @@ func (m *Model) Purge() {
 	defer m.mu.Unlock()
 	m.cache.Init()
 	clear(m.index)
-	clear(m.svcKeys)
 }

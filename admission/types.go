@@ -31,9 +31,11 @@ type Request struct {
 	Priority int
 	// Profile is the job's training profile (one iteration).
 	Profile *predictor.Profile
-	// ProfileKey is KeyOf(Profile) when the caller already has it (it
-	// parses each distinct profile once); zero: computed per request.
-	ProfileKey ProfileKey
+	// ProfileKey, when set, vouches that Profile passed Validate and that
+	// this is Profile.Key(): the sidecar's profile cache parses, validates
+	// and keys each distinct profile once, at the edge. Zero: Decide
+	// validates and keys the profile itself, on every request.
+	ProfileKey predictor.ProfileKey
 	// MemoryMiB is the device memory the job pins (its MPS limit); 0 takes
 	// the profile's memory_mib. One of the two must be > 0.
 	MemoryMiB int
@@ -127,12 +129,12 @@ func (r *Request) validate(profileValid bool) error {
 	return c.err("request")
 }
 
-// profileKey is ProfileKey, or KeyOf(Profile) when the caller left it zero.
-func (r *Request) profileKey() ProfileKey {
-	if r.ProfileKey != (ProfileKey{}) {
+// profileKey is ProfileKey, or Profile.Key() when the caller left it zero.
+func (r *Request) profileKey() predictor.ProfileKey {
+	if r.ProfileKey != (predictor.ProfileKey{}) {
 		return r.ProfileKey
 	}
-	return KeyOf(r.Profile)
+	return r.Profile.Key()
 }
 
 // memoryMiB is the memory the job pins: its own figure, else the profile's
@@ -301,10 +303,21 @@ func (l *Lease) public() Lease {
 // ServiceSpec is one inference service on this GPU and its SLO: the p99 of
 // latency_ms (arrival to completion) at RateRPS, as `colocd predict` prints.
 type ServiceSpec struct {
-	Name     string
-	Profile  *predictor.Profile
+	Name    string
+	Profile *predictor.Profile
+	// Key is Profile.Key(); New and Reconfigure fill it in once, so that
+	// no prediction walks the service's ops again.
+	Key      predictor.ProfileKey
 	RateRPS  float64
 	SLOP99MS float64
+}
+
+// profileKey is Key, or Profile.Key() when the caller left it zero.
+func (s *ServiceSpec) profileKey() predictor.ProfileKey {
+	if s.Key != (predictor.ProfileKey{}) {
+		return s.Key
+	}
+	return s.Profile.Key()
 }
 
 // EventType names a lease event.

@@ -83,7 +83,7 @@ type profileEntry struct {
 
 type parsedProfile struct {
 	p   *predictor.Profile
-	key admission.ProfileKey
+	key predictor.ProfileKey
 }
 
 // profileCacheBytes bounds the parsed profiles a sidecar keeps: some 250
@@ -128,7 +128,7 @@ func (c *profileCache) parse(sum [32]byte, raw []byte) (parsedProfile, error) {
 	if err != nil {
 		return parsedProfile{}, err
 	}
-	pp := parsedProfile{p: p, key: admission.KeyOf(p)}
+	pp := parsedProfile{p: p, key: p.Key()}
 	size, budget := parsedBytes(p), c.budget
 	if budget == 0 {
 		budget = profileCacheBytes
