@@ -25,7 +25,6 @@ const DefaultCacheEntries = 4096
 // concurrent caller.
 type Model struct {
 	cal      *predictor.Calibration
-	mps      predictor.MPSParams
 	requests int
 	seed     uint64
 	sms      int
@@ -77,7 +76,7 @@ func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int) (*
 		return nil, fmt.Errorf("new model: %w", err)
 	}
 	return &Model{
-		cal: cal, mps: cal.MPS.Params(), requests: requests, seed: seed, sms: sms,
+		cal: cal, requests: requests, seed: seed, sms: sms,
 		calKey: sha256.Sum256(calJSON),
 		cache:  list.New(),
 		index:  map[digest.Key]*list.Element{},
@@ -101,9 +100,6 @@ func (m *Model) Known(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) 
 func (m *Model) PredictP99(ctx context.Context, svc ServiceSpec, trainers []Trainer, mode predictor.Mode) (Latency, error) {
 	if err := ctx.Err(); err != nil {
 		return Latency{}, err
-	}
-	if mode != predictor.ModeMPS && mode != predictor.ModeTimeslice {
-		return Latency{}, fmt.Errorf("predict: unknown mode %q", mode)
 	}
 	key := m.key(svc, trainers, mode)
 	if lat, ok := m.lookup(key); ok {
@@ -134,18 +130,7 @@ func (m *Model) simulate(svc ServiceSpec, trainers []Trainer, mode predictor.Mod
 	}
 	pr := m.acquire()
 	defer m.release(pr)
-	var (
-		pred *predictor.Prediction
-		err  error
-	)
-	if mode == predictor.ModeMPS {
-		pred, err = pr.PredictMPS(sc, m.mps)
-	} else {
-		if m.cal.Timeslice == nil {
-			return Latency{}, errors.New("predict: the calibration has no timeslice section")
-		}
-		pred, err = pr.PredictTimeslice(sc, *m.cal.Timeslice)
-	}
+	pred, err := pr.Predict(sc, mode, m.cal)
 	if err != nil {
 		return Latency{}, fmt.Errorf("predict %s: %w", svc.Name, err)
 	}

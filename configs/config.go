@@ -152,8 +152,8 @@ type MPS struct {
 
 // Predictor configures the latency predictions admission decides on.
 type Predictor struct {
-	// Calibration is a colocd.calibration/v1 file; "" takes the preset for
-	// the device (CalibrationPreset), else the built-in default.
+	// Calibration is a colocd.calibration/v1 file, merged over the preset
+	// for the device, else the built-in default (predictor.ResolveCalibration).
 	Calibration string `mapstructure:"calibration"`
 	// Requests is the number of simulated requests per prediction.
 	Requests int `mapstructure:"requests"`

@@ -30,7 +30,7 @@ func TestValidateValid(t *testing.T) {
 		{"timeslice, sidecar id, calibration preset file", func(c *Config) {
 			c.Sharing.Mode = ModeTimeslice
 			c.Sidecar.ID = "gpu-node-1_0"
-			c.Predictor.Calibration = absPath(t, "calibration/h200.json")
+			c.Predictor.Calibration = absPath(t, "../predictor/presets/h200.json")
 		}},
 		{"bounds", func(c *Config) {
 			c.Admission.Headroom, c.Admission.PctStep, c.Admission.Lease.Default = 0, 100, time.Hour

@@ -113,7 +113,17 @@ func ParseCalibration(data []byte) (*Calibration, error) {
 
 // LoadCalibration reads the calibration at path and merges it over the
 // built-in default, so a file with only some sections is complete.
+// ResolveCalibration merges it over the device's preset instead.
 func LoadCalibration(path string) (*Calibration, error) {
+	c, err := readCalibration(path)
+	if err != nil {
+		return nil, err
+	}
+	return DefaultCalibration().Merge(c), nil
+}
+
+// readCalibration reads and validates the calibration file at path.
+func readCalibration(path string) (*Calibration, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load calibration: %w", err)
@@ -122,7 +132,7 @@ func LoadCalibration(path string) (*Calibration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load calibration %s: %w", path, err)
 	}
-	return DefaultCalibration().Merge(c), nil
+	return c, nil
 }
 
 // SaveCalibration validates c and writes it atomically.

@@ -1,6 +1,7 @@
 package predictor
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -144,6 +145,21 @@ func (pr *Predictor) prepare(sc *Scenario) (rate float64, n int) {
 		pr.training = append(pr.training, t.Expanded())
 	}
 	return rate, n
+}
+
+// Predict predicts the scenario under mode with the calibration's
+// parameters for that mode: the one place that chooses a model.
+func (pr *Predictor) Predict(sc *Scenario, mode Mode, cal *Calibration) (*Prediction, error) {
+	switch mode {
+	case ModeMPS:
+		return pr.PredictMPS(sc, cal.MPS.Params())
+	case ModeTimeslice:
+		if cal.Timeslice == nil {
+			return nil, errors.New("predict timeslice: the calibration has no timeslice section")
+		}
+		return pr.PredictTimeslice(sc, *cal.Timeslice)
+	}
+	return nil, fmt.Errorf("predict: mode: want %q or %q, got %q", ModeTimeslice, ModeMPS, mode)
 }
 
 // PredictTimeslice predicts the scenario under time slicing with params.

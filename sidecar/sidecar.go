@@ -218,24 +218,12 @@ func (s *Sidecar) openMPS(ctx context.Context) error {
 }
 
 func (s *Sidecar) openModel() error {
-	cal, err := s.calibration()
+	cal, err := predictor.ResolveCalibration(s.cfg.Predictor.Calibration, s.gpuInfo.Name)
 	if err != nil {
-		return err
+		return fmt.Errorf("predictor.calibration: %w", err)
 	}
 	s.model, err = admission.NewModel(cal, s.cfg.Predictor.Requests, s.cfg.Predictor.Seed, s.gpuInfo.SMs)
 	return err
-}
-
-// calibration is the configured file, else the preset for the GPU, else
-// the built-in default.
-func (s *Sidecar) calibration() (*predictor.Calibration, error) {
-	if p := s.cfg.Predictor.Calibration; p != "" {
-		return predictor.LoadCalibration(p)
-	}
-	if c, err := configs.CalibrationPreset(s.gpuInfo.Name); err == nil {
-		return c, nil
-	}
-	return predictor.DefaultCalibration(), nil
 }
 
 func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {

@@ -132,7 +132,7 @@ func p99At(t *testing.T, pct int) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cal, err := configs.CalibrationPreset("NVIDIA H200")
+	cal, err := predictor.CalibrationPreset("NVIDIA H200")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/predictor"
 	"github.com/spf13/cobra"
 )
@@ -53,7 +52,7 @@ profile's GPU, else the built-in default. See docs/predictor.md.`,
 				return fmt.Errorf("predict: --inference: %w", err)
 			}
 			sc.Inference = inf
-			cal, err := loadCalibration(calPath, inf.Device.Name)
+			cal, err := predictor.ResolveCalibration(calPath, inf.Device.Name)
 			if err != nil {
 				return fmt.Errorf("predict: --calibration: %w", err)
 			}
@@ -71,12 +70,7 @@ profile's GPU, else the built-in default. See docs/predictor.md.`,
 				return fmt.Errorf("predict: --requests: want a count ≥ 1, got %d", sc.Requests)
 			}
 			var pr predictor.Predictor
-			var pred *predictor.Prediction
-			if predictor.Mode(mode) == predictor.ModeMPS {
-				pred, err = pr.PredictMPS(&sc, cal.MPS.Params())
-			} else {
-				pred, err = pr.PredictTimeslice(&sc, *cal.Timeslice)
-			}
+			pred, err := pr.Predict(&sc, predictor.Mode(mode), cal)
 			if err != nil {
 				return fmt.Errorf("predict: %w", err)
 			}
@@ -154,18 +148,4 @@ func msOrDash(v *float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.3f", *v)
-}
-
-// loadCalibration reads path merged over the built-in default or, with no
-// path, returns the preset for the device name, else the built-in default.
-func loadCalibration(path, device string) (*predictor.Calibration, error) {
-	if path != "" {
-		return predictor.LoadCalibration(path)
-	}
-	if p, err := configs.CalibrationPreset(device); err == nil {
-		return p, nil
-	} else if !errors.Is(err, configs.ErrNoPreset) {
-		return nil, err
-	}
-	return predictor.DefaultCalibration(), nil
 }

@@ -27,7 +27,7 @@ func TestPredictGolden(t *testing.T) {
 		{"v100-timeslice", []string{"--inference", profilesDir + "/v100-infer-200.json", "--training", profilesDir + "/v100-train-step.json",
 			"--load", "0.2", "--requests", "2000", "--seed", "1"}},
 		{"v100-mps-h200-preset", []string{"--inference", profilesDir + "/v100-infer-200.json", "--training", profilesDir + "/v100-train-step.json",
-			"--mode", "mps", "--pct", "40", "--load", "0.4", "--requests", "2000", "--seed", "1", "--calibration", "../../configs/calibration/h200.json"}},
+			"--mode", "mps", "--pct", "40", "--load", "0.4", "--requests", "2000", "--seed", "1", "--calibration", "../../predictor/presets/h200.json"}},
 		{"summary-mps-two-pcts", []string{"--inference", profilesDir + "/summary-bert.json",
 			"--training", profilesDir + "/summary-train.json", "--training", profilesDir + "/summary-stream.json",
 			"--mode", "mps", "--pct", "30", "--pct", "60", "--rate", "40", "--requests", "1000", "--seed", "7"}},
