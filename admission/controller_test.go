@@ -332,7 +332,7 @@ func TestDecideInvalid(t *testing.T) {
 	req.MinPct = 0
 	_, err := h.c.Decide(context.Background(), req)
 	var ve *ValidationError
-	if !errors.Is(err, ErrInvalid) || !errors.As(err, &ve) || ve.Fields[0].Field != "compute.min_pct" {
+	if !errors.Is(err, ErrInvalid) || !errors.As(err, &ve) || ve.Errors[0].Path != "compute.min_pct" {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -351,13 +351,13 @@ func TestProfileValidatedUnlessVouched(t *testing.T) {
 	bad.Profile.Ops[1].DurUS = -5 // same name, one op broken
 	_, err := h.c.Quote(ctx, bad)
 	var ve *ValidationError
-	if !errors.As(err, &ve) || ve.Fields[0].Field != "profile.ops[1].dur_us" {
+	if !errors.As(err, &ve) || ve.Errors[0].Path != "profile.ops[1].dur_us" {
 		t.Fatalf("a broken profile after a valid one of the same name: %v", err)
 	}
 	vouched := request("r3")
 	vouched.ProfileKey = vouched.Profile.Key()
 	vouched.MinPct = 0 // the request's own fields are still checked
-	if _, err := h.c.Quote(ctx, vouched); !errors.As(err, &ve) || ve.Fields[0].Field != "compute.min_pct" {
+	if _, err := h.c.Quote(ctx, vouched); !errors.As(err, &ve) || ve.Errors[0].Path != "compute.min_pct" {
 		t.Fatalf("a vouched profile with a bad min_pct: %v", err)
 	}
 }

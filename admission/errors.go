@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/internal/field"
 )
 
 // Sentinel errors callers branch on; the sidecar maps each to a NATS micro
@@ -30,40 +30,20 @@ var (
 )
 
 // ValidationError names every bad field of one document (a request, the
-// configuration): predictor's error of the same name, which also matches
-// ErrInvalid with errors.Is; errors.As finds each *predictor.FieldError.
-type ValidationError struct {
-	predictor.ValidationError
-}
-
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+// configuration): the one field-error list of every colocd input, whose
+// Kind makes errors.Is(err, ErrInvalid) true; errors.As finds each
+// *predictor.FieldError.
+type ValidationError = field.List
 
 // fields collects FieldErrors while a document is checked.
 type fields struct {
-	errs []*predictor.FieldError
+	field.Checker
 }
 
-func (c *fields) add(field, want, got string) {
-	c.errs = append(c.errs, &predictor.FieldError{Field: field, Want: want, Got: got})
-}
+func (c *fields) add(path, want, got string) { c.Add(path, want, got) }
 
-// nested adds the field errors of err (a *predictor.ValidationError) under
-// prefix, or err itself as one error of the field prefix.
-func (c *fields) nested(prefix string, err error) {
-	var ve *predictor.ValidationError
-	if errors.As(err, &ve) {
-		for _, f := range ve.Fields {
-			c.add(prefix+"."+f.Field, f.Want, f.Got)
-		}
-		return
-	}
-	c.add(prefix, "a valid value", err.Error())
-}
+// nested adds the field errors of err (a *ValidationError) under prefix, or
+// err itself as one error of the field prefix.
+func (c *fields) nested(prefix string, err error) { c.Nested(prefix, err) }
 
-func (c *fields) err(doc string) error {
-	if len(c.errs) == 0 {
-		return nil
-	}
-	return &ValidationError{predictor.ValidationError{Doc: doc, Fields: c.errs}}
-}
+func (c *fields) err(doc string) error { return c.ErrKind(doc, ErrInvalid) }

@@ -45,8 +45,8 @@ func FuzzRequestEnv(f *testing.F) {
 			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
 				t.Fatalf("got %v, want a *ValidationError matching ErrInvalid", err)
 			}
-			for _, fe := range ve.Fields {
-				if !fuzzed[fe.Field] || fe.Want == "" {
+			for _, fe := range ve.Errors {
+				if !fuzzed[fe.Path] || fe.Want == "" {
 					t.Fatalf("field error %q: names no fuzzed field, or says nothing expected", fe)
 				}
 			}

@@ -66,8 +66,8 @@ func TestRequestValidate(t *testing.T) {
 				t.Fatalf("got %T", err)
 			}
 			var got []string
-			for _, f := range ve.Fields {
-				got = append(got, f.Field)
+			for _, f := range ve.Errors {
+				got = append(got, f.Path)
 			}
 			if !slices.Equal(got, tt.fields) {
 				t.Errorf("fields %v, want %v (%v)", got, tt.fields, err)
@@ -139,12 +139,12 @@ func TestRequestValidateBounds(t *testing.T) {
 			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
 				t.Fatalf("got %v, want a *ValidationError matching ErrInvalid", err)
 			}
-			if len(ve.Fields) != 1 {
-				t.Fatalf("got %d field errors (%v), want one for %s", len(ve.Fields), err, tt.field)
+			if len(ve.Errors) != 1 {
+				t.Fatalf("got %d field errors (%v), want one for %s", len(ve.Errors), err, tt.field)
 			}
-			f := ve.Fields[0]
-			if f.Field != tt.field || !strings.Contains(f.Want, tt.want) || f.Got != tt.got {
-				t.Errorf("got %s: want %q, got %q; want %s: want …%q…, got %q", f.Field, f.Want, f.Got, tt.field, tt.want, tt.got)
+			f := ve.Errors[0]
+			if f.Path != tt.field || !strings.Contains(f.Want, tt.want) || f.Got != tt.got {
+				t.Errorf("got %s: want %q, got %q; want %s: want …%q…, got %q", f.Path, f.Want, f.Got, tt.field, tt.want, tt.got)
 			}
 			if msg := err.Error(); !strings.Contains(msg, tt.field+": want ") {
 				t.Errorf("message %q does not name %s", msg, tt.field)

@@ -446,7 +446,7 @@ func TestTooManyEventsIsABadRequest(t *testing.T) {
 	}{{"decide", h.c.Decide}, {"quote", h.c.Quote}} {
 		d, err := call.fn(context.Background(), request("r1"))
 		var ve *ValidationError
-		if !errors.Is(err, ErrInvalid) || !errors.As(err, &ve) || ve.Fields[0].Field != "profile" || d.Outcome != "" {
+		if !errors.Is(err, ErrInvalid) || !errors.As(err, &ve) || ve.Errors[0].Path != "profile" || d.Outcome != "" {
 			t.Errorf("%s: %s, %v; want a ValidationError naming profile", call.name, d.Outcome, err)
 		}
 	}

@@ -56,18 +56,20 @@ func TestDecodeErrors(t *testing.T) {
 		body   string
 		want   string
 	}{
-		{"admit wrong type nested", admit, `{"compute":{"min_pct":"10"}}`, `admit request: field "compute.min_pct": got string, want an integer`},
-		{"admit fraction", admit, `{"memory_mib":1.5}`, `field "memory_mib": got number 1.5`},
-		{"admit unknown", admit, `{"request_id":"r","extra":1}`, `admit request: unknown field "extra"`},
-		{"admit unknown nested", admit, `{"job":{"name":"x"}}`, `unknown field "name"`},
-		{"admit bool", admit, `{"checkpointable":"yes"}`, `field "checkpointable": got string, want a boolean`},
-		{"admit trailing", admit, `{} {}`, "trailing data"},
+		{"admit wrong type nested", admit, `{"compute":{"min_pct":"10"}}`, `invalid admit request: compute.min_pct: want a whole number, got the string "10"`},
+		{"admit fraction", admit, `{"memory_mib":1.5}`, `memory_mib: want a whole number, got the number 1.5`},
+		{"admit unknown", admit, `{"request_id":"r","extra":1}`, `invalid admit request: extra: want a known key, got an unknown key`},
+		{"admit unknown nested", admit, `{"job":{"name":"x"}}`, `job.name: want a known key`},
+		{"admit bool", admit, `{"checkpointable":"yes"}`, `checkpointable: want true or false, got the string "yes"`},
+		{"admit trailing", admit, `{} {}`, "more data after it"},
 		{"admit null", admit, `null`, "must be a JSON object"},
-		{"admit empty", admit, "  \n", "empty body"},
-		{"admit truncated", admit, `{"job":{`, "invalid JSON"},
-		{"lease ref wrong type", leaseRef, `{"lease_id":7}`, `lease request: field "lease_id": got number, want a string`},
-		{"register pids object", register, `{"pids":{"a":1}}`, `field "pids": got object, want an array`},
-		{"register pid too large", register, `{"pids":[1e30]}`, `field "pids"`},
+		{"admit empty", admit, "  \n", "want a JSON document, got nothing"},
+		{"admit truncated", admit, `{"job":{`, "its end cut off"},
+		{"lease ref wrong type", leaseRef, `{"lease_id":7}`, `invalid lease request: lease_id: want a string, got the number 7`},
+		{"register pids object", register, `{"pids":{"a":1}}`, `pids: want an array, got an object`},
+		{"admit key in another case", admit, `{"MEMORY_MIB":1}`, `MEMORY_MIB: want the key "memory_mib" (keys are case-sensitive)`},
+		{"admit key twice", admit, `{"memory_mib":1,"memory_mib":2}`, `memory_mib: want each key once per object, got it again`},
+		{"register pid too large", register, `{"pids":[1e30]}`, `pids[0]: want a whole number`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

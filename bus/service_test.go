@@ -163,13 +163,13 @@ func TestBadRequestNamesTheField(t *testing.T) {
 	tests := []struct {
 		name, endpoint, body, want string
 	}{
-		{"wrong type", EndpointAdmit, `{"job":{"id":"j","priority":"high"}}`, `field "job.priority"`},
-		{"unknown field", EndpointAdmit, `{"request_id":"r","gpus":2}`, `unknown field "gpus"`},
+		{"wrong type", EndpointAdmit, `{"job":{"id":"j","priority":"high"}}`, `job.priority: want a whole number`},
+		{"unknown field", EndpointAdmit, `{"request_id":"r","gpus":2}`, `gpus: want a known key`},
 		{"not an object", EndpointRenew, `[1,2]`, "must be a JSON object"},
-		{"empty", EndpointRegister, ``, "empty body"},
-		{"pids not ints", EndpointRegister, `{"lease_id":"l","token":"t","pids":["1"]}`, `field "pids"`},
-		{"status with fields", EndpointStatus, `{"verbose":true}`, `unknown field "verbose"`},
-		{"syntax", EndpointRelease, `{"lease_id":`, "invalid JSON"},
+		{"empty", EndpointRegister, ``, "want a JSON document, got nothing"},
+		{"pids not ints", EndpointRegister, `{"lease_id":"l","token":"t","pids":["1"]}`, `pids[0]: want a whole number`},
+		{"status with fields", EndpointStatus, `{"verbose":true}`, `verbose: want a known key`},
+		{"syntax", EndpointRelease, `{"lease_id":`, "its end cut off"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

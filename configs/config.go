@@ -20,6 +20,10 @@ type Config struct {
 	Services  []Service `mapstructure:"services"`
 	Admission Admission `mapstructure:"admission"`
 	Telemetry Telemetry `mapstructure:"telemetry"`
+
+	// lines: where each key stood in the file Load read, so that Validate's
+	// problems name their line.
+	lines keyLines
 }
 
 // Sidecar identifies this colocd instance and says where it keeps state.

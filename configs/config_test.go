@@ -43,6 +43,7 @@ func TestDefaultsRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			got.lines = nil // where the keys stood in the file
 			if want := Default(); !reflect.DeepEqual(*got, want) {
 				t.Errorf("Load = %+v\nwant %+v", *got, want)
 			}

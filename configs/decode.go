@@ -14,9 +14,9 @@ import (
 // decodeProblems turns mapstructure's errors, which name the field, into
 // problems: name is the key of the innermost field seen so far, settings
 // the values decoded.
-func decodeProblems(err error, name string, settings map[string]any) []Problem {
+func decodeProblems(err error, name string, settings map[string]any) []*Problem {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []Problem
+		var out []*Problem
 		for _, e := range j.Unwrap() {
 			out = append(out, decodeProblems(e, name, settings)...)
 		}
@@ -29,7 +29,7 @@ func decodeProblems(err error, name string, settings map[string]any) []Problem {
 		// viper's "decoding failed" wrapper around the field errors
 		return decodeProblems(inner, name, settings)
 	}
-	p := Problem{Key: name, Want: want(name), Got: err.Error()}
+	p := &Problem{Path: name, Want: want(name), Got: err.Error()}
 	if v, ok := lookup(settings, name); ok {
 		p.Got = describe(v)
 		var ve *valueError
@@ -37,7 +37,7 @@ func decodeProblems(err error, name string, settings map[string]any) []Problem {
 			p.Got += " (" + ve.reason + ")"
 		}
 	}
-	return []Problem{p}
+	return []*Problem{p}
 }
 
 // valueError says why a value of the right kind is refused.
@@ -146,7 +146,7 @@ func keyType(key string) reflect.Type {
 
 func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
 	for i := range t.NumField() {
-		if strings.EqualFold(t.Field(i).Tag.Get("mapstructure"), tag) {
+		if t.Field(i).IsExported() && strings.EqualFold(t.Field(i).Tag.Get("mapstructure"), tag) {
 			return t.Field(i), true
 		}
 	}

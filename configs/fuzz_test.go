@@ -53,11 +53,11 @@ func FuzzLoad(f *testing.F) {
 
 func checkProblems(t *testing.T, ve *ValidationError) {
 	t.Helper()
-	if len(ve.Problems) == 0 {
+	if len(ve.Errors) == 0 {
 		t.Fatal("a ValidationError without problems")
 	}
-	for _, p := range ve.Problems {
-		if p.Key == "" || p.Want == "" {
+	for _, p := range ve.Errors {
+		if p.Path == "" || p.Want == "" {
 			t.Errorf("problem without a key or a want: %+v", p)
 		}
 	}

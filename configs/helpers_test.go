@@ -50,9 +50,9 @@ func problemKeys(t testing.TB, err error) []string {
 	if !errors.As(err, &ve) {
 		t.Fatalf("err = %v (%T), want a *ValidationError", err, err)
 	}
-	keys := make([]string, len(ve.Problems))
-	for i, p := range ve.Problems {
-		keys[i] = p.Key
+	keys := make([]string, len(ve.Errors))
+	for i, p := range ve.Errors {
+		keys[i] = p.Path
 	}
 	return keys
 }

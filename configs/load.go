@@ -56,15 +56,23 @@ func LoadWith(path string, overrides map[string]any) (*Config, error) {
 
 // load decodes data, the content of the file at path (nil: no file).
 func load(path string, data []byte, overrides map[string]any) (*Config, error) {
-	var problems []Problem
+	var problems []*Problem
+	var lines keyLines
 
 	file := viper.New()
 	file.SetConfigType("yaml")
 	if data != nil {
+		var dup bool
+		var err error
+		if lines, problems, dup, err = scanYAML(data); err != nil {
+			return nil, fmt.Errorf("load config %s: %w", path, err)
+		}
+		if dup { // the decoder refuses the file; say which keys
+			return nil, invalid(problems)
+		}
 		if err := file.ReadConfig(bytes.NewReader(data)); err != nil {
 			return nil, fmt.Errorf("load config %s: %w", path, err)
 		}
-		problems = append(problems, unknownKeys(file.AllSettings(), configType, "")...)
 	}
 
 	v := viper.New()
@@ -85,7 +93,7 @@ func load(path string, data []byte, overrides map[string]any) (*Config, error) {
 	for _, k := range sortedKeys(overrides) {
 		lk := strings.ToLower(k)
 		if !isLeaf(lk) {
-			problems = append(problems, Problem{Key: k, Want: "a known key (docs/configuration.md)", Got: "an unknown key"})
+			problems = append(problems, &Problem{Path: k, Want: "a known key (docs/configuration.md)", Got: "an unknown key"})
 			continue
 		}
 		v.Set(lk, overrides[k])
@@ -101,8 +109,10 @@ func load(path string, data []byte, overrides map[string]any) (*Config, error) {
 		problems = append(problems, decodeProblems(err, "", v.AllSettings())...)
 	}
 	if len(problems) > 0 {
-		return nil, &ValidationError{Problems: problems}
+		lines.annotate(problems)
+		return nil, invalid(problems)
 	}
+	c.lines = lines
 	if len(c.Services) == 0 {
 		c.Services = nil
 	}
@@ -175,6 +185,9 @@ func leafKeys(v reflect.Value, prefix string) []leaf {
 	var out []leaf
 	t := v.Type()
 	for i := range t.NumField() {
+		if !t.Field(i).IsExported() {
+			continue
+		}
 		key := prefix + t.Field(i).Tag.Get("mapstructure")
 		f := v.Field(i)
 		switch f.Kind() {
@@ -201,46 +214,6 @@ func Keys() []string {
 		keys[i] = l.key
 	}
 	return keys
-}
-
-// unknownKeys walks a decoded YAML document along the struct type t and
-// names every key that t does not have.
-func unknownKeys(m map[string]any, t reflect.Type, prefix string) []Problem {
-	known := map[string]reflect.StructField{}
-	var names []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("mapstructure")
-		known[tag] = f
-		names = append(names, tag)
-	}
-	var problems []Problem
-	for _, k := range sortedKeys(m) {
-		key := prefix + k
-		if k == "" { // YAML key ".x": viper splits keys at dots
-			key = prefix + `""`
-		}
-		f, ok := known[strings.ToLower(k)]
-		if !ok {
-			problems = append(problems, Problem{Key: key, Want: "one of the keys " + strings.Join(names, ", "), Got: "an unknown key"})
-			continue
-		}
-		switch f.Type.Kind() {
-		case reflect.Struct:
-			if sub, ok := m[k].(map[string]any); ok {
-				problems = append(problems, unknownKeys(sub, f.Type, key+".")...)
-			}
-		case reflect.Slice:
-			if items, ok := m[k].([]any); ok && f.Type.Elem().Kind() == reflect.Struct {
-				for i, item := range items {
-					if sub, ok := item.(map[string]any); ok {
-						problems = append(problems, unknownKeys(sub, f.Type.Elem(), fmt.Sprintf("%s[%d].", key, i))...)
-					}
-				}
-			}
-		}
-	}
-	return problems
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,7 +174,7 @@ func TestLoadTypeErrors(t *testing.T) {
 			}
 			var ve *ValidationError
 			errors.As(err, &ve)
-			if p := ve.Problems[0]; tt.got != "" && p.Got != tt.got {
+			if p := ve.Errors[0]; tt.got != "" && p.Got != tt.got {
 				t.Errorf("got %q, want %q", p.Got, tt.got)
 			}
 		})
@@ -271,4 +272,44 @@ services:
 			t.Errorf("data_dir = %q, want %q", c.Sidecar.DataDir, want)
 		}
 	})
+}
+
+// TestLoadStrictKeys: a key in another case, a key given twice and a dotted
+// key are refused by name and line, with every other problem, and a problem
+// found by Validate after loading names its line too.
+func TestLoadStrictKeys(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, yaml string
+		want       []string // "line path"
+	}{
+		{"case", "admission:\n  MAX_JOBS: 1\n  pct_step: nope\n", []string{"2 admission.MAX_JOBS", "3 admission.pct_step"}},
+		{"duplicate", "admission:\n  max_jobs: 1\n  max_jobs: 2\n", []string{"3 admission.max_jobs"}},
+		{"dotted", "admission.max_jobs: 1\n", []string{"1 admission.max_jobs"}},
+		{"validate", "sidecar:\n  id: ok\nadmission:\n  headroom: 0.1\n  max_jobs: -3\n", []string{"5 admission.max_jobs"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(writeFile(t, filepath.Join(dir, tt.name+".yaml"), tt.yaml))
+			if err == nil {
+				err = c.Validate()
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("got %v, want a *ValidationError", err)
+			}
+			var got []string
+			for _, p := range ve.Errors {
+				if strings.HasPrefix(p.Path, "admission") {
+					got = append(got, fmt.Sprintf("%d %s", p.Line, p.Path))
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("problems %v, want %v (%v)", got, tt.want, err)
+			}
+			if !strings.Contains(err.Error(), "line ") {
+				t.Errorf("the message names no line: %v", err)
+			}
+		})
+	}
 }

@@ -15,37 +15,22 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/colocd/colocd/internal/field"
 	"github.com/colocd/colocd/predictor"
 )
 
 // Problem is one bad key: its dotted path ("services[1].slo.p99_ms"), what
-// it takes and what it holds.
-type Problem struct {
-	Key  string
-	Want string
-	Got  string
-}
-
-func (p Problem) String() string {
-	if p.Got == "" {
-		return fmt.Sprintf("%s: want %s", p.Key, p.Want)
-	}
-	return fmt.Sprintf("%s: want %s, got %s", p.Key, p.Want, p.Got)
-}
+// is allowed, what was found, and the key's line in the file when known.
+type Problem = field.Error
 
 // ValidationError lists every problem of a configuration, so that a user
 // fixes them all in one pass. Load returns it for unknown keys and values
 // of the wrong type, Validate for values out of bounds.
-type ValidationError struct {
-	Problems []Problem
-}
+type ValidationError = field.List
 
-func (e *ValidationError) Error() string {
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		parts[i] = p.String()
-	}
-	return "invalid configuration: " + strings.Join(parts, "; ")
+// invalid is the *ValidationError of problems.
+func invalid(problems []*Problem) error {
+	return &ValidationError{Doc: "configuration", Errors: problems}
 }
 
 // Limits of the keys without a natural bound.
@@ -80,10 +65,10 @@ var (
 )
 
 // checker collects problems.
-type checker struct{ problems []Problem }
+type checker struct{ problems []*Problem }
 
 func (c *checker) add(key, want, got string) {
-	c.problems = append(c.problems, Problem{Key: key, Want: want, Got: got})
+	c.problems = append(c.problems, &Problem{Path: key, Want: want, Got: got})
 }
 
 // oneOf checks an enumerated string.
@@ -152,7 +137,8 @@ func (c *Config) Validate() error {
 	ck.hostPort("telemetry.http", c.Telemetry.HTTP)
 	ck.oneOf("telemetry.tracing", c.Telemetry.Tracing, TracingNone, TracingConsole, TracingOTLP)
 	if len(ck.problems) > 0 {
-		return &ValidationError{Problems: ck.problems}
+		c.lines.annotate(ck.problems)
+		return invalid(ck.problems)
 	}
 	return nil
 }

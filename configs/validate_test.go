@@ -128,7 +128,7 @@ func TestValidateEachProblem(t *testing.T) {
 			}
 			var ve *ValidationError
 			errors.As(err, &ve)
-			if p := ve.Problems[0]; !strings.Contains(p.Want, tt.want) {
+			if p := ve.Errors[0]; !strings.Contains(p.Want, tt.want) {
 				t.Errorf("want %q does not say %q", p.Want, tt.want)
 			}
 			if !strings.HasPrefix(err.Error(), "invalid configuration: "+tt.key+": want ") {

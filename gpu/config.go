@@ -1,11 +1,12 @@
 package gpu
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 	"unicode"
+
+	"github.com/colocd/colocd/internal/field"
 )
 
 // Backend selects where device state comes from.
@@ -69,12 +70,11 @@ func Default() Config {
 }
 
 // Validate checks every field and returns all problems at once, each a
-// *ConfigError naming the configuration key and the allowed values.
+// *ConfigError naming the configuration key and the allowed values, in a
+// list that matches ErrInvalidConfig.
 func (c Config) Validate() error {
-	var errs []error
-	add := func(field, want, got string) {
-		errs = append(errs, &ConfigError{Field: field, Want: want, Got: got})
-	}
+	var fc field.Checker
+	add := func(key, want, got string) { fc.Add(key, want, strconv.Quote(got)) }
 	switch c.Backend {
 	case BackendAuto, BackendNVML, BackendSim:
 	default:
@@ -98,7 +98,7 @@ func (c Config) Validate() error {
 				strconv.FormatUint(c.Sim.MemoryMiB, 10))
 		}
 	}
-	return errors.Join(errs...)
+	return fc.ErrKind("gpu configuration", ErrInvalidConfig)
 }
 
 func validName(s string) bool {

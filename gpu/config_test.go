@@ -64,9 +64,9 @@ func TestValidate(t *testing.T) {
 					t.Fatalf("error %v is not a *ConfigError", e)
 				}
 				if ce.Want == "" {
-					t.Errorf("%s: empty Want", ce.Field)
+					t.Errorf("%s: empty Want", ce.Path)
 				}
-				got = append(got, ce.Field)
+				got = append(got, ce.Path)
 			}
 			if len(got) != len(tt.wantFields) {
 				t.Fatalf("fields %v, want %v", got, tt.wantFields)
@@ -82,7 +82,7 @@ func TestValidate(t *testing.T) {
 
 func TestConfigErrorText(t *testing.T) {
 	err := Config{Backend: "cuda", Device: "0", Sim: SimConfig{Name: "x"}}.Validate()
-	want := `gpu.backend: want one of auto, nvml, sim, got "cuda"`
+	want := `invalid gpu configuration: gpu.backend: want one of auto, nvml, sim, got "cuda"`
 	if err == nil || err.Error() != want {
 		t.Errorf("Validate() = %v, want %q", err, want)
 	}

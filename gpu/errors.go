@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/colocd/colocd/internal/field"
 )
 
 // Sentinel errors callers branch on with errors.Is.
@@ -133,18 +135,7 @@ func nvmlErr(op string, r nvml.Return) error {
 	return &NVMLError{Op: op, Return: r}
 }
 
-// ConfigError is one invalid field of Config. Field is the configuration key
-// (e.g. "gpu.backend"); Want says what is allowed.
-type ConfigError struct {
-	Field string
-	Want  string
-	Got   string
-}
-
-// Error reads like: gpu.backend: want one of auto, nvml, sim, got "cuda".
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("%s: want %s, got %q", e.Field, e.Want, e.Got)
-}
-
-// Unwrap makes every ConfigError match ErrInvalidConfig.
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+// ConfigError is one invalid field of Config: Path is the configuration key
+// (e.g. "gpu.backend"); Want says what is allowed. Validate returns them
+// in one list that matches ErrInvalidConfig.
+type ConfigError = field.Error

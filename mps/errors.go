@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/colocd/colocd/internal/field"
 )
 
 // Sentinel errors that callers branch on (errors.Is).
@@ -64,7 +66,10 @@ func quote(s string) string {
 	return strconv.Quote(s)
 }
 
-// invalid builds an ErrInvalidArgument error naming the parameter.
+// invalid builds an ErrInvalidArgument error naming the parameter: the
+// field-error list every colocd input reports.
 func invalid(param, want string, got any) error {
-	return fmt.Errorf("%w: %s: want %s, got %s", ErrInvalidArgument, param, want, quote(fmt.Sprint(got)))
+	var c field.Checker
+	c.Add(param, want, quote(fmt.Sprint(got)))
+	return c.ErrKind("argument", ErrInvalidArgument)
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"slices"
 	"sort"
+
+	"github.com/colocd/colocd/internal/strictjson"
 )
 
 // CalibrationFormat is the format string of a calibration document.
@@ -56,7 +58,7 @@ func (c *Calibration) Validate() error {
 	}
 	if c.Timeslice != nil {
 		if err := c.Timeslice.Validate(); err != nil {
-			fc.errs = append(fc.errs, err.(*ValidationError).Fields...)
+			fc.Nested("", err)
 		}
 	}
 	if c.MPS != nil {
@@ -102,8 +104,8 @@ func (c *Calibration) Merge(over *Calibration) *Calibration {
 // ParseCalibration decodes and validates a calibration document.
 func ParseCalibration(data []byte) (*Calibration, error) {
 	var c Calibration
-	if err := decodeStrict(data, &c); err != nil {
-		return nil, fmt.Errorf("parse calibration: %w", err)
+	if err := strictjson.Decode("calibration", data, &c); err != nil {
+		return nil, err
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err

@@ -3,64 +3,29 @@ package predictor
 import (
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/colocd/colocd/internal/field"
 )
 
-// FieldError is one problem with one field of an input document. Field is a
-// path such as "ops[3].dur_us"; Want says what was expected.
-type FieldError struct {
-	Field string
-	Want  string
-	Got   string
-}
+// FieldError is one problem with one field of an input document: Path is
+// a key path such as "ops[3].dur_us"; Want says what was expected.
+type FieldError = field.Error
 
-func (e *FieldError) Error() string {
-	if e.Got == "" {
-		return fmt.Sprintf("%s: want %s", e.Field, e.Want)
-	}
-	return fmt.Sprintf("%s: want %s, got %s", e.Field, e.Want, e.Got)
-}
-
-// ValidationError holds every FieldError found in one document, so that a user
-// fixes them all in one pass instead of one per run.
-type ValidationError struct {
-	Doc    string // what was validated, e.g. "profile bert-infer"
-	Fields []*FieldError
-}
-
-func (e *ValidationError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "invalid %s: ", e.Doc)
-	for i, f := range e.Fields {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(f.Error())
-	}
-	return b.String()
-}
-
-// Unwrap lets errors.As find each FieldError.
-func (e *ValidationError) Unwrap() []error {
-	out := make([]error, len(e.Fields))
-	for i, f := range e.Fields {
-		out[i] = f
-	}
-	return out
-}
+// ValidationError holds every FieldError found in one document, so that a
+// user fixes them all in one pass instead of one per run.
+type ValidationError = field.List
 
 // ErrInvalidTrace is wrapped by every error about a trace file that is not a
 // usable profiler trace (truncated, not JSON, no GPU kernels).
 var ErrInvalidTrace = errors.New("invalid trace")
 
-// fieldChecker collects FieldErrors while a document is walked.
+// fieldChecker collects FieldErrors while a document is walked, with the
+// checks that predictor documents share.
 type fieldChecker struct {
-	errs []*FieldError
+	field.Checker
 }
 
-func (c *fieldChecker) add(field, want, got string) {
-	c.errs = append(c.errs, &FieldError{Field: field, Want: want, Got: got})
-}
+func (c *fieldChecker) add(path, want, got string) { c.Add(path, want, got) }
 
 // nonNegative checks a duration-like value (finite, ≥ 0).
 func (c *fieldChecker) nonNegative(field string, v float64) {
@@ -94,12 +59,7 @@ func (c *fieldChecker) fraction(field string, v float64) {
 	}
 }
 
-func (c *fieldChecker) err(doc string) error {
-	if len(c.errs) == 0 {
-		return nil
-	}
-	return &ValidationError{Doc: doc, Fields: c.errs}
-}
+func (c *fieldChecker) err(doc string) error { return c.Err(doc) }
 
 func isInf(v float64) bool { return v > 1.7976931348623157e308 || v < -1.7976931348623157e308 }
 

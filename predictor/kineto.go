@@ -112,13 +112,13 @@ func (tr *kinetoTrace) profile(opts KinetoOptions, traceName string) (*Profile, 
 func checkKinetoOptions(opts KinetoOptions) error {
 	switch {
 	case opts.Kind != "" && opts.Kind != KindInference && opts.Kind != KindTraining:
-		return &FieldError{Field: "kind", Want: `"inference", "training" or "" (from the trace)`, Got: fmt.Sprintf("%q", opts.Kind)}
+		return &FieldError{Path: "kind", Want: `"inference", "training" or "" (from the trace)`, Got: fmt.Sprintf("%q", opts.Kind)}
 	case opts.Step != nil && *opts.Step < 0:
-		return &FieldError{Field: "step", Want: "a ProfilerStep number ≥ 0", Got: fmt.Sprint(*opts.Step)}
+		return &FieldError{Path: "step", Want: "a ProfilerStep number ≥ 0", Got: fmt.Sprint(*opts.Step)}
 	case opts.MaxOps < 0:
-		return &FieldError{Field: "max_ops", Want: "a count ≥ 0 (0: every kernel)", Got: fmt.Sprint(opts.MaxOps)}
+		return &FieldError{Path: "max_ops", Want: "a count ≥ 0 (0: every kernel)", Got: fmt.Sprint(opts.MaxOps)}
 	case opts.Step != nil && opts.Annotation != "":
-		return &FieldError{Field: "step", Want: "either a step or an annotation, not both", Got: fmt.Sprintf("step %d and annotation %q", *opts.Step, opts.Annotation)}
+		return &FieldError{Path: "step", Want: "either a step or an annotation, not both", Got: fmt.Sprintf("step %d and annotation %q", *opts.Step, opts.Annotation)}
 	}
 	return nil
 }

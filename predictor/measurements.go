@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/colocd/colocd/internal/strictjson"
 )
 
 // MeasurementsFormat is the format string of a measurements document.
@@ -88,7 +90,7 @@ func (r *ProfileRef) UnmarshalJSON(b []byte) error {
 		return json.Unmarshal(b, &r.Path)
 	}
 	var p Profile
-	if err := decodeStrict(b, &p); err != nil {
+	if err := strictjson.Decode("profile", b, &p); err != nil {
 		return err
 	}
 	r.Profile = &p
@@ -107,8 +109,8 @@ func (r ProfileRef) MarshalJSON() ([]byte, error) {
 // profile paths are resolved against dir and loaded.
 func ParseMeasurements(data []byte, dir string) (*Measurements, error) {
 	var m Measurements
-	if err := decodeStrict(data, &m); err != nil {
-		return nil, fmt.Errorf("parse measurements: %w", err)
+	if err := strictjson.Decode("measurements", data, &m); err != nil {
+		return nil, err
 	}
 	if err := m.validate(dir); err != nil {
 		return nil, err

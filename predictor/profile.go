@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/colocd/colocd/internal/strictjson"
 )
 
 // ProfileFormat is the format string every profile document carries.
@@ -212,8 +213,8 @@ func (s *Summary) check(c *fieldChecker, kind Kind) {
 // errors, so that a misspelt key is caught instead of silently ignored.
 func ParseProfile(data []byte) (*Profile, error) {
 	var p Profile
-	if err := decodeStrict(data, &p); err != nil {
-		return nil, fmt.Errorf("parse profile: %w", err)
+	if err := strictjson.Decode("profile", data, &p); err != nil {
+		return nil, err
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -273,42 +274,6 @@ func writeJSONAtomic(path string, v any) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
-}
-
-// decodeStrict decodes one JSON value, rejecting unknown keys and trailing
-// data, and turns decoder errors into messages that name the field.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		var se *json.SyntaxError
-		switch {
-		case errors.As(err, &te):
-			return &FieldError{Field: te.Field, Want: "a JSON " + jsonKind(te.Type.Kind().String()), Got: "a JSON " + te.Value}
-		case errors.As(err, &se):
-			return fmt.Errorf("not valid JSON at byte %d: %w", se.Offset, err)
-		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			return fmt.Errorf("empty or truncated JSON: %w", err)
-		}
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON document")
-	}
-	return nil
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "float64", "float32", "int", "int64", "int32", "uint", "uint64":
-		return "number"
-	case "struct", "map", "ptr":
-		return "object"
-	case "slice", "array":
-		return "array"
-	}
-	return goKind
 }
 
 // Summary expansion: the one rule that turns a summary-only profile into ops.

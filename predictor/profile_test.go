@@ -19,8 +19,8 @@ func TestProfileValidateNamesEveryField(t *testing.T) {
 		t.Fatalf("err = %v, want a ValidationError", err)
 	}
 	var got []string
-	for _, f := range ve.Fields {
-		got = append(got, f.Field)
+	for _, f := range ve.Errors {
+		got = append(got, f.Path)
 	}
 	want := []string{"format", "kind", "device.sms", "memory_mib", "ops[0].dur_us", "ops[0].sm", "ops[1].gap_us", "ops[1].occupancy", "ops[1].dram"}
 	if !reflect.DeepEqual(got, want) {
@@ -41,10 +41,12 @@ func TestProfileParseErrors(t *testing.T) {
 		{"all ops zero", `{"format":"colocd.profile/v1","name":"x","kind":"inference","ops":[{"dur_us":0,"gap_us":1,"sm":1,"occupancy":1}]}`, "at least one op with dur_us > 0"},
 		{"inference summary without latency", `{"format":"colocd.profile/v1","name":"x","kind":"inference","summary":{"gpu_util":0.5,"mem_util":0.1}}`, "summary.latency_ms: want the solo latency"},
 		{"util zero", `{"format":"colocd.profile/v1","name":"x","kind":"training","summary":{"gpu_util":0,"mem_util":0.1}}`, "summary.gpu_util: want a fraction in (0,1]"},
-		{"unknown key", `{"format":"colocd.profile/v1","name":"x","kind":"inference","latency":3}`, `unknown field "latency"`},
-		{"wrong type", `{"format":"colocd.profile/v1","name":"x","kind":"inference","ops":[{"dur_us":"3"}]}`, "ops.dur_us: want a JSON number, got a JSON string"},
-		{"truncated", `{"format":"colocd.profile/v1","name":`, "truncated"},
-		{"trailing", `{"format":"colocd.profile/v1","name":"x","kind":"inference","summary":{"latency_ms":1,"gpu_util":1,"mem_util":0}} {}`, "trailing data"},
+		{"unknown key", `{"format":"colocd.profile/v1","name":"x","kind":"inference","latency":3}`, "latency: want a known key, got an unknown key"},
+		{"wrong type", `{"format":"colocd.profile/v1","name":"x","kind":"inference","ops":[{"dur_us":"3"}]}`, `ops[0].dur_us: want a number, got the string "3"`},
+		{"truncated", `{"format":"colocd.profile/v1","name":`, "want a complete JSON document, got its end cut off"},
+		{"trailing", `{"format":"colocd.profile/v1","name":"x","kind":"inference","summary":{"latency_ms":1,"gpu_util":1,"mem_util":0}} {}`, "want one JSON document, got more data after it"},
+		{"case-differing key", `{"format":"colocd.profile/v1","name":"x","kind":"inference","MEMORY_MIB":3}`, `MEMORY_MIB: want the key "memory_mib" (keys are case-sensitive)`},
+		{"duplicate key", "{\"format\":\"colocd.profile/v1\",\n\"name\":\"x\",\n\"name\":\"y\"}", "line 3: name: want each key once per object, got it again (first on line 2)"},
 		{"no name", `{"format":"colocd.profile/v1","kind":"inference","summary":{"latency_ms":1,"gpu_util":1,"mem_util":0}}`, "name: want a non-empty name"},
 	}
 	for _, tt := range tests {
@@ -118,9 +120,9 @@ func TestProfileValidateBounds(t *testing.T) {
 			if !errors.As(err, &ve) {
 				t.Fatalf("err = %v, want a ValidationError", err)
 			}
-			f := ve.Fields[0]
-			if f.Field != tt.field || !strings.Contains(f.Want, tt.want) || f.Got != tt.got {
-				t.Errorf("got %s: want %q, got %q; want %s: want …%q…, got %q", f.Field, f.Want, f.Got, tt.field, tt.want, tt.got)
+			f := ve.Errors[0]
+			if f.Path != tt.field || !strings.Contains(f.Want, tt.want) || f.Got != tt.got {
+				t.Errorf("got %s: want %q, got %q; want %s: want …%q…, got %q", f.Path, f.Want, f.Got, tt.field, tt.want, tt.got)
 			}
 		})
 	}

@@ -235,8 +235,8 @@ func TestTimesliceErrors(t *testing.T) {
 				t.Fatalf("err = %v, want a ValidationError", err)
 			}
 			var got []string
-			for _, f := range ve.Fields {
-				got = append(got, f.Field)
+			for _, f := range ve.Errors {
+				got = append(got, f.Path)
 			}
 			if len(got) != len(tt.fields) {
 				t.Fatalf("fields %v, want %v", got, tt.fields)

@@ -1,0 +1,143 @@
+package strictjson
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/internal/field"
+)
+
+type inner struct {
+	SM   float64  `json:"sm"`
+	DRAM *float64 `json:"dram,omitempty"`
+}
+
+type Embedded struct {
+	Extra string `json:"extra"`
+}
+
+type doc struct {
+	Embedded
+	Name      string            `json:"name"`
+	MemoryMiB int               `json:"memory_mib"`
+	Ops       []inner           `json:"ops"`
+	Labels    map[string]string `json:"labels"`
+	Raw       json.RawMessage   `json:"raw"`
+	At        time.Time         `json:"at"`
+	Skip      string            `json:"-"`
+	Any       any               `json:"any"`
+}
+
+func TestDecodeAccepts(t *testing.T) {
+	in := `{"name": "a", "memory_mib": 5, "ops": [{"sm": 0.5, "dram": null}], "labels": {"x": "y"},
+	"raw": {"A": 1, "a": 2}, "at": "2026-01-01T00:00:00Z", "extra": "e", "any": [1, {"k": true}]}`
+	var d doc
+	if err := Decode("doc", []byte(in), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "a" || d.MemoryMiB != 5 || len(d.Ops) != 1 || d.Ops[0].SM != 0.5 || d.Extra != "e" || d.Labels["x"] != "y" {
+		t.Errorf("decoded %+v", d)
+	}
+}
+
+// TestDecodeRefuses: each problem is named by its key path and line, and
+// every one of them is reported at once.
+func TestDecodeRefuses(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string // "line:path:fragment of want or got"
+	}{
+		{"case-differing key", `{"MEMORY_MIB": 5}`, []string{`1:MEMORY_MIB:"memory_mib"`}},
+		{"duplicate key", "{\"name\": \"a\",\n \"name\": \"b\"}", []string{"2:name:first on line 1"}},
+		{"duplicate key in a map", `{"labels": {"x": "1", "x": "2"}}`, []string{"1:labels.x:once"}},
+		{"duplicate key under raw", `{"raw": {"k": 1, "k": 2}}`, []string{"1:raw.k:once"}},
+		{"unknown key", `{"nmae": "a"}`, []string{"1:nmae:unknown"}},
+		{"dash field is unknown", `{"Skip": "x"}`, []string{"1:Skip:unknown"}},
+		{"wrong scalar", `{"memory_mib": "5"}`, []string{"1:memory_mib:a whole number"}},
+		{"fraction for an int", `{"memory_mib": 1.5}`, []string{"1:memory_mib:whole"}},
+		{"object for a string", `{"name": {"x": 1}, "memory_mib": 2}`, []string{"1:name:a string"}},
+		{"deep path", "{\"ops\": [{\"sm\": 1},\n {\"sm\": \"x\", \"SM\": 2}]}", []string{"2:ops[1].sm:a number", `2:ops[1].SM:"sm"`}},
+		{"trailing data", `{"name": "a"} {}`, []string{"1::more data"}},
+		{"syntax", "{\"name\": \"a\",\n ]", []string{"2::valid JSON"}},
+		{"truncated", `{"name": `, []string{"::cut off"}},
+		{"empty", ``, []string{"1::nothing"}},
+		{"not an object", `[1]`, []string{"1::an object"}},
+		{"all at once", `{"MEMORY_MIB": 1, "nmae": 2, "ops": 3}`, []string{"1:MEMORY_MIB:", "1:nmae:", "1:ops:an array"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var d doc
+			err := Decode("doc", []byte(tt.in), &d)
+			var l *field.List
+			if !errors.As(err, &l) {
+				t.Fatalf("got %v, want a *field.List", err)
+			}
+			if len(l.Errors) != len(tt.want) {
+				t.Fatalf("%d problems, want %d: %v", len(l.Errors), len(tt.want), err)
+			}
+			for i, w := range tt.want {
+				parts := strings.SplitN(w, ":", 3)
+				if !strings.Contains(tt.in, "\n") && parts[0] != "" {
+					parts[0] = "0" // a document of one line has no line numbers
+				}
+				e := l.Errors[i]
+				if (parts[0] != "" && parts[0] != strconv.Itoa(e.Line)) || e.Path != parts[1] || !strings.Contains(e.Want+" "+e.Got, parts[2]) {
+					t.Errorf("problem %d: line %d %q want %q got %q; want %s", i, e.Line, e.Path, e.Want, e.Got, w)
+				}
+			}
+			if d.Name != "" || d.MemoryMiB != 0 {
+				t.Errorf("the value changed on error: %+v", d)
+			}
+		})
+	}
+}
+
+// TestDecodeBoundsErrors: a document of a thousand bad keys reports MaxErrors.
+func TestDecodeBoundsErrors(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`"k` + strconv.Itoa(i) + `": 1`)
+	}
+	b.WriteString("}")
+	var d doc
+	var l *field.List
+	if err := Decode("doc", []byte(b.String()), &d); !errors.As(err, &l) || len(l.Errors) != MaxErrors {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestDecodeWantsAPointer(t *testing.T) {
+	if err := Decode("doc", []byte(`{}`), doc{}); err == nil {
+		t.Fatal("no error for a non-pointer")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`{"name":"a","ops":[{"sm":1}]}`, `{"MEMORY_MIB":1}`, `{"a":1,"a":2}`, `[`, `{"raw":{"x":[1,{"y":null}]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var d doc
+		err := Decode("doc", data, &d)
+		if err == nil {
+			// What the strict decoder accepts, encoding/json accepts too.
+			var again doc
+			if jerr := json.Unmarshal(data, &again); jerr != nil {
+				t.Fatalf("strict accepted what encoding/json refuses: %v", jerr)
+			}
+			return
+		}
+		var l *field.List
+		if errors.As(err, &l) && (len(l.Errors) == 0 || len(l.Errors) > MaxErrors) {
+			t.Fatalf("%d problems", len(l.Errors))
+		}
+	})
+}
