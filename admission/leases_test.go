@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/predictor"
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestIdempotentRetry(t *testing.T) {
@@ -26,8 +26,8 @@ func testIdempotentRetry(t *testing.T) {
 	req.LeaseSeconds = 3600
 	first := mustDecide(t, h, req, Throttle)
 	again := mustDecide(t, h, req, Throttle)
-	if !reflect.DeepEqual(first, again) || again.Lease == nil {
-		t.Fatalf("retry differs:\n%+v\n%+v", first, again)
+	if diff := cmp.Diff(first, again); diff != "" || again.Lease == nil {
+		t.Fatalf("the retry's decision differs from the first (-first +retry):\n%s", diff)
 	}
 	if n := len(h.c.Leases()); n != 1 {
 		t.Fatalf("%d leases after a retry, want 1", n)
@@ -61,8 +61,8 @@ func testIdempotentRetry(t *testing.T) {
 	deny := request("r2")
 	deny.MinPct = 90
 	d1 := mustDecide(t, h, deny, Deny)
-	if d2 := mustDecide(t, h, deny, Deny); !reflect.DeepEqual(d1, d2) {
-		t.Error("a retried deny differs")
+	if diff := cmp.Diff(d1, mustDecide(t, h, deny, Deny)); diff != "" {
+		t.Errorf("a retried deny differs (-first +retry):\n%s", diff)
 	}
 
 	// Once forgotten, a request_id that still holds a live lease is a conflict,
@@ -182,11 +182,11 @@ func testLeaseOperations(t *testing.T) {
 	if err := h.c.Release(ctx, id, ""); !errors.Is(err, ErrForbidden) {
 		t.Errorf("release with no token: %v", err)
 	}
-	if after := stored(t, h.store, id); !reflect.DeepEqual(before, after) {
-		t.Errorf("a refused call changed the lease:\n%+v\n%+v", before, after)
+	if diff := cmp.Diff(before, stored(t, h.store, id)); diff != "" {
+		t.Errorf("a refused call changed the stored lease (-before +after):\n%s", diff)
 	}
-	if got := h.c.Leases(); len(got) != 1 || !reflect.DeepEqual(got[0], *d.Lease) {
-		t.Errorf("a refused call changed the live lease: %+v", got)
+	if diff := cmp.Diff([]Lease{*d.Lease}, h.c.Leases()); diff != "" {
+		t.Errorf("a refused call changed the live lease (-granted +live):\n%s", diff)
 	}
 
 	// Unknown lease.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/predictor"
+	"github.com/google/go-cmp/cmp"
 )
 
 // twoLeases grants two jobs at 100 % under a loose SLO, a second apart (it
@@ -61,8 +62,8 @@ func TestUpdateServices(t *testing.T) {
 			if len(evs) != 1 || evs[0].Type != EventThrottle || evs[0].LeaseID != b.Lease.ID || evs[0].Pct != 50 || !evs[0].Deadline.Equal(deadline) {
 				t.Fatalf("events %+v, want a throttle of the second lease to 50 %% by %s", evs, deadline)
 			}
-			if got := h.events.all(); len(got) != 1 || got[0] != evs[0] {
-				t.Errorf("published %+v", got)
+			if diff := cmp.Diff(evs, h.events.all()); diff != "" {
+				t.Errorf("published events (-returned +published):\n%s", diff)
 			}
 			s := stored(t, h.store, b.Lease.ID)
 			if s.Pct != 50 || !s.Deadline.Equal(deadline) || stored(t, h.store, a.Lease.ID).Pct != 100 {
