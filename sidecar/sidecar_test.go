@@ -634,7 +634,7 @@ func TestUnhealthyGPUDenies503(t *testing.T) {
 	if d, err := c.Admit(ctx, s.ID(), admitReq("job-1", 10, 100)); err != nil || d.Lease == nil {
 		t.Fatalf("admit: %v", err)
 	}
-	if err := s.simGPU.InjectXID(79); err != nil { // fallen off the bus: not the workload's fault
+	if err := s.sim.gpu.InjectXID(79); err != nil { // fallen off the bus: not the workload's fault
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
