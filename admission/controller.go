@@ -27,10 +27,9 @@ import (
 // current (snapshot.go), so two racing requests never both take the last
 // capacity and no prediction delays a renew.
 type Controller struct {
-	deps  Deps
-	clock Clock
-	log   *slog.Logger
-	wake  chan struct{} // a lease's expiry may have moved earlier
+	deps Deps
+	log  *slog.Logger
+	wake chan struct{} // a lease's expiry may have moved earlier
 
 	mu        sync.Mutex
 	written   *sync.Cond          // on mu: an entry's store write ended (write.go)
@@ -83,16 +82,12 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("new admission controller: missing dependencies: %v", missing)
 	}
-	clock := deps.Clock
-	if clock == nil {
-		clock = systemClock{}
-	}
 	logger := deps.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{
-		deps: deps, clock: clock, log: logger, wake: make(chan struct{}, 1),
+		deps: deps, log: logger, wake: make(chan struct{}, 1),
 		cfg: cfg, leases: map[string]*entry{}, byRequest: map[[32]byte]string{},
 		idem: idempotency{ttl: cfg.IdempotencyTTL, max: cfg.IdempotencyMax, byID: map[[32]byte]*idemEntry{}},
 	}
@@ -134,7 +129,7 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 	c.mu.Unlock()
 	for range attempts {
 		c.mu.Lock()
-		d, done, err := c.recalledLocked(rk, fp, c.clock.Now())
+		d, done, err := c.recalledLocked(rk, fp, time.Now())
 		var s *snapshot
 		if !done && err == nil {
 			s = c.snapshotLocked()
@@ -168,7 +163,7 @@ func (c *Controller) recalledLocked(rk, fp [32]byte, now time.Time) (Decision, b
 			// A concurrent request with this request_id is storing its
 			// grant: wait for its decision.
 			c.waitWrittenLocked(e)
-			return c.recalledLocked(rk, fp, c.clock.Now())
+			return c.recalledLocked(rk, fp, time.Now())
 		}
 		return Decision{}, true, fmt.Errorf("%w: the request_id already holds lease %s, granted before its decision was forgotten (a restart, or more than %d recent requests); renew it with its token",
 			ErrConflict, id, c.cfg.IdempotencyMax)
@@ -186,10 +181,10 @@ func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request
 	if err := c.ctxErr("decide", ctx); err != nil {
 		return Decision{}, true, err
 	}
-	if d, done, err := c.recalledLocked(rk, fp, c.clock.Now()); done || err != nil {
+	if d, done, err := c.recalledLocked(rk, fp, time.Now()); done || err != nil {
 		return d, true, err
 	}
-	now := c.clock.Now() // recalledLocked may have waited
+	now := time.Now() // recalledLocked may have waited
 	if !c.unchangedLocked(s, now) && (d.Outcome != Deny || !c.onlyTakenLocked(s, now)) {
 		return Decision{}, false, nil
 	}
@@ -417,7 +412,7 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key predicto
 		return unavailable(CodeStoreUnavailable, "storing the lease failed: "+err.Error())
 	}
 	e.lease = l
-	if !c.clock.Now().Before(l.ExpiresAt) {
+	if !time.Now().Before(l.ExpiresAt) {
 		// The store took longer than the lease's first term: the lease is
 		// over before its launcher hears of it. The expiry loop, woken by
 		// the write's end, deletes it.

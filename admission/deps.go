@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/colocd/colocd/predictor"
 )
@@ -56,13 +55,6 @@ type Events interface {
 	Publish(ctx context.Context, e Event) error
 }
 
-// Clock tells the time and waits; tests pass a fake one.
-type Clock interface {
-	Now() time.Time
-	// After sends the time on the channel once d has passed.
-	After(d time.Duration) <-chan time.Time
-}
-
 // profileKey is Key, or Profile.Key() when the caller left it zero.
 func (t *Trainer) profileKey() predictor.ProfileKey {
 	if t.Key != (predictor.ProfileKey{}) {
@@ -106,20 +98,14 @@ type KnowingPredictor interface {
 }
 
 // Deps are the components the controller consumes. Daemon may be nil in
-// time-slicing mode; Clock defaults to the system clock; Logger (used only by
-// the loops the controller owns: expiry) defaults to discarding.
+// time-slicing mode; Logger (used only by the loops the controller owns:
+// expiry) defaults to discarding. The controller reads the system clock;
+// tests that move time run it in a testing/synctest bubble.
 type Deps struct {
 	Device    Device
 	Daemon    Daemon
 	Store     Store
 	Events    Events
 	Predictor Predictor
-	Clock     Clock
 	Logger    *slog.Logger
 }
-
-// systemClock is the real clock.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -19,14 +19,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	for {
 		events := c.expire(ctx)
 		c.mu.Lock()
-		now := c.clock.Now()
+		now := time.Now()
 		next, ok := c.nextExpiryLocked()
 		c.mu.Unlock()
 		_ = c.publish(ctx, events) // logged; the leases are gone either way
 
 		var timer <-chan time.Time
 		if ok {
-			timer = c.clock.After(next.Sub(now))
+			timer = time.After(next.Sub(now))
 		}
 		select {
 		case <-ctx.Done():
@@ -45,7 +45,7 @@ func (c *Controller) Run(ctx context.Context) error {
 func (c *Controller) expire(ctx context.Context) []Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.clock.Now()
+	now := time.Now()
 	var due []*entry
 	for _, e := range c.leases {
 		if !e.liveAt(now) {
@@ -111,7 +111,7 @@ func (c *Controller) Restore(ctx context.Context) error {
 	if err != nil {
 		c.log.Warn("restore leases: skipping records that cannot be read", "err", err)
 	}
-	now := c.clock.Now()
+	now := time.Now()
 	c.mu.Lock()
 	leaseMax, leaseDefault := c.cfg.LeaseMax, c.cfg.LeaseDefault
 	c.mu.Unlock()
@@ -142,7 +142,7 @@ func (c *Controller) Restore(ctx context.Context) error {
 	c.mu.Unlock()
 	events := c.expire(ctx)
 	c.mu.Lock()
-	live := len(c.liveLocked(c.clock.Now()))
+	live := len(c.liveLocked(time.Now()))
 	c.mu.Unlock()
 	c.signal()
 	perr := c.publish(ctx, events)

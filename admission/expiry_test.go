@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/colocd/colocd/predictor"
+	"github.com/google/go-cmp/cmp"
 )
 
 // runController starts Run and returns a function that stops it and checks
@@ -39,71 +41,80 @@ func nextEvent(t *testing.T, ch <-chan Event) Event {
 	}
 }
 
+// TestExpiry: Run expires a lease at its expiry, as a renew moved it, not
+// a moment before, and its capacity is free again.
 func TestExpiry(t *testing.T) {
-	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.MaxJobs = 1 })
-	h.events.ch = make(chan Event, 4)
-	stop := runController(t, h.c)
-	defer stop()
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.MaxJobs = 1 })
+		h.events.ch = make(chan Event, 4)
+		stop := runController(t, h.c)
+		defer stop()
 
-	req := request("r1")
-	req.LeaseSeconds = 60
-	d := mustDecide(t, h, req, Grant)
-	mustDecide(t, h, request("r2"), Deny) // max_jobs 1
+		req := request("r1")
+		req.LeaseSeconds = 60
+		d := mustDecide(t, h, req, Grant)
+		mustDecide(t, h, request("r2"), Deny) // max_jobs 1
 
-	// Renewed halfway: the timer moves to the new expiry.
-	h.clock.waitFor(t, d.Lease.ExpiresAt)
-	h.clock.Advance(30 * time.Second)
-	l, err := h.c.Renew(context.Background(), d.Lease.ID, tokenOf(d))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.clock.waitFor(t, l.ExpiresAt)
-	h.clock.Advance(59 * time.Second)
-	select {
-	case ev := <-h.events.ch:
-		t.Fatalf("event before expiry: %+v", ev)
-	default:
-	}
-	h.clock.Advance(time.Second)
-	ev := nextEvent(t, h.events.ch)
-	want := Event{Type: EventExpire, LeaseID: d.Lease.ID, JobID: "job-r1", Pct: 100,
-		Reason: "the lease was not renewed before it expired", Time: l.ExpiresAt}
-	if ev != want {
-		t.Errorf("event %+v\nwant %+v", ev, want)
-	}
-	if n := len(h.c.Leases()); n != 0 {
-		t.Errorf("%d leases after expiry", n)
-	}
-	if s, _ := h.store.Load(context.Background()); len(s) != 0 {
-		t.Errorf("%d stored leases after expiry", len(s))
-	}
-	mustDecide(t, h, request("r3"), Grant) // the capacity is free
-	if _, err := h.c.Renew(context.Background(), d.Lease.ID, tokenOf(d)); !errors.Is(err, ErrNotFound) {
-		t.Errorf("renew after expiry: %v", err)
-	}
+		// Renewed halfway: the expiry moves a minute on from now.
+		time.Sleep(30 * time.Second)
+		l, err := h.c.Renew(context.Background(), d.Lease.ID, tokenOf(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(59 * time.Second) // past the first expiry, a second before the renewed one
+		synctest.Wait()
+		select {
+		case ev := <-h.events.ch:
+			t.Fatalf("event before expiry: %+v", ev)
+		default:
+		}
+		time.Sleep(time.Second)
+		ev := nextEvent(t, h.events.ch)
+		want := Event{Type: EventExpire, LeaseID: d.Lease.ID, JobID: "job-r1", Pct: 100,
+			Reason: "the lease was not renewed before it expired", Time: l.ExpiresAt}
+		if diff := cmp.Diff(want, ev); diff != "" {
+			t.Errorf("expire event (-want +got):\n%s", diff)
+		}
+		if n := len(h.c.Leases()); n != 0 {
+			t.Errorf("%d leases after expiry", n)
+		}
+		if s, _ := h.store.Load(context.Background()); len(s) != 0 {
+			t.Errorf("%d stored leases after expiry", len(s))
+		}
+		mustDecide(t, h, request("r3"), Grant) // the capacity is free
+		if _, err := h.c.Renew(context.Background(), d.Lease.ID, tokenOf(d)); !errors.Is(err, ErrNotFound) {
+			t.Errorf("renew after expiry: %v", err)
+		}
+	})
 }
 
 // TestExpiredButNotYetCollected: a lease past its expiry no longer counts or
 // renews even before Run removes it.
 func TestExpiredButNotYetCollected(t *testing.T) {
-	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.MaxJobs = 1 })
-	req := request("r1")
-	req.LeaseSeconds = 60
-	d := mustDecide(t, h, req, Grant)
-	h.clock.Advance(time.Minute)
-	if _, err := h.c.Renew(context.Background(), d.Lease.ID, tokenOf(d)); !errors.Is(err, ErrNotFound) {
-		t.Errorf("renew of an expired lease: %v", err)
-	}
-	mustDecide(t, h, request("r2"), Grant)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.MaxJobs = 1 })
+		req := request("r1")
+		req.LeaseSeconds = 60
+		d := mustDecide(t, h, req, Grant)
+		time.Sleep(time.Minute)
+		if _, err := h.c.Renew(context.Background(), d.Lease.ID, tokenOf(d)); !errors.Is(err, ErrNotFound) {
+			t.Errorf("renew of an expired lease: %v", err)
+		}
+		mustDecide(t, h, request("r2"), Grant)
+	})
 }
 
 func TestRestore(t *testing.T) {
+	synctest.Test(t, testRestore)
+}
+
+func testRestore(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
 	short := request("short")
 	short.LeaseSeconds = 60
 	dShort := mustDecide(t, h, short, Throttle)
-	h.clock.Advance(time.Second)
+	time.Sleep(time.Second)
 	long := request("long")
 	long.LeaseSeconds = 3600
 	long.MinPct = 5
@@ -111,10 +122,10 @@ func TestRestore(t *testing.T) {
 	before := h.c.Leases()
 
 	// A new controller on the same store, two minutes later.
+	time.Sleep(2 * time.Minute)
 	h2 := newHarness(t, predictor.ModeMPS, 9, nil)
 	h2.store = h.store
 	h2.c.deps.Store = h.store
-	h2.clock.Advance(2 * time.Minute)
 	if err := h2.c.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -158,10 +169,14 @@ func (s unreadableStore) Load(ctx context.Context) ([]*Lease, error) {
 // logged and skipped; a forged lease that claims 100 % for a year is held to
 // lease.max and re-checked against the SLO, which throttles it.
 func TestRestoreTreatsTheStoreAsUntrusted(t *testing.T) {
+	synctest.Test(t, testRestoreTreatsTheStoreAsUntrusted)
+}
+
+func testRestoreTreatsTheStoreAsUntrusted(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
 	good := mustDecide(t, h, request("good"), Throttle)
-	now := h.clock.Now()
+	now := time.Now()
 	valid := func(id string) Lease {
 		return Lease{ID: id, TokenHash: sha256.Sum256([]byte(id)), JobID: "job-" + id, Pct: 50, MinPct: 5, MemoryMiB: 100,
 			Profile: trainingProfile("resnet"), CreatedAt: now, ExpiresAt: now.Add(time.Minute), Duration: time.Minute}
@@ -202,7 +217,7 @@ func TestRestoreTreatsTheStoreAsUntrusted(t *testing.T) {
 		t.Fatalf("restored %v, want the good and the forged lease", got)
 	}
 	f := got["forged"]
-	if limit := h2.clock.Now().Add(h2.c.cfg.LeaseMax); f.ExpiresAt.After(limit) || f.Duration > h2.c.cfg.LeaseMax {
+	if limit := now.Add(h2.c.cfg.LeaseMax); f.ExpiresAt.After(limit) || f.Duration > h2.c.cfg.LeaseMax {
 		t.Errorf("forged lease expires %s (duration %s), want at most lease.max from now", f.ExpiresAt, f.Duration)
 	}
 	if f.Pct == 100 && !f.Revoked {

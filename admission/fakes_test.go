@@ -61,75 +61,6 @@ func (e *fakeEvents) all() []Event {
 	return append([]Event(nil), e.events...)
 }
 
-// fakeClock is a manual clock: After's channels fire when Advance passes
-// their time.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []waiter
-}
-
-type waiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func newFakeClock() *fakeClock { return &fakeClock{now: epoch} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, waiter{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.at.After(c.now) {
-			w.ch <- c.now
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	c.waiters = kept
-}
-
-// waitFor blocks until some goroutine waits for time at (Run has armed its
-// timer for that expiry).
-func (c *fakeClock) waitFor(t *testing.T, at time.Time) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		c.mu.Lock()
-		for _, w := range c.waiters {
-			if w.at.Equal(at) {
-				c.mu.Unlock()
-				return
-			}
-		}
-		c.mu.Unlock()
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("no timer armed for %s", at)
-}
-
 // Small synthetic profiles: fast to simulate (a few hundred requests of four
 // kernels), and a trainer whose percentage moves the service's p99.
 
@@ -172,14 +103,15 @@ func newTestModel(t testing.TB) *Model {
 	return m
 }
 
-// harness is a controller with fakes, a fake clock and the real model.
+// harness is a controller with fakes and the real model, on the system
+// clock. A test that needs time to pass runs in a synctest bubble, whose
+// clock moves only while every goroutine in it waits (time.Sleep, a timer).
 type harness struct {
 	c      *Controller
 	dev    *fakeDevice
 	daemon *fakeDaemon
 	store  *MemStore
 	events *fakeEvents
-	clock  *fakeClock
 	model  *Model
 }
 
@@ -188,7 +120,7 @@ func newHarness(t testing.TB, mode predictor.Mode, slo float64, edit func(*Confi
 	t.Helper()
 	h := &harness{
 		dev: &fakeDevice{free: 80000}, daemon: &fakeDaemon{}, store: NewMemStore(),
-		events: &fakeEvents{}, clock: newFakeClock(), model: newTestModel(t),
+		events: &fakeEvents{}, model: newTestModel(t),
 	}
 	cfg := Config{
 		Mode:     mode,
@@ -201,7 +133,7 @@ func newHarness(t testing.TB, mode predictor.Mode, slo float64, edit func(*Confi
 	if edit != nil {
 		edit(&cfg)
 	}
-	c, err := New(cfg, Deps{Device: h.dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model, Clock: h.clock})
+	c, err := New(cfg, Deps{Device: h.dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model})
 	if err != nil {
 		t.Fatal(err)
 	}

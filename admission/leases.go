@@ -50,7 +50,7 @@ func (c *Controller) Renew(ctx context.Context, leaseID, token string) (Lease, e
 	if err != nil {
 		return Lease{}, fmt.Errorf("renew: %w", err)
 	}
-	now := c.clock.Now()
+	now := time.Now()
 	if e.lease.Revoked {
 		return Lease{}, fmt.Errorf("renew: lease %q was revoked and ends at %s: %w", leaseID, e.lease.ExpiresAt.Format(time.RFC3339), ErrConflict)
 	}
@@ -121,7 +121,7 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	now := c.clock.Now()
+	now := time.Now()
 	if n := e.lease.Processes; n > 0 && len(pids) > n {
 		f.add("pids", fmt.Sprintf("at most the %d processes the job was admitted with", n), strconv.Itoa(len(pids)))
 		return f.err("register")
@@ -156,7 +156,7 @@ func (c *Controller) forget(l *Lease) {
 func (c *Controller) Leases() []Lease {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	live := c.liveLocked(c.clock.Now())
+	live := c.liveLocked(time.Now())
 	out := make([]Lease, len(live))
 	for i, e := range live {
 		out[i] = e.lease.public()

@@ -5,24 +5,29 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/colocd/colocd/predictor"
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestIdempotentRetry(t *testing.T) {
+	synctest.Test(t, testIdempotentRetry)
+}
+
+func testIdempotentRetry(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
 	req := request("r1")
 	req.LeaseSeconds = 3600
 	first := mustDecide(t, h, req, Throttle)
 	again := mustDecide(t, h, req, Throttle)
-	if !reflect.DeepEqual(first, again) || again.Lease == nil {
-		t.Fatalf("retry differs:\n%+v\n%+v", first, again)
+	if diff := cmp.Diff(first, again); diff != "" || again.Lease == nil {
+		t.Fatalf("the retry's decision differs from the first (-first +retry):\n%s", diff)
 	}
 	if n := len(h.c.Leases()); n != 1 {
 		t.Fatalf("%d leases after a retry, want 1", n)
@@ -56,13 +61,13 @@ func TestIdempotentRetry(t *testing.T) {
 	deny := request("r2")
 	deny.MinPct = 90
 	d1 := mustDecide(t, h, deny, Deny)
-	if d2 := mustDecide(t, h, deny, Deny); !reflect.DeepEqual(d1, d2) {
-		t.Error("a retried deny differs")
+	if diff := cmp.Diff(d1, mustDecide(t, h, deny, Deny)); diff != "" {
+		t.Errorf("a retried deny differs (-first +retry):\n%s", diff)
 	}
 
 	// Once forgotten, a request_id that still holds a live lease is a conflict,
 	// not a second lease.
-	h.clock.Advance(DefaultIdempotencyTTL + time.Second)
+	time.Sleep(DefaultIdempotencyTTL + time.Second)
 	if _, err := h.c.Decide(ctx, req); !errors.Is(err, ErrConflict) {
 		t.Fatalf("forgotten id with a live lease: got %v, want ErrConflict", err)
 	}
@@ -143,6 +148,10 @@ func stored(t *testing.T, s *MemStore, id string) Lease {
 }
 
 func TestLeaseOperations(t *testing.T) {
+	synctest.Test(t, testLeaseOperations)
+}
+
+func testLeaseOperations(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.LeaseMax = 15 * time.Minute })
 	d := mustDecide(t, h, request("r1"), Grant)
@@ -173,11 +182,11 @@ func TestLeaseOperations(t *testing.T) {
 	if err := h.c.Release(ctx, id, ""); !errors.Is(err, ErrForbidden) {
 		t.Errorf("release with no token: %v", err)
 	}
-	if after := stored(t, h.store, id); !reflect.DeepEqual(before, after) {
-		t.Errorf("a refused call changed the lease:\n%+v\n%+v", before, after)
+	if diff := cmp.Diff(before, stored(t, h.store, id)); diff != "" {
+		t.Errorf("a refused call changed the stored lease (-before +after):\n%s", diff)
 	}
-	if got := h.c.Leases(); len(got) != 1 || !reflect.DeepEqual(got[0], *d.Lease) {
-		t.Errorf("a refused call changed the live lease: %+v", got)
+	if diff := cmp.Diff([]Lease{*d.Lease}, h.c.Leases()); diff != "" {
+		t.Errorf("a refused call changed the live lease (-granted +live):\n%s", diff)
 	}
 
 	// Unknown lease.
@@ -186,16 +195,16 @@ func TestLeaseOperations(t *testing.T) {
 	}
 
 	// Renew: the lease's own duration from now, capped at max.
-	h.clock.Advance(5 * time.Minute)
+	time.Sleep(5 * time.Minute)
 	l, err := h.c.Renew(ctx, id, tok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := h.clock.Now().Add(10 * time.Minute); !l.ExpiresAt.Equal(want) || l.Revision <= before.Revision {
+	if want := time.Now().Add(10 * time.Minute); !l.ExpiresAt.Equal(want) || l.Revision <= before.Revision {
 		t.Errorf("renewed to %s (revision %d), want %s", l.ExpiresAt, l.Revision, want)
 	}
 	h.c.cfg.LeaseMax = 7 * time.Minute
-	if l, _ = h.c.Renew(ctx, id, tok); !l.ExpiresAt.Equal(h.clock.Now().Add(7 * time.Minute)) {
+	if l, _ = h.c.Renew(ctx, id, tok); !l.ExpiresAt.Equal(time.Now().Add(7 * time.Minute)) {
 		t.Errorf("renew past max: expires %s", l.ExpiresAt)
 	}
 
@@ -237,7 +246,7 @@ func TestNotYetVisible(t *testing.T) {
 		name    string
 		visible func(t *testing.T, h *harness, d Decision)
 	}{
-		{"the window passes", func(t *testing.T, h *harness, _ Decision) { h.clock.Advance(DefaultVisibilityWindow) }},
+		{"the window passes", func(t *testing.T, h *harness, _ Decision) { time.Sleep(time.Second) }},
 		{"PIDs registered", func(t *testing.T, h *harness, d Decision) {
 			if err := h.c.Register(context.Background(), d.Lease.ID, tokenOf(d), []int{4242}); err != nil {
 				t.Fatal(err)
@@ -246,14 +255,16 @@ func TestNotYetVisible(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, predictor.ModeMPS, 100, nil)
-			d := mustDecide(t, h, request("r1"), Grant)
-			h.dev.free = 2048 + 4096 // room for one job, if r1's memory is in NVML's figure
-			mustDecide(t, h, request("r2"), Deny)
-			h.clock.Advance(DefaultVisibilityWindow - time.Second)
-			mustDecide(t, h, request("r3"), Deny)
-			tt.visible(t, h, d)
-			mustDecide(t, h, request("r4"), Grant)
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, predictor.ModeMPS, 100, nil)
+				d := mustDecide(t, h, request("r1"), Grant)
+				h.dev.free = 2048 + 4096 // room for one job, if r1's memory is in NVML's figure
+				mustDecide(t, h, request("r2"), Deny)
+				time.Sleep(DefaultVisibilityWindow - time.Second)
+				mustDecide(t, h, request("r3"), Deny)
+				tt.visible(t, h, d)
+				mustDecide(t, h, request("r4"), Grant)
+			})
 		})
 	}
 }
@@ -308,7 +319,7 @@ func (d *listingDevice) ComputePIDs(context.Context) ([]int, error) { return d.p
 func TestRegisterChecksGPUProcesses(t *testing.T) {
 	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
 	dev := &listingDevice{fakeDevice: h.dev, pids: []int{4242, 4243, 777}}
-	c, err := New(h.c.cfg, Deps{Device: dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model, Clock: h.clock})
+	c, err := New(h.c.cfg, Deps{Device: dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/colocd/colocd/predictor"
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestModelCache(t *testing.T) {
@@ -58,8 +59,8 @@ func TestModelCache(t *testing.T) {
 			if hit := after.Misses == before.Misses; hit != tt.hit {
 				t.Errorf("hit %v, want %v (%+v → %+v)", hit, tt.hit, before, after)
 			}
-			if tt.name == "same inputs" && lat != first {
-				t.Errorf("cached %+v, first %+v", lat, first)
+			if diff := cmp.Diff(first, lat); tt.name == "same inputs" && diff != "" {
+				t.Errorf("cached prediction (-first +cached):\n%s", diff)
 			}
 		})
 	}

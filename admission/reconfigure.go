@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"time"
 )
 
 // hotFields are the Config fields Reconfigure changes on a running
@@ -103,7 +104,7 @@ func (c *Controller) replanLive(ctx context.Context) ([]Event, error) {
 			return nil, fmt.Errorf("re-evaluate leases: %w", err)
 		}
 		c.mu.Lock()
-		now := c.clock.Now()
+		now := time.Now()
 		if !c.unchangedLocked(s, now) && attempt < maxAttempts {
 			c.mu.Unlock()
 			continue

@@ -123,7 +123,7 @@ func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int,
 		e, ok := c.leases[planned[i].lease.ID]
 		if ok && e.writing { // another change of the lease is being stored: apply on top of it
 			c.waitWrittenLocked(e)
-			now = c.clock.Now()
+			now = time.Now()
 			e, ok = c.leases[planned[i].lease.ID]
 		}
 		if !ok || !e.liveAt(now) {

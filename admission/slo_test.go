@@ -4,19 +4,22 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/colocd/colocd/predictor"
+	"github.com/google/go-cmp/cmp"
 )
 
-// twoLeases grants two jobs at 100 % under a loose SLO, a second apart.
+// twoLeases grants two jobs at 100 % under a loose SLO, a second apart (it
+// sleeps: call it in a bubble).
 func twoLeases(t *testing.T) (*harness, Decision, Decision) {
 	t.Helper()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	first := request("first")
 	first.LeaseSeconds = 3600
 	a := mustDecide(t, h, first, Grant)
-	h.clock.Advance(time.Second)
+	time.Sleep(time.Second)
 	second := request("second")
 	second.LeaseSeconds = 3600
 	b := mustDecide(t, h, second, Grant)
@@ -38,74 +41,81 @@ func TestUpdateServices(t *testing.T) {
 	one := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet")}, []float64{10})
 
 	t.Run("a looser SLO changes nothing", func(t *testing.T) {
-		h, _, _ := twoLeases(t)
-		evs, err := h.c.UpdateServices(ctx, withSLO(h, 200), 0.1)
-		if err != nil || len(evs) != 0 {
-			t.Fatalf("events %v, err %v", evs, err)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			h, _, _ := twoLeases(t)
+			evs, err := h.c.UpdateServices(ctx, withSLO(h, 200), 0.1)
+			if err != nil || len(evs) != 0 {
+				t.Fatalf("events %v, err %v", evs, err)
+			}
+		})
 	})
 
 	t.Run("a tighter SLO throttles the newest lease", func(t *testing.T) {
-		h, a, b := twoLeases(t)
 		slo := two(100, 50) / 0.9 * (1 + 1e-9) // the second job fits at 50 %, just
-		evs, err := h.c.UpdateServices(ctx, withSLO(h, slo), 0.1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		deadline := h.clock.Now().Add(DefaultThrottleGrace)
-		if len(evs) != 1 || evs[0].Type != EventThrottle || evs[0].LeaseID != b.Lease.ID || evs[0].Pct != 50 || !evs[0].Deadline.Equal(deadline) {
-			t.Fatalf("events %+v, want a throttle of the second lease to 50 %% by %s", evs, deadline)
-		}
-		if got := h.events.all(); len(got) != 1 || got[0] != evs[0] {
-			t.Errorf("published %+v", got)
-		}
-		s := stored(t, h.store, b.Lease.ID)
-		if s.Pct != 50 || !s.Deadline.Equal(deadline) || stored(t, h.store, a.Lease.ID).Pct != 100 {
-			t.Errorf("stored %+v", s)
-		}
-		// The new SLO governs new requests, with the second lease at 50 %.
-		if d, _ := h.c.Quote(ctx, request("third")); d.Outcome != Deny {
-			t.Errorf("a third job: %s (%s)", d.Outcome, d.Message)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			h, a, b := twoLeases(t)
+			evs, err := h.c.UpdateServices(ctx, withSLO(h, slo), 0.1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(DefaultThrottleGrace)
+			if len(evs) != 1 || evs[0].Type != EventThrottle || evs[0].LeaseID != b.Lease.ID || evs[0].Pct != 50 || !evs[0].Deadline.Equal(deadline) {
+				t.Fatalf("events %+v, want a throttle of the second lease to 50 %% by %s", evs, deadline)
+			}
+			if diff := cmp.Diff(evs, h.events.all()); diff != "" {
+				t.Errorf("published events (-returned +published):\n%s", diff)
+			}
+			s := stored(t, h.store, b.Lease.ID)
+			if s.Pct != 50 || !s.Deadline.Equal(deadline) || stored(t, h.store, a.Lease.ID).Pct != 100 {
+				t.Errorf("stored %+v", s)
+			}
+			// The new SLO governs new requests, with the second lease at 50 %.
+			if d, _ := h.c.Quote(ctx, request("third")); d.Outcome != Deny {
+				t.Errorf("a third job: %s (%s)", d.Outcome, d.Message)
+			}
+		})
 	})
 
 	t.Run("an SLO nothing fits revokes, newest first", func(t *testing.T) {
-		h, a, b := twoLeases(t)
 		slo := (one + two(10, 10)) / 2 / 0.9 // the first alone at 10 % fits, both at 10 % do not
-		evs, err := h.c.UpdateServices(ctx, withSLO(h, slo), 0.1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) != 2 || evs[0].Type != EventThrottle || evs[0].LeaseID != a.Lease.ID || evs[0].Pct != 10 ||
-			evs[1].Type != EventRevoke || evs[1].LeaseID != b.Lease.ID {
-			t.Fatalf("events %+v, want the first throttled to 10 %% and the second revoked", evs)
-		}
-		deadline := h.clock.Now().Add(DefaultThrottleGrace)
-		if s := stored(t, h.store, b.Lease.ID); !s.Revoked || !s.ExpiresAt.Equal(deadline) {
-			t.Errorf("revoked lease stored as %+v", s)
-		}
-		if _, err := h.c.Renew(ctx, b.Lease.ID, tokenOf(b)); !errors.Is(err, ErrConflict) {
-			t.Errorf("renew of a revoked lease: %v", err)
-		}
-		// At the deadline the revoked lease expires.
-		h.events.ch = make(chan Event, 1)
-		stop := runController(t, h.c)
-		defer stop()
-		h.clock.waitFor(t, deadline)
-		h.clock.Advance(DefaultThrottleGrace)
-		if ev := nextEvent(t, h.events.ch); ev.Type != EventExpire || ev.LeaseID != b.Lease.ID || ev.Reason != "the revoked lease reached its deadline" {
-			t.Errorf("event %+v", ev)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			h, a, b := twoLeases(t)
+			evs, err := h.c.UpdateServices(ctx, withSLO(h, slo), 0.1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) != 2 || evs[0].Type != EventThrottle || evs[0].LeaseID != a.Lease.ID || evs[0].Pct != 10 ||
+				evs[1].Type != EventRevoke || evs[1].LeaseID != b.Lease.ID {
+				t.Fatalf("events %+v, want the first throttled to 10 %% and the second revoked", evs)
+			}
+			deadline := time.Now().Add(DefaultThrottleGrace)
+			if s := stored(t, h.store, b.Lease.ID); !s.Revoked || !s.ExpiresAt.Equal(deadline) {
+				t.Errorf("revoked lease stored as %+v", s)
+			}
+			if _, err := h.c.Renew(ctx, b.Lease.ID, tokenOf(b)); !errors.Is(err, ErrConflict) {
+				t.Errorf("renew of a revoked lease: %v", err)
+			}
+			// At the deadline the revoked lease expires.
+			h.events.ch = make(chan Event, 1)
+			stop := runController(t, h.c)
+			defer stop()
+			time.Sleep(DefaultThrottleGrace)
+			if ev := nextEvent(t, h.events.ch); ev.Type != EventExpire || ev.LeaseID != b.Lease.ID || ev.Reason != "the revoked lease reached its deadline" {
+				t.Errorf("event %+v", ev)
+			}
+		})
 	})
 
 	t.Run("invalid services change nothing", func(t *testing.T) {
-		h, _, _ := twoLeases(t)
-		if _, err := h.c.UpdateServices(ctx, withSLO(h, 1), 1.5); !errors.Is(err, ErrInvalid) {
-			t.Fatalf("got %v", err)
-		}
-		if h.c.cfg.Services[0].SLOP99MS != 100 || h.c.cfg.Headroom != 0.1 || len(h.events.all()) != 0 {
-			t.Error("an invalid update changed the config or published")
-		}
+		synctest.Test(t, func(t *testing.T) {
+			h, _, _ := twoLeases(t)
+			if _, err := h.c.UpdateServices(ctx, withSLO(h, 1), 1.5); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("got %v", err)
+			}
+			if h.c.cfg.Services[0].SLOP99MS != 100 || h.c.cfg.Headroom != 0.1 || len(h.events.all()) != 0 {
+				t.Error("an invalid update changed the config or published")
+			}
+		})
 	})
 }
 

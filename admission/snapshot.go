@@ -62,7 +62,7 @@ type snapshot struct {
 
 // snapshotLocked copies the config and the live leases. c.mu is held.
 func (c *Controller) snapshotLocked() *snapshot {
-	now := c.clock.Now()
+	now := time.Now()
 	live := c.liveLocked(now)
 	s := &snapshot{gen: c.gen, freed: c.freed, now: now, live: make([]entry, len(live)), eval: c.frozen()}
 	for i, e := range live {
@@ -84,7 +84,7 @@ func (c *Controller) snapshot() *snapshot {
 // c.mu; on the frozen copy they read the snapshot's config without the lock.
 // c.mu is held.
 func (c *Controller) frozen() *Controller {
-	return &Controller{deps: c.deps, clock: c.clock, log: c.log, cfg: c.cfg}
+	return &Controller{deps: c.deps, log: c.log, cfg: c.cfg}
 }
 
 // unchangedLocked reports whether the config and the live leases at now are

@@ -373,7 +373,7 @@ func TestDeadline(t *testing.T) {
 
 // TestFirstTerm: a new lease lives for admission.lease.first_term (or its
 // own length, when shorter); a renew or a register extends it to its full
-// length. Time runs in a bubble, on the system clock.
+// length. Time runs in a bubble.
 func TestFirstTerm(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -397,17 +397,9 @@ func TestFirstTerm(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.LeaseFirstTerm = 0 }) // the default
-				h.c.clock = systemClock{}
 				h.events.ch = make(chan Event, 4)
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				go func() { done <- h.c.Run(ctx) }()
-				defer func() {
-					cancel()
-					if err := <-done; err != nil {
-						t.Errorf("run: %v", err)
-					}
-				}()
+				stop := runController(t, h.c)
+				defer stop()
 
 				start := time.Now()
 				req := request("r1")

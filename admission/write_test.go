@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/colocd/colocd/predictor"
@@ -122,16 +123,20 @@ func TestGrantHoldsCapacityWhileStored(t *testing.T) {
 // decided meanwhile cannot take it too; and a second call on the lease
 // waits for the renew instead of finding the lease expired.
 func TestLeaseCountsWhileItsRenewIsWritten(t *testing.T) {
+	synctest.Test(t, testLeaseCountsWhileItsRenewIsWritten)
+}
+
+func testLeaseCountsWhileItsRenewIsWritten(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 1e6, func(c *Config) { c.MaxJobs = 1 })
 	a := mustDecide(t, h, request("a"), Grant)
 	st := &stallingStore{MemStore: h.store, lease: a.Lease.ID, started: make(chan struct{}), release: make(chan struct{})}
 	h.c.deps.Store = st
 
-	h.clock.Advance(5 * time.Minute) // halfway through the lease's 10 minutes
+	time.Sleep(5 * time.Minute) // halfway through the lease's 10 minutes
 	renew := done(func() error { _, err := h.c.Renew(ctx, a.Lease.ID, tokenOf(a)); return err })
 	<-st.started
-	h.clock.Advance(5*time.Minute + time.Second) // past the old expiry, before the renewed one
+	time.Sleep(5*time.Minute + time.Second) // past the old expiry, before the renewed one
 	if d := mustDecide(t, h, request("b"), Deny); d.Code != CodeMaxJobs {
 		t.Errorf("a job decided while the renew is written: %s, want max_jobs", d.Code)
 	}

@@ -2,10 +2,11 @@ package bus
 
 import (
 	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // The examples of docs/nats-api.md, decoded.
@@ -38,8 +39,8 @@ func TestDecodeAdmitRequest(t *testing.T) {
 		t.Errorf("profile passed through as %s (%v)", got.Profile, err)
 	}
 	got.Profile = nil
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %+v\nwant %+v", got, want)
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(AdmitRequest{})); diff != "" {
+		t.Errorf("decoded admit request (-want +got):\n%s", diff)
 	}
 	// "profile": null, as Python and JavaScript clients write it, is no profile.
 	ref := ProfileRef([]byte("p"))
@@ -100,8 +101,8 @@ func TestDecodeEventIgnoresNewFields(t *testing.T) {
 	deadline := time.Date(2026, 3, 1, 12, 5, 0, 0, time.UTC)
 	want := &Event{Type: EventThrottle, LeaseID: "l-1", JobID: "j", ActiveThreadPct: 20, Deadline: &deadline,
 		Reason: "bert p99 rose", Time: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	if !reflect.DeepEqual(ev, want) {
-		t.Errorf("got %+v, want %+v", ev, want)
+	if diff := cmp.Diff(want, ev); diff != "" {
+		t.Errorf("decoded event (-want +got):\n%s", diff)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestCodeOf(t *testing.T) {
@@ -49,8 +51,8 @@ func TestWireErrorRoundTrip(t *testing.T) {
 			if code != tt.code || desc != tt.desc {
 				t.Errorf("wireError = %q %q, want %q %q", code, desc, tt.code, tt.desc)
 			}
-			if got := parseWireError(code, desc); *got != tt.wantBack {
-				t.Errorf("parseWireError = %+v, want %+v", *got, tt.wantBack)
+			if diff := cmp.Diff(tt.wantBack, *parseWireError(code, desc)); diff != "" {
+				t.Errorf("parseWireError (-want +got):\n%s", diff)
 			}
 		})
 	}

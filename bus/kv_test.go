@@ -3,9 +3,9 @@ package bus
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -82,8 +82,8 @@ func TestKVCompareAndSwap(t *testing.T) {
 	for _, en := range entries {
 		keys = append(keys, en.Key)
 	}
-	if !reflect.DeepEqual(keys, []string{"l-1", "l-2"}) {
-		t.Errorf("List keys %v, want [l-1 l-2]", keys)
+	if diff := cmp.Diff([]string{"l-1", "l-2"}, keys); diff != "" {
+		t.Errorf("List keys (-want +got):\n%s", diff)
 	}
 	if entries[0].Revision != rev3 || string(entries[0].Value) != "v3" {
 		t.Errorf("List l-1 = %+v, want v3 at %d", entries[0], rev3)

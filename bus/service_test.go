@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -40,13 +40,14 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 		want := testDecision()
 		want.Sidecar = "gpu-a" // the service names itself
 		want.Lease.Token = sent.token
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("decision:\n got %+v\nwant %+v", got, want)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("decision (-want +got):\n%s", diff)
 		}
 		wantReq := *sent
 		wantReq.token = "" // never on the wire
-		if req, _ := h.last("admit"); !reflect.DeepEqual(req, &wantReq) {
-			t.Errorf("handler got %+v, want %+v", req, &wantReq)
+		req, _ := h.last("admit")
+		if diff := cmp.Diff(&wantReq, req, cmp.AllowUnexported(AdmitRequest{})); diff != "" {
+			t.Errorf("the handler's request (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("renew", func(t *testing.T) {
@@ -54,19 +55,21 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(got, testLease()) {
-			t.Errorf("lease: got %+v, want %+v", got, testLease())
+		if diff := cmp.Diff(testLease(), got); diff != "" {
+			t.Errorf("lease (-want +got):\n%s", diff)
 		}
-		if req, _ := h.last("renew"); !reflect.DeepEqual(req, ref) {
-			t.Errorf("handler got %+v, want %+v", req, ref)
+		req, _ := h.last("renew")
+		if diff := cmp.Diff(ref, req); diff != "" {
+			t.Errorf("the handler's request (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("release", func(t *testing.T) {
 		if err := c.Release(ctx, "gpu-a", ref); err != nil {
 			t.Fatal(err)
 		}
-		if req, _ := h.last("release"); !reflect.DeepEqual(req, ref) {
-			t.Errorf("handler got %+v, want %+v", req, ref)
+		req, _ := h.last("release")
+		if diff := cmp.Diff(ref, req); diff != "" {
+			t.Errorf("the handler's request (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("register", func(t *testing.T) {
@@ -74,8 +77,9 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 		if err := c.Register(ctx, "gpu-a", reg); err != nil {
 			t.Fatal(err)
 		}
-		if req, _ := h.last("register"); !reflect.DeepEqual(req, reg) {
-			t.Errorf("handler got %+v, want %+v", req, reg)
+		req, _ := h.last("register")
+		if diff := cmp.Diff(reg, req); diff != "" {
+			t.Errorf("the handler's request (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("status", func(t *testing.T) {
@@ -86,8 +90,8 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 		want, _ := h.Status(ctx)
 		want.Sidecar = "gpu-a"
 		want.Leases[0].Token = "" // never on the wire
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("status:\n got %+v\nwant %+v", got, want)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("status (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("release answers {}", func(t *testing.T) {
@@ -252,8 +256,8 @@ func TestQuoteIsAnsweredByEverySidecar(t *testing.T) {
 		}
 	}
 	want := map[string]string{"gpu-a": DecisionGrant, "gpu-b": DecisionDeny}
-	if !reflect.DeepEqual(bySidecar, want) {
-		t.Errorf("quotes %v, want %v", bySidecar, want)
+	if diff := cmp.Diff(want, bySidecar); diff != "" {
+		t.Errorf("quotes by sidecar (-want +got):\n%s", diff)
 	}
 }
 
@@ -396,8 +400,8 @@ func TestDiscovery(t *testing.T) {
 			"colocd.v1." + id + ".profile":  "q",
 			"colocd.v1.quote":               "", // no queue group: every sidecar answers
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s endpoints (subject → queue group) %v, want %v", id, got, want)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s endpoints, subject → queue group (-want +got):\n%s", id, diff)
 		}
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // The parsers read a program's output: outside input. Each must never
@@ -39,8 +40,11 @@ func FuzzParsePS(f *testing.F) {
 			fmt.Fprintf(&b, "%d %d %d %s %d %s\n", r.PID, r.ID, r.Server, r.Device, r.Namespace, r.Command)
 		}
 		again, err := parsePS(b.String())
-		if err != nil || !reflect.DeepEqual(again, rows) {
-			t.Fatalf("round trip: %+v, %v; want %+v", again, err, rows)
+		if err != nil {
+			t.Fatalf("round trip: %v", err)
+		}
+		if diff := cmp.Diff(rows, again); diff != "" {
+			t.Fatalf("round trip (-parsed +reparsed):\n%s", diff)
 		}
 	})
 }
@@ -66,8 +70,11 @@ func fuzzPIDLines(f *testing.F, parse func(string) ([]PID, error)) {
 			fmt.Fprintf(&b, "%d\n", p)
 		}
 		again, err := parse(b.String())
-		if err != nil || !reflect.DeepEqual(again, pids) {
-			t.Fatalf("round trip: %v, %v; want %v", again, err, pids)
+		if err != nil {
+			t.Fatalf("round trip: %v", err)
+		}
+		if diff := cmp.Diff(pids, again); diff != "" {
+			t.Fatalf("round trip (-parsed +reparsed):\n%s", diff)
 		}
 	})
 }

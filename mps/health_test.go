@@ -68,6 +68,23 @@ func waitHealth(t *testing.T, health func() Health, ok func(Health) bool) Health
 	}
 }
 
+// waitProbes waits until the loop has probed n more times (each probe
+// stamps Health.Checked): how a test gives the loop the rounds in which it
+// must not do something, whatever the machine's load.
+func waitProbes(t *testing.T, health func() Health, n int) {
+	t.Helper()
+	last := health().Checked
+	deadline := time.Now().Add(30 * time.Second)
+	for seen := 0; seen < n; time.Sleep(time.Millisecond) {
+		if h := health(); !h.Checked.Equal(last) {
+			seen, last = seen+1, h.Checked
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probe rounds in 30s, want %d", seen, n)
+		}
+	}
+}
+
 // testLogger collects log records, to check that Run logs changes.
 type testLogger struct {
 	mu   sync.Mutex
@@ -283,7 +300,7 @@ func TestHealthDoesNotRestartForeignDaemon(t *testing.T) {
 	if !strings.Contains(h.Reason, "not started by colocd") {
 		t.Fatalf("Health = %+v", h)
 	}
-	time.Sleep(100 * time.Millisecond) // a few probe rounds
+	waitProbes(t, c.Health, 3)
 	if n := len(f.lines("fake-starts.log")); n != 1 {
 		t.Fatalf("%d starts, want 1: colocd restarted a daemon it did not start", n)
 	}
@@ -309,7 +326,7 @@ func TestHealthNoRestartAfterClose(t *testing.T) {
 	if h := waitState(t, events, StateDown); strings.Contains(h.Reason, "restart") {
 		t.Fatalf("Health = %+v", h)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitProbes(t, c.Health, 3)
 	if n := len(f.lines("fake-starts.log")); n != 1 {
 		t.Fatalf("%d starts after Close, want 1", n)
 	}

@@ -3,9 +3,10 @@ package mps
 import (
 	"errors"
 	"os"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
@@ -47,8 +48,11 @@ func TestParsePIDLines(t *testing.T) {
 					wantOutputError(t, err, tt.out)
 					continue
 				}
-				if err != nil || !reflect.DeepEqual(got, tt.want) {
-					t.Fatalf("parse(%q) = %v, %v; want %v", tt.out, got, err, tt.want)
+				if err != nil {
+					t.Fatalf("parse(%q): %v", tt.out, err)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Fatalf("parse(%q) (-want +got):\n%s", tt.out, diff)
 				}
 			}
 		})
@@ -133,8 +137,11 @@ func TestParsePS(t *testing.T) {
 				wantOutputError(t, err, tt.out)
 				return
 			}
-			if err != nil || !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("parsePS = %+v, %v; want %+v", got, err, tt.want)
+			if err != nil {
+				t.Fatalf("parsePS: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Fatalf("parsePS (-want +got):\n%s", diff)
 			}
 		})
 	}

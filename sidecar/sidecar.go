@@ -50,9 +50,8 @@ type Sidecar struct {
 	tel     *Telemetry
 	gpu     gpu.Handle
 	gpuInfo gpu.Info
-	simGPU  *gpu.SimDevice
+	sim     simDevice // a simulated GPU and daemon, shown the leases
 	daemon  mpsDaemon
-	simMPS  *mps.Sim
 	model   *admission.Model
 	adm     *admission.Controller
 	embed   *bus.Embedded
@@ -65,11 +64,9 @@ type Sidecar struct {
 	watcher *configs.Watcher
 	checks  Checks
 
-	mu        sync.Mutex
-	specs     []admission.ServiceSpec
-	simPIDs   map[int]bool    // simulated MPS clients, by PID
-	simGrants map[string]bool // simulated GPU memory reservations, by lease
-	closers   []func(context.Context) error
+	mu      sync.Mutex
+	specs   []admission.ServiceSpec
+	closers []func(context.Context) error
 }
 
 // New builds every component from cfg (which must be valid) and starts
@@ -86,7 +83,7 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 	if opts.Version == "" {
 		opts.Version = "0.0.0-dev"
 	}
-	s := &Sidecar{cfg: cfg, opts: opts, log: opts.Logger, simPIDs: map[int]bool{}, simGrants: map[string]bool{}}
+	s := &Sidecar{cfg: cfg, opts: opts, log: opts.Logger, sim: simDevice{log: opts.Logger}}
 	defer func() {
 		if err != nil {
 			s.Close(context.Background())
@@ -176,7 +173,7 @@ func (s *Sidecar) openGPU(ctx context.Context) error {
 		return fmt.Errorf("open gpu: %w", err)
 	}
 	s.gpu, s.gpuInfo = h, h.Info()
-	s.simGPU, _ = h.(*gpu.SimDevice)
+	s.sim.gpu, _ = h.(*gpu.SimDevice)
 	s.closers = append(s.closers, func(context.Context) error { return h.Close() })
 	return nil
 }
@@ -187,12 +184,12 @@ func (s *Sidecar) openMPS(ctx context.Context) error {
 	prio := mps.Priority(c.ClientPriority)
 	defaults.ClientPriority = &prio
 	uuid := mps.UUID(s.gpuInfo.UUID)
-	if s.cfg.MPSSimulated(s.simGPU != nil) {
+	if s.cfg.MPSSimulated(s.sim.gpu != nil) {
 		sim, err := mps.NewSim(mps.SimConfig{Device: uuid, Defaults: defaults})
 		if err != nil {
 			return fmt.Errorf("simulated mps daemon: %w", err)
 		}
-		s.daemon, s.simMPS = sim, sim
+		s.daemon, s.sim.mps = sim, sim
 		s.log.Warn("mps daemon is SIMULATED in process: percentages and clients are the sidecar's own grants", "gpu", s.gpuInfo.Name)
 	} else {
 		mc := mps.DefaultConfig()
@@ -461,10 +458,8 @@ func (s *Sidecar) applyReloads(ctx context.Context, updates <-chan *configs.Conf
 	}
 }
 
-// afterLeaseChange makes a simulated GPU and MPS daemon show the live
-// leases: memory reserved for leases whose processes have started (PIDs
-// registered, or older than a minute) and one MPS client per registered
-// PID at the lease's percentage. A real GPU needs nothing: NVML sees it.
+// afterLeaseChange records the number of live leases and shows them on a
+// simulated GPU and MPS daemon (simdevice.go).
 func (s *Sidecar) afterLeaseChange() {
 	if s.adm == nil {
 		return
@@ -473,42 +468,8 @@ func (s *Sidecar) afterLeaseChange() {
 	if s.tel != nil {
 		s.tel.metrics.leases.Record(context.Background(), int64(len(leases)))
 	}
-	if s.simGPU == nil && s.simMPS == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	live := map[int]bool{}
-	reserved := map[string]bool{}
-	for _, l := range leases {
-		if s.simGPU != nil && (len(l.PIDs) > 0 || time.Since(l.CreatedAt) > time.Minute) {
-			reserved[l.ID] = true
-			if !s.simGrants[l.ID] {
-				if err := s.simGPU.Reserve(l.ID, uint64(l.MemoryMiB)); err != nil {
-					s.log.Warn("simulated gpu: reserve", "lease", l.ID, "err", err)
-				}
-			}
-		}
-		for _, pid := range l.PIDs {
-			live[pid] = true
-			if s.simMPS != nil && !s.simPIDs[pid] {
-				if err := s.simMPS.AddClient(mps.PID(pid), mps.Percentage(l.Pct)); err == nil {
-					s.simPIDs[pid] = true
-				}
-			}
-		}
-	}
-	for id := range s.simGrants {
-		if !reserved[id] {
-			s.simGPU.Release(id)
-		}
-	}
-	s.simGrants = reserved
-	for pid := range s.simPIDs {
-		if !live[pid] {
-			s.simMPS.RemoveClient(mps.PID(pid))
-			delete(s.simPIDs, pid)
-		}
+	if s.sim.simulated() {
+		s.sim.show(leases, s.adm.Config().VisibilityWindow)
 	}
 }
 
