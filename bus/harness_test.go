@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // startServer runs a real nats-server in the process with JetStream in a
@@ -61,28 +62,38 @@ func testCtx(t testing.TB) context.Context {
 }
 
 // fakeHandler answers every endpoint with fixed values and records the
-// last request and context of each method.
+// last request of each method and what its context carried.
 type fakeHandler struct {
 	mu   sync.Mutex
 	reqs map[string]any
-	ctxs map[string]context.Context
+	seen map[string]handlerCtx
 }
 
+// handlerCtx is what a handler's context carried: its deadline and span.
+type handlerCtx struct {
+	deadline    time.Time
+	hasDeadline bool
+	span        trace.SpanContext
+}
+
+func (c handlerCtx) Deadline() (time.Time, bool) { return c.deadline, c.hasDeadline }
+
 func newFakeHandler() *fakeHandler {
-	return &fakeHandler{reqs: map[string]any{}, ctxs: map[string]context.Context{}}
+	return &fakeHandler{reqs: map[string]any{}, seen: map[string]handlerCtx{}}
 }
 
 func (f *fakeHandler) record(ctx context.Context, method string, req any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reqs[method] = req
-	f.ctxs[method] = ctx
+	d, ok := ctx.Deadline()
+	f.seen[method] = handlerCtx{deadline: d, hasDeadline: ok, span: trace.SpanContextFromContext(ctx)}
 }
 
-func (f *fakeHandler) last(method string) (any, context.Context) {
+func (f *fakeHandler) last(method string) (any, handlerCtx) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.reqs[method], f.ctxs[method]
+	return f.reqs[method], f.seen[method]
 }
 
 var testExpiry = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -301,7 +301,7 @@ func TestTraceContextPropagates(t *testing.T) {
 	launcher.End()
 
 	_, hctx := h.last("admit")
-	remote := trace.SpanContextFromContext(hctx)
+	remote := hctx.span
 	if !remote.IsRemote() || !remote.Equal(launcher.SpanContext().WithRemote(true)) {
 		t.Errorf("handler ctx span context %+v, want the launcher's %+v as remote", remote, launcher.SpanContext())
 	}
@@ -330,7 +330,7 @@ func TestNoTraceContextWithoutSpan(t *testing.T) {
 	if _, err := c.Status(testCtx(t), "gpu-a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, hctx := h.last("status"); trace.SpanContextFromContext(hctx).IsValid() {
+	if _, hctx := h.last("status"); hctx.span.IsValid() {
 		t.Errorf("handler got a span context without one being sent")
 	}
 }

@@ -3,6 +3,8 @@ package configs
 import (
 	"path/filepath"
 	"time"
+
+	"github.com/colocd/colocd/gpu"
 )
 
 // Config is colocd's whole configuration, one YAML file. The mapstructure
@@ -11,15 +13,15 @@ import (
 // Admission change while colocd runs (see Watcher); the other sections are
 // read once at startup. Reference: docs/configuration.md.
 type Config struct {
-	Sidecar   Sidecar   `mapstructure:"sidecar"`
-	NATS      NATS      `mapstructure:"nats"`
-	GPU       GPU       `mapstructure:"gpu"`
-	Sharing   Sharing   `mapstructure:"sharing"`
-	MPS       MPS       `mapstructure:"mps"`
-	Predictor Predictor `mapstructure:"predictor"`
-	Services  []Service `mapstructure:"services"`
-	Admission Admission `mapstructure:"admission"`
-	Telemetry Telemetry `mapstructure:"telemetry"`
+	Sidecar   Sidecar    `mapstructure:"sidecar"`
+	NATS      NATS       `mapstructure:"nats"`
+	GPU       gpu.Config `mapstructure:"gpu"`
+	Sharing   Sharing    `mapstructure:"sharing"`
+	MPS       MPS        `mapstructure:"mps"`
+	Predictor Predictor  `mapstructure:"predictor"`
+	Services  []Service  `mapstructure:"services"`
+	Admission Admission  `mapstructure:"admission"`
+	Telemetry Telemetry  `mapstructure:"telemetry"`
 
 	// lines: where each key stood in the file Load read, so that Validate's
 	// problems name their line.
@@ -94,31 +96,6 @@ type TLS struct {
 }
 
 // GPU selects the GPU colocd manages and where its state comes from; it
-// maps one to one onto package gpu's Config (keys in docs/gpu.md).
-type GPU struct {
-	// Backend is auto (NVML, else the simulated device when no driver is
-	// installed), nvml or sim.
-	Backend string `mapstructure:"backend"`
-	// Device is a GPU index ("0") or UUID ("GPU-…").
-	Device string `mapstructure:"device"`
-	// SMs overrides the SM count from gpu's table; 0 uses the table.
-	SMs int `mapstructure:"sms"`
-	// EventWait bounds one wait for NVML events, hence how long the GPU
-	// loop takes to stop.
-	EventWait time.Duration `mapstructure:"event_wait"`
-	// Sim describes the simulated device.
-	Sim GPUSim `mapstructure:"sim"`
-}
-
-// GPUSim describes the simulated device used by backend sim (and auto
-// without a driver).
-type GPUSim struct {
-	// Name is the NVML name the simulated device reports.
-	Name string `mapstructure:"name"`
-	// MemoryMiB is its memory; 0 takes it from the name.
-	MemoryMiB int `mapstructure:"memory_mib"`
-}
-
 // Sharing says how training shares the GPU with inference.
 type Sharing struct {
 	// Mode is mps (concurrent, each job capped by its active-thread
@@ -229,9 +206,9 @@ type Telemetry struct {
 
 // Allowed values of the enumerated keys.
 const (
-	BackendAuto = "auto"
-	BackendNVML = "nvml"
-	BackendSim  = "sim"
+	BackendAuto = gpu.BackendAuto
+	BackendNVML = gpu.BackendNVML
+	BackendSim  = gpu.BackendSim
 
 	ModeMPS       = "mps"
 	ModeTimeslice = "timeslice"
@@ -254,12 +231,7 @@ func Default() Config {
 	return Config{
 		Sidecar: Sidecar{DataDir: "/var/lib/colocd"},
 		NATS:    NATS{Listen: "127.0.0.1:4222"},
-		GPU: GPU{
-			Backend:   BackendAuto,
-			Device:    "0",
-			EventWait: time.Second,
-			Sim:       GPUSim{Name: "NVIDIA H200"},
-		},
+		GPU:     gpu.Default(),
 		Sharing: Sharing{Mode: ModeMPS},
 		MPS: MPS{
 			Control:                DefaultMPSControl,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/gpu"
 	"github.com/spf13/viper"
 )
 
@@ -59,7 +60,7 @@ func TestDefaultValues(t *testing.T) {
 	}{
 		{"sidecar.data_dir", d.Sidecar.DataDir, "/var/lib/colocd"},
 		{"nats.listen", d.NATS.Listen, "127.0.0.1:4222"},
-		{"gpu.backend", d.GPU.Backend, "auto"},
+		{"gpu.backend", d.GPU.Backend, gpu.BackendAuto},
 		{"gpu.device", d.GPU.Device, "0"},
 		{"gpu.sim.name", d.GPU.Sim.Name, "NVIDIA H200"},
 		{"sharing.mode", d.Sharing.Mode, "mps"},

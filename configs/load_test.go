@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/gpu"
 )
 
 func TestEnvName(t *testing.T) {
@@ -83,6 +85,8 @@ func TestLoadEnvEveryKey(t *testing.T) {
 			switch d := l.val.(type) {
 			case string:
 				env, want = "set-"+strings.ReplaceAll(l.key, ".", "-"), "set-"+strings.ReplaceAll(l.key, ".", "-")
+			case gpu.Backend: // a string of the gpu package's own type
+				env, want = string(gpu.BackendSim), gpu.BackendSim
 			case bool:
 				env, want = fmt.Sprint(!d), !d
 			case int:

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/colocd/colocd/internal/field"
@@ -38,17 +37,9 @@ const (
 	// MaxRequests bounds predictor.requests: a prediction's cost grows
 	// with it, and a decision must stay fast.
 	MaxRequests = 1_000_000
-	// MaxSMs bounds gpu.sms, as package gpu does.
-	MaxSMs = 1024
-	// MaxSimMemoryMiB bounds gpu.sim.memory_mib (16 TiB), as package gpu
-	// does.
-	MaxSimMemoryMiB = 1 << 24
 	// MaxFileBytes bounds a file the configuration names (a profile, a
 	// calibration, a credentials file): far above any real one.
 	MaxFileBytes = 256 << 20
-	// maxNameLen is NVML's device name length (NVML_DEVICE_NAME_V2_BUFFER_SIZE
-	// less the NUL).
-	maxNameLen = 95
 	// maxQuoted bounds how much of a bad value a problem repeats.
 	maxQuoted = 80
 )
@@ -58,14 +49,22 @@ var (
 	sidecarID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 	// serviceName: a name is a metric label value and a log field.
 	serviceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
-	gpuIndex    = regexp.MustCompile(`^(0|[1-9][0-9]{0,2})$`)
 	// publicUserNKey: "U" and 55 characters of base32 (RFC 4648, no padding).
 	publicUserNKey = regexp.MustCompile(`^U[A-Z2-7]{55}$`)
-	gpuUUID        = regexp.MustCompile(`^(?i)GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
 // checker collects problems.
 type checker struct{ problems []*Problem }
+
+// nested adds the problems of an adapter's own check, which name their keys.
+func (c *checker) nested(err error) {
+	var l *field.List
+	if errors.As(err, &l) {
+		c.problems = append(c.problems, l.Errors...)
+		return
+	}
+	c.add("", "a valid configuration", err.Error())
+}
 
 func (c *checker) add(key, want, got string) {
 	c.problems = append(c.problems, &Problem{Path: key, Want: want, Got: got})
@@ -194,22 +193,10 @@ func (c *Config) checkNATS(ck *checker) {
 	}
 }
 
+// checkGPU is package gpu's own check of its section: the limits live there.
 func (c *Config) checkGPU(ck *checker) {
-	g := c.GPU
-	ck.oneOf("gpu.backend", g.Backend, BackendAuto, BackendNVML, BackendSim)
-	d := strings.TrimSpace(g.Device)
-	if n, err := strconv.Atoi(d); !(gpuIndex.MatchString(d) && err == nil && n <= 255) && !gpuUUID.MatchString(d) {
-		ck.add("gpu.device", `a GPU index from 0 to 255 or a GPU UUID ("GPU-" and 8-4-4-4-12 hex digits)`, quote(g.Device))
-	}
-	ck.intIn("gpu.sms", g.SMs, 0, MaxSMs, fmt.Sprintf("0 (from the table) or an SM count from 1 to %d", MaxSMs))
-	if g.EventWait < 0 || g.EventWait > time.Minute {
-		ck.add("gpu.event_wait", "a duration from 0 (one second) to 1m", g.EventWait.String())
-	}
-	if g.Backend != BackendNVML {
-		if !printable(g.Sim.Name, maxNameLen) {
-			ck.add("gpu.sim.name", fmt.Sprintf("a device name of 1 to %d printable characters, e.g. %q", maxNameLen, "NVIDIA H200"), quote(g.Sim.Name))
-		}
-		ck.intIn("gpu.sim.memory_mib", g.Sim.MemoryMiB, 0, MaxSimMemoryMiB, fmt.Sprintf("0 (from the name) or a size in MiB up to %d", MaxSimMemoryMiB))
+	if err := c.GPU.Validate(); err != nil {
+		ck.nested(err)
 	}
 }
 
@@ -297,18 +284,6 @@ func (c *Config) checkAdmission(ck *checker) {
 	if a.DecisionTimeout < time.Second || a.DecisionTimeout > 10*time.Minute {
 		ck.add("admission.decision_timeout", "a duration from 1s to 10m", a.DecisionTimeout.String())
 	}
-}
-
-func printable(s string, maxLen int) bool {
-	if s == "" || len(s) > maxLen {
-		return false
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
 }
 
 func quote(s string) string {

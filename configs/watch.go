@@ -62,8 +62,18 @@ type Watcher struct {
 // NewWatcher loads and validates the file at path with the same overrides
 // LoadWith takes (flag values, applied again at every reload). It returns
 // the loading or validation error of the first load: colocd does not start
-// on an invalid file. The logger is used by Run only; nil discards.
-func NewWatcher(path string, overrides map[string]any, logger *slog.Logger) (*Watcher, error) {
+// on an invalid file.
+// WatchOptions are a Watcher's optional settings.
+type WatchOptions struct {
+	// Overrides are the values of command-line flags, by dotted key
+	// path, applied at every load as LoadWith applies them.
+	Overrides map[string]any
+	// Logger is used by Run only; nil discards.
+	Logger *slog.Logger
+}
+
+func NewWatcher(path string, opts WatchOptions) (*Watcher, error) {
+	overrides, logger := opts.Overrides, opts.Logger
 	if path == "" {
 		return nil, errors.New("watch config: no file")
 	}

@@ -81,7 +81,7 @@ admission: {headroom: %v}
 func runWatcher(t *testing.T, path string) (*Watcher, *logRecorder) {
 	t.Helper()
 	rec := &logRecorder{}
-	w, err := NewWatcher(path, nil, slog.New(rec))
+	w, err := NewWatcher(path, WatchOptions{Logger: slog.New(rec)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,19 +264,19 @@ func TestWatcherLifecycle(t *testing.T) {
 
 	t.Run("invalid first file", func(t *testing.T) {
 		bad := writeFile(t, filepath.Join(dir, "bad.yaml"), "admission: {headroom: 2}\n")
-		_, err := NewWatcher(bad, nil, nil)
+		_, err := NewWatcher(bad, WatchOptions{})
 		var ve *ValidationError
 		if !errors.As(err, &ve) {
 			t.Errorf("err = %v, want a *ValidationError", err)
 		}
 	})
 	t.Run("missing first file", func(t *testing.T) {
-		if _, err := NewWatcher(filepath.Join(dir, "none.yaml"), nil, nil); err == nil {
+		if _, err := NewWatcher(filepath.Join(dir, "none.yaml"), WatchOptions{}); err == nil {
 			t.Error("no error")
 		}
 	})
 	t.Run("overrides apply at every load", func(t *testing.T) {
-		w, err := NewWatcher(path, map[string]any{"admission.max_jobs": 9}, nil)
+		w, err := NewWatcher(path, WatchOptions{Overrides: map[string]any{"admission.max_jobs": 9}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +285,7 @@ func TestWatcherLifecycle(t *testing.T) {
 		}
 	})
 	t.Run("run once, then subscriptions are closed", func(t *testing.T) {
-		w, err := NewWatcher(path, nil, nil)
+		w, err := NewWatcher(path, WatchOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,7 +308,7 @@ func TestWatcherLifecycle(t *testing.T) {
 		}
 	})
 	t.Run("cancel closes the channel", func(t *testing.T) {
-		w, err := NewWatcher(path, nil, nil)
+		w, err := NewWatcher(path, WatchOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

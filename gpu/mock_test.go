@@ -86,7 +86,7 @@ func testConfig(device string) Config {
 // openMock opens GPU device of the mock and closes it when the test ends.
 func openMock(t *testing.T, x *dgx, device string) *NVMLDevice {
 	t.Helper()
-	d, err := OpenNVML(context.Background(), x, testConfig(device), nil)
+	d, err := OpenNVML(context.Background(), x, testConfig(device), Options{})
 	if err != nil {
 		t.Fatalf("OpenNVML: %v", err)
 	}

@@ -61,9 +61,9 @@ type NVMLDevice struct {
 // its identity. If Init fails nothing else is called in lib (calling into an
 // uninitialised NVML can kill the process); with no driver the error wraps
 // ErrNoDriver. An unknown SM count without the gpu.sms override fails with
-// ErrUnknownSMs. Pass nvml.New() for the real library. The logger is used by
-// Run only; nil discards.
-func OpenNVML(ctx context.Context, lib Library, cfg Config, logger *slog.Logger) (*NVMLDevice, error) {
+// ErrUnknownSMs. Pass nvml.New() for the real library. opts.Logger is used by
+// Run only.
+func OpenNVML(ctx context.Context, lib Library, cfg Config, opts Options) (*NVMLDevice, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -79,10 +79,7 @@ func OpenNVML(ctx context.Context, lib Library, cfg Config, logger *slog.Logger)
 		lib.Shutdown()
 		return nil, fmt.Errorf("open gpu %s: %w", sel, err)
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	d.logger = logger
+	d.logger = opts.logger()
 	return d, nil
 }
 

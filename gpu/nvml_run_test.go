@@ -148,7 +148,7 @@ func TestRunWithoutXIDEvents(t *testing.T) {
 			tt.setup(x)
 			lost := fakeLoss(x.device(0))
 			log, buf := newTestLogger()
-			d, err := OpenNVML(context.Background(), x, testConfig("0"), log)
+			d, err := OpenNVML(context.Background(), x, testConfig("0"), Options{Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +216,7 @@ func TestRunWaitFailuresRecover(t *testing.T) {
 		return wait(ms)
 	}
 	log, buf := newTestLogger()
-	d, err := OpenNVML(context.Background(), x, testConfig("0"), log)
+	d, err := OpenNVML(context.Background(), x, testConfig("0"), Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func TestOpenNVMLErrors(t *testing.T) {
 				cfg.Device = "0"
 			}
 			cfg.SMs = tt.sms
-			d, err := OpenNVML(context.Background(), x, cfg, nil)
+			d, err := OpenNVML(context.Background(), x, cfg, Options{})
 			if tt.wantIs == nil && tt.wantText == "" {
 				if err != nil {
 					t.Fatalf("OpenNVML: %v", err)
@@ -332,7 +332,7 @@ func lostMemory() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_
 
 func TestCloseShutsDownOnce(t *testing.T) {
 	x := newDGX(t)
-	d, err := OpenNVML(context.Background(), x, testConfig("0"), nil)
+	d, err := OpenNVML(context.Background(), x, testConfig("0"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestCloseShutsDownOnce(t *testing.T) {
 func TestCloseReportsShutdownError(t *testing.T) {
 	x := newDGX(t)
 	x.ShutdownFunc = func() nvml.Return { return nvml.ERROR_UNKNOWN }
-	d, err := OpenNVML(context.Background(), x, testConfig("0"), nil)
+	d, err := OpenNVML(context.Background(), x, testConfig("0"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,32 +14,30 @@ import (
 // the simulated device when there is no NVIDIA driver. The fall back is
 // logged as a warning with its reason and recorded in Info().Fallback. The
 // caller runs the returned Handle's Run and calls its Close.
-func Open(ctx context.Context, cfg Config, logger *slog.Logger) (Handle, error) {
-	return open(ctx, cfg, logger, func() Library { return nvml.New() })
+func Open(ctx context.Context, cfg Config, opts Options) (Handle, error) {
+	return open(ctx, cfg, opts, func() Library { return nvml.New() })
 }
 
 // open is Open with the NVML library supplied, for tests.
-func open(ctx context.Context, cfg Config, logger *slog.Logger, lib func() Library) (Handle, error) {
+func open(ctx context.Context, cfg Config, opts Options, lib func() Library) (Handle, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger := opts.logger()
 	switch cfg.Backend {
 	case BackendSim:
-		return handle(NewSim(cfg, logger))
+		return handle(NewSim(cfg, opts))
 	case BackendNVML:
-		return handle(OpenNVML(ctx, lib(), cfg, logger))
+		return handle(OpenNVML(ctx, lib(), cfg, opts))
 	}
-	d, err := OpenNVML(ctx, lib(), cfg, logger)
+	d, err := OpenNVML(ctx, lib(), cfg, opts)
 	if err == nil {
 		return d, nil
 	}
 	if !errors.Is(err, ErrNoDriver) {
 		return nil, fmt.Errorf("gpu backend auto: %w (set gpu.backend to sim to simulate a GPU on purpose)", err)
 	}
-	s, serr := NewSim(cfg, logger)
+	s, serr := NewSim(cfg, opts)
 	if serr != nil {
 		return nil, fmt.Errorf("gpu backend auto: %w; fall back to simulation: %w", err, serr)
 	}
@@ -56,4 +54,17 @@ func handle[D Handle](d D, err error) (Handle, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// Options are the devices' optional settings, apart from the configuration.
+type Options struct {
+	// Logger is used by Run (and Open's fallback warning); nil discards.
+	Logger *slog.Logger
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
 }

@@ -41,7 +41,7 @@ func TestOpen(t *testing.T) {
 			cfg := testConfig("0")
 			cfg.Backend = tt.backend
 			log, buf := newTestLogger()
-			h, err := open(context.Background(), cfg, log, func() Library { return x })
+			h, err := open(context.Background(), cfg, Options{Logger: log}, func() Library { return x })
 			if tt.wantNoInit && len(x.InitCalls()) != 0 {
 				t.Errorf("NVML initialised for backend %q", tt.backend)
 			}
@@ -88,7 +88,7 @@ func TestOpen(t *testing.T) {
 func TestOpenRealLibrary(t *testing.T) {
 	cfg := testConfig("0")
 	cfg.Backend = BackendNVML
-	h, err := Open(context.Background(), cfg, nil)
+	h, err := Open(context.Background(), cfg, Options{})
 	if err == nil {
 		h.Close()
 		t.Skip("an NVIDIA driver is present; this test is for hosts without one")
@@ -97,7 +97,7 @@ func TestOpenRealLibrary(t *testing.T) {
 		t.Skipf("NVML present but failing: %v", err)
 	}
 	cfg.Backend = BackendAuto
-	h, err = Open(context.Background(), cfg, nil)
+	h, err = Open(context.Background(), cfg, Options{})
 	if err != nil {
 		t.Fatalf("Open auto: %v", err)
 	}
@@ -134,7 +134,7 @@ func TestOpenErrorReturnsNilHandle(t *testing.T) {
 			if tt.simName != "" {
 				cfg.Sim.Name = tt.simName
 			}
-			h, err := open(context.Background(), cfg, nil, func() Library { return x })
+			h, err := open(context.Background(), cfg, Options{}, func() Library { return x })
 			if err == nil || h != nil {
 				t.Fatalf("open = %v, %v; want a nil Handle and an error", h, err)
 			}

@@ -55,9 +55,9 @@ const simQueue = 64
 // NewSim builds the simulated device that cfg describes: name cfg.Sim.Name,
 // SM count from the table or cfg.SMs, memory from cfg.Sim.MemoryMiB or the
 // name, and an index or UUID from cfg.Device. A device selected by index gets
-// a made-up UUID that is stable for the same name and index. The logger is
-// used by Run only; nil discards.
-func NewSim(cfg Config, logger *slog.Logger) (*SimDevice, error) {
+// a made-up UUID that is stable for the same name and index. opts.Logger is
+// used by Run only.
+func NewSim(cfg Config, opts Options) (*SimDevice, error) {
 	sel, err := ParseSelector(cfg.Device)
 	if err != nil {
 		return nil, err
@@ -76,12 +76,9 @@ func NewSim(cfg Config, logger *slog.Logger) (*SimDevice, error) {
 	if info.MemoryTotalMiB, err = simMemory(name, cfg.Sim.MemoryMiB); err != nil {
 		return nil, fmt.Errorf("simulate gpu: %w", err)
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	return &SimDevice{
 		info:    info,
-		logger:  logger,
+		logger:  opts.logger(),
 		mon:     newMonitor(time.Now()),
 		ops:     make(chan simOp, simQueue),
 		grants:  map[string]simGrant{},

@@ -19,7 +19,7 @@ func simConfig(mutate func(c *Config)) Config {
 
 func newTestSim(t *testing.T, mutate func(c *Config)) *SimDevice {
 	t.Helper()
-	s, err := NewSim(simConfig(mutate), nil)
+	s, err := NewSim(simConfig(mutate), Options{})
 	if err != nil {
 		t.Fatalf("NewSim: %v", err)
 	}
@@ -129,7 +129,7 @@ func TestNewSimErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewSim(simConfig(tt.mutate), nil)
+			_, err := NewSim(simConfig(tt.mutate), Options{})
 			if err == nil {
 				t.Fatal("NewSim succeeded, want an error")
 			}
@@ -242,7 +242,7 @@ func TestSimMemory(t *testing.T) {
 
 func TestSimHealth(t *testing.T) {
 	log, buf := newTestLogger()
-	s, err := NewSim(simConfig(nil), log)
+	s, err := NewSim(simConfig(nil), Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,16 +70,18 @@ var ErrNoRecords = errors.New("no usable records")
 
 // tsObjective scores time-slicing parameters against a set of records.
 type tsObjective struct {
-	ctx     context.Context // a cancelled fit stops simulating at once
-	recs    []*Record
-	metrics [][]metric // per record
-	opts    FitOptions
-	preds   []Predictor
-	evals   int
+	// cancelled is the fit context's Err: gonum calls the objective with
+	// no context, and a cancelled fit must stop simulating at once.
+	cancelled func() error
+	recs      []*Record
+	metrics   [][]metric // per record
+	opts      FitOptions
+	preds     []Predictor
+	evals     int
 }
 
 func newTSObjective(ctx context.Context, recs []*Record, opts FitOptions) *tsObjective {
-	o := &tsObjective{ctx: ctx, recs: recs, opts: opts, preds: make([]Predictor, len(recs))}
+	o := &tsObjective{cancelled: ctx.Err, recs: recs, opts: opts, preds: make([]Predictor, len(recs))}
 	for i, r := range recs {
 		o.metrics = append(o.metrics, r.metrics(i))
 	}
@@ -88,7 +90,7 @@ func newTSObjective(ctx context.Context, recs []*Record, opts FitOptions) *tsObj
 
 // predictAll predicts every record (in parallel) except skip (-1: none).
 func (o *tsObjective) predictAll(p TimesliceParams, skip int) ([]*Prediction, error) {
-	if err := o.ctx.Err(); err != nil {
+	if err := o.cancelled(); err != nil {
 		return nil, err // cancelled: every score is +Inf and the search ends fast
 	}
 	o.evals++

@@ -13,17 +13,19 @@ import (
 
 // mpsObjective scores stage-2 coefficients against a set of MPS records.
 type mpsObjective struct {
-	ctx     context.Context // a cancelled fit stops simulating at once
-	recs    []*Record
-	metrics [][]metric
-	opts    FitOptions
-	sms     int
-	preds   []Predictor
-	evals   int
+	// cancelled is the fit context's Err: gonum calls the objective with
+	// no context, and a cancelled fit must stop simulating at once.
+	cancelled func() error
+	recs      []*Record
+	metrics   [][]metric
+	opts      FitOptions
+	sms       int
+	preds     []Predictor
+	evals     int
 }
 
 func newMPSObjective(ctx context.Context, recs []*Record, opts FitOptions, sms int) *mpsObjective {
-	o := &mpsObjective{ctx: ctx, recs: recs, opts: opts, sms: sms, preds: make([]Predictor, len(recs))}
+	o := &mpsObjective{cancelled: ctx.Err, recs: recs, opts: opts, sms: sms, preds: make([]Predictor, len(recs))}
 	for i, r := range recs {
 		o.metrics = append(o.metrics, r.metrics(i))
 	}
@@ -32,7 +34,7 @@ func newMPSObjective(ctx context.Context, recs []*Record, opts FitOptions, sms i
 
 // predictAll predicts the records include accepts, in parallel.
 func (o *mpsObjective) predictAll(p MPSParams, include func(int) bool) ([]*Prediction, error) {
-	if err := o.ctx.Err(); err != nil {
+	if err := o.cancelled(); err != nil {
 		return nil, err
 	}
 	o.evals++

@@ -154,7 +154,7 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 		return nil, fmt.Errorf("telemetry.http %s: %w", cfg.Telemetry.HTTP, err)
 	}
 	if opts.ConfigPath != "" {
-		if s.watcher, err = configs.NewWatcher(opts.ConfigPath, opts.Overrides, s.log.With("component", "config")); err != nil {
+		if s.watcher, err = configs.NewWatcher(opts.ConfigPath, configs.WatchOptions{Overrides: opts.Overrides, Logger: s.log.With("component", "config")}); err != nil {
 			return nil, err
 		}
 	}
@@ -165,10 +165,7 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 }
 
 func (s *Sidecar) openGPU(ctx context.Context) error {
-	c := s.cfg.GPU
-	gcfg := gpu.Config{Backend: gpu.Backend(c.Backend), Device: c.Device, SMs: c.SMs, EventWait: c.EventWait,
-		Sim: gpu.SimConfig{Name: c.Sim.Name, MemoryMiB: uint64(c.Sim.MemoryMiB)}}
-	h, err := gpu.Open(ctx, gcfg, s.log.With("component", "gpu"))
+	h, err := gpu.Open(ctx, s.cfg.GPU, gpu.Options{Logger: s.log.With("component", "gpu")})
 	if err != nil {
 		return fmt.Errorf("open gpu: %w", err)
 	}

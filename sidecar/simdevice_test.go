@@ -28,7 +28,7 @@ type shown struct {
 func TestSimDeviceShowsLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		g, err := gpu.NewSim(gpu.Config{Backend: gpu.BackendSim, Device: "0"}, nil)
+		g, err := gpu.NewSim(gpu.Config{Backend: gpu.BackendSim, Device: "0"}, gpu.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
