@@ -179,11 +179,11 @@ func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]k
 	return estimated
 }
 
-// MPSSim runs the MPS model: a fluid simulation in which the kernels running
+// mpsSim runs the MPS model: a fluid simulation in which the kernels running
 // at each instant share SMs and DRAM bandwidth (stage 1), slowed further by a
 // contention factor linear in overlap features (stage 2). It keeps its
 // buffers between runs. Not safe for concurrent use.
-type MPSSim struct {
+type mpsSim struct {
 	simState
 	mctx []mpsContext
 	// per-event scratch, indexed by position in running
@@ -198,7 +198,7 @@ type MPSSim struct {
 // run simulates inference (context 0) serving arrivals while each training
 // workload loops, all running concurrently under MPS with the given
 // per-context active-thread percentages.
-func (s *MPSSim) run(inference []Op, training [][]Op, arrivals []float64, pcts []float64, sms int, p MPSParams) (*simResult, error) {
+func (s *mpsSim) run(inference []Op, training [][]Op, arrivals []float64, pcts []float64, sms int, p MPSParams) (*simResult, error) {
 	if err := s.reset(inference, training, arrivals); err != nil {
 		return nil, err
 	}
@@ -259,7 +259,7 @@ var skipAloneIterations = true
 // before next are found by a binary search on the unit's alone timeline
 // instead of one by one (each still counts as an event); the last kernel of
 // a unit completes the ordinary way.
-func (s *MPSSim) runAlone(c int, now, next float64) float64 {
+func (s *mpsSim) runAlone(c int, now, next float64) float64 {
 	ctx, ops, cum := &s.ctx[c], s.mctx[c].ops, s.mctx[c].aloneCum
 	last := len(ops) - 1
 	for {
@@ -312,7 +312,7 @@ func (s *MPSSim) runAlone(c int, now, next float64) float64 {
 // (the inference server and one trainer): it keeps advancing them, kernel
 // after kernel, while both have work and nobody else does, with the
 // arithmetic of rates written out for two.
-func (s *MPSSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
+func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 	ca, cb := &s.ctx[a], &s.ctx[b]
 	opsA, opsB := s.mctx[a].ops, s.mctx[b].ops
 	for {
@@ -388,7 +388,7 @@ func (s *MPSSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 // is ready. A kernel whose finish time is the event's completes exactly:
 // subtracting rate·dt could leave a crumb of work that, at simulated times of
 // many seconds, no float step could remove.
-func (s *MPSSim) runShared(now, next float64, beta [3]float64) float64 {
+func (s *mpsSim) runShared(now, next float64, beta [3]float64) float64 {
 	for k, c := range s.running {
 		s.cur[k] = &s.mctx[c].ops[s.ctx[c].idx]
 	}
@@ -421,7 +421,7 @@ func (s *MPSSim) runShared(now, next float64, beta [3]float64) float64 {
 // memory users slow down proportionally (roofline). Stage 2 divides each rate
 // by 1 + β·f, f being the kernel's DRAM and L2 intensity times its
 // co-runners' DRAM and L2 traffic, and the SMs its co-runners hold.
-func (s *MPSSim) rates(beta [3]float64) {
+func (s *mpsSim) rates(beta [3]float64) {
 	cur := s.cur[:len(s.running)]
 	var sumU float64
 	for _, o := range cur {

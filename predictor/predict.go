@@ -117,9 +117,9 @@ type TrainingPrediction struct {
 // Predictor runs predictions and keeps the simulators' buffers between them.
 // Not safe for concurrent use; make one per goroutine.
 type Predictor struct {
-	ts       TimesliceSim
-	mps      MPSSim
-	soloMPS  MPSSim
+	ts       timesliceSim
+	mps      mpsSim
+	soloMPS  mpsSim
 	arrivals []float64
 	solo     []float64
 	infOps   []Op

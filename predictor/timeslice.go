@@ -29,10 +29,10 @@ func (p TimesliceParams) Validate() error {
 	return c.err("time-slicing parameters")
 }
 
-// TimesliceSim runs the time-slicing simulation. It keeps its buffers between
+// timesliceSim runs the time-slicing simulation. It keeps its buffers between
 // runs, so a caller that predicts many times (calibration, the admission
 // search) allocates nothing per run after the first. Not safe for concurrent use.
-type TimesliceSim struct {
+type timesliceSim struct {
 	simState
 }
 
@@ -46,7 +46,7 @@ type TimesliceSim struct {
 // ready context in round-robin order (or at its slice boundary if sooner).
 // Each switch costs SwitchUS with nothing running; kernels are preempted at
 // slice end and resume where they stopped.
-func (s *TimesliceSim) run(inference []Op, training [][]Op, arrivals []float64, p TimesliceParams) (*simResult, error) {
+func (s *timesliceSim) run(inference []Op, training [][]Op, arrivals []float64, p TimesliceParams) (*simResult, error) {
 	if err := s.reset(inference, training, arrivals); err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (s *TimesliceSim) run(inference []Op, training [][]Op, arrivals []float64, 
 
 // nextReady returns the first context after o, in round-robin order, whose
 // work is ready at t.
-func (s *TimesliceSim) nextReady(o int, t float64) int {
+func (s *timesliceSim) nextReady(o int, t float64) int {
 	n := len(s.ready)
 	for i := 1; i < n; i++ {
 		c := (o + i) % n
