@@ -34,7 +34,7 @@ predict: build
 # times that), so they run again in full without it.
 test: lint
 	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -count=1 -run '^TestFit' ./predictor/
+	$(GO) test -count=1 -run '^TestFit' ./predictor/calibrate/
 	$(MAKE) harness-test
 	$(MAKE) fuzz FUZZTIME=10000x
 

@@ -144,3 +144,37 @@ func SaveCalibration(path string, c *Calibration) error {
 	}
 	return writeJSONAtomic(path, c)
 }
+
+// FitReport says how well calibrated parameters reproduce the measurements.
+type FitReport struct {
+	Records int `json:"records"`
+	Metrics int `json:"metrics"`
+	// MAPE is the mean absolute percentage error (a fraction) of the fitted
+	// model over every measured metric.
+	MAPE float64 `json:"mape"`
+	// CVMAPE is the same error on each record predicted by a fit that never
+	// saw it (leave-one-record-out); absent with fewer than two records.
+	CVMAPE *float64 `json:"cv_mape,omitempty"`
+	CV     string   `json:"cv,omitempty"`
+	// Unidentified lists parameters that even a ±50 % change does not
+	// visibly move: the measurements cannot tell their value.
+	Unidentified []string    `json:"unidentified,omitempty"`
+	Evaluations  int         `json:"evaluations"`
+	PerRecord    []RecordFit `json:"per_record,omitempty"`
+}
+
+// RecordFit is one record's measured and predicted metrics.
+type RecordFit struct {
+	Name    string      `json:"name"`
+	Metrics []MetricFit `json:"metrics"`
+}
+
+// MetricFit compares one measured value with the fitted model's prediction
+// and, when cross-validated, with the prediction of the fit that left the
+// record out.
+type MetricFit struct {
+	Field       string   `json:"field"`
+	Measured    float64  `json:"measured"`
+	Predicted   float64  `json:"predicted"`
+	CVPredicted *float64 `json:"cv_predicted,omitempty"`
+}

@@ -1,7 +1,6 @@
 package predictor
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/colocd/colocd/internal/field"
@@ -14,10 +13,6 @@ type FieldError = field.Error
 // ValidationError holds every FieldError found in one document, so that a
 // user fixes them all in one pass instead of one per run.
 type ValidationError = field.List
-
-// ErrInvalidTrace is wrapped by every error about a trace file that is not a
-// usable profiler trace (truncated, not JSON, no GPU kernels).
-var ErrInvalidTrace = errors.New("invalid trace")
 
 // fieldChecker collects FieldErrors while a document is walked, with the
 // checks that predictor documents share.
@@ -42,13 +37,6 @@ const MaxDurationUS = 3.6e9
 func (c *fieldChecker) duration(field string, v float64) {
 	if !(v >= 0 && v <= MaxDurationUS) {
 		c.add(field, "a duration ≥ 0 and ≤ 3.6e9 µs (one hour)", fmtFloat(v))
-	}
-}
-
-// positive checks a value that must be finite and > 0.
-func (c *fieldChecker) positive(field string, v float64) {
-	if !(v > 0) || isInf(v) {
-		c.add(field, "a finite number > 0", fmtFloat(v))
 	}
 }
 

@@ -24,14 +24,16 @@ const MaxCoefficient = 1000.0
 // MPSFeatures names the stage-2 features, in the order of MPSParams.
 var MPSFeatures = []string{"dram", "l2", "kernels"}
 
-func (p MPSParams) vector() [3]float64 { return [3]float64{p.DRAM, p.L2, p.Kernels} }
+// Vector returns the coefficients in the order of MPSFeatures.
+func (p MPSParams) Vector() [3]float64 { return [3]float64{p.DRAM, p.L2, p.Kernels} }
 
-func mpsParamsFrom(v []float64) MPSParams { return MPSParams{DRAM: v[0], L2: v[1], Kernels: v[2]} }
+// MPSParamsFrom is the inverse of Vector.
+func MPSParamsFrom(v []float64) MPSParams { return MPSParams{DRAM: v[0], L2: v[1], Kernels: v[2]} }
 
 // Validate names every coefficient that is out of range.
 func (p MPSParams) Validate() error {
 	var c fieldChecker
-	for i, v := range p.vector() {
+	for i, v := range p.Vector() {
 		if !(v >= 0 && v <= MaxCoefficient) {
 			c.add("mps.coefficients."+MPSFeatures[i], "a coefficient in [0, 1000]", fmtFloat(v))
 		}
@@ -221,7 +223,7 @@ func (s *mpsSim) run(inference []Op, training [][]Op, arrivals []float64, pcts [
 	s.rate = growFloats(s.rate, n)
 	s.inv = growFloats(s.inv, n)
 	s.end = growFloats(s.end, n)
-	beta := p.vector()
+	beta := p.Vector()
 
 	now := 0.0
 	for !s.done() {

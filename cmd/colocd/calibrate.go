@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/colocd/colocd/predictor/calibrate"
+
 	"github.com/colocd/colocd/predictor"
 	"github.com/spf13/cobra"
 )
@@ -18,7 +20,7 @@ import (
 func newCalibrateCmd() *cobra.Command {
 	var (
 		measPath, out string
-		opts          predictor.FitOptions
+		opts          calibrate.FitOptions
 		noCV, asJSON  bool
 	)
 	cmd := &cobra.Command{
@@ -42,7 +44,7 @@ for the files.`,
 			if opts.Requests < 0 {
 				return fmt.Errorf("calibrate: --requests: want a count ≥ 1 (0: each record's own or %d), got %d", predictor.DefaultRequests, opts.Requests)
 			}
-			m, err := predictor.LoadMeasurements(measPath)
+			m, err := calibrate.LoadMeasurements(measPath)
 			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
@@ -77,21 +79,21 @@ for the files.`,
 }
 
 // fitAll fits each mode that has records and returns one calibration.
-func fitAll(ctx context.Context, m *predictor.Measurements, opts predictor.FitOptions) (*predictor.Calibration, error) {
+func fitAll(ctx context.Context, m *calibrate.Measurements, opts calibrate.FitOptions) (*predictor.Calibration, error) {
 	cal := &predictor.Calibration{Format: predictor.CalibrationFormat, Device: m.Device}
 	var fitted bool
-	if ts, err := predictor.FitTimeslice(ctx, m, opts); err == nil {
+	if ts, err := calibrate.FitTimeslice(ctx, m, opts); err == nil {
 		cal.Timeslice, cal.Fit, fitted = ts.Timeslice, ts.Fit, true
-	} else if !errors.Is(err, predictor.ErrNoRecords) {
+	} else if !errors.Is(err, calibrate.ErrNoRecords) {
 		return nil, err
 	}
-	if mp, err := predictor.FitMPS(ctx, m, opts); err == nil {
+	if mp, err := calibrate.FitMPS(ctx, m, opts); err == nil {
 		cal.MPS, fitted = mp, true
-	} else if !errors.Is(err, predictor.ErrNoRecords) {
+	} else if !errors.Is(err, calibrate.ErrNoRecords) {
 		return nil, err
 	}
 	if !fitted {
-		return nil, fmt.Errorf("%w: no record has mode timeslice or mps", predictor.ErrNoRecords)
+		return nil, fmt.Errorf("%w: no record has mode timeslice or mps", calibrate.ErrNoRecords)
 	}
 	return cal, nil
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/colocd/colocd/predictor/kineto"
+
 	"github.com/colocd/colocd/predictor"
 	"github.com/spf13/cobra"
 )
@@ -23,7 +25,7 @@ func newProfileImportCmd() *cobra.Command {
 	var (
 		format, kind, out string
 		step              int
-		opts              predictor.KinetoOptions
+		opts              kineto.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "import --format kineto --out FILE TRACE",
@@ -51,7 +53,7 @@ docs/profiles.md for the rules.`,
 			if cmd.Flags().Changed("step") {
 				opts.Step = &step
 			}
-			p, err := predictor.ImportKinetoFile(args[0], opts)
+			p, err := kineto.ImportFile(args[0], opts)
 			if err != nil {
 				return fmt.Errorf("profile import: %w", err)
 			}

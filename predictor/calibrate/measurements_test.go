@@ -1,4 +1,4 @@
-package predictor
+package calibrate
 
 import (
 	"os"
@@ -6,12 +6,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/predictor"
 )
 
 func TestLoadMeasurementsResolvesPaths(t *testing.T) {
 	dir := t.TempDir()
-	inf := uniformProfile("inf", KindInference, 2, 100, 5)
-	if err := SaveProfile(filepath.Join(dir, "inf.json"), inf); err != nil {
+	inf := uniformProfile("inf", predictor.KindInference, 2, 100, 5)
+	if err := predictor.SaveProfile(filepath.Join(dir, "inf.json"), inf); err != nil {
 		t.Fatal(err)
 	}
 	doc := `{"format":"colocd.measurements/v1","source":"test","device":{"name":"NVIDIA H200","sms":132},"records":[
@@ -78,14 +80,14 @@ func TestParseMeasurementsErrors(t *testing.T) {
 func TestCalibrationLoadMerges(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(path, []byte(`{"format":"colocd.calibration/v1","source":"mps only","mps":{"coefficients":{"dram":0.4}}}`), 0o644)
-	c, err := LoadCalibration(path)
+	c, err := predictor.LoadCalibration(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c.Timeslice != *DefaultCalibration().Timeslice || c.MPS.Coefficients["dram"] != 0.4 || c.Source != "mps only" {
+	if *c.Timeslice != *predictor.DefaultCalibration().Timeslice || c.MPS.Coefficients["dram"] != 0.4 || c.Source != "mps only" {
 		t.Errorf("merged calibration %+v: want the default time-slicing values and the file's mps section", c)
 	}
-	_, err = ParseCalibration([]byte(`{"format":"colocd.calibration/v1","timeslice":{"slice_us":0,"switch_us":-1,"holdover_us":1},"mps":{"coefficients":{"l2":-2}}}`))
+	_, err = predictor.ParseCalibration([]byte(`{"format":"colocd.calibration/v1","timeslice":{"slice_us":0,"switch_us":-1,"holdover_us":1},"mps":{"coefficients":{"l2":-2}}}`))
 	for _, w := range []string{"timeslice.slice_us: want a slice in [1, 1e6] µs, got 0", "timeslice.switch_us", "mps.coefficients.l2"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("err = %v, want it to contain %q", err, w)
@@ -106,7 +108,7 @@ func FuzzParseMeasurements(f *testing.F) {
 		}
 		for i := range m.Records {
 			r := &m.Records[i]
-			if r.Inference.Profile == nil || r.Inference.Profile.Kind != KindInference {
+			if r.Inference.Profile == nil || r.Inference.Profile.Kind != predictor.KindInference {
 				t.Fatalf("record %d accepted without an inference profile", i)
 			}
 			for _, mt := range r.metrics(i) {
@@ -122,11 +124,11 @@ func FuzzParseCalibration(f *testing.F) {
 	f.Add([]byte(`{"format":"colocd.calibration/v1","source":"x","timeslice":{"slice_us":1024,"switch_us":60,"holdover_us":500}}`))
 	f.Add([]byte(`{"format":"colocd.calibration/v1","mps":{"coefficients":{"dram":0.4,"l2":0.1}},"fit":{"records":3,"metrics":9,"mape":0.1,"evaluations":5}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := ParseCalibration(data)
+		c, err := predictor.ParseCalibration(data)
 		if err != nil {
 			return
 		}
-		merged := DefaultCalibration().Merge(c)
+		merged := predictor.DefaultCalibration().Merge(c)
 		if err := merged.Validate(); err != nil {
 			t.Fatalf("merged calibration invalid: %v", err)
 		}

@@ -1,4 +1,4 @@
-package predictor
+package kineto
 
 import (
 	"encoding/json"

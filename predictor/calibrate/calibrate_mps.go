@@ -1,4 +1,4 @@
-package predictor
+package calibrate
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/colocd/colocd/predictor"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -20,12 +22,12 @@ type mpsObjective struct {
 	metrics   [][]metric
 	opts      FitOptions
 	sms       int
-	preds     []Predictor
+	preds     []predictor.Predictor
 	evals     int
 }
 
 func newMPSObjective(ctx context.Context, recs []*Record, opts FitOptions, sms int) *mpsObjective {
-	o := &mpsObjective{cancelled: ctx.Err, recs: recs, opts: opts, sms: sms, preds: make([]Predictor, len(recs))}
+	o := &mpsObjective{cancelled: ctx.Err, recs: recs, opts: opts, sms: sms, preds: make([]predictor.Predictor, len(recs))}
 	for i, r := range recs {
 		o.metrics = append(o.metrics, r.metrics(i))
 	}
@@ -33,12 +35,12 @@ func newMPSObjective(ctx context.Context, recs []*Record, opts FitOptions, sms i
 }
 
 // predictAll predicts the records include accepts, in parallel.
-func (o *mpsObjective) predictAll(p MPSParams, include func(int) bool) ([]*Prediction, error) {
+func (o *mpsObjective) predictAll(p predictor.MPSParams, include func(int) bool) ([]*predictor.Prediction, error) {
 	if err := o.cancelled(); err != nil {
 		return nil, err
 	}
 	o.evals++
-	return predictRecords(len(o.recs), o.opts.Workers, -1, func(i int) (*Prediction, error) {
+	return predictRecords(len(o.recs), o.opts.Workers, -1, func(i int) (*predictor.Prediction, error) {
 		if !include(i) {
 			return nil, nil
 		}
@@ -48,7 +50,7 @@ func (o *mpsObjective) predictAll(p MPSParams, include func(int) bool) ([]*Predi
 
 // residuals returns, for every metric of the records include accepts, the
 // relative error (predicted − measured) / measured.
-func (o *mpsObjective) residuals(p MPSParams, include func(int) bool) ([]float64, error) {
+func (o *mpsObjective) residuals(p predictor.MPSParams, include func(int) bool) ([]float64, error) {
 	preds, err := o.predictAll(p, include)
 	if err != nil {
 		return nil, err
@@ -84,24 +86,24 @@ const fdStep = 0.05
 // over the records include accepts: Gauss–Newton steps whose linear
 // sub-problem is solved by non-negative least squares (Lawson–Hanson), with
 // the Jacobian from forward differences and a halving line search.
-func (o *mpsObjective) fit(ctx context.Context, include func(int) bool) (MPSParams, error) {
-	beta := make([]float64, len(MPSFeatures))
-	r0, err := o.residuals(mpsParamsFrom(beta), include)
+func (o *mpsObjective) fit(ctx context.Context, include func(int) bool) (predictor.MPSParams, error) {
+	beta := make([]float64, len(predictor.MPSFeatures))
+	r0, err := o.residuals(predictor.MPSParamsFrom(beta), include)
 	if err != nil {
-		return MPSParams{}, err
+		return predictor.MPSParams{}, err
 	}
 	f0 := sumSquares(r0)
 	for iter := 0; iter < 12; iter++ {
 		if err := ctx.Err(); err != nil {
-			return MPSParams{}, err
+			return predictor.MPSParams{}, err
 		}
 		jac := mat.NewDense(len(r0), len(beta), nil)
 		for j := range beta {
 			b := slices.Clone(beta)
 			b[j] += fdStep
-			rj, err := o.residuals(mpsParamsFrom(b), include)
+			rj, err := o.residuals(predictor.MPSParamsFrom(b), include)
 			if err != nil {
-				return MPSParams{}, err
+				return predictor.MPSParams{}, err
 			}
 			for i := range r0 {
 				jac.Set(i, j, (rj[i]-r0[i])/fdStep)
@@ -117,7 +119,7 @@ func (o *mpsObjective) fit(ctx context.Context, include func(int) bool) (MPSPara
 		}
 		next, err := nnls(jac, target)
 		if err != nil {
-			return MPSParams{}, fmt.Errorf("gauss-newton step: %w", err)
+			return predictor.MPSParams{}, fmt.Errorf("gauss-newton step: %w", err)
 		}
 		// Halve the step until the error does not grow.
 		improved := false
@@ -126,9 +128,9 @@ func (o *mpsObjective) fit(ctx context.Context, include func(int) bool) (MPSPara
 			for j := range b {
 				b[j] = max(0, beta[j]+step*(next[j]-beta[j]))
 			}
-			r, err := o.residuals(mpsParamsFrom(b), include)
+			r, err := o.residuals(predictor.MPSParamsFrom(b), include)
 			if err != nil {
-				return MPSParams{}, err
+				return predictor.MPSParams{}, err
 			}
 			if f := sumSquares(r); f <= f0 {
 				moved := 0.0
@@ -137,7 +139,7 @@ func (o *mpsObjective) fit(ctx context.Context, include func(int) bool) (MPSPara
 				}
 				beta, r0, f0, improved = b, r, f, true
 				if moved < 1e-4 {
-					return mpsParamsFrom(beta), nil
+					return predictor.MPSParamsFrom(beta), nil
 				}
 				break
 			}
@@ -146,7 +148,7 @@ func (o *mpsObjective) fit(ctx context.Context, include func(int) bool) (MPSPara
 			break
 		}
 	}
-	return mpsParamsFrom(beta), nil
+	return predictor.MPSParamsFrom(beta), nil
 }
 
 // workloadKey names a record's training workload set, for
@@ -164,13 +166,13 @@ func (r *Record) workloadKey() string {
 // and reports the fit's MAPE in-sample and, when asked, leave-one-workload-out:
 // every record of one training workload predicted by a fit that never saw
 // that workload.
-func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*MPSCalibration, error) {
+func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.MPSCalibration, error) {
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
-	recs := m.recordsOf(ModeMPS)
+	recs := m.recordsOf(predictor.ModeMPS)
 	if len(recs) == 0 {
-		return nil, fmt.Errorf("fit mps: %w: no record has mode %q", ErrNoRecords, ModeMPS)
+		return nil, fmt.Errorf("fit mps: %w: no record has mode %q", ErrNoRecords, predictor.ModeMPS)
 	}
 	obj := newMPSObjective(ctx, recs, opts, m.Device.SMs)
 	all := func(int) bool { return true }
@@ -195,15 +197,15 @@ func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*MPSCalibrat
 	}
 	rep.Evaluations = obj.evals
 	coef := map[string]float64{}
-	for i, v := range best.vector() {
-		coef[MPSFeatures[i]] = v
+	for i, v := range best.Vector() {
+		coef[predictor.MPSFeatures[i]] = v
 	}
-	return &MPSCalibration{Coefficients: coef, Fit: rep}, nil
+	return &predictor.MPSCalibration{Coefficients: coef, Fit: rep}, nil
 }
 
 // leaveOneWorkloadOut refits without each training workload in turn and
 // scores its records; ok is false with fewer than two workloads.
-func (o *mpsObjective) leaveOneWorkloadOut(ctx context.Context, rep *FitReport) (float64, bool, error) {
+func (o *mpsObjective) leaveOneWorkloadOut(ctx context.Context, rep *predictor.FitReport) (float64, bool, error) {
 	groups := map[string][]int{}
 	for i, r := range o.recs {
 		groups[r.workloadKey()] = append(groups[r.workloadKey()], i)

@@ -1,4 +1,4 @@
-package predictor
+package calibrate
 
 import (
 	"context"
@@ -8,19 +8,21 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/predictor"
 )
 
 // syntheticMeasurements predicts each record with truth and stores the result,
 // perturbed by multiplicative Gaussian noise of relative size noise, as the
 // record's measurement.
-func syntheticMeasurements(t *testing.T, truth TimesliceParams, noise float64, recs []Record) *Measurements {
+func syntheticMeasurements(t *testing.T, truth predictor.TimesliceParams, noise float64, recs []Record) *Measurements {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(7, 7))
 	jitter := func(v float64) float64 { return v * (1 + noise*rng.NormFloat64()) }
-	var pr Predictor
+	var pr predictor.Predictor
 	for i := range recs {
 		r := &recs[i]
-		sc := &Scenario{Inference: r.Inference.Profile, RateRPS: r.RateRPS, Requests: r.Requests, Seed: 1}
+		sc := &predictor.Scenario{Inference: r.Inference.Profile, RateRPS: r.RateRPS, Requests: r.Requests, Seed: 1}
 		for _, tp := range r.Training {
 			sc.Training = append(sc.Training, tp.Profile)
 		}
@@ -43,7 +45,7 @@ func syntheticMeasurements(t *testing.T, truth TimesliceParams, noise float64, r
 // jitteredProfile is uniformProfile with each duration and gap drawn
 // uniformly from ±spread around the given values, as real kernels vary;
 // identical kernels make the simulation resonate with the slice length.
-func jitteredProfile(name string, kind Kind, n int, durUS, gapUS, spread float64, seed uint64) *Profile {
+func jitteredProfile(name string, kind predictor.Kind, n int, durUS, gapUS, spread float64, seed uint64) *predictor.Profile {
 	p := uniformProfile(name, kind, n, durUS, gapUS)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for i := range p.Ops {
@@ -54,19 +56,19 @@ func jitteredProfile(name string, kind Kind, n int, durUS, gapUS, spread float64
 }
 
 func calibrationRecords() []Record {
-	short := jitteredProfile("short", KindInference, 4, 100, 10, 0.5, 1)  // ≈ 0.44 ms
-	long := jitteredProfile("long", KindInference, 8, 300, 150, 0.5, 2)   // ≈ 3.6 ms, gaps below the hold-over
-	busy := jitteredProfile("busy", KindTraining, 40, 250, 20, 0.5, 3)    // ≈ 10.8 ms
-	gappy := jitteredProfile("gappy", KindTraining, 20, 500, 600, 0.9, 4) // ≈ 22 ms, gaps around the hold-over
+	short := jitteredProfile("short", predictor.KindInference, 4, 100, 10, 0.5, 1)  // ≈ 0.44 ms
+	long := jitteredProfile("long", predictor.KindInference, 8, 300, 150, 0.5, 2)   // ≈ 3.6 ms, gaps below the hold-over
+	busy := jitteredProfile("busy", predictor.KindTraining, 40, 250, 20, 0.5, 3)    // ≈ 10.8 ms
+	gappy := jitteredProfile("gappy", predictor.KindTraining, 20, 500, 600, 0.9, 4) // ≈ 22 ms, gaps around the hold-over
 	var recs []Record
-	for _, inf := range []*Profile{short, long} {
-		for _, tr := range []*Profile{busy, gappy} {
+	for _, inf := range []*predictor.Profile{short, long} {
+		for _, tr := range []*predictor.Profile{busy, gappy} {
 			// Light and heavy load; at the heavy one the short service
 			// switches about 2,000 times a second, which pins down switch_us.
 			for _, load := range []float64{0.1, 0.45} {
 				rate := load * 1e6 / inf.SoloUS()
 				recs = append(recs, Record{
-					Name: inf.Name + "+" + tr.Name, Mode: ModeTimeslice,
+					Name: inf.Name + "+" + tr.Name, Mode: predictor.ModeTimeslice,
 					Inference: ProfileRef{Profile: inf}, Training: []ProfileRef{{Profile: tr}},
 					RateRPS: rate, Requests: 1000,
 				})
@@ -76,9 +78,9 @@ func calibrationRecords() []Record {
 	// Two trainers that never idle: every slice ends in a switch between
 	// them, so their iteration time fixes switch_us / slice_us apart from
 	// the hold-over, which the other records confound with the switch.
-	solid := jitteredProfile("solid", KindTraining, 40, 250, 0, 0.5, 5)
+	solid := jitteredProfile("solid", predictor.KindTraining, 40, 250, 0, 0.5, 5)
 	recs = append(recs, Record{
-		Name: "short+solid+solid", Mode: ModeTimeslice,
+		Name: "short+solid+solid", Mode: predictor.ModeTimeslice,
 		Inference: ProfileRef{Profile: short}, Training: []ProfileRef{{Profile: solid}, {Profile: solid}},
 		RateRPS: 0.1 * 1e6 / short.SoloUS(), Requests: 1000,
 	})
@@ -88,7 +90,7 @@ func calibrationRecords() []Record {
 func TestFitTimesliceRecoversParameters(t *testing.T) {
 	tests := []struct {
 		name  string
-		truth TimesliceParams
+		truth predictor.TimesliceParams
 		// tol is the tolerance for the switch and the hold-over. When the
 		// switch is a small fraction of the slice, the trainers mostly see
 		// what each inference visit costs them, 2·switch + hold-over, and
@@ -96,8 +98,8 @@ func TestFitTimesliceRecoversParameters(t *testing.T) {
 		// then pin each down only to about 10 % (the sum, to 5 %).
 		tol float64
 	}{
-		{"switch 15% of slice", TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}, 0.05},
-		{"switch 4% of slice", TimesliceParams{SliceUS: 2000, SwitchUS: 80, HoldoverUS: 400}, 0.10},
+		{"switch 15% of slice", predictor.TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}, 0.05},
+		{"switch 4% of slice", predictor.TimesliceParams{SliceUS: 2000, SwitchUS: 80, HoldoverUS: 400}, 0.10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,11 +152,11 @@ func TestFitTimesliceRecoversParameters(t *testing.T) {
 // Records without training cannot see any time-slicing parameter: the fit
 // still answers, and says that it could not pin any of them down.
 func TestFitTimesliceReportsUnidentified(t *testing.T) {
-	inf := uniformProfile("inf", KindInference, 3, 100, 20)
+	inf := uniformProfile("inf", predictor.KindInference, 3, 100, 20)
 	recs := []Record{
-		{Name: "solo", Mode: ModeTimeslice, Inference: ProfileRef{Profile: inf}, RateRPS: 500, Requests: 300},
+		{Name: "solo", Mode: predictor.ModeTimeslice, Inference: ProfileRef{Profile: inf}, RateRPS: 500, Requests: 300},
 	}
-	m := syntheticMeasurements(t, TimesliceParams{SliceUS: 1000, SwitchUS: 50, HoldoverUS: 300}, 0.01, recs)
+	m := syntheticMeasurements(t, predictor.TimesliceParams{SliceUS: 1000, SwitchUS: 50, HoldoverUS: 300}, 0.01, recs)
 	cal, err := FitTimeslice(context.Background(), m, FitOptions{MaxEvaluations: 60})
 	if err != nil {
 		t.Fatal(err)
@@ -165,8 +167,8 @@ func TestFitTimesliceReportsUnidentified(t *testing.T) {
 }
 
 func TestFitTimesliceNoRecords(t *testing.T) {
-	inf := uniformProfile("inf", KindInference, 3, 100, 0)
-	m := &Measurements{Format: MeasurementsFormat, Records: []Record{{Name: "m", Mode: ModeMPS, Inference: ProfileRef{Profile: inf}, RateRPS: 5, TrainingPct: 50,
+	inf := uniformProfile("inf", predictor.KindInference, 3, 100, 0)
+	m := &Measurements{Format: MeasurementsFormat, Records: []Record{{Name: "m", Mode: predictor.ModeMPS, Inference: ProfileRef{Profile: inf}, RateRPS: 5, TrainingPct: 50,
 		Measured: Measured{LatencyMS: map[string]float64{"p99": 3}}}}}
 	_, err := FitTimeslice(context.Background(), m, FitOptions{})
 	if !errors.Is(err, ErrNoRecords) {
@@ -177,7 +179,7 @@ func TestFitTimesliceNoRecords(t *testing.T) {
 // A cancelled calibration returns promptly with the context's error
 // (colocd calibrate gets SIGTERM this way).
 func TestFitCancelled(t *testing.T) {
-	m := syntheticMeasurements(t, TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}, 0.01, calibrationRecords())
+	m := syntheticMeasurements(t, predictor.TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}, 0.01, calibrationRecords())
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
 	start := time.Now()
@@ -188,7 +190,7 @@ func TestFitCancelled(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("a cancelled fit took %v to return", d)
 	}
-	mm := syntheticMPSMeasurements(t, MPSParams{DRAM: 0.5}, 0, mpsCalibrationRecords())
+	mm := syntheticMPSMeasurements(t, predictor.MPSParams{DRAM: 0.5}, 0, mpsCalibrationRecords())
 	if _, err := FitMPS(ctx, mm, FitOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("mps: err = %v, want context.Canceled", err)
 	}

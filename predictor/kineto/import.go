@@ -1,4 +1,4 @@
-package predictor
+package kineto
 
 import (
 	"bufio"
@@ -12,14 +12,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/colocd/colocd/predictor"
 )
 
-// KinetoOptions chooses which part of a PyTorch profiler (Kineto) trace
+// Options chooses which part of a PyTorch profiler (Kineto) trace
 // becomes the profile's unit, and how the profile is labelled.
-type KinetoOptions struct {
+type Options struct {
 	// Kind of the workload; "" means training when the trace has
 	// ProfilerStep annotations, else inference.
-	Kind Kind
+	Kind predictor.Kind
 	// Step picks ProfilerStep#Step (PyTorch numbers steps from 0); nil
 	// picks the median-length step.
 	Step *int
@@ -28,12 +30,16 @@ type KinetoOptions struct {
 	// median-length one when several match. It cannot be combined with Step.
 	Annotation string
 	// Name of the profile; default: the trace file's base name without
-	// .json/.json.gz (ImportKinetoFile) or "kineto" (ImportKineto).
+	// .json/.json.gz (ImportFile) or "kineto" (Import).
 	Name string
 	// MaxOps, when > 0, keeps only the first MaxOps kernels of the unit's
 	// merged timeline (a shorter workload cut from a real one).
 	MaxOps int
 }
+
+// ErrInvalidTrace is wrapped by every error about a trace file that is not a
+// usable profiler trace (truncated, not JSON, no GPU kernels).
+var ErrInvalidTrace = errors.New("invalid trace")
 
 // ErrUnitNotFound is wrapped when the requested ProfilerStep or annotation is
 // not in the trace; the message lists what the trace has.
@@ -43,10 +49,10 @@ var ErrUnitNotFound = errors.New("unit not found")
 // kilobytes, and profiles travel inline in admission requests.
 const kernelNameMax = 128
 
-// ImportKinetoFile imports the Kineto trace at path (.json or .json.gz); see
-// ImportKineto. The profile's name defaults to the file's base name without
+// ImportFile imports the Kineto trace at path (.json or .json.gz); see
+// Import. The profile's name defaults to the file's base name without
 // .json/.json.gz, and its source records that base name.
-func ImportKinetoFile(path string, opts KinetoOptions) (*Profile, error) {
+func ImportFile(path string, opts Options) (*predictor.Profile, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("import kineto trace: %w", err)
@@ -63,7 +69,7 @@ func ImportKinetoFile(path string, opts KinetoOptions) (*Profile, error) {
 	return p, nil
 }
 
-// ImportKineto turns a PyTorch profiler (Kineto) Chrome trace into a profile;
+// Import turns a PyTorch profiler (Kineto) Chrome trace into a profile;
 // gzip input is recognised by its magic bytes. The unit is one ProfilerStep
 // (the median-length one unless opts.Step names one), the work launched inside
 // a user annotation (opts.Annotation), or the whole trace when it has no
@@ -81,7 +87,7 @@ func ImportKinetoFile(path string, opts KinetoOptions) (*Profile, error) {
 //
 // A trace that is not usable wraps ErrInvalidTrace; a step or annotation that
 // is not there wraps ErrUnitNotFound.
-func ImportKineto(r io.Reader, opts KinetoOptions) (*Profile, error) {
+func Import(r io.Reader, opts Options) (*predictor.Profile, error) {
 	p, err := importKineto(r, opts, "")
 	if err != nil {
 		return nil, fmt.Errorf("import kineto trace: %w", err)
@@ -89,7 +95,7 @@ func ImportKineto(r io.Reader, opts KinetoOptions) (*Profile, error) {
 	return p, nil
 }
 
-func importKineto(r io.Reader, opts KinetoOptions, traceName string) (*Profile, error) {
+func importKineto(r io.Reader, opts Options, traceName string) (*predictor.Profile, error) {
 	if err := checkKinetoOptions(opts); err != nil {
 		return nil, err
 	}
@@ -101,7 +107,7 @@ func importKineto(r io.Reader, opts KinetoOptions, traceName string) (*Profile, 
 }
 
 // profile builds the profile of the unit opts selects.
-func (tr *kinetoTrace) profile(opts KinetoOptions, traceName string) (*Profile, error) {
+func (tr *kinetoTrace) profile(opts Options, traceName string) (*predictor.Profile, error) {
 	u, err := tr.selectUnit(opts)
 	if err != nil {
 		return nil, err
@@ -109,16 +115,16 @@ func (tr *kinetoTrace) profile(opts KinetoOptions, traceName string) (*Profile, 
 	return tr.buildProfile(u, opts, traceName)
 }
 
-func checkKinetoOptions(opts KinetoOptions) error {
+func checkKinetoOptions(opts Options) error {
 	switch {
-	case opts.Kind != "" && opts.Kind != KindInference && opts.Kind != KindTraining:
-		return &FieldError{Path: "kind", Want: `"inference", "training" or "" (from the trace)`, Got: fmt.Sprintf("%q", opts.Kind)}
+	case opts.Kind != "" && opts.Kind != predictor.KindInference && opts.Kind != predictor.KindTraining:
+		return &predictor.FieldError{Path: "kind", Want: `"inference", "training" or "" (from the trace)`, Got: fmt.Sprintf("%q", opts.Kind)}
 	case opts.Step != nil && *opts.Step < 0:
-		return &FieldError{Path: "step", Want: "a ProfilerStep number ≥ 0", Got: fmt.Sprint(*opts.Step)}
+		return &predictor.FieldError{Path: "step", Want: "a ProfilerStep number ≥ 0", Got: fmt.Sprint(*opts.Step)}
 	case opts.MaxOps < 0:
-		return &FieldError{Path: "max_ops", Want: "a count ≥ 0 (0: every kernel)", Got: fmt.Sprint(opts.MaxOps)}
+		return &predictor.FieldError{Path: "max_ops", Want: "a count ≥ 0 (0: every kernel)", Got: fmt.Sprint(opts.MaxOps)}
 	case opts.Step != nil && opts.Annotation != "":
-		return &FieldError{Path: "step", Want: "either a step or an annotation, not both", Got: fmt.Sprintf("step %d and annotation %q", *opts.Step, opts.Annotation)}
+		return &predictor.FieldError{Path: "step", Want: "either a step or an annotation, not both", Got: fmt.Sprintf("step %d and annotation %q", *opts.Step, opts.Annotation)}
 	}
 	return nil
 }
@@ -167,7 +173,7 @@ type kinetoUnit struct {
 
 // selectUnit picks the unit: the annotation asked for, the step asked for,
 // the median step, or the whole trace.
-func (tr *kinetoTrace) selectUnit(opts KinetoOptions) (kinetoUnit, error) {
+func (tr *kinetoTrace) selectUnit(opts Options) (kinetoUnit, error) {
 	var steps, hits []kinetoAnnotation
 	for _, a := range tr.annotations {
 		if a.step >= 0 {
@@ -237,7 +243,7 @@ func listNames(as []kinetoAnnotation, keep func(kinetoAnnotation) bool) string {
 }
 
 // buildProfile turns the unit's kernels into ops on one merged timeline.
-func (tr *kinetoTrace) buildProfile(u kinetoUnit, opts KinetoOptions, traceName string) (*Profile, error) {
+func (tr *kinetoTrace) buildProfile(u kinetoUnit, opts Options, traceName string) (*predictor.Profile, error) {
 	var ks []kinetoKernel
 	unlaunched := 0
 	for _, k := range tr.kernels {
@@ -276,14 +282,14 @@ func (tr *kinetoTrace) buildProfile(u kinetoUnit, opts KinetoOptions, traceName 
 	if src.busy <= 0 {
 		return nil, invalidTrace("%s: its %d kernels have zero total duration", u.label, len(ks))
 	}
-	p := &Profile{
-		Format: ProfileFormat,
+	p := &predictor.Profile{
+		Format: predictor.ProfileFormat,
 		Name:   cmp.Or(opts.Name, "kineto"),
 		Kind:   cmp.Or(opts.Kind, tr.defaultKind()),
-		Device: Device{Name: dev.name, SMs: dev.sms},
+		Device: predictor.Device{Name: dev.name, SMs: dev.sms},
 		Ops:    ops,
 		Notes:  notes,
-		Source: &Source{
+		Source: &predictor.Source{
 			Trace: traceName, Format: "kineto", Unit: u.label,
 			Kernels: len(ks), KernelTimeUS: src.kernelTime / 1000, SpanUS: nsToUS(src.span), Streams: src.streams,
 		},
@@ -294,13 +300,13 @@ func (tr *kinetoTrace) buildProfile(u kinetoUnit, opts KinetoOptions, traceName 
 	return p, nil
 }
 
-func (tr *kinetoTrace) defaultKind() Kind {
+func (tr *kinetoTrace) defaultKind() predictor.Kind {
 	for _, a := range tr.annotations {
 		if a.step >= 0 {
-			return KindTraining
+			return predictor.KindTraining
 		}
 	}
-	return KindInference
+	return predictor.KindInference
 }
 
 // oneDevice keeps the kernels of the device that ran most of them (ties: the
@@ -337,11 +343,11 @@ type mergeFigures struct {
 // op's gap is the GPU's idle time before it; its duration is the time it adds
 // to the busy timeline, so that overlapping kernels on different streams are
 // not counted twice and the ops' gaps and durations add up to the span.
-func mergeKernels(ks []kinetoKernel, sms int) ([]Op, mergeFigures, []string) {
+func mergeKernels(ks []kinetoKernel, sms int) ([]predictor.Op, mergeFigures, []string) {
 	var f mergeFigures
 	var overlapped, gridSM, noSM, noOcc, clampedOcc int
 	streams := map[int64]bool{}
-	ops := make([]Op, len(ks))
+	ops := make([]predictor.Op, len(ks))
 	busyEnd := ks[0].start
 	for i, k := range ks {
 		streams[k.stream] = true
@@ -353,7 +359,7 @@ func mergeKernels(ks []kinetoKernel, sms int) ([]Op, mergeFigures, []string) {
 		dur := max(0, k.end-max(k.start, busyEnd))
 		busyEnd = max(busyEnd, k.end)
 		f.busy += dur
-		op := Op{Name: shortName(k.name), DurUS: nsToUS(dur), GapUS: nsToUS(gap), SM: 1, Occupancy: 1}
+		op := predictor.Op{Name: shortName(k.name), DurUS: nsToUS(dur), GapUS: nsToUS(gap), SM: 1, Occupancy: 1}
 		switch {
 		case k.hasBlocks:
 			op.SM = clamp01(k.blocksPerSM)

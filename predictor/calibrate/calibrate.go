@@ -1,4 +1,4 @@
-package predictor
+package calibrate
 
 import (
 	"context"
@@ -7,42 +7,10 @@ import (
 	"math"
 	"slices"
 
+	"github.com/colocd/colocd/predictor"
+
 	"gonum.org/v1/gonum/optimize"
 )
-
-// FitReport says how well calibrated parameters reproduce the measurements.
-type FitReport struct {
-	Records int `json:"records"`
-	Metrics int `json:"metrics"`
-	// MAPE is the mean absolute percentage error (a fraction) of the fitted
-	// model over every measured metric.
-	MAPE float64 `json:"mape"`
-	// CVMAPE is the same error on each record predicted by a fit that never
-	// saw it (leave-one-record-out); absent with fewer than two records.
-	CVMAPE *float64 `json:"cv_mape,omitempty"`
-	CV     string   `json:"cv,omitempty"`
-	// Unidentified lists parameters that even a ±50 % change does not
-	// visibly move: the measurements cannot tell their value.
-	Unidentified []string    `json:"unidentified,omitempty"`
-	Evaluations  int         `json:"evaluations"`
-	PerRecord    []RecordFit `json:"per_record,omitempty"`
-}
-
-// RecordFit is one record's measured and predicted metrics.
-type RecordFit struct {
-	Name    string      `json:"name"`
-	Metrics []MetricFit `json:"metrics"`
-}
-
-// MetricFit compares one measured value with the fitted model's prediction
-// and, when cross-validated, with the prediction of the fit that left the
-// record out.
-type MetricFit struct {
-	Field       string   `json:"field"`
-	Measured    float64  `json:"measured"`
-	Predicted   float64  `json:"predicted"`
-	CVPredicted *float64 `json:"cv_predicted,omitempty"`
-}
 
 // FitOptions tunes a calibration run.
 type FitOptions struct {
@@ -76,12 +44,12 @@ type tsObjective struct {
 	recs      []*Record
 	metrics   [][]metric // per record
 	opts      FitOptions
-	preds     []Predictor
+	preds     []predictor.Predictor
 	evals     int
 }
 
 func newTSObjective(ctx context.Context, recs []*Record, opts FitOptions) *tsObjective {
-	o := &tsObjective{cancelled: ctx.Err, recs: recs, opts: opts, preds: make([]Predictor, len(recs))}
+	o := &tsObjective{cancelled: ctx.Err, recs: recs, opts: opts, preds: make([]predictor.Predictor, len(recs))}
 	for i, r := range recs {
 		o.metrics = append(o.metrics, r.metrics(i))
 	}
@@ -89,12 +57,12 @@ func newTSObjective(ctx context.Context, recs []*Record, opts FitOptions) *tsObj
 }
 
 // predictAll predicts every record (in parallel) except skip (-1: none).
-func (o *tsObjective) predictAll(p TimesliceParams, skip int) ([]*Prediction, error) {
+func (o *tsObjective) predictAll(p predictor.TimesliceParams, skip int) ([]*predictor.Prediction, error) {
 	if err := o.cancelled(); err != nil {
 		return nil, err // cancelled: every score is +Inf and the search ends fast
 	}
 	o.evals++
-	return predictRecords(len(o.recs), o.opts.Workers, skip, func(i int) (*Prediction, error) {
+	return predictRecords(len(o.recs), o.opts.Workers, skip, func(i int) (*predictor.Prediction, error) {
 		return o.preds[i].PredictTimeslice(o.recs[i].scenario(o.opts, 0), p)
 	})
 }
@@ -102,7 +70,7 @@ func (o *tsObjective) predictAll(p TimesliceParams, skip int) ([]*Prediction, er
 // score returns the mean absolute percentage error over all records but
 // skip, and the mean squared log error that the search minimises: smooth
 // where MAPE has kinks, and symmetric in over- and under-prediction.
-func (o *tsObjective) score(p TimesliceParams, skip int) (mape, msle float64) {
+func (o *tsObjective) score(p predictor.TimesliceParams, skip int) (mape, msle float64) {
 	preds, err := o.predictAll(p, skip)
 	if err != nil {
 		return math.Inf(1), math.Inf(1)
@@ -111,14 +79,14 @@ func (o *tsObjective) score(p TimesliceParams, skip int) (mape, msle float64) {
 }
 
 // loss is what the search minimises.
-func (o *tsObjective) loss(p TimesliceParams, skip int) float64 {
+func (o *tsObjective) loss(p predictor.TimesliceParams, skip int) float64 {
 	_, l := o.score(p, skip)
 	return l
 }
 
 // toParams maps the optimiser's log-space vector to parameters, projected
 // into the bounds; the returned penalty grows with the distance outside.
-func toParams(x []float64) (TimesliceParams, float64) {
+func toParams(x []float64) (predictor.TimesliceParams, float64) {
 	var v [3]float64
 	var pen float64
 	for i := range v {
@@ -133,17 +101,17 @@ func toParams(x []float64) (TimesliceParams, float64) {
 		}
 		v[i] = math.Exp(xi)
 	}
-	return TimesliceParams{SliceUS: v[0], SwitchUS: v[1], HoldoverUS: v[2]}, pen
+	return predictor.TimesliceParams{SliceUS: v[0], SwitchUS: v[1], HoldoverUS: v[2]}, pen
 }
 
-func fromParams(p TimesliceParams) []float64 {
+func fromParams(p predictor.TimesliceParams) []float64 {
 	return []float64{math.Log(p.SliceUS), math.Log(max(p.SwitchUS, tsLower[1])), math.Log(max(p.HoldoverUS, tsLower[2]))}
 }
 
 // minimize runs Nelder–Mead from each start, restarts it once from the best
 // point with a smaller simplex (a stalled simplex often moves again), and
 // polishes the result with a compass search.
-func (o *tsObjective) minimize(ctx context.Context, starts [][]float64, skip int) (TimesliceParams, float64, error) {
+func (o *tsObjective) minimize(ctx context.Context, starts [][]float64, skip int) (predictor.TimesliceParams, float64, error) {
 	best, bestF, err := o.nelderMead(ctx, starts, 0.5, skip)
 	if err != nil {
 		return best, bestF, err
@@ -159,8 +127,8 @@ func (o *tsObjective) minimize(ctx context.Context, starts [][]float64, skip int
 
 // nelderMead runs Nelder–Mead from each start with the given simplex size
 // (in log units) and returns the best point.
-func (o *tsObjective) nelderMead(ctx context.Context, starts [][]float64, simplex float64, skip int) (TimesliceParams, float64, error) {
-	best, bestF := TimesliceParams{}, math.Inf(1)
+func (o *tsObjective) nelderMead(ctx context.Context, starts [][]float64, simplex float64, skip int) (predictor.TimesliceParams, float64, error) {
+	best, bestF := predictor.TimesliceParams{}, math.Inf(1)
 	maxEval := o.opts.MaxEvaluations
 	if maxEval <= 0 {
 		maxEval = 300
@@ -195,7 +163,7 @@ func (o *tsObjective) nelderMead(ctx context.Context, starts [][]float64, simple
 // polish is a compass search around p: it tries each parameter scaled by
 // 1±δ for shrinking δ and keeps any improvement. Nelder–Mead can stop on
 // the kinks of a piecewise-smooth error; this walks along them.
-func (o *tsObjective) polish(p TimesliceParams, f float64, skip int) (TimesliceParams, float64) {
+func (o *tsObjective) polish(p predictor.TimesliceParams, f float64, skip int) (predictor.TimesliceParams, float64) {
 	x := fromParams(p)
 	for _, d := range []float64{0.2, 0.1, 0.05, 0.02, 0.01, 0.005} {
 		for improved := true; improved; {
@@ -232,7 +200,7 @@ func (o *tsObjective) gridStarts(n int) [][]float64 {
 	for s := 128.0; s <= 32768; s *= math.Sqrt(math.Sqrt2) {
 		for _, w := range []float64{5, 20, 80, 320} {
 			for _, h := range []float64{50, 150, 450, 1350, 4000} {
-				p := TimesliceParams{SliceUS: s, SwitchUS: w, HoldoverUS: h}
+				p := predictor.TimesliceParams{SliceUS: s, SwitchUS: w, HoldoverUS: h}
 				cs = append(cs, cand{fromParams(p), o.loss(p, -1)})
 			}
 		}
@@ -256,13 +224,13 @@ func (o *tsObjective) gridStarts(n int) [][]float64 {
 // FitTimeslice fits the virtual slice, switching overhead and hold-over to
 // the time-slicing records of m and reports the fit's MAPE in-sample and,
 // when asked, leave-one-record-out.
-func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*Calibration, error) {
+func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.Calibration, error) {
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
-	recs := m.recordsOf(ModeTimeslice)
+	recs := m.recordsOf(predictor.ModeTimeslice)
 	if len(recs) == 0 {
-		return nil, fmt.Errorf("fit timeslice: %w: no record has mode %q", ErrNoRecords, ModeTimeslice)
+		return nil, fmt.Errorf("fit timeslice: %w: no record has mode %q", ErrNoRecords, predictor.ModeTimeslice)
 	}
 	obj := newTSObjective(ctx, recs, opts)
 	best, _, err := obj.minimize(ctx, obj.gridStarts(8), -1)
@@ -287,8 +255,8 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*Calib
 		}
 	}
 	rep.Evaluations = obj.evals
-	return &Calibration{
-		Format:    CalibrationFormat,
+	return &predictor.Calibration{
+		Format:    predictor.CalibrationFormat,
 		Device:    m.Device,
 		Source:    fmt.Sprintf("fitted on %d time-slicing records", len(recs)),
 		Timeslice: &best,
@@ -298,7 +266,7 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*Calib
 
 // crossValidate refits without each record in turn (starting from the full
 // fit) and scores the left-out record; it fills CVPredicted in rep.
-func (o *tsObjective) crossValidate(ctx context.Context, full TimesliceParams, rep *FitReport) (float64, bool, error) {
+func (o *tsObjective) crossValidate(ctx context.Context, full predictor.TimesliceParams, rep *predictor.FitReport) (float64, bool, error) {
 	var cv cvScore
 	for i := range o.recs {
 		p, _, err := o.minimize(ctx, [][]float64{fromParams(full)}, i)
@@ -317,7 +285,7 @@ func (o *tsObjective) crossValidate(ctx context.Context, full TimesliceParams, r
 
 // unidentified lists parameters that even a ±50 % change leaves the MAPE
 // within max(0.001, 10 % of it): the measurements cannot tell their value.
-func (o *tsObjective) unidentified(best TimesliceParams, mape float64) []string {
+func (o *tsObjective) unidentified(best predictor.TimesliceParams, mape float64) []string {
 	var out []string
 	x := fromParams(best)
 	tol := max(0.001, 0.1*mape)

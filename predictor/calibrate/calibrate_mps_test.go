@@ -1,4 +1,4 @@
-package predictor
+package calibrate
 
 import (
 	"context"
@@ -6,34 +6,36 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/colocd/colocd/predictor"
 )
 
 // mpsCalibrationRecords spans what stage 2 must separate: inference kernels
 // light and heavy on DRAM and L2, trainers of each kind, three percentages.
 func mpsCalibrationRecords() []Record {
-	jit := func(p *Profile, seed uint64) *Profile {
+	jit := func(p *predictor.Profile, seed uint64) *predictor.Profile {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		for i := range p.Ops {
 			p.Ops[i].DurUS *= 0.5 + rng.Float64()
 		}
 		return p
 	}
-	infs := []*Profile{
-		jit(mpsProfile("inf-dram", KindInference, 10, 200, 20, 0.5, 0.8, 0.2), 1),
-		jit(mpsProfile("inf-l2", KindInference, 10, 200, 20, 0.5, 0.1, 0.8), 2),
-		jit(mpsProfile("inf-compute", KindInference, 10, 200, 20, 0.9, 0.2, 0.2), 3),
+	infs := []*predictor.Profile{
+		jit(mpsProfile("inf-dram", predictor.KindInference, 10, 200, 20, 0.5, 0.8, 0.2), 1),
+		jit(mpsProfile("inf-l2", predictor.KindInference, 10, 200, 20, 0.5, 0.1, 0.8), 2),
+		jit(mpsProfile("inf-compute", predictor.KindInference, 10, 200, 20, 0.9, 0.2, 0.2), 3),
 	}
-	trains := []*Profile{
-		jit(mpsProfile("tr-dram", KindTraining, 30, 400, 30, 0.7, 0.7, 0.3), 4),
-		jit(mpsProfile("tr-l2", KindTraining, 30, 400, 30, 0.6, 0.2, 0.7), 5),
-		jit(mpsProfile("tr-compute", KindTraining, 30, 400, 30, 0.9, 0.1, 0.1), 6),
+	trains := []*predictor.Profile{
+		jit(mpsProfile("tr-dram", predictor.KindTraining, 30, 400, 30, 0.7, 0.7, 0.3), 4),
+		jit(mpsProfile("tr-l2", predictor.KindTraining, 30, 400, 30, 0.6, 0.2, 0.7), 5),
+		jit(mpsProfile("tr-compute", predictor.KindTraining, 30, 400, 30, 0.9, 0.1, 0.1), 6),
 	}
 	var recs []Record
 	for _, inf := range infs {
 		for _, tr := range trains {
 			for _, pct := range []float64{100, 50, 25} {
 				recs = append(recs, Record{
-					Name: inf.Name + "+" + tr.Name, Mode: ModeMPS, TrainingPct: pct,
+					Name: inf.Name + "+" + tr.Name, Mode: predictor.ModeMPS, TrainingPct: pct,
 					Inference: ProfileRef{Profile: inf}, Training: []ProfileRef{{Profile: tr}},
 					RateRPS: 0.4 * 1e6 / inf.SoloUS(), Requests: 400,
 				})
@@ -45,12 +47,12 @@ func mpsCalibrationRecords() []Record {
 
 // syntheticMPSMeasurements predicts each record with truth and stores the
 // result, with multiplicative Gaussian noise, as the record's measurement.
-func syntheticMPSMeasurements(t *testing.T, truth MPSParams, noise float64, recs []Record) *Measurements {
+func syntheticMPSMeasurements(t *testing.T, truth predictor.MPSParams, noise float64, recs []Record) *Measurements {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(11, 11))
 	jitter := func(v float64) float64 { return v * (1 + noise*rng.NormFloat64()) }
-	m := &Measurements{Format: MeasurementsFormat, Device: Device{Name: "NVIDIA H200", SMs: 132}, Records: recs}
-	var pr Predictor
+	m := &Measurements{Format: MeasurementsFormat, Device: predictor.Device{Name: "NVIDIA H200", SMs: 132}, Records: recs}
+	var pr predictor.Predictor
 	for i := range m.Records {
 		r := &m.Records[i]
 		pred, err := pr.PredictMPS(r.scenario(FitOptions{Seed: 1}, 132), truth)
@@ -67,15 +69,15 @@ func syntheticMPSMeasurements(t *testing.T, truth MPSParams, noise float64, recs
 }
 
 func TestFitMPSRecoversCoefficients(t *testing.T) {
-	truth := MPSParams{DRAM: 0.6, L2: 0.3, Kernels: 0.15}
+	truth := predictor.MPSParams{DRAM: 0.6, L2: 0.3, Kernels: 0.15}
 	m := syntheticMPSMeasurements(t, truth, 0.01, mpsCalibrationRecords())
 	cal, err := FitMPS(context.Background(), m, FitOptions{CrossValidate: !raceEnabled})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := cal.Params()
-	for i, name := range MPSFeatures {
-		g, w := got.vector()[i], truth.vector()[i]
+	for i, name := range predictor.MPSFeatures {
+		g, w := got.Vector()[i], truth.Vector()[i]
 		if math.Abs(g-w)/w > 0.05 {
 			t.Errorf("%s = %.4f, truth %.4f (more than 5%% off)", name, g, w)
 		}
@@ -103,14 +105,14 @@ func TestFitMPSRecoversCoefficients(t *testing.T) {
 // coefficients off zero, and a fit of stage 1 alone stays at zero.
 func TestFitMPSZeroTruth(t *testing.T) {
 	recs := mpsCalibrationRecords()[:6]
-	m := syntheticMPSMeasurements(t, MPSParams{}, 0, recs)
+	m := syntheticMPSMeasurements(t, predictor.MPSParams{}, 0, recs)
 	cal, err := FitMPS(context.Background(), m, FitOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, v := range cal.Params().vector() {
+	for i, v := range cal.Params().Vector() {
 		if v > 1e-3 {
-			t.Errorf("%s = %v, want 0 for measurements of stage 1 alone", MPSFeatures[i], v)
+			t.Errorf("%s = %v, want 0 for measurements of stage 1 alone", predictor.MPSFeatures[i], v)
 		}
 	}
 	if cal.Fit.MAPE > 1e-6 {
@@ -119,8 +121,8 @@ func TestFitMPSZeroTruth(t *testing.T) {
 }
 
 func TestFitMPSNoRecords(t *testing.T) {
-	inf := uniformProfile("inf", KindInference, 3, 100, 0)
-	m := &Measurements{Format: MeasurementsFormat, Records: []Record{{Name: "t", Mode: ModeTimeslice, Inference: ProfileRef{Profile: inf}, RateRPS: 5,
+	inf := uniformProfile("inf", predictor.KindInference, 3, 100, 0)
+	m := &Measurements{Format: MeasurementsFormat, Records: []Record{{Name: "t", Mode: predictor.ModeTimeslice, Inference: ProfileRef{Profile: inf}, RateRPS: 5,
 		Measured: Measured{LatencyMS: map[string]float64{"p99": 3}}}}}
 	if _, err := FitMPS(context.Background(), m, FitOptions{}); !errors.Is(err, ErrNoRecords) {
 		t.Errorf("err = %v, want ErrNoRecords", err)

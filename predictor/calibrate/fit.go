@@ -1,17 +1,19 @@
-package predictor
+package calibrate
 
 import (
 	"errors"
 	"math"
 	"runtime"
 	"sync"
+
+	"github.com/colocd/colocd/predictor"
 )
 
 // scenario is the simulation of record r: its profiles, rate, and MPS
 // percentages; its own requests and seed, else the fit's; sms rounds MPS
 // percentages (0: from the inference profile).
-func (r *Record) scenario(opts FitOptions, sms int) *Scenario {
-	sc := &Scenario{Inference: r.Inference.Profile, RateRPS: r.RateRPS, Requests: opts.Requests, Seed: opts.Seed, DeviceSMs: sms}
+func (r *Record) scenario(opts FitOptions, sms int) *predictor.Scenario {
+	sc := &predictor.Scenario{Inference: r.Inference.Profile, RateRPS: r.RateRPS, Requests: opts.Requests, Seed: opts.Seed, DeviceSMs: sms}
 	for _, t := range r.Training {
 		sc.Training = append(sc.Training, t.Profile)
 	}
@@ -21,7 +23,7 @@ func (r *Record) scenario(opts FitOptions, sms int) *Scenario {
 	if r.Seed != 0 {
 		sc.Seed = r.Seed
 	}
-	if r.Mode == ModeMPS {
+	if r.Mode == predictor.ModeMPS {
 		sc.InferencePct = r.InferencePct
 		if len(r.Training) > 0 {
 			sc.TrainingPct = []float64{r.TrainingPct}
@@ -31,7 +33,7 @@ func (r *Record) scenario(opts FitOptions, sms int) *Scenario {
 }
 
 // recordsOf returns the records of one mode.
-func (m *Measurements) recordsOf(mode Mode) []*Record {
+func (m *Measurements) recordsOf(mode predictor.Mode) []*Record {
 	var out []*Record
 	for i := range m.Records {
 		if m.Records[i].Mode == mode {
@@ -44,8 +46,8 @@ func (m *Measurements) recordsOf(mode Mode) []*Record {
 // predictRecords runs predict for records 0..n-1 except skip (-1: none) on
 // up to workers goroutines (0: GOMAXPROCS); each index must use its own
 // Predictor. Skipped entries are nil.
-func predictRecords(n, workers, skip int, predict func(i int) (*Prediction, error)) ([]*Prediction, error) {
-	out := make([]*Prediction, n)
+func predictRecords(n, workers, skip int, predict func(i int) (*predictor.Prediction, error)) ([]*predictor.Prediction, error) {
+	out := make([]*predictor.Prediction, n)
 	errs := make([]error, n)
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -72,7 +74,7 @@ func predictRecords(n, workers, skip int, predict func(i int) (*Prediction, erro
 // scoreMetrics returns the mean absolute percentage error and the mean
 // squared log error of the predictions over the metrics of the records
 // include accepts. Metrics a prediction has no value for are skipped.
-func scoreMetrics(metrics [][]metric, preds []*Prediction, include func(int) bool) (mape, msle float64) {
+func scoreMetrics(metrics [][]metric, preds []*predictor.Prediction, include func(int) bool) (mape, msle float64) {
 	var n int
 	for i, ms := range metrics {
 		if !include(i) {
@@ -96,12 +98,12 @@ func scoreMetrics(metrics [][]metric, preds []*Prediction, include func(int) boo
 }
 
 // fitReport lists every record's measured and predicted metrics.
-func fitReport(recs []*Record, metrics [][]metric, preds []*Prediction, mape float64) *FitReport {
-	rep := &FitReport{Records: len(recs), MAPE: mape}
+func fitReport(recs []*Record, metrics [][]metric, preds []*predictor.Prediction, mape float64) *predictor.FitReport {
+	rep := &predictor.FitReport{Records: len(recs), MAPE: mape}
 	for i, r := range recs {
-		rf := RecordFit{Name: r.Name}
+		rf := predictor.RecordFit{Name: r.Name}
 		for _, mt := range metrics[i] {
-			rf.Metrics = append(rf.Metrics, MetricFit{Field: mt.field(), Measured: mt.value, Predicted: mt.predicted(preds[i])})
+			rf.Metrics = append(rf.Metrics, predictor.MetricFit{Field: mt.field(), Measured: mt.value, Predicted: mt.predicted(preds[i])})
 			rep.Metrics++
 		}
 		rep.PerRecord = append(rep.PerRecord, rf)
@@ -117,7 +119,7 @@ type cvScore struct {
 }
 
 // add scores record i's prediction pred and records it in the report.
-func (s *cvScore) add(rep *FitReport, metrics [][]metric, i int, pred *Prediction) {
+func (s *cvScore) add(rep *predictor.FitReport, metrics [][]metric, i int, pred *predictor.Prediction) {
 	for j, mt := range metrics[i] {
 		v := mt.predicted(pred)
 		if math.IsNaN(v) {

@@ -1,10 +1,11 @@
-package predictor
+package kineto
 
 import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,28 +14,30 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/colocd/colocd/predictor"
 )
 
-const kinetoDir = "../testdata/kineto"
+const kinetoDir = "../../testdata/kineto"
 
 // kinetoExpect is one case of testdata/kineto/expected.json, computed by
 // testdata/kineto/expected.py independently of the importer.
 type kinetoExpect struct {
-	Name         string  `json:"name"`
-	Trace        string  `json:"trace"`
-	Step         int     `json:"step"`
-	Annotation   string  `json:"annotation"`
-	MaxOps       int     `json:"max_ops"`
-	Unit         string  `json:"unit"`
-	Kind         Kind    `json:"kind"`
-	Kernels      int     `json:"kernels"`
-	KernelTimeUS float64 `json:"kernel_time_us"`
-	SpanUS       float64 `json:"span_us"`
-	BusyUS       float64 `json:"busy_us"`
-	Overlapped   int     `json:"overlapped"`
-	Streams      int     `json:"streams"`
-	DeviceName   string  `json:"device_name"`
-	SMs          int     `json:"sms"`
+	Name         string         `json:"name"`
+	Trace        string         `json:"trace"`
+	Step         int            `json:"step"`
+	Annotation   string         `json:"annotation"`
+	MaxOps       int            `json:"max_ops"`
+	Unit         string         `json:"unit"`
+	Kind         predictor.Kind `json:"kind"`
+	Kernels      int            `json:"kernels"`
+	KernelTimeUS float64        `json:"kernel_time_us"`
+	SpanUS       float64        `json:"span_us"`
+	BusyUS       float64        `json:"busy_us"`
+	Overlapped   int            `json:"overlapped"`
+	Streams      int            `json:"streams"`
+	DeviceName   string         `json:"device_name"`
+	SMs          int            `json:"sms"`
 }
 
 // fixtureTraces caches the decoded fixtures: decoding the V100 trace takes a
@@ -44,9 +47,9 @@ var fixtureTraces = struct {
 	m map[string]*kinetoTrace
 }{m: map[string]*kinetoTrace{}}
 
-// importFixture imports testdata/kineto/file as ImportKinetoFile does, from a
+// importFixture imports testdata/kineto/file as ImportFile does, from a
 // cached decoding (TestImportKinetoFileMatchesFixture checks the two agree).
-func importFixture(t testing.TB, file string, opts KinetoOptions) (*Profile, error) {
+func importFixture(t testing.TB, file string, opts Options) (*predictor.Profile, error) {
 	t.Helper()
 	fixtureTraces.Lock()
 	tr, ok := fixtureTraces.m[file]
@@ -82,22 +85,22 @@ func TestImportKinetoFileMatchesFixture(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ImportKinetoFile(filepath.Join(kinetoDir, tt.file), KinetoOptions{})
+			got, err := ImportFile(filepath.Join(kinetoDir, tt.file), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := importFixture(t, tt.file, KinetoOptions{})
+			want, err := importFixture(t, tt.file, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, want) {
-				t.Errorf("ImportKinetoFile and the cached import differ:\n got %+v\nwant %+v", got.Source, want.Source)
+				t.Errorf("ImportFile and the cached import differ:\n got %+v\nwant %+v", got.Source, want.Source)
 			}
 		})
 	}
 }
 
-// stepPtr turns an expectation's step number into KinetoOptions.Step: 0 in
+// stepPtr turns an expectation's step number into Options.Step: 0 in
 // expected.json means "the default", the median step.
 func stepPtr(n int) *int {
 	if n == 0 {
@@ -124,7 +127,7 @@ func TestImportKinetoExpected(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.Name, func(t *testing.T) {
-			opts := KinetoOptions{Step: stepPtr(tt.Step), Annotation: tt.Annotation, MaxOps: tt.MaxOps}
+			opts := Options{Step: stepPtr(tt.Step), Annotation: tt.Annotation, MaxOps: tt.MaxOps}
 			p, err := importFixture(t, tt.Trace, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -189,7 +192,7 @@ func TestImportKinetoExpected(t *testing.T) {
 // TestImportKinetoOpsV100 spot-checks ops against the trace's first kernel
 // of ProfilerStep#104 (launched in the step, a CatArrayBatchedCopy).
 func TestImportKinetoOpsV100(t *testing.T) {
-	p, err := importFixture(t, "v100-training-5steps.json.gz", KinetoOptions{})
+	p, err := importFixture(t, "v100-training-5steps.json.gz", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,23 +284,23 @@ func TestImportKinetoSynthetic(t *testing.T) {
 	tests := []struct {
 		name      string
 		trace     string
-		opts      KinetoOptions
+		opts      Options
 		wantUnit  string
-		wantKind  Kind
-		wantOps   []Op
+		wantKind  predictor.Kind
+		wantOps   []predictor.Op
 		wantNotes []string // substrings, one per note, in order
 	}{
 		{
 			name: "median step by launch time, overlap merged", trace: synthSteps,
-			wantUnit: "ProfilerStep#3", wantKind: KindTraining,
+			wantUnit: "ProfilerStep#3", wantKind: predictor.KindTraining,
 			// Step 3 (dur 200) is the median of 100, 200, 300. k4 launched in it.
-			wantOps:   []Op{{Name: "k4", DurUS: 1.001, GapUS: 0, SM: 1, Occupancy: 1}},
+			wantOps:   []predictor.Op{{Name: "k4", DurUS: 1.001, GapUS: 0, SM: 1, Occupancy: 1}},
 			wantNotes: []string{`had neither "blocks per SM"`, `no "est. achieved occupancy %"`},
 		},
 		{
-			name: "step 2: kernels launched inside it, two streams", trace: synthSteps, opts: KinetoOptions{Step: stepPtr(2), Kind: KindInference},
-			wantUnit: "ProfilerStep#2", wantKind: KindInference,
-			wantOps: []Op{
+			name: "step 2: kernels launched inside it, two streams", trace: synthSteps, opts: Options{Step: stepPtr(2), Kind: predictor.KindInference},
+			wantUnit: "ProfilerStep#2", wantKind: predictor.KindInference,
+			wantOps: []predictor.Op{
 				{Name: "k2", DurUS: 10, GapUS: 0, SM: 1, Occupancy: 0.25},
 				// k3 starts under k2: it adds only 505+20-510 = 15 µs; grid 4 / 10 SMs.
 				{Name: "k3", DurUS: 15, GapUS: 0, SM: 0.4, Occupancy: 1},
@@ -305,9 +308,9 @@ func TestImportKinetoSynthetic(t *testing.T) {
 			wantNotes: []string{"1 of 2 kernels overlapped", "computed from grid size", "outside 0–100 %"},
 		},
 		{
-			name: "annotation", trace: synthSteps, opts: KinetoOptions{Annotation: "forw", Name: "fwd"},
-			wantUnit: "annotation forward", wantKind: KindTraining,
-			wantOps: []Op{
+			name: "annotation", trace: synthSteps, opts: Options{Annotation: "forw", Name: "fwd"},
+			wantUnit: "annotation forward", wantKind: predictor.KindTraining,
+			wantOps: []predictor.Op{
 				{Name: "k2", DurUS: 10, GapUS: 0, SM: 1, Occupancy: 0.25},
 				{Name: "k3", DurUS: 15, GapUS: 0, SM: 0.4, Occupancy: 1},
 			},
@@ -315,14 +318,14 @@ func TestImportKinetoSynthetic(t *testing.T) {
 		},
 		{
 			// PyTorch numbers steps from 0: step 0 is a step, not "the default".
-			name: "step 0", trace: strings.Replace(synthSteps, "ProfilerStep#1", "ProfilerStep#0", 1), opts: KinetoOptions{Step: new(int)},
-			wantUnit: "ProfilerStep#0", wantKind: KindTraining,
-			wantOps: []Op{{Name: "k1", DurUS: 10, GapUS: 0, SM: 0.5, Occupancy: 0.5}},
+			name: "step 0", trace: strings.Replace(synthSteps, "ProfilerStep#1", "ProfilerStep#0", 1), opts: Options{Step: new(int)},
+			wantUnit: "ProfilerStep#0", wantKind: predictor.KindTraining,
+			wantOps: []predictor.Op{{Name: "k1", DurUS: 10, GapUS: 0, SM: 0.5, Occupancy: 0.5}},
 		},
 		{
-			name: "max ops", trace: synthSteps, opts: KinetoOptions{Step: stepPtr(2), MaxOps: 1},
-			wantUnit: "ProfilerStep#2 (first 1 kernels)", wantKind: KindTraining,
-			wantOps: []Op{{Name: "k2", DurUS: 10, GapUS: 0, SM: 1, Occupancy: 0.25}},
+			name: "max ops", trace: synthSteps, opts: Options{Step: stepPtr(2), MaxOps: 1},
+			wantUnit: "ProfilerStep#2 (first 1 kernels)", wantKind: predictor.KindTraining,
+			wantOps: []predictor.Op{{Name: "k2", DurUS: 10, GapUS: 0, SM: 1, Occupancy: 0.25}},
 		},
 		{
 			name: "whole trace, no steps, no launch events, no device properties, cpu_op ignored",
@@ -332,8 +335,8 @@ func TestImportKinetoSynthetic(t *testing.T) {
 			 {"ph": "X", "cat": "kernel", "name": "a", "ts": 10, "dur": 10, "args": {"stream": 1, "blocks per SM": 0.5, "est. achieved occupancy %": 20}},
 			 {"ph": "X", "cat": "kernel", "name": "c", "ts": 10, "dur": 2, "args": {"stream": 2, "blocks per SM": 1, "est. achieved occupancy %": 30}}
 			]}`,
-			wantUnit: "whole trace", wantKind: KindInference,
-			wantOps: []Op{
+			wantUnit: "whole trace", wantKind: predictor.KindInference,
+			wantOps: []predictor.Op{
 				{Name: "c", DurUS: 2, GapUS: 0, SM: 1, Occupancy: 0.3},
 				{Name: "a", DurUS: 8, GapUS: 0, SM: 0.5, Occupancy: 0.2},
 				{Name: "b", DurUS: 5, GapUS: 10, SM: 0.25, Occupancy: 0.1},
@@ -347,8 +350,8 @@ func TestImportKinetoSynthetic(t *testing.T) {
 			 {"ph": "X", "cat": "kernel", "name": "in", "ts": 40, "dur": 5, "args": {"correlation": 9, "blocks per SM": 1, "est. achieved occupancy %": 100}},
 			 {"ph": "X", "cat": "kernel", "name": "out", "ts": 60, "dur": 5, "args": {"blocks per SM": 1, "est. achieved occupancy %": 100}}
 			], ` + synthDevice + `}`,
-			wantUnit: "ProfilerStep#7", wantKind: KindTraining,
-			wantOps:   []Op{{Name: "in", DurUS: 5, GapUS: 0, SM: 1, Occupancy: 1}},
+			wantUnit: "ProfilerStep#7", wantKind: predictor.KindTraining,
+			wantOps:   []predictor.Op{{Name: "in", DurUS: 5, GapUS: 0, SM: 1, Occupancy: 1}},
 			wantNotes: []string{"1 kernels had no launching runtime event"},
 		},
 		{
@@ -358,8 +361,8 @@ func TestImportKinetoSynthetic(t *testing.T) {
 			 {"ph": "X", "cat": "kernel", "name": "d0a", "ts": 0, "dur": 5, "args": {"device": 0, "blocks per SM": 1, "est. achieved occupancy %": 100}},
 			 {"ph": "X", "cat": "kernel", "name": "d0b", "ts": 10, "dur": 5, "args": {"device": 0, "blocks per SM": 1, "est. achieved occupancy %": 100}}
 			]}`,
-			wantUnit: "whole trace", wantKind: KindInference,
-			wantOps: []Op{
+			wantUnit: "whole trace", wantKind: predictor.KindInference,
+			wantOps: []predictor.Op{
 				{Name: "d0a", DurUS: 5, GapUS: 0, SM: 1, Occupancy: 1},
 				{Name: "d0b", DurUS: 5, GapUS: 5, SM: 1, Occupancy: 1},
 			},
@@ -368,7 +371,7 @@ func TestImportKinetoSynthetic(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := ImportKineto(strings.NewReader(tt.trace), tt.opts)
+			p, err := Import(strings.NewReader(tt.trace), tt.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -396,7 +399,7 @@ func TestImportKinetoSynthetic(t *testing.T) {
 	}
 }
 
-func opEqual(a, b Op) bool {
+func opEqual(a, b predictor.Op) bool {
 	return a.Name == b.Name && closeTo(a.DurUS, b.DurUS) && closeTo(a.GapUS, b.GapUS) &&
 		closeTo(a.SM, b.SM) && closeTo(a.Occupancy, b.Occupancy) && a.DRAM == nil && a.L2 == nil
 }
@@ -404,7 +407,7 @@ func opEqual(a, b Op) bool {
 func TestImportKinetoLongName(t *testing.T) {
 	long := "void " + strings.Repeat("é", 200)
 	trace := `{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "` + long + `", "ts": 0, "dur": 1}]}`
-	p, err := ImportKineto(strings.NewReader(trace), KinetoOptions{})
+	p, err := Import(strings.NewReader(trace), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,10 +440,10 @@ func TestImportKinetoErrors(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
-		file     string // a file under testdata/kineto (decoded by ImportKinetoFile), or
+		file     string // a file under testdata/kineto (decoded by ImportFile), or
 		fixture  string // a file under testdata/kineto (decoded once, cached), or
 		data     []byte // the trace itself
-		opts     KinetoOptions
+		opts     Options
 		wantIs   error
 		wantText []string
 	}{
@@ -467,27 +470,27 @@ func TestImportKinetoErrors(t *testing.T) {
 			{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 10},
 			{"ph": "X", "cat": "kernel", "name": "k", "ts": 20, "dur": 2}]}`), wantIs: ErrInvalidTrace, wantText: []string{"ProfilerStep#1 launched no GPU kernels"}},
 		{name: "bad deviceProperties", data: []byte(`{"deviceProperties": {"id": 0}, "traceEvents": []}`), wantIs: ErrInvalidTrace, wantText: []string{"deviceProperties"}},
-		{name: "unknown step", fixture: "v100-training-5steps.json.gz", opts: KinetoOptions{Step: stepPtr(7)}, wantIs: ErrUnitNotFound,
+		{name: "unknown step", fixture: "v100-training-5steps.json.gz", opts: Options{Step: stepPtr(7)}, wantIs: ErrUnitNotFound,
 			wantText: []string{"no ProfilerStep#7", `"ProfilerStep#101", "ProfilerStep#102", "ProfilerStep#103", "ProfilerStep#104", "ProfilerStep#105"`}},
-		{name: "step in a trace without steps", fixture: "a100-small-benchmark.json.gz", opts: KinetoOptions{Step: stepPtr(1)}, wantIs: ErrUnitNotFound, wantText: []string{"no ProfilerStep#1; the trace has none"}},
-		{name: "unknown annotation", fixture: "v100-training-5steps.json.gz", opts: KinetoOptions{Annotation: "nope"}, wantIs: ErrUnitNotFound,
+		{name: "step in a trace without steps", fixture: "a100-small-benchmark.json.gz", opts: Options{Step: stepPtr(1)}, wantIs: ErrUnitNotFound, wantText: []string{"no ProfilerStep#1; the trace has none"}},
+		{name: "unknown annotation", fixture: "v100-training-5steps.json.gz", opts: Options{Annotation: "nope"}, wantIs: ErrUnitNotFound,
 			wantText: []string{`no user annotation whose name contains "nope"`, `"nccl:all_reduce"`, "(13 names)"}},
-		{name: "bad kind", data: []byte(synthSteps), opts: KinetoOptions{Kind: "batch"}, wantText: []string{"kind: want"}},
-		{name: "negative step", data: []byte(synthSteps), opts: KinetoOptions{Step: stepPtr(-1)}, wantText: []string{"step: want"}},
-		{name: "step and annotation", data: []byte(synthSteps), opts: KinetoOptions{Step: stepPtr(1), Annotation: "x"}, wantText: []string{"not both"}},
-		{name: "blank name", data: []byte(synthSteps), opts: KinetoOptions{Name: " "}, wantText: []string{"name: want a non-empty name"}},
+		{name: "bad kind", data: []byte(synthSteps), opts: Options{Kind: "batch"}, wantText: []string{"kind: want"}},
+		{name: "negative step", data: []byte(synthSteps), opts: Options{Step: stepPtr(-1)}, wantText: []string{"step: want"}},
+		{name: "step and annotation", data: []byte(synthSteps), opts: Options{Step: stepPtr(1), Annotation: "x"}, wantText: []string{"not both"}},
+		{name: "blank name", data: []byte(synthSteps), opts: Options{Name: " "}, wantText: []string{"name: want a non-empty name"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var p *Profile
+			var p *predictor.Profile
 			var err error
 			switch {
 			case tt.file != "":
-				p, err = ImportKinetoFile(filepath.Join(kinetoDir, tt.file), tt.opts)
+				p, err = ImportFile(filepath.Join(kinetoDir, tt.file), tt.opts)
 			case tt.fixture != "":
 				p, err = importFixture(t, tt.fixture, tt.opts)
 			default:
-				p, err = ImportKineto(bytes.NewReader(tt.data), tt.opts)
+				p, err = Import(bytes.NewReader(tt.data), tt.opts)
 			}
 			if err == nil {
 				t.Fatalf("got profile %q with %d ops, want an error", p.Name, len(p.Ops))
@@ -508,7 +511,7 @@ func TestImportKinetoErrors(t *testing.T) {
 }
 
 func TestImportKinetoFileMissing(t *testing.T) {
-	_, err := ImportKinetoFile(filepath.Join(t.TempDir(), "none.json"), KinetoOptions{})
+	_, err := ImportFile(filepath.Join(t.TempDir(), "none.json"), Options{})
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("got %v, want an error wrapping os.ErrNotExist", err)
 	}
@@ -531,11 +534,11 @@ func FuzzImportKineto(f *testing.F) {
 	f.Add([]byte(synthSteps), -1, "forward")
 	f.Add([]byte(synthSteps), 0, "")
 	f.Fuzz(func(t *testing.T, data []byte, step int, annotation string) {
-		opts := KinetoOptions{Annotation: annotation}
+		opts := Options{Annotation: annotation}
 		if step >= 0 {
 			opts.Step = &step
 		}
-		p, err := ImportKineto(bytes.NewReader(data), opts)
+		p, err := Import(bytes.NewReader(data), opts)
 		if err != nil {
 			return
 		}
@@ -558,10 +561,10 @@ func TestGenerateProfiles(t *testing.T) {
 	tests := []struct {
 		name  string
 		trace string
-		opts  KinetoOptions
+		opts  Options
 	}{
-		{"v100-train-step", "v100-training-5steps.json.gz", KinetoOptions{Kind: KindTraining, Name: "v100-train-step"}},
-		{"v100-infer-200", "v100-training-5steps.json.gz", KinetoOptions{Kind: KindInference, Name: "v100-infer-200", MaxOps: 200}},
+		{"v100-train-step", "v100-training-5steps.json.gz", Options{Kind: predictor.KindTraining, Name: "v100-train-step"}},
+		{"v100-infer-200", "v100-training-5steps.json.gz", Options{Kind: predictor.KindInference, Name: "v100-infer-200", MaxOps: 200}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -569,30 +572,32 @@ func TestGenerateProfiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden := filepath.Join("..", "testdata", "profiles", tt.name+".json")
+			golden := filepath.Join("..", "..", "testdata", "profiles", tt.name+".json")
 			if *update {
-				if err := SaveProfile(golden, p); err != nil {
+				if err := predictor.SaveProfile(golden, p); err != nil {
 					t.Fatal(err)
 				}
 			}
 			fresh := filepath.Join(t.TempDir(), tt.name+".json")
-			if err := SaveProfile(fresh, p); err != nil {
+			if err := predictor.SaveProfile(fresh, p); err != nil {
 				t.Fatal(err)
 			}
 			got, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run go test ./predictor -run TestGenerateProfiles -update)", err)
+				t.Fatalf("%v (run go test ./predictor/kineto -run TestGenerateProfiles -update)", err)
 			}
 			want, err := os.ReadFile(fresh)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("%s differs from what the importer writes now; run go test ./predictor -run TestGenerateProfiles -update", golden)
+				t.Errorf("%s differs from what the importer writes now; run go test ./predictor/kineto -run TestGenerateProfiles -update", golden)
 			}
-			if _, err := LoadProfile(golden); err != nil {
+			if _, err := predictor.LoadProfile(golden); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 }
+
+var update = flag.Bool("update", false, "rewrite the profiles under testdata/profiles")

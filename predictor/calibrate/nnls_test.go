@@ -1,4 +1,4 @@
-package predictor
+package calibrate
 
 import (
 	"math"

@@ -1,4 +1,4 @@
-package predictor
+package calibrate
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/colocd/colocd/predictor"
 
 	"github.com/colocd/colocd/internal/strictjson"
 )
@@ -21,18 +23,18 @@ type Measurements struct {
 	Format string `json:"format"`
 	// Source says how the records were obtained (hardware, harness, or
 	// generated): nothing synthetic may pose as measured.
-	Source  string   `json:"source,omitempty"`
-	Device  Device   `json:"device"`
-	Records []Record `json:"records"`
+	Source  string           `json:"source,omitempty"`
+	Device  predictor.Device `json:"device"`
+	Records []Record         `json:"records"`
 }
 
 // Record is one measured co-location run.
 type Record struct {
-	Name      string       `json:"name"`
-	Mode      Mode         `json:"mode"`
-	Inference ProfileRef   `json:"inference"`
-	Training  []ProfileRef `json:"training"`
-	RateRPS   float64      `json:"rate_rps"`
+	Name      string         `json:"name"`
+	Mode      predictor.Mode `json:"mode"`
+	Inference ProfileRef     `json:"inference"`
+	Training  []ProfileRef   `json:"training"`
+	RateRPS   float64        `json:"rate_rps"`
 	// TrainingPct is the training clients' MPS active-thread percentage and
 	// InferencePct the inference server's (0: 100); MPS records only.
 	TrainingPct  float64 `json:"training_pct,omitempty"`
@@ -79,8 +81,8 @@ func (f *FloatList) UnmarshalJSON(b []byte) error {
 // ProfileRef is a profile given inline or as a path relative to the
 // measurements file.
 type ProfileRef struct {
-	Path    string   `json:"-"`
-	Profile *Profile `json:"-"`
+	Path    string             `json:"-"`
+	Profile *predictor.Profile `json:"-"`
 }
 
 // UnmarshalJSON accepts a path string or an inline profile object.
@@ -89,7 +91,7 @@ func (r *ProfileRef) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		return json.Unmarshal(b, &r.Path)
 	}
-	var p Profile
+	var p predictor.Profile
 	if err := strictjson.Decode("profile", b, &p); err != nil {
 		return err
 	}
@@ -132,7 +134,7 @@ func LoadMeasurements(path string) (*Measurements, error) {
 }
 
 func (m *Measurements) validate(dir string) error {
-	var c fieldChecker
+	var c checker
 	if m.Format != MeasurementsFormat {
 		c.add("format", fmt.Sprintf("%q", MeasurementsFormat), fmt.Sprintf("%q", m.Format))
 	}
@@ -148,21 +150,21 @@ func (m *Measurements) validate(dir string) error {
 	return c.err("measurements")
 }
 
-func (r *Record) check(c *fieldChecker, at, dir string) {
+func (r *Record) check(c *checker, at, dir string) {
 	if r.Name == "" {
 		c.add(at+".name", "a non-empty name", `""`)
 	}
-	if r.Mode != ModeTimeslice && r.Mode != ModeMPS {
+	if r.Mode != predictor.ModeTimeslice && r.Mode != predictor.ModeMPS {
 		c.add(at+".mode", `"timeslice" or "mps"`, fmt.Sprintf("%q", r.Mode))
 	}
-	r.Inference.resolve(c, at+".inference", dir, KindInference)
+	r.Inference.resolve(c, at+".inference", dir, predictor.KindInference)
 	for i := range r.Training {
-		r.Training[i].resolve(c, fmt.Sprintf("%s.training[%d]", at, i), dir, KindTraining)
+		r.Training[i].resolve(c, fmt.Sprintf("%s.training[%d]", at, i), dir, predictor.KindTraining)
 	}
-	if !(r.RateRPS >= MinRateRPS && r.RateRPS <= 1e9) {
+	if !(r.RateRPS >= predictor.MinRateRPS && r.RateRPS <= 1e9) {
 		c.add(at+".rate_rps", "a rate in [0.001, 1e9] req/s", fmtFloat(r.RateRPS))
 	}
-	if r.Mode == ModeMPS && !(r.TrainingPct > 0 && r.TrainingPct <= 100) {
+	if r.Mode == predictor.ModeMPS && !(r.TrainingPct > 0 && r.TrainingPct <= 100) {
 		c.add(at+".training_pct", "an active-thread percentage in (0,100]", fmtFloat(r.TrainingPct))
 	}
 	if !(r.InferencePct >= 0 && r.InferencePct <= 100) {
@@ -188,14 +190,14 @@ func (r *Record) check(c *fieldChecker, at, dir string) {
 	}
 }
 
-func checkPercentileMap(c *fieldChecker, at string, m map[string]float64) {
+func checkPercentileMap(c *checker, at string, m map[string]float64) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if !slices.Contains(PercentileKeys, k) {
+		if !slices.Contains(predictor.PercentileKeys, k) {
 			c.add(at+"."+k, "one of mean, p50, p90, p95, p99", fmt.Sprintf("%q", k))
 			continue
 		}
@@ -204,7 +206,7 @@ func checkPercentileMap(c *fieldChecker, at string, m map[string]float64) {
 }
 
 // resolve loads a path reference and checks the profile's kind.
-func (r *ProfileRef) resolve(c *fieldChecker, at, dir string, kind Kind) {
+func (r *ProfileRef) resolve(c *checker, at, dir string, kind predictor.Kind) {
 	switch {
 	case r.Profile == nil && r.Path == "":
 		c.add(at, "a profile path or an inline profile", "nothing")
@@ -214,7 +216,7 @@ func (r *ProfileRef) resolve(c *fieldChecker, at, dir string, kind Kind) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(dir, path)
 		}
-		p, err := LoadProfile(path)
+		p, err := predictor.LoadProfile(path)
 		if err != nil {
 			c.add(at, "a readable, valid profile", err.Error())
 			return
@@ -251,12 +253,12 @@ func (m metric) field() string {
 // metrics lists what the record measured, in a fixed order.
 func (r *Record) metrics(i int) []metric {
 	var out []metric
-	for _, k := range PercentileKeys {
+	for _, k := range predictor.PercentileKeys {
 		if v, ok := r.Measured.LatencyMS[k]; ok {
 			out = append(out, metric{record: i, quantity: "latency_ms", key: k, value: v})
 		}
 	}
-	for _, k := range PercentileKeys {
+	for _, k := range predictor.PercentileKeys {
 		if v, ok := r.Measured.ServiceMS[k]; ok {
 			out = append(out, metric{record: i, quantity: "service_ms", key: k, value: v})
 		}
@@ -269,7 +271,7 @@ func (r *Record) metrics(i int) []metric {
 
 // predicted returns the prediction's value of the metric, NaN when the
 // prediction has none (a stream trainer has no iteration time).
-func (m metric) predicted(p *Prediction) float64 {
+func (m metric) predicted(p *predictor.Prediction) float64 {
 	switch m.quantity {
 	case "latency_ms":
 		v, _ := p.Inference.LatencyMS.Get(m.key)
