@@ -50,11 +50,8 @@ type NVMLDevice struct {
 
 	// mu guards the NVML session: NVML calls hold it for reading, Close
 	// for writing, so that nothing calls into a shut-down library.
-	mu      sync.RWMutex
-	closed  bool
-	running bool
-	stop    chan struct{} // closed by Close
-	runDone chan struct{} // closed when Run returns
+	mu sync.RWMutex
+	runState
 }
 
 // OpenNVML initialises NVML through lib, finds the configured GPU and reads
@@ -111,13 +108,12 @@ func openInitialised(lib Library, sel Selector, cfg Config) (*NVMLDevice, error)
 		return nil, err
 	}
 	return &NVMLDevice{
-		lib:     lib,
-		dev:     h,
-		info:    info,
-		wait:    cfg.eventWait(),
-		mon:     newMonitor(time.Now()),
-		stop:    make(chan struct{}),
-		runDone: make(chan struct{}),
+		lib:      lib,
+		dev:      h,
+		info:     info,
+		wait:     cfg.eventWait(),
+		mon:      newMonitor(time.Now()),
+		runState: newRunState(),
 	}, nil
 }
 
@@ -267,19 +263,8 @@ func processes(op string, get func() ([]nvml.ProcessInfo, nvml.Return)) ([]Proce
 // Close stops Run if it is running, waits for it, and shuts NVML down. It
 // is safe to call more than once; later calls return nil.
 func (d *NVMLDevice) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if !d.shut(&d.mu, d.mon) {
 		return nil
-	}
-	d.closed = true
-	running := d.running
-	close(d.stop)
-	d.mu.Unlock()
-	if running {
-		<-d.runDone
-	} else {
-		d.mon.close()
 	}
 	// Run has returned and State calls see closed: nothing uses NVML now.
 	if err := nvmlErr("shutdown", d.lib.Shutdown()); err != nil {

@@ -24,17 +24,9 @@ const failuresBeforeUnhealthy = 3
 // check. Run logs with the logger given to OpenNVML, closes Events when it
 // returns, returns nil when stopped, and may be called once.
 func (d *NVMLDevice) Run(ctx context.Context) error {
-	d.mu.Lock()
-	switch {
-	case d.closed:
-		d.mu.Unlock()
-		return ErrClosed
-	case d.running:
-		d.mu.Unlock()
-		return ErrAlreadyRunning
+	if err := d.begin(&d.mu); err != nil {
+		return err
 	}
-	d.running = true
-	d.mu.Unlock()
 	defer close(d.runDone)
 	defer d.mon.close()
 

@@ -35,10 +35,7 @@ type SimDevice struct {
 	mu      sync.Mutex
 	grants  map[string]simGrant
 	nextPID uint32
-	closed  bool
-	running bool
-	stop    chan struct{}
-	runDone chan struct{}
+	runState
 }
 
 type simGrant struct {
@@ -77,14 +74,13 @@ func NewSim(cfg Config, opts Options) (*SimDevice, error) {
 		return nil, fmt.Errorf("simulate gpu: %w", err)
 	}
 	return &SimDevice{
-		info:    info,
-		logger:  opts.logger(),
-		mon:     newMonitor(time.Now()),
-		ops:     make(chan simOp, simQueue),
-		grants:  map[string]simGrant{},
-		nextPID: simPIDBase,
-		stop:    make(chan struct{}),
-		runDone: make(chan struct{}),
+		info:     info,
+		logger:   opts.logger(),
+		mon:      newMonitor(time.Now()),
+		ops:      make(chan simOp, simQueue),
+		grants:   map[string]simGrant{},
+		nextPID:  simPIDBase,
+		runState: newRunState(),
 	}, nil
 }
 
@@ -234,17 +230,9 @@ func (s *SimDevice) enqueue(op simOp) error {
 // Close is called; it then closes Events and returns nil. It may be called
 // once.
 func (s *SimDevice) Run(ctx context.Context) error {
-	s.mu.Lock()
-	switch {
-	case s.closed:
-		s.mu.Unlock()
-		return ErrClosed
-	case s.running:
-		s.mu.Unlock()
-		return ErrAlreadyRunning
+	if err := s.begin(&s.mu); err != nil {
+		return err
 	}
-	s.running = true
-	s.mu.Unlock()
 	defer close(s.runDone)
 	defer s.mon.close()
 
@@ -278,19 +266,6 @@ func (s *SimDevice) apply(op simOp, log *slog.Logger) {
 // Reserve, InjectXID and Run return ErrClosed. It is safe to call more than
 // once.
 func (s *SimDevice) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	running := s.running
-	close(s.stop)
-	s.mu.Unlock()
-	if running {
-		<-s.runDone
-	} else {
-		s.mon.close()
-	}
+	s.shut(&s.mu, s.mon)
 	return nil
 }

@@ -118,7 +118,28 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 	if err := s.openAdmission(ctx, js); err != nil {
 		return nil, err
 	}
-	s.checks = Checks{
+	s.checks = s.readiness()
+	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s}); err != nil {
+		return nil, fmt.Errorf("serve nats api: %w", err)
+	}
+	if s.http, err = listenHTTP(cfg.Telemetry.HTTP, newMux(s.checks, s.tel.Registry)); err != nil {
+		return nil, fmt.Errorf("telemetry.http %s: %w", cfg.Telemetry.HTTP, err)
+	}
+	if opts.ConfigPath != "" {
+		if s.watcher, err = configs.NewWatcher(opts.ConfigPath, configs.WatchOptions{Overrides: opts.Overrides, Logger: s.log.With("component", "config")}); err != nil {
+			return nil, err
+		}
+	}
+	s.afterLeaseChange()
+	s.log.Info("colocd ready", "sidecar", s.id, "gpu", s.gpuInfo.Name, "backend", s.gpuInfo.Backend, "mode", cfg.Sharing.Mode,
+		"nats", s.natsURL(), "http", s.http.Addr(), "services", len(s.specs), "leases", len(s.adm.Leases()))
+	return s, nil
+}
+
+// readiness is what /readyz checks: the GPU, NATS, the lease store, a
+// service to predict for, and (MPS mode) the daemon.
+func (s *Sidecar) readiness() Checks {
+	checks := Checks{
 		"gpu": func() error {
 			if h := s.gpu.Health(); !h.Healthy {
 				return errors.New(h.Reason)
@@ -140,28 +161,14 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 		},
 	}
 	if s.daemon != nil {
-		s.checks["mps"] = func() error {
+		checks["mps"] = func() error {
 			if ok, why := (daemonAdapter{s.daemon}).Healthy(); !ok {
 				return errors.New(why)
 			}
 			return nil
 		}
 	}
-	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s}); err != nil {
-		return nil, fmt.Errorf("serve nats api: %w", err)
-	}
-	if s.http, err = listenHTTP(cfg.Telemetry.HTTP, newMux(s.checks, s.tel.Registry)); err != nil {
-		return nil, fmt.Errorf("telemetry.http %s: %w", cfg.Telemetry.HTTP, err)
-	}
-	if opts.ConfigPath != "" {
-		if s.watcher, err = configs.NewWatcher(opts.ConfigPath, configs.WatchOptions{Overrides: opts.Overrides, Logger: s.log.With("component", "config")}); err != nil {
-			return nil, err
-		}
-	}
-	s.afterLeaseChange()
-	s.log.Info("colocd ready", "sidecar", s.id, "gpu", s.gpuInfo.Name, "backend", s.gpuInfo.Backend, "mode", cfg.Sharing.Mode,
-		"nats", s.natsURL(), "http", s.http.Addr(), "services", len(s.specs), "leases", len(s.adm.Leases()))
-	return s, nil
+	return checks
 }
 
 func (s *Sidecar) openGPU(ctx context.Context) error {

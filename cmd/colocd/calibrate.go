@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -61,9 +60,7 @@ for the files.`,
 				return fmt.Errorf("calibrate: %w", err)
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(cal)
+				return printJSON(cmd.OutOrStdout(), cal)
 			}
 			return printCalibration(cmd.OutOrStdout(), cal, out)
 		},

@@ -8,11 +8,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 	"unicode"
 
 	"github.com/colocd/colocd/bus"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -26,20 +24,7 @@ func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
 	if err != nil {
 		t.Skip("no POSIX shell")
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := plainNATS(t)
 	reply := make(chan string, 1)
 	sub, err := nc.Subscribe("colocd.v1.gpu-x.admit", func(m *nats.Msg) { _ = m.Respond([]byte(<-reply)) })
 	if err != nil {
@@ -90,7 +75,7 @@ func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reply <- tt.reply
-			out, _, err := runCLI(t, "admit", "--server", ns.ClientURL(), "--sidecar", "gpu-x", "--job", "j",
+			out, _, err := runCLI(t, "admit", "--server", nc.ConnectedUrl(), "--sidecar", "gpu-x", "--job", "j",
 				"--profile", profilesDir+"/v100-train-step.json", "--send-profile", "inline")
 			if tt.wantErr == "" && err != nil {
 				t.Fatalf("admit: %v", err)
@@ -121,7 +106,7 @@ func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
 	}
 	// --json prints the deny as JSON and still exits 1 (docs/cli.md).
 	reply <- `{"decision":"deny","reason":{"code":"max_jobs","message":"full"},"sidecar":"gpu-x"}`
-	out, _, err := runCLI(t, "admit", "--json", "--server", ns.ClientURL(), "--sidecar", "gpu-x", "--job", "j",
+	out, _, err := runCLI(t, "admit", "--json", "--server", nc.ConnectedUrl(), "--sidecar", "gpu-x", "--job", "j",
 		"--profile", profilesDir+"/v100-train-step.json", "--send-profile", "inline")
 	if err == nil || !strings.Contains(err.Error(), "denied (max_jobs)") || !strings.Contains(out, `"decision": "deny"`) {
 		t.Errorf("admit --json of a deny: error %v, output %q; want the JSON and an error", err, out)

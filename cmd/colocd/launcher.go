@@ -99,6 +99,7 @@ func (f *launcherFlags) connect(needSidecar bool) (*bus.Client, *nats.Conn, erro
 	return bus.NewClient(nc, bus.WithTimeout(f.timeout)), nc, nil
 }
 
+// printJSON writes v as indented JSON: what every --json flag prints.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

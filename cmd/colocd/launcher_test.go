@@ -11,36 +11,13 @@ import (
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/testpki"
-	"github.com/colocd/colocd/sidecar"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 )
 
 // TestLauncherCommands drives a real sidecar (embedded NATS on a free port,
 // simulated H200) with the launcher's commands: admit prints lines a shell
 // can eval, and register, renew, status and release work from them.
 func TestLauncherCommands(t *testing.T) {
-	c := configs.Default()
-	c.Sidecar.ID = "gpu-cli"
-	c.Sidecar.DataDir = t.TempDir()
-	c.NATS.Listen = "127.0.0.1:0"
-	c.GPU.Backend = configs.BackendSim
-	c.Telemetry.HTTP = "127.0.0.1:0"
-	c.Predictor.Requests = 300
-	c.Services = []configs.Service{{Name: "v100-infer", Profile: profilesDir + "/v100-infer-200.json", RateRPS: 8, SLO: configs.SLO{P99MS: 10000}}}
-	s, err := sidecar.New(context.Background(), &c, sidecar.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	s := startSidecar(t, "gpu-cli", nil)
 	conn := []string{"--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "gpu-cli"}
 	out, _, err := runCLI(t, append([]string{"admit", "--job", "cli-1", "--profile", profilesDir + "/v100-train-step.json",
 		"--memory-mib", "1000", "--processes", "2", "--request-id", "cli-request-0123456789abcdef"}, conn...)...)
@@ -119,20 +96,7 @@ func TestLauncherCommands(t *testing.T) {
 // TestSendProfileFallsBackInline: with no JetStream to hold the profile,
 // auto sends it inline and says why; ref fails with the reason.
 func TestSendProfileFallsBackInline(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}) // JetStream off
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := plainNATS(t) // JetStream off
 	c := bus.NewClient(nc, bus.WithTimeout(2*time.Second))
 	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", refAbove(c)) + `"}`)
 	req := &bus.AdmitRequest{Profile: big}
@@ -156,28 +120,9 @@ func TestSendProfileFallsBackInline(t *testing.T) {
 // commands reach it with --tls-ca, --tls-cert, --tls-key and --nkey.
 func TestLauncherOverMutualTLS(t *testing.T) {
 	pki := testpki.Write(t, t.TempDir())
-	c := configs.Default()
-	c.Sidecar.ID = "gpu-tls"
-	c.Sidecar.DataDir = t.TempDir()
-	c.NATS.Listen = "127.0.0.1:0"
-	c.NATS.ServerTLS = configs.ServerTLS{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}
-	c.GPU.Backend = configs.BackendSim
-	c.Telemetry.HTTP = "127.0.0.1:0"
-	c.Predictor.Requests = 300
-	c.Services = []configs.Service{{Name: "v100-infer", Profile: profilesDir + "/v100-infer-200.json", RateRPS: 8, SLO: configs.SLO{P99MS: 10000}}}
-	s, err := sidecar.New(context.Background(), &c, sidecar.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	s := startSidecar(t, "gpu-tls", func(c *configs.Config) {
+		c.NATS.ServerTLS = configs.ServerTLS{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}
+	})
 	args := []string{"status", "--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "gpu-tls", "--timeout", "5s"}
 	if out, _, err := runCLI(t, append(args, "--tls-ca", pki.CA, "--tls-cert", pki.ClientCert, "--tls-key", pki.ClientKey)...); err != nil || !strings.Contains(out, "sidecar gpu-tls") {
 		t.Errorf("status over mutual TLS: %v\n%s", err, out)

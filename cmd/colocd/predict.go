@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,39 +34,9 @@ parameters come from --calibration, else the preset for the inference
 profile's GPU, else the built-in default. See docs/predictor.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if infPath == "" {
-				return errors.New("predict: --inference: want the path of an inference profile")
-			}
-			switch predictor.Mode(mode) {
-			case predictor.ModeTimeslice:
-				if len(sc.TrainingPct) > 0 || sc.InferencePct != 100 {
-					return errors.New("predict: --pct and --inference-pct: want --mode mps (time slicing has no percentages)")
-				}
-			case predictor.ModeMPS:
-			default:
-				return fmt.Errorf("predict: --mode: want timeslice or mps, got %q", mode)
-			}
-			inf, err := predictor.LoadProfile(infPath)
+			cal, err := loadScenario(&sc, predictor.Mode(mode), infPath, trainPaths, calPath)
 			if err != nil {
-				return fmt.Errorf("predict: --inference: %w", err)
-			}
-			sc.Inference = inf
-			cal, err := predictor.ResolveCalibration(calPath, inf.Device.Name)
-			if err != nil {
-				return fmt.Errorf("predict: --calibration: %w", err)
-			}
-			if sc.DeviceSMs == 0 {
-				sc.DeviceSMs = cal.Device.SMs
-			}
-			for _, p := range trainPaths {
-				t, err := predictor.LoadProfile(p)
-				if err != nil {
-					return fmt.Errorf("predict: --training: %w", err)
-				}
-				sc.Training = append(sc.Training, t)
-			}
-			if sc.Requests <= 0 {
-				return fmt.Errorf("predict: --requests: want a count ≥ 1, got %d", sc.Requests)
+				return err
 			}
 			var pr predictor.Predictor
 			pred, err := pr.Predict(&sc, predictor.Mode(mode), cal)
@@ -75,9 +44,7 @@ profile's GPU, else the built-in default. See docs/predictor.md.`,
 				return fmt.Errorf("predict: %w", err)
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(pred)
+				return printJSON(cmd.OutOrStdout(), pred)
 			}
 			return printPrediction(cmd.OutOrStdout(), pred, cal)
 		},
@@ -97,6 +64,46 @@ profile's GPU, else the built-in default. See docs/predictor.md.`,
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.MarkFlagsMutuallyExclusive("rate", "load")
 	return cmd
+}
+
+// loadScenario checks the flags, loads the profiles into sc and returns the
+// calibration to predict with.
+func loadScenario(sc *predictor.Scenario, mode predictor.Mode, infPath string, trainPaths []string, calPath string) (*predictor.Calibration, error) {
+	if infPath == "" {
+		return nil, errors.New("predict: --inference: want the path of an inference profile")
+	}
+	switch mode {
+	case predictor.ModeTimeslice:
+		if len(sc.TrainingPct) > 0 || sc.InferencePct != 100 {
+			return nil, errors.New("predict: --pct and --inference-pct: want --mode mps (time slicing has no percentages)")
+		}
+	case predictor.ModeMPS:
+	default:
+		return nil, fmt.Errorf("predict: --mode: want timeslice or mps, got %q", mode)
+	}
+	inf, err := predictor.LoadProfile(infPath)
+	if err != nil {
+		return nil, fmt.Errorf("predict: --inference: %w", err)
+	}
+	sc.Inference = inf
+	cal, err := predictor.ResolveCalibration(calPath, inf.Device.Name)
+	if err != nil {
+		return nil, fmt.Errorf("predict: --calibration: %w", err)
+	}
+	if sc.DeviceSMs == 0 {
+		sc.DeviceSMs = cal.Device.SMs
+	}
+	for _, p := range trainPaths {
+		t, err := predictor.LoadProfile(p)
+		if err != nil {
+			return nil, fmt.Errorf("predict: --training: %w", err)
+		}
+		sc.Training = append(sc.Training, t)
+	}
+	if sc.Requests <= 0 {
+		return nil, fmt.Errorf("predict: --requests: want a count ≥ 1, got %d", sc.Requests)
+	}
+	return cal, nil
 }
 
 // printPrediction writes the prediction as a table a person reads.

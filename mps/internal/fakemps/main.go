@@ -334,145 +334,182 @@ func (e env) hangs(in string) bool {
 
 var memValue = regexp.MustCompile(`^[0-9]+[MG]$`)
 
-// do runs one command against st and returns the answer.
-func (e env) do(st *state, f []string) string {
-	verb, args := f[0], f[1:]
-	num := func(i int) (int, bool) {
-		if i >= len(args) {
-			return 0, false
-		}
-		n, err := strconv.Atoi(args[i])
-		return n, err == nil && n >= 0
+// call is one command being answered: the daemon's state and the
+// command's arguments.
+type call struct {
+	e    env
+	st   *state
+	args []string
+}
+
+// num is argument i as a whole number ≥ 0.
+func (k *call) num(i int) (int, bool) {
+	if i >= len(k.args) {
+		return 0, false
 	}
-	srv := func(i int) *server {
-		n, ok := num(i)
-		if !ok {
-			return nil
-		}
-		for _, s := range st.Servers {
-			if s.PID == n {
-				return s
-			}
-		}
+	n, err := strconv.Atoi(k.args[i])
+	return n, err == nil && n >= 0
+}
+
+// srv is the server whose PID is argument i, or nil.
+func (k *call) srv(i int) *server {
+	n, ok := k.num(i)
+	if !ok {
 		return nil
 	}
-	pct := func(i int) (float64, bool) {
-		if i >= len(args) {
-			return 0, false
+	for _, s := range k.st.Servers {
+		if s.PID == n {
+			return s
 		}
-		v, err := strconv.ParseFloat(args[i], 64)
-		return v, err == nil && v > 0 && v <= 100
 	}
-	notFound := func(i int) string {
-		if i >= len(args) {
-			return "Missing server PID\n"
-		}
-		return fmt.Sprintf("Server %s not found\n", args[i])
+	return nil
+}
+
+// pct is argument i as a percentage in (0, 100].
+func (k *call) pct(i int) (float64, bool) {
+	if i >= len(k.args) {
+		return 0, false
 	}
-	switch verb {
-	case "get_server_list":
+	v, err := strconv.ParseFloat(k.args[i], 64)
+	return v, err == nil && v > 0 && v <= 100
+}
+
+// notFound is the daemon's answer for a server PID (argument i) it does not know.
+func (k *call) notFound(i int) string {
+	if i >= len(k.args) {
+		return "Missing server PID\n"
+	}
+	return fmt.Sprintf("Server %s not found\n", k.args[i])
+}
+
+// do runs one command against st and returns the answer.
+func (e env) do(st *state, f []string) string {
+	verb := f[0]
+	if h, ok := verbs[verb]; ok {
+		return h(&call{e: e, st: st, args: f[1:]})
+	}
+	return fmt.Sprintf("Unrecognized command %s\n", strconv.Quote(verb))
+}
+
+// verbs answers each control command, as the real daemon prints it.
+var verbs = map[string]func(k *call) string{
+	"get_server_list": func(k *call) string {
 		var b strings.Builder
-		for _, s := range st.Servers {
+		for _, s := range k.st.Servers {
 			fmt.Fprintf(&b, "%d\n", s.PID)
 		}
 		return b.String()
-	case "get_server_status":
-		s := srv(0)
-		if s == nil || len(args) != 1 {
-			return notFound(0)
+	},
+	"get_server_status": func(k *call) string {
+		s := k.srv(0)
+		if s == nil || len(k.args) != 1 {
+			return k.notFound(0)
 		}
-		if exists(e.path(faultFile)) {
+		if exists(k.e.path(faultFile)) {
 			return "FAULT\n"
 		}
 		return "ACTIVE\n"
-	case "get_client_list":
-		s := srv(0)
-		if s == nil || len(args) != 1 {
-			return notFound(0)
+	},
+	"get_client_list": func(k *call) string {
+		s := k.srv(0)
+		if s == nil || len(k.args) != 1 {
+			return k.notFound(0)
 		}
 		var b strings.Builder
 		for _, c := range s.Clients {
 			fmt.Fprintf(&b, "%d\n", c.PID)
 		}
 		return b.String()
-	case "ps":
+	},
+	"ps": func(k *call) string {
 		var only *server
-		if len(args) > 0 {
-			if only = srv(1); args[0] != "-p" || only == nil || len(args) != 2 {
+		if len(k.args) > 0 {
+			if only = k.srv(1); k.args[0] != "-p" || only == nil || len(k.args) != 2 {
 				return "Invalid arguments for ps\n"
 			}
 		}
 		var b strings.Builder
 		b.WriteString("PID ID SERVER DEVICE NAMESPACE COMMAND\n")
-		for _, s := range st.Servers {
+		for _, s := range k.st.Servers {
 			if only != nil && s != only {
 				continue
 			}
 			for _, c := range s.Clients {
-				fmt.Fprintf(&b, "%d %d %d %s %d %s\n", c.PID, c.ID, s.PID, partial(st.Visible), namespace, c.Cmd)
+				fmt.Fprintf(&b, "%d %d %d %s %d %s\n", c.PID, c.ID, s.PID, partial(k.st.Visible), namespace, c.Cmd)
 			}
 		}
 		return b.String()
-	case "set_default_active_thread_percentage":
-		p, ok := pct(0)
-		if !ok || len(args) != 1 {
+	},
+	"set_default_active_thread_percentage": func(k *call) string {
+		p, ok := k.pct(0)
+		if !ok || len(k.args) != 1 {
 			return "Invalid active thread percentage\n"
 		}
-		st.DefaultPct = p
+		k.st.DefaultPct = p
 		return ""
-	case "get_default_active_thread_percentage":
-		return fmt.Sprintf("%.1f\n", st.DefaultPct)
-	case "set_active_thread_percentage":
-		s := srv(0)
-		p, ok := pct(1)
-		if s == nil || !ok || len(args) != 2 {
+	},
+	"get_default_active_thread_percentage": func(k *call) string {
+		return fmt.Sprintf("%.1f\n", k.st.DefaultPct)
+	},
+	"set_active_thread_percentage": func(k *call) string {
+		s := k.srv(0)
+		p, ok := k.pct(1)
+		if s == nil || !ok || len(k.args) != 2 {
 			return "Invalid arguments for set_active_thread_percentage\n"
 		}
 		s.Pct = p
 		return ""
-	case "get_active_thread_percentage":
-		s := srv(0)
-		if s == nil || len(args) != 1 {
-			return notFound(0)
+	},
+	"get_active_thread_percentage": func(k *call) string {
+		s := k.srv(0)
+		if s == nil || len(k.args) != 1 {
+			return k.notFound(0)
 		}
 		return fmt.Sprintf("%.1f\n", s.Pct)
-	case "set_default_device_pinned_mem_limit":
-		if len(args) != 2 || !memValue.MatchString(args[1]) {
+	},
+	"set_default_device_pinned_mem_limit": func(k *call) string {
+		if len(k.args) != 2 || !memValue.MatchString(k.args[1]) {
 			return "Invalid arguments for set_default_device_pinned_mem_limit\n"
 		}
-		st.DefaultMem[args[0]] = args[1]
+		k.st.DefaultMem[k.args[0]] = k.args[1]
 		return ""
-	case "get_default_device_pinned_mem_limit":
-		if len(args) != 1 {
+	},
+	"get_default_device_pinned_mem_limit": func(k *call) string {
+		if len(k.args) != 1 {
 			return "Invalid arguments\n"
 		}
-		return orZero(st.DefaultMem[args[0]]) + "\n"
-	case "set_device_pinned_mem_limit":
-		s := srv(0)
-		if s == nil || len(args) != 3 || !memValue.MatchString(args[2]) {
+		return orZero(k.st.DefaultMem[k.args[0]]) + "\n"
+	},
+	"set_device_pinned_mem_limit": func(k *call) string {
+		s := k.srv(0)
+		if s == nil || len(k.args) != 3 || !memValue.MatchString(k.args[2]) {
 			return "Invalid arguments for set_device_pinned_mem_limit\n"
 		}
-		s.Mem[args[1]] = args[2]
+		s.Mem[k.args[1]] = k.args[2]
 		return ""
-	case "get_device_pinned_mem_limit":
-		s := srv(0)
-		if s == nil || len(args) != 2 {
-			return notFound(0)
+	},
+	"get_device_pinned_mem_limit": func(k *call) string {
+		s := k.srv(0)
+		if s == nil || len(k.args) != 2 {
+			return k.notFound(0)
 		}
-		return orZero(s.Mem[args[1]]) + "\n"
-	case "set_default_client_priority":
-		p, ok := num(0)
-		if !ok || p > 1 || len(args) != 1 {
+		return orZero(s.Mem[k.args[1]]) + "\n"
+	},
+	"set_default_client_priority": func(k *call) string {
+		p, ok := k.num(0)
+		if !ok || p > 1 || len(k.args) != 1 {
 			return "Invalid client priority\n"
 		}
-		st.Priority = p
+		k.st.Priority = p
 		return ""
-	case "get_default_client_priority":
-		return fmt.Sprintf("%d\n", st.Priority)
-	case "terminate_client":
-		s := srv(0)
-		c, ok := num(1)
-		if s == nil || !ok || len(args) != 2 {
+	},
+	"get_default_client_priority": func(k *call) string {
+		return fmt.Sprintf("%d\n", k.st.Priority)
+	},
+	"terminate_client": func(k *call) string {
+		s := k.srv(0)
+		c, ok := k.num(1)
+		if s == nil || !ok || len(k.args) != 2 {
 			return "999\n"
 		}
 		i := slices.IndexFunc(s.Clients, func(x client) bool { return x.PID == c })
@@ -480,44 +517,47 @@ func (e env) do(st *state, f []string) string {
 			return "999\n"
 		}
 		s.Clients = slices.Delete(s.Clients, i, i+1)
-		e.logLine("server.log", "Server", s.PID, "Client {PID: %d, Context ID: 0} terminated", c)
+		k.e.logLine("server.log", "Server", s.PID, "Client {PID: %d, Context ID: 0} terminated", c)
 		return "0\n"
-	case "shutdown_server":
-		s := srv(0)
-		if s == nil || len(args) > 2 || len(args) == 2 && args[1] != "-f" {
-			return notFound(0)
+	},
+	"shutdown_server": func(k *call) string {
+		s := k.srv(0)
+		if s == nil || len(k.args) > 2 || len(k.args) == 2 && k.args[1] != "-f" {
+			return k.notFound(0)
 		}
-		st.Servers = slices.DeleteFunc(st.Servers, func(x *server) bool { return x == s })
-		e.logLine("control.log", "Control", st.Daemon, "Server %d exited with status 0", s.PID)
+		k.st.Servers = slices.DeleteFunc(k.st.Servers, func(x *server) bool { return x == s })
+		k.e.logLine("control.log", "Control", k.st.Daemon, "Server %d exited with status 0", s.PID)
 		return ""
-	case "start_server":
-		uid, ok := num(1)
-		if len(args) != 2 || args[0] != "-uid" || !ok {
+	},
+	"start_server": func(k *call) string {
+		uid, ok := k.num(1)
+		if len(k.args) != 2 || k.args[0] != "-uid" || !ok {
 			return "Invalid arguments for start_server\n"
 		}
-		e.serverFor(st, uid)
+		k.e.serverFor(k.st, uid)
 		return ""
-	case "quit":
-		st.Quit = true
+	},
+	"quit": func(k *call) string {
+		k.st.Quit = true
 		return ""
-	case "fake_client_connect": // fake only: a client process connects
-		pid, ok1 := num(0)
-		uid, ok2 := num(1)
+	},
+	"fake_client_connect": func(k *call) string { // fake only: a client process connects
+		pid, ok1 := k.num(0)
+		uid, ok2 := k.num(1)
 		if !ok1 || !ok2 || pid == 0 {
 			return "Invalid arguments for fake_client_connect\n"
 		}
-		s := e.serverFor(st, uid)
-		cmd := strings.Join(args[2:], " ")
+		s := k.e.serverFor(k.st, uid)
+		cmd := strings.Join(k.args[2:], " ")
 		if cmd == "" {
 			cmd = "./client"
 		}
-		e.logLine("control.log", "Control", st.Daemon, "NEW CLIENT %d from user %d: Server already exists", pid, uid)
+		k.e.logLine("control.log", "Control", k.st.Daemon, "NEW CLIENT %d from user %d: Server already exists", pid, uid)
 		s.Clients = append(s.Clients, client{PID: pid, ID: s.NextID, UID: uid, Cmd: cmd})
 		s.NextID++
-		e.logLine("server.log", "Server", s.PID, "Client {PID: %d, Context ID: %d} connected", pid, s.NextID-1)
+		k.e.logLine("server.log", "Server", s.PID, "Client {PID: %d, Context ID: %d} connected", pid, s.NextID-1)
 		return ""
-	}
-	return fmt.Sprintf("Unrecognized command %s\n", strconv.Quote(verb))
+	},
 }
 
 func (e env) serverFor(st *state, uid int) *server {

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/sidecar"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// startSidecar runs a sidecar with id on a simulated H200, an embedded NATS
+// server on a free port and a small service, after mutate (nil: none) has
+// changed the config; it stops when the test ends.
+func startSidecar(t *testing.T, id string, mutate func(*configs.Config)) *sidecar.Sidecar {
+	t.Helper()
+	c := configs.Default()
+	c.Sidecar.ID = id
+	c.Sidecar.DataDir = t.TempDir()
+	c.NATS.Listen = "127.0.0.1:0"
+	c.GPU.Backend = configs.BackendSim
+	c.Telemetry.HTTP = "127.0.0.1:0"
+	c.Predictor.Requests = 300
+	c.Services = []configs.Service{{Name: "v100-infer", Profile: profilesDir + "/v100-infer-200.json", RateRPS: 8, SLO: configs.SLO{P99MS: 10000}}}
+	if mutate != nil {
+		mutate(&c)
+	}
+	s, err := sidecar.New(context.Background(), &c, sidecar.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// plainNATS runs a bare nats-server (no JetStream, no colocd) on a free port
+// and connects to it; both stop when the test ends.
+func plainNATS(t *testing.T) *nats.Conn {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
