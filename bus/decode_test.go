@@ -65,7 +65,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"admit trailing", admit, `{} {}`, "more data after it"},
 		{"admit null", admit, `null`, "must be a JSON object"},
 		{"admit empty", admit, "  \n", "want a JSON document, got nothing"},
-		{"admit truncated", admit, `{"job":{`, "its end cut off"},
+		{"admit truncated", admit, `{"job":{`, "job: want valid JSON: a key in double quotes, got the end of the document (cut off)"},
 		{"lease ref wrong type", leaseRef, `{"lease_id":7}`, `invalid lease request: lease_id: want a string, got the number 7`},
 		{"register pids object", register, `{"pids":{"a":1}}`, `pids: want an array, got an object`},
 		{"admit key in another case", admit, `{"MEMORY_MIB":1}`, `MEMORY_MIB: want the key "memory_mib" (keys are case-sensitive)`},

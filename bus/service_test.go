@@ -173,7 +173,7 @@ func TestBadRequestNamesTheField(t *testing.T) {
 		{"empty", EndpointRegister, ``, "want a JSON document, got nothing"},
 		{"pids not ints", EndpointRegister, `{"lease_id":"l","token":"t","pids":["1"]}`, `pids[0]: want a whole number`},
 		{"status with fields", EndpointStatus, `{"verbose":true}`, `verbose: want a known key`},
-		{"syntax", EndpointRelease, `{"lease_id":`, "its end cut off"},
+		{"syntax", EndpointRelease, `{"lease_id":`, "lease_id: want valid JSON: a value, got the end of the document (cut off)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

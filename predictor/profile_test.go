@@ -43,7 +43,7 @@ func TestProfileParseErrors(t *testing.T) {
 		{"util zero", `{"format":"colocd.profile/v1","name":"x","kind":"training","summary":{"gpu_util":0,"mem_util":0.1}}`, "summary.gpu_util: want a fraction in (0,1]"},
 		{"unknown key", `{"format":"colocd.profile/v1","name":"x","kind":"inference","latency":3}`, "latency: want a known key, got an unknown key"},
 		{"wrong type", `{"format":"colocd.profile/v1","name":"x","kind":"inference","ops":[{"dur_us":"3"}]}`, `ops[0].dur_us: want a number, got the string "3"`},
-		{"truncated", `{"format":"colocd.profile/v1","name":`, "want a complete JSON document, got its end cut off"},
+		{"truncated", `{"format":"colocd.profile/v1","name":`, "name: want valid JSON: a value, got the end of the document (cut off)"},
 		{"trailing", `{"format":"colocd.profile/v1","name":"x","kind":"inference","summary":{"latency_ms":1,"gpu_util":1,"mem_util":0}} {}`, "want one JSON document, got more data after it"},
 		{"case-differing key", `{"format":"colocd.profile/v1","name":"x","kind":"inference","MEMORY_MIB":3}`, `MEMORY_MIB: want the key "memory_mib" (keys are case-sensitive)`},
 		{"duplicate key", "{\"format\":\"colocd.profile/v1\",\n\"name\":\"x\",\n\"name\":\"y\"}", "line 3: name: want each key once per object, got it again (first on line 2)"},

@@ -3,6 +3,7 @@ package strictjson
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,8 +63,8 @@ func TestDecodeRefuses(t *testing.T) {
 		{"object for a string", `{"name": {"x": 1}, "memory_mib": 2}`, []string{"1:name:a string"}},
 		{"deep path", "{\"ops\": [{\"sm\": 1},\n {\"sm\": \"x\", \"SM\": 2}]}", []string{"2:ops[1].sm:a number", `2:ops[1].SM:"sm"`}},
 		{"trailing data", `{"name": "a"} {}`, []string{"1::more data"}},
-		{"syntax", "{\"name\": \"a\",\n ]", []string{"2::valid JSON"}},
-		{"truncated", `{"name": `, []string{"::cut off"}},
+		{"syntax", "{\"name\": \"a\",\n ]", []string{"2::valid JSON: a key"}},
+		{"truncated", `{"name": `, []string{":name:cut off"}},
 		{"empty", ``, []string{"1::nothing"}},
 		{"not an object", `[1]`, []string{"1::an object"}},
 		{"all at once", `{"MEMORY_MIB": 1, "nmae": 2, "ops": 3}`, []string{"1:MEMORY_MIB:", "1:nmae:", "1:ops:an array"}},
@@ -120,6 +121,132 @@ func TestDecodeWantsAPointer(t *testing.T) {
 	}
 }
 
+// TestDecodeBoundsWork: hostile shapes end fast with a bounded answer:
+// nesting past MaxDepth, and a one-line document of repeated keys.
+func TestDecodeBoundsWork(t *testing.T) {
+	deep := `{"raw":` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}`
+	var d doc
+	var l *field.List
+	if err := Decode("doc", []byte(deep), &d); !errors.As(err, &l) || len(l.Errors) != 1 || !strings.Contains(l.Errors[0].Want, "nested at most") {
+		t.Fatalf("deep nesting: %v", err)
+	}
+	dups := `{"name":null` + strings.Repeat(`,"name":null`, 200_000) + `}`
+	if err := Decode("doc", []byte(dups), &d); !errors.As(err, &l) || len(l.Errors) != MaxErrors {
+		t.Fatalf("repeated keys: %v", err)
+	}
+}
+
+type inner2 struct {
+	X int `json:"x"`
+}
+
+type withRules struct {
+	Y      string `json:"y"`
+	inner2        // promoted: key x
+	N      int    `json:"n,string"`
+	Num    json.Number
+	ByInt  map[int]string `json:"by_int"`
+	Self   *selfRef       `json:"self"`
+	Sub    *subDoc        `json:"sub"`
+}
+
+type selfRef struct {
+	*selfRef     //lint:ignore U1000 a type that embeds itself, which the field walk must visit once
+	V        int `json:"v"`
+}
+
+// subDoc decodes itself with Decode, as a profile inside measurements does.
+type subDoc struct{ Name string }
+
+func (s *subDoc) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Name string `json:"name"`
+	}
+	if err := Decode("sub document", b, &v); err != nil {
+		return err
+	}
+	s.Name = v.Name
+	return nil
+}
+
+// TestDecodeFollowsEncodingJSON: promoted, quoted and json.Number fields,
+// integer map keys, a type that embeds itself, and a type that decodes
+// itself are read as encoding/json reads them.
+func TestDecodeFollowsEncodingJSON(t *testing.T) {
+	var w withRules
+	in := `{"y":"a","x":3,"n":"5","Num":12.5,"by_int":{"1":"a","2":"b"},"self":{"v":1},"sub":{"name":"s"}}`
+	if err := Decode("doc", []byte(in), &w); err != nil {
+		t.Fatal(err)
+	}
+	if w.X != 3 || w.N != 5 || w.Num != "12.5" || w.ByInt[2] != "b" || w.Self.V != 1 || w.Sub.Name != "s" {
+		t.Errorf("decoded %+v", w)
+	}
+	tests := []struct{ name, in, path, frag string }{
+		{"integer keys compare as numbers", `{"by_int":{"1":"a","01":"b"}}`, "by_int.01", "once"},
+		{"a key that is no integer", `{"by_int":{"a":"b"}}`, "by_int.a", "whole number"},
+		{"a problem inside a type that decodes itself", "{\"sub\":\n{\"nmae\":\"s\"}}", "sub.nmae", "unknown"},
+	}
+	for _, tt := range tests {
+		var w withRules
+		err := Decode("doc", []byte(tt.in), &w)
+		var l *field.List
+		if !errors.As(err, &l) || l.Errors[0].Path != tt.path || !strings.Contains(l.Errors[0].Want+l.Errors[0].Got, tt.frag) {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+	var w2 withRules
+	err := Decode("doc", []byte("{\"y\":\"a\",\n\"sub\":{\"nmae\":1}}"), &w2)
+	var l *field.List
+	if !errors.As(err, &l) || l.Errors[0].Line != 2 {
+		t.Errorf("a nested problem's line: %v", err)
+	}
+}
+
+// TestDecodeLeavesValueOnError: nothing is written to v unless the whole
+// document decodes.
+func TestDecodeLeavesValueOnError(t *testing.T) {
+	v := struct {
+		I int     `json:"i"`
+		F float64 `json:"f"`
+	}{I: 1}
+	if err := Decode("doc", []byte(`{"i":7,"f":1e400}`), &v); err == nil || v.I != 1 {
+		t.Fatalf("got %v, i = %d", err, v.I)
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	var buf strings.Builder
+	buf.WriteString(`{"name":"bench","ops":[`)
+	for i := range 870 {
+		if i > 0 {
+			buf.WriteString(",")
+		}
+		buf.WriteString(`{"sm":0.5,"dram":0.25}`)
+	}
+	buf.WriteString(`],"labels":{"a":"b"}}`)
+	data := []byte(buf.String())
+	b.Run("strict", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			var d doc
+			if err := Decode("doc", data, &d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			var d doc
+			if err := json.Unmarshal(data, &d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{`{"name":"a","ops":[{"sm":1}]}`, `{"MEMORY_MIB":1}`, `{"a":1,"a":2}`, `[`, `{"raw":{"x":[1,{"y":null}]}}`} {
 		f.Add([]byte(s))
@@ -128,10 +255,14 @@ func FuzzDecode(f *testing.F) {
 		var d doc
 		err := Decode("doc", data, &d)
 		if err == nil {
-			// What the strict decoder accepts, encoding/json accepts too.
+			// What the strict decoder accepts, encoding/json accepts too,
+			// with the same value.
 			var again doc
 			if jerr := json.Unmarshal(data, &again); jerr != nil {
 				t.Fatalf("strict accepted what encoding/json refuses: %v", jerr)
+			}
+			if !reflect.DeepEqual(d, again) {
+				t.Fatalf("strict decoded %+v, encoding/json %+v", d, again)
 			}
 			return
 		}

@@ -62,6 +62,8 @@ func TestParseMeasurementsErrors(t *testing.T) {
 			"measured":{"training_iteration_ms":40}}]}`, []string{"records[0].measured.training_iteration_ms[0]: want no value: the training profile has no iteration"}},
 		{"rate below the minimum", `{"format":"colocd.measurements/v1","device":{"sms":-3},"records":[{"name":"a","mode":"timeslice","inference":` + inline + `,"rate_rps":1e-9,
 			"measured":{"latency_ms":{"mean":1}}}]}`, []string{"records[0].rate_rps: want a rate in [0.001, 1e9] req/s", "device.sms: want an SM count ≥ 0"}},
+		{"a typo inside an inline profile", "{\"format\":\"colocd.measurements/v1\",\"records\":[{\"name\":\"a\",\n\"inference\":{\"nmae\":\"i\"}}]}",
+			[]string{"line 2: records[0].inference.nmae: want a known key, got an unknown key"}},
 		{"no inference", `{"format":"colocd.measurements/v1","records":[{"name":"a","mode":"timeslice","rate_rps":5,"measured":{"latency_ms":{"mean":1}}}]}`,
 			[]string{"records[0].inference: want a profile path or an inline profile"}},
 	}
