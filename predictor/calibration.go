@@ -2,9 +2,11 @@ package predictor
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/colocd/colocd/internal/strictjson"
 )
@@ -80,23 +82,43 @@ func (c *Calibration) Validate() error {
 	return fc.err("calibration")
 }
 
-// Merge returns base with every section that over has replaced by over's.
+// Merge returns c with what over sets laid over it, so that what over
+// leaves out keeps c's value: the device's name and SM count one by one, the
+// timeslice section whole (with its fit report), and the MPS coefficients
+// one by one. When over brings a source but leaves a section to c, the
+// source says where that section comes from, so that values not fitted on
+// measurements still say so.
 func (c *Calibration) Merge(over *Calibration) *Calibration {
 	out := *c
-	if over.Source != "" {
-		out.Source = over.Source
-	}
 	if over.Device.Name != "" {
-		out.Device = over.Device
+		out.Device.Name = over.Device.Name
+	}
+	if over.Device.SMs > 0 {
+		out.Device.SMs = over.Device.SMs
 	}
 	if over.Timeslice != nil {
-		out.Timeslice = over.Timeslice
+		out.Timeslice, out.Fit = over.Timeslice, over.Fit
 	}
 	if over.MPS != nil {
-		out.MPS = over.MPS
+		m := MPSCalibration{Coefficients: maps.Clone(over.MPS.Coefficients), Fit: over.MPS.Fit}
+		if c.MPS != nil {
+			m.Coefficients = maps.Clone(c.MPS.Coefficients)
+			maps.Copy(m.Coefficients, over.MPS.Coefficients)
+		}
+		out.MPS = &m
 	}
-	if over.Fit != nil {
-		out.Fit = over.Fit
+	if over.Source != "" {
+		var kept []string
+		if over.Timeslice == nil && c.Timeslice != nil {
+			kept = append(kept, "timeslice")
+		}
+		if c.MPS != nil && (over.MPS == nil || len(over.MPS.Coefficients) < len(MPSFeatures)) {
+			kept = append(kept, "mps")
+		}
+		out.Source = over.Source
+		if len(kept) > 0 && c.Source != "" {
+			out.Source += "; " + strings.Join(kept, " and ") + " otherwise from: " + c.Source
+		}
 	}
 	return &out
 }

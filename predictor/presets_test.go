@@ -122,3 +122,39 @@ func TestPredictChoosesTheModel(t *testing.T) {
 		t.Errorf("no timeslice section: %v", err)
 	}
 }
+
+// TestMergeKeepsWhatTheFileLeavesOut: a file that names the device without
+// its SM count, fits one MPS coefficient, or brings only one section keeps
+// the base's other values, and its source says where they come from.
+func TestMergeKeepsWhatTheFileLeavesOut(t *testing.T) {
+	base, err := CalibrationPreset("NVIDIA H100 80GB HBM3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := &Calibration{Format: CalibrationFormat, Source: "fitted on my-h100.json (12 records)",
+		Device: Device{Name: "NVIDIA H100 80GB HBM3"},
+		MPS:    &MPSCalibration{Coefficients: map[string]float64{"dram": 2}}}
+	got := base.Merge(over)
+	if got.Device.SMs != base.Device.SMs || got.Device.Name != over.Device.Name {
+		t.Errorf("device %+v, want the file's name and the preset's %d SMs", got.Device, base.Device.SMs)
+	}
+	want := base.MPS.Params()
+	want.DRAM = 2
+	if got.MPS.Params() != want {
+		t.Errorf("coefficients %+v, want %+v", got.MPS.Params(), want)
+	}
+	if *got.Timeslice != *base.Timeslice {
+		t.Errorf("timeslice %+v, want the preset's %+v", got.Timeslice, base.Timeslice)
+	}
+	if !strings.HasPrefix(got.Source, over.Source) || !strings.Contains(got.Source, "timeslice and mps otherwise from: "+base.Source) {
+		t.Errorf("source %q does not say what the preset still gives", got.Source)
+	}
+	if base.MPS.Params().DRAM == 2 {
+		t.Error("Merge changed its receiver")
+	}
+	whole := base.Merge(&Calibration{Source: "fitted", Timeslice: &TimesliceParams{SliceUS: 900, SwitchUS: 40, HoldoverUS: 200},
+		MPS: &MPSCalibration{Coefficients: map[string]float64{"dram": 1, "l2": 1, "kernels": 1}}})
+	if whole.Source != "fitted" {
+		t.Errorf("a file with every value: source %q", whole.Source)
+	}
+}
