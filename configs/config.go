@@ -95,7 +95,6 @@ type TLS struct {
 	Key  string `mapstructure:"key"`
 }
 
-// GPU selects the GPU colocd manages and where its state comes from; it
 // Sharing says how training shares the GPU with inference.
 type Sharing struct {
 	// Mode is mps (concurrent, each job capped by its active-thread

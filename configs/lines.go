@@ -92,33 +92,83 @@ func (s *yamlScan) mapping(n *yaml.Node, t reflect.Type, prefix string) {
 		}
 	}
 	seen := map[string]int{}
+	var merges []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		key := k.Value
-		at := prefix + key
-		if prefix != "" {
-			at = prefix + "." + key
+		if k.Tag == "!!merge" { // "<<: *anchor": after the explicit keys, which win
+			merges = append(merges, v)
+			continue
 		}
-		if key == "" {
-			at = prefix + `""`
-		}
-		if first, ok := seen[key]; ok {
-			s.add(at, k.Line, "each key once", fmt.Sprintf("it again (first on line %d)", first))
+		if first, ok := seen[k.Value]; ok {
+			s.add(joinKey(prefix, k.Value), k.Line, "each key once", fmt.Sprintf("it again (first on line %d)", first))
 			s.dup = true
 			continue
 		}
-		seen[key] = k.Line
-		ft, ok := exact[key]
-		switch {
-		case ok:
-			s.lines[strings.ToLower(at)] = k.Line
-			s.walk(v, ft, at)
-		case exact[strings.ToLower(key)] != nil:
-			s.add(at, k.Line, fmt.Sprintf("the key %q (keys are lower case)", strings.ToLower(key)), "a key in another case")
-		case strings.Contains(key, "."):
-			s.add(at, k.Line, "nested keys, one per level (admission: {max_jobs: 1})", "a dotted key")
-		default:
-			s.add(at, k.Line, "one of the keys "+strings.Join(names, ", "), "an unknown key")
+		seen[k.Value] = k.Line
+		s.member(k, v, prefix, exact, names)
+	}
+	for _, m := range merges {
+		s.merge(m, prefix, exact, names, seen)
+	}
+}
+
+// merge walks the mappings a merge key names (one alias, or a list of
+// them): a key already given, explicitly or by an earlier merge, is
+// overridden, not repeated.
+func (s *yamlScan) merge(m *yaml.Node, prefix string, exact map[string]reflect.Type, names []string, seen map[string]int) {
+	if m.Kind == yaml.AliasNode && m.Alias != nil {
+		m = m.Alias
+	}
+	switch m.Kind {
+	case yaml.SequenceNode:
+		for _, item := range m.Content {
+			s.merge(item, prefix, exact, names, seen)
+		}
+	case yaml.MappingNode:
+		var inner []*yaml.Node
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, v := m.Content[i], m.Content[i+1]
+			if k.Tag == "!!merge" {
+				inner = append(inner, v)
+				continue
+			}
+			if _, ok := seen[k.Value]; ok {
+				continue
+			}
+			seen[k.Value] = k.Line
+			s.member(k, v, prefix, exact, names)
+		}
+		for _, v := range inner {
+			s.merge(v, prefix, exact, names, seen)
 		}
 	}
+}
+
+// member checks one key of a mapping for a struct and walks its value.
+func (s *yamlScan) member(k, v *yaml.Node, prefix string, exact map[string]reflect.Type, names []string) {
+	key := k.Value
+	at := joinKey(prefix, key)
+	ft, ok := exact[key]
+	switch {
+	case ok:
+		s.lines[strings.ToLower(at)] = k.Line
+		s.walk(v, ft, at)
+	case exact[strings.ToLower(key)] != nil:
+		s.add(at, k.Line, fmt.Sprintf("the key %q (keys are lower case)", strings.ToLower(key)), "a key in another case")
+	case strings.Contains(key, "."):
+		s.add(at, k.Line, "nested keys, one per level (admission: {max_jobs: 1})", "a dotted key")
+	default:
+		s.add(at, k.Line, "one of the keys "+strings.Join(names, ", "), "an unknown key")
+	}
+}
+
+// joinKey is the dotted path of key under prefix.
+func joinKey(prefix, key string) string {
+	switch {
+	case key == "":
+		return prefix + `""`
+	case prefix == "":
+		return key
+	}
+	return prefix + "." + key
 }

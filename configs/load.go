@@ -108,6 +108,11 @@ func load(path string, data []byte, overrides map[string]any) (*Config, error) {
 	if err != nil {
 		problems = append(problems, decodeProblems(err, "", v.AllSettings())...)
 	}
+	for _, l := range leaves { // a value from a flag or the environment has no line in the file
+		if _, inFile := lines[l.key]; inFile && (flagged[l.key] || l.env && os.Getenv(EnvName(l.key)) != "") {
+			lines[l.key] = 0
+		}
+	}
 	if len(problems) > 0 {
 		lines.annotate(problems)
 		return nil, invalid(problems)

@@ -317,3 +317,42 @@ func TestLoadStrictKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadMergeKeys: YAML merge keys and anchors load as before; a key that
+// the merged mapping also sets is overridden, not repeated.
+func TestLoadMergeKeys(t *testing.T) {
+	dir := t.TempDir()
+	profile := absPath(t, inferenceProfile)
+	path := writeFile(t, filepath.Join(dir, "merge.yaml"), fmt.Sprintf(`services:
+  - &svc {name: a, profile: %s, rate_rps: 10, slo: {p99_ms: 50}}
+  - <<: *svc
+    name: b
+`, profile))
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Services) != 2 || c.Services[1].Name != "b" || c.Services[1].RateRPS != 10 {
+		t.Errorf("services %+v", c.Services)
+	}
+}
+
+// TestOverriddenKeyHasNoLine: a bad value that came from the environment is
+// not blamed on the file's line for that key.
+func TestOverriddenKeyHasNoLine(t *testing.T) {
+	path := writeFile(t, filepath.Join(t.TempDir(), "c.yaml"), "admission:\n  max_jobs: 4\n")
+	t.Setenv(EnvName("admission.max_jobs"), "-1")
+	c, err := Load(path)
+	if err == nil {
+		err = c.Validate()
+	}
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("got %v", err)
+	}
+	for _, p := range ve.Errors {
+		if p.Path == "admission.max_jobs" && p.Line != 0 {
+			t.Errorf("the environment's value is blamed on line %d", p.Line)
+		}
+	}
+}

@@ -59,10 +59,6 @@ type Watcher struct {
 	done bool // Run returned
 }
 
-// NewWatcher loads and validates the file at path with the same overrides
-// LoadWith takes (flag values, applied again at every reload). It returns
-// the loading or validation error of the first load: colocd does not start
-// on an invalid file.
 // WatchOptions are a Watcher's optional settings.
 type WatchOptions struct {
 	// Overrides are the values of command-line flags, by dotted key
@@ -72,6 +68,10 @@ type WatchOptions struct {
 	Logger *slog.Logger
 }
 
+// NewWatcher loads and validates the file at path with the same overrides
+// LoadWith takes (flag values, applied again at every reload). It returns
+// the loading or validation error of the first load: colocd does not start
+// on an invalid file.
 func NewWatcher(path string, opts WatchOptions) (*Watcher, error) {
 	overrides, logger := opts.Overrides, opts.Logger
 	if path == "" {

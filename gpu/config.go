@@ -74,14 +74,14 @@ func Default() Config {
 // list that matches ErrInvalidConfig.
 func (c Config) Validate() error {
 	var fc field.Checker
-	add := func(key, want, got string) { fc.Add(key, want, strconv.Quote(got)) }
+	add := fc.Add
 	switch c.Backend {
 	case BackendAuto, BackendNVML, BackendSim:
 	default:
-		add("gpu.backend", "one of auto, nvml, sim", string(c.Backend))
+		add("gpu.backend", "one of auto, nvml, sim", quote(string(c.Backend)))
 	}
 	if _, err := ParseSelector(c.Device); err != nil {
-		add("gpu.device", `a GPU index (0–255) or a GPU UUID ("GPU-" and 8-4-4-4-12 hex digits)`, c.Device)
+		add("gpu.device", `a GPU index (0–255) or a GPU UUID ("GPU-" and 8-4-4-4-12 hex digits)`, quote(c.Device))
 	}
 	if c.SMs < 0 || c.SMs > MaxSMs {
 		add("gpu.sms", fmt.Sprintf("0 (use the table) or an SM count from 1 to %d", MaxSMs), strconv.Itoa(c.SMs))
@@ -91,7 +91,7 @@ func (c Config) Validate() error {
 	}
 	if c.Backend != BackendNVML {
 		if !validName(c.Sim.Name) {
-			add("gpu.sim.name", fmt.Sprintf("a device name of 1 to %d printable characters, e.g. %q", maxNameLen, DefaultSimName), c.Sim.Name)
+			add("gpu.sim.name", fmt.Sprintf("a device name of 1 to %d printable characters, e.g. %q", maxNameLen, DefaultSimName), quote(c.Sim.Name))
 		}
 		if c.Sim.MemoryMiB > MaxSimMemoryMiB {
 			add("gpu.sim.memory_mib", fmt.Sprintf("0 (from the name) or a size in MiB up to %d", MaxSimMemoryMiB),
@@ -123,4 +123,13 @@ func (c Config) eventWait() time.Duration {
 		return time.Minute
 	}
 	return c.EventWait
+}
+
+// quote quotes a value from the configuration for a message, cut to 80
+// bytes: a problem repeats what it refuses, not a whole file.
+func quote(s string) string {
+	if len(s) > 80 {
+		return strconv.Quote(s[:80]) + "…"
+	}
+	return strconv.Quote(s)
 }

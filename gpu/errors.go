@@ -24,7 +24,8 @@ var (
 	// configuration does not override it (key gpu.sms).
 	ErrUnknownSMs = errors.New("unknown SM count")
 
-	// ErrInvalidConfig is wrapped by every ConfigError.
+	// ErrInvalidConfig is matched (errors.Is) by the list of ConfigErrors
+	// that Config.Validate returns.
 	ErrInvalidConfig = errors.New("invalid gpu config")
 
 	// ErrInvalidSelector is wrapped by every error about a device selector
