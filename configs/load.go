@@ -56,60 +56,30 @@ func LoadWith(path string, overrides map[string]any) (*Config, error) {
 
 // load decodes data, the content of the file at path (nil: no file).
 func load(path string, data []byte, overrides map[string]any) (*Config, error) {
-	var problems []*Problem
-	var lines keyLines
-
-	file := viper.New()
-	file.SetConfigType("yaml")
-	if data != nil {
-		var dup bool
-		var err error
-		if lines, problems, dup, err = scanYAML(data); err != nil {
-			return nil, fmt.Errorf("load config %s: %w", path, err)
-		}
-		if dup { // the decoder refuses the file; say which keys
-			return nil, invalid(problems)
-		}
-		if err := file.ReadConfig(bytes.NewReader(data)); err != nil {
-			return nil, fmt.Errorf("load config %s: %w", path, err)
-		}
+	file, lines, problems, err := readFile(path, data)
+	if err != nil {
+		return nil, err
 	}
-
-	v := viper.New()
-	v.SetConfigType("yaml")
-	for _, l := range leaves {
-		v.SetDefault(l.key, l.val)
-		if l.env {
-			// BindEnv fails only without a key.
-			_ = v.BindEnv(l.key, EnvName(l.key))
-		}
+	v, flagged, unknown, err := layers(file, data != nil, overrides)
+	if err != nil {
+		return nil, fmt.Errorf("load config %s: %w", path, err)
 	}
-	if data != nil {
-		if err := v.MergeConfigMap(file.AllSettings()); err != nil {
-			return nil, fmt.Errorf("load config %s: %w", path, err)
-		}
-	}
-	flagged := map[string]bool{}
-	for _, k := range sortedKeys(overrides) {
-		lk := strings.ToLower(k)
-		if !isLeaf(lk) {
-			problems = append(problems, &Problem{Path: k, Want: "a known key (docs/configuration.md)", Got: "an unknown key"})
-			continue
-		}
-		v.Set(lk, overrides[k])
-		flagged[lk] = true
+	problems = append(problems, unknown...)
+	// overridden: the value came from a flag or the environment, not the file.
+	overridden := func(key string) bool {
+		return flagged[key] || key != "services" && os.Getenv(EnvName(key)) != ""
 	}
 
 	var c Config
-	err := v.Unmarshal(&c, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+	err = v.Unmarshal(&c, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		strictNumbers,
 		mapstructure.StringToTimeDurationHookFunc(),
 	)))
 	if err != nil {
 		problems = append(problems, decodeProblems(err, "", v.AllSettings())...)
 	}
-	for _, l := range leaves { // a value from a flag or the environment has no line in the file
-		if _, inFile := lines[l.key]; inFile && (flagged[l.key] || l.env && os.Getenv(EnvName(l.key)) != "") {
+	for _, l := range leaves { // such a value has no line in the file
+		if _, inFile := lines[l.key]; inFile && overridden(l.key) {
 			lines[l.key] = 0
 		}
 	}
@@ -130,13 +100,63 @@ func load(path string, data []byte, overrides map[string]any) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load config %s: %w", path, err)
 		}
-		fromFile := func(key string) bool {
-			fromEnv := key != "services" && os.Getenv(EnvName(key)) != ""
-			return !flagged[key] && !fromEnv && file.IsSet(key)
-		}
-		resolvePaths(&c, filepath.Dir(abs), fromFile)
+		resolvePaths(&c, filepath.Dir(abs), func(key string) bool { return !overridden(key) && file.IsSet(key) })
 	}
 	return &c, nil
+}
+
+// readFile reads the YAML file's content (nil: no file) after checking its
+// keys; a file whose keys repeat returns only its problems, since the
+// decoder would refuse it with less to say.
+func readFile(path string, data []byte) (file *viper.Viper, lines keyLines, problems []*Problem, err error) {
+	file = viper.New()
+	file.SetConfigType("yaml")
+	if data == nil {
+		return file, nil, nil, nil
+	}
+	var dup bool
+	if lines, problems, dup, err = scanYAML(data); err != nil {
+		return nil, nil, nil, fmt.Errorf("load config %s: %w", path, err)
+	}
+	if dup {
+		return nil, nil, nil, invalid(problems)
+	}
+	if err := file.ReadConfig(bytes.NewReader(data)); err != nil {
+		return nil, nil, nil, fmt.Errorf("load config %s: %w", path, err)
+	}
+	return file, lines, problems, nil
+}
+
+// layers stacks the defaults, the file (when there is one), the
+// environment and the overrides, in that order of precedence. It returns
+// which keys the overrides set and the overrides that name no key.
+func layers(file *viper.Viper, hasFile bool, overrides map[string]any) (*viper.Viper, map[string]bool, []*Problem, error) {
+	v := viper.New()
+	v.SetConfigType("yaml")
+	for _, l := range leaves {
+		v.SetDefault(l.key, l.val)
+		if l.env {
+			// BindEnv fails only without a key.
+			_ = v.BindEnv(l.key, EnvName(l.key))
+		}
+	}
+	if hasFile {
+		if err := v.MergeConfigMap(file.AllSettings()); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	flagged := map[string]bool{}
+	var problems []*Problem
+	for _, k := range sortedKeys(overrides) {
+		lk := strings.ToLower(k)
+		if !isLeaf(lk) {
+			problems = append(problems, &Problem{Path: k, Want: "a known key (docs/configuration.md)", Got: "an unknown key"})
+			continue
+		}
+		v.Set(lk, overrides[k])
+		flagged[lk] = true
+	}
+	return v, flagged, problems, nil
 }
 
 // resolvePaths makes the relative paths that came from the file relative

@@ -315,22 +315,15 @@ func (s *scanner) unmarshaler(t reflect.Type) error {
 
 // object scans an object for a struct, a map or (nil) anything.
 func (s *scanner) object(t reflect.Type) error {
-	if len(s.path) >= MaxDepth {
-		s.addAt(s.pos, fmt.Sprintf("objects and arrays nested at most %d deep", MaxDepth), "deeper nesting")
-		return errStop
+	if err := s.enter(); err != nil {
+		return err
 	}
 	var info *structInfo
 	if t != nil && t.Kind() == reflect.Struct {
 		info = fieldsOf(t)
 	}
 	lvl := s.level(info)
-	s.pos++ // '{'
-	s.skipWS()
-	if s.pos < len(s.data) && s.data[s.pos] == '}' {
-		s.pos++
-		return nil
-	}
-	for {
+	for empty := s.opened('}'); !empty; {
 		s.skipWS()
 		if s.pos == len(s.data) || s.data[s.pos] != '"' {
 			return s.syntax("a key in double quotes")
@@ -355,17 +348,49 @@ func (s *scanner) object(t reflect.Type) error {
 		if err != nil {
 			return err
 		}
-		s.skipWS()
-		switch {
-		case s.pos < len(s.data) && s.data[s.pos] == ',':
-			s.pos++
-		case s.pos < len(s.data) && s.data[s.pos] == '}':
-			s.pos++
-			return s.full()
-		default:
-			return s.syntax("',' or '}' after a value")
+		if more, err := s.after('}'); !more {
+			return err
 		}
 	}
+	return nil
+}
+
+// enter refuses nesting deeper than MaxDepth.
+func (s *scanner) enter() error {
+	if len(s.path) >= MaxDepth {
+		s.addAt(s.pos, fmt.Sprintf("objects and arrays nested at most %d deep", MaxDepth), "deeper nesting")
+		return errStop
+	}
+	return nil
+}
+
+// opened takes the opening '{' or '[' and reports whether end closes the
+// object or array at once.
+func (s *scanner) opened(end byte) bool {
+	s.pos++
+	s.skipWS()
+	if s.pos < len(s.data) && s.data[s.pos] == end {
+		s.pos++
+		return true
+	}
+	return false
+}
+
+// after takes what follows a member or element: a ',' (more follow) or
+// end (the object or array is done).
+func (s *scanner) after(end byte) (more bool, err error) {
+	s.skipWS()
+	if s.pos < len(s.data) {
+		switch s.data[s.pos] {
+		case ',':
+			s.pos++
+			return true, nil
+		case end:
+			s.pos++
+			return false, s.full()
+		}
+	}
+	return false, s.syntax(fmt.Sprintf("',' or '%c' after a value", end))
 }
 
 // member checks one key of an object and returns the type its value is for.
@@ -464,34 +489,21 @@ func (s *scanner) level(info *structInfo) *level {
 
 // array scans an array whose elements are for elem (nil: anything).
 func (s *scanner) array(elem reflect.Type) error {
-	if len(s.path) >= MaxDepth {
-		s.addAt(s.pos, fmt.Sprintf("objects and arrays nested at most %d deep", MaxDepth), "deeper nesting")
-		return errStop
+	if err := s.enter(); err != nil {
+		return err
 	}
-	s.pos++ // '['
-	s.skipWS()
-	if s.pos < len(s.data) && s.data[s.pos] == ']' {
-		s.pos++
-		return nil
-	}
-	for i := 0; ; i++ {
+	for i, empty := 0, s.opened(']'); !empty; i++ {
 		s.path = append(s.path, seg{idx: i, isIndex: true})
 		err := s.value(elem)
 		s.path = s.path[:len(s.path)-1]
 		if err != nil {
 			return err
 		}
-		s.skipWS()
-		switch {
-		case s.pos < len(s.data) && s.data[s.pos] == ',':
-			s.pos++
-		case s.pos < len(s.data) && s.data[s.pos] == ']':
-			s.pos++
-			return s.full()
-		default:
-			return s.syntax("',' or ']' after a value")
+		if more, err := s.after(']'); !more {
+			return err
 		}
 	}
+	return nil
 }
 
 // str scans a string and returns its bytes between the quotes.
