@@ -1,0 +1,73 @@
+package observe
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// scripted is a Source whose next answer the test sets: a counter that
+// grows by step per scrape, or an error.
+type scripted struct {
+	mu       sync.Mutex
+	requests float64
+	step     float64
+	err      error
+}
+
+func (s *scripted) Scrape(context.Context) (Reading, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return Reading{}, s.err
+	}
+	s.requests += s.step
+	return Reading{At: time.Now(), Requests: s.requests}, nil
+}
+
+func (s *scripted) fail(err error) {
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+}
+
+// TestObserverStates: fresh while scrapes work, stale while they fail for
+// less than MaxAge, expired after, and no data again until two scrapes
+// after an outage (no delta spans it).
+func TestObserverStates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scripted{step: 10}
+		o := NewObserver(src, Config{Interval: 5 * time.Second, Window: time.Minute, MaxAge: 15 * time.Second})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- o.Run(ctx) }()
+		expect := func(when string, state State, rate float64) {
+			t.Helper()
+			synctest.Wait()
+			obs := o.Observe()
+			if obs.State != state || obs.Usable() != (state == StateFresh || state == StateStale) || rate >= 0 && obs.RateRPS != rate {
+				t.Errorf("%s: %s (%s), rate %g; want %s, rate %g", when, obs.State, obs.Reason, obs.RateRPS, state, rate)
+			}
+		}
+		expect("after the first scrape", StateNoData, -1)
+		time.Sleep(5 * time.Second)
+		expect("after two scrapes", StateFresh, 2)
+		src.fail(errors.New("connection refused"))
+		time.Sleep(10 * time.Second)
+		expect("10 s into an outage", StateStale, 2)
+		time.Sleep(10 * time.Second)
+		expect("20 s into an outage", StateExpired, 2)
+		src.fail(nil)
+		time.Sleep(5 * time.Second)
+		expect("one scrape after the outage", StateNoData, -1)
+		time.Sleep(5 * time.Second)
+		expect("two scrapes after the outage", StateFresh, 2)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,121 @@
+package observe
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// reading is a reading at t0+sec with a histogram over bounds 10, 20, 50 ms.
+func reading(sec int, requests float64, counts ...float64) Reading {
+	r := Reading{At: t0.Add(time.Duration(sec) * time.Second), Requests: requests}
+	if counts != nil {
+		r.Latency = &Histogram{Bounds: []float64{10, 20, 50, math.Inf(1)}, Counts: counts, Count: counts[len(counts)-1]}
+		r.DurationCount = r.Latency.Count
+	}
+	return r
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// TestWindowInterpolates: percentiles interpolate linearly inside the bucket
+// that holds the rank, from bucket deltas (what the first reading had
+// already counted does not count).
+func TestWindowInterpolates(t *testing.T) {
+	w := Window{Span: time.Minute}
+	w.Add(reading(0, 1000, 500, 500, 500, 500)) // before the window: only a base
+	w.Add(reading(10, 1100, 550, 590, 599, 600))
+	s, ok := w.Stats()
+	if !ok {
+		t.Fatal("no stats from two readings")
+	}
+	// Deltas: 50, 90, 99, 100 cumulative.
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{{"rate", s.RateRPS, 10}, {"p50", s.P50MS, 10}, {"p90", s.P90MS, 20}, {"p99", s.P99MS, 50}} {
+		if !near(c.got, c.want) {
+			t.Errorf("%s = %g, want %g", c.name, c.got, c.want)
+		}
+	}
+	if s.P99AtLeast || s.P99LowMS != 20 || s.P99HighMS != 50 {
+		t.Errorf("p99 in [%g, %g] (at least %v), want [20, 50], not flagged", s.P99LowMS, s.P99HighMS, s.P99AtLeast)
+	}
+}
+
+// TestWindowCounterReset: a counter that goes down is a restart: the
+// reading after it counts from zero, and the rate never goes negative.
+func TestWindowCounterReset(t *testing.T) {
+	w := Window{Span: time.Minute}
+	w.Add(reading(0, 100, 10, 20, 30, 40))
+	w.Add(reading(5, 150, 20, 40, 60, 80))
+	w.Add(reading(10, 20, 5, 10, 15, 20)) // restarted: 20 since
+	s, _ := w.Stats()
+	if s.Requests != 70 || !near(s.RateRPS, 7) {
+		t.Errorf("requests %g, rate %g; want 70, 7", s.Requests, s.RateRPS)
+	}
+	// Buckets: 10,20,30,40 from the first delta plus 5,10,15,20 since the
+	// restart make 15,30,45,60: rank 30 is the top of the 20 ms bucket.
+	if !near(s.P50MS, 20) {
+		t.Errorf("p50 = %g, want 20", s.P50MS)
+	}
+}
+
+// TestWindowSpan: readings older than the span go, but for the newest of
+// them, which stays as the base of the first delta.
+func TestWindowSpan(t *testing.T) {
+	w := Window{Span: 10 * time.Second}
+	for sec := 0; sec <= 30; sec += 5 {
+		w.Add(reading(sec, float64(sec*10)))
+	}
+	if w.Len() != 3 { // 20 (base), 25, 30
+		t.Fatalf("%d readings, want 3", w.Len())
+	}
+	s, _ := w.Stats()
+	if s.Elapsed != 10*time.Second || !near(s.RateRPS, 10) {
+		t.Errorf("elapsed %s, rate %g; want 10s, 10", s.Elapsed, s.RateRPS)
+	}
+	w.Add(reading(25, 0)) // out of order: dropped
+	if w.Len() != 3 {
+		t.Errorf("an older reading was kept")
+	}
+}
+
+// TestWindowTailBucket: a p99 in the +Inf bucket is the last finite bound,
+// flagged as a lower bound.
+func TestWindowTailBucket(t *testing.T) {
+	w := Window{Span: time.Minute}
+	w.Add(reading(0, 0, 0, 0, 0, 0))
+	w.Add(reading(10, 100, 10, 20, 90, 100))
+	s, _ := w.Stats()
+	if s.P99MS != 50 || !s.P99AtLeast || !math.IsInf(s.P99HighMS, 1) {
+		t.Errorf("p99 %g (at least %v), want 50, true", s.P99MS, s.P99AtLeast)
+	}
+}
+
+// TestWindowSummaryAndMean: without a histogram, the mean comes from the
+// duration counters and the percentiles from the server's summary.
+func TestWindowSummaryAndMean(t *testing.T) {
+	w := Window{Span: time.Minute}
+	w.Add(Reading{At: t0, Requests: 100, DurationSumMS: 1000, DurationCount: 100})
+	w.Add(Reading{At: t0.Add(10 * time.Second), Requests: 200, DurationSumMS: 3000, DurationCount: 200,
+		Quantiles: map[float64]float64{0.5: 12, 0.99: 80}})
+	s, _ := w.Stats()
+	if !near(s.MeanMS, 20) || s.P99MS != 80 || s.P50MS != 12 || !math.IsNaN(s.P90MS) {
+		t.Errorf("mean %g, p50 %g, p90 %g, p99 %g; want 20, 12, NaN, 80", s.MeanMS, s.P50MS, s.P90MS, s.P99MS)
+	}
+}
+
+func TestWindowNeedsTwoReadings(t *testing.T) {
+	var w Window
+	w.Span = time.Minute
+	if _, ok := w.Stats(); ok {
+		t.Error("stats from no reading")
+	}
+	w.Add(reading(0, 1, 1, 1, 1, 1))
+	if s, ok := w.Stats(); ok || !math.IsNaN(s.P99MS) {
+		t.Errorf("stats from one reading: %+v", s)
+	}
+}
