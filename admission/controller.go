@@ -339,7 +339,7 @@ func (c *Controller) predictAll(ctx context.Context, trainers []Trainer) ([]Serv
 		if err != nil {
 			return nil, probe{}, err
 		}
-		preds[i] = ServicePrediction{Service: svc.Name, SLOP99MS: svc.SLOP99MS, SoloP99MS: lat.SoloP99MS, PredictedP99MS: lat.P99MS}
+		preds[i] = ServicePrediction{Service: svc.Name, RateRPS: svc.RateRPS, SLOP99MS: svc.SLOP99MS, SoloP99MS: lat.SoloP99MS, PredictedP99MS: lat.P99MS}
 		limit := c.limit(svc)
 		p.fits = p.fits && lat.P99MS <= limit
 		p.score = max(p.score, lat.P99MS/limit)

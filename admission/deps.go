@@ -107,5 +107,14 @@ type Deps struct {
 	Store     Store
 	Events    Events
 	Predictor Predictor
-	Logger    *slog.Logger
+	// Observer, when set, reports the services' observed request rates.
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// Observer reports what an inference service's own metrics say.
+type Observer interface {
+	// ObservedRate is the service's request rate over the last window,
+	// and whether it may be decided on (recent enough).
+	ObservedRate(service string) (rps float64, ok bool)
 }

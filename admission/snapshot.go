@@ -84,7 +84,9 @@ func (c *Controller) snapshot() *snapshot {
 // c.mu; on the frozen copy they read the snapshot's config without the lock.
 // c.mu is held.
 func (c *Controller) frozen() *Controller {
-	return &Controller{deps: c.deps, log: c.log, cfg: c.cfg}
+	cfg := c.cfg
+	cfg.Services = c.observedServices(cfg.Services)
+	return &Controller{deps: c.deps, log: c.log, cfg: cfg}
 }
 
 // unchangedLocked reports whether the config and the live leases at now are

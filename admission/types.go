@@ -200,7 +200,10 @@ const (
 // ServicePrediction is one inference service's predicted tail latency with
 // the decision's lease set, next to its SLO and its solo figure.
 type ServicePrediction struct {
-	Service        string
+	Service string
+	// RateRPS is the request rate predicted at: the configured one, or the
+	// observed one (rounded up to its band) when that is higher.
+	RateRPS        float64
 	SLOP99MS       float64
 	SoloP99MS      float64
 	PredictedP99MS float64

@@ -112,6 +112,9 @@ type Reason struct {
 type ServicePrediction struct {
 	// Service is the inference service's name.
 	Service string `json:"service"`
+	// RateRPS is the request rate predicted at: the configured one, or the
+	// observed one (rounded up to a 5 % band) when that is higher.
+	RateRPS float64 `json:"rate_rps"`
 	// SLOP99MS is the service's SLO on p99 latency, in milliseconds.
 	SLOP99MS float64 `json:"slo_p99_ms"`
 	// SoloP99MS is the predicted p99 with no training job, in milliseconds.
@@ -209,6 +212,32 @@ type ServiceStatus struct {
 	SLOP99MS float64 `json:"slo_p99_ms"`
 	// PredictedP99MS is the predicted p99 with the current leases.
 	PredictedP99MS float64 `json:"predicted_p99_ms"`
+	// PredictedAtRPS is the rate that prediction used: RateRPS, or the
+	// observed rate's band when that is higher.
+	PredictedAtRPS float64 `json:"predicted_at_rps"`
+	// Observed is what the service's server reports about itself, when
+	// its metrics are configured.
+	Observed *ObservedStatus `json:"observed,omitempty"`
+}
+
+// ObservedStatus is a window of the server's own metrics. Figures the
+// window cannot give (no request, no histogram) are null.
+type ObservedStatus struct {
+	// State is no_data, fresh, stale (scrapes fail; the last good window
+	// is still used) or expired (nothing observed is used).
+	State string `json:"state"`
+	// Reason says why, in one sentence.
+	Reason string `json:"reason"`
+	// AgeSeconds is the time since the last good scrape.
+	AgeSeconds float64 `json:"age_s"`
+	// WindowSeconds is the time the figures cover.
+	WindowSeconds float64  `json:"window_s"`
+	RateRPS       *float64 `json:"rate_rps"`
+	MeanMS        *float64 `json:"mean_ms"`
+	P99MS         *float64 `json:"p99_ms"`
+	// P99LowMS and P99HighMS bound the histogram bucket the p99 fell in.
+	P99LowMS  *float64 `json:"p99_low_ms,omitempty"`
+	P99HighMS *float64 `json:"p99_high_ms,omitempty"`
 }
 
 // Event tells a launcher that one of its leases changed. Events are kept in

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/gpu"
+	"github.com/colocd/colocd/observe"
 )
 
 // Config is colocd's whole configuration, one YAML file. The mapstructure
@@ -153,6 +154,10 @@ type Service struct {
 	RateRPS float64 `mapstructure:"rate_rps"`
 	// SLO is the latency objective.
 	SLO SLO `mapstructure:"slo"`
+	// Metrics, when set, is where the service's server exports its own
+	// metrics: a decision then predicts at the observed rate when it is
+	// above RateRPS, and status shows what the server observes.
+	Metrics observe.Endpoint `mapstructure:"metrics"`
 }
 
 // SLO is a service's latency objective, on latency_ms (arrival to

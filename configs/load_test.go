@@ -3,6 +3,7 @@ package configs
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -355,4 +356,63 @@ func TestOverriddenKeyHasNoLine(t *testing.T) {
 			t.Errorf("the environment's value is blamed on line %d", p.Line)
 		}
 	}
+}
+
+// TestLoadServiceMetrics: a service's metrics section decodes into the
+// observe package's own type, and its problems name their key and line.
+func TestLoadServiceMetrics(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, filepath.Join(dir, "good.yaml"), fmt.Sprintf(`services:
+  - name: chat
+    profile: %s
+    rate_rps: 8
+    slo: {p99_ms: 100}
+    metrics:
+      url: http://127.0.0.1:8000/metrics
+      preset: vllm
+      interval: 5s
+      labels: {model_name: llama}
+`, absPath(t, inferenceProfile)))
+	c, err := Load(good)
+	if err == nil {
+		err = c.Validate()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Services[0].Metrics
+	if m.URL != "http://127.0.0.1:8000/metrics" || m.Preset != "vllm" || m.Interval != 5*time.Second || m.Labels["model_name"] != "llama" {
+		t.Errorf("metrics %+v", m)
+	}
+	bad := writeFile(t, filepath.Join(dir, "bad.yaml"), fmt.Sprintf(`services:
+  - name: chat
+    profile: %s
+    rate_rps: 8
+    slo: {p99_ms: 100}
+    metrics:
+      url: http://127.0.0.1:8000/metrics
+      preset: ollama
+      intervl: 5s
+`, absPath(t, inferenceProfile)))
+	_, err = Load(bad)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Errors[0].Path != "services[0].metrics.intervl" || ve.Errors[0].Line != 9 {
+		t.Fatalf("a misspelt key: %v", err)
+	}
+	c, err = Load(writeFile(t, filepath.Join(dir, "bad2.yaml"), strings.Replace(mustRead(t, bad), "      intervl: 5s\n", "", 1)))
+	if err == nil {
+		err = c.Validate()
+	}
+	if !errors.As(err, &ve) || ve.Errors[0].Path != "services[0].metrics.preset" || ve.Errors[0].Line != 8 {
+		t.Fatalf("an unknown preset: %v", err)
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

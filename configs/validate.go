@@ -258,6 +258,11 @@ func (c *Config) checkServices(ck *checker) {
 		if !(s.SLO.P99MS > 0) || math.IsInf(s.SLO.P99MS, 0) {
 			ck.add(at+".slo.p99_ms", "a latency above 0 (ms)", fmtFloat(s.SLO.P99MS))
 		}
+		if s.Metrics.Set() {
+			if err := s.Metrics.Validate(at + ".metrics"); err != nil {
+				ck.nested(err)
+			}
+		}
 	}
 }
 

@@ -7,10 +7,13 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/internal/field"
 )
 
 // The pages below follow each server's exposition exactly as its source
@@ -261,4 +264,32 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestEndpointValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		e    Endpoint
+		want []string // paths
+	}{
+		{"valid preset", Endpoint{URL: "http://127.0.0.1:8000/metrics", Preset: "vllm", Interval: 5 * time.Second, Labels: map[string]string{"model_name": "m"}}, nil},
+		{"valid generic", Endpoint{URL: "https://infer:9000/metrics", Preset: "generic", Histogram: "lat_seconds", Counter: "req_total"}, nil},
+		{"everything wrong", Endpoint{URL: "file:///etc/passwd", Preset: "ollama", Interval: time.Millisecond, Labels: map[string]string{"bad-name": "x"}},
+			[]string{"m.url", "m.preset", "m.interval", "m.labels.bad-name"}},
+		{"generic without names", Endpoint{URL: "http://h/metrics", Preset: "generic"}, []string{"m.histogram"}},
+		{"preset with names", Endpoint{URL: "http://h/metrics", Preset: "tgi", Counter: "x"}, []string{"m.histogram"}},
+	}
+	for _, tt := range tests {
+		err := tt.e.Validate("m")
+		var got []string
+		var l *field.List
+		if errors.As(err, &l) {
+			for _, e := range l.Errors {
+				got = append(got, e.Path)
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v, want problems at %v", tt.name, err, tt.want)
+		}
+	}
 }

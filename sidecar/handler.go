@@ -230,7 +230,7 @@ func (h *handler) request(ctx context.Context, r *bus.AdmitRequest) (admission.R
 func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
 	out := &bus.Decision{Decision: string(d.Outcome), Reason: bus.Reason{Code: string(d.Code), Message: d.Message}, Sidecar: h.s.id}
 	for _, p := range d.Predictions {
-		out.Predictions = append(out.Predictions, bus.ServicePrediction{Service: p.Service, SLOP99MS: p.SLOP99MS, SoloP99MS: p.SoloP99MS, PredictedP99MS: p.PredictedP99MS})
+		out.Predictions = append(out.Predictions, bus.ServicePrediction{Service: p.Service, RateRPS: p.RateRPS, SLOP99MS: p.SLOP99MS, SoloP99MS: p.SoloP99MS, PredictedP99MS: p.PredictedP99MS})
 	}
 	if d.Lease != nil {
 		l := h.wireLease(*d.Lease)
@@ -395,11 +395,14 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 	}
 	specs := h.s.services()
 	for _, p := range st.Services {
-		ss := bus.ServiceStatus{Name: p.Service, SLOP99MS: p.SLOP99MS, PredictedP99MS: p.PredictedP99MS}
+		ss := bus.ServiceStatus{Name: p.Service, SLOP99MS: p.SLOP99MS, PredictedP99MS: p.PredictedP99MS, PredictedAtRPS: p.RateRPS}
 		for _, sp := range specs {
 			if sp.Name == p.Service {
 				ss.RateRPS = sp.RateRPS
 			}
+		}
+		if o, ok := h.s.watched.Observe(p.Service); ok {
+			ss.Observed = observedStatus(o)
 		}
 		out.Services = append(out.Services, ss)
 	}

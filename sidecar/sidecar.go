@@ -66,6 +66,7 @@ type Sidecar struct {
 
 	mu      sync.Mutex
 	specs   []admission.ServiceSpec
+	watched *watchedServices // the services' own metrics (observers.go)
 	closers []func(context.Context) error
 }
 
@@ -289,11 +290,13 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 		return err
 	}
 	s.specs = specs
+	s.watched = newWatchedServices(s.log.With("component", "metrics"), s.cfg.Services)
 	deps := admission.Deps{
 		Device:    admissionDevice(s.gpu, s.gpuInfo.Backend),
 		Store:     s.store,
 		Events:    &eventSink{events: events, metrics: s.tel.metrics, after: s.afterLeaseChange},
 		Predictor: &tracedPredictor{inner: s.model, tracer: s.tel.Tracer, metrics: s.tel.metrics},
+		Observer:  s.watched,
 		Logger:    s.log.With("component", "admission"),
 	}
 	if s.daemon != nil {
@@ -407,6 +410,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return s.adm.Run(gctx) })
 	g.Go(func() error { return s.watchStore(gctx) })
+	g.Go(func() error { return s.watched.Run(gctx) })
 	g.Go(func() error { return s.http.serve(gctx) })
 	if s.watcher != nil {
 		updates, cancel := s.watcher.Subscribe()
@@ -450,6 +454,7 @@ func (s *Sidecar) applyReloads(ctx context.Context, updates <-chan *configs.Conf
 			s.mu.Lock()
 			s.specs = specs
 			s.mu.Unlock()
+			s.watched.set(cfg.Services)
 			if err != nil { // applied, but the leases were not all re-planned
 				s.log.Error("config reload: applied; re-checking the leases failed", "err", err)
 			}

@@ -468,9 +468,14 @@ func printStatus(w io.Writer, st *bus.Status) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "service\trate req/s\tSLO p99 ms\tpredicted p99 ms")
+	fmt.Fprintln(tw, "service\trate req/s\tSLO p99 ms\tpredicted p99 ms\tat req/s\tobserved req/s\tobserved p99 ms\tmetrics")
 	for _, s := range st.Services {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\n", commentText(s.Name), s.RateRPS, s.SLOP99MS, s.PredictedP99MS)
+		orate, op99, state := "—", "—", "not configured"
+		if o := s.Observed; o != nil {
+			orate, op99, state = numOrDash(o.RateRPS), numOrDash(o.P99MS), commentText(o.State)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\n", commentText(s.Name), s.RateRPS, s.SLOP99MS, s.PredictedP99MS,
+			s.PredictedAtRPS, orate, op99, state)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -480,4 +485,11 @@ func printStatus(w io.Writer, st *bus.Status) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%v\n", commentText(l.ID), commentText(l.JobID), commentText(l.Owner), l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339), l.PIDs)
 	}
 	return tw.Flush()
+}
+
+func numOrDash(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", *v)
 }

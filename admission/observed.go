@@ -1,0 +1,40 @@
+package admission
+
+import (
+	"math"
+	"slices"
+)
+
+// rateStep is the ratio between two observed-rate bands: a decision
+// predicts at the band above the observed rate, so that rates within 5 % of
+// each other share one cached prediction and a new prediction is made only
+// when the load leaves its band.
+const rateStep = 1.05
+
+// rateBand is the smallest band rateStep^k (k a whole number) at or above r.
+func rateBand(r float64) float64 {
+	k := math.Ceil(math.Log(r)/math.Log(rateStep) - 1e-9)
+	return math.Pow(rateStep, k)
+}
+
+// observedServices returns services with each one's rate raised to its
+// observed band when the server reports more load than configured. A lower
+// observed rate is not used: a lease granted on it would need the guard to
+// throttle it when load returns.
+func (c *Controller) observedServices(services []ServiceSpec) []ServiceSpec {
+	if c.deps.Observer == nil {
+		return services
+	}
+	out := services
+	for i, s := range services {
+		rps, ok := c.deps.Observer.ObservedRate(s.Name)
+		if !ok || !(rps > s.RateRPS) || math.IsInf(rps, 0) {
+			continue
+		}
+		if &out[0] == &services[0] {
+			out = slices.Clone(services)
+		}
+		out[i].RateRPS = max(s.RateRPS, rateBand(rps))
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+package admission
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// fakeObserver reports a set rate per service.
+type fakeObserver struct {
+	mu    sync.Mutex
+	rates map[string]float64
+}
+
+func (f *fakeObserver) ObservedRate(service string) (float64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.rates[service]
+	return r, ok
+}
+
+func (f *fakeObserver) set(service string, rps float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rates == nil {
+		f.rates = map[string]float64{}
+	}
+	f.rates[service] = rps
+}
+
+// TestObservedRateRaisesThePrediction: a service that serves more than its
+// configured rate is predicted at what it serves (rounded up to its 5 %
+// band); one that serves less keeps the configured rate until the guard can
+// throttle when load returns.
+func TestObservedRateRaisesThePrediction(t *testing.T) {
+	obs := &fakeObserver{}
+	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
+	h.c.deps.Observer = obs
+	ctx := context.Background()
+	status := func() ServicePrediction {
+		t.Helper()
+		st, err := h.c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Services[0]
+	}
+	base := status()
+	if base.RateRPS != 100 {
+		t.Fatalf("rate %g without an observation, want the configured 100", base.RateRPS)
+	}
+	obs.set("bert", 40)
+	if got := status(); got.RateRPS != 100 || got.PredictedP99MS != base.PredictedP99MS {
+		t.Errorf("observed below the configured rate: rate %g, p99 %g; want 100, %g", got.RateRPS, got.PredictedP99MS, base.PredictedP99MS)
+	}
+	obs.set("bert", 150)
+	got := status()
+	if want := rateBand(150); got.RateRPS != want || !(got.RateRPS >= 150 && got.RateRPS < 150*1.05) {
+		t.Errorf("observed 150: rate %g, want the band %g", got.RateRPS, want)
+	}
+	if !(got.PredictedP99MS > base.PredictedP99MS) {
+		t.Errorf("p99 %g at 150 req/s, not above %g at 100", got.PredictedP99MS, base.PredictedP99MS)
+	}
+	obs.set("bert", 151) // same band: the same cached prediction
+	misses := h.model.Stats().Misses
+	if again := status(); again.PredictedP99MS != got.PredictedP99MS || h.model.Stats().Misses != misses {
+		t.Errorf("a rate in the same band predicted again")
+	}
+}
+
+func TestRateBand(t *testing.T) {
+	for _, r := range []float64{0.001, 0.6, 1, 8.5, 150, 1e6} {
+		b := rateBand(r)
+		if !(b >= r && b < r*1.05+1e-12) || math.Abs(rateBand(b)-b) > 1e-9*b {
+			t.Errorf("band(%g) = %g: want in [r, 1.05 r) and stable", r, b)
+		}
+	}
+}

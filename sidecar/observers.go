@@ -1,0 +1,139 @@
+package sidecar
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"reflect"
+	"sync"
+
+	"github.com/colocd/colocd/admission"
+	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/observe"
+)
+
+// watchedServices runs one observer of the server's own metrics per service
+// that has a metrics section, restarts them when a reload changes the
+// section, and answers admission and status about what they see.
+type watchedServices struct {
+	log     *slog.Logger
+	updates chan []configs.Service // the newest services, for Run
+
+	mu     sync.Mutex
+	byName map[string]*watched
+}
+
+type watched struct {
+	ep   observe.Endpoint
+	obs  *observe.Observer
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+var _ admission.Observer = (*watchedServices)(nil)
+
+func newWatchedServices(log *slog.Logger, services []configs.Service) *watchedServices {
+	w := &watchedServices{log: log, updates: make(chan []configs.Service, 1), byName: map[string]*watched{}}
+	w.set(services)
+	return w
+}
+
+// set hands Run the services of a (re)loaded configuration; only the newest
+// set waits.
+func (w *watchedServices) set(services []configs.Service) {
+	select {
+	case <-w.updates:
+	default:
+	}
+	w.updates <- services
+}
+
+// Run starts and stops the observers until ctx is done, then stops them all.
+func (w *watchedServices) Run(ctx context.Context) error {
+	defer w.apply(ctx, nil)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case services := <-w.updates:
+			w.apply(ctx, services)
+		}
+	}
+}
+
+// apply makes the running observers those of services: a section that is
+// gone or changed stops its observer, a new one starts one.
+func (w *watchedServices) apply(ctx context.Context, services []configs.Service) {
+	want := map[string]observe.Endpoint{}
+	for _, s := range services {
+		if s.Metrics.Set() {
+			want[s.Name] = s.Metrics
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, cur := range w.byName {
+		if ep, ok := want[name]; !ok || !reflect.DeepEqual(ep, cur.ep) {
+			cur.stop()
+			<-cur.done
+			delete(w.byName, name)
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	for name, ep := range want {
+		if _, ok := w.byName[name]; ok {
+			continue
+		}
+		obs, err := ep.Observer(w.log.With("service", name))
+		if err != nil { // validated with the config: not reached
+			w.log.Error("metrics observer", "service", name, "err", err)
+			continue
+		}
+		octx, stop := context.WithCancel(ctx)
+		x := &watched{ep: ep, obs: obs, stop: stop, done: make(chan struct{})}
+		go func() {
+			defer close(x.done)
+			_ = obs.Run(octx)
+		}()
+		w.byName[name] = x
+	}
+}
+
+// Observe returns what the service's server reports, if it is observed.
+func (w *watchedServices) Observe(service string) (observe.Observation, bool) {
+	w.mu.Lock()
+	x := w.byName[service]
+	w.mu.Unlock()
+	if x == nil {
+		return observe.Observation{}, false
+	}
+	return x.obs.Observe(), true
+}
+
+// ObservedRate is admission.Observer: the observed rate, when it may be used.
+func (w *watchedServices) ObservedRate(service string) (float64, bool) {
+	o, ok := w.Observe(service)
+	if !ok || !o.Usable() || math.IsNaN(o.RateRPS) {
+		return 0, false
+	}
+	return o.RateRPS, true
+}
+
+// observedStatus is the wire form of an observation; NaN becomes null.
+func observedStatus(o observe.Observation) *bus.ObservedStatus {
+	num := func(v float64) *float64 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	out := &bus.ObservedStatus{State: string(o.State), Reason: o.Reason, AgeSeconds: o.Age.Seconds(), WindowSeconds: o.Elapsed.Seconds(),
+		RateRPS: num(o.RateRPS), MeanMS: num(o.MeanMS), P99MS: num(o.P99MS), P99LowMS: num(o.P99LowMS), P99HighMS: num(o.P99HighMS)}
+	if o.State == observe.StateNoData {
+		out.RateRPS, out.MeanMS, out.P99MS, out.P99LowMS, out.P99HighMS = nil, nil, nil, nil, nil
+	}
+	return out
+}

@@ -1,0 +1,134 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/observe"
+)
+
+// vllmServer serves a vLLM metrics page whose request counter grows by
+// perScrape on every scrape, and reports each scrape on a channel.
+func vllmServer(t *testing.T, perScrape float64) (url string, scrapes <-chan int) {
+	t.Helper()
+	var mu sync.Mutex
+	n := 0
+	ch := make(chan int, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		k := n
+		mu.Unlock()
+		req := perScrape * float64(k)
+		fmt.Fprintf(w, "# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.\n"+
+			"# TYPE vllm:e2e_request_latency_seconds histogram\n"+
+			"vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.3\",model_name=\"m\"} %.1f\n"+
+			"vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.5\",model_name=\"m\"} %.1f\n"+
+			"vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\"} %.1f\n"+
+			"vllm:e2e_request_latency_seconds_count{engine=\"0\",model_name=\"m\"} %.1f\n"+
+			"vllm:e2e_request_latency_seconds_sum{engine=\"0\",model_name=\"m\"} %g\n"+
+			"# HELP vllm:request_success_total Count of successfully processed requests.\n"+
+			"# TYPE vllm:request_success_total counter\n"+
+			"vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=\"m\"} %.1f\n",
+			0.5*req, req, req, req, 0.3*req, req)
+		select {
+		case ch <- k:
+		default:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/metrics", ch
+}
+
+// TestObservedLoadRaisesPredictions: a service whose server serves far more
+// than its configured rate is predicted at the observed rate, in status and
+// in a quote, and status shows what the server reports.
+func TestObservedLoadRaisesPredictions(t *testing.T) {
+	url, scrapes := vllmServer(t, 500) // 500 requests a second at 1 s scrapes, against 8 configured
+	cfg := testConfig(t, "gpu-observed", 1e6)
+	cfg.Services[0].Metrics = observe.Endpoint{URL: url, Preset: "vllm", Interval: time.Second}
+	s := start(t, cfg, Options{})
+	c := client(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for k := 0; k < 3; { // the third scrape: the second reading is in the window
+		select {
+		case k = <-scrapes:
+		case <-ctx.Done():
+			t.Fatal("the server was not scraped three times")
+		}
+	}
+	st, err := c.Status(ctx, "gpu-observed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := st.Services[0]
+	o := svc.Observed
+	if o == nil || o.State != string(observe.StateFresh) || o.RateRPS == nil || *o.RateRPS < 100 || o.P99MS == nil {
+		t.Fatalf("observed %+v", o)
+	}
+	if svc.RateRPS != 8 || !(svc.PredictedAtRPS >= *o.RateRPS*0.5) || !(svc.PredictedAtRPS > 8) {
+		t.Errorf("configured %g, predicted at %g; want 8 and about the observed %g", svc.RateRPS, svc.PredictedAtRPS, *o.RateRPS)
+	}
+	d, err := c.Quote(ctx, admitReq("observed", 10, 50), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d) == 0 || len(d[0].Predictions) == 0 || !(d[0].Predictions[0].RateRPS > 8) {
+		t.Errorf("a quote predicted at %+v, want the observed rate", d)
+	}
+}
+
+// TestWatchedServicesFollowReloads: a new metrics section starts an
+// observer, a changed one moves it to the new server, and a removed one
+// stops it.
+func TestWatchedServicesFollowReloads(t *testing.T) {
+	urlA, scrapesA := vllmServer(t, 10)
+	urlB, scrapesB := vllmServer(t, 10)
+	svc := func(url string) []configs.Service {
+		s := configs.Service{Name: "chat"}
+		if url != "" {
+			s.Metrics = observe.Endpoint{URL: url, Preset: "vllm", Interval: time.Second}
+		}
+		return []configs.Service{s}
+	}
+	w := newWatchedServices(slog.New(slog.DiscardHandler), svc(urlA))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	wait := func(ch <-chan int, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s was not scraped", what)
+		}
+	}
+	wait(scrapesA, "the first server")
+	w.set(svc(urlB))
+	wait(scrapesB, "the server after the reload")
+	w.set(svc(""))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok := w.Observe("chat"); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the observer was not stopped when its section went")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
