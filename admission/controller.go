@@ -39,6 +39,7 @@ type Controller struct {
 	leases    map[string]*entry   // by lease id
 	byRequest map[[32]byte]string // request id's hash → lease id, live leases
 	idem      idempotency
+	guarded   []float64 // the services' rates the last Guard planned at
 }
 
 // validate validates req and returns its profile's key. A request that

@@ -79,3 +79,53 @@ func TestRateBand(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardFollowsObservedLoad: a lease granted in full at the configured
+// rate is throttled (or revoked) when the server reports load that no
+// longer fits, once; the same load again plans nothing, and a load back
+// under the configured rate raises nothing.
+func TestGuardFollowsObservedLoad(t *testing.T) {
+	ctx := context.Background()
+	m := newTestModel(t)
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	trainer := []Trainer{{Profile: trainingProfile("resnet"), Pct: 100}}
+	low, err := m.PredictP99(ctx, svc, trainer, predictor.ModeMPS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.RateRPS = rateBand(250)
+	high, err := m.PredictP99(ctx, svc, trainer, predictor.ModeMPS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(high.P99MS > low.P99MS) {
+		t.Fatalf("p99 %g at 250 req/s, not above %g at 100", high.P99MS, low.P99MS)
+	}
+	// The limit (1 - headroom) × SLO lies between the two.
+	slo := (low.P99MS + high.P99MS) / 2 / 0.9
+	obs := &fakeObserver{}
+	h := newHarness(t, predictor.ModeMPS, slo, nil)
+	h.c.deps.Observer = obs
+	d := mustDecide(t, h, request("r1"), Grant)
+	if d.Pct != 100 {
+		t.Fatalf("granted at %d %%, want 100", d.Pct)
+	}
+	if ev, err := h.c.Guard(ctx); err != nil || len(ev) != 0 {
+		t.Fatalf("no observation: events %v, %v", ev, err)
+	}
+	obs.set("bert", 250)
+	ev, err := h.c.Guard(ctx)
+	if err != nil || len(ev) != 1 || (ev[0].Type != EventThrottle && ev[0].Type != EventRevoke) {
+		t.Fatalf("load at 250 req/s: events %+v, %v; want one throttle or revoke", ev, err)
+	}
+	if ev[0].Type == EventThrottle && !(ev[0].Pct < 100 && ev[0].Pct >= 10) {
+		t.Errorf("throttled to %d %%", ev[0].Pct)
+	}
+	if ev, err := h.c.Guard(ctx); err != nil || len(ev) != 0 {
+		t.Errorf("the same load again: events %v, %v", ev, err)
+	}
+	obs.set("bert", 20)
+	if ev, err := h.c.Guard(ctx); err != nil || len(ev) != 0 {
+		t.Errorf("load back under the configured rate: events %v, %v", ev, err)
+	}
+}

@@ -6,11 +6,15 @@ import (
 	"math"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/observe"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // watchedServices runs one observer of the server's own metrics per service
@@ -136,4 +140,48 @@ func observedStatus(o observe.Observation) *bus.ObservedStatus {
 		out.RateRPS, out.MeanMS, out.P99MS, out.P99LowMS, out.P99HighMS = nil, nil, nil, nil, nil
 	}
 	return out
+}
+
+// guardTick is how often the guard looks for a service whose observed load
+// moved to another band; a look that finds none predicts nothing.
+const guardTick = time.Second
+
+// guardLoop has admission re-plan the live leases when a service's observed
+// load moves (admission.Controller.Guard), and traces each plan that
+// changed a lease as a colocd.guard span.
+func (s *Sidecar) guardLoop(ctx context.Context) error {
+	t := time.NewTicker(guardTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		start := time.Now()
+		events, err := s.adm.Guard(ctx)
+		if len(events) == 0 && err == nil {
+			continue // nothing moved: no span, or one a second would drown the traces
+		}
+		_, span := s.tel.Tracer.Start(ctx, "colocd.guard", trace.WithTimestamp(start))
+		for _, svc := range s.services() {
+			attrs := []attribute.KeyValue{attribute.String("colocd.service", svc.Name), attribute.Float64("colocd.configured_rate_rps", svc.RateRPS)}
+			if o, ok := s.watched.Observe(svc.Name); ok {
+				attrs = append(attrs, attribute.String("colocd.observed_state", string(o.State)), attribute.Float64("colocd.observed_rate_rps", o.RateRPS))
+				if !math.IsNaN(o.P99MS) {
+					attrs = append(attrs, attribute.Float64("colocd.observed_p99_ms", o.P99MS))
+				}
+			}
+			span.AddEvent("service", trace.WithAttributes(attrs...))
+		}
+		for _, e := range events {
+			span.AddEvent(string(e.Type), trace.WithAttributes(attribute.String("colocd.lease", e.LeaseID),
+				attribute.String("colocd.job", e.JobID), attribute.Int("colocd.pct", e.Pct), attribute.String("colocd.reason", e.Reason)))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+			s.log.Error("guard: re-planning the leases failed", "err", err)
+		}
+		span.End()
+	}
 }

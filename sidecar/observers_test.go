@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/observe"
 )
@@ -18,15 +19,23 @@ import (
 // perScrape on every scrape, and reports each scrape on a channel.
 func vllmServer(t *testing.T, perScrape float64) (url string, scrapes <-chan int) {
 	t.Helper()
+	url, scrapes, _ = loadServer(t, perScrape)
+	return url, scrapes
+}
+
+// loadServer is vllmServer whose growth per scrape the test can change.
+func loadServer(t *testing.T, perScrape float64) (url string, scrapes <-chan int, setStep func(float64)) {
+	t.Helper()
 	var mu sync.Mutex
-	n := 0
+	n, step, req := 0, perScrape, 0.0
 	ch := make(chan int, 100)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		n++
 		k := n
+		req += step
+		req := req
 		mu.Unlock()
-		req := perScrape * float64(k)
 		fmt.Fprintf(w, "# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.\n"+
 			"# TYPE vllm:e2e_request_latency_seconds histogram\n"+
 			"vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.3\",model_name=\"m\"} %.1f\n"+
@@ -44,7 +53,11 @@ func vllmServer(t *testing.T, perScrape float64) (url string, scrapes <-chan int
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL + "/metrics", ch
+	return srv.URL + "/metrics", ch, func(v float64) {
+		mu.Lock()
+		step = v
+		mu.Unlock()
+	}
 }
 
 // TestObservedLoadRaisesPredictions: a service whose server serves far more
@@ -130,5 +143,47 @@ func TestWatchedServicesFollowReloads(t *testing.T) {
 			t.Fatal("the observer was not stopped when its section went")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestGuardThrottlesOnObservedLoad: a lease granted in full at the
+// configured rate gets a throttle (or revoke) event when the server's own
+// metrics show a load at which it no longer fits.
+func TestGuardThrottlesOnObservedLoad(t *testing.T) {
+	low, high := p99AtRate(t, 100, 8), p99AtRate(t, 100, 10)
+	if !(high > low) {
+		t.Fatalf("p99 %g at 10 req/s, not above %g at 8", high, low)
+	}
+	url, scrapes, setStep := loadServer(t, 0) // idle: nothing observed above the configured rate
+	cfg := testConfig(t, "gpu-guard", (low+high)/2/(1-configs.Default().Admission.Headroom))
+	cfg.Services[0].Metrics = observe.Endpoint{URL: url, Preset: "vllm", Interval: time.Second}
+	s := start(t, cfg, Options{})
+	c := client(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	events, err := c.Events(ctx, s.ID(), "guarded", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Stop()
+	d, err := c.Admit(ctx, s.ID(), admitReq("guarded", 10, 100))
+	if err != nil || d.Lease == nil || d.Lease.ActiveThreadPct != 100 {
+		t.Fatalf("admit: %v %+v", err, d)
+	}
+	setStep(40) // about 40 req/s at one scrape a second, five times the configured rate
+	for k := 0; k < 3; {
+		select {
+		case k = <-scrapes:
+		case <-ctx.Done():
+			t.Fatal("not scraped")
+		}
+	}
+	select {
+	case rec := <-events.C():
+		if rec.Event.LeaseID != d.Lease.ID || (rec.Event.Type != bus.EventThrottle && rec.Event.Type != bus.EventRevoke) {
+			t.Errorf("event %+v, want a throttle or revoke of %s", rec.Event, d.Lease.ID)
+		}
+	case <-ctx.Done():
+		t.Fatal("no guard event")
 	}
 }

@@ -411,6 +411,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	g.Go(func() error { return s.adm.Run(gctx) })
 	g.Go(func() error { return s.watchStore(gctx) })
 	g.Go(func() error { return s.watched.Run(gctx) })
+	g.Go(func() error { return s.guardLoop(gctx) })
 	g.Go(func() error { return s.http.serve(gctx) })
 	if s.watcher != nil {
 		updates, cancel := s.watcher.Subscribe()

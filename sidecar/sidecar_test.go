@@ -127,6 +127,12 @@ func admitReq(job string, minPct, maxPct int) *bus.AdmitRequest {
 // preset the simulated GPU picks), requests and seed.
 func p99At(t *testing.T, pct int) float64 {
 	t.Helper()
+	return p99AtRate(t, pct, 8)
+}
+
+// p99AtRate is p99At at another request rate.
+func p99AtRate(t *testing.T, pct int, rate float64) float64 {
+	t.Helper()
 	inf, err := predictor.LoadProfile(serviceProfile)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +146,7 @@ func p99At(t *testing.T, pct int) float64 {
 		t.Fatal(err)
 	}
 	var pr predictor.Predictor
-	sc := &predictor.Scenario{Inference: inf, Training: []*predictor.Profile{tr}, RateRPS: 8, Requests: testRequests, Seed: 1,
+	sc := &predictor.Scenario{Inference: inf, Training: []*predictor.Profile{tr}, RateRPS: rate, Requests: testRequests, Seed: 1,
 		TrainingPct: []float64{float64(pct)}, DeviceSMs: 132}
 	pred, err := pr.PredictMPS(sc, cal.MPS.Params())
 	if err != nil {
