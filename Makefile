@@ -31,10 +31,13 @@ predict: build
 
 # The one command CI and newcomers run. The calibration fits do less under
 # the race detector (a fit takes some 20 s there, its cross-validation ten
-# times that), so they run again in full without it.
+# times that), so they run again in full without it. Every benchmark runs
+# once, so that none rots between two `make bench` (figures come from
+# `make bench` alone).
 test: lint
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -count=1 -run '^TestFit' ./predictor/calibrate/
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x $(PKGS)
 	$(MAKE) harness-test
 	$(MAKE) fuzz FUZZTIME=10000x
 

@@ -63,7 +63,7 @@ func benchDecide(b *testing.B, workers int, cold bool) {
 		if cold {
 			h.model.Purge()
 		}
-		req.RequestID = fmt.Sprint("bench-", i)
+		req.RequestID = fmt.Sprintf("bench-request-id-%022d", i) // ids are 22 characters at least
 		i++
 		start := time.Now()
 		d, err := h.c.Decide(ctx, req)
