@@ -3,7 +3,6 @@ package configs
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -362,18 +361,18 @@ func TestOverriddenKeyHasNoLine(t *testing.T) {
 // observe package's own type, and its problems name their key and line.
 func TestLoadServiceMetrics(t *testing.T) {
 	dir := t.TempDir()
-	good := writeFile(t, filepath.Join(dir, "good.yaml"), fmt.Sprintf(`services:
+	// service is a file with one service whose metrics section is metrics
+	// (lines from line 7 on).
+	service := func(name, metrics string) string {
+		return writeFile(t, filepath.Join(dir, name), fmt.Sprintf(`services:
   - name: chat
     profile: %s
     rate_rps: 8
     slo: {p99_ms: 100}
     metrics:
-      url: http://127.0.0.1:8000/metrics
-      preset: vllm
-      interval: 5s
-      labels: {model_name: llama}
-`, absPath(t, inferenceProfile)))
-	c, err := Load(good)
+%s`, absPath(t, inferenceProfile), metrics))
+	}
+	c, err := Load(service("good.yaml", "      url: http://127.0.0.1:8000/metrics\n      preset: vllm\n      interval: 5s\n      labels: {model_name: llama}\n"))
 	if err == nil {
 		err = c.Validate()
 	}
@@ -384,35 +383,21 @@ func TestLoadServiceMetrics(t *testing.T) {
 	if m.URL != "http://127.0.0.1:8000/metrics" || m.Preset != "vllm" || m.Interval != 5*time.Second || m.Labels["model_name"] != "llama" {
 		t.Errorf("metrics %+v", m)
 	}
-	bad := writeFile(t, filepath.Join(dir, "bad.yaml"), fmt.Sprintf(`services:
-  - name: chat
-    profile: %s
-    rate_rps: 8
-    slo: {p99_ms: 100}
-    metrics:
-      url: http://127.0.0.1:8000/metrics
-      preset: ollama
-      intervl: 5s
-`, absPath(t, inferenceProfile)))
-	_, err = Load(bad)
-	var ve *ValidationError
-	if !errors.As(err, &ve) || ve.Errors[0].Path != "services[0].metrics.intervl" || ve.Errors[0].Line != 9 {
-		t.Fatalf("a misspelt key: %v", err)
+	tests := []struct {
+		name, metrics, path string
+		line                int
+	}{
+		{"a misspelt key", "      url: http://127.0.0.1:8000/metrics\n      preset: vllm\n      intervl: 5s\n", "services[0].metrics.intervl", 9},
+		{"an unknown preset", "      url: http://127.0.0.1:8000/metrics\n      preset: ollama\n", "services[0].metrics.preset", 8},
 	}
-	c, err = Load(writeFile(t, filepath.Join(dir, "bad2.yaml"), strings.Replace(mustRead(t, bad), "      intervl: 5s\n", "", 1)))
-	if err == nil {
-		err = c.Validate()
+	for _, tt := range tests {
+		c, err := Load(service(tt.name+".yaml", tt.metrics))
+		if err == nil {
+			err = c.Validate()
+		}
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Errors[0].Path != tt.path || ve.Errors[0].Line != tt.line {
+			t.Errorf("%s: %v, want %s on line %d", tt.name, err, tt.path, tt.line)
+		}
 	}
-	if !errors.As(err, &ve) || ve.Errors[0].Path != "services[0].metrics.preset" || ve.Errors[0].Line != 8 {
-		t.Fatalf("an unknown preset: %v", err)
-	}
-}
-
-func mustRead(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

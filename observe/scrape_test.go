@@ -27,12 +27,8 @@ func vllmPage(n float64) string {
 	var b strings.Builder
 	b.WriteString("# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.\n")
 	b.WriteString("# TYPE vllm:e2e_request_latency_seconds histogram\n")
-	for _, bk := range []struct {
-		le   string
-		frac float64
-	}{{"0.3", 0}, {"0.5", 0}, {"1.0", 0.4}, {"2.5", 0.8}, {"5.0", 1}, {"+Inf", 1}} {
-		fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_bucket{%sle=%q,%s} %.1f\n", m, bk.le, model, bk.frac*n)
-	}
+	writeBuckets(&b, "vllm:e2e_request_latency_seconds_bucket{"+m+"le=%q,"+model+"} %.1f\n", n,
+		[]string{"0.3", "0.5", "1.0", "2.5", "5.0", "+Inf"}, 0, 0, 0.4, 0.8, 1, 1)
 	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_count{%s%s} %.1f\n", m, model, n)
 	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_sum{%s%s} %g\n", m, model, 1.7*n)
 	b.WriteString("# HELP vllm:request_success_total Count of successfully processed requests.\n")
@@ -50,17 +46,21 @@ func sglangPage(n float64) string {
 	b.WriteString("# HELP sglang:e2e_request_latency_seconds Histogram of End-to-end request latency in seconds\n")
 	b.WriteString("# TYPE sglang:e2e_request_latency_seconds histogram\n")
 	fmt.Fprintf(&b, "sglang:e2e_request_latency_seconds_sum{%s%s} %g\n", l, model, 1.7*n)
-	for _, bk := range []struct {
-		le   string
-		frac float64
-	}{{"0.6", 0}, {"1.0", 0.4}, {"2.0", 0.6}, {"4.0", 0.9}, {"6.0", 1}, {"+Inf", 1}} {
-		fmt.Fprintf(&b, "sglang:e2e_request_latency_seconds_bucket{%sle=%q,%s} %.1f\n", l, bk.le, model, bk.frac*n)
-	}
+	writeBuckets(&b, "sglang:e2e_request_latency_seconds_bucket{"+l+"le=%q,"+model+"} %.1f\n", n,
+		[]string{"0.6", "1.0", "2.0", "4.0", "6.0", "+Inf"}, 0, 0.4, 0.6, 0.9, 1, 1)
 	fmt.Fprintf(&b, "sglang:e2e_request_latency_seconds_count{%s%s} %.1f\n", l, model, n)
 	b.WriteString("# HELP sglang:num_requests_total Number of requests processed.\n")
 	b.WriteString("# TYPE sglang:num_requests_total counter\n")
 	fmt.Fprintf(&b, "sglang:num_requests_total{%s%s} %.1f\n", l, model, n)
 	return b.String()
+}
+
+// writeBuckets writes one bucket line per bound, with its fraction of n
+// requests as the count.
+func writeBuckets(b *strings.Builder, line string, n float64, les []string, fracs ...float64) {
+	for i, le := range les {
+		fmt.Fprintf(b, line, le, fracs[i]*n)
+	}
 }
 
 func tgiPage(n float64) string {
