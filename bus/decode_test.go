@@ -128,7 +128,7 @@ func TestWireKeys(t *testing.T) {
 		{"status", Status{}, []string{"sidecar", "gpu", "mode", "ready", "health", "services", "leases"}},
 		{"service status", ServiceStatus{}, []string{"name", "rate_rps", "slo_p99_ms", "predicted_p99_ms", "predicted_at_rps"}},
 		{"service status observed", ServiceStatus{Observed: &ObservedStatus{}}, []string{"name", "rate_rps", "slo_p99_ms", "predicted_p99_ms", "predicted_at_rps", "observed"}},
-		{"observed", ObservedStatus{}, []string{"state", "reason", "age_s", "window_s", "rate_rps", "mean_ms", "p99_ms"}},
+		{"observed", ObservedStatus{}, []string{"state", "reason", "age_s", "window_s", "rate_rps", "forecast_rps", "mean_ms", "p99_ms"}},
 		{"event", Event{ActiveThreadPct: 1, Deadline: &deadline}, []string{"type", "lease_id", "job_id", "active_thread_pct", "deadline", "reason", "time"}},
 		{"event minimal", Event{}, []string{"type", "lease_id", "job_id", "reason", "time"}},
 	}

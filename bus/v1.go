@@ -233,8 +233,10 @@ type ObservedStatus struct {
 	// WindowSeconds is the time the figures cover.
 	WindowSeconds float64  `json:"window_s"`
 	RateRPS       *float64 `json:"rate_rps"`
-	MeanMS        *float64 `json:"mean_ms"`
-	P99MS         *float64 `json:"p99_ms"`
+	// ForecastRPS is the rate forecast 30 s ahead (Holt's linear trend).
+	ForecastRPS *float64 `json:"forecast_rps"`
+	MeanMS      *float64 `json:"mean_ms"`
+	P99MS       *float64 `json:"p99_ms"`
 	// P99LowMS and P99HighMS bound the histogram bucket the p99 fell in.
 	P99LowMS  *float64 `json:"p99_low_ms,omitempty"`
 	P99HighMS *float64 `json:"p99_high_ms,omitempty"`

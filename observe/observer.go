@@ -17,6 +17,9 @@ type Source interface {
 const (
 	DefaultInterval = 5 * time.Second
 	DefaultWindow   = time.Minute
+	// DefaultHorizon is how far ahead the rate is forecast: long enough
+	// for a throttle to be decided and published before the load arrives.
+	DefaultHorizon = 30 * time.Second
 )
 
 // Config sets how often an Observer scrapes and how long it trusts what it saw.
@@ -29,6 +32,8 @@ type Config struct {
 	// past it the observation is expired and the configured rate applies
 	// again (0: three intervals).
 	MaxAge time.Duration
+	// Horizon is how far ahead the rate is forecast (0: DefaultHorizon).
+	Horizon time.Duration
 	// Logger logs state changes; nil discards.
 	Logger *slog.Logger
 }
@@ -58,6 +63,9 @@ type Observation struct {
 	Age time.Duration
 	// Reason says why the state is what it is, in one sentence.
 	Reason string
+	// ForecastRPS is the request rate forecast Horizon ahead by Holt's
+	// linear trend on each interval's rate (NaN before two scrapes).
+	ForecastRPS float64
 }
 
 // Usable reports whether the figures may be decided on.
@@ -71,6 +79,7 @@ type Observer struct {
 
 	mu      sync.Mutex
 	win     Window
+	holt    Holt
 	lastOK  time.Time
 	lastErr error
 }
@@ -85,6 +94,9 @@ func NewObserver(src Source, cfg Config) *Observer {
 	}
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = 3 * cfg.Interval
+	}
+	if cfg.Horizon <= 0 {
+		cfg.Horizon = DefaultHorizon
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -131,6 +143,10 @@ func (o *Observer) scrapeOnce(ctx context.Context) {
 		// After an outage longer than MaxAge, a delta across it would
 		// average the gap: start the window over.
 		o.win = Window{Span: o.cfg.Window}
+		o.holt.Reset()
+	}
+	if prev, ok := o.win.Last(); ok && r.At.After(prev.At) {
+		o.holt.Add(delta(prev.Requests, r.Requests) / r.At.Sub(prev.At).Seconds())
 	}
 	o.lastErr, o.lastOK = nil, now
 	o.win.Add(r)
@@ -141,7 +157,7 @@ func (o *Observer) Observe() Observation {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	stats, ok := o.win.Stats()
-	obs := Observation{Stats: stats}
+	obs := Observation{Stats: stats, ForecastRPS: o.holt.Forecast(float64(o.cfg.Horizon) / float64(o.cfg.Interval))}
 	if !o.lastOK.IsZero() {
 		obs.Age = time.Since(o.lastOK)
 	}

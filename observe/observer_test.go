@@ -71,3 +71,28 @@ func TestObserverStates(t *testing.T) {
 		}
 	})
 }
+
+// TestObserverForecasts: a load that grows scrape after scrape is forecast
+// above its current windowed rate.
+func TestObserverForecasts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scripted{step: 10}
+		o := NewObserver(src, Config{Interval: 5 * time.Second, Window: time.Minute, Horizon: 15 * time.Second})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- o.Run(ctx) }()
+		for i := range 6 { // 10, 20, ... requests per interval: 2, 4, 6 ... req/s
+			src.mu.Lock()
+			src.step = 10 * float64(i+1)
+			src.mu.Unlock()
+			time.Sleep(5 * time.Second)
+		}
+		synctest.Wait()
+		obs := o.Observe()
+		if !(obs.ForecastRPS > obs.RateRPS) || !(obs.ForecastRPS > 12) {
+			t.Errorf("rising load: forecast %g, windowed rate %g; want the forecast above both it and the last interval's 12", obs.ForecastRPS, obs.RateRPS)
+		}
+		cancel()
+		<-done
+	})
+}

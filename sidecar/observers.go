@@ -117,11 +117,16 @@ func (w *watchedServices) Observe(service string) (observe.Observation, bool) {
 	return x.obs.Observe(), true
 }
 
-// ObservedRate is admission.Observer: the observed rate, when it may be used.
+// ObservedRate is admission.Observer: the load to plan for, when it may be
+// used: the windowed rate, or its forecast when that is higher, so that a
+// rising load is planned for before it arrives.
 func (w *watchedServices) ObservedRate(service string) (float64, bool) {
 	o, ok := w.Observe(service)
 	if !ok || !o.Usable() || math.IsNaN(o.RateRPS) {
 		return 0, false
+	}
+	if f := o.ForecastRPS; f > o.RateRPS && !math.IsInf(f, 0) {
+		return f, true
 	}
 	return o.RateRPS, true
 }
@@ -135,9 +140,9 @@ func observedStatus(o observe.Observation) *bus.ObservedStatus {
 		return &v
 	}
 	out := &bus.ObservedStatus{State: string(o.State), Reason: o.Reason, AgeSeconds: o.Age.Seconds(), WindowSeconds: o.Elapsed.Seconds(),
-		RateRPS: num(o.RateRPS), MeanMS: num(o.MeanMS), P99MS: num(o.P99MS), P99LowMS: num(o.P99LowMS), P99HighMS: num(o.P99HighMS)}
+		RateRPS: num(o.RateRPS), ForecastRPS: num(o.ForecastRPS), MeanMS: num(o.MeanMS), P99MS: num(o.P99MS), P99LowMS: num(o.P99LowMS), P99HighMS: num(o.P99HighMS)}
 	if o.State == observe.StateNoData {
-		out.RateRPS, out.MeanMS, out.P99MS, out.P99LowMS, out.P99HighMS = nil, nil, nil, nil, nil
+		out.RateRPS, out.ForecastRPS, out.MeanMS, out.P99MS, out.P99LowMS, out.P99HighMS = nil, nil, nil, nil, nil, nil
 	}
 	return out
 }
