@@ -152,7 +152,19 @@ func (s *scanner) lineAt(off int) int {
 	return bytes.Count(s.data[:off], []byte{'\n'}) + 1
 }
 
+// maxPath bounds a path in a message: its start and end, with "…" for the
+// middle of a deeper one.
+const maxPath = 120
+
 func (s *scanner) pathString() string {
+	p := s.fullPath()
+	if len(p) > maxPath {
+		p = p[:maxPath/2] + "…" + p[len(p)-maxPath/2:]
+	}
+	return p
+}
+
+func (s *scanner) fullPath() string {
 	var b strings.Builder
 	for _, p := range s.path {
 		if p.isIndex {

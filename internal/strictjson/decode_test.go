@@ -130,6 +130,9 @@ func TestDecodeBoundsWork(t *testing.T) {
 	if err := Decode("doc", []byte(deep), &d); !errors.As(err, &l) || len(l.Errors) != 1 || !strings.Contains(l.Errors[0].Want, "nested at most") {
 		t.Fatalf("deep nesting: %v", err)
 	}
+	if p := l.Errors[0].Path; len(p) > maxPath+len("…") || !strings.HasPrefix(p, "raw[0]") {
+		t.Errorf("the path of a deep problem is %d bytes: %.80s…", len(p), p)
+	}
 	dups := `{"name":null` + strings.Repeat(`,"name":null`, 200_000) + `}`
 	if err := Decode("doc", []byte(dups), &d); !errors.As(err, &l) || len(l.Errors) != MaxErrors {
 		t.Fatalf("repeated keys: %v", err)
