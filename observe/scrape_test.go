@@ -293,3 +293,25 @@ func TestEndpointValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestScrapeOfAHangingServer: a server that never finishes its page costs
+// a scrape no more than the context allows.
+func TestScrapeOfAHangingServer(t *testing.T) {
+	release := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("# TYPE vllm:request_success_total counter\n"))
+		w.(http.Flusher).Flush()
+		select { // a page that never ends
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer hs.Close()
+	defer close(release)
+	vllm, _ := PresetNamed("vllm")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := (&Scraper{URL: hs.URL, Preset: vllm}).Scrape(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("got %v, want the context's deadline", err)
+	}
+}
