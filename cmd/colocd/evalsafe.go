@@ -64,9 +64,14 @@ func checkDecision(d *bus.Decision, sidecar string) error {
 	if l.ActiveThreadPct < 1 || l.ActiveThreadPct > 100 {
 		return bad("lease.active_thread_pct", "a percentage in [1, 100]", l.ActiveThreadPct)
 	}
-	for k := range l.Env {
+	for k, v := range l.Env {
 		if !envKeyRe.MatchString(k) || !slices.Contains(sidecarEnv, k) {
 			return bad("lease.env", "only "+strings.Join(sidecarEnv, ", "), k)
+		}
+		// Quoted, a newline would still be safe to eval, but it would split
+		// one export over two lines for whatever reads the output by line.
+		if len(v) > 4096 || strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }) {
+			return bad("lease.env."+k, "a value of at most 4096 bytes without control characters", v)
 		}
 	}
 	return nil
