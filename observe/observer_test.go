@@ -40,10 +40,8 @@ func (s *scripted) fail(err error) {
 func TestObserverStates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &scripted{step: 10}
-		o := NewObserver(src, Config{Interval: 5 * time.Second, Window: time.Minute, MaxAge: 15 * time.Second})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- o.Run(ctx) }()
+		o, stop := runObserver(t, src, Config{Interval: 5 * time.Second, Window: time.Minute, MaxAge: 15 * time.Second})
+		defer stop()
 		expect := func(when string, state State, rate float64) {
 			t.Helper()
 			synctest.Wait()
@@ -65,10 +63,6 @@ func TestObserverStates(t *testing.T) {
 		expect("one scrape after the outage", StateNoData, -1)
 		time.Sleep(5 * time.Second)
 		expect("two scrapes after the outage", StateFresh, 2)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
 	})
 }
 
@@ -77,10 +71,8 @@ func TestObserverStates(t *testing.T) {
 func TestObserverForecasts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &scripted{step: 10}
-		o := NewObserver(src, Config{Interval: 5 * time.Second, Window: time.Minute, Horizon: 15 * time.Second})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- o.Run(ctx) }()
+		o, stop := runObserver(t, src, Config{Interval: 5 * time.Second, Window: time.Minute, Horizon: 15 * time.Second})
+		defer stop()
 		for i := range 6 { // 10, 20, ... requests per interval: 2, 4, 6 ... req/s
 			src.mu.Lock()
 			src.step = 10 * float64(i+1)
@@ -92,7 +84,20 @@ func TestObserverForecasts(t *testing.T) {
 		if !(obs.ForecastRPS > obs.RateRPS) || !(obs.ForecastRPS > 12) {
 			t.Errorf("rising load: forecast %g, windowed rate %g; want the forecast above both it and the last interval's 12", obs.ForecastRPS, obs.RateRPS)
 		}
-		cancel()
-		<-done
 	})
+}
+
+// runObserver runs an observer of src until stop, which fails the test if
+// Run returned an error.
+func runObserver(t *testing.T, src Source, cfg Config) (*Observer, func()) {
+	o := NewObserver(src, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- o.Run(ctx) }()
+	return o, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
 }
