@@ -14,6 +14,7 @@ import (
 	"github.com/colocd/colocd/observe"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -131,6 +132,27 @@ func (w *watchedServices) ObservedRate(service string) (float64, bool) {
 	return o.RateRPS, true
 }
 
+// recordObserved sets the observed gauges of /metrics; a figure the
+// window cannot give (NaN) is not recorded.
+func (s *Sidecar) recordObserved(ctx context.Context) {
+	m := s.tel.metrics
+	for _, svc := range s.services() {
+		o, ok := s.watched.Observe(svc.Name)
+		if !ok {
+			continue
+		}
+		attrs := metricAttrs("service", svc.Name)
+		for _, g := range []struct {
+			gauge metric.Float64Gauge
+			v     float64
+		}{{m.observedRate, o.RateRPS}, {m.forecastRate, o.ForecastRPS}, {m.observedP99, o.P99MS}, {m.observedAge, o.Age.Seconds()}} {
+			if !math.IsNaN(g.v) && !math.IsInf(g.v, 0) && o.State != observe.StateNoData {
+				g.gauge.Record(ctx, g.v, attrs)
+			}
+		}
+	}
+}
+
 // observedStatus is the wire form of an observation; NaN becomes null.
 func observedStatus(o observe.Observation) *bus.ObservedStatus {
 	num := func(v float64) *float64 {
@@ -163,6 +185,7 @@ func (s *Sidecar) guardLoop(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+		s.recordObserved(ctx)
 		start := time.Now()
 		events, err := s.adm.Guard(ctx)
 		if len(events) == 0 && err == nil {

@@ -3,9 +3,11 @@ package sidecar
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +91,13 @@ func TestObservedLoadRaisesPredictions(t *testing.T) {
 	}
 	if svc.RateRPS != 8 || !(svc.PredictedAtRPS >= *o.RateRPS*0.5) || !(svc.PredictedAtRPS > 8) {
 		t.Errorf("configured %g, predicted at %g; want 8 and about the observed %g", svc.RateRPS, svc.PredictedAtRPS, *o.RateRPS)
+	}
+	// /metrics shows what the server reports, once the guard's next tick
+	// has recorded it.
+	for _, want := range []string{`colocd_observed_rate_per_second{`, `colocd_observed_p99_milliseconds{`, `colocd_observed_age_seconds{`} {
+		if !eventually(ctx, func() bool { return strings.Contains(getMetrics(t, s), want) }) {
+			t.Errorf("/metrics lacks %s:\n%s", want, getMetrics(t, s))
+		}
 	}
 	d, err := c.Quote(ctx, admitReq("observed", 10, 50), 5*time.Second)
 	if err != nil {
@@ -186,4 +195,31 @@ func TestGuardThrottlesOnObservedLoad(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no guard event")
 	}
+}
+
+func getMetrics(t *testing.T, s *running) string {
+	t.Helper()
+	resp, err := http.Get("http://" + s.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// eventually polls cond until it holds or ctx ends: for figures a loop of
+// the sidecar records on its own timer.
+func eventually(ctx context.Context, cond func() bool) bool {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return true
 }

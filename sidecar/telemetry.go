@@ -133,11 +133,13 @@ type metrics struct {
 	predictedP99 metric.Float64Gauge
 	leases       metric.Int64Gauge
 	events       metric.Int64Counter
+	// What each service's server reports (observers.go), once a second.
+	observedRate, forecastRate, observedP99, observedAge metric.Float64Gauge
 }
 
 func newMetrics(m metric.Meter) (*metrics, error) {
 	var ms metrics
-	var errs [6]error
+	var errs [10]error
 	ms.decisions, errs[0] = m.Int64Counter("colocd.decisions", metric.WithDescription("admission decisions by outcome and reason code"))
 	ms.predictionS, errs[1] = m.Float64Histogram("colocd.prediction.duration", metric.WithUnit("s"),
 		metric.WithDescription("time to predict one service under one co-location"),
@@ -149,6 +151,14 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		metric.WithDescription("the latest predicted latency p99 of each inference service with the leases it has"))
 	ms.leases, errs[4] = m.Int64Gauge("colocd.leases", metric.WithDescription("live leases"))
 	ms.events, errs[5] = m.Int64Counter("colocd.events", metric.WithDescription("lease events published, by type"))
+	ms.observedRate, errs[6] = m.Float64Gauge("colocd.observed.rate", metric.WithUnit("1/s"),
+		metric.WithDescription("the request rate each inference service's server reports, over the observer's window"))
+	ms.forecastRate, errs[7] = m.Float64Gauge("colocd.observed.forecast", metric.WithUnit("1/s"),
+		metric.WithDescription("the request rate forecast 30 s ahead from the server's own metrics"))
+	ms.observedP99, errs[8] = m.Float64Gauge("colocd.observed.p99", metric.WithUnit("ms"),
+		metric.WithDescription("the latency p99 each inference service's server reports, over the observer's window"))
+	ms.observedAge, errs[9] = m.Float64Gauge("colocd.observed.age", metric.WithUnit("s"),
+		metric.WithDescription("time since the last good scrape of each service's metrics"))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
