@@ -78,6 +78,25 @@ func (s *yamlScan) walk(n *yaml.Node, t reflect.Type, prefix string) {
 			s.lines[strings.ToLower(at)] = item.Line
 			s.walk(item, t.Elem(), at)
 		}
+	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
+		// The decoder reads every key in lower case, a map's own keys too
+		// (metrics.labels): a key in upper case would silently become
+		// another one.
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			at := joinKey(prefix, k.Value)
+			if first, ok := seen[strings.ToLower(k.Value)]; ok {
+				s.add(at, k.Line, "each key once", fmt.Sprintf("it again (first on line %d)", first))
+				s.dup = true
+				continue
+			}
+			seen[strings.ToLower(k.Value)] = k.Line
+			s.lines[strings.ToLower(at)] = k.Line
+			if k.Value != strings.ToLower(k.Value) {
+				s.add(at, k.Line, fmt.Sprintf("a key in lower case (%q): keys here are read in lower case", strings.ToLower(k.Value)), "a key with upper-case letters")
+			}
+		}
 	}
 }
 

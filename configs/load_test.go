@@ -401,3 +401,24 @@ func TestLoadServiceMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadMapKeysInLowerCase: a label name in upper case, which the decoder
+// would silently lower, is refused by name and line.
+func TestLoadMapKeysInLowerCase(t *testing.T) {
+	path := writeFile(t, filepath.Join(t.TempDir(), "labels.yaml"), fmt.Sprintf(`services:
+  - name: chat
+    profile: %s
+    rate_rps: 8
+    slo: {p99_ms: 100}
+    metrics:
+      url: http://127.0.0.1:8000/metrics
+      preset: vllm
+      labels:
+        Model_Name: llama
+`, absPath(t, inferenceProfile)))
+	_, err := Load(path)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Errors[0].Path != "services[0].metrics.labels.Model_Name" || ve.Errors[0].Line != 10 {
+		t.Fatalf("got %v", err)
+	}
+}
