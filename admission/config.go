@@ -44,8 +44,9 @@ type Config struct {
 	// registered PIDs is "not yet visible" to NVML, so its memory is
 	// subtracted from NVML's free memory (default 60s). See docs/admission.md.
 	VisibilityWindow time.Duration
-	// ThrottleGrace is how long a launcher has to act on a throttle or revoke
-	// event after an SLO reload (default 2m).
+	// ThrottleGrace is how long a launcher has to act on a throttle or
+	// revoke event (default 2m): to register workers restarted at the new
+	// percentage, or to stop. Past it the lease is revoked and evicted.
 	ThrottleGrace time.Duration
 	// IdempotencyTTL is how long a request_id's decision is remembered
 	// (default 10m); IdempotencyMax bounds how many are (default 1024).

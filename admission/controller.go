@@ -435,18 +435,25 @@ func (c *Controller) leaseDuration(secs int) time.Duration {
 	return time.Duration(secs) * time.Second
 }
 
-// liveAt reports whether e counts at now: not yet expired, or with its
+// liveAt reports whether e is live at now: not yet expired, or with its
 // record being written. A renew in flight may have been due before its
 // write ends (and a grant's write may outlast its first term): until the
 // write is done, its capacity stays taken. c.mu is held.
 func (e *entry) liveAt(now time.Time) bool { return e.writing || now.Before(e.lease.ExpiresAt) }
 
-// liveLocked returns the leases that count at now (liveAt), oldest first
+// countsLocked reports whether e's capacity is taken at now: while it is
+// live, and after it ended for as long as it has processes to evict (the
+// expiry loop evicts them, then forgets the lease). c.mu is held.
+func (c *Controller) countsLocked(e *entry, now time.Time) bool {
+	return e.liveAt(now) || c.deps.Evictor != nil && len(e.lease.PIDs)+len(e.lease.Retired) > 0
+}
+
+// liveLocked returns the leases that count at now (countsLocked), oldest first
 // (the order in which they are trainers in a prediction).
 func (c *Controller) liveLocked(now time.Time) []*entry {
 	out := make([]*entry, 0, len(c.leases))
 	for _, e := range c.leases {
-		if e.liveAt(now) {
+		if c.countsLocked(e, now) {
 			out = append(out, e)
 		}
 	}

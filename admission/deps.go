@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/colocd/colocd/predictor"
 )
@@ -24,6 +25,39 @@ type ProcessLister interface {
 	// ComputePIDs returns the process ids of the GPU's compute processes
 	// and MPS clients, as NVML reports them.
 	ComputePIDs(ctx context.Context) ([]int, error)
+}
+
+// ProcessClock tells when a host process started. With it, Register
+// accepts only processes that started after the lease was granted (or
+// throttled): the inference server's processes, and any other that ran
+// before, cannot be registered and so can never be evicted.
+type ProcessClock interface {
+	// StartTime returns when process pid started (to the second); an error
+	// wrapping ErrNoProcess when no such process runs.
+	StartTime(pid int) (time.Time, error)
+}
+
+// ErrNoProcess is what a ProcessClock's error wraps for a PID that has no
+// running process.
+var ErrNoProcess = errors.New("no such process")
+
+// Process is one registered process of a job. Started is zero when the
+// host did not tell.
+type Process struct {
+	PID     int
+	Started time.Time
+}
+
+// Evictor ends a job's GPU work (the sidecar passes the MPS daemon's
+// terminate_client). It is used when a lease ends without its launcher's
+// release: revoked, throttled and not restarted by the deadline, or
+// expired.
+type Evictor interface {
+	// Evict ends the GPU work of each process that is still an MPS client
+	// and still the process that was registered (same start time), never by
+	// a signal. A process already gone is not an error; one that could not
+	// be terminated is.
+	Evict(ctx context.Context, procs []Process) error
 }
 
 // Daemon is the MPS control daemon's health (consulted in MPS mode only).
@@ -109,7 +143,12 @@ type Deps struct {
 	Predictor Predictor
 	// Observer, when set, reports the services' observed request rates.
 	Observer Observer
-	Logger   *slog.Logger
+	// Processes, when set, tells when a registered process started.
+	Processes ProcessClock
+	// Evictor, when set, ends the processes of a lease that ends without a
+	// release; without it such a lease is only forgotten.
+	Evictor Evictor
+	Logger  *slog.Logger
 }
 
 // Observer reports what an inference service's own metrics say.

@@ -37,47 +37,143 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
-// expire removes every lease whose time has come and returns its expire
-// event. Each record is deleted without the lock (write.go); a lease whose
-// record is being written (a renew in flight) waits for the next round. A
-// store that fails to delete is logged, not retried: the capacity is freed
-// all the same, and Restore expires what was left behind.
+// evictRetry is how long a lease whose processes could not be evicted
+// keeps its capacity before the next try.
+const evictRetry = 5 * time.Second
+
+// duty is what the expiry loop must do with a lease now.
+type duty int
+
+const (
+	dutyNone    duty = iota
+	dutyExpire       // its time is up (not renewed, or revoked and at its deadline)
+	dutyRevoke       // throttled and not restarted by the deadline
+	dutyRetired      // restarted, and its old processes are due to be gone
+)
+
+// dutyAt says what the expiry loop must do with e at now. c.mu is held.
+func (e *entry) dutyAt(now time.Time) duty {
+	l := &e.lease
+	switch {
+	case e.writing:
+		return dutyNone
+	case !now.Before(l.ExpiresAt):
+		return dutyExpire
+	case l.Deadline.IsZero() || now.Before(l.Deadline):
+		return dutyNone
+	case l.awaitingRestart() && !l.Revoked:
+		return dutyRevoke
+	case len(l.Retired) > 0:
+		return dutyRetired
+	}
+	return dutyNone
+}
+
+// expire acts on every lease whose time has come and returns the events:
+// an expired lease's processes are evicted, its record deleted and its
+// capacity freed (expire event); a throttled lease whose launcher did not
+// register restarted workers by the deadline is revoked the same way
+// (revoke, then expire event); a restarted lease's retired processes are
+// evicted. Eviction and the store run without the lock (write.go), a lease
+// being written waits for the next round. A lease whose processes could
+// not all be evicted keeps its record and its capacity, revoked, and is
+// tried again after evictRetry: its capacity is freed only once its
+// processes are gone. A store that fails to delete is logged, not retried:
+// the capacity is freed all the same, and Restore expires what was left.
 func (c *Controller) expire(ctx context.Context) []Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
 	var due []*entry
 	for _, e := range c.leases {
-		if !e.liveAt(now) {
+		if e.dutyAt(now) != dutyNone {
 			due = append(due, e)
 		}
 	}
 	var events []Event
 	for _, e := range due {
-		// No one renews or changes an expired lease, so e is as it was
-		// when collected, also after another one's delete released the lock.
-		l := e.lease.clone()
-		if err := c.writeLocked(e, func() error { return c.deps.Store.Delete(ctx, &l) }); err != nil && !errors.Is(err, ErrNotFound) {
-			c.log.Warn("delete expired lease", "lease", l.ID, "err", err)
+		// No one else changes a due lease but a renew or register that
+		// raced this loop; the duty is read again after any write ended.
+		c.waitWrittenLocked(e)
+		if c.leases[e.lease.ID] != e {
+			continue
 		}
-		reason := "the lease was not renewed before it expired"
-		if l.Revoked {
-			reason = "the revoked lease reached its deadline"
-		}
-		events = append(events, Event{Type: EventExpire, LeaseID: l.ID, JobID: l.JobID, Pct: l.Pct, Reason: reason, Time: now})
-		c.forget(&e.lease)
+		events = append(events, c.dischargeLocked(ctx, e, e.dutyAt(time.Now()))...)
 	}
-	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.LeaseID, b.LeaseID) })
+	slices.SortStableFunc(events, func(a, b Event) int { return strings.Compare(a.LeaseID, b.LeaseID) })
 	return events
 }
 
-// nextExpiryLocked returns the earliest expiry among the leases not being
-// written (a write's end wakes the loop).
+// dischargeLocked does duty d for e and returns its events. c.mu is held.
+func (c *Controller) dischargeLocked(ctx context.Context, e *entry, d duty) []Event {
+	now := time.Now()
+	l := e.lease.clone()
+	switch d {
+	case dutyRetired:
+		if err := c.evictLocked(ctx, e, l.Retired); err != nil {
+			c.log.Warn("evict the replaced processes of a throttled lease", "lease", l.ID, "err", err)
+			return nil
+		}
+		l.Retired = nil
+		if err := c.update(ctx, "evict", e, l); err != nil {
+			c.log.Warn("store a lease after evicting its replaced processes", "lease", l.ID, "err", err)
+		}
+		return nil
+	case dutyExpire, dutyRevoke:
+	default:
+		return nil
+	}
+	var events []Event
+	reason := "the lease was not renewed before it expired"
+	if l.Revoked {
+		reason = "the revoked lease reached its deadline"
+	}
+	if d == dutyRevoke {
+		reason = "the throttled job did not register workers restarted at its new percentage before the deadline"
+		events = append(events, Event{Type: EventRevoke, LeaseID: l.ID, JobID: l.JobID, Pct: l.Pct, Deadline: now, Reason: reason, Time: now})
+	}
+	procs := append(l.procs(), l.Retired...)
+	if err := c.evictLocked(ctx, e, procs); err != nil {
+		c.log.Warn("evict the processes of an ended lease; it keeps its capacity until they are gone", "lease", l.ID, "retry_in", evictRetry, "err", err)
+		l.Revoked, l.ExpiresAt, l.Deadline = true, now.Add(evictRetry), now.Add(evictRetry)
+		e.lease = l // in memory only: Restore evicts again what the store still holds
+		return events
+	}
+	if err := c.writeLocked(e, func() error { return c.deps.Store.Delete(ctx, &l) }); err != nil && !errors.Is(err, ErrNotFound) {
+		c.log.Warn("delete expired lease", "lease", l.ID, "err", err)
+	}
+	events = append(events, Event{Type: EventExpire, LeaseID: l.ID, JobID: l.JobID, Pct: l.Pct, Reason: reason, Time: now})
+	c.forget(&e.lease)
+	return events
+}
+
+// evictLocked ends procs through the Evictor, with c.mu released and e
+// marked as being written (it keeps its capacity meanwhile). c.mu is held.
+func (c *Controller) evictLocked(ctx context.Context, e *entry, procs []Process) error {
+	if c.deps.Evictor == nil || len(procs) == 0 {
+		return nil
+	}
+	err := c.writeLocked(e, func() error { return c.deps.Evictor.Evict(ctx, procs) })
+	if err == nil {
+		c.log.Info("evicted the processes of a lease", "lease", e.lease.ID, "job", e.lease.JobID, "processes", len(procs))
+	}
+	return err
+}
+
+// nextExpiryLocked returns the earliest time the loop has a duty, among
+// the leases not being written (a write's end wakes the loop).
 func (c *Controller) nextExpiryLocked() (time.Time, bool) {
 	var next time.Time
 	for _, e := range c.leases {
-		if !e.writing && (next.IsZero() || e.lease.ExpiresAt.Before(next)) {
-			next = e.lease.ExpiresAt
+		if e.writing {
+			continue
+		}
+		at := e.lease.ExpiresAt
+		if d := e.lease.Deadline; !d.IsZero() && d.Before(at) && (e.lease.awaitingRestart() || len(e.lease.Retired) > 0) {
+			at = d
+		}
+		if next.IsZero() || at.Before(next) {
+			next = at
 		}
 	}
 	return next, !next.IsZero()
@@ -147,7 +243,7 @@ func (c *Controller) Restore(ctx context.Context) error {
 	c.signal()
 	perr := c.publish(ctx, events)
 	if live > 0 {
-		if _, err := c.replanLive(ctx); err != nil {
+		if _, err := c.replanLive(ctx, "after a restart"); err != nil {
 			c.log.Warn("restore leases: re-checking them against the SLOs failed; they stay as stored", "err", err)
 		}
 	}
@@ -207,12 +303,21 @@ func checkStored(l *Lease) string {
 		return fmt.Sprintf("priority %d out of [%d, %d]", l.Priority, MinPriority, MaxPriority)
 	case len(l.PIDs) > MaxProcesses:
 		return fmt.Sprintf("%d pids, more than %d", len(l.PIDs), MaxProcesses)
+	case len(l.Starts) != 0 && len(l.Starts) != len(l.PIDs):
+		return fmt.Sprintf("%d start times for %d pids", len(l.Starts), len(l.PIDs))
+	case len(l.Retired) > MaxProcesses:
+		return fmt.Sprintf("%d replaced processes, more than %d", len(l.Retired), MaxProcesses)
 	case l.ExpiresAt.IsZero() || l.CreatedAt.IsZero():
 		return "no creation or expiry time"
 	}
 	for _, p := range l.PIDs {
 		if p < 1 || p > MaxPID {
 			return fmt.Sprintf("pid %d out of [1, %d]", p, MaxPID)
+		}
+	}
+	for _, p := range l.Retired {
+		if p.PID < 1 || p.PID > MaxPID {
+			return fmt.Sprintf("replaced pid %d out of [1, %d]", p.PID, MaxPID)
 		}
 	}
 	if err := l.Profile.Validate(); err != nil {

@@ -19,7 +19,7 @@ func (c *Controller) Guard(ctx context.Context) ([]Event, error) {
 	if same {
 		return nil, nil
 	}
-	events, err := c.replanLive(ctx)
+	events, err := c.replanLive(ctx, "as the inference server's observed load rose")
 	if err != nil {
 		return events, err
 	}

@@ -84,11 +84,17 @@ func (c *Controller) Release(ctx context.Context, leaseID, token string) error {
 // identify its MPS clients for eviction, and make its memory count through
 // NVML rather than as not-yet-visible. Like a renew it extends a lease that
 // is not revoked to its full duration from now (never shortens it): the
-// launcher that registers has its grant. Errors as for Renew, and ErrInvalid
-// for bad pids (each in [1, MaxPID], no repeats, at most the request's
-// processes when it gave a count, else MaxProcesses, and, when the Device
-// is a ProcessLister, each a process on the GPU), ErrUnavailable when the
-// GPU's processes cannot be read.
+// launcher that registers has its grant. After a throttle, a register is
+// how the launcher shows its workers restarted at the new percentage.
+//
+// Errors as for Renew, and ErrInvalid for bad pids: each in [1, MaxPID],
+// no repeats, at most the request's processes when it gave a count (else
+// MaxProcesses), none held by another live lease; when the Device is a
+// ProcessLister, each a process on the GPU; and when a ProcessClock is set,
+// each a running process that started after the lease was granted, or
+// after its last throttle (to the second: /proc's precision), so that no
+// process that ran before it (the inference server's) can be registered
+// for eviction. ErrUnavailable when the GPU's processes cannot be read.
 func (c *Controller) Register(ctx context.Context, leaseID, token string, pids []int) error {
 	var f fields
 	if len(pids) == 0 || len(pids) > MaxProcesses {
@@ -104,16 +110,12 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	if err := f.err("register"); err != nil {
 		return err
 	}
-	// The GPU's processes, read before the lock (a device call); checked
-	// after the token, so that only a lease's holder learns whether its
-	// PIDs run on the GPU.
-	var onGPU []int
-	pl, listing := c.deps.Device.(ProcessLister)
-	if listing {
-		var err error
-		if onGPU, err = pl.ComputePIDs(ctx); err != nil {
-			return fmt.Errorf("register: %w: reading the GPU's processes failed: %w", ErrUnavailable, err)
-		}
+	// What the host says of the PIDs, read before the lock (device and
+	// /proc calls); checked after the token, so that only a lease's holder
+	// learns anything about its PIDs.
+	onGPU, starts, err := c.inspect(ctx, pids)
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -126,20 +128,90 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 		f.add("pids", fmt.Sprintf("at most the %d processes the job was admitted with", n), strconv.Itoa(len(pids)))
 		return f.err("register")
 	}
-	for i, p := range pids {
-		if listing && !slices.Contains(onGPU, p) {
-			f.add(fmt.Sprintf("pids[%d]", i), "a process with a CUDA context on this GPU (register once the job's processes have started on it)", strconv.Itoa(p))
-		}
-	}
+	c.checkPIDsLocked(&f, e, pids, onGPU, starts, now)
 	if err := f.err("register"); err != nil {
 		return err
 	}
 	l := e.lease.clone()
-	l.PIDs = slices.Clone(pids)
+	if l.awaitingRestart() {
+		for _, p := range l.procs() {
+			if !slices.Contains(pids, p.PID) && len(l.Retired) < MaxProcesses {
+				l.Retired = append(l.Retired, p)
+			}
+		}
+	}
+	l.PIDs, l.Starts, l.RegisteredAt = slices.Clone(pids), starts, now
 	if full := now.Add(min(l.Duration, c.cfg.LeaseMax)); !l.Revoked && full.After(l.ExpiresAt) {
 		l.ExpiresAt = full
 	}
 	return c.update(ctx, "register", e, l) // wakes the expiry loop
+}
+
+// startSlack is how much earlier than the lease's grant (or throttle) a
+// registered process may seem to start: /proc gives the boot time in whole
+// seconds.
+const startSlack = time.Second
+
+// inspect reads, for Register, the GPU's compute processes (nil when the
+// Device lists none) and each pid's start time (nil without a
+// ProcessClock). A pid with no process is a field error.
+func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, starts []time.Time, err error) {
+	if pl, ok := c.deps.Device.(ProcessLister); ok {
+		if onGPU, err = pl.ComputePIDs(ctx); err != nil {
+			return nil, nil, fmt.Errorf("register: %w: reading the GPU's processes failed: %w", ErrUnavailable, err)
+		}
+		if onGPU == nil {
+			onGPU = []int{}
+		}
+	}
+	if c.deps.Processes == nil {
+		return onGPU, nil, nil
+	}
+	var f fields
+	starts = make([]time.Time, len(pids))
+	for i, p := range pids {
+		t, err := c.deps.Processes.StartTime(p)
+		switch {
+		case errors.Is(err, ErrNoProcess):
+			f.add(fmt.Sprintf("pids[%d]", i), "a running process", strconv.Itoa(p))
+		case err != nil:
+			return nil, nil, fmt.Errorf("register: %w: reading when process %d started failed: %w", ErrUnavailable, p, err)
+		}
+		starts[i] = t
+	}
+	return onGPU, starts, f.err("register")
+}
+
+// checkPIDsLocked adds a field error for each pid another live lease holds,
+// that is not on the GPU (onGPU non-nil), or that started before the lease
+// was granted or last throttled (starts non-nil). c.mu is held.
+func (c *Controller) checkPIDsLocked(f *fields, e *entry, pids, onGPU []int, starts []time.Time, now time.Time) {
+	since := e.lease.CreatedAt
+	if !e.lease.ThrottledAt.IsZero() {
+		since = e.lease.ThrottledAt
+	}
+	for i, p := range pids {
+		name := fmt.Sprintf("pids[%d]", i)
+		switch {
+		case c.heldByOtherLocked(e, p, now):
+			f.add(name, "a process id no other lease holds", strconv.Itoa(p))
+		case onGPU != nil && !slices.Contains(onGPU, p):
+			f.add(name, "a process with a CUDA context on this GPU (register once the job's processes have started on it)", strconv.Itoa(p))
+		case starts != nil && starts[i].Before(since.Add(-startSlack)):
+			f.add(name, fmt.Sprintf("a process started after %s, when the lease was granted or last throttled (a process that ran before cannot be the job's)", since.UTC().Format(time.RFC3339)),
+				fmt.Sprintf("%d, started %s", p, starts[i].UTC().Format(time.RFC3339)))
+		}
+	}
+}
+
+// heldByOtherLocked reports whether a live lease other than e holds pid.
+func (c *Controller) heldByOtherLocked(e *entry, pid int, now time.Time) bool {
+	for _, o := range c.leases {
+		if o != e && c.countsLocked(o, now) && slices.Contains(o.lease.PIDs, pid) {
+			return true
+		}
+	}
+	return false
 }
 
 // forget drops a lease from memory. c.mu is held.

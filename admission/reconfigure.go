@@ -15,7 +15,7 @@ import (
 // claim a field it does not change (TestHotFieldsAreWhatReconfigureChanges).
 var hotFields = []string{
 	"Services", "Headroom", "MaxJobs", "MemoryReserveMiB", "PctStep",
-	"LeaseDefault", "LeaseMax", "LeaseFirstTerm", "DecisionTimeout",
+	"LeaseDefault", "LeaseMax", "LeaseFirstTerm", "DecisionTimeout", "ThrottleGrace",
 }
 
 // HotFields returns the names of the Config fields Reconfigure applies
@@ -73,7 +73,7 @@ func (c *Controller) Reconfigure(ctx context.Context, cfg Config) (Reconfigured,
 	if len(r.Changed) == 0 {
 		return r, nil
 	}
-	events, err := c.replanLive(ctx)
+	events, err := c.replanLive(ctx, "after a configuration change")
 	r.Events = events
 	if err != nil {
 		return r, fmt.Errorf("reconfigure: %w", err)
@@ -95,8 +95,9 @@ func (c *Controller) config() Config {
 }
 
 // replanLive re-evaluates the live leases against the config in effect and
-// applies the plan, publishing its events (see UpdateServices).
-func (c *Controller) replanLive(ctx context.Context) ([]Event, error) {
+// applies the plan, publishing its events (see UpdateServices); why opens
+// their reasons ("after a configuration change").
+func (c *Controller) replanLive(ctx context.Context, why string) ([]Event, error) {
 	for attempt := 1; ; attempt++ {
 		s := c.snapshot()
 		pcts, revoked, err := s.eval.replan(ctx, s.live)
@@ -109,7 +110,7 @@ func (c *Controller) replanLive(ctx context.Context) ([]Event, error) {
 			c.mu.Unlock()
 			continue
 		}
-		events, serr := c.applyPlan(ctx, s.live, pcts, revoked, now)
+		events, serr := c.applyPlan(ctx, s.live, pcts, revoked, now, why)
 		c.mu.Unlock()
 		c.signal()
 		perr := c.publish(ctx, events)

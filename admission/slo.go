@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,22 +13,25 @@ import (
 
 // UpdateServices swaps in new services and headroom (an SLO reload; the
 // rest of the config stays) and re-evaluates the live leases against them.
-// When the lease set no longer fits, the rule is simple and conservative,
-// last in first out:
+// When the lease set no longer fits, the rule is simple and conservative:
+// leases are taken in victimOrder (lowest job priority first, then last in
+// first out), and
 //
-//  1. MPS only: newest lease first, lower its percentage to the largest on
-//     its grid [its min_pct, its current pct] at which the whole set fits,
-//     with older leases at their current percentages; if one fits, stop,
-//     else leave it at its min_pct and go on to the next older lease.
+//  1. MPS only: lease by lease in that order, lower its percentage to the
+//     largest on its grid [its min_pct, its current pct] at which the whole
+//     set fits, the leases not yet taken at their current percentages and
+//     those taken before at their min_pct; if one fits, stop, else leave it
+//     at its min_pct and go on to the next lease.
 //  2. If the set still does not fit with every lease at its min_pct, revoke
-//     leases, newest first, until the rest fits.
+//     leases in the same order until the rest fits.
 //
 // A lowered lease gets a throttle event (its new Pct, and Deadline = now +
 // ThrottleGrace: the launcher restarts its workers at Pct before then); a
 // revoked one a revoke event, and it expires at that deadline and cannot be
 // renewed. The leases are updated in the store at once, so new admissions
-// are predicted as if the launchers had already complied. Enforcement after
-// the deadline (eviction) is the SLO guard's job, not this one's.
+// are predicted as if the launchers had already complied. Past the
+// deadline the expiry loop enforces (expiry.go): it revokes a throttled
+// lease whose launcher registered no restarted workers, and evicts.
 //
 // It returns the events it published. Invalid services or headroom return
 // ErrInvalid and change nothing; a failed prediction keeps the new services
@@ -78,8 +82,9 @@ func (c *Controller) replan(ctx context.Context, live []entry) ([]int, []bool, e
 	if p, err := eval(ctx, pcts); p.fits || err != nil {
 		return pcts, revoked, err
 	}
+	order := victimOrder(live)
 	if c.cfg.Mode == predictor.ModeMPS {
-		for i := len(live) - 1; i >= 0; i-- {
+		for _, i := range order {
 			if live[i].lease.Revoked {
 				continue
 			}
@@ -99,7 +104,7 @@ func (c *Controller) replan(ctx context.Context, live []entry) ([]int, []bool, e
 			pcts[i] = grid[0]
 		}
 	}
-	for i := len(live) - 1; i >= 0; i-- {
+	for _, i := range order {
 		if live[i].lease.Revoked {
 			continue
 		}
@@ -111,11 +116,25 @@ func (c *Controller) replan(ctx context.Context, live []entry) ([]int, []bool, e
 	return pcts, revoked, nil
 }
 
+// victimOrder is the order in which a re-plan lowers or revokes leases:
+// lowest job priority first, then newest first.
+func victimOrder(live []entry) []int {
+	order := make([]int, len(live))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		la, lb := &live[a].lease, &live[b].lease
+		return cmp.Or(cmp.Compare(la.Priority, lb.Priority), lb.CreatedAt.Compare(la.CreatedAt), cmp.Compare(lb.ID, la.ID))
+	})
+	return order
+}
+
 // applyPlan stores the changed leases and returns their events; planned
 // holds the leases the plan was made for, applied by id to those still
 // live. A lease the store refuses keeps its old state and gets no event.
 // c.mu is held, and released while a lease's record is written.
-func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int, revoked []bool, now time.Time) ([]Event, error) {
+func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int, revoked []bool, now time.Time, why string) ([]Event, error) {
 	deadline := now.Add(c.cfg.ThrottleGrace)
 	var events []Event
 	var errs []error
@@ -138,11 +157,12 @@ func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int,
 				l.ExpiresAt = deadline
 			}
 			ev.Type, ev.Pct = EventRevoke, l.Pct
-			ev.Reason = "after an SLO change the leases do not fit even with every job at its min_pct; the most recently admitted jobs must stop"
+			ev.Reason = why + ", the leases do not fit even with every job at its min_pct; the jobs of lowest priority, newest first, must stop"
 		case !revoked[i] && pcts[i] < l.Pct:
 			ev.Type, ev.Pct = EventThrottle, pcts[i]
-			ev.Reason = fmt.Sprintf("after an SLO change the job must run at %d %% instead of %d %%: restart its workers with %s=%d", pcts[i], l.Pct, EnvActiveThreads, pcts[i])
-			l.Pct, l.Deadline = pcts[i], deadline
+			ev.Reason = fmt.Sprintf("%s, the job must run at %d %% instead of %d %%: restart its workers with %s=%d and register them", why, pcts[i], l.Pct, EnvActiveThreads, pcts[i])
+			l.Pct, l.Deadline, l.ThrottledAt = pcts[i], deadline, now
+			ev.Env = c.Env(l)
 		default:
 			continue
 		}

@@ -95,7 +95,11 @@ func TestUpdateServices(t *testing.T) {
 			if _, err := h.c.Renew(ctx, b.Lease.ID, tokenOf(b)); !errors.Is(err, ErrConflict) {
 				t.Errorf("renew of a revoked lease: %v", err)
 			}
-			// At the deadline the revoked lease expires.
+			// The first job restarts at 10 % and registers its workers;
+			// at the deadline the revoked lease expires.
+			if err := h.c.Register(ctx, a.Lease.ID, tokenOf(a), []int{4242}); err != nil {
+				t.Fatal(err)
+			}
 			h.events.ch = make(chan Event, 1)
 			stop := runController(t, h.c)
 			defer stop()
@@ -157,4 +161,29 @@ func TestWarmDecisionRunsNoSimulation(t *testing.T) {
 	if warm := h.model.Stats(); warm.Misses != cold.Misses || warm.Hits != cold.Hits+cold.Misses {
 		t.Errorf("cold %+v, warm %+v", cold, warm)
 	}
+}
+
+// A job of lower priority is throttled before a newer one of higher
+// priority; among equals the newest goes first (TestUpdateServices).
+func TestReplanTakesLowestPriorityFirst(t *testing.T) {
+	ctx := context.Background()
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	slo := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet"), trainingProfile("resnet")}, []float64{50, 100}) / 0.9 * (1 + 1e-9)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, predictor.ModeMPS, 100, nil)
+		low := request("low")
+		low.Priority = -1
+		a := mustDecide(t, h, low, Grant)
+		time.Sleep(time.Second)
+		high := request("high")
+		high.Priority = 5
+		mustDecide(t, h, high, Grant)
+		evs, err := h.c.UpdateServices(ctx, withSLO(h, slo), 0.1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 1 || evs[0].Type != EventThrottle || evs[0].LeaseID != a.Lease.ID || evs[0].Pct != 50 {
+			t.Fatalf("events %+v, want the older, lower-priority lease throttled to 50 %%", evs)
+		}
+	})
 }

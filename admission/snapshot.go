@@ -125,7 +125,7 @@ func (c *Controller) onlyTakenLocked(s *snapshot, now time.Time) bool {
 	}
 	for i := range s.live {
 		e, ok := c.leases[s.live[i].lease.ID]
-		if !ok || !e.liveAt(now) {
+		if !ok || !c.countsLocked(e, now) {
 			return false
 		}
 	}

@@ -274,7 +274,21 @@ type Lease struct {
 	// Profile is the job's training profile (treated as immutable).
 	Profile *predictor.Profile
 	// PIDs are the job's GPU processes, as registered.
-	PIDs      []int
+	PIDs []int
+	// Starts are when each of PIDs started, when the host tells (empty
+	// otherwise): eviction ends a PID only while it is still the process
+	// that was registered, not a later one that reuses its number.
+	Starts []time.Time
+	// RegisteredAt is when PIDs were last registered (zero: never).
+	RegisteredAt time.Time
+	// ThrottledAt is when the lease was last throttled (zero: never). Until
+	// a register after it, the launcher has not shown that its workers
+	// restarted at Pct, and past Deadline the lease is revoked and evicted.
+	ThrottledAt time.Time
+	// Retired are the processes a register after a throttle replaced: they
+	// ran at the old percentage, and any still on the GPU at Deadline is
+	// evicted.
+	Retired   []Process
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	// Duration is the lease's own length: a renewal extends it by this much
@@ -293,7 +307,27 @@ type Lease struct {
 func (l *Lease) clone() Lease {
 	out := *l
 	out.PIDs = slices.Clone(l.PIDs)
+	out.Starts = slices.Clone(l.Starts)
+	out.Retired = slices.Clone(l.Retired)
 	return out
+}
+
+// procs returns the registered processes with their start times.
+func (l *Lease) procs() []Process {
+	out := make([]Process, len(l.PIDs))
+	for i, p := range l.PIDs {
+		out[i].PID = p
+		if i < len(l.Starts) {
+			out[i].Started = l.Starts[i]
+		}
+	}
+	return out
+}
+
+// awaitingRestart reports whether the lease was throttled and its
+// launcher has not registered the restarted workers since.
+func (l *Lease) awaitingRestart() bool {
+	return !l.ThrottledAt.IsZero() && l.RegisteredAt.Before(l.ThrottledAt)
 }
 
 // public is the copy handed out: no token material.
@@ -346,6 +380,9 @@ type Event struct {
 	JobID    string
 	Pct      int
 	Deadline time.Time
-	Reason   string
-	Time     time.Time
+	// Env is a throttle's new environment for the job's workers (Env of
+	// the lease at its new percentage); nil for other events.
+	Env    map[string]string
+	Reason string
+	Time   time.Time
 }

@@ -257,6 +257,9 @@ type Event struct {
 	// Deadline is when colocd evicts the job's processes if they still run
 	// (throttle: at the old percentage).
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// Env is a throttle's new environment for the job's workers: restart
+	// them with it and register their PIDs before Deadline.
+	Env map[string]string `json:"env,omitempty"`
 	// Reason is a sentence a person understands.
 	Reason string `json:"reason"`
 	// Time is when the event happened.

@@ -185,6 +185,17 @@ type Admission struct {
 	DecisionTimeout time.Duration `mapstructure:"decision_timeout"`
 	// Lease bounds lease durations.
 	Lease Lease `mapstructure:"lease"`
+	// Guard says how running leases are enforced.
+	Guard Guard `mapstructure:"guard"`
+}
+
+// Guard says how colocd enforces the leases it re-plans at run time.
+type Guard struct {
+	// Deadline is how long a launcher has, after a throttle or revoke
+	// event, to register workers restarted at the new percentage (or to
+	// stop); past it colocd revokes the lease and evicts the job's
+	// processes.
+	Deadline time.Duration `mapstructure:"deadline"`
 }
 
 // Lease bounds how long a grant lives before it must be renewed.
@@ -253,6 +264,7 @@ func Default() Config {
 			PctStep:          5,
 			DecisionTimeout:  5 * time.Second,
 			Lease:            Lease{Default: 5 * time.Minute, Max: time.Hour, FirstTerm: time.Minute},
+			Guard:            Guard{Deadline: 2 * time.Minute},
 		},
 		Telemetry: Telemetry{HTTP: "127.0.0.1:9464", Tracing: TracingNone},
 	}

@@ -286,6 +286,9 @@ func (c *Config) checkAdmission(ck *checker) {
 	if a.Lease.FirstTerm < time.Second {
 		ck.add("admission.lease.first_term", "a duration of at least 1s", a.Lease.FirstTerm.String())
 	}
+	if a.Guard.Deadline < time.Second || a.Guard.Deadline > time.Hour {
+		ck.add("admission.guard.deadline", "a duration from 1s to 1h", a.Guard.Deadline.String())
+	}
 	if a.DecisionTimeout < time.Second || a.DecisionTimeout > 10*time.Minute {
 		ck.add("admission.decision_timeout", "a duration from 1s to 10m", a.DecisionTimeout.String())
 	}

@@ -75,6 +75,7 @@ func admissionDevice(dev gpu.Device, backend gpu.Backend) admission.Device {
 
 // mpsDaemon is what the sidecar uses of the MPS daemon, real or simulated.
 type mpsDaemon interface {
+	mpsClients
 	Ensure(ctx context.Context) error
 	Run(ctx context.Context) error
 	Close(ctx context.Context) error
@@ -116,6 +117,10 @@ type storedLease struct {
 	Profile        *predictor.Profile `json:"profile,omitempty"`
 	ProfileRef     string             `json:"profile_ref,omitempty"`
 	PIDs           []int              `json:"pids,omitempty"`
+	Starts         []time.Time        `json:"pid_starts,omitempty"`
+	RegisteredAt   time.Time          `json:"registered_at,omitzero"`
+	ThrottledAt    time.Time          `json:"throttled_at,omitzero"`
+	Retired        []storedProcess    `json:"retired,omitempty"`
 	CreatedAt      time.Time          `json:"created_at"`
 	ExpiresAt      time.Time          `json:"expires_at"`
 	Duration       time.Duration      `json:"duration_ns"`
@@ -123,8 +128,19 @@ type storedLease struct {
 	Revoked        bool               `json:"revoked,omitempty"`
 }
 
+// storedProcess is a replaced process still to evict.
+type storedProcess struct {
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started,omitzero"`
+}
+
 func toStored(l *admission.Lease) storedLease {
-	return storedLease{ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, RequestHash: l.RequestHash[:],
+	var retired []storedProcess
+	for _, p := range l.Retired {
+		retired = append(retired, storedProcess(p))
+	}
+	return storedLease{Starts: l.Starts, RegisteredAt: l.RegisteredAt, ThrottledAt: l.ThrottledAt, Retired: retired,
+		ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, RequestHash: l.RequestHash[:],
 		Priority: l.Priority, Checkpointable: l.Checkpointable, Pct: l.Pct, MinPct: l.MinPct, MemoryMiB: l.MemoryMiB,
 		Processes: l.Processes, Profile: l.Profile, PIDs: l.PIDs, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt,
 		Duration: l.Duration, Deadline: l.Deadline, Revoked: l.Revoked}
@@ -137,7 +153,11 @@ func (s storedLease) lease(rev uint64) (*admission.Lease, error) {
 	l := &admission.Lease{ID: s.ID, JobID: s.JobID, Owner: s.Owner, Priority: s.Priority,
 		Checkpointable: s.Checkpointable, Pct: s.Pct, MinPct: s.MinPct, MemoryMiB: s.MemoryMiB, Processes: s.Processes,
 		Profile: s.Profile, PIDs: s.PIDs, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt, Duration: s.Duration,
-		Deadline: s.Deadline, Revoked: s.Revoked, Revision: rev}
+		Deadline: s.Deadline, Revoked: s.Revoked, Revision: rev,
+		Starts: s.Starts, RegisteredAt: s.RegisteredAt, ThrottledAt: s.ThrottledAt}
+	for _, p := range s.Retired {
+		l.Retired = append(l.Retired, admission.Process(p))
+	}
 	copy(l.TokenHash[:], s.TokenHash)
 	copy(l.RequestHash[:], s.RequestHash) // absent or short: no idempotency record to keep
 	return l, nil
@@ -335,7 +355,7 @@ type eventSink struct {
 }
 
 func (e *eventSink) Publish(ctx context.Context, ev admission.Event) error {
-	we := bus.Event{Type: string(ev.Type), LeaseID: ev.LeaseID, JobID: ev.JobID, ActiveThreadPct: ev.Pct, Reason: ev.Reason, Time: ev.Time}
+	we := bus.Event{Type: string(ev.Type), LeaseID: ev.LeaseID, JobID: ev.JobID, ActiveThreadPct: ev.Pct, Env: ev.Env, Reason: ev.Reason, Time: ev.Time}
 	if !ev.Deadline.IsZero() {
 		d := ev.Deadline
 		we.Deadline = &d

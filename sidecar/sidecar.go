@@ -299,8 +299,16 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 		Observer:  s.watched,
 		Logger:    s.log.With("component", "admission"),
 	}
+	// The launchers' processes are the host's own when the GPU or the MPS
+	// daemon is real; a fully simulated device knows only made-up PIDs.
+	var clock admission.ProcessClock
+	if s.gpuInfo.Backend == gpu.BackendNVML || s.daemon != nil && s.sim.mps == nil {
+		clock = hostProcesses{}
+		deps.Processes = clock
+	}
 	if s.daemon != nil {
 		deps.Daemon = daemonAdapter{s.daemon}
+		deps.Evictor = &evictor{daemon: s.daemon, clock: clock, log: s.log.With("component", "evict")}
 	}
 	if s.adm, err = admission.New(admissionConfig(s.cfg, specs), deps); err != nil {
 		return err
@@ -319,7 +327,7 @@ func admissionConfig(cfg *configs.Config, specs []admission.ServiceSpec) admissi
 	a := cfg.Admission
 	return admission.Config{Mode: predictor.Mode(cfg.Sharing.Mode), Services: specs, Headroom: a.Headroom, MaxJobs: a.MaxJobs,
 		MemoryReserveMiB: a.MemoryReserveMiB, PctStep: a.PctStep, LeaseDefault: a.Lease.Default, LeaseMax: a.Lease.Max,
-		LeaseFirstTerm: a.Lease.FirstTerm, DecisionTimeout: a.DecisionTimeout,
+		LeaseFirstTerm: a.Lease.FirstTerm, DecisionTimeout: a.DecisionTimeout, ThrottleGrace: a.Guard.Deadline,
 		PipeDir: cfg.MPS.PipeDir,
 		// A cold decision is a handful of simulations; on the many-core hosts
 		// GPUs sit in, predicting neighbouring percentages at once cuts its

@@ -1,0 +1,108 @@
+// Package proc reads when a host process started, from Linux's /proc, so
+// that a process can be told from a later one that reuses its PID.
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// userHZ is the unit of /proc's times: USER_HZ, which Linux fixes at 100
+// ticks a second for user space whatever the kernel's own tick rate.
+const userHZ = 100
+
+// ErrNoProcess is returned for a PID with no running process.
+var ErrNoProcess = errors.New("no such process")
+
+// Table reads processes from a proc file system (Root "" is /proc).
+type Table struct {
+	Root string
+}
+
+func (t Table) root() string {
+	if t.Root == "" {
+		return "/proc"
+	}
+	return t.Root
+}
+
+// StartTime returns when process pid started. Its precision is a second:
+// the boot time /proc gives is whole seconds.
+func (t Table) StartTime(pid int) (time.Time, error) {
+	if pid < 1 {
+		return time.Time{}, fmt.Errorf("start time of process %d: %w", pid, ErrNoProcess)
+	}
+	stat, err := os.ReadFile(filepath.Join(t.root(), strconv.Itoa(pid), "stat"))
+	if errors.Is(err, os.ErrNotExist) {
+		return time.Time{}, fmt.Errorf("start time of process %d: %w", pid, ErrNoProcess)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("start time of process %d: %w", pid, err)
+	}
+	ticks, err := ParseStartTicks(string(stat))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("start time of process %d: %w", pid, err)
+	}
+	sys, err := os.ReadFile(filepath.Join(t.root(), "stat"))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("start time of process %d: boot time: %w", pid, err)
+	}
+	boot, err := ParseBootTime(string(sys))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("start time of process %d: %w", pid, err)
+	}
+	return boot.Add(time.Duration(ticks) * (time.Second / userHZ)), nil
+}
+
+// maxTicks bounds a start time in ticks (about 290 years at USER_HZ), so
+// that the conversion to a duration cannot overflow.
+const maxTicks = 1 << 40
+
+// ParseStartTicks returns the starttime field (the 22nd) of a
+// /proc/<pid>/stat line: clock ticks after boot. The command name (the
+// 2nd field) is in parentheses and may itself hold spaces and ')', so the
+// fields are counted from its last ')'.
+func ParseStartTicks(stat string) (uint64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 || !strings.Contains(stat[:i], "(") {
+		return 0, errors.New("stat: want \"pid (comm) state ...\", no command name in parentheses")
+	}
+	// After the command name: field 3 (state) onwards; starttime is the 20th of those.
+	fields := strings.Fields(stat[i+1:])
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("stat: want at least 22 fields, got %d", len(fields)+2)
+	}
+	ticks, err := strconv.ParseUint(fields[19], 10, 64)
+	if err != nil || ticks > maxTicks {
+		return 0, fmt.Errorf("stat: starttime: want clock ticks in [0, %d], got %q", uint64(maxTicks), truncate(fields[19]))
+	}
+	return ticks, nil
+}
+
+// ParseBootTime returns the boot time from /proc/stat's "btime" line.
+func ParseBootTime(stat string) (time.Time, error) {
+	for line := range strings.SplitSeq(stat, "\n") {
+		rest, ok := strings.CutPrefix(line, "btime ")
+		if !ok {
+			continue
+		}
+		secs, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+		if err != nil || secs < 0 || secs > 1<<40 {
+			return time.Time{}, fmt.Errorf("/proc/stat: btime: want seconds since 1970, got %q", truncate(rest))
+		}
+		return time.Unix(secs, 0), nil
+	}
+	return time.Time{}, errors.New("/proc/stat: no btime line")
+}
+
+func truncate(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}

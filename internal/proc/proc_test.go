@@ -1,0 +1,110 @@
+package proc
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStartTicks(t *testing.T) {
+	tests := []struct {
+		name    string
+		stat    string
+		want    uint64
+		wantErr string
+	}{
+		{name: "cat", stat: "27226 (cat) R 27223 27223 26517 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 1536637 3133440 388 18446744073709551615", want: 1536637},
+		{name: "name with spaces and parens", stat: "7 (a) b) c) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0", want: 42},
+		{name: "no name", stat: "7 S 1 7", wantErr: "no command name"},
+		{name: "short", stat: "7 (x) S 1 7 7", wantErr: "at least 22 fields"},
+		{name: "not a number", stat: "7 (x) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0 0", wantErr: "starttime"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseStartTicks(tt.stat)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestStartTimeOfFakeTable(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "stat"), []byte("cpu  1 2 3\nbtime 1000\nprocesses 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "12"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line := "12 (train) S 1 12 12 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 250 0 0\n"
+	if err := os.WriteFile(filepath.Join(root, "12", "stat"), []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tab := Table{Root: root}
+	got, err := tab.StartTime(12)
+	if want := time.Unix(1002, 500_000_000); err != nil || !got.Equal(want) {
+		t.Fatalf("StartTime(12) = %v, %v; want %v", got, err, want)
+	}
+	if _, err := tab.StartTime(13); !errors.Is(err, ErrNoProcess) {
+		t.Fatalf("StartTime(13) err = %v, want ErrNoProcess", err)
+	}
+}
+
+// TestStartTimeOfRealProcess checks a child started now reads as started
+// now (within /proc's one-second precision), and differently from this
+// process, which started earlier.
+func TestStartTimeOfRealProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc on this system")
+	}
+	before := time.Now()
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	got, err := Table{}.StartTime(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Before(before.Add(-2*time.Second)) || got.After(time.Now().Add(2*time.Second)) {
+		t.Fatalf("child started at %v, want about %v", got, before)
+	}
+	again, err := Table{}.StartTime(cmd.Process.Pid)
+	if err != nil || !again.Equal(got) {
+		t.Fatalf("second read %v, %v; want the same %v", again, err, got)
+	}
+}
+
+func FuzzParseStartTicks(f *testing.F) {
+	f.Add("27226 (cat) R 27223 27223 26517 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 1536637 3133440 388")
+	f.Add("1 ()) ) S")
+	f.Fuzz(func(t *testing.T, stat string) {
+		ticks, err := ParseStartTicks(stat)
+		if err == nil && ticks > maxTicks {
+			t.Fatalf("ticks %d above the bound", ticks)
+		}
+	})
+}
+
+func FuzzParseBootTime(f *testing.F) {
+	f.Add("cpu 1\nbtime 1796153004\n")
+	f.Add("btime -1")
+	f.Fuzz(func(t *testing.T, stat string) {
+		bt, err := ParseBootTime(stat)
+		if err == nil && (bt.Unix() < 0 || bt.Unix() > 1<<40) {
+			t.Fatalf("boot time %v out of bounds", bt)
+		}
+	})
+}

@@ -1,0 +1,211 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/bus"
+)
+
+var fakeMPS struct {
+	sync.Once
+	bin string
+	err error
+}
+
+// fakeControl builds the fake nvidia-cuda-mps-control (mps/internal/fakemps)
+// once per test run.
+func fakeControl(t *testing.T) string {
+	t.Helper()
+	fakeMPS.Do(func() {
+		dir, err := os.MkdirTemp("", "colocd-fakemps-")
+		if err != nil {
+			fakeMPS.err = err
+			return
+		}
+		fakeMPS.bin = filepath.Join(dir, "nvidia-cuda-mps-control")
+		out, err := exec.Command("go", "build", "-o", fakeMPS.bin, "github.com/colocd/colocd/mps/internal/fakemps").CombinedOutput()
+		if err != nil {
+			fakeMPS.err = fmt.Errorf("%w: %s", err, out)
+		}
+	})
+	if fakeMPS.err != nil {
+		t.Fatalf("build the fake mps control binary: %v", fakeMPS.err)
+	}
+	return fakeMPS.bin
+}
+
+// mpsWorld is a sidecar on a simulated GPU with the fake control daemon,
+// and worker processes that connect to it as MPS clients.
+type mpsWorld struct {
+	t         *testing.T
+	bin, pipe string
+	s         *running
+	c         *bus.Client
+}
+
+func newMPSWorld(t *testing.T, deadline time.Duration) *mpsWorld {
+	t.Helper()
+	w := &mpsWorld{t: t, bin: fakeControl(t)}
+	cfg := testConfig(t, "gpu-evict", p99At(t, 100)/0.9*1.05)
+	dir := t.TempDir()
+	w.pipe = filepath.Join(dir, "pipe")
+	cfg.MPS.Control, cfg.MPS.PipeDir, cfg.MPS.LogDir = w.bin, w.pipe, filepath.Join(dir, "log")
+	cfg.Admission.Guard.Deadline = deadline
+	w.s = start(t, cfg, Options{})
+	w.c = client(t, w.s)
+	t.Cleanup(func() {
+		_ = exec.Command("sh", "-c", "echo quit | CUDA_MPS_PIPE_DIRECTORY="+w.pipe+" "+w.bin).Run()
+	})
+	return w
+}
+
+// worker starts a process and connects it to the daemon as an MPS client.
+func (w *mpsWorld) worker() int {
+	w.t.Helper()
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := cmd.Process.Pid
+	w.control(fmt.Sprintf("fake_client_connect %d %d train.py", pid, os.Getuid()))
+	return pid
+}
+
+// control sends one line to the daemon, as a person at the shell would.
+func (w *mpsWorld) control(line string) string {
+	w.t.Helper()
+	cmd := exec.Command(w.bin)
+	cmd.Env = append(os.Environ(), "CUDA_MPS_PIPE_DIRECTORY="+w.pipe)
+	cmd.Stdin = strings.NewReader(line + "\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		w.t.Fatalf("%s: %v: %s", line, err, out)
+	}
+	return string(out)
+}
+
+// commands is what the daemon was asked, one quoted command per line.
+func (w *mpsWorld) commands() string {
+	data, _ := os.ReadFile(filepath.Join(w.pipe, "fake-commands.log"))
+	return string(data)
+}
+
+// throttle tightens the SLO so that the job runs at a lower percentage.
+func (w *mpsWorld) throttle() {
+	w.t.Helper()
+	specs := slices.Clone(w.s.services()) // the sidecar's own is shared
+	specs[0].SLOP99MS = (p99At(w.t, 10) + p99At(w.t, 100)) / 2 / 0.9
+	if _, err := w.s.adm.UpdateServices(context.Background(), specs, 0.1); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func nextBusEvent(t *testing.T, sub *bus.EventSubscription) bus.Event {
+	t.Helper()
+	select {
+	case rec := <-sub.C():
+		return rec.Event
+	case <-time.After(60 * time.Second):
+		t.Fatal("no event within 60 s")
+		return bus.Event{}
+	}
+}
+
+// A launcher that ignores a throttle is revoked at the deadline, and each
+// of its registered processes is ended with terminate_client through the
+// daemon (never a signal); a process that is not the job's (here the
+// sidecar's own test binary, started before the lease) cannot be
+// registered, so it cannot be evicted.
+func TestThrottleIgnoredEvictsThroughTheDaemon(t *testing.T) {
+	w := newMPSWorld(t, 2*time.Second)
+	ctx := context.Background()
+	d, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-e", 10, 100))
+	if err != nil || d.Lease == nil {
+		t.Fatalf("admit: %v %+v", err, d)
+	}
+	err = w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{os.Getpid()}})
+	if err == nil || !strings.Contains(err.Error(), "started after") {
+		t.Fatalf("register of a process older than the lease: %v, want a refusal", err)
+	}
+	time.Sleep(1100 * time.Millisecond) // past /proc's precision of the grant
+	pids := []int{w.worker(), w.worker()}
+	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: pids}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := w.c.Events(ctx, w.s.ID(), "job-e", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	w.throttle()
+	if ev := nextBusEvent(t, sub); ev.Type != bus.EventThrottle || ev.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != fmt.Sprint(ev.ActiveThreadPct) {
+		t.Fatalf("event %+v, want a throttle with the new env", ev)
+	}
+	if ev := nextBusEvent(t, sub); ev.Type != bus.EventRevoke {
+		t.Fatalf("event %+v, want a revoke at the deadline", ev)
+	}
+	if ev := nextBusEvent(t, sub); ev.Type != bus.EventExpire {
+		t.Fatalf("event %+v, want the lease's expire", ev)
+	}
+	log := w.commands()
+	for _, pid := range pids {
+		if !regexp.MustCompile(fmt.Sprintf(`(?m)^"terminate_client [0-9]+ %d\\n"$`, pid)).MatchString(log) {
+			t.Errorf("daemon commands do not end process %d with terminate_client:\n%s", pid, log)
+		}
+	}
+	if strings.Contains(log, fmt.Sprint(os.Getpid())) {
+		t.Errorf("the daemon was asked about a process that is not the job's:\n%s", log)
+	}
+	if ps := w.control("ps"); strings.Contains(ps, fmt.Sprint(pids[0])) || strings.Contains(ps, fmt.Sprint(pids[1])) {
+		t.Errorf("clients still connected after eviction:\n%s", ps)
+	}
+	if ls := w.s.adm.Leases(); len(ls) != 0 {
+		t.Errorf("leases %+v after eviction", ls)
+	}
+}
+
+// A launcher that restarts its workers at the new percentage and
+// registers them keeps its lease, and cannot pass off a worker that ran
+// before the throttle as restarted; the replaced one is kept to evict at
+// the deadline.
+func TestThrottleHonouredKeepsTheLease(t *testing.T) {
+	w := newMPSWorld(t, time.Hour)
+	ctx := context.Background()
+	d, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-h", 10, 100))
+	if err != nil || d.Lease == nil {
+		t.Fatalf("admit: %v %+v", err, d)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	old := w.worker()
+	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{old}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	w.throttle()
+	// The old worker is still running: it cannot be registered again as a
+	// restarted one.
+	err = w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{old}})
+	if err == nil || !strings.Contains(err.Error(), "last throttled") {
+		t.Fatalf("re-register of the worker started before the throttle: %v, want a refusal", err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	fresh := w.worker()
+	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{fresh}}); err != nil {
+		t.Fatal(err)
+	}
+	ls := w.s.adm.Leases()
+	if len(ls) != 1 || ls[0].Revoked || ls[0].Pct >= 100 || len(ls[0].Retired) != 1 || ls[0].Retired[0].PID != old {
+		t.Fatalf("leases %+v, want the lease throttled with its old worker to evict at the deadline", ls)
+	}
+}
