@@ -60,6 +60,13 @@ type Evictor interface {
 	Evict(ctx context.Context, procs []Process) error
 }
 
+// Faults reports a fault of the GPU (a non-application XID, a lost GPU)
+// or of its MPS server (FAULT), as opposed to a component that merely
+// cannot be read. A fault revokes every training lease on the GPU.
+type Faults interface {
+	Fault() (faulted bool, reason string)
+}
+
 // Daemon is the MPS control daemon's health (consulted in MPS mode only).
 type Daemon interface {
 	Healthy() (ok bool, reason string)
@@ -148,7 +155,9 @@ type Deps struct {
 	// Evictor, when set, ends the processes of a lease that ends without a
 	// release; without it such a lease is only forgotten.
 	Evictor Evictor
-	Logger  *slog.Logger
+	// Faults, when set, is consulted by Guard: a fault revokes every lease.
+	Faults Faults
+	Logger *slog.Logger
 }
 
 // Observer reports what an inference service's own metrics say.

@@ -2,16 +2,28 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"time"
 )
 
-// Guard re-plans the live leases when a service's observed load has moved
+// Guard revokes every lease, with a deadline of now, while the GPU or its
+// MPS server is in a fault (Deps.Faults): the expiry loop then evicts the
+// jobs at once, and admission answers 503 until the fault clears; the
+// inference server is never touched.
+//
+// Otherwise Guard re-plans the live leases when a service's observed load has moved
 // to another band since the last plan (observed.go): a load above the
 // configured rate lowers leases (throttle events with a deadline) or
 // revokes them, newest first, by the rule of UpdateServices; a load back
 // under it changes nothing, since a plan never raises a lease. Call it
 // often (each second): when no band moved it predicts nothing.
 func (c *Controller) Guard(ctx context.Context) ([]Event, error) {
+	if c.deps.Faults != nil {
+		if bad, why := c.deps.Faults.Fault(); bad {
+			return c.revokeAll(ctx, why)
+		}
+	}
 	c.mu.Lock()
 	rates := rateList(c.observedServices(c.cfg.Services))
 	same := slices.Equal(rates, c.guarded)
@@ -38,4 +50,34 @@ func rateList(services []ServiceSpec) []float64 {
 		out[i] = s.RateRPS
 	}
 	return out
+}
+
+// revokeAll revokes every live lease not yet revoked, due now, for a fault.
+func (c *Controller) revokeAll(ctx context.Context, fault string) ([]Event, error) {
+	c.mu.Lock()
+	now := time.Now()
+	var planned []entry
+	for _, e := range c.liveLocked(now) {
+		if !e.lease.Revoked {
+			planned = append(planned, entry{lease: e.lease.clone(), key: e.key})
+		}
+	}
+	if len(planned) == 0 {
+		c.mu.Unlock()
+		return nil, nil
+	}
+	revoked := make([]bool, len(planned))
+	pcts := make([]int, len(planned))
+	for i := range planned {
+		revoked[i], pcts[i] = true, planned[i].lease.Pct
+	}
+	reason := "the GPU or its MPS server failed (" + fault + "): every training job on it must stop now"
+	events, serr := c.applyPlan(ctx, planned, pcts, revoked, now, planWhy{revoke: reason, deadline: now})
+	c.mu.Unlock()
+	c.signal()
+	perr := c.publish(ctx, events)
+	if len(events) > 0 {
+		c.log.Warn("gpu fault: every lease revoked", "fault", fault, "leases", len(events))
+	}
+	return events, errors.Join(serr, perr)
 }

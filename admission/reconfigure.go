@@ -110,7 +110,9 @@ func (c *Controller) replanLive(ctx context.Context, why string) ([]Event, error
 			c.mu.Unlock()
 			continue
 		}
-		events, serr := c.applyPlan(ctx, s.live, pcts, revoked, now, why)
+		events, serr := c.applyPlan(ctx, s.live, pcts, revoked, now, planWhy{
+			throttle: why, revoke: why + ", the leases do not fit even with every job at its min_pct; the jobs of lowest priority, newest first, must stop",
+			deadline: now.Add(c.cfg.ThrottleGrace)})
 		c.mu.Unlock()
 		c.signal()
 		perr := c.publish(ctx, events)

@@ -130,12 +130,19 @@ func victimOrder(live []entry) []int {
 	return order
 }
 
+// planWhy is what a plan's events say and when they are due: throttle
+// opens a throttle's reason, revoke is a revoke's.
+type planWhy struct {
+	throttle, revoke string
+	deadline         time.Time
+}
+
 // applyPlan stores the changed leases and returns their events; planned
 // holds the leases the plan was made for, applied by id to those still
 // live. A lease the store refuses keeps its old state and gets no event.
 // c.mu is held, and released while a lease's record is written.
-func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int, revoked []bool, now time.Time, why string) ([]Event, error) {
-	deadline := now.Add(c.cfg.ThrottleGrace)
+func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int, revoked []bool, now time.Time, why planWhy) ([]Event, error) {
+	deadline := why.deadline
 	var events []Event
 	var errs []error
 	for i := range planned {
@@ -157,10 +164,10 @@ func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int,
 				l.ExpiresAt = deadline
 			}
 			ev.Type, ev.Pct = EventRevoke, l.Pct
-			ev.Reason = why + ", the leases do not fit even with every job at its min_pct; the jobs of lowest priority, newest first, must stop"
+			ev.Reason = why.revoke
 		case !revoked[i] && pcts[i] < l.Pct:
 			ev.Type, ev.Pct = EventThrottle, pcts[i]
-			ev.Reason = fmt.Sprintf("%s, the job must run at %d %% instead of %d %%: restart its workers with %s=%d and register them", why, pcts[i], l.Pct, EnvActiveThreads, pcts[i])
+			ev.Reason = fmt.Sprintf("%s, the job must run at %d %% instead of %d %%: restart its workers with %s=%d and register them", why.throttle, pcts[i], l.Pct, EnvActiveThreads, pcts[i])
 			l.Pct, l.Deadline, l.ThrottledAt = pcts[i], deadline, now
 			ev.Env = c.Env(l)
 		default:

@@ -17,6 +17,10 @@ type Health struct {
 	Reason string
 	// XID is the XID that made the device unhealthy; 0 otherwise.
 	XID uint64
+	// Fault is true when the device itself failed (a non-application XID,
+	// a lost GPU): work on it is lost, not merely unobserved as when NVML
+	// reads fail.
+	Fault bool
 	// Since is when the device entered this state.
 	Since time.Time
 }
@@ -73,7 +77,7 @@ func (m *monitor) xid(xid uint64, at time.Time) Event {
 	defer m.mu.Unlock()
 	e := Event{Time: at, XID: xid, AppXID: IsAppXID(xid)}
 	if !e.AppXID && (m.health.Healthy || !m.sticky) {
-		m.health = Health{Reason: XIDText(xid), XID: xid, Since: at}
+		m.health = Health{Reason: XIDText(xid), XID: xid, Fault: true, Since: at}
 		m.sticky = true
 		e.Changed = true
 	}
@@ -91,7 +95,7 @@ func (m *monitor) fail(reason string, sticky bool, at time.Time) (Event, bool) {
 	if !m.health.Healthy && (m.sticky || !sticky && m.health.Reason == reason) {
 		return Event{}, false
 	}
-	m.health = Health{Reason: reason, Since: at}
+	m.health = Health{Reason: reason, Fault: sticky, Since: at}
 	m.sticky = sticky
 	e := Event{Time: at, Changed: true, Health: m.health}
 	m.publishLocked(e)

@@ -33,6 +33,7 @@ func TestMonitorTransitions(t *testing.T) {
 		steps       func(m *monitor)
 		wantHealthy bool
 		wantReason  string
+		wantFault   bool // the device itself failed
 	}{
 		{name: "new is healthy", steps: func(*monitor) {}, wantHealthy: true},
 		{
@@ -44,16 +45,24 @@ func TestMonitorTransitions(t *testing.T) {
 			name:       "sticky failure does not recover",
 			steps:      func(m *monitor) { m.fail("gpu is lost", true, t0); m.recover(t0) },
 			wantReason: "gpu is lost",
+			wantFault:  true,
+		},
+		{
+			name:       "failing reads are no fault",
+			steps:      func(m *monitor) { m.fail("reads failing", false, t0) },
+			wantReason: "reads failing",
 		},
 		{
 			name:       "xid replaces a non-sticky failure and stays",
 			steps:      func(m *monitor) { m.fail("reads failing", false, t0); m.xid(79, t0); m.recover(t0) },
 			wantReason: "xid 79 (GPU has fallen off the bus)",
+			wantFault:  true,
 		},
 		{
 			name:       "a sticky failure keeps its first reason",
 			steps:      func(m *monitor) { m.xid(48, t0); m.fail("gpu is lost", true, t0) },
 			wantReason: "xid 48 (double bit ECC error)",
+			wantFault:  true,
 		},
 		{
 			name:        "reset clears even a sticky failure",
@@ -66,8 +75,8 @@ func TestMonitorTransitions(t *testing.T) {
 			m := newMonitor(t0)
 			tt.steps(m)
 			h := m.current()
-			if h.Healthy != tt.wantHealthy || h.Reason != tt.wantReason {
-				t.Errorf("health = %+v, want healthy=%v reason %q", h, tt.wantHealthy, tt.wantReason)
+			if h.Healthy != tt.wantHealthy || h.Reason != tt.wantReason || h.Fault != tt.wantFault {
+				t.Errorf("health = %+v, want healthy=%v reason %q fault=%v", h, tt.wantHealthy, tt.wantReason, tt.wantFault)
 			}
 			if got, want := h.String(), "healthy"; tt.wantHealthy && got != want {
 				t.Errorf("String() = %q, want %q", got, want)

@@ -98,6 +98,28 @@ func (d daemonAdapter) Healthy() (bool, string) {
 	return false, fmt.Sprintf("mps daemon %s: %s", h.State, h.Reason)
 }
 
+// faultAdapter reports a fault of the GPU (a non-application XID, a lost
+// GPU) or of the MPS daemon (a server in FAULT); a GPU or daemon that only
+// cannot be read is no fault.
+type faultAdapter struct {
+	gpu    gpu.Device
+	daemon mpsDaemon // nil in time-slicing mode
+}
+
+var _ admission.Faults = faultAdapter{}
+
+func (f faultAdapter) Fault() (bool, string) {
+	if h := f.gpu.Health(); !h.Healthy && h.Fault {
+		return true, "gpu: " + h.Reason
+	}
+	if f.daemon != nil {
+		if h := f.daemon.Health(); h.State == mps.StateFault {
+			return true, "mps server in FAULT: " + h.Reason
+		}
+	}
+	return false, ""
+}
+
 // storedLease is a lease as the KV bucket holds it: the token and the
 // request_id only as their hashes, and the training profile (needed again
 // after a restart) inline when it is small, else by its reference in the

@@ -209,3 +209,45 @@ func TestThrottleHonouredKeepsTheLease(t *testing.T) {
 		t.Fatalf("leases %+v, want the lease throttled with its old worker to evict at the deadline", ls)
 	}
 }
+
+// An MPS server in FAULT revokes every training lease at once and ends
+// each job's processes through the daemon; the inference server's client
+// is never touched, and nothing is admitted until the fault clears.
+func TestMPSFaultRevokesEveryLease(t *testing.T) {
+	w := newMPSWorld(t, time.Hour)
+	ctx := context.Background()
+	inference := w.worker() // started before any lease: the inference server
+	d, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-f", 10, 100))
+	if err != nil || d.Lease == nil {
+		t.Fatalf("admit: %v %+v", err, d)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	job := w.worker()
+	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{job}}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := w.c.Events(ctx, w.s.ID(), "job-f", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	if err := os.WriteFile(filepath.Join(w.pipe, "fake-fault"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextBusEvent(t, sub); ev.Type != bus.EventRevoke || !strings.Contains(ev.Reason, "FAULT") {
+		t.Fatalf("event %+v, want a revoke for the fault", ev)
+	}
+	if ev := nextBusEvent(t, sub); ev.Type != bus.EventExpire {
+		t.Fatalf("event %+v, want the lease's expire", ev)
+	}
+	log := w.commands()
+	if !regexp.MustCompile(fmt.Sprintf(`(?m)^"terminate_client [0-9]+ %d\\n"$`, job)).MatchString(log) {
+		t.Errorf("the job's process was not terminated:\n%s", log)
+	}
+	if regexp.MustCompile(fmt.Sprintf(`terminate_client [0-9]+ %d\\n`, inference)).MatchString(log) {
+		t.Errorf("the inference server's client was terminated:\n%s", log)
+	}
+	if _, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-g", 10, 100)); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("admit during the fault: %v, want a 503", err)
+	}
+}
