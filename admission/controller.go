@@ -39,7 +39,15 @@ type Controller struct {
 	leases    map[string]*entry   // by lease id
 	byRequest map[[32]byte]string // request id's hash → lease id, live leases
 	idem      idempotency
-	guarded   []float64 // the services' rates the last Guard planned at
+	guarded   []float64 // the services' rates and corrections the last Guard planned at
+	// corrections are the services' observed corrections, measured the
+	// last measurement of each (latency.go).
+	corrections map[string]float64
+	measured    map[string]Measurement
+	// movedAt is when what runs on the GPU last changed: a lease granted,
+	// gone, re-planned or with new processes. An observed window that began
+	// before it saw another lease set.
+	movedAt time.Time
 }
 
 // validate validates req and returns its profile's key. A request that
@@ -340,11 +348,12 @@ func (c *Controller) predictAll(ctx context.Context, trainers []Trainer) ([]Serv
 		if err != nil {
 			return nil, probe{}, err
 		}
-		preds[i] = ServicePrediction{Service: svc.Name, RateRPS: svc.RateRPS, SLOP99MS: svc.SLOP99MS, SoloP99MS: lat.SoloP99MS, PredictedP99MS: lat.P99MS}
+		corr := svc.correction()
+		preds[i] = ServicePrediction{Service: svc.Name, RateRPS: svc.RateRPS, SLOP99MS: svc.SLOP99MS, SoloP99MS: lat.SoloP99MS, PredictedP99MS: lat.P99MS, Correction: corr}
 		limit := c.limit(svc)
-		p.fits = p.fits && lat.P99MS <= limit
-		p.score = max(p.score, lat.P99MS/limit)
-		p.soloScore = max(p.soloScore, lat.SoloP99MS/limit)
+		p.fits = p.fits && lat.P99MS*corr <= limit
+		p.score = max(p.score, lat.P99MS*corr/limit)
+		p.soloScore = max(p.soloScore, lat.SoloP99MS*corr/limit)
 	}
 	return preds, p, nil
 }

@@ -160,6 +160,16 @@ type Deps struct {
 	Logger *slog.Logger
 }
 
+// LatencyObserver is an Observer that also reports the server's observed
+// tail latency, with which Guard corrects the predictions.
+type LatencyObserver interface {
+	Observer
+	// ObservedP99 is the p99 of the service's latency over its last
+	// window, when the window began, and whether it may be decided on
+	// (recent, and with enough requests for a p99).
+	ObservedP99(service string) (p99ms float64, since time.Time, ok bool)
+}
+
 // Observer reports what an inference service's own metrics say.
 type Observer interface {
 	// ObservedRate is the service's request rate over the last window,

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -12,42 +13,55 @@ import (
 // jobs at once, and admission answers 503 until the fault clears; the
 // inference server is never touched.
 //
-// Otherwise Guard re-plans the live leases when a service's observed load has moved
-// to another band since the last plan (observed.go): a load above the
-// configured rate lowers leases (throttle events with a deadline) or
-// revokes them, newest first, by the rule of UpdateServices; a load back
-// under it changes nothing, since a plan never raises a lease. Call it
-// often (each second): when no band moved it predicts nothing.
+// Otherwise Guard first measures the prediction against each service's
+// observed p99 (latency.go), then re-plans the live leases when a
+// service's observed load has moved to another band or its correction
+// changed since the last plan (observed.go): more load, or a server slower
+// than predicted, lowers leases (throttle events with a deadline) or
+// revokes them, lowest priority and newest first, by the rule of
+// UpdateServices; less changes nothing, since a plan never raises a lease.
+// Call it often (each second): when nothing moved it only looks up the
+// cached prediction for the live leases.
 func (c *Controller) Guard(ctx context.Context) ([]Event, error) {
 	if c.deps.Faults != nil {
 		if bad, why := c.deps.Faults.Fault(); bad {
 			return c.revokeAll(ctx, why)
 		}
 	}
+	measured, err := c.measure(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("guard: %w", err)
+	}
 	c.mu.Lock()
-	rates := rateList(c.observedServices(c.cfg.Services))
-	same := slices.Equal(rates, c.guarded)
+	key := guardKey(c.observedServices(c.cfg.Services))
+	same := slices.Equal(key, c.guarded)
 	c.mu.Unlock()
 	if same {
 		return nil, nil
 	}
-	events, err := c.replanLive(ctx, "as the inference server's observed load rose")
+	why := "as the inference server's observed load rose"
+	if measured {
+		why = "as the inference server's own p99 showed the prediction to be low"
+	}
+	events, err := c.replanLive(ctx, why)
 	if err != nil {
 		return events, err
 	}
 	c.mu.Lock()
-	c.guarded = rates
+	c.guarded = key
 	c.mu.Unlock()
 	if len(events) > 0 {
-		c.log.Info("observed load moved: leases re-planned", "events", len(events))
+		c.log.Info("observed load or latency moved: leases re-planned", "events", len(events))
 	}
 	return events, nil
 }
 
-func rateList(services []ServiceSpec) []float64 {
-	out := make([]float64, len(services))
-	for i, s := range services {
-		out[i] = s.RateRPS
+// guardKey is what a plan assumed of the services: each one's rate and
+// correction.
+func guardKey(services []ServiceSpec) []float64 {
+	out := make([]float64, 0, 2*len(services))
+	for _, s := range services {
+		out = append(out, s.RateRPS, s.correction())
 	}
 	return out
 }

@@ -144,7 +144,11 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	if full := now.Add(min(l.Duration, c.cfg.LeaseMax)); !l.Revoked && full.After(l.ExpiresAt) {
 		l.ExpiresAt = full
 	}
-	return c.update(ctx, "register", e, l) // wakes the expiry loop
+	if err := c.update(ctx, "register", e, l); err != nil { // wakes the expiry loop
+		return err
+	}
+	c.movedLocked()
+	return nil
 }
 
 // startSlack is how much earlier than the lease's grant (or throttle) a
@@ -217,6 +221,7 @@ func (c *Controller) heldByOtherLocked(e *entry, pid int, now time.Time) bool {
 // forget drops a lease from memory. c.mu is held.
 func (c *Controller) forget(l *Lease) {
 	c.freedLocked()
+	c.movedLocked()
 	delete(c.leases, l.ID)
 	if c.byRequest[l.RequestHash] == l.ID {
 		delete(c.byRequest, l.RequestHash)

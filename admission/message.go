@@ -14,9 +14,9 @@ import (
 func (c *Controller) fitsMessage(preds []ServicePrediction, pct int) string {
 	sp := c.tightest(preds)
 	if c.cfg.Mode == predictor.ModeTimeslice {
-		return fmt.Sprintf("under time slicing, predicted %s p99 %s ms stays within %s", sp.Service, fmtMS(sp.PredictedP99MS), c.limitText(sp))
+		return fmt.Sprintf("under time slicing, predicted %s p99 %s stays within %s", sp.Service, p99Text(sp), c.limitText(sp))
 	}
-	return fmt.Sprintf("predicted %s p99 %s ms stays within %s at %d %%", sp.Service, fmtMS(sp.PredictedP99MS), c.limitText(sp), pct)
+	return fmt.Sprintf("predicted %s p99 %s stays within %s at %d %%", sp.Service, p99Text(sp), c.limitText(sp), pct)
 }
 
 // throttleMessage explains a throttle: what fails one step higher, and the
@@ -26,15 +26,25 @@ func (c *Controller) throttleMessage(grid []int, best int, results [][]ServicePr
 	msg := fmt.Sprintf("throttled to %d %% (asked up to %d %%)", grid[best], grid[len(grid)-1])
 	if next := results[best+1]; next != nil {
 		sp := c.tightest(next)
-		msg += fmt.Sprintf(": at %d %% predicted %s p99 %s ms would exceed %s", grid[best+1], sp.Service, fmtMS(sp.PredictedP99MS), c.limitText(sp))
+		msg += fmt.Sprintf(": at %d %% predicted %s p99 %s would exceed %s", grid[best+1], sp.Service, p99Text(sp), c.limitText(sp))
 	}
-	return msg + fmt.Sprintf("; at %d %% %s p99 is %s ms", grid[best], at.Service, fmtMS(at.PredictedP99MS))
+	return msg + fmt.Sprintf("; at %d %% %s p99 is %s", grid[best], at.Service, p99Text(at))
 }
 
 // violation describes the service furthest over its limit.
 func (c *Controller) violation(preds []ServicePrediction) string {
 	sp := c.tightest(preds)
-	return fmt.Sprintf("predicted %s p99 %s ms exceeds %s", sp.Service, fmtMS(sp.PredictedP99MS), c.limitText(sp))
+	return fmt.Sprintf("predicted %s p99 %s exceeds %s", sp.Service, p99Text(sp), c.limitText(sp))
+}
+
+// p99Text is a prediction's p99, "18.2 ms", or with the observed
+// correction "18.2 ms (27.3 ms with the ×1.50 the server's own p99 showed)".
+func p99Text(sp ServicePrediction) string {
+	if sp.Correction <= 1 {
+		return fmtMS(sp.PredictedP99MS) + " ms"
+	}
+	return fmt.Sprintf("%s ms (%s ms with the ×%s the server's own p99 showed)", fmtMS(sp.PredictedP99MS), fmtMS(sp.heldP99()),
+		strconv.FormatFloat(sp.Correction, 'f', 2, 64))
 }
 
 // tightest is the prediction with the highest ratio of p99 to its limit.
@@ -42,7 +52,7 @@ func (c *Controller) tightest(preds []ServicePrediction) ServicePrediction {
 	var best ServicePrediction
 	ratio := -1.0
 	for _, sp := range preds {
-		if r := sp.PredictedP99MS / sp.SLOP99MS; r > ratio {
+		if r := sp.heldP99() / sp.SLOP99MS; r > ratio {
 			best, ratio = sp, r
 		}
 	}

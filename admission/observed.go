@@ -18,14 +18,23 @@ func rateBand(r float64) float64 {
 }
 
 // observedServices returns services with each one's rate raised to its
-// observed band when the server reports more load than configured. A lower
-// observed rate is not used: a lease granted on it would need the guard to
-// throttle it when load returns.
+// observed band when the server reports more load than configured, and its
+// observed correction (latency.go). A lower observed rate is not used: a
+// lease granted on it would need the guard to throttle it when load
+// returns. c.mu is held.
 func (c *Controller) observedServices(services []ServiceSpec) []ServiceSpec {
-	if c.deps.Observer == nil {
-		return services
-	}
 	out := services
+	for i, s := range services {
+		if corr := c.corrections[s.Name]; corr > 1 {
+			if &out[0] == &services[0] {
+				out = slices.Clone(services)
+			}
+			out[i].Correction = corr
+		}
+	}
+	if c.deps.Observer == nil {
+		return out
+	}
 	for i, s := range services {
 		rps, ok := c.deps.Observer.ObservedRate(s.Name)
 		if !ok || !(rps > s.RateRPS) || math.IsInf(rps, 0) {

@@ -178,6 +178,7 @@ func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int,
 			continue
 		}
 		c.freedLocked()
+		c.movedLocked()
 		events = append(events, ev)
 	}
 	return events, errors.Join(errs...)

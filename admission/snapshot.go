@@ -109,7 +109,10 @@ func (c *Controller) unchangedLocked(s *snapshot, now time.Time) bool {
 
 // changedLocked records a change to the lease set that takes capacity (a
 // grant). c.mu is held.
-func (c *Controller) changedLocked() { c.gen++ }
+func (c *Controller) changedLocked() { c.gen++; c.movedLocked() }
+
+// movedLocked records that what runs on the GPU changed. c.mu is held.
+func (c *Controller) movedLocked() { c.movedAt = time.Now() }
 
 // freedLocked records a change that may free capacity: a lease gone,
 // throttled or revoked, or a config change. c.mu is held.

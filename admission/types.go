@@ -207,7 +207,14 @@ type ServicePrediction struct {
 	SLOP99MS       float64
 	SoloP99MS      float64
 	PredictedP99MS float64
+	// Correction is the service's observed correction (1: none): the
+	// decision held PredictedP99MS × Correction to the limit.
+	Correction float64
 }
+
+// heldP99 is the p99 a decision holds to the limit: the prediction times
+// the observed correction.
+func (sp ServicePrediction) heldP99() float64 { return sp.PredictedP99MS * max(1, sp.Correction) }
 
 // Decision is the answer to a Request.
 type Decision struct {
@@ -347,7 +354,15 @@ type ServiceSpec struct {
 	Key      predictor.ProfileKey
 	RateRPS  float64
 	SLOP99MS float64
+	// Correction, when above 1, is how far the server's observed p99 was
+	// above the prediction for the leases that ran (the guard measures it):
+	// a prediction fits when PredictedP99MS × Correction is within the
+	// limit. The config's services leave it 0.
+	Correction float64
 }
+
+// correction is Correction, at least 1.
+func (s *ServiceSpec) correction() float64 { return max(1, s.Correction) }
 
 // profileKey is Key, or Profile.Key() when the caller left it zero.
 func (s *ServiceSpec) profileKey() predictor.ProfileKey {

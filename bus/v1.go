@@ -122,6 +122,10 @@ type ServicePrediction struct {
 	// PredictedP99MS is the predicted p99 with the current leases and the
 	// requested job, in milliseconds.
 	PredictedP99MS float64 `json:"predicted_p99_ms"`
+	// Correction, when present, is how far the server's own p99 was above
+	// the prediction: the decision held predicted_p99_ms × correction to
+	// the SLO less headroom.
+	Correction float64 `json:"correction,omitempty"`
 }
 
 // Lease is a granted slot on a GPU. The token that proves ownership on
@@ -215,6 +219,14 @@ type ServiceStatus struct {
 	// PredictedAtRPS is the rate that prediction used: RateRPS, or the
 	// observed rate's band when that is higher.
 	PredictedAtRPS float64 `json:"predicted_at_rps"`
+	// Correction, when present, is how far the server's own p99 was above
+	// the prediction for the leases that ran (see ServicePrediction).
+	Correction float64 `json:"correction,omitempty"`
+	// Guard is what the guard decides this service on: "configured" (the
+	// config's rate: no metrics, or none usable), "observed" (the server's
+	// own load), "corrected" (its load and its p99, which showed the
+	// prediction low), or "fault" (a GPU or MPS fault: no lease is kept).
+	Guard string `json:"guard"`
 	// Observed is what the service's server reports about itself, when
 	// its metrics are configured.
 	Observed *ObservedStatus `json:"observed,omitempty"`

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -20,6 +21,9 @@ type Endpoint struct {
 	Preset string `mapstructure:"preset"`
 	// Interval between scrapes (0: DefaultInterval).
 	Interval time.Duration `mapstructure:"interval"`
+	// Window is the time the rate and percentiles cover (0: DefaultWindow),
+	// at least two intervals. A shorter one reacts sooner and is noisier.
+	Window time.Duration `mapstructure:"window"`
 	// Histogram and Counter name the metrics of the generic preset.
 	Histogram string `mapstructure:"histogram"`
 	Counter   string `mapstructure:"counter"`
@@ -31,6 +35,7 @@ type Endpoint struct {
 const (
 	MinInterval = time.Second
 	MaxInterval = time.Minute
+	MaxWindow   = 10 * time.Minute
 )
 
 // labelName is Prometheus' rule for a label name.
@@ -38,7 +43,7 @@ var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 // Set reports whether the section is given at all.
 func (e Endpoint) Set() bool {
-	return e.URL != "" || e.Preset != "" || e.Histogram != "" || e.Counter != "" || e.Interval != 0 || len(e.Labels) > 0
+	return e.URL != "" || e.Preset != "" || e.Histogram != "" || e.Counter != "" || e.Interval != 0 || e.Window != 0 || len(e.Labels) > 0
 }
 
 // Validate names every bad value, with keys under prefix
@@ -65,6 +70,10 @@ func (e Endpoint) Validate(prefix string) error {
 	if e.Interval != 0 && (e.Interval < MinInterval || e.Interval > MaxInterval) {
 		c.Add(at("interval"), fmt.Sprintf("a duration from %s to %s (0: %s)", MinInterval, MaxInterval, DefaultInterval), e.Interval.String())
 	}
+	interval := cmp.Or(e.Interval, DefaultInterval)
+	if e.Window != 0 && (e.Window < 2*interval || e.Window > MaxWindow) {
+		c.Add(at("window"), fmt.Sprintf("a duration from two intervals (%s) to %s (0: %s)", 2*interval, MaxWindow, DefaultWindow), e.Window.String())
+	}
 	for k, v := range e.Labels {
 		if !labelName.MatchString(k) || len(v) > 256 {
 			c.Add(at("labels."+clip(k)), "a Prometheus label name (letters, digits, _) and a value of at most 256 bytes", strconv.Quote(clip(v)))
@@ -86,7 +95,7 @@ func (e Endpoint) Observer(log *slog.Logger) (*Observer, error) {
 		return nil, err
 	}
 	src := &Scraper{URL: e.URL, Preset: p, Labels: e.Labels}
-	return NewObserver(src, Config{Interval: e.Interval, Logger: log}), nil
+	return NewObserver(src, Config{Interval: e.Interval, Window: e.Window, Logger: log}), nil
 }
 
 func clip(s string) string {

@@ -108,6 +108,9 @@ type faultAdapter struct {
 
 var _ admission.Faults = faultAdapter{}
 
+// faults is the fault adapter of the sidecar's GPU and daemon.
+func (s *Sidecar) faults() faultAdapter { return faultAdapter{gpu: s.gpu, daemon: s.daemon} }
+
 func (f faultAdapter) Fault() (bool, string) {
 	if h := f.gpu.Health(); !h.Healthy && h.Fault {
 		return true, "gpu: " + h.Reason

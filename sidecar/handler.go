@@ -230,7 +230,8 @@ func (h *handler) request(ctx context.Context, r *bus.AdmitRequest) (admission.R
 func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
 	out := &bus.Decision{Decision: string(d.Outcome), Reason: bus.Reason{Code: string(d.Code), Message: d.Message}, Sidecar: h.s.id}
 	for _, p := range d.Predictions {
-		out.Predictions = append(out.Predictions, bus.ServicePrediction{Service: p.Service, RateRPS: p.RateRPS, SLOP99MS: p.SLOP99MS, SoloP99MS: p.SoloP99MS, PredictedP99MS: p.PredictedP99MS})
+		out.Predictions = append(out.Predictions, bus.ServicePrediction{Service: p.Service, RateRPS: p.RateRPS, SLOP99MS: p.SLOP99MS, SoloP99MS: p.SoloP99MS,
+			PredictedP99MS: p.PredictedP99MS, Correction: wireCorrection(p.Correction)})
 	}
 	if d.Lease != nil {
 		l := h.wireLease(*d.Lease)
@@ -394,8 +395,10 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 		}
 	}
 	specs := h.s.services()
+	faulted, _ := h.s.faults().Fault()
 	for _, p := range st.Services {
-		ss := bus.ServiceStatus{Name: p.Service, SLOP99MS: p.SLOP99MS, PredictedP99MS: p.PredictedP99MS, PredictedAtRPS: p.RateRPS}
+		ss := bus.ServiceStatus{Name: p.Service, SLOP99MS: p.SLOP99MS, PredictedP99MS: p.PredictedP99MS, PredictedAtRPS: p.RateRPS,
+			Correction: wireCorrection(p.Correction), Guard: "configured"}
 		for _, sp := range specs {
 			if sp.Name == p.Service {
 				ss.RateRPS = sp.RateRPS
@@ -403,6 +406,15 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 		}
 		if o, ok := h.s.watched.Observe(p.Service); ok {
 			ss.Observed = observedStatus(o)
+			if o.Usable() {
+				ss.Guard = "observed"
+			}
+		}
+		switch {
+		case faulted:
+			ss.Guard = "fault"
+		case ss.Correction > 1:
+			ss.Guard = "corrected"
 		}
 		out.Services = append(out.Services, ss)
 	}
@@ -410,4 +422,12 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 		out.Leases = append(out.Leases, h.wireLease(l))
 	}
 	return out, nil
+}
+
+// wireCorrection is a correction as the wire carries it: absent when none.
+func wireCorrection(c float64) float64 {
+	if c <= 1 {
+		return 0
+	}
+	return c
 }

@@ -36,7 +36,7 @@ type watched struct {
 	done chan struct{}
 }
 
-var _ admission.Observer = (*watchedServices)(nil)
+var _ admission.LatencyObserver = (*watchedServices)(nil)
 
 func newWatchedServices(log *slog.Logger, services []configs.Service) *watchedServices {
 	w := &watchedServices{log: log, updates: make(chan []configs.Service, 1), byName: map[string]*watched{}}
@@ -132,6 +132,36 @@ func (w *watchedServices) ObservedRate(service string) (float64, bool) {
 	return o.RateRPS, true
 }
 
+// minRequestsForP99 is the fewest requests a window needs before its p99
+// corrects a prediction: with fewer, a p99 is one or two requests' luck.
+const minRequestsForP99 = 100
+
+// ObservedP99 is admission.LatencyObserver: the window's p99 and when the
+// window began, once it holds minRequestsForP99 requests.
+func (w *watchedServices) ObservedP99(service string) (float64, time.Time, bool) {
+	o, ok := w.Observe(service)
+	if !ok || !o.Usable() || math.IsNaN(o.P99MS) || o.Requests < minRequestsForP99 {
+		return 0, time.Time{}, false
+	}
+	return o.P99MS, time.Now().Add(-o.Age - o.Elapsed), true
+}
+
+// recordMeasured adds each new measurement of a prediction against a
+// server's p99 to /metrics, and sets the corrections.
+func (s *Sidecar) recordMeasured(ctx context.Context, seen map[string]time.Time) {
+	m := s.tel.metrics
+	corr := s.adm.Corrections()
+	for name, ms := range s.adm.Measurements() {
+		if !seen[name].Equal(ms.Since) && ms.PredictedP99MS > 0 {
+			seen[name] = ms.Since
+			m.observedOverPredicted.Record(ctx, ms.ObservedP99MS/ms.PredictedP99MS, metricAttrs("service", name))
+		}
+	}
+	for _, svc := range s.services() {
+		m.correction.Record(ctx, max(1, corr[svc.Name]), metricAttrs("service", svc.Name))
+	}
+}
+
 // recordObserved sets the observed gauges of /metrics; a figure the
 // window cannot give (NaN) is not recorded.
 func (s *Sidecar) recordObserved(ctx context.Context) {
@@ -179,6 +209,7 @@ const guardTick = time.Second
 func (s *Sidecar) guardLoop(ctx context.Context) error {
 	t := time.NewTicker(guardTick)
 	defer t.Stop()
+	measured := map[string]time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -188,12 +219,19 @@ func (s *Sidecar) guardLoop(ctx context.Context) error {
 		s.recordObserved(ctx)
 		start := time.Now()
 		events, err := s.adm.Guard(ctx)
+		s.recordMeasured(ctx, measured)
 		if len(events) == 0 && err == nil {
 			continue // nothing moved: no span, or one a second would drown the traces
 		}
 		_, span := s.tel.Tracer.Start(ctx, "colocd.guard", trace.WithTimestamp(start))
+		measurements, corrections := s.adm.Measurements(), s.adm.Corrections()
 		for _, svc := range s.services() {
-			attrs := []attribute.KeyValue{attribute.String("colocd.service", svc.Name), attribute.Float64("colocd.configured_rate_rps", svc.RateRPS)}
+			attrs := []attribute.KeyValue{attribute.String("colocd.service", svc.Name), attribute.Float64("colocd.configured_rate_rps", svc.RateRPS),
+				attribute.Float64("colocd.correction", max(1, corrections[svc.Name]))}
+			if m, ok := measurements[svc.Name]; ok {
+				attrs = append(attrs, attribute.Float64("colocd.measured_observed_p99_ms", m.ObservedP99MS),
+					attribute.Float64("colocd.measured_predicted_p99_ms", m.PredictedP99MS), attribute.Int("colocd.measured_leases", m.Leases))
+			}
 			if o, ok := s.watched.Observe(svc.Name); ok {
 				attrs = append(attrs, attribute.String("colocd.observed_state", string(o.State)), attribute.Float64("colocd.observed_rate_rps", o.RateRPS))
 				if !math.IsNaN(o.P99MS) {

@@ -306,11 +306,10 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 		clock = hostProcesses{}
 		deps.Processes = clock
 	}
-	deps.Faults = faultAdapter{gpu: s.gpu}
+	deps.Faults = s.faults()
 	if s.daemon != nil {
 		deps.Daemon = daemonAdapter{s.daemon}
 		deps.Evictor = &evictor{daemon: s.daemon, clock: clock, log: s.log.With("component", "evict")}
-		deps.Faults = faultAdapter{gpu: s.gpu, daemon: s.daemon}
 	}
 	if s.adm, err = admission.New(admissionConfig(s.cfg, specs), deps); err != nil {
 		return err

@@ -135,11 +135,15 @@ type metrics struct {
 	events       metric.Int64Counter
 	// What each service's server reports (observers.go), once a second.
 	observedRate, forecastRate, observedP99, observedAge metric.Float64Gauge
+	// observedOverPredicted is each measurement's observed p99 over the
+	// prediction for the leases that ran: how far to trust the model here.
+	observedOverPredicted metric.Float64Histogram
+	correction            metric.Float64Gauge
 }
 
 func newMetrics(m metric.Meter) (*metrics, error) {
 	var ms metrics
-	var errs [10]error
+	var errs [12]error
 	ms.decisions, errs[0] = m.Int64Counter("colocd.decisions", metric.WithDescription("admission decisions by outcome and reason code"))
 	ms.predictionS, errs[1] = m.Float64Histogram("colocd.prediction.duration", metric.WithUnit("s"),
 		metric.WithDescription("time to predict one service under one co-location"),
@@ -159,6 +163,11 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		metric.WithDescription("the latency p99 each inference service's server reports, over the observer's window"))
 	ms.observedAge, errs[9] = m.Float64Gauge("colocd.observed.age", metric.WithUnit("s"),
 		metric.WithDescription("time since the last good scrape of each service's metrics"))
+	ms.observedOverPredicted, errs[10] = m.Float64Histogram("colocd.observed.over_predicted",
+		metric.WithDescription("each observed window's latency p99 over the p99 predicted for the leases that ran in it (1: the model was right)"),
+		metric.WithExplicitBucketBoundaries(0.5, 0.67, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.25, 1.5, 2, 3))
+	ms.correction, errs[11] = m.Float64Gauge("colocd.guard.correction",
+		metric.WithDescription("the factor decisions multiply each service's predicted p99 by, from its observed p99 (1: none)"))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

@@ -1,0 +1,95 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"time"
+)
+
+// maxCorrection bounds an observed correction: a server a hundred times
+// slower than predicted is over any SLO with or without training.
+const maxCorrection = 100
+
+// measure compares each service's observed p99 with the prediction for
+// the leases that ran during the observed window, and keeps the ratio as
+// the service's correction when the server was slower than predicted
+// (ServiceSpec.Correction; 1 otherwise, the model is never loosened). Only
+// a window that began after what runs on the GPU last changed counts
+// (movedAt): one that saw two lease sets measures neither. The ratio is
+// rounded up to its 5 % band, so that noise within a band changes nothing.
+// It reports whether a correction changed; a change takes effect as a
+// config change does (a decision on the old one does not commit).
+func (c *Controller) measure(ctx context.Context) (bool, error) {
+	lo, ok := c.deps.Observer.(LatencyObserver)
+	if !ok {
+		return false, nil
+	}
+	c.mu.Lock()
+	s := c.snapshotLocked()
+	moved := c.movedAt
+	c.mu.Unlock()
+	trainers := trainersOf(s.live)
+	changed := false
+	for _, svc := range s.eval.cfg.Services {
+		p99, since, ok := lo.ObservedP99(svc.Name)
+		if !ok || !(p99 > 0) || math.IsInf(p99, 0) || since.Before(moved) {
+			continue
+		}
+		lat, err := s.eval.deps.Predictor.PredictP99(ctx, svc, trainers, s.eval.cfg.Mode)
+		if err != nil {
+			return changed, fmt.Errorf("predict %s for the observed window: %w", svc.Name, err)
+		}
+		corr := 1.0
+		if r := p99 / lat.P99MS; r > 1 && lat.P99MS > 0 {
+			corr = min(maxCorrection, rateBand(r))
+		}
+		c.mu.Lock()
+		if c.measured == nil {
+			c.measured = map[string]Measurement{}
+		}
+		if m := c.measured[svc.Name]; !m.Since.Equal(since) {
+			c.measured[svc.Name] = Measurement{ObservedP99MS: p99, PredictedP99MS: lat.P99MS, Since: since, Leases: len(trainers)}
+		}
+		if c.movedAt.Equal(moved) && c.corrections[svc.Name] != corr && (corr > 1 || c.corrections[svc.Name] > 1) {
+			if c.corrections == nil {
+				c.corrections = map[string]float64{}
+			}
+			if corr > 1 {
+				c.corrections[svc.Name] = corr
+			} else {
+				delete(c.corrections, svc.Name)
+			}
+			c.freedLocked() // a lower one frees capacity; either way decisions re-check
+			changed = true
+			c.log.Info("observed p99 corrects the prediction", "service", svc.Name, "observed_p99_ms", p99, "predicted_p99_ms", lat.P99MS, "correction", corr)
+		}
+		c.mu.Unlock()
+	}
+	return changed, nil
+}
+
+// Measurement is one comparison of a server's observed p99 with the
+// prediction for the leases that ran in the observed window.
+type Measurement struct {
+	ObservedP99MS, PredictedP99MS float64
+	// Since is when the observed window began; Leases how many ran in it.
+	Since  time.Time
+	Leases int
+}
+
+// Measurements returns the last measurement of each service, by name.
+func (c *Controller) Measurements() map[string]Measurement {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.measured)
+}
+
+// Corrections returns the services' observed corrections (only those above
+// 1), by service name.
+func (c *Controller) Corrections() map[string]float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.corrections)
+}
