@@ -44,6 +44,9 @@ type Config struct {
 	// registered PIDs is "not yet visible" to NVML, so its memory is
 	// subtracted from NVML's free memory (default 60s). See docs/admission.md.
 	VisibilityWindow time.Duration
+	// RaiseAfter is how long the margin must hold before a lowered lease is
+	// offered a higher percentage with a raise event (default 5m).
+	RaiseAfter time.Duration
 	// ThrottleGrace is how long a launcher has to act on a throttle or
 	// revoke event (default 2m): to register workers restarted at the new
 	// percentage, or to stop. Past it the lease is revoked and evicted.
@@ -68,6 +71,7 @@ const (
 	DefaultDecisionTimeout  = 5 * time.Second
 	DefaultVisibilityWindow = time.Minute
 	DefaultThrottleGrace    = 2 * time.Minute
+	DefaultRaiseAfter       = 5 * time.Minute
 	DefaultIdempotencyTTL   = 10 * time.Minute
 	DefaultIdempotencyMax   = 1024
 )
@@ -94,6 +98,7 @@ func (cfg Config) withDefaults() Config {
 	defD(&cfg.DecisionTimeout, DefaultDecisionTimeout)
 	defD(&cfg.VisibilityWindow, DefaultVisibilityWindow)
 	defD(&cfg.ThrottleGrace, DefaultThrottleGrace)
+	defD(&cfg.RaiseAfter, DefaultRaiseAfter)
 	defD(&cfg.IdempotencyTTL, DefaultIdempotencyTTL)
 	cfg.Services = slices.Clone(cfg.Services)
 	for i := range cfg.Services {
@@ -139,7 +144,7 @@ func (cfg Config) Validate() error {
 	}{
 		{"lease.default", cfg.LeaseDefault}, {"lease.max", cfg.LeaseMax}, {"lease.first_term", cfg.LeaseFirstTerm},
 		{"decision_timeout", cfg.DecisionTimeout},
-		{"visibility_window", cfg.VisibilityWindow}, {"throttle_grace", cfg.ThrottleGrace},
+		{"visibility_window", cfg.VisibilityWindow}, {"throttle_grace", cfg.ThrottleGrace}, {"raise_after", cfg.RaiseAfter},
 		{"idempotency_ttl", cfg.IdempotencyTTL},
 	} {
 		if d.v < time.Second {

@@ -48,6 +48,10 @@ type Controller struct {
 	// gone, re-planned or with new processes. An observed window that began
 	// before it saw another lease set.
 	movedAt time.Time
+	// raiseRoom is since when every raise check found room to raise a
+	// lease (zero: the last found none, or a plan lowered one); raiseAt is
+	// when the next check is due (raise.go).
+	raiseRoom, raiseAt time.Time
 }
 
 // validate validates req and returns its profile's key. A request that
@@ -404,7 +408,7 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key predicto
 	dur := c.leaseDuration(req.LeaseSeconds)
 	l := Lease{
 		ID: rand.Text(), TokenHash: req.TokenHash, JobID: req.JobID, Owner: req.Owner, RequestHash: requestKey(req.RequestID),
-		Priority: req.Priority, Checkpointable: req.Checkpointable, Pct: d.Pct, MinPct: req.MinPct,
+		Priority: req.Priority, Checkpointable: req.Checkpointable, Pct: d.Pct, MinPct: req.MinPct, MaxPct: max(d.Pct, req.MaxPct), RunningPct: d.Pct,
 		MemoryMiB: req.memoryMiB(), Processes: req.Processes, Profile: req.Profile, CreatedAt: now,
 		ExpiresAt: now.Add(min(dur, c.cfg.LeaseFirstTerm)), Duration: dur,
 	}

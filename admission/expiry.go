@@ -295,6 +295,10 @@ func checkStored(l *Lease) string {
 		return fmt.Sprintf("min percentage %d out of [1, 100]", l.MinPct)
 	case l.Pct < l.MinPct || l.Pct > 100:
 		return fmt.Sprintf("percentage %d out of [min_pct %d, 100]", l.Pct, l.MinPct)
+	case l.MaxPct != 0 && (l.MaxPct < l.Pct || l.MaxPct > 100):
+		return fmt.Sprintf("max percentage %d out of [pct %d, 100]", l.MaxPct, l.Pct)
+	case l.RunningPct < 0 || l.RunningPct > 100:
+		return fmt.Sprintf("running percentage %d out of [0, 100]", l.RunningPct)
 	case l.MemoryMiB < 1 || l.MemoryMiB > predictor.MaxMemoryMiB:
 		return fmt.Sprintf("memory %d MiB out of [1, %d]", l.MemoryMiB, predictor.MaxMemoryMiB)
 	case l.Processes < 0 || l.Processes > MaxProcesses:

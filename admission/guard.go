@@ -19,9 +19,10 @@ import (
 // changed since the last plan (observed.go): more load, or a server slower
 // than predicted, lowers leases (throttle events with a deadline) or
 // revokes them, lowest priority and newest first, by the rule of
-// UpdateServices; less changes nothing, since a plan never raises a lease.
-// Call it often (each second): when nothing moved it only looks up the
-// cached prediction for the live leases.
+// UpdateServices; less changes nothing at once. When nothing moved, Guard
+// looks whether a lowered lease may be raised again (raise.go): only once
+// the margin has held for Config.RaiseAfter. Call it often (each second):
+// when nothing moved it only looks up cached predictions.
 func (c *Controller) Guard(ctx context.Context) ([]Event, error) {
 	if c.deps.Faults != nil {
 		if bad, why := c.deps.Faults.Fault(); bad {
@@ -37,7 +38,7 @@ func (c *Controller) Guard(ctx context.Context) ([]Event, error) {
 	same := slices.Equal(key, c.guarded)
 	c.mu.Unlock()
 	if same {
-		return nil, nil
+		return c.raise(ctx)
 	}
 	why := "as the inference server's observed load rose"
 	if measured {

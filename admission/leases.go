@@ -140,7 +140,7 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 			}
 		}
 	}
-	l.PIDs, l.Starts, l.RegisteredAt = slices.Clone(pids), starts, now
+	l.PIDs, l.Starts, l.RegisteredAt, l.RunningPct = slices.Clone(pids), starts, now, l.Pct
 	if full := now.Add(min(l.Duration, c.cfg.LeaseMax)); !l.Revoked && full.After(l.ExpiresAt) {
 		l.ExpiresAt = full
 	}

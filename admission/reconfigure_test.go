@@ -28,6 +28,7 @@ var otherValue = map[string]any{
 	"PipeDir":          "/run/nvidia-mps",
 	"VisibilityWindow": 3 * time.Minute,
 	"ThrottleGrace":    4 * time.Minute,
+	"RaiseAfter":       7 * time.Minute,
 	"IdempotencyTTL":   time.Hour,
 	"IdempotencyMax":   99,
 	"SearchWorkers":    3,

@@ -165,6 +165,13 @@ func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int,
 			}
 			ev.Type, ev.Pct = EventRevoke, l.Pct
 			ev.Reason = why.revoke
+		case !revoked[i] && pcts[i] < l.Pct && pcts[i] >= l.running():
+			// A raise the launcher did not take: its workers already run
+			// at or below the new percentage, and need no restart.
+			ev.Type, ev.Pct, ev.Deadline = EventThrottle, pcts[i], time.Time{}
+			ev.Reason = fmt.Sprintf("%s, the job may run at %d %% at most instead of %d %%; its workers run at %d %% and need no restart", why.throttle, pcts[i], l.Pct, l.running())
+			l.Pct = pcts[i]
+			ev.Env = c.Env(l)
 		case !revoked[i] && pcts[i] < l.Pct:
 			ev.Type, ev.Pct = EventThrottle, pcts[i]
 			ev.Reason = fmt.Sprintf("%s, the job must run at %d %% instead of %d %%: restart its workers with %s=%d and register them", why.throttle, pcts[i], l.Pct, EnvActiveThreads, pcts[i])
@@ -179,6 +186,7 @@ func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int,
 		}
 		c.freedLocked()
 		c.movedLocked()
+		c.raiseRoom = time.Time{} // a lowered lease starts its wait for a raise again
 		events = append(events, ev)
 	}
 	return events, errors.Join(errs...)

@@ -270,9 +270,15 @@ type Lease struct {
 	Priority    int
 	// Checkpointable is copied from the request.
 	Checkpointable bool
-	// Pct is the MPS active-thread percentage the job runs at (100 in
-	// time-slicing mode); MinPct is the lowest the job accepted.
-	Pct, MinPct int
+	// Pct is the MPS active-thread percentage the job may run at (100 in
+	// time-slicing mode), what predictions use; MinPct is the lowest the
+	// job accepted and MaxPct the highest it asked for (0 in records from
+	// before it was kept: then Pct), up to which a raise may offer.
+	Pct, MinPct, MaxPct int
+	// RunningPct is the percentage the registered processes were started
+	// at (0: Pct): a throttle above it asks for no restart, and a raise the
+	// launcher ignored leaves it below Pct.
+	RunningPct int
 	// MemoryMiB is the device memory the job may pin.
 	MemoryMiB int
 	// Processes is the request's process count (0: unknown); it bounds the
@@ -331,6 +337,17 @@ func (l *Lease) procs() []Process {
 	return out
 }
 
+// running is the percentage the job's processes run at.
+func (l *Lease) running() int {
+	if l.RunningPct == 0 {
+		return l.Pct
+	}
+	return l.RunningPct
+}
+
+// ceiling is the highest percentage a raise may offer the lease.
+func (l *Lease) ceiling() int { return max(l.Pct, l.MaxPct) }
+
 // awaitingRestart reports whether the lease was throttled and its
 // launcher has not registered the restarted workers since.
 func (l *Lease) awaitingRestart() bool {
@@ -386,6 +403,10 @@ const (
 	// EventExpire: the lease expired (not renewed, or revoked and past its
 	// deadline) and its capacity is free.
 	EventExpire EventType = "expire"
+	// EventRaise: the margin has held long enough for the lease to run at
+	// a higher Pct; the launcher may restart its workers at it (and
+	// register them) or stay where it is. There is no deadline.
+	EventRaise EventType = "raise"
 )
 
 // Event is a change to a lease the launcher must hear about.

@@ -76,7 +76,7 @@ func (e *Events) Stream() string { return e.stream }
 // publishing the same event twice within two minutes stores it once.
 func (e *Events) Publish(ctx context.Context, ev Event) error {
 	switch ev.Type {
-	case EventThrottle, EventRevoke, EventExpire:
+	case EventThrottle, EventRevoke, EventExpire, EventRaise:
 	default:
 		return fmt.Errorf("publish event: unknown type %q", ev.Type)
 	}

@@ -18,13 +18,17 @@ const (
 // Event types of [Event].Type.
 const (
 	// EventThrottle tells the launcher to restart its workers at a lower
-	// percentage before the deadline.
+	// percentage before the deadline (a throttle without a deadline asks for
+	// no restart: the workers already run at or below it).
 	EventThrottle = "throttle"
 	// EventRevoke tells the launcher its lease is gone (before the deadline,
 	// if any, after which colocd evicts).
 	EventRevoke = "revoke"
 	// EventExpire tells the launcher its lease expired without renewal.
 	EventExpire = "expire"
+	// EventRaise offers the launcher a higher percentage: it may restart
+	// its workers with the event's env and register them, or ignore it.
+	EventRaise = "raise"
 )
 
 // AdmitRequest asks a sidecar for a slot on its GPU (subject
@@ -258,19 +262,20 @@ type ObservedStatus struct {
 // a JetStream stream so that a launcher that was away can read what it
 // missed (see [Events] and [Client.Events]).
 type Event struct {
-	// Type is EventThrottle, EventRevoke or EventExpire.
+	// Type is EventThrottle, EventRevoke, EventExpire or EventRaise.
 	Type string `json:"type"`
 	// LeaseID names the lease.
 	LeaseID string `json:"lease_id"`
 	// JobID is the job the lease belongs to.
 	JobID string `json:"job_id"`
-	// ActiveThreadPct is the new percentage of a throttle.
+	// ActiveThreadPct is the new percentage of a throttle or raise.
 	ActiveThreadPct int `json:"active_thread_pct,omitempty"`
 	// Deadline is when colocd evicts the job's processes if they still run
 	// (throttle: at the old percentage).
 	Deadline *time.Time `json:"deadline,omitempty"`
-	// Env is a throttle's new environment for the job's workers: restart
-	// them with it and register their PIDs before Deadline.
+	// Env is a throttle's or raise's new environment for the job's
+	// workers: restart them with it and register their PIDs (before
+	// Deadline, for a throttle that has one).
 	Env map[string]string `json:"env,omitempty"`
 	// Reason is a sentence a person understands.
 	Reason string `json:"reason"`

@@ -196,6 +196,9 @@ type Guard struct {
 	// stop); past it colocd revokes the lease and evicts the job's
 	// processes.
 	Deadline time.Duration `mapstructure:"deadline"`
+	// RaiseAfter is how long the margin must hold before a lowered lease is
+	// offered a higher percentage with a raise event.
+	RaiseAfter time.Duration `mapstructure:"raise_after"`
 }
 
 // Lease bounds how long a grant lives before it must be renewed.
@@ -264,7 +267,7 @@ func Default() Config {
 			PctStep:          5,
 			DecisionTimeout:  5 * time.Second,
 			Lease:            Lease{Default: 5 * time.Minute, Max: time.Hour, FirstTerm: time.Minute},
-			Guard:            Guard{Deadline: 2 * time.Minute},
+			Guard:            Guard{Deadline: 2 * time.Minute, RaiseAfter: 5 * time.Minute},
 		},
 		Telemetry: Telemetry{HTTP: "127.0.0.1:9464", Tracing: TracingNone},
 	}

@@ -289,6 +289,9 @@ func (c *Config) checkAdmission(ck *checker) {
 	if a.Guard.Deadline < time.Second || a.Guard.Deadline > time.Hour {
 		ck.add("admission.guard.deadline", "a duration from 1s to 1h", a.Guard.Deadline.String())
 	}
+	if a.Guard.RaiseAfter < time.Second || a.Guard.RaiseAfter > 24*time.Hour {
+		ck.add("admission.guard.raise_after", "a duration from 1s to 24h", a.Guard.RaiseAfter.String())
+	}
 	if a.DecisionTimeout < time.Second || a.DecisionTimeout > 10*time.Minute {
 		ck.add("admission.decision_timeout", "a duration from 1s to 10m", a.DecisionTimeout.String())
 	}

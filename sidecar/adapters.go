@@ -137,6 +137,8 @@ type storedLease struct {
 	Checkpointable bool               `json:"checkpointable"`
 	Pct            int                `json:"pct"`
 	MinPct         int                `json:"min_pct"`
+	MaxPct         int                `json:"max_pct,omitempty"`
+	RunningPct     int                `json:"running_pct,omitempty"`
 	MemoryMiB      int                `json:"memory_mib"`
 	Processes      int                `json:"processes"`
 	Profile        *predictor.Profile `json:"profile,omitempty"`
@@ -164,7 +166,7 @@ func toStored(l *admission.Lease) storedLease {
 	for _, p := range l.Retired {
 		retired = append(retired, storedProcess(p))
 	}
-	return storedLease{Starts: l.Starts, RegisteredAt: l.RegisteredAt, ThrottledAt: l.ThrottledAt, Retired: retired,
+	return storedLease{MaxPct: l.MaxPct, RunningPct: l.RunningPct, Starts: l.Starts, RegisteredAt: l.RegisteredAt, ThrottledAt: l.ThrottledAt, Retired: retired,
 		ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, RequestHash: l.RequestHash[:],
 		Priority: l.Priority, Checkpointable: l.Checkpointable, Pct: l.Pct, MinPct: l.MinPct, MemoryMiB: l.MemoryMiB,
 		Processes: l.Processes, Profile: l.Profile, PIDs: l.PIDs, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt,
@@ -179,7 +181,7 @@ func (s storedLease) lease(rev uint64) (*admission.Lease, error) {
 		Checkpointable: s.Checkpointable, Pct: s.Pct, MinPct: s.MinPct, MemoryMiB: s.MemoryMiB, Processes: s.Processes,
 		Profile: s.Profile, PIDs: s.PIDs, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt, Duration: s.Duration,
 		Deadline: s.Deadline, Revoked: s.Revoked, Revision: rev,
-		Starts: s.Starts, RegisteredAt: s.RegisteredAt, ThrottledAt: s.ThrottledAt}
+		Starts: s.Starts, RegisteredAt: s.RegisteredAt, ThrottledAt: s.ThrottledAt, MaxPct: s.MaxPct, RunningPct: s.RunningPct}
 	for _, p := range s.Retired {
 		l.Retired = append(l.Retired, admission.Process(p))
 	}
