@@ -9,7 +9,7 @@ FUZZTIME  ?= 100000x
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: build run predict test harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench clean
+.PHONY: build run predict replay test harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/colocd
@@ -29,14 +29,23 @@ predict: build
 	$(BIN) predict --inference testdata/profiles/v100-infer-200.json \
 		--training testdata/profiles/v100-train-step.json --mode mps --pct 50 --load 0.2
 
+# The SLO guard over the whole Azure trace (docs/guard.md#replay): minutes over
+# the SLO and training work for static admission, the reactive guard and the
+# forecast guard, with the predictor right and with it 1.3x too low.
+replay:
+	$(GO) test -count=1 -run '^TestGuardReplay$$' -v ./sidecar/ -args -replay.start 0 -replay.minutes 0
+	$(GO) test -count=1 -run '^TestGuardReplay$$' -v ./sidecar/ -args -replay.start 0 -replay.minutes 0 -replay.error 1.3
+
 # The one command CI and newcomers run. The calibration fits do less under
 # the race detector (a fit takes some 20 s there, its cross-validation ten
-# times that), so they run again in full without it. Every benchmark runs
+# times that), so they run again in full without it, as does the guard's
+# replay (skipped under it). Every benchmark runs
 # once, so that none rots between two `make bench` (figures come from
 # `make bench` alone).
 test: lint
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -count=1 -run '^TestFit' ./predictor/calibrate/
+	$(GO) test -count=1 -run '^TestGuardReplay$$' ./sidecar/
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x $(PKGS)
 	$(MAKE) harness-test
 	$(MAKE) fuzz FUZZTIME=10000x

@@ -119,3 +119,60 @@ func benchWorkers() []int {
 	}
 	return ws
 }
+
+// settableRate is an Observer whose rate the benchmark sets (0: none).
+type settableRate struct{ rps float64 }
+
+func (s *settableRate) ObservedRate(string) (float64, bool) { return s.rps, s.rps > 0 }
+
+// benchGuard times the guard's reaction to a load that rose: the job of
+// benchHarness, granted at 50 % at 8 req/s, and a scrape that shows
+// 9.5 req/s; Guard re-plans and throttles it. This is what comes after the
+// scrape that crosses, besides the wait for the guard's next tick (at most
+// its 1 s period). Cold purges the prediction cache before each reaction.
+func benchGuard(b *testing.B, cold bool) {
+	h, req := benchHarness(b, 1)
+	obs := &settableRate{}
+	h.c.deps.Observer = obs
+	ctx := context.Background()
+	var durs []time.Duration
+	i := 0
+	for b.Loop() {
+		obs.rps = 0
+		req.RequestID = fmt.Sprintf("bench-request-id-%022d", i)
+		i++
+		d, err := h.c.Decide(ctx, req)
+		if err != nil || d.Lease == nil || d.Pct != 50 {
+			b.Fatalf("decide: %v %+v", err, d)
+		}
+		if _, err := h.c.Guard(ctx); err != nil { // the plan at 8 req/s
+			b.Fatal(err)
+		}
+		if cold {
+			h.model.Purge()
+		}
+		obs.rps = 9.5
+		start := time.Now()
+		evs, err := h.c.Guard(ctx)
+		durs = append(durs, time.Since(start))
+		if err != nil || len(evs) != 1 || evs[0].Type != EventThrottle {
+			b.Fatalf("guard: %v %+v, want a throttle", err, evs)
+		}
+		if err := h.c.Release(ctx, d.Lease.ID, tokenOf(d)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	slices.Sort(durs)
+	q := func(p float64) float64 { return float64(durs[int(p*float64(len(durs)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+}
+
+// BenchmarkGuardReactCold: a rise in load to its throttle event with every
+// prediction simulated anew. Goal: within one scrape interval (5 s) and
+// 100 ms of the scrape, together with the guard's 1 s tick.
+func BenchmarkGuardReactCold(b *testing.B) { benchGuard(b, true) }
+
+// BenchmarkGuardReactWarm: the same reaction with the predictions cached
+// (a load seen before).
+func BenchmarkGuardReactWarm(b *testing.B) { benchGuard(b, false) }

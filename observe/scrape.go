@@ -69,11 +69,11 @@ func (s *Scraper) Scrape(ctx context.Context) (Reading, error) {
 	if int64(len(body)) > limit {
 		return Reading{}, fmt.Errorf("scrape %s: %w: more than %d bytes", s.URL, ErrTooLarge, limit)
 	}
-	return s.parse(body, at)
+	return s.Parse(body, at)
 }
 
-// parse reads a page of the text exposition format.
-func (s *Scraper) parse(body []byte, at time.Time) (Reading, error) {
+// Parse reads a page of the text exposition format read at at.
+func (s *Scraper) Parse(body []byte, at time.Time) (Reading, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {

@@ -249,7 +249,7 @@ func FuzzParse(f *testing.F) {
 	}
 	vllm, _ := PresetNamed("vllm")
 	f.Fuzz(func(t *testing.T, page []byte) {
-		r, err := (&Scraper{Preset: vllm}).parse(page, t0)
+		r, err := (&Scraper{Preset: vllm}).Parse(page, t0)
 		if err != nil {
 			return
 		}

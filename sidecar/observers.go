@@ -119,14 +119,24 @@ func (w *watchedServices) Observe(service string) (observe.Observation, bool) {
 }
 
 // ObservedRate is admission.Observer: the load to plan for, when it may be
-// used: the windowed rate, or its forecast when that is higher, so that a
-// rising load is planned for before it arrives.
+// used (plannedRate, with the forecast).
 func (w *watchedServices) ObservedRate(service string) (float64, bool) {
 	o, ok := w.Observe(service)
-	if !ok || !o.Usable() || math.IsNaN(o.RateRPS) {
+	if !ok {
 		return 0, false
 	}
-	if f := o.ForecastRPS; f > o.RateRPS && !math.IsInf(f, 0) {
+	return plannedRate(o, true)
+}
+
+// plannedRate is the load an observation says to plan for: the windowed
+// rate, or with forecast its forecast when that is higher, so that a rising
+// load is planned for before it arrives; ok is false when the observation
+// may not be decided on.
+func plannedRate(o observe.Observation, forecast bool) (float64, bool) {
+	if !o.Usable() || math.IsNaN(o.RateRPS) {
+		return 0, false
+	}
+	if f := o.ForecastRPS; forecast && f > o.RateRPS && !math.IsInf(f, 0) {
 		return f, true
 	}
 	return o.RateRPS, true
@@ -136,14 +146,22 @@ func (w *watchedServices) ObservedRate(service string) (float64, bool) {
 // corrects a prediction: with fewer, a p99 is one or two requests' luck.
 const minRequestsForP99 = 100
 
-// ObservedP99 is admission.LatencyObserver: the window's p99 and when the
-// window began, once it holds minRequestsForP99 requests.
+// ObservedP99 is admission.LatencyObserver (windowP99).
 func (w *watchedServices) ObservedP99(service string) (float64, time.Time, bool) {
 	o, ok := w.Observe(service)
-	if !ok || !o.Usable() || math.IsNaN(o.P99MS) || o.Requests < minRequestsForP99 {
+	if !ok {
 		return 0, time.Time{}, false
 	}
-	return o.P99MS, time.Now().Add(-o.Age - o.Elapsed), true
+	return windowP99(o, time.Now())
+}
+
+// windowP99 is an observation's p99 and when its window began, once the
+// window holds minRequestsForP99 requests.
+func windowP99(o observe.Observation, now time.Time) (float64, time.Time, bool) {
+	if !o.Usable() || math.IsNaN(o.P99MS) || o.Requests < minRequestsForP99 {
+		return 0, time.Time{}, false
+	}
+	return o.P99MS, now.Add(-o.Age - o.Elapsed), true
 }
 
 // recordMeasured adds each new measurement of a prediction against a

@@ -1,0 +1,160 @@
+package simserver
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/observe"
+	"github.com/colocd/colocd/predictor"
+)
+
+const azureTrace = "../../testdata/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
+
+func TestParseTrace(t *testing.T) {
+	got, err := ParseTrace(strings.NewReader("TIMESTAMP,ContextTokens,GeneratedTokens\n" +
+		"2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:15:46.7805900,1,1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{0, 100 * time.Millisecond, 4314579 * time.Microsecond}
+	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Errorf("arrivals %v, want %v", got, want)
+	}
+	for _, tt := range []struct{ name, csv, want string }{
+		{"no timestamp column", "time,x\n1,2\n", "want a TIMESTAMP column"},
+		{"bad time", "TIMESTAMP\nyesterday\n", "line 2: TIMESTAMP: want a time"},
+		{"empty", "TIMESTAMP\n", "no requests"},
+		{"no header", "", "header"},
+	} {
+		if _, err := ParseTrace(strings.NewReader(tt.csv)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want one containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// The real trace: 19,366 requests over about an hour, 0.6 to 8.5 a second
+// per minute (its README).
+func TestParseAzureTrace(t *testing.T) {
+	f, err := os.Open(azureTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	arr, err := ParseTrace(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(arr) != 19366 {
+		t.Errorf("%d requests, want 19366", len(arr))
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, r := range RatePerMinute(arr) { // minutes from the first request; the last is partial
+		lo, hi = min(lo, r), max(hi, r)
+	}
+	if math.Abs(lo-0.6) > 0.06 || math.Abs(hi-8.5) > 0.06 {
+		t.Errorf("per-minute rates from %.2f to %.2f, want 0.6 to 8.5", lo, hi)
+	}
+}
+
+func FuzzParseTrace(f *testing.F) {
+	f.Add("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n")
+	f.Add("TIMESTAMP\n2023-11-16T18:15:46Z\n\"x\n")
+	f.Fuzz(func(t *testing.T, data string) {
+		arr, err := ParseTrace(strings.NewReader(data))
+		if err != nil {
+			return
+		}
+		for i, a := range arr {
+			if a < 0 || i > 0 && a < arr[i-1] {
+				t.Fatalf("arrivals out of order or negative: %v", arr)
+			}
+		}
+	})
+}
+
+func testModel(t *testing.T) *Model {
+	t.Helper()
+	inf, err := predictor.LoadProfile("../../testdata/profiles/v100-infer-200.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := predictor.CalibrationPreset("NVIDIA H200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Model{Inference: inf, Calibration: cal, Mode: predictor.ModeMPS, Requests: 300, Seed: 1, SMs: 132}
+}
+
+// inProcess is a transport that hands each request to a handler: the
+// scraper reads the server's page as from the network.
+type inProcess struct{ h http.Handler }
+
+func (p inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	p.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// Each preset's page reads back, through colocd's own scraper, as the
+// requests the server completed, with a p99 near the predicted one (times
+// the error factor).
+func TestPagesReadBackThroughTheScraper(t *testing.T) {
+	m := testModel(t)
+	want, err := m.Latency(8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, preset := range []string{"vllm", "sglang", "tgi"} {
+		for _, factor := range []float64{1, 1.5} {
+			start := time.Unix(1_000_000, 0)
+			srv, err := New(Config{Preset: preset, ModelName: "m", Arrivals: Poisson(8, 10*time.Minute, 7), Start: start,
+				Latency: m, Trainers: func() []Trainer { return nil }, ErrorFactor: factor, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := observe.PresetNamed(preset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := &observe.Scraper{URL: "http://sim/metrics", Preset: p, Labels: map[string]string{}, Client: &http.Client{Transport: inProcess{srv}}}
+			w := observe.Window{Span: time.Hour}
+			for _, at := range []time.Duration{time.Minute, 10 * time.Minute} {
+				if err := srv.Advance(start.Add(at)); err != nil {
+					t.Fatal(err)
+				}
+				r, err := sc.Parse([]byte(srv.Page()), start.Add(at))
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", preset, err, srv.Page())
+				}
+				w.Add(r)
+			}
+			st, ok := w.Stats()
+			if !ok {
+				t.Fatalf("%s: no stats", preset)
+			}
+			if math.Abs(st.RateRPS-8) > 0.8 {
+				t.Errorf("%s: rate %.2f, want about 8", preset, st.RateRPS)
+			}
+			if got := st.P99MS / (want.P99 * factor); got < 0.8 || got > 1.25 {
+				t.Errorf("%s ×%g: observed p99 %.1f ms, predicted %.1f × %g", preset, factor, st.P99MS, want.P99, factor)
+			}
+			// And over HTTP, as a scrape sees it.
+			if _, err := sc.Scrape(context.Background()); err != nil {
+				t.Errorf("%s: scrape: %v", preset, err)
+			}
+		}
+	}
+}
+
+func TestNewRefusesTriton(t *testing.T) {
+	_, err := New(Config{Preset: "triton", Latency: testModel(t), Trainers: func() []Trainer { return nil }})
+	if err == nil || !strings.Contains(err.Error(), "no latency histogram") {
+		t.Fatalf("err = %v", err)
+	}
+}
