@@ -164,10 +164,21 @@ type Deps struct {
 // tail latency, with which Guard corrects the predictions.
 type LatencyObserver interface {
 	Observer
-	// ObservedP99 is the p99 of the service's latency over its last
-	// window, when the window began, and whether it may be decided on
-	// (recent, and with enough requests for a p99).
-	ObservedP99(service string) (p99ms float64, since time.Time, ok bool)
+	// ObservedWindow is the service's last window of latency figures, and
+	// whether it may be decided on (recent, and with enough requests for a
+	// p99).
+	ObservedWindow(service string) (ObservedWindow, bool)
+}
+
+// ObservedWindow is what a server's own metrics say over one window.
+// Figures the window cannot give are NaN, but P99MS is always known.
+type ObservedWindow struct {
+	// Since and End bound the window.
+	Since, End time.Time
+	// Requests completed in it, and their rate.
+	Requests, RateRPS float64
+	MeanMS, P50MS     float64
+	P90MS, P99MS      float64
 }
 
 // Observer reports what an inference service's own metrics say.

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"time"
+
+	"github.com/colocd/colocd/predictor"
 )
 
 // maxCorrection bounds an observed correction: a server a hundred times
@@ -33,7 +34,8 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 	trainers := trainersOf(s.live)
 	changed := false
 	for _, svc := range s.eval.cfg.Services {
-		p99, since, ok := lo.ObservedP99(svc.Name)
+		win, ok := lo.ObservedWindow(svc.Name)
+		p99, since := win.P99MS, win.Since
 		if !ok || !(p99 > 0) || math.IsInf(p99, 0) || since.Before(moved) {
 			continue
 		}
@@ -49,8 +51,8 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 		if c.measured == nil {
 			c.measured = map[string]Measurement{}
 		}
-		if m := c.measured[svc.Name]; !m.Since.Equal(since) {
-			c.measured[svc.Name] = Measurement{ObservedP99MS: p99, PredictedP99MS: lat.P99MS, Since: since, Leases: len(trainers)}
+		if m := c.measured[svc.Name]; !m.Window.Since.Equal(since) {
+			c.measured[svc.Name] = Measurement{Window: win, PredictedP99MS: lat.P99MS, RateRPS: svc.RateRPS, Mode: s.eval.cfg.Mode, Trainers: trainers}
 		}
 		if c.movedAt.Equal(moved) && c.corrections[svc.Name] != corr && (corr > 1 || c.corrections[svc.Name] > 1) {
 			if c.corrections == nil {
@@ -71,12 +73,15 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 }
 
 // Measurement is one comparison of a server's observed p99 with the
-// prediction for the leases that ran in the observed window.
+// prediction for the leases that ran all through the observed window.
 type Measurement struct {
-	ObservedP99MS, PredictedP99MS float64
-	// Since is when the observed window began; Leases how many ran in it.
-	Since  time.Time
-	Leases int
+	Window ObservedWindow
+	// PredictedP99MS is the prediction at RateRPS (the rate the decisions
+	// used) in Mode with Trainers, the leases at their percentages.
+	PredictedP99MS float64
+	RateRPS        float64
+	Mode           predictor.Mode
+	Trainers       []Trainer
 }
 
 // Measurements returns the last measurement of each service, by name.

@@ -21,10 +21,10 @@ type fakeLatency struct {
 
 func (f *fakeLatency) ObservedRate(string) (float64, bool) { return 0, false }
 
-func (f *fakeLatency) ObservedP99(string) (float64, time.Time, bool) {
+func (f *fakeLatency) ObservedWindow(string) (ObservedWindow, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.p99, f.since, f.p99 > 0
+	return ObservedWindow{P99MS: f.p99, Since: f.since, End: time.Now(), Requests: 1000}, f.p99 > 0
 }
 
 func (f *fakeLatency) set(p99 float64, since time.Time) {

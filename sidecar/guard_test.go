@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/observe"
+	"github.com/colocd/colocd/predictor/calibrate"
 )
 
 // slowServer serves a vLLM metrics page on which perScrape requests
@@ -83,5 +85,15 @@ func TestObservedP99ThrottlesWhenThePredictorIsLow(t *testing.T) {
 		if !eventually(ctx, func() bool { return strings.Contains(getMetrics(t, s), want) }) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// The measured window is in the data dir, and makes a measurement
+	// record for `colocd calibrate --from-observations`.
+	dir := filepath.Join(cfg.Sidecar.DataDir, "observations")
+	var m *calibrate.Measurements
+	if !eventually(ctx, func() bool { m, _, err = calibrate.FromObservations(dir); return err == nil }) {
+		t.Fatalf("no measurement records from %s: %v", dir, err)
+	}
+	if r := m.Records[0]; r.TrainingPct != 100 || !(r.Measured.LatencyMS["p99"] >= 1.5*pred) || m.Device.Name != "NVIDIA H200" {
+		t.Errorf("record %+v on %+v, want the window at 100 %% with its observed p99", r, m.Device)
 	}
 }

@@ -146,33 +146,39 @@ func plannedRate(o observe.Observation, forecast bool) (float64, bool) {
 // corrects a prediction: with fewer, a p99 is one or two requests' luck.
 const minRequestsForP99 = 100
 
-// ObservedP99 is admission.LatencyObserver (windowP99).
-func (w *watchedServices) ObservedP99(service string) (float64, time.Time, bool) {
+// ObservedWindow is admission.LatencyObserver (observedWindow).
+func (w *watchedServices) ObservedWindow(service string) (admission.ObservedWindow, bool) {
 	o, ok := w.Observe(service)
 	if !ok {
-		return 0, time.Time{}, false
+		return admission.ObservedWindow{}, false
 	}
-	return windowP99(o, time.Now())
+	return observedWindow(o, time.Now())
 }
 
-// windowP99 is an observation's p99 and when its window began, once the
-// window holds minRequestsForP99 requests.
-func windowP99(o observe.Observation, now time.Time) (float64, time.Time, bool) {
+// observedWindow is an observation's figures and when its window began
+// and ended, once the window holds minRequestsForP99 requests.
+func observedWindow(o observe.Observation, now time.Time) (admission.ObservedWindow, bool) {
 	if !o.Usable() || math.IsNaN(o.P99MS) || o.Requests < minRequestsForP99 {
-		return 0, time.Time{}, false
+		return admission.ObservedWindow{}, false
 	}
-	return o.P99MS, now.Add(-o.Age - o.Elapsed), true
+	end := now.Add(-o.Age)
+	return admission.ObservedWindow{Since: end.Add(-o.Elapsed), End: end, Requests: o.Requests, RateRPS: o.RateRPS,
+		MeanMS: o.MeanMS, P50MS: o.P50MS, P90MS: o.P90MS, P99MS: o.P99MS}, true
 }
 
 // recordMeasured adds each new measurement of a prediction against a
-// server's p99 to /metrics, and sets the corrections.
+// server's p99 to /metrics and to the observations log (records.go), and
+// sets the corrections.
 func (s *Sidecar) recordMeasured(ctx context.Context, seen map[string]time.Time) {
 	m := s.tel.metrics
 	corr := s.adm.Corrections()
-	for name, ms := range s.adm.Measurements() {
-		if !seen[name].Equal(ms.Since) && ms.PredictedP99MS > 0 {
-			seen[name] = ms.Since
-			m.observedOverPredicted.Record(ctx, ms.ObservedP99MS/ms.PredictedP99MS, metricAttrs("service", name))
+	measured := s.adm.Measurements()
+	for _, svc := range s.services() {
+		ms, ok := measured[svc.Name]
+		if ok && !seen[svc.Name].Equal(ms.Window.Since) && ms.PredictedP99MS > 0 {
+			seen[svc.Name] = ms.Window.Since
+			m.observedOverPredicted.Record(ctx, ms.Window.P99MS/ms.PredictedP99MS, metricAttrs("service", svc.Name))
+			s.observations.record(svc, ms)
 		}
 	}
 	for _, svc := range s.services() {
@@ -247,8 +253,8 @@ func (s *Sidecar) guardLoop(ctx context.Context) error {
 			attrs := []attribute.KeyValue{attribute.String("colocd.service", svc.Name), attribute.Float64("colocd.configured_rate_rps", svc.RateRPS),
 				attribute.Float64("colocd.correction", max(1, corrections[svc.Name]))}
 			if m, ok := measurements[svc.Name]; ok {
-				attrs = append(attrs, attribute.Float64("colocd.measured_observed_p99_ms", m.ObservedP99MS),
-					attribute.Float64("colocd.measured_predicted_p99_ms", m.PredictedP99MS), attribute.Int("colocd.measured_leases", m.Leases))
+				attrs = append(attrs, attribute.Float64("colocd.measured_observed_p99_ms", m.Window.P99MS),
+					attribute.Float64("colocd.measured_predicted_p99_ms", m.PredictedP99MS), attribute.Int("colocd.measured_leases", len(m.Trainers)))
 			}
 			if o, ok := s.watched.Observe(svc.Name); ok {
 				attrs = append(attrs, attribute.String("colocd.observed_state", string(o.State)), attribute.Float64("colocd.observed_rate_rps", o.RateRPS))

@@ -51,7 +51,7 @@ type replayResult struct {
 }
 
 // replayObserver is the observed service as admission sees it, with or
-// without the forecast (sidecar's own plannedRate and windowP99).
+// without the forecast (sidecar's own plannedRate and observedWindow).
 type replayObserver struct {
 	obs      *observe.Observer
 	forecast bool
@@ -60,8 +60,8 @@ type replayObserver struct {
 func (o replayObserver) ObservedRate(string) (float64, bool) {
 	return plannedRate(o.obs.Observe(), o.forecast)
 }
-func (o replayObserver) ObservedP99(string) (float64, time.Time, bool) {
-	return windowP99(o.obs.Observe(), time.Now())
+func (o replayObserver) ObservedWindow(string) (admission.ObservedWindow, bool) {
+	return observedWindow(o.obs.Observe(), time.Now())
 }
 
 // inProcess hands each request to a handler: the scraper reads the

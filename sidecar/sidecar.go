@@ -67,7 +67,9 @@ type Sidecar struct {
 	mu      sync.Mutex
 	specs   []admission.ServiceSpec
 	watched *watchedServices // the services' own metrics (observers.go)
-	closers []func(context.Context) error
+	// observations records the measured windows in the data dir (records.go).
+	observations *observationLog
+	closers      []func(context.Context) error
 }
 
 // New builds every component from cfg (which must be valid) and starts
@@ -291,6 +293,7 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	}
 	s.specs = specs
 	s.watched = newWatchedServices(s.log.With("component", "metrics"), s.cfg.Services)
+	s.observations = newObservationLog(s.cfg.Sidecar.DataDir, predictor.Device{Name: s.gpuInfo.Name, SMs: s.gpuInfo.SMs}, s.log.With("component", "observations"))
 	deps := admission.Deps{
 		Device:    admissionDevice(s.gpu, s.gpuInfo.Backend),
 		Store:     s.store,

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -18,12 +22,13 @@ import (
 
 func newCalibrateCmd() *cobra.Command {
 	var (
-		measPath, out string
-		opts          calibrate.FitOptions
-		noCV, asJSON  bool
+		measPath, out   string
+		obsDir, measOut string
+		opts            calibrate.FitOptions
+		noCV, asJSON    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "calibrate --measurements FILE --out FILE",
+		Use:   "calibrate (--measurements FILE | --from-observations DIR) --out FILE",
 		Short: "Fit the model's device parameters to measurements",
 		Long: `Fit the models' device parameters to measured co-location runs
 (colocd.measurements/v1): from time-slicing records the virtual slice, the
@@ -31,28 +36,37 @@ switching overhead and the hold-over (MAPE in-sample and leave-one-record-out);
 from MPS records the contention coefficients (MAPE in-sample and
 leave-one-workload-out). Writes one colocd.calibration/v1 file with a section
 per mode measured. See docs/predictor.md for the method and docs/formats.md
-for the files.`,
+for the files.
+
+With --from-observations, the measurements are what a sidecar recorded of
+its inference servers' own metrics (<data_dir>/observations): one record per
+window with training jobs at one percentage next to the service, so that a
+deployment re-calibrates itself on its own GPU. --measurements-out writes
+those records as a measurements file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if measPath == "" {
-				return errors.New("calibrate: --measurements: want the path of a colocd.measurements/v1 file")
+			if (measPath == "") == (obsDir == "") {
+				return errors.New("calibrate: --measurements: want the path of a colocd.measurements/v1 file, or --from-observations DIR (one of the two)")
 			}
-			if out == "" {
-				return errors.New("calibrate: --out: want the path of the calibration file to write")
+			if out == "" && measOut == "" {
+				return errors.New("calibrate: --out: want the path of the calibration file to write (or, with --from-observations, --measurements-out)")
 			}
 			if opts.Requests < 0 {
 				return fmt.Errorf("calibrate: --requests: want a count ≥ 1 (0: each record's own or %d), got %d", predictor.DefaultRequests, opts.Requests)
 			}
-			m, err := calibrate.LoadMeasurements(measPath)
+			m, err := loadMeasurements(cmd.OutOrStdout(), measPath, obsDir, measOut)
 			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
+			}
+			if out == "" {
+				return nil
 			}
 			opts.CrossValidate = !noCV
 			cal, err := fitAll(cmd.Context(), m, opts)
 			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
-			cal.Source = fmt.Sprintf("fitted on %s (%d records)", filepath.Base(measPath), len(m.Records))
+			cal.Source = fmt.Sprintf("fitted on %s (%d records)", filepath.Base(measPath+obsDir), len(m.Records))
 			if m.Source != "" {
 				cal.Source += "; measurements: " + m.Source
 			}
@@ -66,13 +80,46 @@ for the files.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&measPath, "measurements", "", "measurements file (required)")
+	f.StringVar(&measPath, "measurements", "", "measurements file (this or --from-observations)")
+	f.StringVar(&obsDir, "from-observations", "", "a sidecar's observations directory (<data_dir>/observations) to take the measurements from")
+	f.StringVar(&measOut, "measurements-out", "", "with --from-observations, also write the measurements to this file")
 	f.StringVarP(&out, "out", "o", "", "calibration file to write (required)")
 	f.IntVar(&opts.Requests, "requests", 0, fmt.Sprintf("simulated requests per record, unless the record sets its own (default %d)", predictor.DefaultRequests))
 	f.Uint64Var(&opts.Seed, "seed", 1, "arrival seed, unless the record sets its own")
 	f.BoolVar(&noCV, "no-cv", false, "skip the leave-one-record-out refits")
 	f.BoolVar(&asJSON, "json", false, "print the calibration as JSON")
 	return cmd
+}
+
+// loadMeasurements reads the measurements file, or turns an observations
+// directory into measurements (saying what it left out, and writing them
+// to measOut when set).
+func loadMeasurements(w io.Writer, measPath, obsDir, measOut string) (*calibrate.Measurements, error) {
+	if measPath != "" {
+		if measOut != "" {
+			return nil, errors.New("--measurements-out: want it only with --from-observations")
+		}
+		return calibrate.LoadMeasurements(measPath)
+	}
+	m, skipped, err := calibrate.FromObservations(obsDir)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "%d measurement records from %s", len(m.Records), obsDir)
+	for _, why := range slices.Sorted(maps.Keys(skipped)) {
+		fmt.Fprintf(w, "; %d windows left out: %s", skipped[why], why)
+	}
+	fmt.Fprintln(w)
+	if measOut != "" {
+		data, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(measOut, append(data, '\n'), 0o644); err != nil {
+			return nil, fmt.Errorf("--measurements-out: %w", err)
+		}
+	}
+	return m, nil
 }
 
 // fitAll fits each mode that has records and returns one calibration.

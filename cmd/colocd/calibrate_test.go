@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/predictor/calibrate"
 )
 
 // TestCalibrateRoundTrip measures with `colocd predict` under known device
@@ -176,5 +178,64 @@ func TestCalibrateMPSRoundTrip(t *testing.T) {
 	}
 	if cal.Fit != nil {
 		t.Errorf("a time-slicing fit was reported with no time-slicing records: %+v", cal.Fit)
+	}
+}
+
+// TestCalibrateFromObservations: what a sidecar records of its server's
+// own metrics (<data_dir>/observations) becomes measurements and a
+// calibration; the windows it cannot use are said.
+func TestCalibrateFromObservations(t *testing.T) {
+	dir := t.TempDir()
+	inf, err := predictor.LoadProfile(profilesDir + "/v100-infer-200.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := predictor.LoadProfile(profilesDir + "/v100-train-step.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, calibrate.ObservationsProfiles), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*predictor.Profile{inf, tr} {
+		if err := predictor.SaveProfile(filepath.Join(dir, calibrate.ObservationsProfiles, calibrate.ProfileFile(p.Key())), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lines []string
+	for i, pct := range []int{100, 60, 30, 0} {
+		o := calibrate.Observation{Format: calibrate.ObservationFormat, Time: time.Date(2026, 12, 1, 12, i, 0, 0, time.UTC), WindowS: 60,
+			Service: "chat", Device: predictor.Device{Name: "NVIDIA H200", SMs: 132}, Mode: predictor.ModeMPS, Inference: calibrate.ProfileFile(inf.Key()),
+			RateRPS: 8, Requests: 480, LatencyMS: map[string]float64{"mean": 60 + float64(pct)/2, "p99": 100 + float64(pct)}}
+		if pct > 0 {
+			o.Training = []calibrate.ObservedJob{{Profile: calibrate.ProfileFile(tr.Key()), Pct: pct}}
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, string(b))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "chat.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	meas, cal := filepath.Join(t.TempDir(), "m.json"), filepath.Join(t.TempDir(), "cal.json")
+	stdout, _, err := runCLI(t, "calibrate", "--from-observations", dir, "--measurements-out", meas, "--out", cal, "--no-cv", "--requests", "300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "3 measurement records from") || !strings.Contains(stdout, "1 windows left out: no training job") {
+		t.Errorf("output does not say what it took:\n%s", stdout)
+	}
+	m, err := calibrate.LoadMeasurements(meas)
+	if err != nil || len(m.Records) != 3 {
+		t.Fatalf("measurements written: %v, %+v", err, m)
+	}
+	c, err := predictor.LoadCalibration(cal)
+	if err != nil || c.MPS == nil || !strings.Contains(c.Source, "observed by colocd") {
+		t.Fatalf("calibration: %v %+v", err, c)
+	}
+	if _, _, err := runCLI(t, "calibrate", "--from-observations", dir, "--measurements", meas, "--out", cal); err == nil || !strings.Contains(err.Error(), "one of the two") {
+		t.Errorf("both sources: %v, want a refusal", err)
 	}
 }
