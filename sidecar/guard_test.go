@@ -8,11 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/simserver"
 	"github.com/colocd/colocd/observe"
+	"github.com/colocd/colocd/predictor"
 	"github.com/colocd/colocd/predictor/calibrate"
 )
 
@@ -95,5 +99,155 @@ func TestObservedP99ThrottlesWhenThePredictorIsLow(t *testing.T) {
 	}
 	if r := m.Records[0]; r.TrainingPct != 100 || !(r.Measured.LatencyMS["p99"] >= 1.5*pred) || m.Device.Name != "NVIDIA H200" {
 		t.Errorf("record %+v on %+v, want the window at 100 %% with its observed p99", r, m.Device)
+	}
+}
+
+// simulatedServer serves the simulated inference server over HTTP: its
+// latency is the predictor's for the clients the simulated MPS daemon
+// shows, at their percentages.
+func simulatedServer(t *testing.T, s *running, arrivals []time.Duration) string {
+	t.Helper()
+	inf, err := predictor.LoadProfile(serviceProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := predictor.LoadProfile(trainProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := predictor.CalibrationPreset("NVIDIA H200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &simserver.Model{Inference: inf, Calibration: cal, Mode: predictor.ModeMPS, Requests: testRequests, Seed: 1, SMs: 132}
+	srv, err := simserver.New(simserver.Config{Preset: "vllm", ModelName: "m", Arrivals: arrivals, Start: time.Now(), Latency: model,
+		Trainers: func() []simserver.Trainer {
+			clients, err := s.sim.mps.Clients(context.Background())
+			if err != nil {
+				return nil
+			}
+			var out []simserver.Trainer
+			for _, c := range clients {
+				out = append(out, simserver.Trainer{Profile: tr, Pct: int(c.ActiveThreadPct)})
+			}
+			return out
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return hs.URL + "/metrics"
+}
+
+// The load on the simulated server doubles: the guard throttles the lease,
+// the launcher restarts its workers at the new percentage and registers
+// them, and its lease lives on past the deadline, at the lower
+// percentage, with no revoke.
+func TestLoadDoublesThrottleHonoured(t *testing.T) {
+	cfg := testConfig(t, "gpu-doubles", p99AtRate(t, 100, 4)/0.9*1.05) // a job at 100 % fits at 4 req/s, just
+	cfg.Services[0].RateRPS = 4
+	cfg.Admission.Guard.Deadline = 3 * time.Second
+	s := start(t, cfg, Options{})
+	arrivals := simserver.Poisson(4, 10*time.Second, 1)
+	for _, a := range simserver.Poisson(8, 10*time.Minute, 2) {
+		arrivals = append(arrivals, 10*time.Second+a)
+	}
+	// Scrapes every 5 s (the default): the forecast 30 s ahead is six
+	// intervals of trend. At 1 s it would be thirty, and the noise of a
+	// one-second rate would swamp it.
+	s.Sidecar.watched.set([]configs.Service{{Name: "v100-infer", Metrics: observe.Endpoint{URL: simulatedServer(t, s, arrivals), Preset: "vllm", Window: 20 * time.Second}}})
+	c := client(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	d, err := c.Admit(ctx, s.ID(), admitReq("job-doubles", 10, 100))
+	if err != nil || d.Lease == nil || d.Lease.ActiveThreadPct != 100 {
+		t.Fatalf("admit: %v %+v", err, d)
+	}
+	if err := c.Register(ctx, s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{5001}}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Events(ctx, s.ID(), "job-doubles", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	// The launcher restarts its workers with each throttle's env and
+	// registers them, until the guard has been quiet for longer than a
+	// deadline.
+	throttles, pid := 0, 5002
+	for quiet := time.After(80 * time.Second); ; {
+		select {
+		case rec := <-sub.C():
+			ev := rec.Event
+			if ev.Type != bus.EventThrottle {
+				t.Fatalf("event %+v, want only throttles while the launcher honours them", ev)
+			}
+			throttles++
+			if ev.Deadline != nil {
+				if err := c.Register(ctx, s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{pid}}); err != nil {
+					t.Fatal(err)
+				}
+				pid++
+			}
+			quiet = time.After(cfg.Admission.Guard.Deadline + 5*time.Second)
+		case <-quiet:
+			if throttles == 0 {
+				t.Fatal("no throttle within 80 s of the load doubling")
+			}
+			ls := s.adm.Leases()
+			if len(ls) != 1 || ls[0].Revoked || ls[0].Pct >= 100 || ls[0].RunningPct != ls[0].Pct {
+				t.Errorf("leases %+v, want the lease lowered, its workers at its percentage", ls)
+			}
+			return
+		}
+	}
+}
+
+// The server's metrics endpoint goes down: status says so, and once the
+// last good window is older than three intervals nothing observed is used
+// any more: predictions fall back to the configured rate.
+func TestMetricsDownFallsBackToTheConfiguredRate(t *testing.T) {
+	var down atomic.Bool
+	var mu sync.Mutex
+	req := 0.0
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "server restarting", http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		req += 40 // some 40 req/s against 8 configured
+		n := req
+		mu.Unlock()
+		fmt.Fprintf(w, "# TYPE vllm:e2e_request_latency_seconds histogram\n"+
+			"vllm:e2e_request_latency_seconds_bucket{le=\"0.1\"} %g\nvllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} %g\n"+
+			"vllm:e2e_request_latency_seconds_count %g\nvllm:e2e_request_latency_seconds_sum %g\n"+
+			"# TYPE vllm:request_success_total counter\nvllm:request_success_total %g\n", n, n, n, n*0.05, n)
+	}))
+	t.Cleanup(hs.Close)
+	cfg := testConfig(t, "gpu-down", 1e6)
+	cfg.Services[0].Metrics = observe.Endpoint{URL: hs.URL + "/metrics", Preset: "vllm", Interval: time.Second}
+	s := start(t, cfg, Options{})
+	c := client(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	status := func() bus.ServiceStatus {
+		st, err := c.Status(ctx, s.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Services[0]
+	}
+	if !eventually(ctx, func() bool { return status().PredictedAtRPS > 30 }) {
+		t.Fatalf("never predicted at the observed load: %+v", status())
+	}
+	down.Store(true)
+	var last bus.ServiceStatus
+	if !eventually(ctx, func() bool { last = status(); return last.Observed != nil && last.Observed.State == "expired" }) {
+		t.Fatalf("the observation never expired: %+v", last)
+	}
+	if last.PredictedAtRPS != 8 || last.Guard != "configured" || !strings.Contains(last.Observed.Reason, "503") {
+		t.Errorf("status %+v (observed %+v), want the configured rate, guard configured, and the scrape's failure", last, *last.Observed)
 	}
 }
