@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/internal/simserver"
+	"github.com/colocd/colocd/observe"
+)
+
+// freeAddr is a local address no one listens on (just now).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestSimserve runs the simulated server next to a real sidecar: its page
+// is vLLM's format, read by colocd's own scraper, and its requests grow.
+func TestSimserve(t *testing.T) {
+	s := startSidecar(t, "gpu-simserve", nil)
+	addr := freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"simserve", "--listen", addr, "--rate", "50", "--duration", "4s", "--linger", "1s", "--requests", "300",
+			"--inference", profilesDir + "/v100-infer-200.json", "--training", profilesDir + "/v100-train-step.json",
+			"--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "gpu-simserve"}, io.Discard, io.Discard)
+	}()
+	vllm, err := observe.PresetNamed("vllm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &observe.Scraper{URL: "http://" + addr + "/metrics", Preset: vllm}
+	var first, last float64
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		r, err := sc.Scrape(ctx)
+		if err != nil {
+			continue // not listening yet
+		}
+		if first == 0 {
+			first = max(r.Requests, 1e-9)
+		}
+		if last = r.Requests; last > first+20 {
+			break
+		}
+	}
+	if !(last > first+20) {
+		t.Errorf("requests went from %g to %g, want them to grow", first, last)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), `vllm:e2e_request_latency_seconds_bucket{model_name="sim",le="0.005"}`) {
+			t.Errorf("page:\n%s", body)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("simserve: %v", err)
+	}
+}
+
+func TestSimserveErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate", "5"}, "--inference and --training"},
+		{[]string{"--inference", "a", "--training", "b"}, "--trace or --rate: want one of the two"},
+		{[]string{"--inference", "a", "--training", "b", "--rate", "5", "--error", "0"}, "want factors above 0"},
+	} {
+		_, _, err := runCLI(t, append([]string{"simserve"}, tt.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// follow keeps the last jobs read while reads fail, and says so once.
+func TestSimJobsFollow(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	reads := 0
+	var warn strings.Builder
+	j := &simJobs{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		j.follow(ctx, time.Millisecond, func(context.Context) ([]simserver.Trainer, error) {
+			reads++
+			switch {
+			case reads == 1:
+				return []simserver.Trainer{{Pct: 40}}, nil
+			case reads < 5:
+				return nil, errors.New("no responders")
+			}
+			cancel()
+			return []simserver.Trainer{{Pct: 40}, {Pct: 20}}, nil
+		}, &warn)
+	}()
+	<-done
+	if got := j.now(); len(got) != 2 || got[1].Pct != 20 {
+		t.Errorf("jobs %+v, want the last read's", got)
+	}
+	if n := strings.Count(warn.String(), "no responders"); n != 1 {
+		t.Errorf("warned %d times, want once:\n%s", n, warn.String())
+	}
+}
