@@ -48,10 +48,11 @@ type Controller struct {
 	// gone, re-planned or with new processes. An observed window that began
 	// before it saw another lease set.
 	movedAt time.Time
-	// raiseRoom is since when every raise check found room to raise a
-	// lease (zero: the last found none, or a plan lowered one); raiseAt is
-	// when the next check is due (raise.go).
-	raiseRoom, raiseAt time.Time
+	// raiseRoom holds, per lease id, since when every raise check found
+	// room to raise it (a check that finds none, or a plan that lowers it,
+	// drops it); raiseAt is when the next check is due (raise.go).
+	raiseRoom map[string]time.Time
+	raiseAt   time.Time
 }
 
 // validate validates req and returns its profile's key. A request that

@@ -366,6 +366,7 @@ func TestEnv(t *testing.T) {
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
 	d := mustDecide(t, h, request("r1"), Throttle)
 	want := map[string]string{
+		"COLOCD_LEASE_ID":                   d.Lease.ID,
 		"CUDA_MPS_PIPE_DIRECTORY":           "/tmp/nvidia-mps",
 		"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50",
 		"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT":  "0=4096M",
@@ -375,8 +376,8 @@ func TestEnv(t *testing.T) {
 		t.Errorf("env %v, want %v", d.Env, want)
 	}
 	h = newHarness(t, predictor.ModeTimeslice, 100, nil)
-	if d := mustDecide(t, h, request("r1"), Grant); d.Env == nil || len(d.Env) != 0 {
-		t.Errorf("time slicing env %v, want empty", d.Env)
+	if d := mustDecide(t, h, request("r1"), Grant); len(d.Env) != 1 || d.Env["COLOCD_LEASE_ID"] != d.Lease.ID {
+		t.Errorf("time slicing env %v, want only the lease's id", d.Env)
 	}
 }
 

@@ -32,20 +32,38 @@ type ProcessLister interface {
 // throttled): the inference server's processes, and any other that ran
 // before, cannot be registered and so can never be evicted.
 type ProcessClock interface {
-	// StartTime returns when process pid started (to the second); an error
-	// wrapping ErrNoProcess when no such process runs.
-	StartTime(pid int) (time.Time, error)
+	// StartTime returns when process pid started (to the second), and an
+	// id of the process that no later process with the same PID has
+	// (Linux: its start in clock ticks after boot, which a step of the
+	// wall clock does not move); an error wrapping ErrNoProcess when no
+	// such process runs.
+	StartTime(pid int) (at time.Time, id uint64, err error)
+}
+
+// ProcessEnv is a ProcessClock that also reads a process's environment.
+// With it, Register accepts only processes started with the lease's
+// COLOCD_LEASE_ID (EnvLeaseID, part of every grant's env): no launcher can
+// register, and so have colocd evict, a worker of another job.
+type ProcessEnv interface {
+	ProcessClock
+	// LeaseOf returns the value of COLOCD_LEASE_ID in process pid's
+	// environment ("" when unset); an error wrapping ErrNoProcess when no
+	// such process runs.
+	LeaseOf(pid int) (string, error)
 }
 
 // ErrNoProcess is what a ProcessClock's error wraps for a PID that has no
 // running process.
 var ErrNoProcess = errors.New("no such process")
 
-// Process is one registered process of a job. Started is zero when the
-// host did not tell.
+// Process is one registered process of a job. Started and StartID are
+// zero when the host did not tell; Due, for a replaced process, is when it
+// must be gone.
 type Process struct {
 	PID     int
 	Started time.Time
+	StartID uint64
+	Due     time.Time
 }
 
 // Evictor ends a job's GPU work (the sidecar passes the MPS daemon's
@@ -179,6 +197,10 @@ type ObservedWindow struct {
 	Requests, RateRPS float64
 	MeanMS, P50MS     float64
 	P90MS, P99MS      float64
+	// P99SureMS is a p99 the latency is above with 95 % confidence given
+	// the window's requests (at most P99MS; NaN: take P99MS). The guard
+	// corrects a prediction by it alone, not by a p99 of few requests.
+	P99SureMS float64
 }
 
 // Observer reports what an inference service's own metrics say.

@@ -50,12 +50,25 @@ func (f *fakeEvictor) pids() [][]int {
 // fakeClock is a host whose processes started at the given times.
 type fakeClock map[int]time.Time
 
-func (f fakeClock) StartTime(pid int) (time.Time, error) {
+func (f fakeClock) StartTime(pid int) (time.Time, uint64, error) {
 	t, ok := f[pid]
 	if !ok {
-		return time.Time{}, fmt.Errorf("process %d: %w", pid, ErrNoProcess)
+		return time.Time{}, 0, fmt.Errorf("process %d: %w", pid, ErrNoProcess)
 	}
-	return t, nil
+	return t, uint64(t.UnixNano()), nil
+}
+
+// fakeHost is a fakeClock whose processes also have a COLOCD_LEASE_ID.
+type fakeHost struct {
+	fakeClock
+	lease map[int]string
+}
+
+func (f fakeHost) LeaseOf(pid int) (string, error) {
+	if _, ok := f.fakeClock[pid]; !ok {
+		return "", fmt.Errorf("process %d: %w", pid, ErrNoProcess)
+	}
+	return f.lease[pid], nil
 }
 
 // throttled grants two leases, registers pids for each (the first's

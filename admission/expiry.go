@@ -48,7 +48,7 @@ const (
 	dutyNone    duty = iota
 	dutyExpire       // its time is up (not renewed, or revoked and at its deadline)
 	dutyRevoke       // throttled and not restarted by the deadline
-	dutyRetired      // restarted, and its old processes are due to be gone
+	dutyRetired      // processes a register replaced are due to be gone
 )
 
 // dutyAt says what the expiry loop must do with e at now. c.mu is held.
@@ -59,11 +59,9 @@ func (e *entry) dutyAt(now time.Time) duty {
 		return dutyNone
 	case !now.Before(l.ExpiresAt):
 		return dutyExpire
-	case l.Deadline.IsZero() || now.Before(l.Deadline):
-		return dutyNone
-	case l.awaitingRestart() && !l.Revoked:
+	case !l.Deadline.IsZero() && !now.Before(l.Deadline) && l.awaitingRestart() && !l.Revoked:
 		return dutyRevoke
-	case len(l.Retired) > 0:
+	case len(l.Retired) > 0 && !now.Before(l.retiredDue()):
 		return dutyRetired
 	}
 	return dutyNone
@@ -110,13 +108,29 @@ func (c *Controller) dischargeLocked(ctx context.Context, e *entry, d duty) []Ev
 	l := e.lease.clone()
 	switch d {
 	case dutyRetired:
-		if err := c.evictLocked(ctx, e, l.Retired); err != nil {
-			c.log.Warn("evict the replaced processes of a throttled lease", "lease", l.ID, "err", err)
+		var due, rest []Process
+		for _, p := range l.Retired {
+			if now.Before(p.Due) {
+				rest = append(rest, p)
+			} else {
+				due = append(due, p)
+			}
+		}
+		if err := c.evictLocked(ctx, e, due); err != nil {
+			c.log.Warn("evict the replaced processes of a lease; trying again", "lease", l.ID, "retry_in", evictRetry, "err", err)
+			for i := range e.lease.Retired {
+				if !now.Before(e.lease.Retired[i].Due) {
+					e.lease.Retired[i].Due = now.Add(evictRetry) // in memory: the next try
+				}
+			}
 			return nil
 		}
-		l.Retired = nil
+		l.Retired = rest
 		if err := c.update(ctx, "evict", e, l); err != nil {
+			// Evicted all the same: the store keeps them until the next
+			// write of the lease, and Restore's eviction finds them gone.
 			c.log.Warn("store a lease after evicting its replaced processes", "lease", l.ID, "err", err)
+			e.lease.Retired = rest
 		}
 		return nil
 	case dutyExpire, dutyRevoke:
@@ -125,7 +139,10 @@ func (c *Controller) dischargeLocked(ctx context.Context, e *entry, d duty) []Ev
 	}
 	var events []Event
 	reason := "the lease was not renewed before it expired"
-	if l.Revoked {
+	switch {
+	case l.Released:
+		reason = "the lease was released; its processes still on the GPU were evicted"
+	case l.Revoked:
 		reason = "the revoked lease reached its deadline"
 	}
 	if d == dutyRevoke {
@@ -169,7 +186,10 @@ func (c *Controller) nextExpiryLocked() (time.Time, bool) {
 			continue
 		}
 		at := e.lease.ExpiresAt
-		if d := e.lease.Deadline; !d.IsZero() && d.Before(at) && (e.lease.awaitingRestart() || len(e.lease.Retired) > 0) {
+		if d := e.lease.Deadline; !d.IsZero() && d.Before(at) && e.lease.awaitingRestart() && !e.lease.Revoked {
+			at = d
+		}
+		if d := e.lease.retiredDue(); !d.IsZero() && d.Before(at) {
 			at = d
 		}
 		if next.IsZero() || at.Before(next) {
@@ -309,6 +329,8 @@ func checkStored(l *Lease) string {
 		return fmt.Sprintf("%d pids, more than %d", len(l.PIDs), MaxProcesses)
 	case len(l.Starts) != 0 && len(l.Starts) != len(l.PIDs):
 		return fmt.Sprintf("%d start times for %d pids", len(l.Starts), len(l.PIDs))
+	case len(l.StartIDs) != 0 && len(l.StartIDs) != len(l.PIDs):
+		return fmt.Sprintf("%d process ids for %d pids", len(l.StartIDs), len(l.PIDs))
 	case len(l.Retired) > MaxProcesses:
 		return fmt.Sprintf("%d replaced processes, more than %d", len(l.Retired), MaxProcesses)
 	case l.ExpiresAt.IsZero() || l.CreatedAt.IsZero():

@@ -67,13 +67,14 @@ func guardKey(services []ServiceSpec) []float64 {
 	return out
 }
 
-// revokeAll revokes every live lease not yet revoked, due now, for a fault.
+// revokeAll revokes every live lease, due now, for a fault: also those
+// revoked before with a later deadline.
 func (c *Controller) revokeAll(ctx context.Context, fault string) ([]Event, error) {
 	c.mu.Lock()
 	now := time.Now()
 	var planned []entry
 	for _, e := range c.liveLocked(now) {
-		if !e.lease.Revoked {
+		if !e.lease.Revoked || e.lease.ExpiresAt.After(now) {
 			planned = append(planned, entry{lease: e.lease.clone(), key: e.key})
 		}
 	}
@@ -87,7 +88,7 @@ func (c *Controller) revokeAll(ctx context.Context, fault string) ([]Event, erro
 		revoked[i], pcts[i] = true, planned[i].lease.Pct
 	}
 	reason := "the GPU or its MPS server failed (" + fault + "): every training job on it must stop now"
-	events, serr := c.applyPlan(ctx, planned, pcts, revoked, now, planWhy{revoke: reason, deadline: now})
+	events, serr := c.applyPlan(ctx, planned, pcts, revoked, now, planWhy{revoke: reason, deadline: now, force: true})
 	c.mu.Unlock()
 	c.signal()
 	perr := c.publish(ctx, events)

@@ -15,7 +15,9 @@ const maxCorrection = 100
 
 // measure compares each service's observed p99 with the prediction for
 // the leases that ran during the observed window, and keeps the ratio as
-// the service's correction when the server was slower than predicted
+// the service's correction when the server was slower than predicted with
+// 95 % confidence (ObservedWindow.P99SureMS, not the p99 of a window's
+// luck)
 // (ServiceSpec.Correction; 1 otherwise, the model is never loosened). Only
 // a window that began after what runs on the GPU last changed counts
 // (movedAt): one that saw two lease sets measures neither. The ratio is
@@ -30,8 +32,18 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 	c.mu.Lock()
 	s := c.snapshotLocked()
 	moved := c.movedAt
+	c.pruneLocked()
 	c.mu.Unlock()
-	trainers := trainersOf(s.live)
+	// Only a lease set whose processes run as colocd knows them can be
+	// measured: each lease with its workers registered and none awaiting
+	// a restart, at the percentage its workers were started at.
+	trainers := make([]Trainer, len(s.live))
+	for i, e := range s.live {
+		if len(e.lease.PIDs) == 0 || e.lease.awaitingRestart() {
+			return false, nil
+		}
+		trainers[i] = Trainer{Profile: e.lease.Profile, Key: e.key, Pct: e.lease.running()}
+	}
 	changed := false
 	for _, svc := range s.eval.cfg.Services {
 		win, ok := lo.ObservedWindow(svc.Name)
@@ -43,8 +55,12 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 		if err != nil {
 			return changed, fmt.Errorf("predict %s for the observed window: %w", svc.Name, err)
 		}
+		sure := p99
+		if v := win.P99SureMS; v > 0 && v < p99 {
+			sure = v
+		}
 		corr := 1.0
-		if r := p99 / lat.P99MS; r > 1 && lat.P99MS > 0 {
+		if r := sure / lat.P99MS; r > 1 && lat.P99MS > 0 {
 			corr = min(maxCorrection, rateBand(r))
 		}
 		c.mu.Lock()
@@ -52,7 +68,7 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 			c.measured = map[string]Measurement{}
 		}
 		if m := c.measured[svc.Name]; !m.Window.Since.Equal(since) {
-			c.measured[svc.Name] = Measurement{Window: win, PredictedP99MS: lat.P99MS, RateRPS: svc.RateRPS, Mode: s.eval.cfg.Mode, Trainers: trainers}
+			c.measured[svc.Name] = Measurement{Window: win, PredictedP99MS: lat.P99MS, RateRPS: svc.RateRPS, Mode: s.eval.cfg.Mode, Trainers: trainers, serviceKey: svc.profileKey()}
 		}
 		if c.movedAt.Equal(moved) && c.corrections[svc.Name] != corr && (corr > 1 || c.corrections[svc.Name] > 1) {
 			if c.corrections == nil {
@@ -82,6 +98,9 @@ type Measurement struct {
 	RateRPS        float64
 	Mode           predictor.Mode
 	Trainers       []Trainer
+	// serviceKey is the service's profile when measured: a new profile
+	// drops the measurement and the correction.
+	serviceKey predictor.ProfileKey
 }
 
 // Measurements returns the last measurement of each service, by name.
@@ -89,6 +108,30 @@ func (c *Controller) Measurements() map[string]Measurement {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.measured)
+}
+
+// pruneLocked forgets the corrections and measurements of services no
+// longer configured, or whose profile changed. c.mu is held.
+func (c *Controller) pruneLocked() {
+	keys := map[string]predictor.ProfileKey{}
+	for _, svc := range c.cfg.Services {
+		keys[svc.Name] = svc.profileKey()
+	}
+	for name := range c.corrections {
+		if _, ok := keys[name]; !ok {
+			delete(c.corrections, name)
+			c.freedLocked()
+		}
+	}
+	for name, m := range c.measured {
+		if _, ok := keys[name]; !ok || m.serviceKey != keys[name] {
+			delete(c.measured, name)
+			if c.corrections[name] > 0 && ok {
+				delete(c.corrections, name)
+				c.freedLocked()
+			}
+		}
+	}
 }
 
 // Corrections returns the services' observed corrections (only those above

@@ -50,6 +50,11 @@ func TestObservedP99CorrectsThePrediction(t *testing.T) {
 		a := mustDecide(t, h, first, Grant)
 		time.Sleep(time.Second)
 		b := mustDecide(t, h, second, Grant)
+		for i, d := range []Decision{a, b} { // their workers run
+			if err := h.c.Register(ctx, d.Lease.ID, tokenOf(d), []int{100 + i}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		start := time.Now()
 		time.Sleep(time.Minute)
 

@@ -63,7 +63,11 @@ func (c *Controller) Renew(ctx context.Context, leaseID, token string) (Lease, e
 }
 
 // Release ends a lease now and frees its capacity (no event: the launcher
-// asked). Errors as for Renew; on a store error the lease stays.
+// asked). A lease with processes colocd can still evict is not freed at
+// once: it is marked released and ended, and the expiry loop evicts any of
+// its processes still on the GPU, then frees it (with an expire event), so
+// that a launcher cannot release a lease and keep its workers running.
+// Errors as for Renew; on a store error the lease stays.
 func (c *Controller) Release(ctx context.Context, leaseID, token string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -72,6 +76,15 @@ func (c *Controller) Release(ctx context.Context, leaseID, token string) error {
 		return fmt.Errorf("release: %w", err)
 	}
 	l := e.lease.clone()
+	if c.deps.Evictor != nil && len(l.PIDs)+len(l.Retired) > 0 {
+		now := time.Now()
+		l.Released, l.Revoked, l.ExpiresAt, l.Deadline = true, true, now, now
+		if err := c.update(ctx, "release", e, l); err != nil {
+			return err
+		}
+		c.signal()
+		return nil
+	}
 	if err := c.writeLocked(e, func() error { return c.deps.Store.Delete(ctx, &l) }); err != nil && !errors.Is(err, ErrNotFound) {
 		return errStore("release", err)
 	}
@@ -82,19 +95,27 @@ func (c *Controller) Release(ctx context.Context, leaseID, token string) error {
 // Register records the job's GPU process ids, replacing any registered
 // before (a job that restarts its workers registers the new ones). They
 // identify its MPS clients for eviction, and make its memory count through
-// NVML rather than as not-yet-visible. Like a renew it extends a lease that
-// is not revoked to its full duration from now (never shortens it): the
-// launcher that registers has its grant. After a throttle, a register is
-// how the launcher shows its workers restarted at the new percentage.
+// NVML rather than as not-yet-visible. Like a renew it extends the lease to
+// its full duration from now (never shortens it): the launcher that
+// registers has its grant. After a throttle, a register is how the
+// launcher shows its workers restarted at the new percentage. The
+// processes a register replaces stay tracked, and any still on the GPU is
+// evicted at the throttle's deadline (or ThrottleGrace after the
+// register).
 //
-// Errors as for Renew, and ErrInvalid for bad pids: each in [1, MaxPID],
-// no repeats, at most the request's processes when it gave a count (else
-// MaxProcesses), none held by another live lease; when the Device is a
-// ProcessLister, each a process on the GPU; and when a ProcessClock is set,
-// each a running process that started after the lease was granted, or
-// after its last throttle (to the second: /proc's precision), so that no
-// process that ran before it (the inference server's) can be registered
-// for eviction. ErrUnavailable when the GPU's processes cannot be read.
+// Errors as for Renew; ErrConflict for a revoked lease (its processes are
+// evicted at its deadline; none can be swapped in) and for more than
+// MaxProcesses replaced processes still to end; ErrInvalid for bad pids:
+// each in [1, MaxPID], no repeats, at most the request's processes when it
+// gave a count (else MaxProcesses), none held by another live lease; when
+// the Device is a ProcessLister, each a process on the GPU; when a
+// ProcessClock is set, each a running process that started after the lease
+// was granted, or after its last throttle (to the second: /proc's
+// precision), so that no process that ran before it (the inference
+// server's) can be registered; and when it is a ProcessEnv, each started
+// with this lease's EnvLeaseID, so that no launcher can register another
+// job's worker. ErrUnavailable when the GPU's or the host's processes
+// cannot be read.
 func (c *Controller) Register(ctx context.Context, leaseID, token string, pids []int) error {
 	var f fields
 	if len(pids) == 0 || len(pids) > MaxProcesses {
@@ -113,7 +134,7 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	// What the host says of the PIDs, read before the lock (device and
 	// /proc calls); checked after the token, so that only a lease's holder
 	// learns anything about its PIDs.
-	onGPU, starts, err := c.inspect(ctx, pids)
+	onGPU, host, err := c.inspect(ctx, pids)
 	if err != nil {
 		return err
 	}
@@ -124,23 +145,35 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 		return fmt.Errorf("register: %w", err)
 	}
 	now := time.Now()
+	if e.lease.Revoked {
+		return fmt.Errorf("register: lease %q was revoked and ends at %s: its processes are evicted then: %w", leaseID, e.lease.ExpiresAt.Format(time.RFC3339), ErrConflict)
+	}
 	if n := e.lease.Processes; n > 0 && len(pids) > n {
 		f.add("pids", fmt.Sprintf("at most the %d processes the job was admitted with", n), strconv.Itoa(len(pids)))
 		return f.err("register")
 	}
-	c.checkPIDsLocked(&f, e, pids, onGPU, starts, now)
+	c.checkPIDsLocked(&f, e, pids, onGPU, host, now)
 	if err := f.err("register"); err != nil {
 		return err
 	}
 	l := e.lease.clone()
+	// The processes this register replaces must end: by the throttle's
+	// deadline, or the grace after now. They stay tracked until evicted.
+	due := now.Add(c.cfg.ThrottleGrace)
 	if l.awaitingRestart() {
-		for _, p := range l.procs() {
-			if !slices.Contains(pids, p.PID) && len(l.Retired) < MaxProcesses {
-				l.Retired = append(l.Retired, p)
-			}
+		due = l.Deadline
+	}
+	for _, p := range l.procs() {
+		if !slices.Contains(pids, p.PID) {
+			p.Due = due
+			l.Retired = append(l.Retired, p)
 		}
 	}
-	l.PIDs, l.Starts, l.RegisteredAt, l.RunningPct = slices.Clone(pids), starts, now, l.Pct
+	if len(l.Retired) > MaxProcesses {
+		return fmt.Errorf("register: %d replaced processes of lease %q are still to end (at most %d): register again once they are gone: %w",
+			len(l.Retired), leaseID, MaxProcesses, ErrConflict)
+	}
+	l.PIDs, l.Starts, l.StartIDs, l.RegisteredAt, l.RunningPct = slices.Clone(pids), host.at, host.ids, now, l.Pct
 	if full := now.Add(min(l.Duration, c.cfg.LeaseMax)); !l.Revoked && full.After(l.ExpiresAt) {
 		l.ExpiresAt = full
 	}
@@ -156,40 +189,57 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 // seconds.
 const startSlack = time.Second
 
+// hostView is what the host says of the PIDs of a register: each one's
+// start and id (nil without a ProcessClock) and its COLOCD_LEASE_ID (nil
+// without a ProcessEnv).
+type hostView struct {
+	at     []time.Time
+	ids    []uint64
+	leases []string
+}
+
 // inspect reads, for Register, the GPU's compute processes (nil when the
-// Device lists none) and each pid's start time (nil without a
-// ProcessClock). A pid with no process is a field error.
-func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, starts []time.Time, err error) {
+// Device lists none) and what the host says of each pid. A pid with no
+// process is a field error.
+func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, hv hostView, err error) {
 	if pl, ok := c.deps.Device.(ProcessLister); ok {
 		if onGPU, err = pl.ComputePIDs(ctx); err != nil {
-			return nil, nil, fmt.Errorf("register: %w: reading the GPU's processes failed: %w", ErrUnavailable, err)
+			return nil, hv, fmt.Errorf("register: %w: reading the GPU's processes failed: %w", ErrUnavailable, err)
 		}
 		if onGPU == nil {
 			onGPU = []int{}
 		}
 	}
 	if c.deps.Processes == nil {
-		return onGPU, nil, nil
+		return onGPU, hv, nil
 	}
+	env, _ := c.deps.Processes.(ProcessEnv)
 	var f fields
-	starts = make([]time.Time, len(pids))
+	hv.at, hv.ids = make([]time.Time, len(pids)), make([]uint64, len(pids))
+	if env != nil {
+		hv.leases = make([]string, len(pids))
+	}
 	for i, p := range pids {
-		t, err := c.deps.Processes.StartTime(p)
+		at, id, err := c.deps.Processes.StartTime(p)
+		if err == nil && env != nil {
+			hv.leases[i], err = env.LeaseOf(p)
+		}
 		switch {
 		case errors.Is(err, ErrNoProcess):
 			f.add(fmt.Sprintf("pids[%d]", i), "a running process", strconv.Itoa(p))
 		case err != nil:
-			return nil, nil, fmt.Errorf("register: %w: reading when process %d started failed: %w", ErrUnavailable, p, err)
+			return nil, hv, fmt.Errorf("register: %w: reading process %d failed: %w", ErrUnavailable, p, err)
 		}
-		starts[i] = t
+		hv.at[i], hv.ids[i] = at, id
 	}
-	return onGPU, starts, f.err("register")
+	return onGPU, hv, f.err("register")
 }
 
-// checkPIDsLocked adds a field error for each pid another live lease holds,
-// that is not on the GPU (onGPU non-nil), or that started before the lease
-// was granted or last throttled (starts non-nil). c.mu is held.
-func (c *Controller) checkPIDsLocked(f *fields, e *entry, pids, onGPU []int, starts []time.Time, now time.Time) {
+// checkPIDsLocked adds a field error for each pid that was not started
+// with this lease's EnvLeaseID (hv.leases non-nil), that another live lease
+// holds, that is not on the GPU (onGPU non-nil), or that started before the
+// lease was granted or last throttled (hv.at non-nil). c.mu is held.
+func (c *Controller) checkPIDsLocked(f *fields, e *entry, pids, onGPU []int, hv hostView, now time.Time) {
 	since := e.lease.CreatedAt
 	if !e.lease.ThrottledAt.IsZero() {
 		since = e.lease.ThrottledAt
@@ -197,21 +247,24 @@ func (c *Controller) checkPIDsLocked(f *fields, e *entry, pids, onGPU []int, sta
 	for i, p := range pids {
 		name := fmt.Sprintf("pids[%d]", i)
 		switch {
+		case hv.leases != nil && hv.leases[i] != e.lease.ID:
+			f.add(name, fmt.Sprintf("a worker started with the grant's env (%s of this lease)", EnvLeaseID), strconv.Itoa(p))
 		case c.heldByOtherLocked(e, p, now):
 			f.add(name, "a process id no other lease holds", strconv.Itoa(p))
 		case onGPU != nil && !slices.Contains(onGPU, p):
 			f.add(name, "a process with a CUDA context on this GPU (register once the job's processes have started on it)", strconv.Itoa(p))
-		case starts != nil && starts[i].Before(since.Add(-startSlack)):
+		case hv.at != nil && hv.at[i].Before(since.Add(-startSlack)):
 			f.add(name, fmt.Sprintf("a process started after %s, when the lease was granted or last throttled (a process that ran before cannot be the job's)", since.UTC().Format(time.RFC3339)),
-				fmt.Sprintf("%d, started %s", p, starts[i].UTC().Format(time.RFC3339)))
+				fmt.Sprintf("%d, started %s", p, hv.at[i].UTC().Format(time.RFC3339)))
 		}
 	}
 }
 
-// heldByOtherLocked reports whether a live lease other than e holds pid.
+// heldByOtherLocked reports whether a live lease other than e holds pid,
+// registered or replaced.
 func (c *Controller) heldByOtherLocked(e *entry, pid int, now time.Time) bool {
 	for _, o := range c.leases {
-		if o != e && c.countsLocked(o, now) && slices.Contains(o.lease.PIDs, pid) {
+		if o != e && c.countsLocked(o, now) && (slices.Contains(o.lease.PIDs, pid) || slices.ContainsFunc(o.lease.Retired, func(r Process) bool { return r.PID == pid })) {
 			return true
 		}
 	}
@@ -241,8 +294,11 @@ func (c *Controller) Leases() []Lease {
 	return out
 }
 
-// The MPS client environment variables of a grant.
+// The environment variables of a grant: the lease's id, and MPS's.
 const (
+	// EnvLeaseID names the lease a worker belongs to; with a ProcessEnv,
+	// Register accepts only processes started with it.
+	EnvLeaseID       = "COLOCD_LEASE_ID"
 	EnvPipeDirectory = "CUDA_MPS_PIPE_DIRECTORY"
 	EnvActiveThreads = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 	EnvPinnedMemory  = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
@@ -250,19 +306,20 @@ const (
 )
 
 // Env is the environment the launcher sets for every process of lease l
-// before it starts. In MPS mode: the pipe directory; the active-thread
-// percentage (fixed for a client's life, so a throttle is a restart);
-// the pinned-memory limit "0=<MiB>M", where 0 is the device's index as the
-// client sees it — one daemon per GPU, started with CUDA_VISIBLE_DEVICES set
-// to that GPU, so it is always device 0 — and the limit counts CUDA's own
-// allocations too; and client priority 1 (below normal: training yields to
-// inference, as a hint). In time-slicing mode the map is empty: no variable
-// is needed.
+// before it starts: the lease's id (EnvLeaseID), by which colocd tells the
+// job's processes from any other's, and in MPS mode the pipe directory;
+// the active-thread percentage (fixed for a client's life, so a throttle
+// is a restart); the pinned-memory limit "0=<MiB>M", where 0 is the
+// device's index as the client sees it — one daemon per GPU, started with
+// CUDA_VISIBLE_DEVICES set to that GPU, so it is always device 0 — and the
+// limit counts CUDA's own allocations too; and client priority 1 (below
+// normal: training yields to inference, as a hint).
 func (c *Controller) Env(l Lease) map[string]string {
 	if c.cfg.Mode != predictor.ModeMPS {
-		return map[string]string{}
+		return map[string]string{EnvLeaseID: l.ID}
 	}
 	return map[string]string{
+		EnvLeaseID:       l.ID,
 		EnvPipeDirectory: c.cfg.PipeDir,
 		EnvActiveThreads: strconv.Itoa(l.Pct),
 		EnvPinnedMemory:  fmt.Sprintf("0=%dM", l.MemoryMiB),

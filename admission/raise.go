@@ -14,15 +14,15 @@ import (
 // lease.
 const raiseCheck = 5 * time.Second
 
-// raise offers lowered leases a higher percentage once the margin has held:
-// every check (one each raiseCheck) since Config.RaiseAfter ago found that
-// the leases fit with some of them higher, and no plan lowered one
-// meanwhile. The leases are taken highest priority first, then oldest
-// (victimOrder backwards), each raised to the largest percentage up to its
-// max_pct at which everything still fits. A raised lease gets a raise
-// event: the launcher may restart its workers at the new percentage and
-// register them, or ignore it; predictions use the new percentage from now
-// on either way, which only errs on the safe side. MPS mode only.
+// raise offers lowered leases a higher percentage once the margin has held
+// for each: every check (one each raiseCheck) since Config.RaiseAfter ago
+// found room to raise that lease, and no plan lowered it meanwhile. The
+// leases are taken highest priority first, then oldest (victimOrder
+// backwards), each raised to the largest percentage up to its max_pct at
+// which everything still fits. A raised lease gets a raise event: the
+// launcher may restart its workers at the new percentage and register them,
+// or ignore it; predictions use the new percentage from now on either way,
+// which only errs on the safe side. MPS mode only.
 func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 	c.mu.Lock()
 	now := time.Now()
@@ -33,27 +33,36 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 	c.raiseAt = now.Add(raiseCheck)
 	s := c.snapshotLocked()
 	c.mu.Unlock()
-	pcts, room, err := s.eval.raisePlan(ctx, s.live)
+	pcts, _, err := s.eval.raisePlan(ctx, s.live)
 	if err != nil {
 		return nil, fmt.Errorf("raise: %w", err)
 	}
 	c.mu.Lock()
-	switch {
-	case !room:
-		c.raiseRoom = time.Time{}
-		c.mu.Unlock()
-		return nil, nil
-	case c.raiseRoom.IsZero():
-		c.raiseRoom = now
-		c.mu.Unlock()
-		return nil, nil
-	case now.Sub(c.raiseRoom) < c.cfg.RaiseAfter || !c.unchangedLocked(s, time.Now()):
+	room := map[string]time.Time{}
+	ripe := slices.Clone(pcts)
+	ripeAny := false
+	for i, e := range s.live {
+		id := e.lease.ID
+		if pcts[i] <= e.lease.Pct {
+			continue
+		}
+		since, ok := c.raiseRoom[id]
+		if !ok {
+			since = now
+		}
+		room[id] = since
+		if now.Sub(since) < c.cfg.RaiseAfter {
+			ripe[i] = e.lease.Pct // not yet: the room must hold
+			continue
+		}
+		ripeAny = true
+	}
+	c.raiseRoom = room // leases with no room now, or gone, start again
+	if !ripeAny || !c.unchangedLocked(s, time.Now()) {
 		c.mu.Unlock()
 		return nil, nil
 	}
-	held := now.Sub(c.raiseRoom).Round(time.Second)
-	events, serr := c.applyRaise(ctx, s.live, pcts, held)
-	c.raiseRoom = time.Time{}
+	events, serr := c.applyRaise(ctx, s.live, ripe, now)
 	c.mu.Unlock()
 	c.signal()
 	perr := c.publish(ctx, events)
@@ -98,7 +107,7 @@ func (c *Controller) raisePlan(ctx context.Context, live []entry) ([]int, bool, 
 
 // applyRaise stores the raised leases and returns their raise events.
 // c.mu is held, and released while a lease's record is written.
-func (c *Controller) applyRaise(ctx context.Context, planned []entry, pcts []int, held time.Duration) ([]Event, error) {
+func (c *Controller) applyRaise(ctx context.Context, planned []entry, pcts []int, now time.Time) ([]Event, error) {
 	var events []Event
 	var errs []error
 	for i := range planned {
@@ -107,10 +116,12 @@ func (c *Controller) applyRaise(ctx context.Context, planned []entry, pcts []int
 			c.waitWrittenLocked(e)
 			e, ok = c.leases[planned[i].lease.ID]
 		}
+		held := now.Sub(c.raiseRoom[planned[i].lease.ID]).Round(time.Second)
 		now := time.Now()
 		if !ok || !e.liveAt(now) || e.lease.Revoked || pcts[i] <= e.lease.Pct {
 			continue
 		}
+		delete(c.raiseRoom, e.lease.ID)
 		l := e.lease.clone()
 		old := l.Pct
 		l.Pct = pcts[i]

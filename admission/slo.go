@@ -135,6 +135,9 @@ func victimOrder(live []entry) []int {
 type planWhy struct {
 	throttle, revoke string
 	deadline         time.Time
+	// force revokes leases already revoked again, when deadline is
+	// earlier than theirs (a fault).
+	force bool
 }
 
 // applyPlan stores the changed leases and returns their events; planned
@@ -158,7 +161,7 @@ func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int,
 		l := e.lease.clone()
 		ev := Event{LeaseID: l.ID, JobID: l.JobID, Deadline: deadline, Time: now}
 		switch {
-		case revoked[i] && !l.Revoked:
+		case revoked[i] && (!l.Revoked || why.force && l.ExpiresAt.After(deadline)):
 			l.Revoked, l.Deadline = true, deadline
 			if deadline.Before(l.ExpiresAt) {
 				l.ExpiresAt = deadline
@@ -180,13 +183,13 @@ func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int,
 		default:
 			continue
 		}
+		delete(c.raiseRoom, l.ID)
 		if err := c.update(ctx, "update services", e, l); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		c.freedLocked()
 		c.movedLocked()
-		c.raiseRoom = time.Time{} // a lowered lease starts its wait for a raise again
 		events = append(events, ev)
 	}
 	return events, errors.Join(errs...)

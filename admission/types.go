@@ -292,16 +292,21 @@ type Lease struct {
 	// otherwise): eviction ends a PID only while it is still the process
 	// that was registered, not a later one that reuses its number.
 	Starts []time.Time
+	// StartIDs are the processes' ids from the ProcessClock, as Starts.
+	StartIDs []uint64
 	// RegisteredAt is when PIDs were last registered (zero: never).
 	RegisteredAt time.Time
 	// ThrottledAt is when the lease was last throttled (zero: never). Until
 	// a register after it, the launcher has not shown that its workers
 	// restarted at Pct, and past Deadline the lease is revoked and evicted.
 	ThrottledAt time.Time
-	// Retired are the processes a register after a throttle replaced: they
-	// ran at the old percentage, and any still on the GPU at Deadline is
-	// evicted.
-	Retired   []Process
+	// Retired are the processes a register replaced: any still on the GPU
+	// at its Due (the throttle's deadline, or ThrottleGrace after the
+	// register) is evicted.
+	Retired []Process
+	// Released is set when the launcher released the lease while it had
+	// processes: they are evicted, then the lease is gone.
+	Released  bool
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	// Duration is the lease's own length: a renewal extends it by this much
@@ -321,6 +326,7 @@ func (l *Lease) clone() Lease {
 	out := *l
 	out.PIDs = slices.Clone(l.PIDs)
 	out.Starts = slices.Clone(l.Starts)
+	out.StartIDs = slices.Clone(l.StartIDs)
 	out.Retired = slices.Clone(l.Retired)
 	return out
 }
@@ -333,6 +339,9 @@ func (l *Lease) procs() []Process {
 		if i < len(l.Starts) {
 			out[i].Started = l.Starts[i]
 		}
+		if i < len(l.StartIDs) {
+			out[i].StartID = l.StartIDs[i]
+		}
 	}
 	return out
 }
@@ -343,6 +352,17 @@ func (l *Lease) running() int {
 		return l.Pct
 	}
 	return l.RunningPct
+}
+
+// retiredDue is the earliest Due of the replaced processes (zero: none).
+func (l *Lease) retiredDue() time.Time {
+	var due time.Time
+	for _, p := range l.Retired {
+		if due.IsZero() || p.Due.Before(due) {
+			due = p.Due
+		}
+	}
+	return due
 }
 
 // ceiling is the highest percentage a raise may offer the lease.

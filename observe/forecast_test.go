@@ -18,13 +18,22 @@ func TestHoltFollowsTrends(t *testing.T) {
 	if f := h.Forecast(6); math.Abs(f-8) > 1e-9 {
 		t.Errorf("constant 8: forecast %g", f)
 	}
-	h.Reset()
+	undamped, damped := Holt{Phi: 1}, Holt{}
 	for i := range 30 {
-		h.Add(1 + 0.5*float64(i)) // the last sample is 15.5
+		undamped.Add(1 + 0.5*float64(i)) // the last sample is 15.5
+		damped.Add(1 + 0.5*float64(i))
 	}
-	if f := h.Forecast(4); math.Abs(f-(15.5+4*0.5)) > 1e-6 {
-		t.Errorf("ramp of 0.5 a step: forecast 4 ahead %g, want 17.5", f)
+	if f := undamped.Forecast(4); math.Abs(f-(15.5+4*0.5)) > 1e-6 {
+		t.Errorf("ramp of 0.5 a step, undamped: forecast 4 ahead %g, want 17.5", f)
 	}
+	if f := damped.Forecast(4); !(f > 15.5 && f < 17.5) {
+		t.Errorf("ramp of 0.5 a step, damped: forecast 4 ahead %g, want above the last sample and below the undamped 17.5", f)
+	}
+	// Far ahead the damped trend adds at most φ/(1−φ) steps of it.
+	if f, lim := damped.Forecast(1000), 15.5+0.5*(DefaultPhi/(1-DefaultPhi))+0.5; f > lim {
+		t.Errorf("damped forecast 1000 ahead %g, want at most about %g", f, lim)
+	}
+	h.Reset()
 	h.Reset()
 	for _, y := range []float64{10, 8, 6, 4, 2, 0, 0} {
 		h.Add(y)

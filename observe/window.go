@@ -61,13 +61,29 @@ type Stats struct {
 	// p99 lies between them, whatever the interpolation says (NaN from a
 	// summary, and High is +Inf in the last bucket).
 	P99LowMS, P99HighMS float64
+	// P99SureMS is a p99 the server's latency is above with 95 %
+	// confidence, given how few requests the window holds: the
+	// (0.99 − 1.645·√(0.99·0.01/n)) quantile of its n requests (one-sided
+	// binomial bound on the order statistic), interpolated as P99MS. It
+	// is what a prediction is judged by: a p99 of a few hundred requests
+	// is some requests' luck. NaN from a summary.
+	P99SureMS float64
+}
+
+// sureQuantile is the quantile below the 0.99 that n requests put the
+// true p99 above with 95 % confidence.
+func sureQuantile(n float64) float64 {
+	if n < 1 {
+		return 0
+	}
+	return max(0, 0.99-1.645*math.Sqrt(0.99*0.01/n))
 }
 
 // Stats computes the window's figures; ok is false with fewer than two
 // readings.
 func (w *Window) Stats() (s Stats, ok bool) {
 	nan := math.NaN()
-	s = Stats{MeanMS: nan, P50MS: nan, P90MS: nan, P99MS: nan, P99LowMS: nan, P99HighMS: nan}
+	s = Stats{MeanMS: nan, P50MS: nan, P90MS: nan, P99MS: nan, P99LowMS: nan, P99HighMS: nan, P99SureMS: nan}
 	if len(w.readings) < 2 {
 		return s, false
 	}
@@ -99,6 +115,7 @@ func (w *Window) Stats() (s Stats, ok bool) {
 		if s.P99LowMS = 0; i > 0 {
 			s.P99LowMS = bounds[i-1]
 		}
+		s.P99SureMS, _, _ = quantile(sureQuantile(buckets[len(buckets)-1]), bounds, buckets)
 	} else if q := last.Quantiles; q != nil {
 		s.P50MS, s.P90MS, s.P99MS = orNaN(q, 0.5), orNaN(q, 0.9), orNaN(q, 0.99)
 	}

@@ -119,3 +119,28 @@ func TestWindowNeedsTwoReadings(t *testing.T) {
 		t.Errorf("stats from one reading: %+v", s)
 	}
 }
+
+// The sure p99 is below the p99 by what the window's few requests leave
+// open, and closes on it as they grow.
+func TestP99SureFollowsTheRequestCount(t *testing.T) {
+	at := time.Unix(1000, 0)
+	bounds := []float64{10, 20, 30, 40, 50, 100, math.Inf(1)}
+	for _, n := range []float64{100, 10000} {
+		w := Window{Span: time.Hour}
+		w.Add(Reading{At: at, Latency: &Histogram{Bounds: bounds, Counts: make([]float64, len(bounds))}})
+		// A latency uniform over 0 to 50 ms: 20 % a bucket.
+		counts := []float64{0.2 * n, 0.4 * n, 0.6 * n, 0.8 * n, n, n, n}
+		w.Add(Reading{At: at.Add(time.Minute), Requests: n, Latency: &Histogram{Bounds: bounds, Counts: counts}})
+		s, ok := w.Stats()
+		if !ok {
+			t.Fatal("no stats")
+		}
+		want := 50 * sureQuantile(n)
+		if math.Abs(s.P99SureMS-want) > 1e-9 || !(s.P99SureMS < s.P99MS) {
+			t.Errorf("n %g: sure p99 %.3f, want %.3f below the p99 %.3f", n, s.P99SureMS, want, s.P99MS)
+		}
+	}
+	if q := sureQuantile(100); math.Abs(q-(0.99-1.645*math.Sqrt(0.0099/100))) > 1e-12 || sureQuantile(1e6) < 0.989 {
+		t.Errorf("sure quantiles %v, %v", sureQuantile(100), sureQuantile(1e6))
+	}
+}

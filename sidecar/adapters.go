@@ -145,6 +145,8 @@ type storedLease struct {
 	ProfileRef     string             `json:"profile_ref,omitempty"`
 	PIDs           []int              `json:"pids,omitempty"`
 	Starts         []time.Time        `json:"pid_starts,omitempty"`
+	StartIDs       []uint64           `json:"pid_start_ids,omitempty"`
+	Released       bool               `json:"released,omitempty"`
 	RegisteredAt   time.Time          `json:"registered_at,omitzero"`
 	ThrottledAt    time.Time          `json:"throttled_at,omitzero"`
 	Retired        []storedProcess    `json:"retired,omitempty"`
@@ -159,6 +161,8 @@ type storedLease struct {
 type storedProcess struct {
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started,omitzero"`
+	StartID uint64    `json:"start_id,omitempty"`
+	Due     time.Time `json:"due,omitzero"`
 }
 
 func toStored(l *admission.Lease) storedLease {
@@ -166,7 +170,7 @@ func toStored(l *admission.Lease) storedLease {
 	for _, p := range l.Retired {
 		retired = append(retired, storedProcess(p))
 	}
-	return storedLease{MaxPct: l.MaxPct, RunningPct: l.RunningPct, Starts: l.Starts, RegisteredAt: l.RegisteredAt, ThrottledAt: l.ThrottledAt, Retired: retired,
+	return storedLease{StartIDs: l.StartIDs, Released: l.Released, MaxPct: l.MaxPct, RunningPct: l.RunningPct, Starts: l.Starts, RegisteredAt: l.RegisteredAt, ThrottledAt: l.ThrottledAt, Retired: retired,
 		ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, RequestHash: l.RequestHash[:],
 		Priority: l.Priority, Checkpointable: l.Checkpointable, Pct: l.Pct, MinPct: l.MinPct, MemoryMiB: l.MemoryMiB,
 		Processes: l.Processes, Profile: l.Profile, PIDs: l.PIDs, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt,
@@ -181,7 +185,8 @@ func (s storedLease) lease(rev uint64) (*admission.Lease, error) {
 		Checkpointable: s.Checkpointable, Pct: s.Pct, MinPct: s.MinPct, MemoryMiB: s.MemoryMiB, Processes: s.Processes,
 		Profile: s.Profile, PIDs: s.PIDs, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt, Duration: s.Duration,
 		Deadline: s.Deadline, Revoked: s.Revoked, Revision: rev,
-		Starts: s.Starts, RegisteredAt: s.RegisteredAt, ThrottledAt: s.ThrottledAt, MaxPct: s.MaxPct, RunningPct: s.RunningPct}
+		Starts: s.Starts, RegisteredAt: s.RegisteredAt, ThrottledAt: s.ThrottledAt, MaxPct: s.MaxPct, RunningPct: s.RunningPct,
+		StartIDs: s.StartIDs, Released: s.Released}
 	for _, p := range s.Retired {
 		l.Retired = append(l.Retired, admission.Process(p))
 	}

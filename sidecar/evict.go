@@ -66,17 +66,19 @@ func (e *evictor) Evict(ctx context.Context, procs []admission.Process) error {
 }
 
 // sameProcess reports whether p's PID still belongs to the process that
-// was registered (always, when start times are not known).
+// was registered (always, when the host did not tell its identity). The
+// identity is the start in clock ticks after boot: the wall clock's steps
+// do not move it, where they move a start time.
 func (e *evictor) sameProcess(p admission.Process) bool {
-	if e.clock == nil || p.Started.IsZero() {
+	if e.clock == nil || p.StartID == 0 {
 		return true
 	}
-	now, err := e.clock.StartTime(p.PID)
+	_, id, err := e.clock.StartTime(p.PID)
 	if err != nil {
 		return !errors.Is(err, admission.ErrNoProcess) // unreadable: still treat it as the job's
 	}
-	if !now.Equal(p.Started) {
-		e.log.Warn("not evicting a pid that a later process now holds", "pid", p.PID, "registered_start", p.Started, "start", now)
+	if id != p.StartID {
+		e.log.Warn("not evicting a pid that a later process now holds", "pid", p.PID, "registered_start_ticks", p.StartID, "start_ticks", id)
 		return false
 	}
 	return true
@@ -89,15 +91,26 @@ func (e *evictor) gone(ctx context.Context, pid int) bool {
 	return err == nil && !slices.ContainsFunc(clients, func(c mps.Client) bool { return int(c.PID) == pid })
 }
 
-// hostProcesses is the host's process table, as admission asks it.
+// hostProcesses is the host's process table, as admission asks it: start
+// times, and the lease id each process was started with.
 type hostProcesses struct{ t proc.Table }
 
-var _ admission.ProcessClock = hostProcesses{}
+var _ admission.ProcessEnv = hostProcesses{}
 
-func (h hostProcesses) StartTime(pid int) (time.Time, error) {
-	t, err := h.t.StartTime(pid)
+func (h hostProcesses) StartTime(pid int) (time.Time, uint64, error) {
+	at, id, err := h.t.StartTime(pid)
+	return at, id, noProcess(err)
+}
+
+func (h hostProcesses) LeaseOf(pid int) (string, error) {
+	v, _, err := h.t.Getenv(pid, admission.EnvLeaseID)
+	return v, noProcess(err)
+}
+
+// noProcess maps proc's ErrNoProcess onto admission's.
+func noProcess(err error) error {
 	if errors.Is(err, proc.ErrNoProcess) {
-		return time.Time{}, fmt.Errorf("%w: %w", admission.ErrNoProcess, err)
+		return fmt.Errorf("%w: %w", admission.ErrNoProcess, err)
 	}
-	return t, err
+	return err
 }

@@ -69,10 +69,13 @@ func newMPSWorld(t *testing.T, deadline time.Duration) *mpsWorld {
 	return w
 }
 
-// worker starts a process and connects it to the daemon as an MPS client.
-func (w *mpsWorld) worker() int {
+// worker starts a process with the lease's id in its environment (the
+// grant's env; "" for a process of no lease) and connects it to the daemon
+// as an MPS client.
+func (w *mpsWorld) worker(lease string) int {
 	w.t.Helper()
 	cmd := exec.Command("sleep", "300")
+	cmd.Env = append(os.Environ(), "COLOCD_LEASE_ID="+lease)
 	if err := cmd.Start(); err != nil {
 		w.t.Fatal(err)
 	}
@@ -125,8 +128,8 @@ func nextBusEvent(t *testing.T, sub *bus.EventSubscription) bus.Event {
 // A launcher that ignores a throttle is revoked at the deadline, and each
 // of its registered processes is ended with terminate_client through the
 // daemon (never a signal); a process that is not the job's (here the
-// sidecar's own test binary, started before the lease) cannot be
-// registered, so it cannot be evicted.
+// sidecar's own test binary, without the lease's id in its environment)
+// cannot be registered, so it cannot be evicted.
 func TestThrottleIgnoredEvictsThroughTheDaemon(t *testing.T) {
 	w := newMPSWorld(t, 2*time.Second)
 	ctx := context.Background()
@@ -135,11 +138,11 @@ func TestThrottleIgnoredEvictsThroughTheDaemon(t *testing.T) {
 		t.Fatalf("admit: %v %+v", err, d)
 	}
 	err = w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{os.Getpid()}})
-	if err == nil || !strings.Contains(err.Error(), "started after") {
-		t.Fatalf("register of a process older than the lease: %v, want a refusal", err)
+	if err == nil || !strings.Contains(err.Error(), "COLOCD_LEASE_ID") {
+		t.Fatalf("register of a process that is not the job's: %v, want a refusal", err)
 	}
 	time.Sleep(1100 * time.Millisecond) // past /proc's precision of the grant
-	pids := []int{w.worker(), w.worker()}
+	pids := []int{w.worker(d.Lease.ID), w.worker(d.Lease.ID)}
 	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: pids}); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +190,7 @@ func TestThrottleHonouredKeepsTheLease(t *testing.T) {
 		t.Fatalf("admit: %v %+v", err, d)
 	}
 	time.Sleep(1100 * time.Millisecond)
-	old := w.worker()
+	old := w.worker(d.Lease.ID)
 	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{old}}); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +203,7 @@ func TestThrottleHonouredKeepsTheLease(t *testing.T) {
 		t.Fatalf("re-register of the worker started before the throttle: %v, want a refusal", err)
 	}
 	time.Sleep(1100 * time.Millisecond)
-	fresh := w.worker()
+	fresh := w.worker(d.Lease.ID)
 	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{fresh}}); err != nil {
 		t.Fatal(err)
 	}
@@ -216,13 +219,13 @@ func TestThrottleHonouredKeepsTheLease(t *testing.T) {
 func TestMPSFaultRevokesEveryLease(t *testing.T) {
 	w := newMPSWorld(t, time.Hour)
 	ctx := context.Background()
-	inference := w.worker() // started before any lease: the inference server
+	inference := w.worker("") // started before any lease: the inference server
 	d, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-f", 10, 100))
 	if err != nil || d.Lease == nil {
 		t.Fatalf("admit: %v %+v", err, d)
 	}
 	time.Sleep(1100 * time.Millisecond)
-	job := w.worker()
+	job := w.worker(d.Lease.ID)
 	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{job}}); err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,10 @@ func TestObservedP99ThrottlesWhenThePredictorIsLow(t *testing.T) {
 	if err != nil || d.Lease == nil || d.Lease.ActiveThreadPct != 100 {
 		t.Fatalf("admit: %v %+v, want a grant at 100 %%", err, d)
 	}
+	// Its workers run (a window is measured only then).
+	if err := c.Register(ctx, s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{6001}}); err != nil {
+		t.Fatal(err)
+	}
 	sub, err := c.Events(ctx, s.ID(), "job-slow", 1)
 	if err != nil {
 		t.Fatal(err)

@@ -163,7 +163,7 @@ func observedWindow(o observe.Observation, now time.Time) (admission.ObservedWin
 	}
 	end := now.Add(-o.Age)
 	return admission.ObservedWindow{Since: end.Add(-o.Elapsed), End: end, Requests: o.Requests, RateRPS: o.RateRPS,
-		MeanMS: o.MeanMS, P50MS: o.P50MS, P90MS: o.P90MS, P99MS: o.P99MS}, true
+		MeanMS: o.MeanMS, P50MS: o.P50MS, P90MS: o.P90MS, P99MS: o.P99MS, P99SureMS: o.P99SureMS}, true
 }
 
 // recordMeasured adds each new measurement of a prediction against a

@@ -22,8 +22,8 @@ const (
 	// <service>.jsonl.1 (the one before is dropped), so a service keeps at
 	// most twice this (some 20,000 one-minute windows).
 	maxObservationLog = 4 << 20
-	// maxObservedProfiles bounds the profiles kept; a window whose job's
-	// profile would be one more is not recorded.
+	// maxObservedProfiles bounds the profiles folder, across restarts; a
+	// window whose job's profile would be one more is not recorded.
 	maxObservedProfiles = 256
 )
 
@@ -43,7 +43,8 @@ type observationLog struct {
 
 	last     map[string]time.Time // per service: the end of the window last recorded
 	profiles map[predictor.ProfileKey]string
-	failed   bool // a write failed: logged once
+	files    map[string]bool // the profiles folder's files, read once
+	failed   bool            // a write failed: logged once until one succeeds
 }
 
 func newObservationLog(dataDir string, device predictor.Device, log *slog.Logger) *observationLog {
@@ -86,6 +87,7 @@ func (r *observationLog) record(svc admission.ServiceSpec, m admission.Measureme
 		return
 	}
 	r.last[svc.Name] = m.Window.End
+	r.failed = false
 }
 
 // profile returns the file name of p in profiles/, writing it once.
@@ -96,18 +98,29 @@ func (r *observationLog) profile(p *predictor.Profile, key predictor.ProfileKey)
 	if name, ok := r.profiles[key]; ok {
 		return name, nil
 	}
-	if len(r.profiles) >= maxObservedProfiles {
-		return "", fmt.Errorf("more than %d distinct profiles observed", maxObservedProfiles)
-	}
 	name := calibrate.ProfileFile(key)
-	path := filepath.Join(r.dir, calibrate.ObservationsProfiles, name)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	folder := filepath.Join(r.dir, calibrate.ObservationsProfiles)
+	if r.files == nil { // what earlier runs wrote counts against the bound
+		r.files = map[string]bool{}
+		entries, err := os.ReadDir(folder)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return "", err
 		}
-		if err := predictor.SaveProfile(path, p); err != nil {
+		for _, e := range entries {
+			r.files[e.Name()] = true
+		}
+	}
+	if !r.files[name] {
+		if len(r.files) >= maxObservedProfiles {
+			return "", fmt.Errorf("the observations folder holds %d profiles already, the most it keeps", maxObservedProfiles)
+		}
+		if err := os.MkdirAll(folder, 0o755); err != nil {
 			return "", err
 		}
+		if err := predictor.SaveProfile(filepath.Join(folder, name), p); err != nil {
+			return "", err
+		}
+		r.files[name] = true
 	}
 	r.profiles[key] = name
 	return name, nil
@@ -126,9 +139,16 @@ func (r *observationLog) append(service string, o calibrate.Observation) error {
 			return err
 		}
 	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
+	}
+	// A line cut off by a crash is ended first, so that it costs only itself.
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
 	}
 	_, err = f.Write(line)
 	return errors.Join(err, f.Close())

@@ -21,9 +21,10 @@ import (
 // and comment text loses its control characters (a newline would end the
 // comment and start a command).
 
-// sidecarEnv is every variable a sidecar may ask a job to set: admission's
-// MPS client environment. Anything else in a reply is refused.
-var sidecarEnv = []string{admission.EnvPipeDirectory, admission.EnvActiveThreads, admission.EnvPinnedMemory, admission.EnvPriority}
+// sidecarEnv is every variable a sidecar may ask a job to set: the lease's
+// id and admission's MPS client environment. Anything else in a reply is
+// refused.
+var sidecarEnv = []string{admission.EnvLeaseID, admission.EnvPipeDirectory, admission.EnvActiveThreads, admission.EnvPinnedMemory, admission.EnvPriority}
 
 var (
 	envKeyRe  = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
@@ -72,6 +73,9 @@ func checkDecision(d *bus.Decision, sidecar string) error {
 		// one export over two lines for whatever reads the output by line.
 		if len(v) > 4096 || strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }) {
 			return bad("lease.env."+k, "a value of at most 4096 bytes without control characters", v)
+		}
+		if k == admission.EnvLeaseID && v != l.ID {
+			return bad("lease.env."+k, "the lease's id", v)
 		}
 	}
 	return nil

@@ -5,10 +5,13 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -31,37 +34,81 @@ func (t Table) root() string {
 	return t.Root
 }
 
-// StartTime returns when process pid started. Its precision is a second:
-// the boot time /proc gives is whole seconds.
-func (t Table) StartTime(pid int) (time.Time, error) {
-	if pid < 1 {
-		return time.Time{}, fmt.Errorf("start time of process %d: %w", pid, ErrNoProcess)
-	}
-	stat, err := os.ReadFile(filepath.Join(t.root(), strconv.Itoa(pid), "stat"))
-	if errors.Is(err, os.ErrNotExist) {
-		return time.Time{}, fmt.Errorf("start time of process %d: %w", pid, ErrNoProcess)
-	}
+// StartTime returns when process pid started, and its start in clock ticks
+// after boot: the process's identity, which no later process with the same
+// PID shares and which, unlike the time, a step of the wall clock does not
+// move. The time's precision is a second (the boot time /proc gives is
+// whole seconds, and it moves when the clock is stepped).
+func (t Table) StartTime(pid int) (time.Time, uint64, error) {
+	stat, err := t.read(pid, "stat", 4096)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("start time of process %d: %w", pid, err)
+		return time.Time{}, 0, fmt.Errorf("start time of process %d: %w", pid, err)
 	}
 	ticks, err := ParseStartTicks(string(stat))
 	if err != nil {
-		return time.Time{}, fmt.Errorf("start time of process %d: %w", pid, err)
+		return time.Time{}, 0, fmt.Errorf("start time of process %d: %w", pid, err)
 	}
 	sys, err := os.ReadFile(filepath.Join(t.root(), "stat"))
 	if err != nil {
-		return time.Time{}, fmt.Errorf("start time of process %d: boot time: %w", pid, err)
+		return time.Time{}, 0, fmt.Errorf("start time of process %d: boot time: %w", pid, err)
 	}
 	boot, err := ParseBootTime(string(sys))
 	if err != nil {
-		return time.Time{}, fmt.Errorf("start time of process %d: %w", pid, err)
+		return time.Time{}, 0, fmt.Errorf("start time of process %d: %w", pid, err)
 	}
-	return boot.Add(time.Duration(ticks) * (time.Second / userHZ)), nil
+	return boot.Add(time.Duration(ticks) * (time.Second / userHZ)), ticks, nil
 }
 
-// maxTicks bounds a start time in ticks (about 290 years at USER_HZ), so
-// that the conversion to a duration cannot overflow.
-const maxTicks = 1 << 40
+// maxEnviron bounds what is read of a process's environment.
+const maxEnviron = 1 << 20
+
+// Getenv returns the value of variable name in process pid's environment
+// as it started ("" and false when unset). Reading another user's
+// process needs the rights a ptrace would (root, or CAP_SYS_PTRACE).
+func (t Table) Getenv(pid int, name string) (string, bool, error) {
+	env, err := t.read(pid, "environ", maxEnviron)
+	if err != nil {
+		return "", false, fmt.Errorf("environment of process %d: %w", pid, err)
+	}
+	v, ok := Lookup(env, name)
+	return v, ok, nil
+}
+
+// Lookup finds name in a NUL-separated environment block.
+func Lookup(environ []byte, name string) (string, bool) {
+	prefix := name + "="
+	for kv := range strings.SplitSeq(string(environ), "\x00") {
+		if v, ok := strings.CutPrefix(kv, prefix); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// read reads a file of process pid, at most limit bytes; a process that is
+// gone (or exits meanwhile: ESRCH) is ErrNoProcess.
+func (t Table) read(pid int, file string, limit int64) ([]byte, error) {
+	if pid < 1 {
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+	}
+	f, err := os.Open(filepath.Join(t.root(), strconv.Itoa(pid), file))
+	if err == nil {
+		var data []byte
+		data, err = io.ReadAll(io.LimitReader(f, limit))
+		f.Close()
+		if err == nil {
+			return data, nil
+		}
+	}
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+	}
+	return nil, err
+}
+
+// maxTicks bounds a start time in ticks, so that the conversion to a
+// duration cannot overflow (about 292 years at USER_HZ).
+const maxTicks uint64 = math.MaxInt64 / uint64(time.Second/userHZ)
 
 // ParseStartTicks returns the starttime field (the 22nd) of a
 // /proc/<pid>/stat line: clock ticks after boot. The command name (the
@@ -79,7 +126,7 @@ func ParseStartTicks(stat string) (uint64, error) {
 	}
 	ticks, err := strconv.ParseUint(fields[19], 10, 64)
 	if err != nil || ticks > maxTicks {
-		return 0, fmt.Errorf("stat: starttime: want clock ticks in [0, %d], got %q", uint64(maxTicks), truncate(fields[19]))
+		return 0, fmt.Errorf("stat: starttime: want clock ticks in [0, %d], got %q", maxTicks, truncate(fields[19]))
 	}
 	return ticks, nil
 }

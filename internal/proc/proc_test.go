@@ -51,12 +51,28 @@ func TestStartTimeOfFakeTable(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "12", "stat"), []byte(line), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tab := Table{Root: root}
-	got, err := tab.StartTime(12)
-	if want := time.Unix(1002, 500_000_000); err != nil || !got.Equal(want) {
-		t.Fatalf("StartTime(12) = %v, %v; want %v", got, err, want)
+	if err := os.WriteFile(filepath.Join(root, "12", "environ"), []byte("PATH=/bin\x00COLOCD_LEASE_ID=abc\x00X=COLOCD_LEASE_ID=no\x00"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := tab.StartTime(13); !errors.Is(err, ErrNoProcess) {
+	tab := Table{Root: root}
+	got, id, err := tab.StartTime(12)
+	if want := time.Unix(1002, 500_000_000); err != nil || !got.Equal(want) || id != 250 {
+		t.Fatalf("StartTime(12) = %v, %d, %v; want %v, 250", got, id, err, want)
+	}
+	if v, ok, err := tab.Getenv(12, "COLOCD_LEASE_ID"); err != nil || !ok || v != "abc" {
+		t.Errorf("Getenv = %q, %v, %v; want abc", v, ok, err)
+	}
+	if v, ok, err := tab.Getenv(12, "HOME"); err != nil || ok || v != "" {
+		t.Errorf("Getenv of an unset variable = %q, %v, %v", v, ok, err)
+	}
+	// The boot time moves when the clock is stepped; the identity does not.
+	if err := os.WriteFile(filepath.Join(root, "stat"), []byte("btime 1001\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, id2, err := tab.StartTime(12); err != nil || id2 != id {
+		t.Errorf("identity after a clock step %d, %v; want %d", id2, err, id)
+	}
+	if _, _, err := tab.StartTime(13); !errors.Is(err, ErrNoProcess) {
 		t.Fatalf("StartTime(13) err = %v, want ErrNoProcess", err)
 	}
 }
@@ -74,16 +90,19 @@ func TestStartTimeOfRealProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	got, err := Table{}.StartTime(cmd.Process.Pid)
+	got, id, err := Table{}.StartTime(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if v, ok, err := (Table{}).Getenv(os.Getpid(), "PATH"); err != nil || !ok || v != os.Getenv("PATH") {
+		t.Errorf("Getenv(self, PATH) = %q, %v, %v", v, ok, err)
 	}
 	if got.Before(before.Add(-2*time.Second)) || got.After(time.Now().Add(2*time.Second)) {
 		t.Fatalf("child started at %v, want about %v", got, before)
 	}
-	again, err := Table{}.StartTime(cmd.Process.Pid)
-	if err != nil || !again.Equal(got) {
-		t.Fatalf("second read %v, %v; want the same %v", again, err, got)
+	again, id2, err := Table{}.StartTime(cmd.Process.Pid)
+	if err != nil || !again.Equal(got) || id2 != id {
+		t.Fatalf("second read %v, %d, %v; want the same %v, %d", again, id2, err, got, id)
 	}
 }
 
@@ -92,7 +111,7 @@ func FuzzParseStartTicks(f *testing.F) {
 	f.Add("1 ()) ) S")
 	f.Fuzz(func(t *testing.T, stat string) {
 		ticks, err := ParseStartTicks(stat)
-		if err == nil && ticks > maxTicks {
+		if err == nil && ticks > maxTicks { // and so converts to a duration without overflow
 			t.Fatalf("ticks %d above the bound", ticks)
 		}
 	})

@@ -11,8 +11,11 @@ import (
 	"time"
 )
 
-// MaxArrivals bounds a trace.
-const MaxArrivals = 10_000_000
+// MaxArrivals bounds a trace, and MaxTraceBytes its file.
+const (
+	MaxArrivals   = 10_000_000
+	MaxTraceBytes = 256 << 20
+)
 
 // timestampLayouts are the forms of the Azure traces' TIMESTAMP column.
 var timestampLayouts = []string{"2006-01-02 15:04:05.9999999", "2006-01-02 15:04:05", time.RFC3339Nano}
@@ -21,7 +24,8 @@ var timestampLayouts = []string{"2006-01-02 15:04:05.9999999", "2006-01-02 15:04
 // inference traces: other columns are ignored) and returns each request's
 // arrival as an offset from the first, in order.
 func ParseTrace(r io.Reader) ([]time.Duration, error) {
-	cr := csv.NewReader(r)
+	lr := &io.LimitedReader{R: r, N: MaxTraceBytes + 1}
+	cr := csv.NewReader(lr)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	head, err := cr.Read()
@@ -37,6 +41,9 @@ func ParseTrace(r io.Reader) ([]time.Duration, error) {
 	var times []time.Time
 	for line := 2; ; line++ {
 		rec, err := cr.Read()
+		if lr.N <= 0 {
+			return nil, fmt.Errorf("trace: more than %d bytes", MaxTraceBytes)
+		}
 		if errors.Is(err, io.EOF) {
 			break
 		}

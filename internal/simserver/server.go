@@ -62,7 +62,6 @@ type Server struct {
 	count    float64
 	sumS     float64
 	rng      *rand.Rand
-	err      error
 }
 
 // New checks cfg and returns a server at its Start.
@@ -109,9 +108,6 @@ func (s *Server) Done(now time.Time) bool {
 func (s *Server) Advance(now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
-	}
 	off := now.Sub(s.cfg.Start)
 	var trainers []Trainer
 	for s.next < len(s.cfg.Arrivals) && s.cfg.Arrivals[s.next] <= off {
@@ -126,8 +122,7 @@ func (s *Server) Advance(now time.Time) error {
 		}
 		p, err := s.cfg.Latency.Latency(rate, trainers)
 		if err != nil {
-			s.err = err
-			return err
+			return err // this request is tried again on the next call
 		}
 		lat := draw(p, s.rng.Float64()) * s.cfg.ErrorFactor
 		at := s.cfg.Start.Add(a)
@@ -164,7 +159,7 @@ func (s *Server) Page() string {
 	p := s.preset
 	labels := ""
 	if p.ModelLabel != "" {
-		labels = p.ModelLabel + "=" + strconv.Quote(s.cfg.ModelName)
+		labels = p.ModelLabel + `="` + escapeLabel(s.cfg.ModelName) + `"`
 	}
 	with := func(extra string) string {
 		switch {
@@ -193,6 +188,12 @@ func (s *Server) Page() string {
 	fmt.Fprintf(&b, "# HELP %s Requests completed.\n# TYPE %s counter\n%s%s %g\n", p.Requests, p.Requests, p.Requests, with(counterLabels), s.count)
 	return b.String()
 }
+
+// labelEscaper escapes a label value as the text exposition format has it:
+// backslash, double quote and line feed only.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func escapeLabel(v string) string { return labelEscaper.Replace(strings.ToValidUTF8(v, "\uFFFD")) }
 
 // completion is a request in flight: when it completes, and its latency.
 type completion struct {

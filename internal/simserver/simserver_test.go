@@ -158,3 +158,22 @@ func TestNewRefusesTriton(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A model name with characters the text format escapes, or that are not
+// UTF-8, still makes a page Prometheus' parser reads.
+func TestPageEscapesTheModelName(t *testing.T) {
+	for _, name := range []string{"llama\t3", "bad\xffutf8", "a\"b\\c\nd"} {
+		srv, err := New(Config{Preset: "vllm", ModelName: name, Arrivals: Poisson(8, time.Minute, 1), Start: time.Unix(0, 0),
+			Latency: testModel(t), Trainers: func() []Trainer { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Advance(time.Unix(60, 0)); err != nil {
+			t.Fatal(err)
+		}
+		p, _ := observe.PresetNamed("vllm")
+		if _, err := (&observe.Scraper{Preset: p}).Parse([]byte(srv.Page()), time.Unix(60, 0)); err != nil {
+			t.Errorf("model %q: %v\n%s", name, err, srv.Page())
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -72,7 +71,7 @@ const (
 	SkipSolo       = "no training job"
 	SkipMixed      = "training jobs at different percentages (a record has one)"
 	SkipProfile    = "a profile missing or invalid"
-	SkipDevice     = "another device than the first window's"
+	SkipDevice     = "another device than most windows'"
 	SkipInvalid    = "figures out of range"
 )
 
@@ -83,11 +82,16 @@ const (
 // by a crash) is skipped, like the other windows that cannot be records,
 // and counted in Skipped; no window at all is an error.
 func FromObservations(dir string) (*Measurements, Skipped, error) {
-	logs, err := filepath.Glob(filepath.Join(dir, "*.jsonl*"))
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("observations %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("observations: %w", err)
 	}
-	slices.Sort(logs)
+	var logs []string
+	for _, e := range entries {
+		if n := e.Name(); !e.IsDir() && (strings.HasSuffix(n, ".jsonl") || strings.HasSuffix(n, ".jsonl.1")) {
+			logs = append(logs, filepath.Join(dir, n))
+		}
+	}
 	m := &Measurements{Format: MeasurementsFormat}
 	skipped := Skipped{}
 	profiles := map[string]*ProfileRef{}
@@ -106,6 +110,7 @@ func FromObservations(dir string) (*Measurements, Skipped, error) {
 		return ref
 	}
 	seen := 0
+	byDevice := map[predictor.Device][]Record{}
 	for _, path := range logs {
 		f, err := os.Open(path)
 		if err != nil {
@@ -119,19 +124,26 @@ func FromObservations(dir string) (*Measurements, Skipped, error) {
 				return
 			}
 			r, why := o.record(profile)
-			switch {
-			case why != "":
+			if why != "" {
 				skipped[why]++
-			case len(m.Records) > 0 && m.Device != o.Device:
-				skipped[SkipDevice]++
-			default:
-				m.Device = o.Device
-				m.Records = append(m.Records, r)
+				return
 			}
+			byDevice[o.Device] = append(byDevice[o.Device], r)
 		})
 		f.Close()
 		if err != nil {
 			return nil, nil, fmt.Errorf("observations %s: %w", path, err)
+		}
+	}
+	// One device's records: the one most windows were observed on.
+	for dev, recs := range byDevice {
+		if len(recs) > len(m.Records) || len(recs) == len(m.Records) && dev.Name < m.Device.Name {
+			if len(m.Records) > 0 {
+				skipped[SkipDevice] += len(m.Records)
+			}
+			m.Device, m.Records = dev, recs
+		} else {
+			skipped[SkipDevice] += len(recs)
 		}
 	}
 	if len(m.Records) == 0 {
@@ -181,6 +193,9 @@ func ParseObservation(line []byte) (*Observation, error) {
 	}
 	if !(o.RateRPS >= predictor.MinRateRPS && o.RateRPS <= 1e9) {
 		c.add("rate_rps", "a rate in [0.001, 1e9] req/s", fmtFloat(o.RateRPS))
+	}
+	if o.Device.SMs < 0 || o.Device.SMs > 100000 {
+		c.add("device.sms", "an SM count in [0, 100000] (0: unknown)", fmt.Sprint(o.Device.SMs))
 	}
 	if len(o.Training) > 64 {
 		c.add("training", "at most 64 jobs", fmt.Sprint(len(o.Training)))
