@@ -183,6 +183,9 @@ func histogramOf(name string, mh *dto.Histogram, unit float64) (*Histogram, erro
 		return nil, err
 	}
 	if n := len(h.Bounds); n == 0 || !math.IsInf(h.Bounds[n-1], 1) {
+		if n > 0 && h.Count < h.Counts[n-1] {
+			return nil, fmt.Errorf("%w: %s: the count (%g) is below the last bucket's (%g), and there is no +Inf bucket", ErrBadValue, name, h.Count, h.Counts[n-1])
+		}
 		h.Bounds = append(h.Bounds, math.Inf(1))
 		h.Counts = append(h.Counts, h.Count)
 	}
