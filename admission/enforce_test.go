@@ -109,32 +109,43 @@ func TestReleaseEvictsWhatStillRuns(t *testing.T) {
 	})
 }
 
-// A fault brings an earlier revoke's deadline forward to now.
-func TestFaultEndsARevokedLeaseNow(t *testing.T) {
+// secondRevoked grants two jobs that accept only 100 %, registers a
+// worker for each (100, 101), and tightens the SLO so that only one fits:
+// the second is revoked, due in ThrottleGrace. Call it in a bubble.
+func secondRevoked(t *testing.T, deps func(*Deps)) (*harness, Decision, Decision) {
+	t.Helper()
 	ctx := context.Background()
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	one := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet")}, []float64{100})
+	h := newHarness(t, predictor.ModeMPS, 100, nil)
+	if deps != nil {
+		deps(&h.c.deps)
+	}
+	ra, rb := request("first"), request("second")
+	ra.MinPct, rb.MinPct, ra.LeaseSeconds, rb.LeaseSeconds = 100, 100, 3600, 3600
+	a := mustDecide(t, h, ra, Grant)
+	time.Sleep(time.Second)
+	b := mustDecide(t, h, rb, Grant)
+	for i, d := range []Decision{a, b} {
+		if err := h.c.Register(ctx, d.Lease.ID, tokenOf(d), []int{100 + i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if evs, err := h.c.UpdateServices(ctx, withSLO(h, one/0.9*(1+1e-9)), 0.1); err != nil || len(evs) != 1 || evs[0].Type != EventRevoke || evs[0].LeaseID != b.Lease.ID {
+		t.Fatalf("%+v %v; want the second revoked", evs, err)
+	}
+	return h, a, b
+}
+
+// A fault brings an earlier revoke's deadline forward to now.
+func TestFaultEndsARevokedLeaseNow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, predictor.ModeMPS, 100, nil)
-		ra, rb := request("first"), request("second")
-		ra.MinPct, rb.MinPct, ra.LeaseSeconds, rb.LeaseSeconds = 100, 100, 3600, 3600
-		a := mustDecide(t, h, ra, Grant)
-		time.Sleep(time.Second)
-		b := mustDecide(t, h, rb, Grant)
 		ev, faults := &fakeEvictor{}, &fakeFaults{}
-		h.c.deps.Evictor, h.c.deps.Faults = ev, faults
-		for i, d := range []Decision{a, b} {
-			if err := h.c.Register(ctx, d.Lease.ID, tokenOf(d), []int{100 + i}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if evs, err := h.c.UpdateServices(ctx, withSLO(h, one/0.9*(1+1e-9)), 0.1); err != nil || len(evs) != 1 || evs[0].Type != EventRevoke {
-			t.Fatalf("%+v %v; want the second revoked", evs, err)
-		}
+		h, _, _ := secondRevoked(t, func(d *Deps) { d.Evictor, d.Faults = ev, faults })
 		stop := runController(t, h.c)
 		defer stop()
 		faults.set("XID 79")
-		if _, err := h.c.Guard(ctx); err != nil {
+		if _, err := h.c.Guard(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -208,23 +219,9 @@ func TestSecondThrottleKeepsTheReplacedProcessesDue(t *testing.T) {
 
 // A revoked lease cannot register decoys in place of its workers.
 func TestRegisterRefusedOnARevokedLease(t *testing.T) {
-	ctx := context.Background()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	one := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet")}, []float64{100})
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, predictor.ModeMPS, 100, nil)
-		ra, rb := request("first"), request("second")
-		ra.MinPct, rb.MinPct = 100, 100
-		mustDecide(t, h, ra, Grant)
-		time.Sleep(time.Second)
-		b := mustDecide(t, h, rb, Grant)
-		if err := h.c.Register(ctx, b.Lease.ID, tokenOf(b), []int{101}); err != nil {
-			t.Fatal(err)
-		}
-		if evs, err := h.c.UpdateServices(ctx, withSLO(h, one/0.9*(1+1e-9)), 0.1); err != nil || len(evs) != 1 || evs[0].Type != EventRevoke {
-			t.Fatalf("%+v %v", evs, err)
-		}
-		if err := h.c.Register(ctx, b.Lease.ID, tokenOf(b), []int{999}); !errors.Is(err, ErrConflict) {
+		h, _, b := secondRevoked(t, nil)
+		if err := h.c.Register(context.Background(), b.Lease.ID, tokenOf(b), []int{999}); !errors.Is(err, ErrConflict) {
 			t.Fatalf("register on a revoked lease: %v, want ErrConflict", err)
 		}
 		if s := stored(t, h.store, b.Lease.ID); !slices.Equal(s.PIDs, []int{101}) {

@@ -111,18 +111,7 @@ func TestObservedP99ThrottlesWhenThePredictorIsLow(t *testing.T) {
 // shows, at their percentages.
 func simulatedServer(t *testing.T, s *running, arrivals []time.Duration) string {
 	t.Helper()
-	inf, err := predictor.LoadProfile(serviceProfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := predictor.LoadProfile(trainProfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal, err := predictor.CalibrationPreset("NVIDIA H200")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf, tr, cal := testModel(t)
 	model := &simserver.Model{Inference: inf, Calibration: cal, Mode: predictor.ModeMPS, Requests: testRequests, Seed: 1, SMs: 132}
 	srv, err := simserver.New(simserver.Config{Preset: "vllm", ModelName: "m", Arrivals: arrivals, Start: time.Now(), Latency: model,
 		Trainers: func() []simserver.Trainer {

@@ -130,21 +130,27 @@ func p99At(t *testing.T, pct int) float64 {
 	return p99AtRate(t, pct, 8)
 }
 
+// testModel is what the test sidecars predict with: the service's and the
+// trainer's profiles, and the preset the simulated H200 picks.
+func testModel(t *testing.T) (inf, tr *predictor.Profile, cal *predictor.Calibration) {
+	t.Helper()
+	var err error
+	if inf, err = predictor.LoadProfile(serviceProfile); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err = predictor.LoadProfile(trainProfile); err != nil {
+		t.Fatal(err)
+	}
+	if cal, err = predictor.CalibrationPreset("NVIDIA H200"); err != nil {
+		t.Fatal(err)
+	}
+	return inf, tr, cal
+}
+
 // p99AtRate is p99At at another request rate.
 func p99AtRate(t *testing.T, pct int, rate float64) float64 {
 	t.Helper()
-	inf, err := predictor.LoadProfile(serviceProfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := predictor.LoadProfile(trainProfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal, err := predictor.CalibrationPreset("NVIDIA H200")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf, tr, cal := testModel(t)
 	var pr predictor.Predictor
 	sc := &predictor.Scenario{Inference: inf, Training: []*predictor.Profile{tr}, RateRPS: rate, Requests: testRequests, Seed: 1,
 		TrainingPct: []float64{float64(pct)}, DeviceSMs: 132}
