@@ -9,7 +9,7 @@ FUZZTIME  ?= 100000x
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: build run predict replay test harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench clean
+.PHONY: build run predict replay calibration-study test harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/colocd
@@ -35,6 +35,11 @@ predict: build
 replay:
 	$(GO) test -count=1 -run '^TestGuardReplay$$' -v ./sidecar/ -args -replay.start 0 -replay.minutes 0
 	$(GO) test -count=1 -run '^TestGuardReplay$$' -v ./sidecar/ -args -replay.start 0 -replay.minutes 0 -replay.error 1.3
+
+# What the calibration's objective buys (docs/predictor.md#what-the-objective-buys):
+# two records fitted, seven held out, before and after p99 weights, seeds and the prior.
+calibration-study:
+	$(GO) test -count=1 -run '^TestCalibrationStudy$$' -v ./predictor/calibrate/ -args -study
 
 # The one command CI and newcomers run. The calibration fits do less under
 # the race detector (a fit takes some 20 s there, its cross-validation ten

@@ -180,9 +180,47 @@ type FitReport struct {
 	CV     string   `json:"cv,omitempty"`
 	// Unidentified lists parameters that even a ±50 % change does not
 	// visibly move: the measurements cannot tell their value.
-	Unidentified []string    `json:"unidentified,omitempty"`
-	Evaluations  int         `json:"evaluations"`
-	PerRecord    []RecordFit `json:"per_record,omitempty"`
+	Unidentified []string `json:"unidentified,omitempty"`
+	Evaluations  int      `json:"evaluations"`
+	// Weights are the objective's weight of each metric key, Seeds the
+	// arrival seeds each record was simulated with (their mean compared).
+	Weights map[string]float64 `json:"weights,omitempty"`
+	Seeds   int                `json:"seeds,omitempty"`
+	// Prior is the prior each parameter was fitted under (absent: none).
+	Prior map[string]PriorTerm `json:"prior,omitempty"`
+	// Parameters say how well the records pin each fitted parameter.
+	Parameters []ParameterFit `json:"parameters,omitempty"`
+	// Warnings say why the fit may not be trusted (too few records for its
+	// parameters).
+	Warnings  []string    `json:"warnings,omitempty"`
+	PerRecord []RecordFit `json:"per_record,omitempty"`
+}
+
+// PriorTerm is a log-normal prior on one parameter: its median and the
+// standard deviation of its logarithm.
+type PriorTerm struct {
+	Centre float64 `json:"centre"`
+	LogSD  float64 `json:"log_sd"`
+}
+
+// How a fitted parameter is pinned (ParameterFit.PinnedBy).
+const (
+	PinnedByRecords = "records" // the records narrow it well inside the prior
+	PinnedByPrior   = "prior"   // the records say little: the prior sets it
+	PinnedByNone    = "none"    // neither: any value in a wide range fits
+)
+
+// ParameterFit is one fitted parameter with its 95 % profile-likelihood
+// interval: the values at which the best fit of the other parameters is
+// still as likely, given the records' residual error.
+type ParameterFit struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	// Low and High bound the interval; absent, it reaches the end of the
+	// range searched (a factor of 8) on that side.
+	Low      *float64 `json:"low,omitempty"`
+	High     *float64 `json:"high,omitempty"`
+	PinnedBy string   `json:"pinned_by"`
 }
 
 // RecordFit is one record's measured and predicted metrics.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -26,6 +27,7 @@ func newCalibrateCmd() *cobra.Command {
 		obsDir, measOut string
 		opts            calibrate.FitOptions
 		noCV, asJSON    bool
+		weights         map[string]string
 	)
 	cmd := &cobra.Command{
 		Use:   "calibrate (--measurements FILE | --from-observations DIR) --out FILE",
@@ -54,6 +56,17 @@ those records as a measurements file.`,
 			if opts.Requests < 0 {
 				return fmt.Errorf("calibrate: --requests: want a count ≥ 1 (0: each record's own or %d), got %d", predictor.DefaultRequests, opts.Requests)
 			}
+			opts.CrossValidate = !noCV
+			var err error
+			if opts.Weights, err = parseWeights(weights); err != nil {
+				return fmt.Errorf("calibrate: %w", err)
+			}
+			if opts.Seeds < 0 || opts.Seeds > calibrate.MaxSeeds {
+				return fmt.Errorf("calibrate: --seeds: want a count from 1 to %d (0: %d), got %d", calibrate.MaxSeeds, calibrate.DefaultSeeds, opts.Seeds)
+			}
+			if opts.Noise < 0 || opts.Noise > 1 {
+				return fmt.Errorf("calibrate: --noise: want a fraction in (0, 1] (0: %g), got %g", calibrate.DefaultNoise, opts.Noise)
+			}
 			m, err := loadMeasurements(cmd.OutOrStdout(), measPath, obsDir, measOut)
 			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
@@ -61,7 +74,6 @@ those records as a measurements file.`,
 			if out == "" {
 				return nil
 			}
-			opts.CrossValidate = !noCV
 			cal, err := fitAll(cmd.Context(), m, opts)
 			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
@@ -87,8 +99,32 @@ those records as a measurements file.`,
 	f.IntVar(&opts.Requests, "requests", 0, fmt.Sprintf("simulated requests per record, unless the record sets its own (default %d)", predictor.DefaultRequests))
 	f.Uint64Var(&opts.Seed, "seed", 1, "arrival seed, unless the record sets its own")
 	f.BoolVar(&noCV, "no-cv", false, "skip the leave-one-record-out refits")
+	f.StringToStringVar(&weights, "weight", nil, "weight of a metric in the objective, KEY=W with KEY one of mean, p50, p90, p95, p99, iteration (repeatable; given at all, the unnamed keys weigh 0; default p99=1,p95=0.5,p90=0.25,p50=0.1,mean=0.1,iteration=0.5)")
+	f.IntVar(&opts.Seeds, "seeds", 0, fmt.Sprintf("arrival seeds per record, the predictions' mean compared (default %d)", calibrate.DefaultSeeds))
+	f.BoolVar(&opts.NoPrior, "no-prior", false, "fit the time-slicing parameters to the records alone, without the prior toward their documented ranges (docs/predictor.md#priors)")
+	f.Float64Var(&opts.Noise, "noise", 0, fmt.Sprintf("relative error of the measurements, which sets the prior's weight and the intervals' floor (default %g)", calibrate.DefaultNoise))
 	f.BoolVar(&asJSON, "json", false, "print the calibration as JSON")
 	return cmd
+}
+
+// parseWeights turns --weight KEY=W pairs into the fit's weights (nil:
+// the defaults).
+func parseWeights(kv map[string]string) (map[string]float64, error) {
+	if len(kv) == 0 {
+		return nil, nil
+	}
+	w := map[string]float64{}
+	for k, v := range kv {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--weight %s=%s: want a number ≥ 0", k, v)
+		}
+		w[k] = f
+	}
+	if err := calibrate.CheckWeights(w); err != nil {
+		return nil, fmt.Errorf("--weight: %w", err)
+	}
+	return w, nil
 }
 
 // loadMeasurements reads the measurements file, or turns an observations
@@ -151,6 +187,9 @@ func printCalibration(w io.Writer, cal *predictor.Calibration, out string) error
 		if len(cal.Fit.Unidentified) > 0 {
 			fmt.Fprintf(w, "not identified by these records: %s\n", strings.Join(cal.Fit.Unidentified, ", "))
 		}
+		if err := printParameters(w, cal.Fit); err != nil {
+			return err
+		}
 		if err := printFit(w, cal.Fit); err != nil {
 			return err
 		}
@@ -171,7 +210,18 @@ func printFit(w io.Writer, fit *predictor.FitReport) error {
 	if fit.CVMAPE != nil {
 		fmt.Fprintf(w, ", %s %.2f %%", fit.CV, 100**fit.CVMAPE)
 	}
-	fmt.Fprintf(w, " (%d model evaluations)\n\n", fit.Evaluations)
+	fmt.Fprintf(w, " (%d model evaluations, %d seeds per record)\n", fit.Evaluations, fit.Seeds)
+	if len(fit.Weights) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(fit.Weights)) {
+			parts = append(parts, fmt.Sprintf("%s=%g", k, fit.Weights[k]))
+		}
+		fmt.Fprintf(w, "objective weights: %s\n", strings.Join(parts, ", "))
+	}
+	for _, warn := range fit.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", warn)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "record\tmetric\tmeasured\tpredicted\terror\tleft-out predicted\tleft-out error")
 	for _, r := range fit.PerRecord {
@@ -182,6 +232,30 @@ func printFit(w io.Writer, fit *predictor.FitReport) error {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%s\t%s\t%s\n", r.Name, m.Field, m.Measured, m.Predicted, pctErr(m.Predicted, m.Measured), cvp, cve)
 		}
+	}
+	return tw.Flush()
+}
+
+// printParameters writes each fitted parameter with its 95 % interval,
+// what pins it and its prior.
+func printParameters(w io.Writer, fit *predictor.FitReport) error {
+	if len(fit.Parameters) == 0 {
+		return nil
+	}
+	bound := func(v *float64) string {
+		if v == nil {
+			return "open"
+		}
+		return fmt.Sprintf("%.1f", *v)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "parameter	value	95 % interval	pinned by	prior (median, ±2 sd)")
+	for _, p := range fit.Parameters {
+		prior := "none"
+		if t, ok := fit.Prior[p.Name]; ok {
+			prior = fmt.Sprintf("%.0f (%.0f – %.0f)", t.Centre, t.Centre*math.Exp(-2*t.LogSD), t.Centre*math.Exp(2*t.LogSD))
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%s – %s\t%s\t%s\n", p.Name, p.Value, bound(p.Low), bound(p.High), p.PinnedBy, prior)
 	}
 	return tw.Flush()
 }

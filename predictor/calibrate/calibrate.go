@@ -24,6 +24,19 @@ type FitOptions struct {
 	MaxEvaluations int
 	// Workers simulates records in parallel (default GOMAXPROCS).
 	Workers int
+	// Weights weight each metric in the objective, by percentile key
+	// (latency and service alike) or WeightIteration (nil: DefaultWeights;
+	// check with CheckWeights).
+	Weights map[string]float64
+	// Seeds is how many arrival seeds each record is simulated with, the
+	// metrics being their mean (0: DefaultSeeds; at most MaxSeeds).
+	Seeds int
+	// Prior replaces DefaultTimeslicePrior; NoPrior fits the records alone.
+	Prior   *TimeslicePrior
+	NoPrior bool
+	// Noise is the relative measurement error that sets the prior's
+	// strength and the parameters' intervals' floor (0: DefaultNoise).
+	Noise float64
 }
 
 // Bounds of the time-slicing parameters searched by the fit, in µs.
@@ -63,7 +76,9 @@ func (o *tsObjective) predictAll(p predictor.TimesliceParams, skip int) ([]*pred
 	}
 	o.evals++
 	return predictRecords(len(o.recs), o.opts.Workers, skip, func(i int) (*predictor.Prediction, error) {
-		return o.preds[i].PredictTimeslice(o.recs[i].scenario(o.opts, 0), p)
+		return predictSeeds(o.opts, o.recs[i].scenario(o.opts, 0), func(sc *predictor.Scenario) (*predictor.Prediction, error) {
+			return o.preds[i].PredictTimeslice(sc, p)
+		})
 	})
 }
 
@@ -75,13 +90,29 @@ func (o *tsObjective) score(p predictor.TimesliceParams, skip int) (mape, msle f
 	if err != nil {
 		return math.Inf(1), math.Inf(1)
 	}
-	return scoreMetrics(o.metrics, preds, func(i int) bool { return i != skip })
+	return scoreMetrics(o.metrics, preds, o.opts.weights(), func(i int) bool { return i != skip })
 }
 
-// loss is what the search minimises.
+// loss is what the search minimises: the records' weighted mean squared
+// log error plus the prior's term.
 func (o *tsObjective) loss(p predictor.TimesliceParams, skip int) float64 {
 	_, l := o.score(p, skip)
-	return l
+	return l + o.opts.prior().penalty([3]float64{p.SliceUS, p.SwitchUS, p.HoldoverUS}, o.opts.noise(), o.independent(skip))
+}
+
+// independent is how many independent errors the records but skip carry:
+// one per record with a weighted metric. The metrics of one record share
+// its arrivals, in the measurement and in the simulation, so their errors
+// move together; counting each metric would overstate the evidence.
+func (o *tsObjective) independent(skip int) float64 {
+	w := o.opts.weights()
+	var n float64
+	for i, ms := range o.metrics {
+		if i != skip && slices.ContainsFunc(ms, func(m metric) bool { return weightOf(w, m) > 0 }) {
+			n++
+		}
+	}
+	return n
 }
 
 // toParams maps the optimiser's log-space vector to parameters, projected
@@ -116,13 +147,19 @@ func (o *tsObjective) minimize(ctx context.Context, starts [][]float64, skip int
 	if err != nil {
 		return best, bestF, err
 	}
-	if p, f, err := o.nelderMead(ctx, [][]float64{fromParams(best)}, 0.1, skip); err != nil {
-		return best, bestF, err
-	} else if f < bestF {
-		best, bestF = p, f
+	return o.refine(ctx, best, bestF, skip)
+}
+
+// refine restarts Nelder–Mead from p with a small simplex and polishes
+// the result: what a refit that starts near its optimum needs.
+func (o *tsObjective) refine(ctx context.Context, p predictor.TimesliceParams, f float64, skip int) (predictor.TimesliceParams, float64, error) {
+	if q, g, err := o.nelderMead(ctx, [][]float64{fromParams(p)}, 0.1, skip); err != nil {
+		return p, f, err
+	} else if g < f {
+		p, f = q, g
 	}
-	best, bestF = o.polish(best, bestF, skip)
-	return best, bestF, nil
+	p, f = o.polish(p, f, skip)
+	return p, f, nil
 }
 
 // nelderMead runs Nelder–Mead from each start with the given simplex size
@@ -187,24 +224,72 @@ func (o *tsObjective) polish(p predictor.TimesliceParams, f float64, skip int) (
 	return p, f
 }
 
-// gridStarts scores a coarse log-spaced grid (the error surface has flat
-// regions where one start would stall) and returns the n best points.
+// gridStarts returns up to n+1 starting points for the search. A coarse
+// log-spaced grid finds the region (the error surface has flat parts where
+// one start would stall); then, around its best points, a fine scan of the
+// slice alone (the error can have a basin a few per cent wide in the slice,
+// where records resonate with it) and a grid of switch and hold-over at
+// the best slices; and the prior's centre.
 func (o *tsObjective) gridStarts(n int) [][]float64 {
-	type cand struct {
-		x []float64
-		f float64
-	}
 	var cs []cand
-	// Slice steps of 2^¼ from 128 µs to 32 ms: the error grows steeply away
-	// from the true slice, so a coarser grid can miss its basin entirely.
+	score := func(p predictor.TimesliceParams) {
+		cs = append(cs, cand{fromParams(p), o.loss(p, -1)})
+	}
+	// Slice steps of 2^¼ from 128 µs to 32 ms.
 	for s := 128.0; s <= 32768; s *= math.Sqrt(math.Sqrt2) {
 		for _, w := range []float64{5, 20, 80, 320} {
 			for _, h := range []float64{50, 150, 450, 1350, 4000} {
-				p := predictor.TimesliceParams{SliceUS: s, SwitchUS: w, HoldoverUS: h}
-				cs = append(cs, cand{fromParams(p), o.loss(p, -1)})
+				score(predictor.TimesliceParams{SliceUS: s, SwitchUS: w, HoldoverUS: h})
 			}
 		}
 	}
+	sortCands(cs)
+	coarse := slices.Clone(cs[:min(2, len(cs))])
+	for _, c := range coarse {
+		b, _ := toParams(c.x)
+		// Slice steps of 2^(1/16) over two octaves each side.
+		var scan []cand
+		for k := -32; k <= 32; k++ {
+			p := b
+			p.SliceUS = b.SliceUS * math.Pow(2, float64(k)/16)
+			scan = append(scan, cand{fromParams(p), o.loss(p, -1)})
+		}
+		sortCands(scan)
+		cs = append(cs, scan...)
+		for _, sc := range scan[:3] {
+			s, _ := toParams(sc.x)
+			for w := 5.0; w <= 1280; w *= 2 {
+				for h := 25.0; h <= 6400; h *= 2 {
+					score(predictor.TimesliceParams{SliceUS: s.SliceUS, SwitchUS: w, HoldoverUS: h})
+				}
+			}
+		}
+	}
+	sortCands(cs)
+	var out [][]float64
+	for _, c := range cs {
+		if len(out) == n {
+			break
+		}
+		if !slices.ContainsFunc(out, func(x []float64) bool { return slices.Equal(x, c.x) }) {
+			out = append(out, c.x)
+		}
+	}
+	// The prior's centre is a start of its own.
+	if pr := o.opts.prior(); pr != nil {
+		out = append(out, fromParams(predictor.TimesliceParams{SliceUS: pr[0].Centre, SwitchUS: pr[1].Centre, HoldoverUS: pr[2].Centre}))
+	}
+	return out
+}
+
+// cand is a scored point of the search.
+type cand struct {
+	x []float64
+	f float64
+}
+
+// sortCands orders candidates by score, best first.
+func sortCands(cs []cand) {
 	slices.SortStableFunc(cs, func(a, b cand) int {
 		switch {
 		case a.f < b.f:
@@ -214,11 +299,6 @@ func (o *tsObjective) gridStarts(n int) [][]float64 {
 		}
 		return 0
 	})
-	var out [][]float64
-	for _, c := range cs[:min(n, len(cs))] {
-		out = append(out, c.x)
-	}
-	return out
 }
 
 // FitTimeslice fits the virtual slice, switching overhead and hold-over to
@@ -228,12 +308,15 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predi
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
+	if err := checkFitOptions(opts); err != nil {
+		return nil, fmt.Errorf("fit timeslice: %w", err)
+	}
 	recs := m.recordsOf(predictor.ModeTimeslice)
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("fit timeslice: %w: no record has mode %q", ErrNoRecords, predictor.ModeTimeslice)
 	}
 	obj := newTSObjective(ctx, recs, opts)
-	best, _, err := obj.minimize(ctx, obj.gridStarts(8), -1)
+	best, bestLoss, err := obj.minimize(ctx, obj.gridStarts(8), -1)
 	if err != nil {
 		return nil, fmt.Errorf("fit timeslice: %w", err)
 	}
@@ -242,9 +325,15 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predi
 		return nil, fmt.Errorf("fit timeslice: %w", err)
 	}
 	all := func(int) bool { return true }
-	mape, _ := scoreMetrics(obj.metrics, preds, all)
-	rep := fitReport(recs, obj.metrics, preds, mape)
-	rep.Unidentified = obj.unidentified(best, mape)
+	mape, _ := scoreMetrics(obj.metrics, preds, nil, all)
+	_, msle := scoreMetrics(obj.metrics, preds, opts.weights(), all)
+	rep := fitReport(recs, obj.metrics, preds, mape, opts, len(tsNames))
+	rep.Prior = opts.prior().Describe()
+	rep.Parameters = obj.pin(ctx, best, bestLoss, msle)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fit timeslice: %w", err)
+	}
+	rep.Unidentified = unidentified(rep.Parameters)
 	if opts.CrossValidate && len(recs) > 1 {
 		cv, ok, err := obj.crossValidate(ctx, best, rep)
 		if err != nil {
@@ -269,11 +358,13 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predi
 func (o *tsObjective) crossValidate(ctx context.Context, full predictor.TimesliceParams, rep *predictor.FitReport) (float64, bool, error) {
 	var cv cvScore
 	for i := range o.recs {
-		p, _, err := o.minimize(ctx, [][]float64{fromParams(full)}, i)
+		p, _, err := o.refine(ctx, full, o.loss(full, i), i)
 		if err != nil {
 			return 0, false, err
 		}
-		pred, err := o.preds[i].PredictTimeslice(o.recs[i].scenario(o.opts, 0), p)
+		pred, err := predictSeeds(o.opts, o.recs[i].scenario(o.opts, 0), func(sc *predictor.Scenario) (*predictor.Prediction, error) {
+			return o.preds[i].PredictTimeslice(sc, p)
+		})
 		if err != nil {
 			return 0, false, err
 		}
@@ -281,27 +372,4 @@ func (o *tsObjective) crossValidate(ctx context.Context, full predictor.Timeslic
 	}
 	mape, ok := cv.mape()
 	return mape, ok, nil
-}
-
-// unidentified lists parameters that even a ±50 % change leaves the MAPE
-// within max(0.001, 10 % of it): the measurements cannot tell their value.
-func (o *tsObjective) unidentified(best predictor.TimesliceParams, mape float64) []string {
-	var out []string
-	x := fromParams(best)
-	tol := max(0.001, 0.1*mape)
-	for i := range x {
-		flat := true
-		for _, step := range []float64{math.Log(1.5), math.Log(0.5)} {
-			y := slices.Clone(x)
-			y[i] += step
-			p, _ := toParams(y)
-			if mp, _ := o.score(p, -1); math.Abs(mp-mape) > tol {
-				flat = false
-			}
-		}
-		if flat {
-			out = append(out, tsNames[i])
-		}
-	}
-	return out
 }

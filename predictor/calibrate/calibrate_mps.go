@@ -44,12 +44,15 @@ func (o *mpsObjective) predictAll(p predictor.MPSParams, include func(int) bool)
 		if !include(i) {
 			return nil, nil
 		}
-		return o.preds[i].PredictMPS(o.recs[i].scenario(o.opts, o.sms), p)
+		return predictSeeds(o.opts, o.recs[i].scenario(o.opts, o.sms), func(sc *predictor.Scenario) (*predictor.Prediction, error) {
+			return o.preds[i].PredictMPS(sc, p)
+		})
 	})
 }
 
 // residuals returns, for every metric of the records include accepts, the
-// relative error (predicted − measured) / measured.
+// relative error (predicted − measured) / measured times the square root
+// of the metric's weight.
 func (o *mpsObjective) residuals(p predictor.MPSParams, include func(int) bool) ([]float64, error) {
 	preds, err := o.predictAll(p, include)
 	if err != nil {
@@ -65,7 +68,7 @@ func (o *mpsObjective) residuals(p predictor.MPSParams, include func(int) bool) 
 			if math.IsNaN(v) {
 				v = m.value // nothing to compare: contributes no error
 			}
-			r = append(r, (v-m.value)/m.value)
+			r = append(r, math.Sqrt(weightOf(o.opts.weights(), m))*(v-m.value)/m.value)
 		}
 	}
 	return r, nil
@@ -170,6 +173,9 @@ func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.M
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
+	if err := checkFitOptions(opts); err != nil {
+		return nil, fmt.Errorf("fit mps: %w", err)
+	}
 	recs := m.recordsOf(predictor.ModeMPS)
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("fit mps: %w: no record has mode %q", ErrNoRecords, predictor.ModeMPS)
@@ -184,8 +190,8 @@ func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.M
 	if err != nil {
 		return nil, fmt.Errorf("fit mps: %w", err)
 	}
-	mape, _ := scoreMetrics(obj.metrics, preds, all)
-	rep := fitReport(recs, obj.metrics, preds, mape)
+	mape, _ := scoreMetrics(obj.metrics, preds, nil, all)
+	rep := fitReport(recs, obj.metrics, preds, mape, opts, len(predictor.MPSFeatures))
 	if opts.CrossValidate {
 		cv, ok, err := obj.leaveOneWorkloadOut(ctx, rep)
 		if err != nil {

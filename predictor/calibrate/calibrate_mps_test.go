@@ -55,7 +55,7 @@ func syntheticMPSMeasurements(t *testing.T, truth predictor.MPSParams, noise flo
 	var pr predictor.Predictor
 	for i := range m.Records {
 		r := &m.Records[i]
-		pred, err := pr.PredictMPS(r.scenario(FitOptions{Seed: 1}, 132), truth)
+		pred, err := predictSeeds(FitOptions{}, r.scenario(FitOptions{Seed: 1}, 132), func(sc *predictor.Scenario) (*predictor.Prediction, error) { return pr.PredictMPS(sc, truth) })
 		if err != nil {
 			t.Fatal(err)
 		}

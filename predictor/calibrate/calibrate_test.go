@@ -3,6 +3,7 @@ package calibrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -14,7 +15,8 @@ import (
 
 // syntheticMeasurements predicts each record with truth and stores the result,
 // perturbed by multiplicative Gaussian noise of relative size noise, as the
-// record's measurement.
+// record's measurement. A measurement is one long run, not the fit's
+// arrivals: the mean over eight seeds the fit never uses stands in for it.
 func syntheticMeasurements(t *testing.T, truth predictor.TimesliceParams, noise float64, recs []Record) *Measurements {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -22,17 +24,17 @@ func syntheticMeasurements(t *testing.T, truth predictor.TimesliceParams, noise 
 	var pr predictor.Predictor
 	for i := range recs {
 		r := &recs[i]
-		sc := &predictor.Scenario{Inference: r.Inference.Profile, RateRPS: r.RateRPS, Requests: r.Requests, Seed: 1}
+		sc := &predictor.Scenario{Inference: r.Inference.Profile, RateRPS: r.RateRPS, Requests: r.Requests, Seed: 1001}
 		for _, tp := range r.Training {
 			sc.Training = append(sc.Training, tp.Profile)
 		}
-		pred, err := pr.PredictTimeslice(sc, truth)
+		pred, err := predictSeeds(FitOptions{Seeds: 8}, sc, func(sc *predictor.Scenario) (*predictor.Prediction, error) { return pr.PredictTimeslice(sc, truth) })
 		if err != nil {
 			t.Fatal(err)
 		}
 		lat, svc := pred.Inference.LatencyMS, pred.Inference.ServiceMS
 		r.Measured = Measured{
-			LatencyMS: map[string]float64{"mean": jitter(lat.Mean), "p90": jitter(lat.P90)},
+			LatencyMS: map[string]float64{"mean": jitter(lat.Mean), "p90": jitter(lat.P90), "p99": jitter(lat.P99)},
 			ServiceMS: map[string]float64{"mean": jitter(svc.Mean)},
 		}
 		for _, tr := range pred.Training {
@@ -64,13 +66,17 @@ func calibrationRecords() []Record {
 	for _, inf := range []*predictor.Profile{short, long} {
 		for _, tr := range []*predictor.Profile{busy, gappy} {
 			// Light and heavy load; at the heavy one the short service
-			// switches about 2,000 times a second, which pins down switch_us.
-			for _, load := range []float64{0.1, 0.45} {
+			// switches over a thousand times a second, which pins down
+			// switch_us. Heavier, the service nears saturation under the
+			// trainer, where a few per cent of slice moves its mean by
+			// half: records there make the error surface too rugged to
+			// search, and would be as noisy to measure.
+			for _, load := range []float64{0.1, 0.3} {
 				rate := load * 1e6 / inf.SoloUS()
 				recs = append(recs, Record{
 					Name: inf.Name + "+" + tr.Name, Mode: predictor.ModeTimeslice,
 					Inference: ProfileRef{Profile: inf}, Training: []ProfileRef{{Profile: tr}},
-					RateRPS: rate, Requests: 1000,
+					RateRPS: rate, Requests: 600,
 				})
 			}
 		}
@@ -82,69 +88,83 @@ func calibrationRecords() []Record {
 	recs = append(recs, Record{
 		Name: "short+solid+solid", Mode: predictor.ModeTimeslice,
 		Inference: ProfileRef{Profile: short}, Training: []ProfileRef{{Profile: solid}, {Profile: solid}},
-		RateRPS: 0.1 * 1e6 / short.SoloUS(), Requests: 1000,
+		RateRPS: 0.1 * 1e6 / short.SoloUS(), Requests: 600,
 	})
 	return recs
 }
 
+// The fit recovers the parameters from records measured on other arrivals
+// than it simulates (1 % noise on top): it reaches the truth's loss or
+// better, each parameter's reported 95 % interval holds the truth, and the
+// slice, which the records pin sharply, is within 5 %.
 func TestFitTimesliceRecoversParameters(t *testing.T) {
 	tests := []struct {
 		name  string
 		truth predictor.TimesliceParams
-		// tol is the tolerance for the switch and the hold-over. When the
-		// switch is a small fraction of the slice, the trainers mostly see
-		// what each inference visit costs them, 2·switch + hold-over, and
-		// the 1 % noise hides how it splits between the two: the records
-		// then pin each down only to about 10 % (the sum, to 5 %).
-		tol float64
+		// prior lists the parameters the records may leave to the prior:
+		// when the switch is a small fraction of the slice the trainers
+		// mostly see what each inference visit costs them, 2·switch +
+		// hold-over, and cannot tell how it splits.
+		prior []string
+		cv    bool
 	}{
-		{"switch 15% of slice", predictor.TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}, 0.05},
-		{"switch 4% of slice", predictor.TimesliceParams{SliceUS: 2000, SwitchUS: 80, HoldoverUS: 400}, 0.10},
+		{"switch 15% of slice", predictor.TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}, nil, true},
+		{"switch 4% of slice", predictor.TimesliceParams{SliceUS: 2000, SwitchUS: 80, HoldoverUS: 400}, []string{"switch_us"}, false},
+		// Each parameter 1.3–2.2 standard deviations from the prior's
+		// centre, the switch above its documented range: the records
+		// must win over the prior.
+		{"truth far from the prior's centre", predictor.TimesliceParams{SliceUS: 4000, SwitchUS: 300, HoldoverUS: 900}, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// Under the race detector one fit takes 150 s on two cores,
-			// and its cross-validation more: make test runs this test
-			// again without the race detector, and TestFitCancelled puts
-			// the fit's concurrent evaluation of the same nine records
-			// under it.
+			// Under the race detector one fit takes minutes on two cores:
+			// make test runs this test again without the race detector,
+			// and TestFitCancelled puts the fit's concurrent evaluation
+			// of the same nine records under it.
 			if raceEnabled {
 				t.Skip("too slow under the race detector; make test runs it without")
 			}
 			m := syntheticMeasurements(t, tt.truth, 0.01, calibrationRecords())
-			cal, err := FitTimeslice(context.Background(), m, FitOptions{CrossValidate: true})
+			cal, err := FitTimeslice(context.Background(), m, FitOptions{CrossValidate: tt.cv})
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := cal.Timeslice
-			if len(cal.Fit.Unidentified) > 0 {
-				t.Errorf("unidentified %v: these records were designed to constrain every parameter", cal.Fit.Unidentified)
+			obj := newTSObjective(context.Background(), m.recordsOf(predictor.ModeTimeslice), FitOptions{Seed: 1})
+			if lt, lf := obj.loss(tt.truth, -1), obj.loss(*got, -1); lf > lt {
+				t.Errorf("loss at the fit %.5f, above the truth's %.5f: the search stopped short", lf, lt)
 			}
-			for _, c := range []struct {
-				name      string
-				got, want float64
-				tol       float64
-			}{
-				{"slice_us", got.SliceUS, tt.truth.SliceUS, 0.05},
-				{"switch_us", got.SwitchUS, tt.truth.SwitchUS, tt.tol},
-				{"holdover_us", got.HoldoverUS, tt.truth.HoldoverUS, tt.tol},
-				{"2·switch_us + holdover_us", 2*got.SwitchUS + got.HoldoverUS, 2*tt.truth.SwitchUS + tt.truth.HoldoverUS, 0.05},
-			} {
-				if math.Abs(c.got-c.want)/c.want > c.tol {
-					t.Errorf("%s = %.1f, truth %.1f: more than %.0f%% off", c.name, c.got, c.want, 100*c.tol)
+			truth := []float64{tt.truth.SliceUS, tt.truth.SwitchUS, tt.truth.HoldoverUS}
+			if len(cal.Fit.Parameters) != 3 {
+				t.Fatalf("%d parameter reports, want 3", len(cal.Fit.Parameters))
+			}
+			for i, p := range cal.Fit.Parameters {
+				t.Logf("%s %.1f [%s, %s] pinned by %s", p.Name, p.Value, deref(p.Low), deref(p.High), p.PinnedBy)
+				if (p.Low != nil && truth[i] < *p.Low) || (p.High != nil && truth[i] > *p.High) {
+					t.Errorf("%s: the truth %.1f is outside the 95 %% interval [%s, %s]", p.Name, truth[i], deref(p.Low), deref(p.High))
+				}
+				if want := predictor.PinnedByRecords; p.PinnedBy != want && !slices.Contains(tt.prior, p.Name) {
+					t.Errorf("%s pinned by %s, want %s", p.Name, p.PinnedBy, want)
 				}
 			}
-			// 1 % noise: the fit cannot beat the noise by much, nor should it be far above it.
-			if cal.Fit.MAPE > 0.02 {
-				t.Errorf("in-sample MAPE %.4f, want ≤ 0.02 with 1 %% noise", cal.Fit.MAPE)
+			if d := math.Abs(got.SliceUS-tt.truth.SliceUS) / tt.truth.SliceUS; d > 0.05 {
+				t.Errorf("slice_us = %.1f, truth %.1f: %.0f%% off, want ≤ 5%%", got.SliceUS, tt.truth.SliceUS, 100*d)
 			}
-			if cal.Fit.CVMAPE == nil || *cal.Fit.CVMAPE > 0.03 {
-				t.Errorf("leave-one-out MAPE %v, want reported and ≤ 0.03", cal.Fit.CVMAPE)
+			// 1 % noise and the simulation's own (600 requests, three
+			// seeds, against other arrivals): a few per cent.
+			if cal.Fit.MAPE > 0.03 {
+				t.Errorf("in-sample MAPE %.4f, want ≤ 0.03", cal.Fit.MAPE)
 			}
-			if cal.Fit.Metrics != 8*4+5 || len(cal.Fit.PerRecord) != 9 {
-				t.Errorf("fit counted %d metrics over %d records, want 37 over 9", cal.Fit.Metrics, len(cal.Fit.PerRecord))
+			if tt.cv && (cal.Fit.CVMAPE == nil || *cal.Fit.CVMAPE > 0.04) {
+				t.Errorf("leave-one-out MAPE %v, want reported and ≤ 0.04", cal.Fit.CVMAPE)
 			}
-			t.Logf("fitted %+v, MAPE %.4f, CV %.4f, %d evaluations", *got, cal.Fit.MAPE, *cal.Fit.CVMAPE, cal.Fit.Evaluations)
+			if cal.Fit.Metrics != 8*5+6 || len(cal.Fit.PerRecord) != 9 || cal.Fit.Seeds != DefaultSeeds {
+				t.Errorf("fit counted %d metrics over %d records with %d seeds, want 46 over 9 with %d", cal.Fit.Metrics, len(cal.Fit.PerRecord), cal.Fit.Seeds, DefaultSeeds)
+			}
+			if len(cal.Fit.Warnings) > 0 {
+				t.Errorf("warnings %q on nine records", cal.Fit.Warnings)
+			}
+			t.Logf("fitted %+v, MAPE %.4f, %d evaluations", *got, cal.Fit.MAPE, cal.Fit.Evaluations)
 		})
 	}
 }
@@ -194,4 +214,11 @@ func TestFitCancelled(t *testing.T) {
 	if _, err := FitMPS(ctx, mm, FitOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("mps: err = %v, want context.Canceled", err)
 	}
+}
+
+func deref(p *float64) string {
+	if p == nil {
+		return "open"
+	}
+	return fmt.Sprintf("%.1f", *p)
 }

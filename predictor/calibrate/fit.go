@@ -2,6 +2,8 @@ package calibrate
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"sync"
@@ -71,11 +73,14 @@ func predictRecords(n, workers, skip int, predict func(i int) (*predictor.Predic
 	return out, errors.Join(errs...)
 }
 
-// scoreMetrics returns the mean absolute percentage error and the mean
-// squared log error of the predictions over the metrics of the records
-// include accepts. Metrics a prediction has no value for are skipped.
-func scoreMetrics(metrics [][]metric, preds []*predictor.Prediction, include func(int) bool) (mape, msle float64) {
+// scoreMetrics returns the mean absolute percentage error of the
+// predictions over the metrics of the records include accepts (every
+// metric counts the same: the figure reported), and the weighted mean
+// squared log error the search minimises (w nil: every weight 1). Metrics
+// a prediction has no value for are skipped.
+func scoreMetrics(metrics [][]metric, preds []*predictor.Prediction, w map[string]float64, include func(int) bool) (mape, msle float64) {
 	var n int
+	var wsum float64
 	for i, ms := range metrics {
 		if !include(i) {
 			continue
@@ -86,27 +91,43 @@ func scoreMetrics(metrics [][]metric, preds []*predictor.Prediction, include fun
 				continue
 			}
 			mape += math.Abs(v-m.value) / m.value
-			l := math.Log(v / m.value)
-			msle += l * l
 			n++
+			wt := 1.0
+			if w != nil {
+				wt = weightOf(w, m)
+			}
+			l := math.Log(v / m.value)
+			msle += wt * l * l
+			wsum += wt
 		}
 	}
-	if n == 0 {
+	if n == 0 || wsum == 0 {
 		return math.Inf(1), math.Inf(1)
 	}
-	return mape / float64(n), msle / float64(n)
+	return mape / float64(n), msle / wsum
 }
 
-// fitReport lists every record's measured and predicted metrics.
-func fitReport(recs []*Record, metrics [][]metric, preds []*predictor.Prediction, mape float64) *predictor.FitReport {
-	rep := &predictor.FitReport{Records: len(recs), MAPE: mape}
+// fitReport lists every record's measured and predicted metrics, the
+// weights and seeds the fit used, and a warning when the records carry
+// fewer weighted metrics than the fit has parameters.
+func fitReport(recs []*Record, metrics [][]metric, preds []*predictor.Prediction, mape float64, opts FitOptions, params int) *predictor.FitReport {
+	w := opts.weights()
+	rep := &predictor.FitReport{Records: len(recs), MAPE: mape, Weights: maps.Clone(w), Seeds: opts.seeds()}
+	weighted := 0
 	for i, r := range recs {
 		rf := predictor.RecordFit{Name: r.Name}
 		for _, mt := range metrics[i] {
 			rf.Metrics = append(rf.Metrics, predictor.MetricFit{Field: mt.field(), Measured: mt.value, Predicted: mt.predicted(preds[i])})
 			rep.Metrics++
+			if weightOf(w, mt) > 0 {
+				weighted++
+			}
 		}
 		rep.PerRecord = append(rep.PerRecord, rf)
+	}
+	if len(recs) <= params || weighted < 2*params {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d records with %d weighted metrics for %d parameters: too few to pin them (a fit can match them at many points); measure more records: several loads, trainers that do and do not idle, two trainers together",
+			len(recs), weighted, params))
 	}
 	return rep
 }
