@@ -26,7 +26,7 @@ func benchHarness(b *testing.B, workers int) (*harness, Request) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	model, err := NewModel(testCal(), predictor.DefaultRequests, 1, 0)
+	model, err := NewModel(testCal(), predictor.DefaultRequests, 1, 0, predictor.DefaultConfidence)
 	if err != nil {
 		b.Fatal(err)
 	}

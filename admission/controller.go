@@ -354,10 +354,11 @@ func (c *Controller) predictAll(ctx context.Context, trainers []Trainer) ([]Serv
 			return nil, probe{}, err
 		}
 		corr := svc.correction()
-		preds[i] = ServicePrediction{Service: svc.Name, RateRPS: svc.RateRPS, SLOP99MS: svc.SLOP99MS, SoloP99MS: lat.SoloP99MS, PredictedP99MS: lat.P99MS, Correction: corr}
+		preds[i] = ServicePrediction{Service: svc.Name, RateRPS: svc.RateRPS, SLOP99MS: svc.SLOP99MS, SoloP99MS: lat.SoloP99MS,
+			PredictedP99MS: lat.P99MS, UpperP99MS: lat.P99HighMS, Correction: corr}
 		limit := c.limit(svc)
-		p.fits = p.fits && lat.P99MS*corr <= limit
-		p.score = max(p.score, lat.P99MS*corr/limit)
+		p.fits = p.fits && lat.held()*corr <= limit
+		p.score = max(p.score, lat.held()*corr/limit)
 		p.soloScore = max(p.soloScore, lat.SoloP99MS*corr/limit)
 	}
 	return preds, p, nil

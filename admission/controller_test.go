@@ -231,7 +231,7 @@ func TestPredictedP99EqualsPredictor(t *testing.T) {
 	cal := testCal()
 	for _, mode := range []predictor.Mode{predictor.ModeMPS, predictor.ModeTimeslice} {
 		t.Run(string(mode), func(t *testing.T) {
-			model, err := NewModel(cal, requests, seed, 0)
+			model, err := NewModel(cal, requests, seed, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -138,7 +138,15 @@ type Trainer struct {
 type Latency struct {
 	P99MS     float64
 	SoloP99MS float64
+	// P99HighMS is the upper end of the p99's interval at the predictor's
+	// confidence: what a decision holds to the limit (P99MS when the
+	// predictor gives no interval).
+	P99HighMS float64
 }
+
+// held is the p99 a decision compares with the limit: the upper bound
+// when there is one.
+func (l Latency) held() float64 { return max(l.P99MS, l.P99HighMS) }
 
 // Predictor predicts one inference service's tail latency with trainers
 // co-located under mode. It must be safe for concurrent use when

@@ -94,9 +94,12 @@ func testCal() *predictor.Calibration {
 
 const testRequests = 300
 
+// newTestModel is the real model on the point estimate (confidence 0):
+// most tests are about the search, leases and events, and read figures
+// from the predictor directly; TestDecideHoldsUpperBound tests the bound.
 func newTestModel(t testing.TB) *Model {
 	t.Helper()
-	m, err := NewModel(testCal(), testRequests, 1, 0)
+	m, err := NewModel(testCal(), testRequests, 1, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,9 +121,15 @@ type harness struct {
 // newHarness builds a controller; edit changes the config first.
 func newHarness(t testing.TB, mode predictor.Mode, slo float64, edit func(*Config)) *harness {
 	t.Helper()
+	return newHarnessWith(t, newTestModel(t), mode, slo, edit)
+}
+
+// newHarnessWith is newHarness with the given model.
+func newHarnessWith(t testing.TB, m *Model, mode predictor.Mode, slo float64, edit func(*Config)) *harness {
+	t.Helper()
 	h := &harness{
 		dev: &fakeDevice{free: 80000}, daemon: &fakeDaemon{}, store: NewMemStore(),
-		events: &fakeEvents{}, model: newTestModel(t),
+		events: &fakeEvents{}, model: m,
 	}
 	cfg := Config{
 		Mode:     mode,

@@ -3,6 +3,7 @@ package admission
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/colocd/colocd/predictor"
 )
@@ -37,14 +38,22 @@ func (c *Controller) violation(preds []ServicePrediction) string {
 	return fmt.Sprintf("predicted %s p99 %s exceeds %s", sp.Service, p99Text(sp), c.limitText(sp))
 }
 
-// p99Text is a prediction's p99, "18.2 ms", or with the observed
-// correction "18.2 ms (27.3 ms with the ×1.50 the server's own p99 showed)".
+// p99Text is a prediction's p99, "18.2 ms"; with an interval "18.2 ms (up
+// to 19.5 ms)"; with the observed correction "18.2 ms (up to 19.5 ms; 29.3
+// ms with the ×1.50 the server's own p99 showed)".
 func p99Text(sp ServicePrediction) string {
-	if sp.Correction <= 1 {
+	var notes []string
+	if sp.UpperP99MS > sp.PredictedP99MS {
+		notes = append(notes, "up to "+fmtMS(sp.UpperP99MS)+" ms")
+	}
+	if sp.Correction > 1 {
+		notes = append(notes, fmt.Sprintf("%s ms with the ×%s the server's own p99 showed", fmtMS(sp.heldP99()),
+			strconv.FormatFloat(sp.Correction, 'f', 2, 64)))
+	}
+	if len(notes) == 0 {
 		return fmtMS(sp.PredictedP99MS) + " ms"
 	}
-	return fmt.Sprintf("%s ms (%s ms with the ×%s the server's own p99 showed)", fmtMS(sp.PredictedP99MS), fmtMS(sp.heldP99()),
-		strconv.FormatFloat(sp.Correction, 'f', 2, 64))
+	return fmtMS(sp.PredictedP99MS) + " ms (" + strings.Join(notes, "; ") + ")"
 }
 
 // tightest is the prediction with the highest ratio of p99 to its limit.

@@ -24,11 +24,12 @@ const DefaultCacheEntries = 4096
 // --sms. Safe for concurrent use: it keeps one predictor.Predictor per
 // concurrent caller.
 type Model struct {
-	cal      *predictor.Calibration
-	requests int
-	seed     uint64
-	sms      int
-	calKey   digest.Key
+	cal        *predictor.Calibration
+	requests   int
+	seed       uint64
+	sms        int
+	confidence float64
+	calKey     digest.Key
 
 	mu    sync.Mutex
 	free  []*predictor.Predictor
@@ -51,8 +52,10 @@ type ModelStats struct {
 // NewModel returns a Model that predicts with cal's parameters, requests
 // simulated requests (0: predictor.DefaultRequests) from arrival seed seed;
 // MPS percentages round to sms SMs (0: the calibration's device, else the
-// inference profile's), as in `colocd predict`.
-func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int) (*Model, error) {
+// inference profile's), as in `colocd predict`. With confidence in
+// [0.5, 1) each Latency carries the p99's upper bound at that level, which
+// decisions hold to the limit; 0 leaves it out.
+func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int, confidence float64) (*Model, error) {
 	if cal == nil {
 		return nil, errors.New("new model: no calibration")
 	}
@@ -65,6 +68,9 @@ func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int) (*
 	if sms < 0 {
 		return nil, fmt.Errorf("new model: sms: want an SM count ≥ 0 (0: the calibration's), got %d", sms)
 	}
+	if confidence != 0 && !(confidence >= 0.5 && confidence < 1) {
+		return nil, fmt.Errorf("new model: confidence: want a level in [0.5, 1) or 0, got %g", confidence)
+	}
 	if requests == 0 {
 		requests = predictor.DefaultRequests
 	}
@@ -76,7 +82,7 @@ func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int) (*
 		return nil, fmt.Errorf("new model: %w", err)
 	}
 	return &Model{
-		cal: cal, requests: requests, seed: seed, sms: sms,
+		cal: cal, requests: requests, seed: seed, sms: sms, confidence: confidence,
 		calKey: sha256.Sum256(calJSON),
 		cache:  list.New(),
 		index:  map[digest.Key]*list.Element{},
@@ -121,6 +127,9 @@ func (m *Model) simulate(svc ServiceSpec, trainers []Trainer, mode predictor.Mod
 		Requests:  m.requests,
 		Seed:      m.seed,
 		DeviceSMs: m.sms,
+		// The intervals' level: the default's when admission holds the
+		// point estimate (the bound is then not read).
+		Confidence: m.confidence,
 	}
 	for _, t := range trainers {
 		sc.Training = append(sc.Training, t.Profile)
@@ -134,7 +143,11 @@ func (m *Model) simulate(svc ServiceSpec, trainers []Trainer, mode predictor.Mod
 	if err != nil {
 		return Latency{}, fmt.Errorf("predict %s: %w", svc.Name, err)
 	}
-	return Latency{P99MS: pred.Inference.LatencyMS.P99, SoloP99MS: pred.Inference.SoloLatencyMS.P99}, nil
+	lat := Latency{P99MS: pred.Inference.LatencyMS.P99, SoloP99MS: pred.Inference.SoloLatencyMS.P99}
+	if m.confidence > 0 {
+		lat.P99HighMS = pred.Inference.LatencyInterval.P99[1]
+	}
+	return lat, nil
 }
 
 // key hashes every input of a prediction.
@@ -145,6 +158,7 @@ func (m *Model) key(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) di
 	h.Int(m.requests)
 	h.Uint64(m.seed)
 	h.Int(m.sms)
+	h.Float64(m.confidence)
 	h.String(svc.Name)
 	h.Key(svc.profileKey())
 	h.Float64(svc.RateRPS)

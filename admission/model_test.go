@@ -148,7 +148,7 @@ func TestNewModelChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewModel(tt.cal, tt.requests, 1, tt.sms); err == nil {
+			if _, err := NewModel(tt.cal, tt.requests, 1, tt.sms, 0); err == nil {
 				t.Error("no error")
 			}
 		})

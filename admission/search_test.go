@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -209,5 +210,72 @@ func TestDecideMatchesLinearScan(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestDecideHoldsUpperBound: at a confidence, a decision holds the upper
+// end of the p99's interval to the limit, and reports it beside the point
+// estimate, which stays what the predictor says; it grants no more than
+// the point estimate would, and less where the interval straddles the
+// limit.
+func TestDecideHoldsUpperBound(t *testing.T) {
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	grid := pctGrid(10, 100, 10)
+	point, upper := make([]float64, len(grid)), make([]float64, len(grid))
+	cal := testCal()
+	for i, pct := range grid {
+		sc := &predictor.Scenario{Inference: svc.Profile, Training: []*predictor.Profile{trainingProfile("resnet")}, RateRPS: svc.RateRPS,
+			Requests: testRequests, Seed: 1, TrainingPct: []float64{float64(pct)}, Confidence: 0.95}
+		var pr predictor.Predictor
+		pred, err := pr.PredictMPS(sc, cal.MPS.Params())
+		if err != nil {
+			t.Fatal(err)
+		}
+		point[i], upper[i] = pred.Inference.LatencyMS.P99, pred.Inference.LatencyInterval.P99[1]
+		if upper[i] < point[i] {
+			t.Fatalf("at %d %%: upper end %v below the point %v", pct, upper[i], point[i])
+		}
+	}
+	m, err := NewModel(testCal(), testRequests, 1, 0, 0.95)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stricter := 0
+	for _, slo := range []float64{8.2, 9, 10, 11.5, 13, 20} {
+		wantUpper, wantPoint := -1, -1
+		for i := range grid {
+			if upper[i] <= 0.9*slo {
+				wantUpper = grid[i]
+			}
+			if point[i] <= 0.9*slo {
+				wantPoint = grid[i]
+			}
+		}
+		if wantUpper < wantPoint {
+			stricter++
+		}
+		t.Run(fmt.Sprintf("slo=%g", slo), func(t *testing.T) {
+			h := newHarnessWith(t, m, predictor.ModeMPS, slo, nil)
+			d, err := h.c.Decide(context.Background(), request("r1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := -1
+			if d.Lease != nil {
+				got = d.Lease.Pct
+				i := slices.Index(grid, got)
+				if sp := d.Predictions[0]; sp.PredictedP99MS != point[i] || sp.UpperP99MS != upper[i] {
+					t.Errorf("at %d %%: predicted %v up to %v, the predictor says %v up to %v", got, sp.PredictedP99MS, sp.UpperP99MS, point[i], upper[i])
+				}
+			} else if !strings.Contains(d.Message, " ms (up to ") {
+				t.Errorf("a deny that does not name the upper bound: %s", d.Message)
+			}
+			if got != wantUpper {
+				t.Errorf("got %d %% (%s: %s), want %d %% (the point estimate alone would grant %d %%)", got, d.Outcome, d.Message, wantUpper, wantPoint)
+			}
+		})
+	}
+	if stricter == 0 {
+		t.Error("no SLO where the bound grants less than the point estimate: the test shows nothing")
 	}
 }

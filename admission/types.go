@@ -207,14 +207,19 @@ type ServicePrediction struct {
 	SLOP99MS       float64
 	SoloP99MS      float64
 	PredictedP99MS float64
+	// UpperP99MS is the upper end of the prediction's interval at the
+	// predictor's confidence (0: none): what the decision held to the limit.
+	UpperP99MS float64
 	// Correction is the service's observed correction (1: none): the
-	// decision held PredictedP99MS × Correction to the limit.
+	// decision held the prediction (its upper end) × Correction to the limit.
 	Correction float64
 }
 
-// heldP99 is the p99 a decision holds to the limit: the prediction times
-// the observed correction.
-func (sp ServicePrediction) heldP99() float64 { return sp.PredictedP99MS * max(1, sp.Correction) }
+// heldP99 is the p99 a decision holds to the limit: the prediction's upper
+// end (the point, when there is none) times the observed correction.
+func (sp ServicePrediction) heldP99() float64 {
+	return max(sp.PredictedP99MS, sp.UpperP99MS) * max(1, sp.Correction)
+}
 
 // Decision is the answer to a Request.
 type Decision struct {

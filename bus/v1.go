@@ -126,9 +126,14 @@ type ServicePrediction struct {
 	// PredictedP99MS is the predicted p99 with the current leases and the
 	// requested job, in milliseconds.
 	PredictedP99MS float64 `json:"predicted_p99_ms"`
+	// PredictedP99UpperMS, when present, is the upper end of the
+	// prediction's interval at the predictor's confidence (the simulated
+	// requests' sampling error and the calibration's parameter
+	// uncertainty): what the decision held to the limit.
+	PredictedP99UpperMS float64 `json:"predicted_p99_upper_ms,omitempty"`
 	// Correction, when present, is how far the server's own p99 was above
-	// the prediction: the decision held predicted_p99_ms × correction to
-	// the SLO less headroom.
+	// the prediction: the decision held predicted_p99_upper_ms (else
+	// predicted_p99_ms) × correction to the SLO less headroom.
 	Correction float64 `json:"correction,omitempty"`
 }
 
@@ -220,6 +225,9 @@ type ServiceStatus struct {
 	SLOP99MS float64 `json:"slo_p99_ms"`
 	// PredictedP99MS is the predicted p99 with the current leases.
 	PredictedP99MS float64 `json:"predicted_p99_ms"`
+	// PredictedP99UpperMS is its interval's upper end (see
+	// ServicePrediction).
+	PredictedP99UpperMS float64 `json:"predicted_p99_upper_ms,omitempty"`
 	// PredictedAtRPS is the rate that prediction used: RateRPS, or the
 	// observed rate's band when that is higher.
 	PredictedAtRPS float64 `json:"predicted_at_rps"`

@@ -141,6 +141,10 @@ type Predictor struct {
 	// Seed seeds the simulated arrivals, so that a decision can be
 	// reproduced with colocd predict.
 	Seed uint64 `mapstructure:"seed"`
+	// Confidence is the level of the upper bound admission holds to each
+	// SLO: the p99 the simulated requests (and the calibration's parameter
+	// intervals) make likely at this level. 0 holds the point estimate.
+	Confidence float64 `mapstructure:"confidence"`
 }
 
 // Service is one inference service on this GPU, whose SLO admission
@@ -259,7 +263,7 @@ func Default() Config {
 			DefaultActiveThreadPct: 100,
 			CommandTimeout:         10 * time.Second,
 		},
-		Predictor: Predictor{Requests: 2000, Seed: 1},
+		Predictor: Predictor{Requests: 2000, Seed: 1, Confidence: 0.95},
 		Admission: Admission{
 			Headroom:         0.1,
 			MaxJobs:          4,

@@ -226,6 +226,9 @@ func (c *Config) checkPredictor(ck *checker) {
 		}
 	}
 	ck.intIn("predictor.requests", p.Requests, 1, MaxRequests, fmt.Sprintf("a count from 1 to %d", MaxRequests))
+	if c := p.Confidence; c != 0 && !(c >= 0.5 && c < 1) {
+		ck.add("predictor.confidence", "a level in [0.5, 1), or 0 to hold the point estimate", fmt.Sprintf("%g", c))
+	}
 }
 
 func (c *Config) checkServices(ck *checker) {

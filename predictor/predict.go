@@ -41,6 +41,10 @@ type Scenario struct {
 	InferencePct float64
 	TrainingPct  []float64
 	DeviceSMs    int
+
+	// Confidence is the level of the reported intervals (0:
+	// DefaultConfidence).
+	Confidence float64
 }
 
 // Validate names every bad field of the scenario.
@@ -76,6 +80,9 @@ func (sc *Scenario) Validate() error {
 	if sc.Requests < 0 {
 		c.add("requests", "a count ≥ 1 (0: the default)", fmt.Sprint(sc.Requests))
 	}
+	if sc.Confidence != 0 && !(sc.Confidence >= 0.5 && sc.Confidence < 1) {
+		c.add("confidence", "a level in [0.5, 1) (0: the default)", fmtFloat(sc.Confidence))
+	}
 	return c.err("scenario")
 }
 
@@ -101,6 +108,14 @@ type InferencePrediction struct {
 	ServiceMS     Percentiles `json:"service_ms"`
 	SoloLatencyMS Percentiles `json:"solo_latency_ms"`
 	SoloServiceMS Percentiles `json:"solo_service_ms"`
+	// LatencyInterval and ServiceInterval bound each figure: the sampling
+	// error of the simulated requests (batch means), widened by the
+	// calibration's parameter uncertainty when it carries one
+	// (WidenByParameters).
+	LatencyInterval Intervals `json:"latency_ms_interval"`
+	ServiceInterval Intervals `json:"service_ms_interval"`
+	// ParameterUncertainty says the intervals include the calibration's.
+	ParameterUncertainty bool `json:"parameter_uncertainty,omitempty"`
 }
 
 // TrainingPrediction is one training job's iteration time, co-located and solo.
@@ -122,6 +137,7 @@ type Predictor struct {
 	soloMPS  mpsSim
 	arrivals []float64
 	solo     []float64
+	sorted   []float64
 	infOps   []Op
 	training [][]Op
 }
@@ -148,7 +164,9 @@ func (pr *Predictor) prepare(sc *Scenario) (rate float64, n int) {
 }
 
 // Predict predicts the scenario under mode with the calibration's
-// parameters for that mode: the one place that chooses a model.
+// parameters for that mode: the one place that chooses a model. When the
+// calibration says how well its time-slicing parameters are pinned, the
+// intervals carry that uncertainty too (WidenByParameters).
 func (pr *Predictor) Predict(sc *Scenario, mode Mode, cal *Calibration) (*Prediction, error) {
 	switch mode {
 	case ModeMPS:
@@ -157,7 +175,16 @@ func (pr *Predictor) Predict(sc *Scenario, mode Mode, cal *Calibration) (*Predic
 		if cal.Timeslice == nil {
 			return nil, errors.New("predict timeslice: the calibration has no timeslice section")
 		}
-		return pr.PredictTimeslice(sc, *cal.Timeslice)
+		pred, err := pr.PredictTimeslice(sc, *cal.Timeslice)
+		if err != nil {
+			return nil, err
+		}
+		if cal.Fit != nil && len(cal.Fit.Parameters) > 0 {
+			if err := pr.WidenByParameters(sc, *cal.Timeslice, cal.Fit.Parameters, pred); err != nil {
+				return nil, err
+			}
+		}
+		return pred, nil
 	}
 	return nil, fmt.Errorf("predict: mode: want %q or %q, got %q", ModeTimeslice, ModeMPS, mode)
 }
@@ -189,15 +216,20 @@ func (pr *Predictor) prediction(mode Mode, sc *Scenario, rate float64, n int, re
 		Mode:   mode,
 		Events: res.events,
 		Inference: InferencePrediction{
-			Name:      sc.Inference.Name,
-			RateRPS:   rate,
-			Load:      rate * soloUS / 1e6,
-			Requests:  n,
-			LatencyMS: percentilesUS(res.latency),
-			ServiceMS: percentilesUS(res.service),
+			Name:     sc.Inference.Name,
+			RateRPS:  rate,
+			Load:     rate * soloUS / 1e6,
+			Requests: n,
 		},
 		Training: []TrainingPrediction{},
 	}
+	conf := sc.Confidence
+	if conf == 0 {
+		conf = DefaultConfidence
+	}
+	inf := &pred.Inference
+	inf.LatencyMS, inf.LatencyInterval = pr.summarise(res.latency, conf)
+	inf.ServiceMS, inf.ServiceInterval = pr.summarise(res.service, conf)
 	pr.solo = growFloats(pr.solo, n)
 	soloQueue(pr.arrivals, soloUS, pr.solo)
 	pred.Inference.SoloLatencyMS = percentilesUS(pr.solo)
@@ -220,4 +252,12 @@ func (pr *Predictor) prediction(mode Mode, sc *Scenario, rate float64, n int, re
 		pred.Training = append(pred.Training, tp)
 	}
 	return pred
+}
+
+// summarise returns the percentiles of xs (µs, in arrival order; left
+// as they are) and their intervals at conf.
+func (pr *Predictor) summarise(xs []float64, conf float64) (Percentiles, Intervals) {
+	pr.sorted = append(pr.sorted[:0], xs...)
+	p := percentilesUS(pr.sorted)
+	return p, sampleIntervals(xs, pr.sorted, p, conf)
 }

@@ -231,7 +231,7 @@ func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
 	out := &bus.Decision{Decision: string(d.Outcome), Reason: bus.Reason{Code: string(d.Code), Message: d.Message}, Sidecar: h.s.id}
 	for _, p := range d.Predictions {
 		out.Predictions = append(out.Predictions, bus.ServicePrediction{Service: p.Service, RateRPS: p.RateRPS, SLOP99MS: p.SLOP99MS, SoloP99MS: p.SoloP99MS,
-			PredictedP99MS: p.PredictedP99MS, Correction: wireCorrection(p.Correction)})
+			PredictedP99MS: p.PredictedP99MS, PredictedP99UpperMS: p.UpperP99MS, Correction: wireCorrection(p.Correction)})
 	}
 	if d.Lease != nil {
 		l := h.wireLease(*d.Lease)
@@ -270,7 +270,7 @@ func (h *handler) decide(ctx context.Context, name string, r *bus.AdmitRequest, 
 			if p.PredictedP99MS-p.SLOP99MS > worst {
 				worst = p.PredictedP99MS - p.SLOP99MS
 				span.SetAttributes(attribute.String("colocd.service", p.Service), attribute.Float64("colocd.predicted_p99_ms", p.PredictedP99MS),
-					attribute.Float64("colocd.slo_p99_ms", p.SLOP99MS))
+					attribute.Float64("colocd.predicted_p99_upper_ms", p.UpperP99MS), attribute.Float64("colocd.slo_p99_ms", p.SLOP99MS))
 			}
 		}
 		if name == spanAdmit {
@@ -397,7 +397,7 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 	specs := h.s.services()
 	faulted, _ := h.s.faults().Fault()
 	for _, p := range st.Services {
-		ss := bus.ServiceStatus{Name: p.Service, SLOP99MS: p.SLOP99MS, PredictedP99MS: p.PredictedP99MS, PredictedAtRPS: p.RateRPS,
+		ss := bus.ServiceStatus{Name: p.Service, SLOP99MS: p.SLOP99MS, PredictedP99MS: p.PredictedP99MS, PredictedP99UpperMS: p.UpperP99MS, PredictedAtRPS: p.RateRPS,
 			Correction: wireCorrection(p.Correction), Guard: "configured"}
 		for _, sp := range specs {
 			if sp.Name == p.Service {

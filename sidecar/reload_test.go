@@ -169,7 +169,7 @@ func (r *reloading) write(admissionYAML string) {
 	doc := fmt.Sprintf(`sidecar: {id: gpu-reload, data_dir: %q}
 nats: {listen: "127.0.0.1:0"}
 gpu: {backend: sim}
-predictor: {requests: %d}
+predictor: {requests: %d, confidence: 0}
 telemetry: {http: "127.0.0.1:0"}
 services:
   - {name: v100-infer, profile: %q, rate_rps: 8, slo: {p99_ms: %g}}

@@ -242,7 +242,7 @@ func (w *replayWorld) replay(t testing.TB, policy string) replayResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := admission.NewModel(w.cal, replayRequests, 1, 132)
+	model, err := admission.NewModel(w.cal, replayRequests, 1, 132, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,7 +226,7 @@ func (s *Sidecar) openModel() error {
 	if err != nil {
 		return fmt.Errorf("predictor.calibration: %w", err)
 	}
-	s.model, err = admission.NewModel(cal, s.cfg.Predictor.Requests, s.cfg.Predictor.Seed, s.gpuInfo.SMs)
+	s.model, err = admission.NewModel(cal, s.cfg.Predictor.Requests, s.cfg.Predictor.Seed, s.gpuInfo.SMs, s.cfg.Predictor.Confidence)
 	return err
 }
 

@@ -54,6 +54,9 @@ func testConfig(t testing.TB, id string, sloMS float64) *configs.Config {
 	c.GPU.Backend = configs.BackendSim
 	c.Telemetry.HTTP = "127.0.0.1:0"
 	c.Predictor.Requests = testRequests
+	// The point estimate: the tests set SLOs from p99At, the predictor's
+	// point figure; TestDecisionHoldsUpperBound runs the default.
+	c.Predictor.Confidence = 0
 	c.Services = []configs.Service{{Name: "v100-infer", Profile: serviceProfile, RateRPS: 8, SLO: configs.SLO{P99MS: sloMS}}}
 	c.Admission.MaxJobs = 3
 	return &c
@@ -685,5 +688,44 @@ func TestUnhealthyGPUDenies503(t *testing.T) {
 	}
 	if st, _ := c.Status(ctx, s.ID()); st.Ready || len(st.Leases) != 1 {
 		t.Errorf("status ready %v with %d leases, want not ready and the lease kept", st.Ready, len(st.Leases))
+	}
+}
+
+// TestDecisionHoldsUpperBound: with the default confidence, a sidecar
+// holds the upper end of the p99's interval to the SLO: an SLO the point
+// estimate meets at 100 % but its upper end does not is a throttle, and
+// the wire carries both figures as the predictor gives them.
+func TestDecisionHoldsUpperBound(t *testing.T) {
+	inf, tr, cal := testModel(t)
+	at := func(pct int) (point, upper float64) {
+		var pr predictor.Predictor
+		sc := &predictor.Scenario{Inference: inf, Training: []*predictor.Profile{tr}, RateRPS: 8, Requests: testRequests, Seed: 1,
+			TrainingPct: []float64{float64(pct)}, DeviceSMs: 132, Confidence: predictor.DefaultConfidence}
+		pred, err := pr.PredictMPS(sc, cal.MPS.Params())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pred.Inference.LatencyMS.P99, pred.Inference.LatencyInterval.P99[1]
+	}
+	point, upper := at(100)
+	if !(upper > point) {
+		t.Fatalf("upper end %v not above the point %v: nothing to test", upper, point)
+	}
+	cfg := testConfig(t, "", (point+upper)/2/0.9)
+	cfg.Predictor.Confidence = configs.Default().Predictor.Confidence
+	s := start(t, cfg, Options{})
+	d, err := client(t, s).Admit(context.Background(), s.ID(), admitReq("job-1", 10, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Decision != bus.DecisionThrottle || d.Lease == nil {
+		t.Fatalf("decision %s (%s), want a throttle: the point fits at 100 %%, its upper end does not", d.Decision, d.Reason.Message)
+	}
+	p, u := at(d.Lease.ActiveThreadPct)
+	if sp := d.Predictions[0]; sp.PredictedP99MS != p || sp.PredictedP99UpperMS != u {
+		t.Errorf("wire: predicted %v up to %v at %d %%, the predictor says %v up to %v", sp.PredictedP99MS, sp.PredictedP99UpperMS, d.Lease.ActiveThreadPct, p, u)
+	}
+	if u > 0.9*cfg.Services[0].SLO.P99MS {
+		t.Errorf("granted %d %% with an upper end %v above the limit %v", d.Lease.ActiveThreadPct, u, 0.9*cfg.Services[0].SLO.P99MS)
 	}
 }

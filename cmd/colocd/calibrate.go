@@ -210,7 +210,11 @@ func printFit(w io.Writer, fit *predictor.FitReport) error {
 	if fit.CVMAPE != nil {
 		fmt.Fprintf(w, ", %s %.2f %%", fit.CV, 100**fit.CVMAPE)
 	}
-	fmt.Fprintf(w, " (%d model evaluations, %d seeds per record)\n", fit.Evaluations, fit.Seeds)
+	seeds := "seeds"
+	if fit.Seeds == 1 {
+		seeds = "seed"
+	}
+	fmt.Fprintf(w, " (%d model evaluations, %d %s per record)\n", fit.Evaluations, fit.Seeds, seeds)
 	if len(fit.Weights) > 0 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(fit.Weights)) {

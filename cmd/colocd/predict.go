@@ -60,6 +60,7 @@ profile's GPU, else the built-in default. See docs/predictor.md.`,
 	f.Float64Var(&sc.Load, "load", 0, "request rate as a fraction of solo capacity, in (0,1)")
 	f.IntVar(&sc.Requests, "requests", predictor.DefaultRequests, "simulated requests")
 	f.Uint64Var(&sc.Seed, "seed", 1, "arrival seed")
+	f.Float64Var(&sc.Confidence, "confidence", predictor.DefaultConfidence, "level of the intervals printed beside each figure, in [0.5, 1)")
 	f.StringVar(&calPath, "calibration", "", "calibration file (default: the preset for the inference profile's GPU, else the built-in values; neither is fitted)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.MarkFlagsMutuallyExclusive("rate", "load")
@@ -131,10 +132,24 @@ func printPrediction(w io.Writer, p *predictor.Prediction, cal *predictor.Calibr
 	row := func(what, when string, q predictor.Percentiles) {
 		fmt.Fprintf(tw, "%s\t%s\t%8.3f\t%8.3f\t%8.3f\t%8.3f\t%8.3f\n", what, when, q.Mean, q.P50, q.P90, q.P95, q.P99)
 	}
+	span := func(when string, iv predictor.Intervals) {
+		var cells []string
+		for _, k := range predictor.PercentileKeys {
+			r, _ := iv.Get(k)
+			cells = append(cells, fmt.Sprintf("%.3f–%.3f", r[0], r[1]))
+		}
+		fmt.Fprintf(tw, "\t%s\t%s\n", when, strings.Join(cells, "\t"))
+	}
+	ivName := fmt.Sprintf("%g %% interval", 100*in.LatencyInterval.Confidence)
+	if in.ParameterUncertainty {
+		ivName += " (with the calibration's)"
+	}
 	row("latency", "solo", in.SoloLatencyMS)
 	row("latency", "co-located", in.LatencyMS)
+	span(ivName, in.LatencyInterval)
 	row("service", "solo", in.SoloServiceMS)
 	row("service", "co-located", in.ServiceMS)
+	span(ivName, in.ServiceInterval)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

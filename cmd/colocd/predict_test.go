@@ -128,6 +128,7 @@ func TestPredictErrors(t *testing.T) {
 		{"training as inference", []string{"--inference", train, "--load", "0.5"}, `inference.kind: want "inference", got "training"`},
 		{"missing file", []string{"--inference", "nope.json", "--load", "0.5"}, "nope.json"},
 		{"zero requests", []string{"--inference", bert, "--load", "0.5", "--requests", "0"}, "--requests: want a count ≥ 1, got 0"},
+		{"confidence 1", []string{"--inference", bert, "--load", "0.5", "--confidence", "1"}, "confidence: want a level in [0.5, 1) (0: the default), got 1"},
 		{"bad calibration", []string{"--inference", bert, "--load", "0.5", "--calibration", train}, "--calibration"},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,203 @@
+package predictor
+
+import (
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// DefaultConfidence is the level of the intervals a prediction reports.
+const DefaultConfidence = 0.95
+
+// Batches is the number of batches of consecutive requests the sampling
+// error is estimated from (batch means): requests that queue behind each
+// other are correlated, so the spread of batch figures, not of single
+// requests, measures it.
+const Batches = 20
+
+// Interval bounds one figure, in ms: [low, high].
+type Interval [2]float64
+
+// Intervals bound each figure of a Percentiles at Confidence.
+type Intervals struct {
+	Confidence float64  `json:"confidence"`
+	Mean       Interval `json:"mean"`
+	P50        Interval `json:"p50"`
+	P90        Interval `json:"p90"`
+	P95        Interval `json:"p95"`
+	P99        Interval `json:"p99"`
+}
+
+// Get returns the named interval ("mean", "p50", …) and whether the name
+// is known.
+func (iv *Intervals) Get(key string) (Interval, bool) {
+	switch key {
+	case "mean":
+		return iv.Mean, true
+	case "p50":
+		return iv.P50, true
+	case "p90":
+		return iv.P90, true
+	case "p95":
+		return iv.P95, true
+	case "p99":
+		return iv.P99, true
+	}
+	return Interval{}, false
+}
+
+// each calls f on every interval with its key.
+func (iv *Intervals) each(f func(key string, in *Interval)) {
+	f("mean", &iv.Mean)
+	f("p50", &iv.P50)
+	f("p90", &iv.P90)
+	f("p95", &iv.P95)
+	f("p99", &iv.P99)
+}
+
+// tQuantile is Student's t quantile for a two-sided interval at conf with
+// dof degrees of freedom.
+func tQuantile(conf float64, dof int) float64 {
+	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(dof)}.Quantile((1 + conf) / 2)
+}
+
+// sampleIntervals bounds the mean and the percentiles of xs (µs, in
+// arrival order) at conf by batch means; sorted is xs sorted. The mean's
+// interval is the batch means' t interval. A quantile q̂ of p is bounded
+// through the fraction of requests at or below it: its batch fractions
+// give that fraction's t interval p ± h (never narrower than independent
+// requests would give), and the interval is the quantiles at p − h and
+// p + h. With fewer than 2·Batches requests every interval is the point.
+func sampleIntervals(xs, sorted []float64, point Percentiles, conf float64) Intervals {
+	n := len(xs)
+	if n < 2*Batches {
+		pt := func(v float64) Interval { return Interval{v, v} }
+		return Intervals{Confidence: conf, Mean: pt(point.Mean), P50: pt(point.P50), P90: pt(point.P90), P95: pt(point.P95), P99: pt(point.P99)}
+	}
+	iv := Intervals{Confidence: conf}
+	t := tQuantile(conf, Batches-1)
+	size := n / Batches // the last batch takes the remainder
+	batch := func(b int) []float64 {
+		if b == Batches-1 {
+			return xs[b*size:]
+		}
+		return xs[b*size : (b+1)*size]
+	}
+	// The mean.
+	var m, s2 float64
+	var ms [Batches]float64
+	for b := range Batches {
+		var sum float64
+		for _, x := range batch(b) {
+			sum += x
+		}
+		ms[b] = sum / float64(len(batch(b)))
+		m += ms[b] / Batches
+	}
+	for _, v := range ms {
+		s2 += (v - m) * (v - m)
+	}
+	h := t * math.Sqrt(s2/(Batches-1)/Batches)
+	iv.Mean = Interval{point.Mean - h/1000, point.Mean + h/1000}
+	// The percentiles.
+	ps := [4]float64{0.5, 0.9, 0.95, 0.99}
+	vs := [4]float64{point.P50, point.P90, point.P95, point.P99}
+	var out [4]Interval
+	for j, p := range ps {
+		cut := vs[j] * 1000
+		var fm, fs2 float64
+		for b := range Batches {
+			var k int
+			for _, x := range batch(b) {
+				if x <= cut {
+					k++
+				}
+			}
+			ms[b] = float64(k) / float64(len(batch(b)))
+			fm += ms[b] / Batches
+		}
+		for _, v := range ms {
+			fs2 += (v - fm) * (v - fm)
+		}
+		h := t * math.Sqrt(fs2/(Batches-1)/Batches)
+		h = max(h, t*math.Sqrt(p*(1-p)/float64(n)))
+		lo := quantileSorted(sorted, max(0, p-h)) / 1000
+		hi := quantileSorted(sorted, min(1, p+h)) / 1000
+		out[j] = Interval{min(lo, vs[j]), max(hi, vs[j])}
+	}
+	iv.P50, iv.P90, iv.P95, iv.P99 = out[0], out[1], out[2], out[3]
+	return iv
+}
+
+// openFactor is how far a parameter interval open on one side is taken to
+// reach: the end of the range the calibration's profile searched.
+const openFactor = 8
+
+// WidenByParameters widens pred's intervals by the calibration's parameter
+// uncertainty: pred is predicted again with each fitted parameter at each
+// end of its 95 % interval (an open end at 8 times or an eighth of the
+// value), the others as fitted, on the same arrivals. For every figure the
+// rises above the point (and the falls below it) of the parameters add in
+// quadrature to the sampling error's. Parameters other than the three
+// time-slicing ones are ignored.
+func (pr *Predictor) WidenByParameters(sc *Scenario, params TimesliceParams, fits []ParameterFit, pred *Prediction) error {
+	type dev struct{ up, down float64 }
+	var lat, svc [5]dev
+	add := func(d *[5]dev, point Percentiles, q Percentiles) {
+		for i, k := range PercentileKeys {
+			v, _ := q.Get(k)
+			c, _ := point.Get(k)
+			if v > c {
+				d[i].up += (v - c) * (v - c)
+			} else {
+				d[i].down += (c - v) * (c - v)
+			}
+		}
+	}
+	for _, f := range fits {
+		for _, end := range []*float64{f.Low, f.High} {
+			p := params
+			v := f.Value * openFactor
+			if end == f.Low {
+				v = f.Value / openFactor
+			}
+			if end != nil {
+				v = *end
+			}
+			switch f.Name {
+			case "slice_us":
+				p.SliceUS = v
+			case "switch_us":
+				p.SwitchUS = v
+			case "holdover_us":
+				p.HoldoverUS = v
+			default:
+				continue
+			}
+			if p == params || p.Validate() != nil {
+				continue
+			}
+			q, err := pr.PredictTimeslice(sc, p)
+			if err != nil {
+				return fmt.Errorf("widen by %s: %w", f.Name, err)
+			}
+			add(&lat, pred.Inference.LatencyMS, q.Inference.LatencyMS)
+			add(&svc, pred.Inference.ServiceMS, q.Inference.ServiceMS)
+		}
+	}
+	widen := func(iv *Intervals, point Percentiles, d *[5]dev) {
+		i := 0
+		iv.each(func(key string, in *Interval) {
+			c, _ := point.Get(key)
+			lo, hi := c-in[0], in[1]-c
+			in[0] = c - math.Sqrt(lo*lo+d[i].down)
+			in[1] = c + math.Sqrt(hi*hi+d[i].up)
+			i++
+		})
+	}
+	widen(&pred.Inference.LatencyInterval, pred.Inference.LatencyMS, &lat)
+	widen(&pred.Inference.ServiceInterval, pred.Inference.ServiceMS, &svc)
+	pred.Inference.ParameterUncertainty = true
+	return nil
+}
