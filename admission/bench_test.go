@@ -26,7 +26,10 @@ func benchHarness(b *testing.B, workers int) (*harness, Request) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	model, err := NewModel(testCal(), predictor.DefaultRequests, 1, 0, predictor.DefaultConfidence)
+	// The point estimate: the scenario (a throttle to 50 %) and its figures
+	// in docs/predictor.md#speed predate the upper bound, which only reads
+	// an interval the same simulation computes anyway.
+	model, err := NewModel(testCal(), predictor.DefaultRequests, 1, 0, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
