@@ -35,6 +35,8 @@ func (p *Profile) Key() ProfileKey {
 		h.Float64(s.IterationMS)
 		h.Float64(s.GPUUtil)
 		h.Float64(s.MemUtil)
+		h.Float64(s.KernelUS)
+		h.Float64(s.SMUtil)
 	}
 	return h.Sum()
 }

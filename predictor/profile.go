@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +57,14 @@ type Summary struct {
 	GPUUtil float64 `json:"gpu_util"`
 	// MemUtil is the fraction of time device memory is read or written.
 	MemUtil float64 `json:"mem_util"`
+	// KernelUS is the mean kernel length in µs, when known (optional; the
+	// expansion's default is SummaryKernelUS).
+	KernelUS float64 `json:"kernel_us,omitempty"`
+	// SMUtil is the fraction of time the SMs are active, averaged over the
+	// SMs (DCGM's DCGM_FI_PROF_SM_ACTIVE), when known (optional; absent,
+	// every kernel fills the GPU). SMUtil/GPUUtil is the share of the SMs
+	// the kernels keep busy: communication kernels, for one, use few.
+	SMUtil float64 `json:"sm_util,omitempty"`
 }
 
 // Source records where an imported profile came from and what the trace held,
@@ -207,6 +214,12 @@ func (s *Summary) check(c *fieldChecker, kind Kind) {
 		c.add("summary.gpu_util", "a fraction in (0,1]", fmtFloat(s.GPUUtil))
 	}
 	c.fraction("summary.mem_util", s.MemUtil)
+	if !(s.SMUtil >= 0 && s.SMUtil <= s.GPUUtil) {
+		c.add("summary.sm_util", "a fraction in [0, gpu_util] (0: every kernel fills the GPU)", fmtFloat(s.SMUtil))
+	}
+	if !(s.KernelUS == 0 || s.KernelUS >= 1 && s.KernelUS <= MaxDurationUS) {
+		c.add("summary.kernel_us", "a mean kernel length in [1, 3.6e9] µs (0: the default)", fmtFloat(s.KernelUS))
+	}
 }
 
 // ParseProfile decodes and validates one profile document. Unknown keys are
@@ -274,49 +287,6 @@ func writeJSONAtomic(path string, v any) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
-}
-
-// Summary expansion: the one rule that turns a summary-only profile into ops.
-const (
-	// SummaryKernelUS is the target length of one synthetic kernel.
-	SummaryKernelUS = 250.0
-	// SummaryMaxKernels caps the synthetic kernels per unit.
-	SummaryMaxKernels = 200
-	// StreamIterationMS is the nominal unit of a trainer with no iteration time.
-	StreamIterationMS = 100.0
-)
-
-// Expanded returns the profile's ops, synthesising them from the summary when
-// the profile has none (ops win when both exist). The rule (docs/profiles.md):
-// the unit lasts T = latency_ms (inference) or iteration_ms (training; when
-// absent, StreamIterationMS and the trainer is a continuous stream whose
-// iteration time is not reported); busy time gpu_util·T is split into
-// n = clamp(ceil(busy/250 µs), 1, 200) equal kernels, each preceded by an
-// equal share of the idle time (1−gpu_util)·T; sm = occupancy = 1 and
-// dram = min(1, mem_util/gpu_util).
-func (p *Profile) Expanded() []Op {
-	if len(p.Ops) > 0 || p.Summary == nil {
-		return p.Ops
-	}
-	s := p.Summary
-	unitMS := s.LatencyMS
-	if p.Kind == KindTraining {
-		unitMS = s.IterationMS
-		if unitMS <= 0 {
-			unitMS = StreamIterationMS
-		}
-	}
-	unitUS := unitMS * 1000
-	busy := s.GPUUtil * unitUS
-	n := int(math.Ceil(busy / SummaryKernelUS))
-	n = max(1, min(n, SummaryMaxKernels))
-	dram := math.Min(1, s.MemUtil/s.GPUUtil)
-	ops := make([]Op, n)
-	for i := range ops {
-		d := dram
-		ops[i] = Op{Name: "summary", DurUS: busy / float64(n), GapUS: (unitUS - busy) / float64(n), SM: 1, Occupancy: 1, DRAM: &d}
-	}
-	return ops
 }
 
 // IterationKnown reports whether the profile defines an iteration (or request)

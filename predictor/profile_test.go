@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,6 +105,8 @@ func TestProfileValidateBounds(t *testing.T) {
 			p.Ops, p.Summary = nil, &Summary{IterationMS: 3.6e6 * 2, GPUUtil: 1}
 		}, "summary.iteration_ms", "(1 µs to one hour)", "7.2e+06"},
 		{"summary util NaN", func(p *Profile) { p.Ops, p.Summary = nil, &Summary{GPUUtil: math.NaN()} }, "summary.gpu_util", "a fraction in (0,1]", "NaN"},
+		{"summary sm_util above gpu_util", func(p *Profile) { p.Ops, p.Summary = nil, &Summary{IterationMS: 10, GPUUtil: 0.5, SMUtil: 0.6} }, "summary.sm_util", "a fraction in [0, gpu_util]", "0.6"},
+		{"summary kernel_us below 1", func(p *Profile) { p.Ops, p.Summary = nil, &Summary{IterationMS: 10, GPUUtil: 0.5, KernelUS: 0.5} }, "summary.kernel_us", "a mean kernel length in [1, 3.6e9] µs", "0.5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,34 +132,75 @@ func TestProfileValidateBounds(t *testing.T) {
 }
 
 // The documented summary rule: T = latency or iteration time; busy time
-// gpu_util·T in n = clamp(ceil(busy/250 µs), 1, 200) equal kernels, each after
-// an equal share of the idle time.
+// B = gpu_util·T in n = clamp(round(B/K), 1, 1000) equal kernels, each
+// after a launch gap of min(1 µs, I/n); the rest of the idle time in L
+// long gaps falling as 1/j, the largest before the first kernel.
 func TestSummaryExpansion(t *testing.T) {
 	tests := []struct {
 		name      string
 		p         Profile
-		n         int
-		dur, gap  float64
-		dram      float64
+		n, long   int
+		launch    float64
+		sm, dram  float64
 		solo      float64
 		iterKnown bool
 	}{
-		{"inference", Profile{Kind: KindInference, Summary: &Summary{LatencyMS: 6, GPUUtil: 0.7, MemUtil: 0.25}},
-			17, 4200.0 / 17, 1800.0 / 17, 0.25 / 0.7, 6000, true},
-		{"training with iteration", Profile{Kind: KindTraining, Summary: &Summary{IterationMS: 0.1, GPUUtil: 1, MemUtil: 1}},
-			1, 100, 0, 1, 100, true},
-		{"stream trainer capped at 200 kernels", Profile{Kind: KindTraining, Summary: &Summary{GPUUtil: 0.6, MemUtil: 0.9}},
-			200, 60000.0 / 200, 40000.0 / 200, 1, 100000, false},
+		{"inference: one long gap", Profile{Kind: KindInference, Summary: &Summary{LatencyMS: 6, GPUUtil: 0.7, MemUtil: 0.25}},
+			34, 1, 1, 1, 0.25 / 0.7, 6000, true},
+		{"training with iteration, never idle", Profile{Kind: KindTraining, Summary: &Summary{IterationMS: 0.1, GPUUtil: 1, MemUtil: 1}},
+			1, 0, 0, 1, 1, 100, true},
+		{"stream trainer: 20 long gaps of 2 ms on average", Profile{Kind: KindTraining, Summary: &Summary{GPUUtil: 0.6, MemUtil: 0.9}},
+			480, 20, 1, 1, 1, 100000, false},
+		{"hints: kernel length and SM activity", Profile{Kind: KindInference, Summary: &Summary{LatencyMS: 4, GPUUtil: 0.5, MemUtil: 0.2, KernelUS: 500, SMUtil: 0.2}},
+			4, 1, 1, 0.4, 0.4, 4000, true},
+		{"long gaps capped at a third of the kernels", Profile{Kind: KindTraining, Summary: &Summary{IterationMS: 100, GPUUtil: 0.01, MemUtil: 0}},
+			8, 2, 1, 1, 0, 100000, true},
+		{"kernels capped at 1000", Profile{Kind: KindTraining, Summary: &Summary{IterationMS: 1000, GPUUtil: 0.5, MemUtil: 0.1}},
+			1000, 250, 1, 1, 0.2, 1e6, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			s := tt.p.Summary
+			unit := tt.solo
+			busy := s.GPUUtil * unit
 			ops := tt.p.Expanded()
 			if len(ops) != tt.n {
 				t.Fatalf("%d ops, want %d", len(ops), tt.n)
 			}
+			var idle float64
+			var long []float64
 			for i, op := range ops {
-				if math.Abs(op.DurUS-tt.dur) > 1e-9 || math.Abs(op.GapUS-tt.gap) > 1e-9 || math.Abs(*op.DRAM-tt.dram) > 1e-12 || op.SM != 1 {
-					t.Fatalf("op %d = %+v (dram %v), want dur %v gap %v dram %v sm 1", i, op, *op.DRAM, tt.dur, tt.gap, tt.dram)
+				if math.Abs(op.DurUS-busy/float64(tt.n)) > 1e-9 || math.Abs(*op.DRAM-tt.dram) > 1e-12 || math.Abs(op.SM-tt.sm) > 1e-12 || op.Occupancy != 1 {
+					t.Fatalf("op %d = %+v (dram %v), want dur %v dram %v sm %v", i, op, *op.DRAM, busy/float64(tt.n), tt.dram, tt.sm)
+				}
+				idle += op.GapUS
+				if op.GapUS > tt.launch+1e-9 {
+					long = append(long, op.GapUS-tt.launch)
+				} else if math.Abs(op.GapUS-tt.launch) > 1e-9 {
+					t.Fatalf("op %d: gap %v, want the launch gap %v or a long one", i, op.GapUS, tt.launch)
+				}
+			}
+			if math.Abs(idle-(unit-busy)) > 1e-6 {
+				t.Errorf("idle %v µs, want %v", idle, unit-busy)
+			}
+			if len(long) != tt.long {
+				t.Fatalf("%d long gaps, want %d", len(long), tt.long)
+			}
+			if tt.long > 0 {
+				if ops[0].GapUS-tt.launch != slices.Max(long) {
+					t.Errorf("the first gap %v is not the largest %v", ops[0].GapUS, slices.Max(long))
+				}
+				var h float64
+				for j := 1; j <= tt.long; j++ {
+					h += 1 / float64(j)
+				}
+				slices.Sort(long)
+				slices.Reverse(long)
+				rest := unit - busy - float64(tt.n)*tt.launch
+				for j, g := range long {
+					if want := rest / (float64(j+1) * h); math.Abs(g-want) > 1e-6 {
+						t.Errorf("long gap %d: %v µs, want %v (1/j)", j+1, g, want)
+					}
 				}
 			}
 			if got := tt.p.SoloUS(); math.Abs(got-tt.solo) > 1e-6 {

@@ -1,0 +1,144 @@
+package predictor
+
+import "math"
+
+// Summary expansion: the one rule that turns a summary-only profile into
+// ops, derived from the real traces in testdata/kineto (docs/profiles.md
+// gives the figures).
+const (
+	// SummaryKernelUS is the length of one synthetic kernel unless the
+	// summary gives its own (kernel_us): the mean kernel of the traces
+	// measured is 108–145 µs.
+	SummaryKernelUS = 125.0
+	// SummaryMaxKernels caps the synthetic kernels per unit.
+	SummaryMaxKernels = 1000
+	// SummaryLaunchGapUS is the idle time before each kernel (launch and
+	// dependency gaps): 99.7 % of a busy trace's gaps are under 20 µs,
+	// with a mean of 1.1 µs.
+	SummaryLaunchGapUS = 1.0
+	// SummaryLongGapUS is the mean size of the long gaps (host work, data
+	// loading, synchronisation) the rest of the idle time comes in: the
+	// mean gap above 200 µs of the traces measured is about 2 ms.
+	SummaryLongGapUS = 2000.0
+	// StreamIterationMS is the nominal unit of a trainer with no iteration time.
+	StreamIterationMS = 100.0
+)
+
+// Expanded returns the profile's ops, synthesising them from the summary when
+// the profile has none (ops win when both exist). The rule (docs/profiles.md):
+// the unit lasts T = latency_ms (inference) or iteration_ms (training; when
+// absent, StreamIterationMS and the trainer is a continuous stream whose
+// iteration time is not reported). Busy time B = gpu_util·T is split into
+// n = clamp(round(B/K), 1, 1000) equal kernels, K = kernel_us or 125 µs,
+// each after a launch gap of min(1 µs, I/n), I = T − B the idle time. The
+// rest of the idle time comes in L = clamp(round(rest/2 ms), 1, max(1, n/3))
+// long gaps whose sizes fall as 1/j (as in the traces); the largest opens
+// the unit, the others follow in decreasing size every n/L kernels.
+// sm = min(1, sm_util/gpu_util) (1 without sm_util), occupancy = 1 and
+// dram = min(1, mem_util/gpu_util).
+func (p *Profile) Expanded() []Op {
+	if len(p.Ops) > 0 || p.Summary == nil {
+		return p.Ops
+	}
+	s := p.Summary
+	unitMS := s.LatencyMS
+	if p.Kind == KindTraining {
+		unitMS = s.IterationMS
+		if unitMS <= 0 {
+			unitMS = StreamIterationMS
+		}
+	}
+	unitUS := unitMS * 1000
+	busy := s.GPUUtil * unitUS
+	idle := unitUS - busy
+	k := SummaryKernelUS
+	if s.KernelUS > 0 {
+		k = s.KernelUS
+	}
+	n := max(1, min(int(math.Round(busy/k)), SummaryMaxKernels))
+	launch := min(SummaryLaunchGapUS, idle/float64(n))
+	rest := idle - launch*float64(n)
+	dram := math.Min(1, s.MemUtil/s.GPUUtil)
+	sm := 1.0
+	if s.SMUtil > 0 {
+		sm = math.Min(1, s.SMUtil/s.GPUUtil)
+	}
+	ops := make([]Op, n)
+	for i := range ops {
+		d := dram
+		ops[i] = Op{Name: "summary", DurUS: busy / float64(n), GapUS: launch, SM: sm, Occupancy: 1, DRAM: &d}
+	}
+	if rest > 0 {
+		l := max(1, min(int(math.Round(rest/SummaryLongGapUS)), max(1, n/3)))
+		var h float64 // the harmonic number H_l
+		for j := 1; j <= l; j++ {
+			h += 1 / float64(j)
+		}
+		// The largest opens the unit; the others take the slots every n/l
+		// kernels in a stride order, so that large and small gaps mix all
+		// through the unit and no stretch of it is denser than another.
+		m := l - 1
+		stride := strideFor(m)
+		for j := 1; j <= l; j++ {
+			slot := 0
+			if j > 1 {
+				slot = 1 + (j-2)*stride%m
+			}
+			ops[slot*n/l].GapUS += rest / (float64(j) * h)
+		}
+	}
+	return ops
+}
+
+// Summarize is the summary a user who measured this profile's workload
+// would write: the unit's length (latency_ms or iteration_ms), the
+// fraction of it the GPU is busy, the fraction its memory is (each
+// kernel's DRAM intensity, estimated from its name where the profile has
+// none, as the MPS model does), the fraction its SMs are (each kernel's
+// sm), and the mean kernel length. A summary-only
+// profile returns its own summary.
+func (p *Profile) Summarize() Summary {
+	if len(p.Ops) == 0 && p.Summary != nil {
+		return *p.Summary
+	}
+	var busy, idle, mem, sm float64
+	for i := range p.Ops {
+		op := &p.Ops[i]
+		busy += op.DurUS
+		idle += op.GapUS
+		dram, _, _ := memoryIntensity(op, classify(op.Name))
+		mem += op.DurUS * dram
+		sm += op.DurUS * op.SM
+	}
+	t := busy + idle
+	s := Summary{GPUUtil: busy / t, MemUtil: mem / t, SMUtil: sm / t, KernelUS: busy / float64(len(p.Ops))}
+	if p.Kind == KindTraining {
+		s.IterationMS = t / 1000
+	} else {
+		s.LatencyMS = t / 1000
+	}
+	return s
+}
+
+// strideFor is a step through m slots that visits each once (coprime with
+// m) and lands far from the last: the one nearest m/φ.
+func strideFor(m int) int {
+	if m <= 2 {
+		return 1
+	}
+	best := 1
+	target := float64(m) / math.Phi
+	for k := 1; k < m; k++ {
+		if gcd(k, m) == 1 && math.Abs(float64(k)-target) < math.Abs(float64(best)-target) {
+			best = k
+		}
+	}
+	return best
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
