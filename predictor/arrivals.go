@@ -28,3 +28,49 @@ func soloQueue(arrivals []float64, serviceUS float64, lat []float64) {
 		lat[i] = free - a
 	}
 }
+
+// serviceSeed is service j's arrival seed: the scenario's own for the first
+// service, so that a scenario with one service predicts as it always has.
+func serviceSeed(seed uint64, j int) uint64 { return seed + uint64(j)*0x9e3779b97f4a7c15 }
+
+// arrivalsFor draws every service's arrivals (rates in req/s) over one
+// horizon: n for each, then more for every service whose n-th arrival
+// comes before the last service's, up to that time, so that each service
+// sees at least n requests and keeps arriving (and interfering) until the
+// end. With one service that is its n arrivals.
+func arrivalsFor(dst [][]float64, rates []float64, n int, seed uint64) [][]float64 {
+	k := len(rates)
+	if cap(dst) < k {
+		dst = append(dst[:cap(dst)], make([][]float64, k-cap(dst))...)
+	}
+	dst = dst[:k]
+	horizon := 0.0
+	for j, r := range rates {
+		dst[j] = growFloats(dst[j], n)
+		poissonArrivals(dst[j], r, serviceSeed(seed, j))
+		horizon = max(horizon, dst[j][n-1])
+	}
+	if k == 1 {
+		return dst
+	}
+	for j, r := range rates {
+		dst[j] = poissonUntil(dst[j][:0], r, serviceSeed(seed, j), n, horizon)
+	}
+	return dst
+}
+
+// poissonUntil appends to dst the arrivals of poissonArrivals' process
+// (same rate and seed) until there are at least n and the next one would
+// come after horizon.
+func poissonUntil(dst []float64, rps float64, seed uint64, n int, horizon float64) []float64 {
+	r := rand.New(rand.NewPCG(seed, 0x636f6c6f6364))
+	meanUS := 1e6 / rps
+	t := 0.0
+	for {
+		t += r.ExpFloat64() * meanUS
+		if len(dst) >= n && t > horizon {
+			return dst
+		}
+		dst = append(dst, t)
+	}
+}

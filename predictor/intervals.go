@@ -134,7 +134,7 @@ func sampleIntervals(xs, sorted []float64, point Percentiles, conf float64) Inte
 // reach: the end of the range the calibration's profile searched.
 const openFactor = 8
 
-// WidenByParameters widens pred's intervals by the calibration's parameter
+// WidenByParameters widens every service's intervals in pred by the calibration's parameter
 // uncertainty: pred is predicted again with each fitted parameter at each
 // end of its 95 % interval (an open end at 8 times or an eighth of the
 // value), the others as fitted, on the same arrivals. For every figure the
@@ -143,7 +143,8 @@ const openFactor = 8
 // time-slicing ones are ignored.
 func (pr *Predictor) WidenByParameters(sc *Scenario, params TimesliceParams, fits []ParameterFit, pred *Prediction) error {
 	type dev struct{ up, down float64 }
-	var lat, svc [5]dev
+	k := len(pred.Services)
+	lat, svc := make([][5]dev, k), make([][5]dev, k)
 	add := func(d *[5]dev, point Percentiles, q Percentiles) {
 		for i, k := range PercentileKeys {
 			v, _ := q.Get(k)
@@ -182,8 +183,10 @@ func (pr *Predictor) WidenByParameters(sc *Scenario, params TimesliceParams, fit
 			if err != nil {
 				return fmt.Errorf("widen by %s: %w", f.Name, err)
 			}
-			add(&lat, pred.Inference.LatencyMS, q.Inference.LatencyMS)
-			add(&svc, pred.Inference.ServiceMS, q.Inference.ServiceMS)
+			for j := range k {
+				add(&lat[j], pred.Services[j].LatencyMS, q.Services[j].LatencyMS)
+				add(&svc[j], pred.Services[j].ServiceMS, q.Services[j].ServiceMS)
+			}
 		}
 	}
 	widen := func(iv *Intervals, point Percentiles, d *[5]dev) {
@@ -196,8 +199,12 @@ func (pr *Predictor) WidenByParameters(sc *Scenario, params TimesliceParams, fit
 			i++
 		})
 	}
-	widen(&pred.Inference.LatencyInterval, pred.Inference.LatencyMS, &lat)
-	widen(&pred.Inference.ServiceInterval, pred.Inference.ServiceMS, &svc)
-	pred.Inference.ParameterUncertainty = true
+	for j := range k {
+		sp := &pred.Services[j]
+		widen(&sp.LatencyInterval, sp.LatencyMS, &lat[j])
+		widen(&sp.ServiceInterval, sp.ServiceMS, &svc[j])
+		sp.ParameterUncertainty = true
+	}
+	pred.Inference = pred.Services[0]
 	return nil
 }

@@ -197,11 +197,12 @@ type mpsSim struct {
 	estimated int // ops whose memory intensities were estimated in the last run
 }
 
-// run simulates inference (context 0) serving arrivals while each training
-// workload loops, all running concurrently under MPS with the given
-// per-context active-thread percentages.
-func (s *mpsSim) run(inference []Op, training [][]Op, arrivals []float64, pcts []float64, sms int, p MPSParams) (*simResult, error) {
-	if err := s.reset(inference, training, arrivals); err != nil {
+// run simulates the inference services (the first contexts, service j
+// serving arrivals[j]) while each training workload loops, all running
+// concurrently under MPS with the given per-context active-thread
+// percentages (services first).
+func (s *mpsSim) run(services [][]Op, training [][]Op, arrivals [][]float64, pcts []float64, sms int, p MPSParams) (*simResult, error) {
+	if err := s.reset(services, training, arrivals); err != nil {
 		return nil, err
 	}
 	n := len(s.ctx)
@@ -212,9 +213,13 @@ func (s *mpsSim) run(inference []Op, training [][]Op, arrivals []float64, pcts [
 	if s.classes == nil {
 		s.classes = map[string]kernelClass{}
 	}
-	s.estimated = s.mctx[0].load(inference, smCap(pcts[0], sms), sms, s.classes)
+	s.estimated = 0
+	k := len(services)
+	for j, ops := range services {
+		s.estimated += s.mctx[j].load(ops, smCap(pcts[j], sms), sms, s.classes)
+	}
 	for i, ops := range training {
-		s.estimated += s.mctx[i+1].load(ops, smCap(pcts[i+1], sms), sms, s.classes)
+		s.estimated += s.mctx[k+i].load(ops, smCap(pcts[k+i], sms), sms, s.classes)
 	}
 	if cap(s.cur) < n {
 		s.cur = make([]*mpsOp, n)
@@ -289,7 +294,7 @@ func (s *mpsSim) runAlone(c int, now, next float64) float64 {
 			ctx.idx, ctx.rem, s.ready[c] = i, ctx.dur[i], now+ctx.gap[i]
 		} else if s.complete(c, now); s.done() {
 			return now
-		} else if c != 0 && skipAloneIterations {
+		} else if c >= s.nsvc && skipAloneIterations {
 			// A trainer alone at the start of an iteration: every whole
 			// iteration that ends before another context has work takes
 			// exactly aloneCycle, so skip them instead of stepping through
@@ -478,7 +483,8 @@ type MPSUsed struct {
 }
 
 // mpsPercentages validates the scenario's percentages and returns one per
-// context (inference first).
+// context: every inference service's (InferencePct) first, then the
+// trainers'.
 func (sc *Scenario) mpsPercentages() ([]float64, error) {
 	var c fieldChecker
 	inf := sc.InferencePct
@@ -488,7 +494,11 @@ func (sc *Scenario) mpsPercentages() ([]float64, error) {
 	if !(inf > 0 && inf <= 100) {
 		c.add("inference_pct", "an active-thread percentage in (0,100]", fmtFloat(inf))
 	}
-	pcts := []float64{inf}
+	var pcts []float64
+	for range sc.services() {
+		pcts = append(pcts, inf)
+	}
+	k := len(pcts)
 	switch len(sc.TrainingPct) {
 	case 0:
 		for range sc.Training {
@@ -503,7 +513,7 @@ func (sc *Scenario) mpsPercentages() ([]float64, error) {
 	default:
 		c.add("training_pct", fmt.Sprintf("one percentage for all training jobs or one per job (%d)", len(sc.Training)), fmt.Sprintf("%d values", len(sc.TrainingPct)))
 	}
-	for i, p := range pcts[1:] {
+	for i, p := range pcts[k:] {
 		if !(p > 0 && p <= 100) {
 			c.add(fmt.Sprintf("training_pct[%d]", i), "an active-thread percentage in (0,100]", fmtFloat(p))
 		}
@@ -539,23 +549,25 @@ func (pr *Predictor) PredictMPS(sc *Scenario, p MPSParams) (*Prediction, error) 
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	rate, n := pr.prepare(sc)
+	pr.prepare(sc)
 	sms := sc.deviceSMs()
-	res, err := pr.mps.run(pr.infOps, pr.training, pr.arrivals, pcts, sms, p)
+	k := len(pr.svcOps)
+	res, err := pr.mps.run(pr.svcOps, pr.training, pr.arrivals, pcts, sms, p)
 	if err != nil {
 		return nil, fmt.Errorf("predict mps: %w", err)
 	}
-	pred := pr.prediction(ModeMPS, sc, rate, n, res)
-	pred.MPS = &MPSUsed{InferencePct: pcts[0], TrainingPct: slices.Clone(pcts[1:]), SMs: sms, Coefficients: p, EstimatedOps: pr.mps.estimated}
-	// Solo: the inference service alone at its own percentage. Unless the
-	// cap binds, that is the plain FIFO queue the time-slicing model uses.
-	if capSM := smCap(pcts[0], sms); slices.ContainsFunc(pr.infOps, func(op Op) bool { return op.SM > capSM }) {
-		solo, err := pr.soloMPS.run(pr.infOps, nil, pr.arrivals, pcts[:1], sms, p)
-		if err != nil {
+	estimated := pr.mps.estimated
+	// Solo: the services without the trainers, at their own percentage.
+	// For one service whose kernels the cap does not bind, that is the
+	// plain FIFO queue the time-slicing model uses.
+	var solo *simResult
+	capSM := smCap(pcts[0], sms)
+	if k > 1 || slices.ContainsFunc(pr.svcOps[0], func(op Op) bool { return op.SM > capSM }) {
+		if solo, err = pr.soloMPS.run(pr.svcOps, nil, pr.arrivals, pcts[:k], sms, p); err != nil {
 			return nil, fmt.Errorf("predict mps: %w", err)
 		}
-		pred.Inference.SoloLatencyMS = percentilesUS(solo.latency)
-		pred.Inference.SoloServiceMS = percentilesUS(solo.service)
 	}
+	pred := pr.prediction(ModeMPS, sc, res, solo)
+	pred.MPS = &MPSUsed{InferencePct: pcts[0], TrainingPct: slices.Clone(pcts[k:]), SMs: sms, Coefficients: p, EstimatedOps: estimated}
 	return pred, nil
 }

@@ -45,6 +45,28 @@ type Scenario struct {
 	// Confidence is the level of the reported intervals (0:
 	// DefaultConfidence).
 	Confidence float64
+
+	// Others are further inference services on the same GPU, each with its
+	// own load: every service is a co-runner of the others and of the
+	// trainers (under MPS, each at InferencePct).
+	Others []OtherService
+}
+
+// OtherService is an inference service besides the scenario's first, at a
+// rate or a load of its own capacity (one of the two, as for the first).
+type OtherService struct {
+	Profile *Profile
+	RateRPS float64
+	Load    float64
+}
+
+// services returns every service's profile, the first one's first.
+func (sc *Scenario) services() []*Profile {
+	out := []*Profile{sc.Inference}
+	for _, o := range sc.Others {
+		out = append(out, o.Profile)
+	}
+	return out
 }
 
 // Validate names every bad field of the scenario.
@@ -63,22 +85,19 @@ func (sc *Scenario) Validate() error {
 			c.add(fmt.Sprintf("training[%d].kind", i), `"training"`, fmt.Sprintf("%q", t.Kind))
 		}
 	}
-	switch {
-	case sc.RateRPS != 0 && sc.Load != 0:
-		c.add("rate", "either a rate or a load, not both", fmt.Sprintf("rate %g and load %g", sc.RateRPS, sc.Load))
-	case sc.RateRPS == 0 && sc.Load == 0:
-		c.add("rate", "a rate in req/s (> 0) or a load fraction", "neither")
-	case sc.RateRPS != 0:
-		if !(sc.RateRPS >= MinRateRPS && sc.RateRPS <= 1e9) {
-			c.add("rate", "a rate in [0.001, 1e9] req/s", fmtFloat(sc.RateRPS))
-		}
-	default:
-		if !(sc.Load > 0 && sc.Load < 1) {
-			c.add("load", "a fraction of solo capacity in (0,1)", fmtFloat(sc.Load))
-		}
-	}
+	checkRate(&c, "", sc.RateRPS, sc.Load)
 	if sc.Requests < 0 {
 		c.add("requests", "a count ≥ 1 (0: the default)", fmt.Sprint(sc.Requests))
+	}
+	for i, o := range sc.Others {
+		at := fmt.Sprintf("others[%d]", i)
+		switch {
+		case o.Profile == nil:
+			c.add(at+".profile", "an inference profile", "none")
+		case o.Profile.Kind != KindInference:
+			c.add(at+".profile.kind", `"inference"`, fmt.Sprintf("%q", o.Profile.Kind))
+		}
+		checkRate(&c, at+".", o.RateRPS, o.Load)
 	}
 	if sc.Confidence != 0 && !(sc.Confidence >= 0.5 && sc.Confidence < 1) {
 		c.add("confidence", "a level in [0.5, 1) (0: the default)", fmtFloat(sc.Confidence))
@@ -86,14 +105,35 @@ func (sc *Scenario) Validate() error {
 	return c.err("scenario")
 }
 
+// checkRate checks one service's rate or load, its fields named with prefix.
+func checkRate(c *fieldChecker, prefix string, rate, load float64) {
+	switch {
+	case rate != 0 && load != 0:
+		c.add(prefix+"rate", "either a rate or a load, not both", fmt.Sprintf("rate %g and load %g", rate, load))
+	case rate == 0 && load == 0:
+		c.add(prefix+"rate", "a rate in req/s (> 0) or a load fraction", "neither")
+	case rate != 0:
+		if !(rate >= MinRateRPS && rate <= 1e9) {
+			c.add(prefix+"rate", "a rate in [0.001, 1e9] req/s", fmtFloat(rate))
+		}
+	default:
+		if !(load > 0 && load < 1) {
+			c.add(prefix+"load", "a fraction of solo capacity in (0,1)", fmtFloat(load))
+		}
+	}
+}
+
 // Prediction is the model's answer for one scenario; its JSON form is what
 // `colocd predict --json` prints.
 type Prediction struct {
-	Mode      Mode                 `json:"mode"`
-	Inference InferencePrediction  `json:"inference"`
-	Training  []TrainingPrediction `json:"training"`
-	Timeslice *TimesliceParams     `json:"timeslice,omitempty"`
-	MPS       *MPSUsed             `json:"mps,omitempty"`
+	Mode Mode `json:"mode"`
+	// Inference is the first service's prediction; Services holds every
+	// service's, in the scenario's order (the first is Inference).
+	Inference InferencePrediction   `json:"inference"`
+	Services  []InferencePrediction `json:"services"`
+	Training  []TrainingPrediction  `json:"training"`
+	Timeslice *TimesliceParams      `json:"timeslice,omitempty"`
+	MPS       *MPSUsed              `json:"mps,omitempty"`
 	// Events is the number of simulated kernel events (for benchmarks).
 	Events int `json:"events"`
 }
@@ -133,34 +173,43 @@ type TrainingPrediction struct {
 // Not safe for concurrent use; make one per goroutine.
 type Predictor struct {
 	ts       timesliceSim
+	soloTS   timesliceSim
 	mps      mpsSim
 	soloMPS  mpsSim
-	arrivals []float64
+	arrivals [][]float64 // per service
+	rates    []float64   // per service
 	solo     []float64
 	sorted   []float64
-	infOps   []Op
+	svcOps   [][]Op // per service
 	training [][]Op
 }
 
-// prepare expands the scenario's workloads and draws its arrivals; it
-// returns the request rate and count.
-func (pr *Predictor) prepare(sc *Scenario) (rate float64, n int) {
-	pr.infOps = sc.Inference.Expanded()
-	rate = sc.RateRPS
-	if rate == 0 {
-		rate = sc.Load * 1e6 / sc.Inference.SoloUS()
+// prepare expands the scenario's workloads and draws every service's
+// arrivals (arrivalsFor); pr.rates holds each service's rate.
+func (pr *Predictor) prepare(sc *Scenario) {
+	svcs := sc.services()
+	pr.svcOps = pr.svcOps[:0]
+	pr.rates = pr.rates[:0]
+	for j, p := range svcs {
+		pr.svcOps = append(pr.svcOps, p.Expanded())
+		rate, load := sc.RateRPS, sc.Load
+		if j > 0 {
+			rate, load = sc.Others[j-1].RateRPS, sc.Others[j-1].Load
+		}
+		if rate == 0 {
+			rate = load * 1e6 / p.SoloUS()
+		}
+		pr.rates = append(pr.rates, rate)
 	}
-	n = sc.Requests
+	n := sc.Requests
 	if n == 0 {
 		n = DefaultRequests
 	}
-	pr.arrivals = growFloats(pr.arrivals, n)
-	poissonArrivals(pr.arrivals, rate, sc.Seed)
+	pr.arrivals = arrivalsFor(pr.arrivals, pr.rates, n, sc.Seed)
 	pr.training = pr.training[:0]
 	for _, t := range sc.Training {
 		pr.training = append(pr.training, t.Expanded())
 	}
-	return rate, n
 }
 
 // Predict predicts the scenario under mode with the calibration's
@@ -197,44 +246,56 @@ func (pr *Predictor) PredictTimeslice(sc *Scenario, params TimesliceParams) (*Pr
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	rate, n := pr.prepare(sc)
-	res, err := pr.ts.run(pr.infOps, pr.training, pr.arrivals, params)
+	pr.prepare(sc)
+	res, err := pr.ts.run(pr.svcOps, pr.training, pr.arrivals, params)
 	if err != nil {
 		return nil, fmt.Errorf("predict timeslice: %w", err)
 	}
-	pred := pr.prediction(ModeTimeslice, sc, rate, n, res)
+	// Solo, with several services: the services without the trainers.
+	var solo *simResult
+	if len(pr.svcOps) > 1 {
+		if solo, err = pr.soloTS.run(pr.svcOps, nil, pr.arrivals, params); err != nil {
+			return nil, fmt.Errorf("predict timeslice: %w", err)
+		}
+	}
+	pred := pr.prediction(ModeTimeslice, sc, res, solo)
 	pred.Timeslice = &params
 	return pred, nil
 }
 
 // prediction assembles what both models report from a simulation result:
-// the co-located percentiles, the solo queue over the same arrivals, and
-// each trainer's iteration time.
-func (pr *Predictor) prediction(mode Mode, sc *Scenario, rate float64, n int, res *simResult) *Prediction {
-	soloUS := sc.Inference.SoloUS()
-	pred := &Prediction{
-		Mode:   mode,
-		Events: res.events,
-		Inference: InferencePrediction{
-			Name:     sc.Inference.Name,
-			RateRPS:  rate,
-			Load:     rate * soloUS / 1e6,
-			Requests: n,
-		},
-		Training: []TrainingPrediction{},
-	}
+// each service's co-located percentiles and its solo ones (from solo, the
+// services without the trainers, when given; else the FIFO queue over the
+// same arrivals), and each trainer's iteration time.
+func (pr *Predictor) prediction(mode Mode, sc *Scenario, res, solo *simResult) *Prediction {
+	pred := &Prediction{Mode: mode, Events: res.events, Training: []TrainingPrediction{}}
 	conf := sc.Confidence
 	if conf == 0 {
 		conf = DefaultConfidence
 	}
-	inf := &pred.Inference
-	inf.LatencyMS, inf.LatencyInterval = pr.summarise(res.latency, conf)
-	inf.ServiceMS, inf.ServiceInterval = pr.summarise(res.service, conf)
-	pr.solo = growFloats(pr.solo, n)
-	soloQueue(pr.arrivals, soloUS, pr.solo)
-	pred.Inference.SoloLatencyMS = percentilesUS(pr.solo)
-	s := soloUS / 1000
-	pred.Inference.SoloServiceMS = Percentiles{Mean: s, P50: s, P90: s, P95: s, P99: s}
+	for j, p := range sc.services() {
+		soloUS := p.SoloUS()
+		in := InferencePrediction{
+			Name:     p.Name,
+			RateRPS:  pr.rates[j],
+			Load:     pr.rates[j] * soloUS / 1e6,
+			Requests: len(pr.arrivals[j]),
+		}
+		in.LatencyMS, in.LatencyInterval = pr.summarise(res.svc[j].latency, conf)
+		in.ServiceMS, in.ServiceInterval = pr.summarise(res.svc[j].service, conf)
+		if solo != nil {
+			in.SoloLatencyMS = percentilesUS(solo.svc[j].latency)
+			in.SoloServiceMS = percentilesUS(solo.svc[j].service)
+		} else {
+			pr.solo = growFloats(pr.solo, len(pr.arrivals[j]))
+			soloQueue(pr.arrivals[j], soloUS, pr.solo)
+			in.SoloLatencyMS = percentilesUS(pr.solo)
+			s := soloUS / 1000
+			in.SoloServiceMS = Percentiles{Mean: s, P50: s, P90: s, P95: s, P99: s}
+		}
+		pred.Services = append(pred.Services, in)
+	}
+	pred.Inference = pred.Services[0]
 	for i, t := range sc.Training {
 		tp := TrainingPrediction{Name: t.Name}
 		solo := t.SoloUS()

@@ -19,8 +19,8 @@ const MaxEvents = 200_000_000
 // ErrTooManyEvents is returned when a simulation exceeds MaxEvents.
 var ErrTooManyEvents = errors.New("simulation exceeds 200 million events: the request rate is too low for the number of requests (use fewer requests or a higher rate)")
 
-// simContext is one GPU context of a simulation: the inference server
-// (index 0) or a training job. Ops are stored as parallel slices so the
+// simContext is one GPU context of a simulation: an inference server (the
+// first contexts, one per service) or a training job. Ops are stored as parallel slices so the
 // inner loops touch only what they need.
 type simContext struct {
 	dur, gap []float64
@@ -68,63 +68,96 @@ func growFloats(s []float64, n int) []float64 {
 
 // simResult is what one simulation run measured, in µs.
 type simResult struct {
-	latency, service []float64 // per request
-	endUS            float64   // completion of the last request
-	progress         []float64 // training iterations done per training context (fractional)
-	events           int       // kernel events processed
+	latency, service []float64   // per request of the first service: svc[0]'s
+	svc              []svcResult // per service
+	endUS            float64     // completion of the last request
+	progress         []float64   // training iterations done per training context (fractional)
+	events           int         // kernel events processed
 }
 
-// simState is what both sharing models keep: the contexts, when each one's
-// current op is ready, the inference server's FIFO of requests, and the
-// result. It is reused between runs so that a run allocates nothing once
-// the buffers have grown.
-type simState struct {
-	ctx      []simContext
-	ready    []float64 // ready[c]: when context c's current op can start (inf: never)
+// svcResult is one service's per-request latency and service time.
+type svcResult struct {
+	latency, service []float64
+}
+
+// svcState is one inference service's FIFO of requests during a run.
+type svcState struct {
 	arrivals []float64
 	req      int     // the request in service (or next to start)
 	reqStart float64 // when it started: max(arrival, previous completion)
-	res      simResult
 }
 
-// reset loads the workloads (context 0 serves arrivals; the others loop) and
-// clears the result.
-func (s *simState) reset(inference []Op, training [][]Op, arrivals []float64) error {
-	n := 1 + len(training)
+// simState is what both sharing models keep: the contexts, when each one's
+// current op is ready, each inference service's FIFO of requests, and the
+// result. It is reused between runs so that a run allocates nothing once
+// the buffers have grown.
+type simState struct {
+	ctx     []simContext
+	ready   []float64 // ready[c]: when context c's current op can start (inf: never)
+	nsvc    int       // contexts 0..nsvc-1 serve requests; the others loop
+	svc     []svcState
+	pending int // services with requests left
+	res     simResult
+}
+
+// reset loads the workloads (the first contexts serve arrivals, one per
+// service; the trainers loop) and clears the result.
+func (s *simState) reset(services [][]Op, training [][]Op, arrivals [][]float64) error {
+	k := len(services)
+	n := k + len(training)
 	if cap(s.ctx) < n {
 		s.ctx = make([]simContext, n)
 	}
 	s.ctx = s.ctx[:n]
 	s.ready = growFloats(s.ready, n)
-	if err := s.ctx[0].load(inference); err != nil {
-		return fmt.Errorf("inference: %w", err)
+	s.nsvc = k
+	for j, ops := range services {
+		if err := s.ctx[j].load(ops); err != nil {
+			if j == 0 {
+				return fmt.Errorf("inference: %w", err)
+			}
+			return fmt.Errorf("inference[%d]: %w", j, err)
+		}
 	}
 	for i, ops := range training {
-		if err := s.ctx[i+1].load(ops); err != nil {
+		if err := s.ctx[k+i].load(ops); err != nil {
 			return fmt.Errorf("training[%d]: %w", i, err)
 		}
-		s.ready[i+1] = s.ctx[i+1].gap[0]
+		s.ready[k+i] = s.ctx[k+i].gap[0]
 	}
-	s.arrivals = arrivals
-	nreq := len(arrivals)
 	r := &s.res
-	r.latency = growFloats(r.latency, nreq)
-	r.service = growFloats(r.service, nreq)
+	if cap(s.svc) < k {
+		s.svc = make([]svcState, k)
+	}
+	s.svc = s.svc[:k]
+	if cap(r.svc) < k {
+		r.svc = append(r.svc[:cap(r.svc)], make([]svcResult, k-cap(r.svc))...)
+	}
+	r.svc = r.svc[:k]
+	s.pending = 0
+	for j := range k {
+		sv, rs := &s.svc[j], &r.svc[j]
+		nreq := len(arrivals[j])
+		rs.latency = growFloats(rs.latency, nreq)
+		rs.service = growFloats(rs.service, nreq)
+		*sv = svcState{arrivals: arrivals[j]}
+		if nreq == 0 {
+			s.ready[j] = inf
+			continue
+		}
+		s.pending++
+		sv.reqStart = sv.arrivals[0]
+		s.ready[j] = sv.reqStart + s.ctx[j].gap[0]
+	}
+	r.latency, r.service = r.svc[0].latency, r.svc[0].service
 	r.progress = growFloats(r.progress, len(training))
 	r.events, r.endUS = 0, 0
-	s.req = 0
-	if nreq == 0 {
-		s.ready[0] = inf
-		return nil
-	}
-	s.reqStart = arrivals[0]
-	s.ready[0] = s.reqStart + s.ctx[0].gap[0]
 	return nil
 }
 
 // done reports whether every request has completed, or the event budget
 // is spent (run then reports ErrTooManyEvents).
-func (s *simState) done() bool { return s.req >= len(s.arrivals) || s.res.events > maxEvents }
+func (s *simState) done() bool { return s.pending == 0 || s.res.events > maxEvents }
 
 // maxEvents is MaxEvents; tests lower it.
 var maxEvents = MaxEvents
@@ -158,19 +191,21 @@ func (s *simState) completeUnit(o int, now float64) {
 	c := &s.ctx[o]
 	c.idx = 0
 	c.rem = c.dur[0]
-	if o != 0 {
+	if o >= s.nsvc {
 		c.iters++
 		s.ready[o] = now + c.gap[0]
 		return
 	}
-	s.res.latency[s.req] = now - s.arrivals[s.req]
-	s.res.service[s.req] = now - s.reqStart
-	s.req++
-	if s.req < len(s.arrivals) {
-		s.reqStart = max(s.arrivals[s.req], now)
-		s.ready[0] = s.reqStart + c.gap[0]
+	sv, rs := &s.svc[o], &s.res.svc[o]
+	rs.latency[sv.req] = now - sv.arrivals[sv.req]
+	rs.service[sv.req] = now - sv.reqStart
+	sv.req++
+	if sv.req < len(sv.arrivals) {
+		sv.reqStart = max(sv.arrivals[sv.req], now)
+		s.ready[o] = sv.reqStart + c.gap[0]
 	} else {
-		s.ready[0] = inf
+		s.ready[o] = inf
+		s.pending--
 	}
 }
 
@@ -178,9 +213,9 @@ func (s *simState) completeUnit(o int, now float64) {
 func (s *simState) finish(now float64) *simResult {
 	s.res.endUS = now
 	for i := range s.res.progress {
-		c := &s.ctx[i+1]
+		c := &s.ctx[s.nsvc+i]
 		done := c.cum[c.idx]
-		if r := s.ready[i+1]; r <= now { // the current op's gap is over; part of it may have run
+		if r := s.ready[s.nsvc+i]; r <= now { // the current op's gap is over; part of it may have run
 			done += c.gap[c.idx] + c.dur[c.idx] - c.rem
 		} else { // still in the gap: the part of it already elapsed counts
 			done += max(0, c.gap[c.idx]-(r-now))

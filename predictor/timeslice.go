@@ -36,8 +36,9 @@ type timesliceSim struct {
 	simState
 }
 
-// run simulates inference (context 0) serving arrivals while each training
-// workload loops, all sharing the GPU by round-robin time slicing.
+// run simulates the inference services (the first contexts, service j
+// serving arrivals[j]) while each training workload loops, all sharing the
+// GPU by round-robin time slicing.
 //
 // Scheduling rules (docs/predictor.md): the owner runs until its slice ends
 // and another context has ready work; slices renew back to back while nobody
@@ -46,8 +47,8 @@ type timesliceSim struct {
 // ready context in round-robin order (or at its slice boundary if sooner).
 // Each switch costs SwitchUS with nothing running; kernels are preempted at
 // slice end and resume where they stopped.
-func (s *timesliceSim) run(inference []Op, training [][]Op, arrivals []float64, p TimesliceParams) (*simResult, error) {
-	if err := s.reset(inference, training, arrivals); err != nil {
+func (s *timesliceSim) run(services [][]Op, training [][]Op, arrivals [][]float64, p TimesliceParams) (*simResult, error) {
+	if err := s.reset(services, training, arrivals); err != nil {
 		return nil, err
 	}
 	// At the start no context holds the GPU: the first to have work takes

@@ -14,13 +14,14 @@ import (
 
 func newPredictCmd() *cobra.Command {
 	var (
-		infPath, mode, calPath string
-		trainPaths             []string
-		sc                     predictor.Scenario
-		asJSON                 bool
+		mode, calPath        string
+		infPaths, trainPaths []string
+		rates, loads         []float64
+		sc                   predictor.Scenario
+		asJSON               bool
 	)
 	cmd := &cobra.Command{
-		Use:   "predict --inference FILE [--training FILE ...] [--mode timeslice|mps [--pct N ...]] (--rate RPS | --load F)",
+		Use:   "predict --inference FILE [--inference FILE ...] [--training FILE ...] [--mode timeslice|mps [--pct N ...]] (--rate RPS ... | --load F ...)",
 		Short: "Predict inference latency under co-location",
 		Long: `Predict what co-located training jobs do to an inference service's latency.
 
@@ -31,10 +32,17 @@ service_ms (start of execution to completion), solo and co-located, and each
 training job's iteration time. Under --mode mps every context runs at once,
 each training job limited to its --pct active-thread percentage. The device
 parameters come from --calibration, else the preset for the inference
-profile's GPU, else the built-in default. See docs/predictor.md.`,
+profile's GPU, else the built-in default. See docs/predictor.md.
+
+Several --inference services share the GPU with each other as well as with
+the trainers: give --rate (or --load) once for all of them or once per
+service, in order; each is reported, the first one as "inference".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cal, err := loadScenario(&sc, predictor.Mode(mode), infPath, trainPaths, calPath)
+			if err := setRates(&sc, len(infPaths), rates, loads); err != nil {
+				return err
+			}
+			cal, err := loadScenario(&sc, predictor.Mode(mode), infPaths, trainPaths, calPath)
 			if err != nil {
 				return err
 			}
@@ -50,14 +58,14 @@ profile's GPU, else the built-in default. See docs/predictor.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&infPath, "inference", "", "inference profile (required)")
+	f.StringArrayVar(&infPaths, "inference", nil, "inference profile (required; repeat for several services on the GPU)")
 	f.StringArrayVar(&trainPaths, "training", nil, "training profile (repeat for several jobs)")
 	f.StringVar(&mode, "mode", string(predictor.ModeTimeslice), "GPU sharing mode: timeslice or mps")
 	f.Float64SliceVar(&sc.TrainingPct, "pct", nil, "mps: training active-thread percentage; once for every job, or once per --training in order (default 100)")
 	f.Float64Var(&sc.InferencePct, "inference-pct", 100, "mps: the inference server's active-thread percentage")
 	f.IntVar(&sc.DeviceSMs, "sms", 0, "mps: the GPU's SM count that percentages round to (default: the calibration's, else the inference profile's)")
-	f.Float64Var(&sc.RateRPS, "rate", 0, "request rate in req/s")
-	f.Float64Var(&sc.Load, "load", 0, "request rate as a fraction of solo capacity, in (0,1)")
+	f.Float64SliceVar(&rates, "rate", nil, "request rate in req/s; once for every service, or once per --inference in order")
+	f.Float64SliceVar(&loads, "load", nil, "request rate as a fraction of solo capacity, in (0,1); once for every service, or once per --inference")
 	f.IntVar(&sc.Requests, "requests", predictor.DefaultRequests, "simulated requests")
 	f.Uint64Var(&sc.Seed, "seed", 1, "arrival seed")
 	f.Float64Var(&sc.Confidence, "confidence", predictor.DefaultConfidence, "level of the intervals printed beside each figure, in [0.5, 1)")
@@ -67,10 +75,41 @@ profile's GPU, else the built-in default. See docs/predictor.md.`,
 	return cmd
 }
 
+// setRates spreads --rate or --load over the services: one value for all,
+// or one per service.
+func setRates(sc *predictor.Scenario, services int, rates, loads []float64) error {
+	vals, flag := rates, "--rate"
+	if len(loads) > 0 {
+		vals, flag = loads, "--load"
+	}
+	if len(vals) == 0 || services == 0 {
+		return nil // Validate names what is missing
+	}
+	if len(vals) != 1 && len(vals) != services {
+		return fmt.Errorf("predict: %s: want one value for every service or one per --inference (%d), got %d", flag, services, len(vals))
+	}
+	at := func(j int) float64 { return vals[min(j, len(vals)-1)] }
+	sc.Others = nil
+	for j := range services {
+		r, l := 0.0, 0.0
+		if flag == "--rate" {
+			r = at(j)
+		} else {
+			l = at(j)
+		}
+		if j == 0 {
+			sc.RateRPS, sc.Load = r, l
+			continue
+		}
+		sc.Others = append(sc.Others, predictor.OtherService{RateRPS: r, Load: l})
+	}
+	return nil
+}
+
 // loadScenario checks the flags, loads the profiles into sc and returns the
 // calibration to predict with.
-func loadScenario(sc *predictor.Scenario, mode predictor.Mode, infPath string, trainPaths []string, calPath string) (*predictor.Calibration, error) {
-	if infPath == "" {
+func loadScenario(sc *predictor.Scenario, mode predictor.Mode, infPaths []string, trainPaths []string, calPath string) (*predictor.Calibration, error) {
+	if len(infPaths) == 0 || infPaths[0] == "" {
 		return nil, errors.New("predict: --inference: want the path of an inference profile")
 	}
 	switch mode {
@@ -82,11 +121,21 @@ func loadScenario(sc *predictor.Scenario, mode predictor.Mode, infPath string, t
 	default:
 		return nil, fmt.Errorf("predict: --mode: want timeslice or mps, got %q", mode)
 	}
-	inf, err := predictor.LoadProfile(infPath)
+	inf, err := predictor.LoadProfile(infPaths[0])
 	if err != nil {
 		return nil, fmt.Errorf("predict: --inference: %w", err)
 	}
 	sc.Inference = inf
+	for j, path := range infPaths[1:] {
+		p, err := predictor.LoadProfile(path)
+		if err != nil {
+			return nil, fmt.Errorf("predict: --inference %s: %w", path, err)
+		}
+		if j >= len(sc.Others) { // no rate given: Validate names it
+			sc.Others = append(sc.Others, predictor.OtherService{})
+		}
+		sc.Others[j].Profile = p
+	}
 	cal, err := predictor.ResolveCalibration(calPath, inf.Device.Name)
 	if err != nil {
 		return nil, fmt.Errorf("predict: --calibration: %w", err)
@@ -109,8 +158,9 @@ func loadScenario(sc *predictor.Scenario, mode predictor.Mode, infPath string, t
 
 // printPrediction writes the prediction as a table a person reads.
 func printPrediction(w io.Writer, p *predictor.Prediction, cal *predictor.Calibration) error {
-	in := p.Inference
-	fmt.Fprintf(w, "%s at %.2f req/s (load %.2f of solo capacity), %d requests, mode %s\n", in.Name, in.RateRPS, in.Load, in.Requests, p.Mode)
+	for _, in := range p.Services {
+		fmt.Fprintf(w, "%s at %.2f req/s (load %.2f of solo capacity), %d requests, mode %s\n", in.Name, in.RateRPS, in.Load, in.Requests, p.Mode)
+	}
 	if ts := p.Timeslice; ts != nil {
 		fmt.Fprintf(w, "device: slice %.0f µs, switch %.0f µs, hold-over %.0f µs\n", ts.SliceUS, ts.SwitchUS, ts.HoldoverUS)
 	}
@@ -126,9 +176,33 @@ func printPrediction(w io.Writer, p *predictor.Prediction, cal *predictor.Calibr
 			fmt.Fprintf(w, "note: %d ops had no DRAM/L2 intensities; estimated from kernel names (docs/predictor.md)\n", m.EstimatedOps)
 		}
 	}
-	fmt.Fprintf(w, "calibration: %s\n\n", cal.Source)
+	fmt.Fprintf(w, "calibration: %s\n", cal.Source)
+	for _, in := range p.Services {
+		if err := printService(w, in, len(p.Services) > 1); err != nil {
+			return err
+		}
+	}
+	if len(p.Training) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "inference (ms)\t\t    mean\t     p50\t     p90\t     p95\t     p99")
+	fmt.Fprintln(tw, "training\tsolo iteration ms\tco-located ms\tslowdown")
+	for _, t := range p.Training {
+		fmt.Fprintf(tw, "%s\t%17s\t%13s\t%7.3fx\n", t.Name, msOrDash(t.SoloIterationMS), msOrDash(t.IterationMS), t.Slowdown)
+	}
+	return tw.Flush()
+}
+
+// printService writes one service's table (named, when there are several).
+func printService(w io.Writer, in predictor.InferencePrediction, named bool) error {
+	fmt.Fprintln(w)
+	title := "inference (ms)"
+	if named {
+		title = in.Name + " (ms)"
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s\t\t    mean\t     p50\t     p90\t     p95\t     p99\n", title)
 	row := func(what, when string, q predictor.Percentiles) {
 		fmt.Fprintf(tw, "%s\t%s\t%8.3f\t%8.3f\t%8.3f\t%8.3f\t%8.3f\n", what, when, q.Mean, q.P50, q.P90, q.P95, q.P99)
 	}
@@ -150,18 +224,6 @@ func printPrediction(w io.Writer, p *predictor.Prediction, cal *predictor.Calibr
 	row("service", "solo", in.SoloServiceMS)
 	row("service", "co-located", in.ServiceMS)
 	span(ivName, in.ServiceInterval)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(p.Training) == 0 {
-		return nil
-	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "training\tsolo iteration ms\tco-located ms\tslowdown")
-	for _, t := range p.Training {
-		fmt.Fprintf(tw, "%s\t%17s\t%13s\t%7.3fx\n", t.Name, msOrDash(t.SoloIterationMS), msOrDash(t.IterationMS), t.Slowdown)
-	}
 	return tw.Flush()
 }
 

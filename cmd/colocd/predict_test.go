@@ -129,6 +129,9 @@ func TestPredictErrors(t *testing.T) {
 		{"missing file", []string{"--inference", "nope.json", "--load", "0.5"}, "nope.json"},
 		{"zero requests", []string{"--inference", bert, "--load", "0.5", "--requests", "0"}, "--requests: want a count ≥ 1, got 0"},
 		{"confidence 1", []string{"--inference", bert, "--load", "0.5", "--confidence", "1"}, "confidence: want a level in [0.5, 1) (0: the default), got 1"},
+		{"rates for two of three services", []string{"--inference", bert, "--inference", bert, "--inference", bert, "--rate", "5,6"}, "--rate: want one value for every service or one per --inference (3), got 2"},
+		{"second service a trainer", []string{"--inference", bert, "--inference", train, "--rate", "5"}, `others[0].profile.kind: want "inference", got "training"`},
+		{"second service missing", []string{"--inference", bert, "--inference", "nope.json", "--rate", "5"}, "--inference nope.json"},
 		{"bad calibration", []string{"--inference", bert, "--load", "0.5", "--calibration", train}, "--calibration"},
 	}
 	for _, tt := range tests {
@@ -138,5 +141,42 @@ func TestPredictErrors(t *testing.T) {
 				t.Errorf("err = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// Two services: --rate once per service, each reported in the order given
+// under services, the first also as inference, and each other's co-runner
+// (the first's p99 is above what it predicts alone).
+func TestPredictTwoServices(t *testing.T) {
+	bert, infer, train := profilesDir+"/summary-bert.json", profilesDir+"/v100-infer-200.json", profilesDir+"/v100-train-step.json"
+	run := func(args ...string) predictor.Prediction {
+		t.Helper()
+		out, _, err := runCLI(t, append([]string{"predict", "--training", train, "--mode", "mps", "--pct", "50", "--requests", "300", "--json"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p predictor.Prediction
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	both := run("--inference", infer, "--inference", bert, "--rate", "4", "--rate", "20")
+	alone := run("--inference", infer, "--rate", "4")
+	if len(both.Services) != 2 || both.Services[0].Name != "v100-infer-200" || both.Services[1].Name != "bert-summary" {
+		t.Fatalf("services %+v, want v100-infer-200 then bert-summary", both.Services)
+	}
+	if both.Services[1].RateRPS != 20 || both.Inference.Name != both.Services[0].Name || both.Inference.LatencyMS != both.Services[0].LatencyMS {
+		t.Errorf("inference %+v, services[1] at %v req/s: want the first service, and 20 req/s", both.Inference, both.Services[1].RateRPS)
+	}
+	if !(both.Inference.LatencyMS.P99 > alone.Inference.LatencyMS.P99) {
+		t.Errorf("p99 %.2f ms next to bert, %.2f ms without it: want it higher", both.Inference.LatencyMS.P99, alone.Inference.LatencyMS.P99)
+	}
+	if len(alone.Services) != 1 || alone.Services[0].LatencyMS != alone.Inference.LatencyMS {
+		t.Errorf("one service: services %+v, want the inference one alone", alone.Services)
+	}
+	// One --rate for both.
+	if same := run("--inference", infer, "--inference", bert, "--rate", "4"); same.Services[1].RateRPS != 4 {
+		t.Errorf("one --rate: the second service at %v req/s, want 4", same.Services[1].RateRPS)
 	}
 }
