@@ -349,7 +349,7 @@ func (c *Controller) predictAll(ctx context.Context, trainers []Trainer) ([]Serv
 	preds := make([]ServicePrediction, len(c.cfg.Services))
 	p := probe{fits: true}
 	for i, svc := range c.cfg.Services {
-		lat, err := c.deps.Predictor.PredictP99(ctx, svc, trainers, c.cfg.Mode)
+		lat, err := c.deps.Predictor.PredictP99(ctx, c.cfg.Services, i, trainers, c.cfg.Mode)
 		if err != nil {
 			return nil, probe{}, err
 		}
@@ -371,8 +371,8 @@ func (c *Controller) known(trainers []Trainer) bool {
 	if !ok {
 		return false
 	}
-	for _, svc := range c.cfg.Services {
-		if !kp.Known(svc, trainers, c.cfg.Mode) {
+	for i := range c.cfg.Services {
+		if !kp.Known(c.cfg.Services, i, trainers, c.cfg.Mode) {
 			return false
 		}
 	}

@@ -128,7 +128,7 @@ func mustDecide(t testing.TB, h *harness, req Request, want Outcome) Decision {
 
 type failingPredictor struct{}
 
-func (failingPredictor) PredictP99(context.Context, ServiceSpec, []Trainer, predictor.Mode) (Latency, error) {
+func (failingPredictor) PredictP99(context.Context, []ServiceSpec, int, []Trainer, predictor.Mode) (Latency, error) {
 	return Latency{}, errors.New("simulation blew up")
 }
 

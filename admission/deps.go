@@ -148,11 +148,12 @@ type Latency struct {
 // when there is one.
 func (l Latency) held() float64 { return max(l.P99MS, l.P99HighMS) }
 
-// Predictor predicts one inference service's tail latency with trainers
-// co-located under mode. It must be safe for concurrent use when
-// Config.SearchWorkers > 1. *Model is the implementation.
+// Predictor predicts the tail latency of svcs[i], one of the inference
+// services on the GPU, with all of svcs (each the others' co-runner) and
+// the trainers co-located under mode. It must be safe for concurrent use
+// when Config.SearchWorkers > 1. *Model is the implementation.
 type Predictor interface {
-	PredictP99(ctx context.Context, svc ServiceSpec, trainers []Trainer, mode predictor.Mode) (Latency, error)
+	PredictP99(ctx context.Context, svcs []ServiceSpec, i int, trainers []Trainer, mode predictor.Mode) (Latency, error)
 }
 
 // KnowingPredictor is a Predictor that can tell, without simulating,
@@ -161,7 +162,7 @@ type Predictor interface {
 // goroutine instead of fanning them out.
 type KnowingPredictor interface {
 	Predictor
-	Known(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) bool
+	Known(svcs []ServiceSpec, i int, trainers []Trainer, mode predictor.Mode) bool
 }
 
 // Deps are the components the controller consumes. Daemon may be nil in

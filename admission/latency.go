@@ -45,13 +45,13 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 		trainers[i] = Trainer{Profile: e.lease.Profile, Key: e.key, Pct: e.lease.running()}
 	}
 	changed := false
-	for _, svc := range s.eval.cfg.Services {
+	for i, svc := range s.eval.cfg.Services {
 		win, ok := lo.ObservedWindow(svc.Name)
 		p99, since := win.P99MS, win.Since
 		if !ok || !(p99 > 0) || math.IsInf(p99, 0) || since.Before(moved) {
 			continue
 		}
-		lat, err := s.eval.deps.Predictor.PredictP99(ctx, svc, trainers, s.eval.cfg.Mode)
+		lat, err := s.eval.deps.Predictor.PredictP99(ctx, s.eval.cfg.Services, i, trainers, s.eval.cfg.Mode)
 		if err != nil {
 			return changed, fmt.Errorf("predict %s for the observed window: %w", svc.Name, err)
 		}

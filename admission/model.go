@@ -39,8 +39,8 @@ type Model struct {
 }
 
 type cacheEntry struct {
-	key digest.Key
-	lat Latency
+	key  digest.Key
+	lats []Latency // one per service, in order
 }
 
 // ModelStats counts cache hits and misses; a miss is one simulation.
@@ -93,43 +93,52 @@ var _ KnowingPredictor = (*Model)(nil)
 
 // Known reports whether PredictP99 with these inputs would answer from the
 // cache. It does not count as a hit or a miss.
-func (m *Model) Known(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) bool {
-	key := m.key(svc, trainers, mode)
+func (m *Model) Known(svcs []ServiceSpec, _ int, trainers []Trainer, mode predictor.Mode) bool {
+	key := m.key(svcs, trainers, mode)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.index[key]
 	return ok
 }
 
-// PredictP99 predicts svc's p99 latency with trainers co-located under mode,
-// from the cache when the same inputs were predicted before.
-func (m *Model) PredictP99(ctx context.Context, svc ServiceSpec, trainers []Trainer, mode predictor.Mode) (Latency, error) {
+// PredictP99 predicts svcs[i]'s p99 latency with every service of svcs and
+// the trainers co-located under mode, from the cache when the same inputs
+// were predicted before: one simulation answers for every service.
+func (m *Model) PredictP99(ctx context.Context, svcs []ServiceSpec, i int, trainers []Trainer, mode predictor.Mode) (Latency, error) {
 	if err := ctx.Err(); err != nil {
 		return Latency{}, err
 	}
-	key := m.key(svc, trainers, mode)
-	if lat, ok := m.lookup(key); ok {
-		return lat, nil
+	if i < 0 || i >= len(svcs) {
+		return Latency{}, fmt.Errorf("predict: service %d of %d", i, len(svcs))
 	}
-	lat, err := m.simulate(svc, trainers, mode)
+	key := m.key(svcs, trainers, mode)
+	if lats, ok := m.lookup(key); ok {
+		return lats[i], nil
+	}
+	lats, err := m.simulate(svcs, trainers, mode)
 	if err != nil {
 		return Latency{}, err
 	}
-	m.insert(key, lat)
-	return lat, nil
+	m.insert(key, lats)
+	return lats[i], nil
 }
 
-// simulate runs one prediction on a pooled predictor.Predictor.
-func (m *Model) simulate(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) (Latency, error) {
+// simulate runs one prediction of every service on a pooled
+// predictor.Predictor, as `colocd predict` does with one --inference per
+// service in their order.
+func (m *Model) simulate(svcs []ServiceSpec, trainers []Trainer, mode predictor.Mode) ([]Latency, error) {
 	sc := &predictor.Scenario{
-		Inference: svc.Profile,
-		RateRPS:   svc.RateRPS,
+		Inference: svcs[0].Profile,
+		RateRPS:   svcs[0].RateRPS,
 		Requests:  m.requests,
 		Seed:      m.seed,
 		DeviceSMs: m.sms,
 		// The intervals' level: the default's when admission holds the
 		// point estimate (the bound is then not read).
 		Confidence: m.confidence,
+	}
+	for _, o := range svcs[1:] {
+		sc.Others = append(sc.Others, predictor.OtherService{Profile: o.Profile, RateRPS: o.RateRPS})
 	}
 	for _, t := range trainers {
 		sc.Training = append(sc.Training, t.Profile)
@@ -141,17 +150,23 @@ func (m *Model) simulate(svc ServiceSpec, trainers []Trainer, mode predictor.Mod
 	defer m.release(pr)
 	pred, err := pr.Predict(sc, mode, m.cal)
 	if err != nil {
-		return Latency{}, fmt.Errorf("predict %s: %w", svc.Name, err)
+		if len(svcs) == 1 {
+			return nil, fmt.Errorf("predict %s: %w", svcs[0].Name, err)
+		}
+		return nil, fmt.Errorf("predict %d services: %w", len(svcs), err)
 	}
-	lat := Latency{P99MS: pred.Inference.LatencyMS.P99, SoloP99MS: pred.Inference.SoloLatencyMS.P99}
-	if m.confidence > 0 {
-		lat.P99HighMS = pred.Inference.LatencyInterval.P99[1]
+	lats := make([]Latency, len(pred.Services))
+	for j, sp := range pred.Services {
+		lats[j] = Latency{P99MS: sp.LatencyMS.P99, SoloP99MS: sp.SoloLatencyMS.P99}
+		if m.confidence > 0 {
+			lats[j].P99HighMS = sp.LatencyInterval.P99[1]
+		}
 	}
-	return lat, nil
+	return lats, nil
 }
 
 // key hashes every input of a prediction.
-func (m *Model) key(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) digest.Key {
+func (m *Model) key(svcs []ServiceSpec, trainers []Trainer, mode predictor.Mode) digest.Key {
 	var h digest.Hasher
 	h.Key(m.calKey)
 	h.String(string(mode))
@@ -159,9 +174,12 @@ func (m *Model) key(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) di
 	h.Uint64(m.seed)
 	h.Int(m.sms)
 	h.Float64(m.confidence)
-	h.String(svc.Name)
-	h.Key(svc.profileKey())
-	h.Float64(svc.RateRPS)
+	h.Int(len(svcs))
+	for _, svc := range svcs {
+		h.String(svc.Name)
+		h.Key(svc.profileKey())
+		h.Float64(svc.RateRPS)
+	}
 	h.Int(len(trainers))
 	for _, t := range trainers {
 		h.Key(t.profileKey())
@@ -172,26 +190,26 @@ func (m *Model) key(svc ServiceSpec, trainers []Trainer, mode predictor.Mode) di
 	return h.Sum()
 }
 
-func (m *Model) lookup(key digest.Key) (Latency, bool) {
+func (m *Model) lookup(key digest.Key) ([]Latency, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el, ok := m.index[key]; ok {
 		m.cache.MoveToFront(el)
 		m.stats.Hits++
-		return el.Value.(*cacheEntry).lat, true
+		return el.Value.(*cacheEntry).lats, true
 	}
 	m.stats.Misses++
-	return Latency{}, false
+	return nil, false
 }
 
-func (m *Model) insert(key digest.Key, lat Latency) {
+func (m *Model) insert(key digest.Key, lats []Latency) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el, ok := m.index[key]; ok { // a concurrent caller got there first
 		m.cache.MoveToFront(el)
 		return
 	}
-	m.index[key] = m.cache.PushFront(&cacheEntry{key: key, lat: lat})
+	m.index[key] = m.cache.PushFront(&cacheEntry{key: key, lats: lats})
 	for m.cache.Len() > DefaultCacheEntries {
 		old := m.cache.Back()
 		m.cache.Remove(old)

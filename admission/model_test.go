@@ -16,7 +16,7 @@ func TestModelCache(t *testing.T) {
 	train := trainingProfile("resnet")
 	key := train.Key()
 	base := []Trainer{{Profile: train, Key: key, Pct: 50}}
-	first, err := m.PredictP99(ctx, svc, base, predictor.ModeMPS)
+	first, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, base, predictor.ModeMPS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,13 +45,13 @@ func TestModelCache(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := m.Stats()
-			if known := m.Known(tt.svc, tt.trainers, tt.mode); known != tt.hit {
+			if known := m.Known([]ServiceSpec{tt.svc}, 0, tt.trainers, tt.mode); known != tt.hit {
 				t.Errorf("Known = %v, want %v", known, tt.hit)
 			}
 			if s := m.Stats(); s != before {
 				t.Errorf("Known moved the counters: %+v → %+v", before, s)
 			}
-			lat, err := m.PredictP99(ctx, tt.svc, tt.trainers, tt.mode)
+			lat, err := m.PredictP99(ctx, []ServiceSpec{tt.svc}, 0, tt.trainers, tt.mode)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func TestModelCache(t *testing.T) {
 		})
 	}
 	m.Purge()
-	if _, err := m.PredictP99(ctx, svc, base, predictor.ModeMPS); err != nil {
+	if _, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, base, predictor.ModeMPS); err != nil {
 		t.Fatal(err)
 	}
 	if s := m.Stats(); s.Entries != 1 {
@@ -82,7 +82,7 @@ func TestModelCachedEqualsFresh(t *testing.T) {
 	train := trainingProfile("resnet")
 	for round := range 2 {
 		for _, pct := range []int{100, 10, 50} {
-			lat, err := m.PredictP99(ctx, svc, []Trainer{{Profile: train, Pct: pct}}, predictor.ModeMPS)
+			lat, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, []Trainer{{Profile: train, Pct: pct}}, predictor.ModeMPS)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestModelConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range got {
 		wg.Go(func() {
-			lat, err := m.PredictP99(ctx, svc, []Trainer{{Profile: train, Pct: 10 * (i + 1)}}, predictor.ModeMPS)
+			lat, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, []Trainer{{Profile: train, Pct: 10 * (i + 1)}}, predictor.ModeMPS)
 			if err != nil {
 				t.Error(err)
 			}
@@ -127,7 +127,7 @@ func TestModelCacheEvicts(t *testing.T) {
 	for i := range DefaultCacheEntries + 10 {
 		var k [32]byte
 		k[0], k[1], k[2] = byte(i), byte(i>>8), 1
-		m.insert(k, Latency{P99MS: float64(i)})
+		m.insert(k, []Latency{{P99MS: float64(i)}})
 	}
 	if s := m.Stats(); s.Entries != DefaultCacheEntries {
 		t.Errorf("%d entries, want %d", s.Entries, DefaultCacheEntries)

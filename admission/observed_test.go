@@ -89,12 +89,12 @@ func TestGuardFollowsObservedLoad(t *testing.T) {
 	m := newTestModel(t)
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	trainer := []Trainer{{Profile: trainingProfile("resnet"), Pct: 100}}
-	low, err := m.PredictP99(ctx, svc, trainer, predictor.ModeMPS)
+	low, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, trainer, predictor.ModeMPS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc.RateRPS = rateBand(250)
-	high, err := m.PredictP99(ctx, svc, trainer, predictor.ModeMPS)
+	high, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, trainer, predictor.ModeMPS)
 	if err != nil {
 		t.Fatal(err)
 	}

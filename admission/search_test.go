@@ -279,3 +279,52 @@ func TestDecideHoldsUpperBound(t *testing.T) {
 		t.Error("no SLO where the bound grants less than the point estimate: the test shows nothing")
 	}
 }
+
+// TestDecidePredictsServicesTogether: with two services on the GPU, each
+// service's predicted p99 in a decision is what the predictor gives with
+// both services and the trainer together (the first service first, in the
+// config's order), one simulation answers for both, and the second
+// service's load leaves the trainer less than it gets next to the first
+// alone.
+func TestDecidePredictsServicesTogether(t *testing.T) {
+	first := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: 12}
+	second := ServiceSpec{Name: "gpt", Profile: inferenceProfile("gpt"), RateRPS: 60, SLOP99MS: 12}
+	decide := func(svcs []ServiceSpec) (Decision, *harness) {
+		h := newHarness(t, predictor.ModeMPS, 12, func(c *Config) { c.Services = svcs })
+		d, err := h.c.Decide(context.Background(), request("r1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, h
+	}
+	alone, _ := decide([]ServiceSpec{first})
+	both, h := decide([]ServiceSpec{first, second})
+	if alone.Lease == nil || both.Lease == nil {
+		t.Fatalf("decisions %s (%s) and %s (%s): want a lease in both", alone.Outcome, alone.Message, both.Outcome, both.Message)
+	}
+	t.Logf("granted %d %% next to one service, %d %% next to two", alone.Lease.Pct, both.Lease.Pct)
+	if !(both.Lease.Pct < alone.Lease.Pct) {
+		t.Errorf("granted %d %% next to two services, %d %% next to one: want less", both.Lease.Pct, alone.Lease.Pct)
+	}
+	cal := testCal()
+	sc := &predictor.Scenario{Inference: first.Profile, RateRPS: first.RateRPS, Requests: testRequests, Seed: 1,
+		Others:   []predictor.OtherService{{Profile: second.Profile, RateRPS: second.RateRPS}},
+		Training: []*predictor.Profile{trainingProfile("resnet")}, TrainingPct: []float64{float64(both.Lease.Pct)}}
+	var pr predictor.Predictor
+	pred, err := pr.PredictMPS(sc, cal.MPS.Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(both.Predictions) != 2 {
+		t.Fatalf("%d predictions, want 2", len(both.Predictions))
+	}
+	for j, sp := range both.Predictions {
+		if sp.Service != pred.Services[j].Name || sp.PredictedP99MS != pred.Services[j].LatencyMS.P99 {
+			t.Errorf("prediction %d: %s at %v ms, the predictor says %s at %v ms", j, sp.Service, sp.PredictedP99MS, pred.Services[j].Name, pred.Services[j].LatencyMS.P99)
+		}
+	}
+	// Every percentage the search tried cost one simulation for both services.
+	if st := h.model.Stats(); st.Hits < st.Misses {
+		t.Errorf("%d simulations and %d cache hits: the second service's figure should come with the first's", st.Misses, st.Hits)
+	}
+}

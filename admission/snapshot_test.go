@@ -30,7 +30,7 @@ func newGate(inner Predictor, match func([]Trainer) bool) *gatedPredictor {
 	return &gatedPredictor{Predictor: inner, match: match, gate: make(chan struct{}), arrived: make(chan struct{}, 64)}
 }
 
-func (p *gatedPredictor) PredictP99(ctx context.Context, svc ServiceSpec, trainers []Trainer, mode predictor.Mode) (Latency, error) {
+func (p *gatedPredictor) PredictP99(ctx context.Context, svcs []ServiceSpec, i int, trainers []Trainer, mode predictor.Mode) (Latency, error) {
 	if p.match(trainers) {
 		p.mu.Lock()
 		p.seen = append(p.seen, len(trainers))
@@ -46,7 +46,7 @@ func (p *gatedPredictor) PredictP99(ctx context.Context, svc ServiceSpec, traine
 			}
 		}
 	}
-	return p.Predictor.PredictP99(ctx, svc, trainers, mode)
+	return p.Predictor.PredictP99(ctx, svcs, i, trainers, mode)
 }
 
 // await waits for n predictions at the gate.
@@ -277,14 +277,14 @@ type churningPredictor struct {
 	calls int
 }
 
-func (p *churningPredictor) PredictP99(ctx context.Context, svc ServiceSpec, trainers []Trainer, mode predictor.Mode) (Latency, error) {
+func (p *churningPredictor) PredictP99(ctx context.Context, svcs []ServiceSpec, i int, trainers []Trainer, mode predictor.Mode) (Latency, error) {
 	if len(trainers) > 0 {
 		p.calls++
 		p.c.mu.Lock()
 		p.c.changedLocked()
 		p.c.mu.Unlock()
 	}
-	return p.Predictor.PredictP99(ctx, svc, trainers, mode)
+	return p.Predictor.PredictP99(ctx, svcs, i, trainers, mode)
 }
 
 func TestBusyAfterMaxAttempts(t *testing.T) {
@@ -313,8 +313,8 @@ type sleepyPredictor struct {
 	d time.Duration
 }
 
-func (p sleepyPredictor) PredictP99(ctx context.Context, svc ServiceSpec, trainers []Trainer, mode predictor.Mode) (Latency, error) {
-	lat, err := p.Predictor.PredictP99(ctx, svc, trainers, mode)
+func (p sleepyPredictor) PredictP99(ctx context.Context, svcs []ServiceSpec, i int, trainers []Trainer, mode predictor.Mode) (Latency, error) {
+	lat, err := p.Predictor.PredictP99(ctx, svcs, i, trainers, mode)
 	time.Sleep(p.d)
 	return lat, err
 }
@@ -447,8 +447,8 @@ func TestTooManyEventsIsABadRequest(t *testing.T) {
 // capPredictor fails as a simulation past predictor.MaxEvents does.
 type capPredictor struct{ Predictor }
 
-func (capPredictor) PredictP99(_ context.Context, svc ServiceSpec, _ []Trainer, _ predictor.Mode) (Latency, error) {
-	return Latency{}, fmt.Errorf("predict %s: predict mps: %w", svc.Name, predictor.ErrTooManyEvents)
+func (capPredictor) PredictP99(_ context.Context, svcs []ServiceSpec, i int, _ []Trainer, _ predictor.Mode) (Latency, error) {
+	return Latency{}, fmt.Errorf("predict %s: predict mps: %w", svcs[i].Name, predictor.ErrTooManyEvents)
 }
 
 // TestRacingRetriesShareOneLease: a launcher that retries (same

@@ -35,9 +35,10 @@ func serviceSeed(seed uint64, j int) uint64 { return seed + uint64(j)*0x9e3779b9
 
 // arrivalsFor draws every service's arrivals (rates in req/s) over one
 // horizon: n for each, then more for every service whose n-th arrival
-// comes before the last service's, up to that time, so that each service
-// sees at least n requests and keeps arriving (and interfering) until the
-// end. With one service that is its n arrivals.
+// comes before the last service's, up to that time, so that each keeps
+// arriving (and interfering) until the end. Each service's figures are
+// over its first n requests, on the same arrivals it would have alone.
+// With one service that is its n arrivals.
 func arrivalsFor(dst [][]float64, rates []float64, n int, seed uint64) [][]float64 {
 	k := len(rates)
 	if cap(dst) < k {

@@ -273,22 +273,30 @@ func (pr *Predictor) prediction(mode Mode, sc *Scenario, res, solo *simResult) *
 	if conf == 0 {
 		conf = DefaultConfidence
 	}
+	// Every service's figures are over its first n requests; those that
+	// arrive after them only interfere (arrivalsFor).
+	n := sc.Requests
+	if n == 0 {
+		n = DefaultRequests
+	}
 	for j, p := range sc.services() {
 		soloUS := p.SoloUS()
 		in := InferencePrediction{
 			Name:     p.Name,
 			RateRPS:  pr.rates[j],
 			Load:     pr.rates[j] * soloUS / 1e6,
-			Requests: len(pr.arrivals[j]),
+			Requests: n,
 		}
-		in.LatencyMS, in.LatencyInterval = pr.summarise(res.svc[j].latency, conf)
-		in.ServiceMS, in.ServiceInterval = pr.summarise(res.svc[j].service, conf)
+		in.LatencyMS, in.LatencyInterval = pr.summarise(res.svc[j].latency[:n], conf)
+		in.ServiceMS, in.ServiceInterval = pr.summarise(res.svc[j].service[:n], conf)
 		if solo != nil {
-			in.SoloLatencyMS = percentilesUS(solo.svc[j].latency)
-			in.SoloServiceMS = percentilesUS(solo.svc[j].service)
+			pr.sorted = append(pr.sorted[:0], solo.svc[j].latency[:n]...)
+			in.SoloLatencyMS = percentilesUS(pr.sorted)
+			pr.sorted = append(pr.sorted[:0], solo.svc[j].service[:n]...)
+			in.SoloServiceMS = percentilesUS(pr.sorted)
 		} else {
-			pr.solo = growFloats(pr.solo, len(pr.arrivals[j]))
-			soloQueue(pr.arrivals[j], soloUS, pr.solo)
+			pr.solo = growFloats(pr.solo, n)
+			soloQueue(pr.arrivals[j][:n], soloUS, pr.solo)
 			in.SoloLatencyMS = percentilesUS(pr.solo)
 			s := soloUS / 1000
 			in.SoloServiceMS = Percentiles{Mean: s, P50: s, P90: s, P95: s, P99: s}

@@ -410,12 +410,13 @@ type tracedPredictor struct {
 }
 
 // Known asks the model, without a span: it is a cache lookup.
-func (p *tracedPredictor) Known(svc admission.ServiceSpec, trainers []admission.Trainer, mode predictor.Mode) bool {
+func (p *tracedPredictor) Known(svcs []admission.ServiceSpec, i int, trainers []admission.Trainer, mode predictor.Mode) bool {
 	kp, ok := p.inner.(admission.KnowingPredictor)
-	return ok && kp.Known(svc, trainers, mode)
+	return ok && kp.Known(svcs, i, trainers, mode)
 }
 
-func (p *tracedPredictor) PredictP99(ctx context.Context, svc admission.ServiceSpec, trainers []admission.Trainer, mode predictor.Mode) (admission.Latency, error) {
+func (p *tracedPredictor) PredictP99(ctx context.Context, svcs []admission.ServiceSpec, i int, trainers []admission.Trainer, mode predictor.Mode) (admission.Latency, error) {
+	svc := svcs[i]
 	ctx, span := p.tracer.Start(ctx, "colocd.predict", trace.WithAttributes(
 		attribute.String("colocd.service", svc.Name), attribute.String("colocd.mode", string(mode)),
 		attribute.Int("colocd.trainers", len(trainers))))
@@ -424,7 +425,7 @@ func (p *tracedPredictor) PredictP99(ctx context.Context, svc admission.ServiceS
 		span.SetAttributes(attribute.Int("colocd.candidate_pct", trainers[len(trainers)-1].Pct))
 	}
 	start := time.Now()
-	lat, err := p.inner.PredictP99(ctx, svc, trainers, mode)
+	lat, err := p.inner.PredictP99(ctx, svcs, i, trainers, mode)
 	p.metrics.predictionS.Record(ctx, since(start), metricAttrs("service", svc.Name))
 	if err != nil {
 		span.RecordError(err)
