@@ -71,7 +71,7 @@ func checkDecision(d *bus.Decision, sidecar string) error {
 		}
 		// Quoted, a newline would still be safe to eval, but it would split
 		// one export over two lines for whatever reads the output by line.
-		if len(v) > 4096 || strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }) {
+		if len(v) > 4096 || strings.ContainsFunc(v, lineBreaking) {
 			return bad("lease.env."+k, "a value of at most 4096 bytes without control characters", v)
 		}
 		if k == admission.EnvLeaseID && v != l.ID {
@@ -117,18 +117,30 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	// The launcher's own values (token, server, paths) are checked as the
+	// reply's are: one export per line, whatever a flag or a file held.
+	for _, k := range keys {
+		if strings.ContainsFunc(env[k], lineBreaking) {
+			return fmt.Errorf("admit: %s: want a value without control characters, got %q", k, clipText(env[k]))
+		}
+	}
 	for _, k := range keys {
 		fmt.Fprintf(w, "export %s=%s\n", k, shellQuote(env[k]))
 	}
 	return nil
 }
 
+// lineBreaking reports the runes that would split an export over lines or
+// garble a terminal: control characters and the Unicode line and
+// paragraph separators.
+func lineBreaking(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }
+
 // commentText makes s safe on one line of a shell comment or a terminal:
 // control characters (newlines, escapes) and the Unicode line and paragraph
 // separators are dropped, and the text is clipped.
 func commentText(s string) string {
 	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+		if lineBreaking(r) {
 			return -1
 		}
 		return r
