@@ -103,9 +103,9 @@ def group_key(r, by):
 SEEDS = 3
 
 
-def calibrate(colocd, meas_path, out_path, requests, seed, cv):
+def calibrate(colocd, meas_path, out_path, requests, seed, cv, seeds=SEEDS):
     argv = [colocd, "calibrate", "--measurements", meas_path, "--out", out_path, "--json", "--seed", str(seed),
-            "--seeds", str(SEEDS)]
+            "--seeds", str(seeds)]
     if requests:
         argv += ["--requests", str(requests)]
     if not cv:
@@ -113,14 +113,14 @@ def calibrate(colocd, meas_path, out_path, requests, seed, cv):
     return json.loads(run_colocd(argv))
 
 
-def predict_mean(colocd, r, cal_path, requests, seed, sms):
+def predict_mean(colocd, r, cal_path, requests, seed, sms, seeds=SEEDS):
     """colocd predict for one record as calibrate simulates it: the mean
     over SEEDS seeds from the record's (or the run's) seed upwards, summed
     in calibrate's order so that the figures agree to the last bit."""
     base = r.get("seed") or seed
-    preds = [predict(colocd, dict(r, seed=base + k), cal_path, requests, seed, sms) for k in range(SEEDS)]
+    preds = [predict(colocd, dict(r, seed=base + k), cal_path, requests, seed, sms) for k in range(seeds)]
     out = json.loads(json.dumps(preds[0]))
-    n = float(SEEDS)
+    n = float(seeds)
     for q in ("latency_ms", "service_ms"):
         for k in core.PERCENTILE_KEYS:
             acc = 0.0
@@ -190,7 +190,7 @@ def mape(errs):
 
 
 def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False, check=False, workdir=None,
-             progress=None):
+             progress=None, seeds=SEEDS):
     """Run the leave-one-group-out evaluation; returns a result dict."""
     work = workdir or tempfile.mkdtemp(prefix="colocd-accuracy-")
     say = progress or (lambda s: None)
@@ -202,7 +202,7 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
     full_path = os.path.join(work, "all.measurements.json")
     write_subset(doc, recs, full_path)
     say("calibrating on all %d records%s" % (len(recs), " (with colocd's own cross-validation)" if builtin_cv else ""))
-    full = calibrate(colocd, full_path, os.path.join(work, "all.calibration.json"), requests, seed, builtin_cv)
+    full = calibrate(colocd, full_path, os.path.join(work, "all.calibration.json"), requests, seed, builtin_cv, seeds)
     res["full_fit"] = {"timeslice": full.get("timeslice"), "mps": (full.get("mps") or {}).get("coefficients"),
                        "timeslice_fit": _fit_summary(full.get("fit")),
                        "mps_fit": _fit_summary((full.get("mps") or {}).get("fit"))}
@@ -223,7 +223,7 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
         write_subset(doc, rest, mp)
         say("fold %d/%d: leave out %s (%d records), calibrate on %d" % (gi + 1, len(groups), key, len(idx), len(rest)))
         try:
-            cal = calibrate(colocd, mp, cp, requests, seed, False)
+            cal = calibrate(colocd, mp, cp, requests, seed, False, seeds)
         except ColocdError as e:
             fold["error"] = str(e)
             continue
@@ -237,13 +237,13 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
                 preds[i] = {"error": "no %s record left to calibrate on" % r["mode"]}
                 continue
             try:
-                preds[i] = {"prediction": predict_mean(colocd, r, cp, requests, seed, sms)}
+                preds[i] = {"prediction": predict_mean(colocd, r, cp, requests, seed, sms, seeds)}
             except ColocdError as e:
                 preds[i] = {"error": str(e)}
 
     if check:
         res["consistency"] = consistency(doc, colocd, full, os.path.join(work, "all.calibration.json"), requests,
-                                         seed, sms)
+                                         seed, sms, seeds)
 
     for i, r in enumerate(recs):
         row = {"name": r["name"], "mode": r["mode"], "group": group_key(r, by), "rate_rps": r["rate_rps"],
@@ -265,7 +265,7 @@ def _fit_summary(fit):
     return {k: fit.get(k) for k in ("records", "metrics", "mape", "cv_mape", "cv", "unidentified")}
 
 
-def consistency(doc, colocd, full, cal_path, requests, seed, sms):
+def consistency(doc, colocd, full, cal_path, requests, seed, sms, seeds=SEEDS):
     """The largest relative difference between calibrate's in-sample
     predictions and colocd predict's for the same calibration: ~0 when this
     script simulates each record exactly as calibrate does."""
@@ -277,7 +277,7 @@ def consistency(doc, colocd, full, cal_path, requests, seed, sms):
     worst = 0.0
     n = 0
     for r in doc["records"]:
-        pred = predict_mean(colocd, r, cal_path, requests, seed, sms)
+        pred = predict_mean(colocd, r, cal_path, requests, seed, sms, seeds)
         for field, _ in metrics_of(r):
             a, b = ins.get((r["name"], field)), predicted_value(pred, field)
             if a is None or b is None:
@@ -395,6 +395,7 @@ def main(argv=None):
                     help="what one fold leaves out (default: one training workload)")
     ap.add_argument("--requests", type=int, default=None, help="simulated requests per record (default: colocd's, 2000)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seeds", type=int, default=SEEDS, help="arrival seeds per record, as colocd calibrate --seeds (default %(default)s)")
     ap.add_argument("--builtin-cv", action="store_true", help="also run colocd calibrate's own cross-validation")
     ap.add_argument("--check", action="store_true",
                     help="check that colocd predict reproduces calibrate's in-sample values")
@@ -411,7 +412,7 @@ def main(argv=None):
     progress = None if a.quiet else (lambda s: sys.stderr.write("accuracy: %s\n" % s))
     try:
         res = evaluate(doc, a.colocd, by=a.by, requests=a.requests, seed=a.seed, builtin_cv=a.builtin_cv,
-                       check=a.check, workdir=a.workdir, progress=progress)
+                       check=a.check, workdir=a.workdir, progress=progress, seeds=a.seeds)
     except (ColocdError, OSError) as e:
         sys.stderr.write("accuracy: %s\n" % e)
         return 1
