@@ -134,21 +134,66 @@ func sampleIntervals(xs, sorted []float64, point Percentiles, conf float64) Inte
 // reach: the end of the range the calibration's profile searched.
 const openFactor = 8
 
-// WidenByParameters widens every service's intervals in pred by the calibration's parameter
-// uncertainty: pred is predicted again with each fitted parameter at each
-// end of its 95 % interval (an open end at 8 times or an eighth of the
-// value), the others as fitted, on the same arrivals. For every figure the
-// rises above the point (and the falls below it) of the parameters add in
-// quadrature to the sampling error's. Parameters other than the three
-// time-slicing ones are ignored.
+// WidenByParameters widens every service's intervals in pred by the
+// calibration's parameter uncertainty: pred is predicted again with each
+// fitted parameter at each end of its 95 % interval (an open end at 8
+// times or an eighth of the value), the others as fitted, on the same
+// arrivals. For every figure the rises above the point (and the falls
+// below it) of the parameters add in quadrature to the sampling error's.
+// Parameters other than the three time-slicing ones are ignored.
 func (pr *Predictor) WidenByParameters(sc *Scenario, params TimesliceParams, fits []ParameterFit, pred *Prediction) error {
+	return pr.widen(pred, fits, true, func(name string, v float64) (*Prediction, error) {
+		p := params
+		switch name {
+		case "slice_us":
+			p.SliceUS = v
+		case "switch_us":
+			p.SwitchUS = v
+		case "holdover_us":
+			p.HoldoverUS = v
+		default:
+			return nil, nil
+		}
+		if p == params || p.Validate() != nil {
+			return nil, nil
+		}
+		return pr.PredictTimeslice(sc, p)
+	})
+}
+
+// WidenMPSByParameters is WidenByParameters for the MPS model's stage-2
+// coefficients (dram, l2, kernels); an open end is skipped.
+func (pr *Predictor) WidenMPSByParameters(sc *Scenario, params MPSParams, fits []ParameterFit, pred *Prediction) error {
+	return pr.widen(pred, fits, false, func(name string, v float64) (*Prediction, error) {
+		p := params
+		switch name {
+		case "dram":
+			p.DRAM = v
+		case "l2":
+			p.L2 = v
+		case "kernels":
+			p.Kernels = v
+		default:
+			return nil, nil
+		}
+		if p == params || p.Validate() != nil {
+			return nil, nil
+		}
+		return pr.PredictMPS(sc, p)
+	})
+}
+
+// widen predicts at each end of each parameter's interval (at: nil for a
+// parameter it does not know) and folds the spread into pred's intervals;
+// open ends reach openFactor when open is set, else are skipped.
+func (pr *Predictor) widen(pred *Prediction, fits []ParameterFit, open bool, at func(name string, v float64) (*Prediction, error)) error {
 	type dev struct{ up, down float64 }
 	k := len(pred.Services)
 	lat, svc := make([][5]dev, k), make([][5]dev, k)
 	add := func(d *[5]dev, point Percentiles, q Percentiles) {
-		for i, k := range PercentileKeys {
-			v, _ := q.Get(k)
-			c, _ := point.Get(k)
+		for i, key := range PercentileKeys {
+			v, _ := q.Get(key)
+			c, _ := point.Get(key)
 			if v > c {
 				d[i].up += (v - c) * (v - c)
 			} else {
@@ -158,30 +203,23 @@ func (pr *Predictor) WidenByParameters(sc *Scenario, params TimesliceParams, fit
 	}
 	for _, f := range fits {
 		for _, end := range []*float64{f.Low, f.High} {
-			p := params
-			v := f.Value * openFactor
-			if end == f.Low {
-				v = f.Value / openFactor
-			}
-			if end != nil {
+			var v float64
+			switch {
+			case end != nil:
 				v = *end
-			}
-			switch f.Name {
-			case "slice_us":
-				p.SliceUS = v
-			case "switch_us":
-				p.SwitchUS = v
-			case "holdover_us":
-				p.HoldoverUS = v
+			case !open:
+				continue
+			case end == f.Low:
+				v = f.Value / openFactor
 			default:
-				continue
+				v = f.Value * openFactor
 			}
-			if p == params || p.Validate() != nil {
-				continue
-			}
-			q, err := pr.PredictTimeslice(sc, p)
+			q, err := at(f.Name, v)
 			if err != nil {
 				return fmt.Errorf("widen by %s: %w", f.Name, err)
+			}
+			if q == nil {
+				continue
 			}
 			for j := range k {
 				add(&lat[j], pred.Services[j].LatencyMS, q.Services[j].LatencyMS)
@@ -189,7 +227,7 @@ func (pr *Predictor) WidenByParameters(sc *Scenario, params TimesliceParams, fit
 			}
 		}
 	}
-	widen := func(iv *Intervals, point Percentiles, d *[5]dev) {
+	widenOne := func(iv *Intervals, point Percentiles, d *[5]dev) {
 		i := 0
 		iv.each(func(key string, in *Interval) {
 			c, _ := point.Get(key)
@@ -201,8 +239,8 @@ func (pr *Predictor) WidenByParameters(sc *Scenario, params TimesliceParams, fit
 	}
 	for j := range k {
 		sp := &pred.Services[j]
-		widen(&sp.LatencyInterval, sp.LatencyMS, &lat[j])
-		widen(&sp.ServiceInterval, sp.ServiceMS, &svc[j])
+		widenOne(&sp.LatencyInterval, sp.LatencyMS, &lat[j])
+		widenOne(&sp.ServiceInterval, sp.ServiceMS, &svc[j])
 		sp.ParameterUncertainty = true
 	}
 	pred.Inference = pred.Services[0]

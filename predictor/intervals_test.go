@@ -20,6 +20,9 @@ func gappyProfile(name string, kind Kind, n int, dur, gap float64, seed uint64) 
 // a run a hundred times longer in most of forty runs, and its upper end is
 // rarely below it, in both modes.
 func TestIntervalsCoverLongRun(t *testing.T) {
+	if raceEnabled {
+		t.Skip("numeric and slow under the race detector; make test runs it without")
+	}
 	inf := gappyProfile("inf", KindInference, 6, 200, 20, 1)
 	tr := gappyProfile("tr", KindTraining, 30, 400, 100, 2)
 	ts := TimesliceParams{SliceUS: 1024, SwitchUS: 60, HoldoverUS: 300}
@@ -134,5 +137,39 @@ func TestPredictWidensByParameters(t *testing.T) {
 				t.Errorf("p99 interval %v, want the sampling error's %v", g, p)
 			}
 		})
+	}
+}
+
+// The same for MPS: the calibration's coefficient intervals widen the
+// intervals Predict reports under MPS.
+func TestPredictWidensByMPSParameters(t *testing.T) {
+	inf := gappyProfile("inf", KindInference, 6, 200, 20, 1)
+	tr := gappyProfile("tr", KindTraining, 30, 400, 100, 2)
+	for i := range tr.Ops {
+		d, l := 0.6, 0.4
+		tr.Ops[i].DRAM, tr.Ops[i].L2 = &d, &l
+		d2, l2 := 0.5, 0.3
+		if i < len(inf.Ops) {
+			inf.Ops[i].DRAM, inf.Ops[i].L2 = &d2, &l2
+		}
+	}
+	sc := &Scenario{Inference: inf, Training: []*Profile{tr}, TrainingPct: []float64{60}, Load: 0.3, Requests: 2000, Seed: 1}
+	params := MPSParams{DRAM: 0.5, L2: 0.25, Kernels: 0.1}
+	f := func(v float64) *float64 { return &v }
+	cal := &Calibration{Format: CalibrationFormat, MPS: &MPSCalibration{Coefficients: map[string]float64{"dram": 0.5, "l2": 0.25, "kernels": 0.1},
+		Fit: &FitReport{Parameters: []ParameterFit{{Name: "dram", Value: 0.5, Low: f(0.3), High: f(0.7)}, {Name: "l2", Value: 0.25, Low: f(0.1), High: f(0.4)}}}}}
+	var pr Predictor
+	plain, err := pr.PredictMPS(sc, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pr.Predict(sc, ModeMPS, cal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, p := got.Inference.LatencyInterval.P99, plain.Inference.LatencyInterval.P99
+	if got.Inference.LatencyMS != plain.Inference.LatencyMS || !got.Inference.ParameterUncertainty || !(g[0] <= p[0] && g[1] > p[1]) {
+		t.Errorf("p99 %v in %v (parameter uncertainty %v), want %v in an interval wider than %v", got.Inference.LatencyMS.P99, g,
+			got.Inference.ParameterUncertainty, plain.Inference.LatencyMS.P99, p)
 	}
 }

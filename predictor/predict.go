@@ -219,7 +219,16 @@ func (pr *Predictor) prepare(sc *Scenario) {
 func (pr *Predictor) Predict(sc *Scenario, mode Mode, cal *Calibration) (*Prediction, error) {
 	switch mode {
 	case ModeMPS:
-		return pr.PredictMPS(sc, cal.MPS.Params())
+		pred, err := pr.PredictMPS(sc, cal.MPS.Params())
+		if err != nil {
+			return nil, err
+		}
+		if cal.MPS != nil && cal.MPS.Fit != nil && len(cal.MPS.Fit.Parameters) > 0 {
+			if err := pr.WidenMPSByParameters(sc, cal.MPS.Params(), cal.MPS.Fit.Parameters, pred); err != nil {
+				return nil, err
+			}
+		}
+		return pred, nil
 	case ModeTimeslice:
 		if cal.Timeslice == nil {
 			return nil, errors.New("predict timeslice: the calibration has no timeslice section")

@@ -197,6 +197,9 @@ func printCalibration(w io.Writer, cal *predictor.Calibration, out string) error
 	if m := cal.MPS; m != nil && m.Fit != nil {
 		c := m.Params()
 		fmt.Fprintf(w, "\nmps: contention dram %.4f, l2 %.4f, kernels %.4f\n", c.DRAM, c.L2, c.Kernels)
+		if err := printParameters(w, m.Fit); err != nil {
+			return err
+		}
 		if err := printFit(w, m.Fit); err != nil {
 			return err
 		}
@@ -250,7 +253,7 @@ func printParameters(w io.Writer, fit *predictor.FitReport) error {
 		if v == nil {
 			return "open"
 		}
-		return fmt.Sprintf("%.1f", *v)
+		return fmt.Sprintf("%.4g", *v)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "parameter	value	95 % interval	pinned by	prior (median, ±2 sd)")
@@ -259,7 +262,7 @@ func printParameters(w io.Writer, fit *predictor.FitReport) error {
 		if t, ok := fit.Prior[p.Name]; ok {
 			prior = fmt.Sprintf("%.0f (%.0f – %.0f)", t.Centre, t.Centre*math.Exp(-2*t.LogSD), t.Centre*math.Exp(2*t.LogSD))
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%s – %s\t%s\t%s\n", p.Name, p.Value, bound(p.Low), bound(p.High), p.PinnedBy, prior)
+		fmt.Fprintf(tw, "%s\t%.4g\t%s – %s\t%s\t%s\n", p.Name, p.Value, bound(p.Low), bound(p.High), p.PinnedBy, prior)
 	}
 	return tw.Flush()
 }

@@ -192,6 +192,10 @@ func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.M
 	}
 	mape, _ := scoreMetrics(obj.metrics, preds, nil, all)
 	rep := fitReport(recs, obj.metrics, preds, mape, opts, len(predictor.MPSFeatures))
+	if rep.Parameters, err = obj.pinMPS(best, all); err != nil {
+		return nil, fmt.Errorf("fit mps: %w", err)
+	}
+	rep.Unidentified = unidentified(rep.Parameters)
 	if opts.CrossValidate {
 		cv, ok, err := obj.leaveOneWorkloadOut(ctx, rep)
 		if err != nil {

@@ -85,6 +85,18 @@ func TestFitMPSRecoversCoefficients(t *testing.T) {
 	if cal.Fit.MAPE > 0.02 {
 		t.Errorf("in-sample MAPE %.4f, want ≤ 0.02 with 1 %% noise", cal.Fit.MAPE)
 	}
+	// Each coefficient's 95 % interval holds the truth, and these records
+	// pin every one.
+	if len(cal.Fit.Parameters) != len(predictor.MPSFeatures) {
+		t.Fatalf("%d parameter reports, want %d", len(cal.Fit.Parameters), len(predictor.MPSFeatures))
+	}
+	for i, p := range cal.Fit.Parameters {
+		w := truth.Vector()[i]
+		if p.Name != predictor.MPSFeatures[i] || p.Low == nil || p.High == nil || !(*p.Low <= w && w <= *p.High) || p.PinnedBy != predictor.PinnedByRecords {
+			t.Errorf("%s %.4f in [%s, %s] pinned by %s: want the truth %.2f inside, pinned by records", p.Name, p.Value, deref(p.Low), deref(p.High), p.PinnedBy, w)
+		}
+		t.Logf("%s %.4f [%s, %s]", p.Name, p.Value, deref(p.Low), deref(p.High))
+	}
 	if !raceEnabled {
 		if cal.Fit.CVMAPE == nil || cal.Fit.CV != "leave-one-workload-out" {
 			t.Fatalf("cross-validation not reported: %+v", cal.Fit)
@@ -117,6 +129,11 @@ func TestFitMPSZeroTruth(t *testing.T) {
 	}
 	if cal.Fit.MAPE > 1e-6 {
 		t.Errorf("MAPE %v on noise-free stage-1 measurements", cal.Fit.MAPE)
+	}
+	// Nothing overlaps: the records cannot tell the memory coefficients,
+	// whose intervals are left open or wide.
+	if len(cal.Fit.Unidentified) == 0 {
+		t.Errorf("no coefficient reported unidentified from records with no overlap: %+v", cal.Fit.Parameters)
 	}
 }
 

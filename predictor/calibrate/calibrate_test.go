@@ -220,5 +220,5 @@ func deref(p *float64) string {
 	if p == nil {
 		return "open"
 	}
-	return fmt.Sprintf("%.1f", *p)
+	return fmt.Sprintf("%.4g", *p)
 }
