@@ -43,17 +43,19 @@ calibration-study:
 
 # The one command CI and newcomers run. The calibration fits do less under
 # the race detector (a fit takes some 20 s there, its cross-validation ten
-# times that), so they run again in full without it, as does the guard's
-# replay (skipped under it). Every benchmark runs
+# times that), so they run again in full without it, as do the guard's
+# replay and the predictor's slow numeric checks (skipped under it). Each
+# fuzz target runs 3,000 inputs beyond its corpus. Every benchmark runs
 # once, so that none rots between two `make bench` (figures come from
 # `make bench` alone).
 test: lint
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -count=1 -run '^TestFit' ./predictor/calibrate/
+	$(GO) test -count=1 -run '^(TestSummaryMatchesTrace|TestIntervalsCoverLongRun)$$' ./predictor/
 	$(GO) test -count=1 -run '^TestGuardReplay$$' ./sidecar/
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x $(PKGS)
 	$(MAKE) harness-test
-	$(MAKE) fuzz FUZZTIME=10000x
+	$(MAKE) fuzz FUZZTIME=3000x
 
 # The GPU harness's logic (no torch, no GPU needed), run against the real binary.
 harness-test: build

@@ -29,6 +29,9 @@ func importTrace(t *testing.T, name string, opts kineto.Options) *predictor.Prof
 // of the full kernel profile's, in both modes, at loads 0.2 and 0.5
 // (docs/profiles.md#summary-only-profiles has the table).
 func TestSummaryMatchesTrace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("numeric and slow under the race detector; make test runs it without")
+	}
 	infer, err := predictor.LoadProfile("../testdata/profiles/v100-infer-200.json")
 	if err != nil {
 		t.Fatal(err)

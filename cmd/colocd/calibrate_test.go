@@ -40,7 +40,7 @@ func TestCalibrateRoundTrip(t *testing.T) {
 	var recs []string
 	for i, rate := range []float64{100, 400, 800} {
 		out, _, err := runCLI(t, "predict", "--inference", inf, "--training", busy, "--rate", fmt.Sprint(rate),
-			"--requests", "600", "--calibration", truth, "--json")
+			"--requests", "300", "--calibration", truth, "--json")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestCalibrateRoundTrip(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &p); err != nil {
 			t.Fatal(err)
 		}
-		recs = append(recs, fmt.Sprintf(`{"name":"r%d","mode":"timeslice","inference":"inf.json","training":["busy.json"],"rate_rps":%g,"requests":600,
+		recs = append(recs, fmt.Sprintf(`{"name":"r%d","mode":"timeslice","inference":"inf.json","training":["busy.json"],"rate_rps":%g,"requests":300,
 			"measured":{"latency_ms":{"mean":%g,"p90":%g},"service_ms":{"mean":%g},"training_iteration_ms":%g}}`,
 			i, rate, p.Inference.LatencyMS.Mean, p.Inference.LatencyMS.P90, p.Inference.ServiceMS.Mean, *p.Training[0].IterationMS))
 	}
