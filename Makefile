@@ -9,7 +9,7 @@ FUZZTIME  ?= 100000x
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: build run predict replay calibration-study test harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench clean
+.PHONY: build run predict replay calibration-study test test-race test-plain harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/colocd
@@ -44,18 +44,23 @@ calibration-study:
 # The one command CI and newcomers run. The calibration fits do less under
 # the race detector (a fit takes some 20 s there, its cross-validation ten
 # times that), so they run again in full without it, as do the guard's
-# replay and the predictor's slow numeric checks (skipped under it). Each
-# fuzz target runs 3,000 inputs beyond its corpus. Every benchmark runs
-# once, so that none rots between two `make bench` (figures come from
-# `make bench` alone).
+# replay and the predictor's slow numeric checks (skipped under it): that
+# pass runs beside the race pass, whose tests wait on timers and sockets a
+# third of the time (make -j2, each one's output kept together). Each fuzz
+# target runs 3,000 inputs beyond its corpus. Every benchmark runs once, so
+# that none rots between two `make bench` (figures come from `make bench`
+# alone).
 test: lint
-	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -count=1 -run '^TestFit' ./predictor/calibrate/
-	$(GO) test -count=1 -run '^(TestSummaryMatchesTrace|TestIntervalsCoverLongRun)$$' ./predictor/
-	$(GO) test -count=1 -run '^TestGuardReplay$$' ./sidecar/
+	$(MAKE) -j2 --output-sync=target test-race test-plain
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x $(PKGS)
 	$(MAKE) harness-test
 	$(MAKE) fuzz FUZZTIME=3000x
+
+# The two passes of make test.
+test-race:
+	$(GO) test -race -count=1 $(PKGS)
+test-plain:
+	$(GO) test -count=1 -run '^(TestFit.*|TestSummaryMatchesTrace|TestIntervalsCoverLongRun|TestGuardReplay)$$' ./predictor/ ./predictor/calibrate/ ./sidecar/
 
 # The GPU harness's logic (no torch, no GPU needed), run against the real binary.
 harness-test: build
