@@ -90,7 +90,11 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 	}
 	fmt.Fprintf(w, "# %s (%s): %s\n", d.Decision, d.Reason.Code, commentText(d.Reason.Message))
 	for _, p := range d.Predictions {
-		fmt.Fprintf(w, "# %s: predicted p99 %.2f ms, SLO %.2f ms, solo %.2f ms\n", commentText(p.Service), p.PredictedP99MS, p.SLOP99MS, p.SoloP99MS)
+		upper := ""
+		if p.PredictedP99UpperMS > p.PredictedP99MS {
+			upper = fmt.Sprintf(" (up to %.2f ms)", p.PredictedP99UpperMS)
+		}
+		fmt.Fprintf(w, "# %s: predicted p99 %.2f ms%s, SLO %.2f ms, solo %.2f ms\n", commentText(p.Service), p.PredictedP99MS, upper, p.SLOP99MS, p.SoloP99MS)
 	}
 	if d.Decision == bus.DecisionDeny {
 		return fmt.Errorf("denied (%s): %s", d.Reason.Code, commentText(d.Reason.Message))
