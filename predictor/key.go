@@ -28,6 +28,7 @@ func (p *Profile) Key() ProfileKey {
 		h.Float64(op.Occupancy)
 		h.OptFloat64(op.DRAM)
 		h.OptFloat64(op.L2)
+		h.Float64(op.Waves)
 	}
 	h.Bool(p.Summary != nil)
 	if s := p.Summary; s != nil {

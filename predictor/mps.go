@@ -136,6 +136,7 @@ type mpsOp struct {
 	invAlone float64 // sm / u
 	dram     float64 // DRAM intensity
 	l2       float64 // L2 intensity
+	blockUS  float64 // one thread block's time (dur/waves); 0: unknown
 }
 
 // mpsContext holds the MPS view of one context's ops.
@@ -171,6 +172,10 @@ func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]k
 				classes[ops[i].Name] = class
 			}
 		}
+		o.blockUS = 0
+		if w := ops[i].Waves; w > 0 {
+			o.blockUS = ops[i].DurUS / w
+		}
 		var est bool
 		o.dram, o.l2, est = memoryIntensity(&ops[i], class)
 		if est {
@@ -195,6 +200,11 @@ type mpsSim struct {
 	// classes caches kernel classes by name across runs.
 	classes   map[string]kernelClass
 	estimated int // ops whose memory intensities were estimated in the last run
+	// blocks is set when some op knows its block time: serving kernels
+	// then wait for co-runners' blocks (headOfLine); holPending[c] marks
+	// a serving context whose current op has not been charged that wait.
+	blocks     bool
+	holPending []bool
 }
 
 // run simulates the inference services (the first contexts, service j
@@ -221,6 +231,21 @@ func (s *mpsSim) run(services [][]Op, training [][]Op, arrivals [][]float64, pct
 	for i, ops := range training {
 		s.estimated += s.mctx[k+i].load(ops, smCap(pcts[k+i], sms), sms, s.classes)
 	}
+	s.blocks = false
+	for c := range s.mctx {
+		for i := range s.mctx[c].ops {
+			if s.mctx[c].ops[i].blockUS > 0 {
+				s.blocks = true
+			}
+		}
+	}
+	if cap(s.holPending) < n {
+		s.holPending = make([]bool, n)
+	}
+	s.holPending = s.holPending[:n]
+	for c := range s.holPending {
+		s.holPending[c] = c < k
+	}
 	if cap(s.cur) < n {
 		s.cur = make([]*mpsOp, n)
 	}
@@ -234,6 +259,9 @@ func (s *mpsSim) run(services [][]Op, training [][]Op, arrivals [][]float64, pct
 	for !s.done() {
 		s.running = s.running[:0]
 		next := inf
+		if s.blocks {
+			s.chargeHeadOfLine(now)
+		}
 		for c, t := range s.ready {
 			if t <= now {
 				s.running = append(s.running, c)
@@ -270,6 +298,9 @@ func (s *mpsSim) runAlone(c int, now, next float64) float64 {
 	ctx, ops, cum := &s.ctx[c], s.mctx[c].ops, s.mctx[c].aloneCum
 	last := len(ops) - 1
 	for {
+		if s.blocks && c < s.nsvc {
+			s.holPending[c] = false // it starts (or goes on) alone: nothing to wait for
+		}
 		a := ops[ctx.idx].alone
 		end := now + ctx.rem/a
 		if end > next {
@@ -308,7 +339,8 @@ func (s *mpsSim) runAlone(c int, now, next float64) float64 {
 		}
 		if t := s.ready[c]; t > now {
 			if t >= next {
-				return now // in a gap when the other context wakes: the caller moves on
+				s.markHeadOfLine(c, true) // its next op starts later, maybe next to others
+				return now                // in a gap when the other context wakes: the caller moves on
 			}
 			now = t
 		}
@@ -391,6 +423,15 @@ func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 			cb.rem -= rb / fb * dt
 		}
 		if s.done() || s.ready[a] > now || s.ready[b] > now || t >= next {
+			s.markHeadOfLine(a, doneA)
+			s.markHeadOfLine(b, doneB)
+			return now
+		}
+		// A serving context's next kernel meets the co-runner's resident
+		// blocks: the main loop charges the wait.
+		if s.blocks && (doneA && a < s.nsvc || doneB && b < s.nsvc) {
+			s.markHeadOfLine(a, doneA)
+			s.markHeadOfLine(b, doneB)
 			return now
 		}
 	}
@@ -415,6 +456,7 @@ func (s *mpsSim) runShared(now, next float64, beta [3]float64) float64 {
 	for k, c := range s.running {
 		if s.end[k] <= next {
 			s.complete(c, next)
+			s.markHeadOfLine(c, true)
 			completed = true
 		} else {
 			s.ctx[c].rem -= s.rate[k] * dt
@@ -570,4 +612,40 @@ func (pr *Predictor) PredictMPS(sc *Scenario, p MPSParams) (*Prediction, error) 
 	pred := pr.prediction(ModeMPS, sc, res, solo)
 	pred.MPS = &MPSUsed{InferencePct: pcts[0], TrainingPct: slices.Clone(pcts[k:]), SMs: sms, Coefficients: p, EstimatedOps: estimated}
 	return pred, nil
+}
+
+// markHeadOfLine notes that serving context c has a new op, not yet
+// started (when done: its last one completed).
+func (s *mpsSim) markHeadOfLine(c int, done bool) {
+	if s.blocks && done && c < s.nsvc {
+		s.holPending[c] = true
+	}
+}
+
+// chargeHeadOfLine delays each serving context whose op is ready at now and
+// not yet charged by the wait for its co-runners' resident thread blocks
+// (Op.Waves): a kernel launched while another client's blocks hold the
+// SMs starts as those retire, on average half a block later, on the share
+// of the SMs each co-runner holds. A co-runner held to a lower active-
+// thread percentage holds fewer SMs, so the wait falls with it; one whose
+// block time is unknown costs none (the fluid model). Run by the main loop
+// with the running set still to be formed.
+func (s *mpsSim) chargeHeadOfLine(now float64) {
+	for c := range s.nsvc {
+		if !s.holPending[c] || s.ready[c] > now {
+			continue
+		}
+		s.holPending[c] = false
+		var wait float64
+		for k, t := range s.ready {
+			if k == c || t > now {
+				continue
+			}
+			o := &s.mctx[k].ops[s.ctx[k].idx]
+			wait += 0.5 * o.u * o.blockUS
+		}
+		if wait > 0 {
+			s.ready[c] = now + wait
+		}
+	}
 }

@@ -45,6 +45,12 @@ type Op struct {
 	// DRAM and L2 are memory intensities in [0,1]; nil when unknown.
 	DRAM *float64 `json:"dram,omitempty"`
 	L2   *float64 `json:"l2,omitempty"`
+	// Waves is how many rounds of thread blocks the kernel runs on the
+	// SMs (its blocks over the blocks the device holds at once), when
+	// known: a block lasts DurUS/Waves, and a kernel launched by another
+	// MPS client waits for blocks to retire (head-of-line blocking). 0:
+	// unknown, and the MPS model shares SMs as a fluid.
+	Waves float64 `json:"waves,omitempty"`
 }
 
 // Summary describes a workload for users with no kernel trace.
@@ -167,7 +173,8 @@ func (p *Profile) Validate() error {
 func (op *Op) check(c *fieldChecker, i int) {
 	ok := func(v float64) bool { return v >= 0 && v <= 1 }
 	if op.DurUS >= 0 && op.DurUS <= MaxDurationUS && op.GapUS >= 0 && op.GapUS <= MaxDurationUS &&
-		op.SM > 0 && op.SM <= 1 && ok(op.Occupancy) && (op.DRAM == nil || ok(*op.DRAM)) && (op.L2 == nil || ok(*op.L2)) {
+		op.SM > 0 && op.SM <= 1 && ok(op.Occupancy) && (op.DRAM == nil || ok(*op.DRAM)) && (op.L2 == nil || ok(*op.L2)) &&
+		(op.Waves == 0 || op.Waves >= 1 && op.Waves <= MaxWaves) {
 		return
 	}
 	at := fmt.Sprintf("ops[%d]", i)
@@ -183,7 +190,13 @@ func (op *Op) check(c *fieldChecker, i int) {
 	if op.L2 != nil {
 		c.fraction(at+".l2", *op.L2)
 	}
+	if !(op.Waves == 0 || op.Waves >= 1 && op.Waves <= MaxWaves) {
+		c.add(at+".waves", "a count of block rounds in [1, 1e9] (0: unknown)", fmtFloat(op.Waves))
+	}
 }
+
+// MaxWaves bounds Op.Waves.
+const MaxWaves = 1e9
 
 // check validates the figures an importer recorded: informational, but
 // numbers from outside all the same.

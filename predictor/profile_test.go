@@ -105,6 +105,7 @@ func TestProfileValidateBounds(t *testing.T) {
 			p.Ops, p.Summary = nil, &Summary{IterationMS: 3.6e6 * 2, GPUUtil: 1}
 		}, "summary.iteration_ms", "(1 µs to one hour)", "7.2e+06"},
 		{"summary util NaN", func(p *Profile) { p.Ops, p.Summary = nil, &Summary{GPUUtil: math.NaN()} }, "summary.gpu_util", "a fraction in (0,1]", "NaN"},
+		{"waves below 1", func(p *Profile) { p.Ops[0].Waves = 0.5 }, "ops[0].waves", "a count of block rounds in [1, 1e9] (0: unknown)", "0.5"},
 		{"summary sm_util above gpu_util", func(p *Profile) { p.Ops, p.Summary = nil, &Summary{IterationMS: 10, GPUUtil: 0.5, SMUtil: 0.6} }, "summary.sm_util", "a fraction in [0, gpu_util]", "0.6"},
 		{"summary kernel_us below 1", func(p *Profile) { p.Ops, p.Summary = nil, &Summary{IterationMS: 10, GPUUtil: 0.5, KernelUS: 0.5} }, "summary.kernel_us", "a mean kernel length in [1, 3.6e9] µs", "0.5"},
 	}
