@@ -24,7 +24,12 @@ const DefaultCacheEntries = 4096
 // --sms. Safe for concurrent use: it keeps one predictor.Predictor per
 // concurrent caller.
 type Model struct {
-	cal        *predictor.Calibration
+	cal *predictor.Calibration
+	// calPoint is cal without its fits' parameter intervals, what the
+	// model predicts with at confidence 0: the upper end is not read
+	// there, and widening by the parameters would cost six simulations for
+	// the same point estimates.
+	calPoint   *predictor.Calibration
 	requests   int
 	seed       uint64
 	sms        int
@@ -81,8 +86,19 @@ func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int, co
 	if err != nil {
 		return nil, fmt.Errorf("new model: %w", err)
 	}
+	calPoint := cal
+	if confidence == 0 {
+		c := *cal
+		c.Fit = nil
+		if c.MPS != nil {
+			m := *c.MPS
+			m.Fit = nil
+			c.MPS = &m
+		}
+		calPoint = &c
+	}
 	return &Model{
-		cal: cal, requests: requests, seed: seed, sms: sms, confidence: confidence,
+		cal: cal, calPoint: calPoint, requests: requests, seed: seed, sms: sms, confidence: confidence,
 		calKey: sha256.Sum256(calJSON),
 		cache:  list.New(),
 		index:  map[digest.Key]*list.Element{},
@@ -148,7 +164,7 @@ func (m *Model) simulate(svcs []ServiceSpec, trainers []Trainer, mode predictor.
 	}
 	pr := m.acquire()
 	defer m.release(pr)
-	pred, err := pr.Predict(sc, mode, m.cal)
+	pred, err := pr.Predict(sc, mode, m.calPoint)
 	if err != nil {
 		if len(svcs) == 1 {
 			return nil, fmt.Errorf("predict %s: %w", svcs[0].Name, err)

@@ -154,3 +154,36 @@ func TestNewModelChecks(t *testing.T) {
 		})
 	}
 }
+
+// At confidence 0 the model predicts without the calibration's parameter
+// intervals (nobody reads the upper end, and widening costs six
+// simulations); the point estimates are the same.
+func TestModelPointSkipsWidening(t *testing.T) {
+	cal := testCal()
+	lo, hi := 500.0, 2000.0
+	cal.Fit = &predictor.FitReport{Parameters: []predictor.ParameterFit{{Name: "slice_us", Value: 1024, Low: &lo, High: &hi}}}
+	point, err := NewModel(cal, testRequests, 1, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound, err := NewModel(cal, testRequests, 1, 0, 0.95)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if point.calPoint.Fit != nil || bound.calPoint.Fit == nil || cal.Fit == nil {
+		t.Fatalf("calPoint fit %v / %v, calibration's %v: want none at confidence 0 only, the caller's untouched", point.calPoint.Fit, bound.calPoint.Fit, cal.Fit)
+	}
+	svc := []ServiceSpec{{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}}
+	tr := []Trainer{{Profile: trainingProfile("resnet"), Pct: 50}}
+	a, err := point.PredictP99(context.Background(), svc, 0, tr, predictor.ModeTimeslice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bound.PredictP99(context.Background(), svc, 0, tr, predictor.ModeTimeslice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.P99MS != b.P99MS || a.P99HighMS != 0 || !(b.P99HighMS > b.P99MS) {
+		t.Errorf("point %+v, bound %+v: want the same p99, an upper end only with the bound", a, b)
+	}
+}

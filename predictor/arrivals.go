@@ -1,7 +1,9 @@
 package predictor
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
 )
 
 // poissonArrivals fills dst with the arrival times (µs) of a Poisson process
@@ -39,7 +41,7 @@ func serviceSeed(seed uint64, j int) uint64 { return seed + uint64(j)*0x9e3779b9
 // arriving (and interfering) until the end. Each service's figures are
 // over its first n requests, on the same arrivals it would have alone.
 // With one service that is its n arrivals.
-func arrivalsFor(dst [][]float64, rates []float64, n int, seed uint64) [][]float64 {
+func arrivalsFor(dst [][]float64, rates []float64, n int, seed uint64) ([][]float64, error) {
 	k := len(rates)
 	if cap(dst) < k {
 		dst = append(dst[:cap(dst)], make([][]float64, k-cap(dst))...)
@@ -52,13 +54,27 @@ func arrivalsFor(dst [][]float64, rates []float64, n int, seed uint64) [][]float
 		horizon = max(horizon, dst[j][n-1])
 	}
 	if k == 1 {
-		return dst
+		return dst, nil
+	}
+	// Bound the memory before drawing: services far apart in rate would
+	// otherwise ask for the fast one's arrivals over the slow one's horizon.
+	var total float64
+	for _, r := range rates {
+		total += max(float64(n), r*horizon/1e6)
+	}
+	if total > MaxArrivals {
+		return dst, fmt.Errorf("%w: the services' rates are %.3g apart, and %d requests of the slowest take %.3g s, in which the others send %.3g requests (at most %d)",
+			ErrTooManyEvents, slices.Max(rates)/slices.Min(rates), n, horizon/1e6, total, MaxArrivals)
 	}
 	for j, r := range rates {
 		dst[j] = poissonUntil(dst[j][:0], r, serviceSeed(seed, j), n, horizon)
 	}
-	return dst
+	return dst, nil
 }
+
+// MaxArrivals bounds the arrivals of all services of one prediction
+// (some 24 bytes each, with the per-request results).
+const MaxArrivals = 5_000_000
 
 // poissonUntil appends to dst the arrivals of poissonArrivals' process
 // (same rate and seed) until there are at least n and the next one would

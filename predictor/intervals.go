@@ -105,7 +105,7 @@ func sampleIntervals(xs, sorted []float64, point Percentiles, conf float64) Inte
 	vs := [4]float64{point.P50, point.P90, point.P95, point.P99}
 	var out [4]Interval
 	for j, p := range ps {
-		cut := vs[j] * 1000
+		cut := quantileSorted(sorted, p) // in µs, as xs: no rounding through ms
 		var fm, fs2 float64
 		for b := range Batches {
 			var k int
@@ -202,14 +202,14 @@ func (pr *Predictor) widen(pred *Prediction, fits []ParameterFit, open bool, at 
 		}
 	}
 	for _, f := range fits {
-		for _, end := range []*float64{f.Low, f.High} {
+		for side, end := range []*float64{f.Low, f.High} {
 			var v float64
 			switch {
 			case end != nil:
 				v = *end
 			case !open:
 				continue
-			case end == f.Low:
+			case side == 0:
 				v = f.Value / openFactor
 			default:
 				v = f.Value * openFactor

@@ -1,6 +1,7 @@
 package predictor
 
 import (
+	"errors"
 	"math/rand/v2"
 	"testing"
 )
@@ -171,5 +172,38 @@ func TestPredictWidensByMPSParameters(t *testing.T) {
 	if got.Inference.LatencyMS != plain.Inference.LatencyMS || !got.Inference.ParameterUncertainty || !(g[0] <= p[0] && g[1] > p[1]) {
 		t.Errorf("p99 %v in %v (parameter uncertainty %v), want %v in an interval wider than %v", got.Inference.LatencyMS.P99, g,
 			got.Inference.ParameterUncertainty, plain.Inference.LatencyMS.P99, p)
+	}
+}
+
+// A parameter the records left open at both ends is predicted at both
+// ends of the searched range, an eighth and eight times its value.
+func TestWidenOpenBothWays(t *testing.T) {
+	var at []float64
+	pred := &Prediction{Services: []InferencePrediction{{}}}
+	var pr Predictor
+	err := pr.widen(pred, []ParameterFit{{Name: "slice_us", Value: 1000}}, true, func(_ string, v float64) (*Prediction, error) {
+		at = append(at, v)
+		return nil, nil
+	})
+	if err != nil || len(at) != 2 || at[0] != 125 || at[1] != 8000 {
+		t.Errorf("evaluated at %v (%v), want [125 8000]", at, err)
+	}
+}
+
+// Services whose rates are far apart would need the fast one's arrivals
+// over the slow one's horizon: refused before any is drawn.
+func TestArrivalsBounded(t *testing.T) {
+	if _, err := arrivalsFor(nil, []float64{0.001, 1e6}, 2000, 1); !errors.Is(err, ErrTooManyEvents) {
+		t.Errorf("err = %v, want ErrTooManyEvents", err)
+	}
+	a := gappyProfile("a", KindInference, 6, 200, 20, 1)
+	var pr Predictor
+	_, err := pr.PredictTimeslice(&Scenario{Inference: a, RateRPS: 0.001, Others: []OtherService{{Profile: a, RateRPS: 1e6}}},
+		TimesliceParams{SliceUS: 1024, SwitchUS: 60, HoldoverUS: 300})
+	if !errors.Is(err, ErrTooManyEvents) {
+		t.Errorf("predict: err = %v, want ErrTooManyEvents", err)
+	}
+	if got, err := arrivalsFor(nil, []float64{1, 1000}, 200, 1); err != nil || len(got[0]) != 200 || len(got[1]) < 200 {
+		t.Errorf("1 and 1000 req/s: %v, want 200 and more arrivals", err)
 	}
 }

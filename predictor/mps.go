@@ -591,7 +591,9 @@ func (pr *Predictor) PredictMPS(sc *Scenario, p MPSParams) (*Prediction, error) 
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	pr.prepare(sc)
+	if err := pr.prepare(sc); err != nil {
+		return nil, fmt.Errorf("predict mps: %w", err)
+	}
 	sms := sc.deviceSMs()
 	k := len(pr.svcOps)
 	res, err := pr.mps.run(pr.svcOps, pr.training, pr.arrivals, pcts, sms, p)

@@ -186,7 +186,7 @@ type Predictor struct {
 
 // prepare expands the scenario's workloads and draws every service's
 // arrivals (arrivalsFor); pr.rates holds each service's rate.
-func (pr *Predictor) prepare(sc *Scenario) {
+func (pr *Predictor) prepare(sc *Scenario) error {
 	svcs := sc.services()
 	pr.svcOps = pr.svcOps[:0]
 	pr.rates = pr.rates[:0]
@@ -205,11 +205,15 @@ func (pr *Predictor) prepare(sc *Scenario) {
 	if n == 0 {
 		n = DefaultRequests
 	}
-	pr.arrivals = arrivalsFor(pr.arrivals, pr.rates, n, sc.Seed)
+	var err error
+	if pr.arrivals, err = arrivalsFor(pr.arrivals, pr.rates, n, sc.Seed); err != nil {
+		return err
+	}
 	pr.training = pr.training[:0]
 	for _, t := range sc.Training {
 		pr.training = append(pr.training, t.Expanded())
 	}
+	return nil
 }
 
 // Predict predicts the scenario under mode with the calibration's
@@ -255,7 +259,9 @@ func (pr *Predictor) PredictTimeslice(sc *Scenario, params TimesliceParams) (*Pr
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	pr.prepare(sc)
+	if err := pr.prepare(sc); err != nil {
+		return nil, fmt.Errorf("predict timeslice: %w", err)
+	}
 	res, err := pr.ts.run(pr.svcOps, pr.training, pr.arrivals, params)
 	if err != nil {
 		return nil, fmt.Errorf("predict timeslice: %w", err)

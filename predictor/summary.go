@@ -33,7 +33,8 @@ const (
 // each after a launch gap of min(1 µs, I/n), I = T − B the idle time. The
 // rest of the idle time comes in L = clamp(round(rest/2 ms), 1, max(1, n/3))
 // long gaps whose sizes fall as 1/j (as in the traces); the largest opens
-// the unit, the others follow in decreasing size every n/L kernels.
+// the unit, the others take the slots every n/L kernels in a stride order
+// that mixes large and small.
 // sm = min(1, sm_util/gpu_util) (1 without sm_util), occupancy = 1 and
 // dram = min(1, mem_util/gpu_util).
 func (p *Profile) Expanded() []Op {

@@ -416,6 +416,9 @@ func (p *tracedPredictor) Known(svcs []admission.ServiceSpec, i int, trainers []
 }
 
 func (p *tracedPredictor) PredictP99(ctx context.Context, svcs []admission.ServiceSpec, i int, trainers []admission.Trainer, mode predictor.Mode) (admission.Latency, error) {
+	if i < 0 || i >= len(svcs) {
+		return admission.Latency{}, fmt.Errorf("predict: service %d of %d", i, len(svcs))
+	}
 	svc := svcs[i]
 	ctx, span := p.tracer.Start(ctx, "colocd.predict", trace.WithAttributes(
 		attribute.String("colocd.service", svc.Name), attribute.String("colocd.mode", string(mode)),

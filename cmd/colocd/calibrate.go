@@ -64,7 +64,7 @@ those records as a measurements file.`,
 			if opts.Seeds < 0 || opts.Seeds > calibrate.MaxSeeds {
 				return fmt.Errorf("calibrate: --seeds: want a count from 1 to %d (0: %d), got %d", calibrate.MaxSeeds, calibrate.DefaultSeeds, opts.Seeds)
 			}
-			if opts.Noise < 0 || opts.Noise > 1 {
+			if !(opts.Noise >= 0 && opts.Noise <= 1) {
 				return fmt.Errorf("calibrate: --noise: want a fraction in (0, 1] (0: %g), got %g", calibrate.DefaultNoise, opts.Noise)
 			}
 			m, err := loadMeasurements(cmd.OutOrStdout(), measPath, obsDir, measOut)

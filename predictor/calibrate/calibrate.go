@@ -316,6 +316,9 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predi
 		return nil, fmt.Errorf("fit timeslice: %w: no record has mode %q", ErrNoRecords, predictor.ModeTimeslice)
 	}
 	obj := newTSObjective(ctx, recs, opts)
+	if obj.independent(-1) == 0 {
+		return nil, fmt.Errorf("fit timeslice: %w: no record measured a metric whose weight is above 0 (weights %v)", ErrNoRecords, opts.weights())
+	}
 	best, bestLoss, err := obj.minimize(ctx, obj.gridStarts(8), -1)
 	if err != nil {
 		return nil, fmt.Errorf("fit timeslice: %w", err)

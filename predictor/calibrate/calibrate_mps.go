@@ -182,6 +182,11 @@ func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.M
 	}
 	obj := newMPSObjective(ctx, recs, opts, m.Device.SMs)
 	all := func(int) bool { return true }
+	if !slices.ContainsFunc(obj.metrics, func(ms []metric) bool {
+		return slices.ContainsFunc(ms, func(mt metric) bool { return weightOf(opts.weights(), mt) > 0 })
+	}) {
+		return nil, fmt.Errorf("fit mps: %w: no record measured a metric whose weight is above 0 (weights %v)", ErrNoRecords, opts.weights())
+	}
 	best, err := obj.fit(ctx, all)
 	if err != nil {
 		return nil, fmt.Errorf("fit mps: %w", err)

@@ -100,6 +100,10 @@ func meanPrediction(ps []*predictor.Prediction) *predictor.Prediction {
 	}
 	out.Inference.LatencyMS = avg(func(p *predictor.Prediction) *predictor.Percentiles { return &p.Inference.LatencyMS })
 	out.Inference.ServiceMS = avg(func(p *predictor.Prediction) *predictor.Percentiles { return &p.Inference.ServiceMS })
+	if len(out.Services) > 0 {
+		out.Services = slices.Clone(out.Services)
+		out.Services[0] = out.Inference
+	}
 	for j := range out.Training {
 		sum, ok := 0.0, true
 		for _, p := range ps {

@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -124,5 +125,28 @@ func TestFitTimesliceFewRecords(t *testing.T) {
 				t.Errorf("parameters left open %v, unidentified %v: want the same, not empty", open, cal.Fit.Unidentified)
 			}
 		})
+	}
+}
+
+// Weights that leave every measured metric at 0 fit nothing: an error, not
+// parameters at the corner of the search.
+func TestFitNoWeightedMetric(t *testing.T) {
+	inf := uniformProfile("inf", predictor.KindInference, 3, 100, 20)
+	tr := uniformProfile("tr", predictor.KindTraining, 10, 300, 50)
+	for _, mode := range []predictor.Mode{predictor.ModeTimeslice, predictor.ModeMPS} {
+		m := &Measurements{Format: MeasurementsFormat, Device: predictor.Device{Name: "NVIDIA H200", SMs: 132}, Records: []Record{{
+			Name: "r", Mode: mode, Inference: ProfileRef{Profile: inf}, Training: []ProfileRef{{Profile: tr}}, RateRPS: 500, Requests: 200, TrainingPct: 50,
+			Measured: Measured{LatencyMS: map[string]float64{"mean": 1.2}},
+		}}}
+		opts := FitOptions{Weights: map[string]float64{"p99": 1}, Seeds: 1}
+		var err error
+		if mode == predictor.ModeMPS {
+			_, err = FitMPS(context.Background(), m, opts)
+		} else {
+			_, err = FitTimeslice(context.Background(), m, opts)
+		}
+		if !errors.Is(err, ErrNoRecords) || !strings.Contains(err.Error(), "no record measured a metric whose weight is above 0") {
+			t.Errorf("%s: err = %v, want ErrNoRecords naming the weights", mode, err)
+		}
 	}
 }
