@@ -468,7 +468,7 @@ func printStatus(w io.Writer, st *bus.Status) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "service\trate req/s\tSLO p99 ms\tpredicted p99 ms\tat req/s\tobserved req/s\tobserved p99 ms\tmetrics\tguard")
+	fmt.Fprintln(tw, "service\trate req/s\tSLO p99 ms\tpredicted p99 ms\tup to ms\tat req/s\tobserved req/s\tobserved p99 ms\tmetrics\tguard")
 	for _, s := range st.Services {
 		orate, op99, state := "—", "—", "not configured"
 		if o := s.Observed; o != nil {
@@ -478,8 +478,12 @@ func printStatus(w io.Writer, st *bus.Status) error {
 		if s.Correction > 1 {
 			guard += fmt.Sprintf(" ×%.2f", s.Correction)
 		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\n", commentText(s.Name), s.RateRPS, s.SLOP99MS, s.PredictedP99MS,
-			s.PredictedAtRPS, orate, op99, state, guard)
+		upper := "—"
+		if s.PredictedP99UpperMS > 0 {
+			upper = fmt.Sprintf("%.2f", s.PredictedP99UpperMS)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%s\t%.2f\t%s\t%s\t%s\t%s\n", commentText(s.Name), s.RateRPS, s.SLOP99MS, s.PredictedP99MS,
+			upper, s.PredictedAtRPS, orate, op99, state, guard)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

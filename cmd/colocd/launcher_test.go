@@ -50,6 +50,7 @@ func TestLauncherCommands(t *testing.T) {
 		{append(append([]string{"register", "101", "102"}, conn...), lease...), "registered 2 processes"},
 		{append(append([]string{"renew"}, conn...), lease...), "renewed until"},
 		{append([]string{"status"}, conn...), "cli-1"},
+		{append([]string{"status"}, conn...), "predicted p99 ms  up to ms"},
 		{append(append([]string{"release"}, conn...), lease...), "released"},
 	}
 	for _, st := range steps {
