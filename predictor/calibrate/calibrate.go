@@ -201,11 +201,22 @@ func (o *tsObjective) nelderMead(ctx context.Context, starts [][]float64, simple
 // 1±δ for shrinking δ and keeps any improvement. Nelder–Mead can stop on
 // the kinks of a piecewise-smooth error; this walks along them.
 func (o *tsObjective) polish(p predictor.TimesliceParams, f float64, skip int) (predictor.TimesliceParams, float64) {
-	x := fromParams(p)
-	for _, d := range []float64{0.2, 0.1, 0.05, 0.02, 0.01, 0.005} {
+	x, f := o.compass(fromParams(p), f, skip, -1, []float64{0.2, 0.1, 0.05, 0.02, 0.01, 0.005})
+	p, _ = toParams(x)
+	return p, f
+}
+
+// compass moves every log-space coordinate of x but fixed (-1: none) by
+// 1±δ, for each δ in turn while that improves the loss f at x, staying
+// inside the bounds; it returns the point and its loss.
+func (o *tsObjective) compass(x []float64, f float64, skip, fixed int, deltas []float64) ([]float64, float64) {
+	for _, d := range deltas {
 		for improved := true; improved; {
 			improved = false
 			for i := range x {
+				if i == fixed {
+					continue
+				}
 				for _, step := range []float64{math.Log1p(d), -math.Log1p(d)} {
 					y := slices.Clone(x)
 					y[i] += step
@@ -220,8 +231,7 @@ func (o *tsObjective) polish(p predictor.TimesliceParams, f float64, skip int) (
 			}
 		}
 	}
-	p, _ = toParams(x)
-	return p, f
+	return x, f
 }
 
 // gridStarts returns up to n+1 starting points for the search. A coarse

@@ -96,29 +96,7 @@ func (o *tsObjective) pin(ctx context.Context, best predictor.TimesliceParams, b
 // y and returns the point and its loss.
 func (o *tsObjective) refitOthers(y []float64, i int) ([]float64, float64) {
 	p, _ := toParams(y)
-	f := o.loss(p, -1)
-	for _, d := range []float64{0.1, 0.03} {
-		for improved := true; improved; {
-			improved = false
-			for j := range y {
-				if j == i {
-					continue
-				}
-				for _, step := range []float64{math.Log1p(d), -math.Log1p(d)} {
-					z := slices.Clone(y)
-					z[j] += step
-					q, pen := toParams(z)
-					if pen > 0 {
-						continue
-					}
-					if g := o.loss(q, -1); g < f {
-						y, f, improved = z, g, true
-					}
-				}
-			}
-		}
-	}
-	return y, f
+	return o.compass(y, o.loss(p, -1), -1, i, []float64{0.1, 0.03})
 }
 
 // pinnedBy says what sets parameter i: the records when its interval is
