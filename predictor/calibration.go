@@ -3,6 +3,7 @@ package predictor
 import (
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -79,7 +80,38 @@ func (c *Calibration) Validate() error {
 			}
 		}
 	}
+	// A fit's parameter intervals widen predictions: checked like the values.
+	if c.Fit != nil {
+		checkParameters(&fc, "fit.parameters", c.Fit.Parameters, []string{"slice_us", "switch_us", "holdover_us"})
+	}
+	if c.MPS != nil && c.MPS.Fit != nil {
+		checkParameters(&fc, "mps.fit.parameters", c.MPS.Fit.Parameters, MPSFeatures)
+	}
 	return fc.err("calibration")
+}
+
+// checkParameters names every parameter report that is not one of names
+// with a finite value ≥ 0 inside its finite interval and a known pinned_by.
+func checkParameters(fc *fieldChecker, at string, ps []ParameterFit, names []string) {
+	finite := func(v float64) bool { return v >= 0 && v <= math.MaxFloat64 }
+	for i, p := range ps {
+		f := fmt.Sprintf("%s[%d]", at, i)
+		if !slices.Contains(names, p.Name) {
+			fc.add(f+".name", "one of "+strings.Join(names, ", "), fmt.Sprintf("%q", p.Name))
+		}
+		if !finite(p.Value) {
+			fc.add(f+".value", "a finite value ≥ 0", fmtFloat(p.Value))
+		}
+		if p.Low != nil && !(finite(*p.Low) && *p.Low <= p.Value) {
+			fc.add(f+".low", "a finite value ≥ 0, at most the value", fmtFloat(*p.Low))
+		}
+		if p.High != nil && !(finite(*p.High) && *p.High >= p.Value) {
+			fc.add(f+".high", "a finite value, at least the value", fmtFloat(*p.High))
+		}
+		if !slices.Contains([]string{PinnedByRecords, PinnedByPrior, PinnedByNone}, p.PinnedBy) {
+			fc.add(f+".pinned_by", "records, prior or none", fmt.Sprintf("%q", p.PinnedBy))
+		}
+	}
 }
 
 // Merge returns c with what over sets laid over it, so that what over

@@ -158,3 +158,28 @@ func TestMergeKeepsWhatTheFileLeavesOut(t *testing.T) {
 		t.Errorf("a file with every value: source %q", whole.Source)
 	}
 }
+
+// A fit's parameter intervals widen predictions, so a calibration's are
+// checked like its values: every bad field named.
+func TestCalibrationParametersChecked(t *testing.T) {
+	doc := `{"format":"colocd.calibration/v1","timeslice":{"slice_us":1024,"switch_us":60,"holdover_us":300},
+	 "fit":{"records":1,"metrics":1,"mape":0,"evaluations":0,"parameters":[
+	   {"name":"switch_us","value":60,"low":-5,"high":1e300,"pinned_by":"x"},
+	   {"name":"nope","value":1,"pinned_by":"none"},
+	   {"name":"slice_us","value":1024,"low":2000,"pinned_by":"records"}]},
+	 "mps":{"coefficients":{"dram":0.5},"fit":{"records":1,"metrics":1,"mape":0,"evaluations":0,"parameters":[
+	   {"name":"slice_us","value":0.5,"high":0.1,"pinned_by":"none"}]}}}`
+	_, err := ParseCalibration([]byte(doc))
+	for _, want := range []string{
+		"fit.parameters[0].low: want a finite value ≥ 0, at most the value, got -5",
+		`fit.parameters[0].pinned_by: want records, prior or none, got "x"`,
+		`fit.parameters[1].name: want one of slice_us, switch_us, holdover_us, got "nope"`,
+		"fit.parameters[2].low: want a finite value ≥ 0, at most the value, got 2000",
+		`mps.fit.parameters[0].name: want one of dram, l2, kernels, got "slice_us"`,
+		"mps.fit.parameters[0].high: want a finite value, at least the value, got 0.1",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to contain %q", err, want)
+		}
+	}
+}
