@@ -161,7 +161,7 @@ func TestNewModelChecks(t *testing.T) {
 func TestModelPointSkipsWidening(t *testing.T) {
 	cal := testCal()
 	lo, hi := 500.0, 2000.0
-	cal.Fit = &predictor.FitReport{Parameters: []predictor.ParameterFit{{Name: "slice_us", Value: 1024, Low: &lo, High: &hi}}}
+	cal.Fit = &predictor.FitReport{Parameters: []predictor.ParameterFit{{Name: "slice_us", Value: 1024, Low: &lo, High: &hi, PinnedBy: predictor.PinnedByRecords}}}
 	point, err := NewModel(cal, testRequests, 1, 0, 0)
 	if err != nil {
 		t.Fatal(err)
