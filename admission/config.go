@@ -189,6 +189,9 @@ func checkServices(c *fields, services []ServiceSpec, headroom float64) {
 		if !(s.RateRPS > 0) || math.IsInf(s.RateRPS, 0) {
 			c.add(at+".rate_rps", "a request rate > 0", fmt.Sprint(s.RateRPS))
 		}
+		if b := s.BurstSteps; b != 0 && !(b >= 1 && b <= predictor.MaxBurstSteps) {
+			c.add(at+".burst_steps", "an engine's mean burst in [1, 100000] steps (0: a request service)", fmt.Sprint(b))
+		}
 		if !(s.SLOP99MS > 0) || math.IsInf(s.SLOP99MS, 0) {
 			c.add(at+".slo.p99_ms", "a latency > 0 ms", fmt.Sprint(s.SLOP99MS))
 		}

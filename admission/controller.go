@@ -355,7 +355,7 @@ func (c *Controller) predictAll(ctx context.Context, trainers []Trainer) ([]Serv
 		}
 		corr := svc.correction()
 		preds[i] = ServicePrediction{Service: svc.Name, RateRPS: svc.RateRPS, SLOP99MS: svc.SLOP99MS, SoloP99MS: lat.SoloP99MS,
-			PredictedP99MS: lat.P99MS, UpperP99MS: lat.P99HighMS, Correction: corr}
+			PredictedP99MS: lat.P99MS, UpperP99MS: lat.P99HighMS, Correction: corr, Step: svc.BurstSteps > 0}
 		limit := c.limit(svc)
 		p.fits = p.fits && lat.held()*corr <= limit
 		p.score = max(p.score, lat.held()*corr/limit)

@@ -133,8 +133,9 @@ type Trainer struct {
 	Pct int
 }
 
-// Latency is a predicted inference p99 (latency_ms, arrival to completion)
-// and the service's solo p99 at the same rate.
+// Latency is a predicted inference p99 (latency_ms, arrival to completion;
+// for an engine, the step latency) and the service's solo p99 at the same
+// rate.
 type Latency struct {
 	P99MS     float64
 	SoloP99MS float64

@@ -15,9 +15,9 @@ import (
 func (c *Controller) fitsMessage(preds []ServicePrediction, pct int) string {
 	sp := c.tightest(preds)
 	if c.cfg.Mode == predictor.ModeTimeslice {
-		return fmt.Sprintf("under time slicing, predicted %s p99 %s stays within %s", sp.Service, p99Text(sp), c.limitText(sp))
+		return fmt.Sprintf("under time slicing, predicted %s %s stays within %s", subject(sp), p99Text(sp), c.limitText(sp))
 	}
-	return fmt.Sprintf("predicted %s p99 %s stays within %s at %d %%", sp.Service, p99Text(sp), c.limitText(sp), pct)
+	return fmt.Sprintf("predicted %s %s stays within %s at %d %%", subject(sp), p99Text(sp), c.limitText(sp), pct)
 }
 
 // throttleMessage explains a throttle: what fails one step higher, and the
@@ -27,15 +27,24 @@ func (c *Controller) throttleMessage(grid []int, best int, results [][]ServicePr
 	msg := fmt.Sprintf("throttled to %d %% (asked up to %d %%)", grid[best], grid[len(grid)-1])
 	if next := results[best+1]; next != nil {
 		sp := c.tightest(next)
-		msg += fmt.Sprintf(": at %d %% predicted %s p99 %s would exceed %s", grid[best+1], sp.Service, p99Text(sp), c.limitText(sp))
+		msg += fmt.Sprintf(": at %d %% predicted %s %s would exceed %s", grid[best+1], subject(sp), p99Text(sp), c.limitText(sp))
 	}
-	return msg + fmt.Sprintf("; at %d %% %s p99 is %s", grid[best], at.Service, p99Text(at))
+	return msg + fmt.Sprintf("; at %d %% %s is %s", grid[best], subject(at), p99Text(at))
 }
 
 // violation describes the service furthest over its limit.
 func (c *Controller) violation(preds []ServicePrediction) string {
 	sp := c.tightest(preds)
-	return fmt.Sprintf("predicted %s p99 %s exceeds %s", sp.Service, p99Text(sp), c.limitText(sp))
+	return fmt.Sprintf("predicted %s %s exceeds %s", subject(sp), p99Text(sp), c.limitText(sp))
+}
+
+// subject names what a prediction bounds: "bert p99", or an engine's
+// "llama step p99".
+func subject(sp ServicePrediction) string {
+	if sp.Step {
+		return sp.Service + " step p99"
+	}
+	return sp.Service + " p99"
 }
 
 // p99Text is a prediction's p99, "18.2 ms"; with an interval "18.2 ms (up
@@ -72,6 +81,9 @@ func (c *Controller) tightest(preds []ServicePrediction) ServicePrediction {
 // "13.5 ms (SLO 15 ms less 10 % headroom)".
 func (c *Controller) limitText(sp ServicePrediction) string {
 	slo := "SLO " + strconv.FormatFloat(sp.SLOP99MS, 'g', -1, 64) + " ms"
+	if sp.Step {
+		slo = "step " + slo
+	}
 	if c.cfg.Headroom == 0 {
 		return slo
 	}

@@ -144,17 +144,18 @@ func (m *Model) PredictP99(ctx context.Context, svcs []ServiceSpec, i int, train
 // service in their order.
 func (m *Model) simulate(svcs []ServiceSpec, trainers []Trainer, mode predictor.Mode) ([]Latency, error) {
 	sc := &predictor.Scenario{
-		Inference: svcs[0].Profile,
-		RateRPS:   svcs[0].RateRPS,
-		Requests:  m.requests,
-		Seed:      m.seed,
-		DeviceSMs: m.sms,
+		Inference:  svcs[0].Profile,
+		RateRPS:    svcs[0].RateRPS,
+		BurstSteps: svcs[0].BurstSteps,
+		Requests:   m.requests,
+		Seed:       m.seed,
+		DeviceSMs:  m.sms,
 		// The intervals' level: the default's when admission holds the
 		// point estimate (the bound is then not read).
 		Confidence: m.confidence,
 	}
 	for _, o := range svcs[1:] {
-		sc.Others = append(sc.Others, predictor.OtherService{Profile: o.Profile, RateRPS: o.RateRPS})
+		sc.Others = append(sc.Others, predictor.OtherService{Profile: o.Profile, RateRPS: o.RateRPS, BurstSteps: o.BurstSteps})
 	}
 	for _, t := range trainers {
 		sc.Training = append(sc.Training, t.Profile)
@@ -173,9 +174,14 @@ func (m *Model) simulate(svcs []ServiceSpec, trainers []Trainer, mode predictor.
 	}
 	lats := make([]Latency, len(pred.Services))
 	for j, sp := range pred.Services {
-		lats[j] = Latency{P99MS: sp.LatencyMS.P99, SoloP99MS: sp.SoloLatencyMS.P99}
+		// An engine's SLO is on its steps: their service_ms.
+		got, solo, iv := sp.LatencyMS, sp.SoloLatencyMS, sp.LatencyInterval
+		if svcs[j].BurstSteps > 0 {
+			got, solo, iv = sp.ServiceMS, sp.SoloServiceMS, sp.ServiceInterval
+		}
+		lats[j] = Latency{P99MS: got.P99, SoloP99MS: solo.P99}
 		if m.confidence > 0 {
-			lats[j].P99HighMS = sp.LatencyInterval.P99[1]
+			lats[j].P99HighMS = iv.P99[1]
 		}
 	}
 	return lats, nil
@@ -195,6 +201,7 @@ func (m *Model) key(svcs []ServiceSpec, trainers []Trainer, mode predictor.Mode)
 		h.String(svc.Name)
 		h.Key(svc.profileKey())
 		h.Float64(svc.RateRPS)
+		h.Float64(svc.BurstSteps)
 	}
 	h.Int(len(trainers))
 	for _, t := range trainers {

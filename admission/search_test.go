@@ -328,3 +328,42 @@ func TestDecidePredictsServicesTogether(t *testing.T) {
 		t.Errorf("%d simulations and %d cache hits: the second service's figure should come with the first's", st.Misses, st.Hits)
 	}
 }
+
+// An LLM engine's SLO is on its step latency: the decision holds the
+// step's p99 (service_ms, as `colocd predict --burst-steps` prints it) to
+// the step SLO, says so, and a tighter step SLO grants less.
+func TestDecideEngineStepSLO(t *testing.T) {
+	step := inferenceProfile("bert") // one engine step, for the test
+	decide := func(slo float64) (Decision, ServiceSpec) {
+		svc := ServiceSpec{Name: "llama", Profile: step, RateRPS: 0.5 * 1e6 / step.SoloUS(), SLOP99MS: slo, BurstSteps: 64}
+		h := newHarness(t, predictor.ModeMPS, 12, func(c *Config) { c.Services = []ServiceSpec{svc} })
+		d, err := h.c.Decide(context.Background(), request("r1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, svc
+	}
+	loose, svc := decide(100)
+	if loose.Lease == nil {
+		t.Fatalf("%s: %s", loose.Outcome, loose.Message)
+	}
+	sp := loose.Predictions[0]
+	if !sp.Step || !strings.Contains(loose.Message, "llama step p99") || !strings.Contains(loose.Message, "step SLO 100 ms") {
+		t.Errorf("step %v, message %q: want the step p99 and the step SLO named", sp.Step, loose.Message)
+	}
+	sc := &predictor.Scenario{Inference: step, RateRPS: svc.RateRPS, BurstSteps: 64, Requests: testRequests, Seed: 1,
+		Training: []*predictor.Profile{trainingProfile("resnet")}, TrainingPct: []float64{float64(loose.Lease.Pct)}}
+	var pr predictor.Predictor
+	pred, err := pr.PredictMPS(sc, testCal().MPS.Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := pred.Inference; sp.PredictedP99MS != in.ServiceMS.P99 || sp.SoloP99MS != in.SoloServiceMS.P99 {
+		t.Errorf("predicted %v ms (solo %v), the predictor's step p99 %v ms (solo %v)", sp.PredictedP99MS, sp.SoloP99MS, in.ServiceMS.P99, in.SoloServiceMS.P99)
+	}
+	// Between the solo step and the granted one: a limit there throttles.
+	tight, _ := decide((sp.SoloP99MS + sp.PredictedP99MS) / 2 / 0.9)
+	if tight.Lease == nil || !(tight.Lease.Pct < loose.Lease.Pct) {
+		t.Errorf("tight step SLO: %s %s, want a lower percentage than %d %%", tight.Outcome, tight.Message, loose.Lease.Pct)
+	}
+}

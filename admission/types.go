@@ -207,6 +207,9 @@ type ServicePrediction struct {
 	SLOP99MS       float64
 	SoloP99MS      float64
 	PredictedP99MS float64
+	// Step says the figures are an engine's step latency, not a request's
+	// latency (ServiceSpec.BurstSteps).
+	Step bool
 	// UpperP99MS is the upper end of the prediction's interval at the
 	// predictor's confidence (0: none): what the decision held to the limit.
 	UpperP99MS float64
@@ -387,7 +390,9 @@ func (l *Lease) public() Lease {
 }
 
 // ServiceSpec is one inference service on this GPU and its SLO: the p99 of
-// latency_ms (arrival to completion) at RateRPS, as `colocd predict` prints.
+// latency_ms (arrival to completion) at RateRPS, as `colocd predict` prints;
+// for an LLM engine (BurstSteps set), the p99 of its step latency
+// (service_ms) at RateRPS steps per second.
 type ServiceSpec struct {
 	Name    string
 	Profile *predictor.Profile
@@ -396,6 +401,10 @@ type ServiceSpec struct {
 	Key      predictor.ProfileKey
 	RateRPS  float64
 	SLOP99MS float64
+	// BurstSteps, when set, makes the service an LLM engine: its profile is
+	// one engine step, RateRPS counts steps, and SLOP99MS bounds the step
+	// latency (predictor.Scenario.BurstSteps).
+	BurstSteps float64
 	// Correction, when above 1, is how far the server's observed p99 was
 	// above the prediction for the leases that ran (the guard measures it):
 	// a prediction fits when PredictedP99MS × Correction is within the

@@ -121,6 +121,10 @@ type ServicePrediction struct {
 	RateRPS float64 `json:"rate_rps"`
 	// SLOP99MS is the service's SLO on p99 latency, in milliseconds.
 	SLOP99MS float64 `json:"slo_p99_ms"`
+	// SLOMetric, when present, is "step": the service is an LLM engine and
+	// every figure here is its step latency (inter-token latency), not a
+	// request's latency.
+	SLOMetric string `json:"slo_metric,omitempty"`
 	// SoloP99MS is the predicted p99 with no training job, in milliseconds.
 	SoloP99MS float64 `json:"solo_p99_ms"`
 	// PredictedP99MS is the predicted p99 with the current leases and the
@@ -223,6 +227,8 @@ type ServiceStatus struct {
 	RateRPS float64 `json:"rate_rps"`
 	// SLOP99MS is the service's SLO on p99 latency, in milliseconds.
 	SLOP99MS float64 `json:"slo_p99_ms"`
+	// SLOMetric, when present, is "step" (see ServicePrediction).
+	SLOMetric string `json:"slo_metric,omitempty"`
 	// PredictedP99MS is the predicted p99 with the current leases.
 	PredictedP99MS float64 `json:"predicted_p99_ms"`
 	// PredictedP99UpperMS is its interval's upper end (see

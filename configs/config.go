@@ -154,8 +154,13 @@ type Service struct {
 	Name string `mapstructure:"name"`
 	// Profile is the service's colocd.profile/v1 file, of kind inference.
 	Profile string `mapstructure:"profile"`
-	// RateRPS is the request rate the SLO must hold at.
+	// RateRPS is the request rate the SLO must hold at (0 for an engine,
+	// whose load is Engine.Busy).
 	RateRPS float64 `mapstructure:"rate_rps"`
+	// Engine, when Busy is set, makes the service an LLM engine that
+	// batches continuously (vLLM, SGLang, TGI): its profile is one engine
+	// step and its SLO is on the step latency.
+	Engine Engine `mapstructure:"engine"`
 	// SLO is the latency objective.
 	SLO SLO `mapstructure:"slo"`
 	// Metrics, when set, is where the service's server exports its own
@@ -164,11 +169,46 @@ type Service struct {
 	Metrics observe.Endpoint `mapstructure:"metrics"`
 }
 
-// SLO is a service's latency objective, on latency_ms (arrival to
-// completion) at the service's rate: the figure colocd predict prints.
+// Engine describes an LLM engine's load: steps come in bursts that run
+// back to back while the engine has requests (docs/predictor.md#engines).
+type Engine struct {
+	// Busy is the fraction of time the engine has work, in (0, 1): the
+	// load its SLO must hold at. The guard raises it to what the server's
+	// step counter shows, when that is higher.
+	Busy float64 `mapstructure:"busy"`
+	// BurstSteps is the mean number of steps in one busy period (0:
+	// DefaultBurstSteps).
+	BurstSteps float64 `mapstructure:"burst_steps"`
+}
+
+// DefaultBurstSteps is an engine's mean busy period, in steps: about one
+// chat reply's output tokens.
+const DefaultBurstSteps = 128
+
+// IsEngine reports whether the service is an LLM engine.
+func (s *Service) IsEngine() bool { return s.Engine.Busy != 0 || s.Engine.BurstSteps != 0 }
+
+// Bursts is the engine's mean burst in steps (0 for a request service).
+func (s *Service) Bursts() float64 {
+	switch {
+	case !s.IsEngine():
+		return 0
+	case s.Engine.BurstSteps == 0:
+		return DefaultBurstSteps
+	}
+	return s.Engine.BurstSteps
+}
+
+// SLO is a service's latency objective: on latency_ms (arrival to
+// completion) at the service's rate, the figure colocd predict prints, or,
+// for an engine, on the step latency (its service_ms) at its busy fraction.
 type SLO struct {
-	// P99MS is the 99th percentile latency bound in milliseconds.
+	// P99MS is the 99th percentile latency bound in milliseconds (request
+	// services).
 	P99MS float64 `mapstructure:"p99_ms"`
+	// StepP99MS is the 99th percentile step latency bound in milliseconds
+	// (engines): the inter-token latency (TPOT) of the requests in a step.
+	StepP99MS float64 `mapstructure:"step_p99_ms"`
 }
 
 // Admission holds the knobs of the admission decision.

@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -255,17 +257,46 @@ func (c *Config) checkServices(ck *checker) {
 		} else if prof.Kind != predictor.KindInference {
 			ck.add(at+".profile", "a profile of kind inference", fmt.Sprintf("%s of kind %q", quote(s.Profile), prof.Kind))
 		}
-		if !(s.RateRPS > 0) || math.IsInf(s.RateRPS, 0) {
-			ck.add(at+".rate_rps", "a request rate above 0 (req/s)", fmtFloat(s.RateRPS))
-		}
-		if !(s.SLO.P99MS > 0) || math.IsInf(s.SLO.P99MS, 0) {
-			ck.add(at+".slo.p99_ms", "a latency above 0 (ms)", fmtFloat(s.SLO.P99MS))
+		if s.IsEngine() {
+			checkEngine(ck, at, &s)
+		} else {
+			if !(s.RateRPS > 0) || math.IsInf(s.RateRPS, 0) {
+				ck.add(at+".rate_rps", "a request rate above 0 (req/s)", fmtFloat(s.RateRPS))
+			}
+			if !(s.SLO.P99MS > 0) || math.IsInf(s.SLO.P99MS, 0) {
+				ck.add(at+".slo.p99_ms", "a latency above 0 (ms)", fmtFloat(s.SLO.P99MS))
+			}
+			if s.SLO.StepP99MS != 0 {
+				ck.add(at+".slo.step_p99_ms", "0: only an engine (engine.busy set) has steps", fmtFloat(s.SLO.StepP99MS))
+			}
 		}
 		if s.Metrics.Set() {
 			if err := s.Metrics.Validate(at + ".metrics"); err != nil {
 				ck.nested(err)
+			} else if s.IsEngine() && !slices.Contains(observe.StepPresets(), s.Metrics.Preset) {
+				ck.add(at+".metrics.preset", fmt.Sprintf("for an engine, a preset that counts its steps: one of %v", observe.StepPresets()), quote(s.Metrics.Preset))
 			}
 		}
+	}
+}
+
+// checkEngine checks an engine service: its busy fraction and burst, and an
+// SLO on steps, not requests (whose lengths the step model does not know).
+func checkEngine(ck *checker, at string, s *Service) {
+	if !(s.Engine.Busy > 0 && s.Engine.Busy < 1) {
+		ck.add(at+".engine.busy", "the fraction of time the engine has work, in (0, 1)", fmtFloat(s.Engine.Busy))
+	}
+	if b := s.Engine.BurstSteps; b != 0 && !(b >= 1 && b <= predictor.MaxBurstSteps) {
+		ck.add(at+".engine.burst_steps", "a mean busy period in steps, in [1, 100000] (0: 128)", fmtFloat(b))
+	}
+	if s.RateRPS != 0 {
+		ck.add(at+".rate_rps", "0 for an engine (engine.busy is its load)", fmtFloat(s.RateRPS))
+	}
+	if s.SLO.P99MS != 0 {
+		ck.add(at+".slo.p99_ms", "0 for an engine: its SLO is on steps (slo.step_p99_ms)", fmtFloat(s.SLO.P99MS))
+	}
+	if !(s.SLO.StepP99MS > 0) || math.IsInf(s.SLO.StepP99MS, 0) {
+		ck.add(at+".slo.step_p99_ms", "a step latency above 0 (ms)", fmtFloat(s.SLO.StepP99MS))
 	}
 }
 

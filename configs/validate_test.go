@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/observe"
 )
 
 func TestValidateValid(t *testing.T) {
@@ -31,6 +33,11 @@ func TestValidateValid(t *testing.T) {
 			c.Sharing.Mode = ModeTimeslice
 			c.Sidecar.ID = "gpu-node-1_0"
 			c.Predictor.Calibration = absPath(t, "../predictor/presets/h200.json")
+		}},
+		{"an LLM engine with a step SLO, observed by vllm", func(c *Config) {
+			c.Services[0].RateRPS, c.Services[0].SLO = 0, SLO{StepP99MS: 40}
+			c.Services[0].Engine = Engine{Busy: 0.6}
+			c.Services[0].Metrics = observe.Endpoint{URL: "http://127.0.0.1:8000/metrics", Preset: "vllm"}
 		}},
 		{"bounds", func(c *Config) {
 			c.Admission.Headroom, c.Admission.PctStep, c.Admission.Lease.Default = 0, 100, time.Hour
@@ -106,6 +113,17 @@ func TestValidateEachProblem(t *testing.T) {
 		{"rate zero", func(c *Config) { c.Services[0].RateRPS = 0 }, "services[0].rate_rps", "above 0"},
 		{"rate infinite", func(c *Config) { c.Services[0].RateRPS = math.Inf(1) }, "services[0].rate_rps", "above 0"},
 		{"slo negative", func(c *Config) { c.Services[0].SLO.P99MS = -1 }, "services[0].slo.p99_ms", "above 0"},
+		{"step slo on a request service", func(c *Config) { c.Services[0].SLO.StepP99MS = 40 }, "services[0].slo.step_p99_ms", "only an engine"},
+		{"engine busy 1", func(c *Config) { engine(c); c.Services[0].Engine.Busy = 1 }, "services[0].engine.busy", "(0, 1)"},
+		{"engine burst below a step", func(c *Config) { engine(c); c.Services[0].Engine.BurstSteps = 0.5 }, "services[0].engine.burst_steps", "[1, 100000]"},
+		{"engine burst without busy", func(c *Config) { engine(c); c.Services[0].Engine = Engine{BurstSteps: 64} }, "services[0].engine.busy", "(0, 1)"},
+		{"engine with a rate", func(c *Config) { engine(c); c.Services[0].RateRPS = 10 }, "services[0].rate_rps", "engine.busy is its load"},
+		{"engine with a request slo", func(c *Config) { engine(c); c.Services[0].SLO.P99MS = 100 }, "services[0].slo.p99_ms", "step_p99_ms"},
+		{"engine without a step slo", func(c *Config) { engine(c); c.Services[0].SLO.StepP99MS = 0 }, "services[0].slo.step_p99_ms", "above 0"},
+		{"engine observed by triton", func(c *Config) {
+			engine(c)
+			c.Services[0].Metrics = observe.Endpoint{URL: "http://127.0.0.1:8002/metrics", Preset: "triton"}
+		}, "services[0].metrics.preset", "[tgi vllm generic]"},
 		{"headroom 1", func(c *Config) { c.Admission.Headroom = 1 }, "admission.headroom", "[0, 1)"},
 		{"headroom NaN", func(c *Config) { c.Admission.Headroom = math.NaN() }, "admission.headroom", "[0, 1)"},
 		{"max jobs", func(c *Config) { c.Admission.MaxJobs = 0 }, "admission.max_jobs", "≥ 1"},
@@ -162,4 +180,10 @@ func TestValidateAllAtOnce(t *testing.T) {
 			t.Errorf("error does not name %s: %v", k, err)
 		}
 	}
+}
+
+// engine makes the first service a valid LLM engine.
+func engine(c *Config) {
+	c.Services[0].RateRPS, c.Services[0].SLO = 0, SLO{StepP99MS: 40}
+	c.Services[0].Engine = Engine{Busy: 0.6}
 }

@@ -29,6 +29,10 @@ type Endpoint struct {
 	Counter   string `mapstructure:"counter"`
 	// Labels pick one model's series.
 	Labels map[string]string `mapstructure:"labels"`
+	// Steps observes an LLM engine's steps instead of its requests (the
+	// preset's Steps view; generic's counter and histogram then count and
+	// time steps). Set from the service, not from the file.
+	Steps bool `mapstructure:"-"`
 }
 
 // Bounds of an Endpoint's values.
@@ -88,8 +92,11 @@ func (e Endpoint) Observer(log *slog.Logger) (*Observer, error) {
 	var err error
 	if e.Preset == "generic" {
 		p, err = Generic(e.Histogram, e.Counter)
-	} else {
-		p, err = PresetNamed(e.Preset)
+	} else if p, err = PresetNamed(e.Preset); err == nil && e.Steps {
+		if p.Steps == nil {
+			return nil, fmt.Errorf("preset: want one of %v for an engine's steps, got %q", StepPresets(), e.Preset)
+		}
+		p = p.Steps
 	}
 	if err != nil {
 		return nil, err

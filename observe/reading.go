@@ -3,6 +3,7 @@ package observe
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -48,8 +49,23 @@ var ErrBadValue = errors.New("bad value")
 func (p *Preset) read(fams map[string]*dto.MetricFamily, labels map[string]string, at time.Time) (Reading, error) {
 	r := Reading{At: at}
 	var err error
+	if len(p.Labels) > 0 {
+		labels = maps.Clone(labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, p.Labels)
+	}
 	absent := func(name string) bool { _, ok := fams[name]; return !ok && p.AbsentIsZero }
-	if !absent(p.Requests) {
+	switch {
+	case absent(p.Requests):
+	case p.CountOf:
+		h, err := sumHistogram(fams, p.Requests, labels, 1)
+		if err != nil {
+			return Reading{}, err
+		}
+		r.Requests = h.Count
+	default:
 		if r.Requests, err = sumCounter(fams, p.Requests, labels); err != nil {
 			return Reading{}, err
 		}

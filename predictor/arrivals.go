@@ -2,20 +2,56 @@ package predictor
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 )
 
-// poissonArrivals fills dst with the arrival times (µs) of a Poisson process
-// of rate rps, seeded so that the same seed gives the same arrivals. The
-// first arrival is one inter-arrival time after 0.
-func poissonArrivals(dst []float64, rps float64, seed uint64) {
-	r := rand.New(rand.NewPCG(seed, 0x636f6c6f6364)) // "colocd"
-	meanUS := 1e6 / rps
-	t := 0.0
+// arrivalProcess draws one service's arrival times (µs): a Poisson process
+// of rate rps, or, for an engine (burst > 1), Poisson bursts of steps: each
+// burst queues a geometric number of steps (mean burst) at one instant, and
+// bursts come at rate rps/burst, so that steps arrive at rps on average and
+// the engine is busy rps × its solo step time of the time, in periods of
+// back-to-back steps. Seeded, so that the same seed gives the same times.
+type arrivalProcess struct {
+	r      *rand.Rand
+	meanUS float64 // mean time between arrivals (bursts for an engine)
+	q      float64 // engine: 1 − 1/burst, the chance a burst has another step
+	most   float64 // engine: the largest burst drawn (64 × the mean: e^−64 of the tail cut)
+	t      float64
+	left   int // steps of the current burst still to hand out
+}
+
+func newArrivalProcess(rps, burst float64, seed uint64) arrivalProcess {
+	p := arrivalProcess{r: rand.New(rand.NewPCG(seed, 0x636f6c6f6364)), meanUS: 1e6 / rps} // "colocd"
+	if burst > 1 {
+		p.meanUS *= burst
+		p.q = 1 - 1/burst
+		p.most = 64 * burst
+	}
+	return p
+}
+
+// next returns the next arrival time. A request process draws one number
+// per arrival, so it gives the times it always has.
+func (p *arrivalProcess) next() float64 {
+	if p.left > 0 {
+		p.left--
+		return p.t
+	}
+	p.t += p.r.ExpFloat64() * p.meanUS
+	if p.q > 0 { // geometric size ≥ 1: P(k) = (1−q)·q^(k−1)
+		p.left = int(math.Min(math.Floor(math.Log(1-p.r.Float64())/math.Log(p.q)), p.most))
+	}
+	return p.t
+}
+
+// poissonArrivals fills dst with the arrival times (µs) of newArrivalProcess
+// (rps, burst, seed). The first arrival is one inter-arrival time after 0.
+func poissonArrivals(dst []float64, rps, burst float64, seed uint64) {
+	p := newArrivalProcess(rps, burst, seed)
 	for i := range dst {
-		t += r.ExpFloat64() * meanUS
-		dst[i] = t
+		dst[i] = p.next()
 	}
 }
 
@@ -41,7 +77,7 @@ func serviceSeed(seed uint64, j int) uint64 { return seed + uint64(j)*0x9e3779b9
 // arriving (and interfering) until the end. Each service's figures are
 // over its first n requests, on the same arrivals it would have alone.
 // With one service that is its n arrivals.
-func arrivalsFor(dst [][]float64, rates []float64, n int, seed uint64) ([][]float64, error) {
+func arrivalsFor(dst [][]float64, rates, bursts []float64, n int, seed uint64) ([][]float64, error) {
 	k := len(rates)
 	if cap(dst) < k {
 		dst = append(dst[:cap(dst)], make([][]float64, k-cap(dst))...)
@@ -50,7 +86,7 @@ func arrivalsFor(dst [][]float64, rates []float64, n int, seed uint64) ([][]floa
 	horizon := 0.0
 	for j, r := range rates {
 		dst[j] = growFloats(dst[j], n)
-		poissonArrivals(dst[j], r, serviceSeed(seed, j))
+		poissonArrivals(dst[j], r, burstOf(bursts, j), serviceSeed(seed, j))
 		horizon = max(horizon, dst[j][n-1])
 	}
 	if k == 1 {
@@ -67,7 +103,7 @@ func arrivalsFor(dst [][]float64, rates []float64, n int, seed uint64) ([][]floa
 			ErrTooManyEvents, slices.Max(rates)/slices.Min(rates), n, horizon/1e6, total, MaxArrivals)
 	}
 	for j, r := range rates {
-		dst[j] = poissonUntil(dst[j][:0], r, serviceSeed(seed, j), n, horizon)
+		dst[j] = poissonUntil(dst[j][:0], r, burstOf(bursts, j), serviceSeed(seed, j), n, horizon)
 	}
 	return dst, nil
 }
@@ -77,17 +113,23 @@ func arrivalsFor(dst [][]float64, rates []float64, n int, seed uint64) ([][]floa
 const MaxArrivals = 5_000_000
 
 // poissonUntil appends to dst the arrivals of poissonArrivals' process
-// (same rate and seed) until there are at least n and the next one would
-// come after horizon.
-func poissonUntil(dst []float64, rps float64, seed uint64, n int, horizon float64) []float64 {
-	r := rand.New(rand.NewPCG(seed, 0x636f6c6f6364))
-	meanUS := 1e6 / rps
-	t := 0.0
+// (same rate, burst and seed) until there are at least n and the next one
+// would come after horizon.
+func poissonUntil(dst []float64, rps, burst float64, seed uint64, n int, horizon float64) []float64 {
+	p := newArrivalProcess(rps, burst, seed)
 	for {
-		t += r.ExpFloat64() * meanUS
+		t := p.next()
 		if len(dst) >= n && t > horizon {
 			return dst
 		}
 		dst = append(dst, t)
 	}
+}
+
+// burstOf is service j's mean burst (0: requests).
+func burstOf(bursts []float64, j int) float64 {
+	if j < len(bursts) {
+		return bursts[j]
+	}
+	return 0
 }

@@ -193,7 +193,7 @@ func TestWidenOpenBothWays(t *testing.T) {
 // Services whose rates are far apart would need the fast one's arrivals
 // over the slow one's horizon: refused before any is drawn.
 func TestArrivalsBounded(t *testing.T) {
-	if _, err := arrivalsFor(nil, []float64{0.001, 1e6}, 2000, 1); !errors.Is(err, ErrTooManyEvents) {
+	if _, err := arrivalsFor(nil, []float64{0.001, 1e6}, nil, 2000, 1); !errors.Is(err, ErrTooManyEvents) {
 		t.Errorf("err = %v, want ErrTooManyEvents", err)
 	}
 	a := gappyProfile("a", KindInference, 6, 200, 20, 1)
@@ -203,7 +203,7 @@ func TestArrivalsBounded(t *testing.T) {
 	if !errors.Is(err, ErrTooManyEvents) {
 		t.Errorf("predict: err = %v, want ErrTooManyEvents", err)
 	}
-	if got, err := arrivalsFor(nil, []float64{1, 1000}, 200, 1); err != nil || len(got[0]) != 200 || len(got[1]) < 200 {
+	if got, err := arrivalsFor(nil, []float64{1, 1000}, nil, 200, 1); err != nil || len(got[0]) != 200 || len(got[1]) < 200 {
 		t.Errorf("1 and 1000 req/s: %v, want 200 and more arrivals", err)
 	}
 }

@@ -46,11 +46,21 @@ type Scenario struct {
 	// DefaultConfidence).
 	Confidence float64
 
+	// BurstSteps, when set (≥ 1), makes the first service an LLM engine
+	// (continuous batching): its profile is one engine step, RateRPS is in
+	// steps per second and Load is the fraction of time the engine has
+	// work; steps come in bursts of this mean size that run back to back
+	// (arrivalProcess). Its service_ms is then the step latency (TPOT).
+	BurstSteps float64
+
 	// Others are further inference services on the same GPU, each with its
 	// own load: every service is a co-runner of the others and of the
 	// trainers (under MPS, each at InferencePct).
 	Others []OtherService
 }
+
+// MaxBurstSteps bounds an engine's mean burst of back-to-back steps.
+const MaxBurstSteps = 100_000
 
 // OtherService is an inference service besides the scenario's first, at a
 // rate or a load of its own capacity (one of the two, as for the first).
@@ -58,6 +68,8 @@ type OtherService struct {
 	Profile *Profile
 	RateRPS float64
 	Load    float64
+	// BurstSteps makes the service an engine, as Scenario.BurstSteps.
+	BurstSteps float64
 }
 
 // services returns every service's profile, the first one's first.
@@ -86,6 +98,7 @@ func (sc *Scenario) Validate() error {
 		}
 	}
 	checkRate(&c, "", sc.RateRPS, sc.Load)
+	checkBurst(&c, "", sc.BurstSteps)
 	if sc.Requests < 0 {
 		c.add("requests", "a count ≥ 1 (0: the default)", fmt.Sprint(sc.Requests))
 	}
@@ -98,6 +111,7 @@ func (sc *Scenario) Validate() error {
 			c.add(at+".profile.kind", `"inference"`, fmt.Sprintf("%q", o.Profile.Kind))
 		}
 		checkRate(&c, at+".", o.RateRPS, o.Load)
+		checkBurst(&c, at+".", o.BurstSteps)
 	}
 	if sc.Confidence != 0 && !(sc.Confidence >= 0.5 && sc.Confidence < 1) {
 		c.add("confidence", "a level in [0.5, 1) (0: the default)", fmtFloat(sc.Confidence))
@@ -123,6 +137,13 @@ func checkRate(c *fieldChecker, prefix string, rate, load float64) {
 	}
 }
 
+// checkBurst checks an engine's mean burst (0: a request service).
+func checkBurst(c *fieldChecker, prefix string, burst float64) {
+	if burst != 0 && !(burst >= 1 && burst <= MaxBurstSteps) {
+		c.add(prefix+"burst_steps", "a mean burst of steps in [1, 100000] (0: requests, not steps)", fmtFloat(burst))
+	}
+}
+
 // Prediction is the model's answer for one scenario; its JSON form is what
 // `colocd predict --json` prints.
 type Prediction struct {
@@ -140,10 +161,15 @@ type Prediction struct {
 
 // InferencePrediction is the inference service's latency, co-located and solo.
 type InferencePrediction struct {
-	Name          string      `json:"name"`
-	RateRPS       float64     `json:"rate_rps"`
-	Load          float64     `json:"load"`
-	Requests      int         `json:"requests"`
+	Name     string  `json:"name"`
+	RateRPS  float64 `json:"rate_rps"`
+	Load     float64 `json:"load"`
+	Requests int     `json:"requests"`
+	// BurstSteps is set for an engine (Scenario.BurstSteps): each request
+	// is then one engine step, RateRPS is in steps per second, Load is the
+	// fraction of time the engine has work, and ServiceMS is the step
+	// latency.
+	BurstSteps    float64     `json:"burst_steps,omitempty"`
 	LatencyMS     Percentiles `json:"latency_ms"`
 	ServiceMS     Percentiles `json:"service_ms"`
 	SoloLatencyMS Percentiles `json:"solo_latency_ms"`
@@ -178,6 +204,7 @@ type Predictor struct {
 	soloMPS  mpsSim
 	arrivals [][]float64 // per service
 	rates    []float64   // per service
+	bursts   []float64   // per service
 	solo     []float64
 	sorted   []float64
 	svcOps   [][]Op // per service
@@ -189,13 +216,15 @@ type Predictor struct {
 func (pr *Predictor) prepare(sc *Scenario) error {
 	svcs := sc.services()
 	pr.svcOps = pr.svcOps[:0]
-	pr.rates = pr.rates[:0]
+	pr.rates, pr.bursts = pr.rates[:0], pr.bursts[:0]
 	for j, p := range svcs {
 		pr.svcOps = append(pr.svcOps, p.Expanded())
-		rate, load := sc.RateRPS, sc.Load
+		rate, load, burst := sc.RateRPS, sc.Load, sc.BurstSteps
 		if j > 0 {
-			rate, load = sc.Others[j-1].RateRPS, sc.Others[j-1].Load
+			o := &sc.Others[j-1]
+			rate, load, burst = o.RateRPS, o.Load, o.BurstSteps
 		}
+		pr.bursts = append(pr.bursts, burst)
 		if rate == 0 {
 			rate = load * 1e6 / p.SoloUS()
 		}
@@ -206,7 +235,7 @@ func (pr *Predictor) prepare(sc *Scenario) error {
 		n = DefaultRequests
 	}
 	var err error
-	if pr.arrivals, err = arrivalsFor(pr.arrivals, pr.rates, n, sc.Seed); err != nil {
+	if pr.arrivals, err = arrivalsFor(pr.arrivals, pr.rates, pr.bursts, n, sc.Seed); err != nil {
 		return err
 	}
 	pr.training = pr.training[:0]
@@ -297,10 +326,11 @@ func (pr *Predictor) prediction(mode Mode, sc *Scenario, res, solo *simResult) *
 	for j, p := range sc.services() {
 		soloUS := p.SoloUS()
 		in := InferencePrediction{
-			Name:     p.Name,
-			RateRPS:  pr.rates[j],
-			Load:     pr.rates[j] * soloUS / 1e6,
-			Requests: n,
+			Name:       p.Name,
+			RateRPS:    pr.rates[j],
+			Load:       pr.rates[j] * soloUS / 1e6,
+			Requests:   n,
+			BurstSteps: pr.bursts[j],
 		}
 		in.LatencyMS, in.LatencyInterval = pr.summarise(res.svc[j].latency[:n], conf)
 		in.ServiceMS, in.ServiceInterval = pr.summarise(res.svc[j].service[:n], conf)

@@ -226,12 +226,20 @@ func (h *handler) request(ctx context.Context, r *bus.AdmitRequest) (admission.R
 		LeaseSeconds: r.LeaseSeconds, Checkpointable: r.Checkpointable}, nil
 }
 
+// sloMetric is the wire's slo_metric: "step" for an engine, else absent.
+func sloMetric(p admission.ServicePrediction) string {
+	if p.Step {
+		return "step"
+	}
+	return ""
+}
+
 // wireDecision turns admission's decision into the wire one.
 func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
 	out := &bus.Decision{Decision: string(d.Outcome), Reason: bus.Reason{Code: string(d.Code), Message: d.Message}, Sidecar: h.s.id}
 	for _, p := range d.Predictions {
 		out.Predictions = append(out.Predictions, bus.ServicePrediction{Service: p.Service, RateRPS: p.RateRPS, SLOP99MS: p.SLOP99MS, SoloP99MS: p.SoloP99MS,
-			PredictedP99MS: p.PredictedP99MS, PredictedP99UpperMS: p.UpperP99MS, Correction: wireCorrection(p.Correction)})
+			PredictedP99MS: p.PredictedP99MS, PredictedP99UpperMS: p.UpperP99MS, Correction: wireCorrection(p.Correction), SLOMetric: sloMetric(p)})
 	}
 	if d.Lease != nil {
 		l := h.wireLease(*d.Lease)
@@ -398,7 +406,7 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 	faulted, _ := h.s.faults().Fault()
 	for _, p := range st.Services {
 		ss := bus.ServiceStatus{Name: p.Service, SLOP99MS: p.SLOP99MS, PredictedP99MS: p.PredictedP99MS, PredictedP99UpperMS: p.UpperP99MS, PredictedAtRPS: p.RateRPS,
-			Correction: wireCorrection(p.Correction), Guard: "configured"}
+			Correction: wireCorrection(p.Correction), Guard: "configured", SLOMetric: sloMetric(p)}
 		for _, sp := range specs {
 			if sp.Name == p.Service {
 				ss.RateRPS = sp.RateRPS

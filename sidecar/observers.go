@@ -73,7 +73,9 @@ func (w *watchedServices) apply(ctx context.Context, services []configs.Service)
 	want := map[string]observe.Endpoint{}
 	for _, s := range services {
 		if s.Metrics.Set() {
-			want[s.Name] = s.Metrics
+			ep := s.Metrics
+			ep.Steps = s.IsEngine() // an engine's load and latency are its steps'
+			want[s.Name] = ep
 		}
 	}
 	w.mu.Lock()

@@ -347,7 +347,14 @@ func serviceSpecs(cfg *configs.Config) ([]admission.ServiceSpec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("services[%d].profile: %w", i, err)
 		}
-		out = append(out, admission.ServiceSpec{Name: sv.Name, Profile: p, RateRPS: sv.RateRPS, SLOP99MS: sv.SLO.P99MS})
+		spec := admission.ServiceSpec{Name: sv.Name, Profile: p, RateRPS: sv.RateRPS, SLOP99MS: sv.SLO.P99MS}
+		if sv.IsEngine() {
+			// An engine's load is its busy fraction: steps per second at
+			// its solo step time; its SLO is on the step.
+			spec.RateRPS = sv.Engine.Busy * 1e6 / p.SoloUS()
+			spec.SLOP99MS, spec.BurstSteps = sv.SLO.StepP99MS, sv.Bursts()
+		}
+		out = append(out, spec)
 	}
 	return out, nil
 }

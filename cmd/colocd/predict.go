@@ -16,7 +16,7 @@ func newPredictCmd() *cobra.Command {
 	var (
 		mode, calPath        string
 		infPaths, trainPaths []string
-		rates, loads         []float64
+		rates, loads, bursts []float64
 		sc                   predictor.Scenario
 		asJSON               bool
 	)
@@ -36,7 +36,20 @@ profile's GPU, else the built-in default. See docs/predictor.md.
 
 Several --inference services share the GPU with each other as well as with
 the trainers: give --rate (or --load) once for all of them or once per
-service, in order; each is reported, the first one as "inference".`,
+service, in order; each is reported, the first one as "inference".
+
+An LLM engine (vLLM, SGLang, TGI: continuous batching) is a service whose
+profile is one engine step and whose work comes in bursts of back-to-back
+steps: --burst-steps N (the mean burst; once for all, or once per service,
+0 for a request service) makes it one. Its --rate is then in steps per
+second and --load is the fraction of time the engine has work; its
+service_ms ("step" in the table) is the step latency, what inter-token
+latency (TPOT) SLOs are written on.
+
+Examples:
+  colocd predict --inference bert.json --training resnet.json --load 0.5
+  colocd predict --inference llama-step.json --burst-steps 128 --load 0.6 \
+      --training gpt2.json --mode mps --pct 30 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := setRates(&sc, len(infPaths), rates, loads); err != nil {
@@ -44,6 +57,9 @@ service, in order; each is reported, the first one as "inference".`,
 			}
 			cal, err := loadScenario(&sc, predictor.Mode(mode), infPaths, trainPaths, calPath)
 			if err != nil {
+				return err
+			}
+			if err := setBursts(&sc, bursts); err != nil {
 				return err
 			}
 			var pr predictor.Predictor
@@ -66,6 +82,7 @@ service, in order; each is reported, the first one as "inference".`,
 	f.IntVar(&sc.DeviceSMs, "sms", 0, "mps: the GPU's SM count that percentages round to (default: the calibration's, else the inference profile's)")
 	f.Float64SliceVar(&rates, "rate", nil, "request rate in req/s; once for every service, or once per --inference in order")
 	f.Float64SliceVar(&loads, "load", nil, "request rate as a fraction of solo capacity, in (0,1); once for every service, or once per --inference")
+	f.Float64SliceVar(&bursts, "burst-steps", nil, "LLM engine: mean burst of back-to-back steps (the profile is one step); once for every service, or once per --inference (0: a request service)")
 	f.IntVar(&sc.Requests, "requests", predictor.DefaultRequests, "simulated requests")
 	f.Uint64Var(&sc.Seed, "seed", 1, "arrival seed")
 	f.Float64Var(&sc.Confidence, "confidence", predictor.DefaultConfidence, "level of the intervals printed beside each figure, in [0.5, 1)")
@@ -102,6 +119,24 @@ func setRates(sc *predictor.Scenario, services int, rates, loads []float64) erro
 			continue
 		}
 		sc.Others = append(sc.Others, predictor.OtherService{RateRPS: r, Load: l})
+	}
+	return nil
+}
+
+// setBursts spreads --burst-steps over the services: one value for all, or
+// one per service. The services are loaded.
+func setBursts(sc *predictor.Scenario, bursts []float64) error {
+	services := 1 + len(sc.Others)
+	if len(bursts) == 0 {
+		return nil
+	}
+	if len(bursts) != 1 && len(bursts) != services {
+		return fmt.Errorf("predict: --burst-steps: want one value for every service or one per --inference (%d), got %d", services, len(bursts))
+	}
+	at := func(j int) float64 { return bursts[min(j, len(bursts)-1)] }
+	sc.BurstSteps = at(0)
+	for j := range sc.Others {
+		sc.Others[j].BurstSteps = at(j + 1)
 	}
 	return nil
 }
@@ -159,6 +194,11 @@ func loadScenario(sc *predictor.Scenario, mode predictor.Mode, infPaths []string
 // printPrediction writes the prediction as a table a person reads.
 func printPrediction(w io.Writer, p *predictor.Prediction, cal *predictor.Calibration) error {
 	for _, in := range p.Services {
+		if in.BurstSteps > 0 {
+			fmt.Fprintf(w, "%s (engine) at %.2f steps/s (busy %.2f of the time, bursts of %g steps), %d steps, mode %s\n",
+				in.Name, in.RateRPS, in.Load, in.BurstSteps, in.Requests, p.Mode)
+			continue
+		}
 		fmt.Fprintf(w, "%s at %.2f req/s (load %.2f of solo capacity), %d requests, mode %s\n", in.Name, in.RateRPS, in.Load, in.Requests, p.Mode)
 	}
 	if ts := p.Timeslice; ts != nil {
@@ -221,8 +261,12 @@ func printService(w io.Writer, in predictor.InferencePrediction, named bool) err
 	row("latency", "solo", in.SoloLatencyMS)
 	row("latency", "co-located", in.LatencyMS)
 	span(ivName, in.LatencyInterval)
-	row("service", "solo", in.SoloServiceMS)
-	row("service", "co-located", in.ServiceMS)
+	service := "service"
+	if in.BurstSteps > 0 {
+		service = "step"
+	}
+	row(service, "solo", in.SoloServiceMS)
+	row(service, "co-located", in.ServiceMS)
 	span(ivName, in.ServiceInterval)
 	return tw.Flush()
 }

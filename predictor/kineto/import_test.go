@@ -565,6 +565,8 @@ func TestGenerateProfiles(t *testing.T) {
 	}{
 		{"v100-train-step", "v100-training-5steps.json.gz", Options{Kind: predictor.KindTraining, Name: "v100-train-step"}},
 		{"v100-infer-200", "v100-training-5steps.json.gz", Options{Kind: predictor.KindInference, Name: "v100-infer-200", MaxOps: 200}},
+		// One real decode step of vLLM (an LLM engine), for the engine model.
+		{"mi300x-vllm-decode-step", "mi300x-vllm-decode-step.json.gz", Options{Kind: predictor.KindInference, Name: "mi300x-vllm-decode-step"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

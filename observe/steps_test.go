@@ -1,0 +1,88 @@
+package observe
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// vllmStepPage is vLLM's step metrics after n engine steps: the
+// tokens-per-step histogram (its count is the steps) and the inter-token
+// latency histogram (one sample per token; 32 tokens a step).
+func vllmStepPage(n float64) string {
+	const model = `model_name="meta-llama/Llama-3.1-8B-Instruct"`
+	var b strings.Builder
+	b.WriteString("# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.\n# TYPE vllm:iteration_tokens_total histogram\n")
+	writeBuckets(&b, "vllm:iteration_tokens_total_bucket{engine=\"0\",le=%q,"+model+"} %.1f\n", n,
+		[]string{"1.0", "8.0", "32.0", "+Inf"}, 0, 0.1, 1, 1)
+	fmt.Fprintf(&b, "vllm:iteration_tokens_total_count{engine=\"0\",%s} %.1f\n", model, n)
+	fmt.Fprintf(&b, "vllm:iteration_tokens_total_sum{engine=\"0\",%s} %.1f\n", model, 30*n)
+	b.WriteString("# HELP vllm:inter_token_latency_seconds Histogram of inter-token latency in seconds.\n# TYPE vllm:inter_token_latency_seconds histogram\n")
+	writeBuckets(&b, "vllm:inter_token_latency_seconds_bucket{engine=\"0\",le=%q,"+model+"} %.1f\n", 32*n,
+		[]string{"0.01", "0.025", "0.05", "+Inf"}, 0, 0.5, 1, 1)
+	fmt.Fprintf(&b, "vllm:inter_token_latency_seconds_count{engine=\"0\",%s} %.1f\n", model, 32*n)
+	fmt.Fprintf(&b, "vllm:inter_token_latency_seconds_sum{engine=\"0\",%s} %g\n", model, 32*n*0.026)
+	return b.String() + vllmPage(n/100)
+}
+
+// tgiStepPage is TGI's forward-pass histogram after n decode steps (and as
+// many prefills, which are not steps of the decode loop).
+func tgiStepPage(n float64) string {
+	var b strings.Builder
+	b.WriteString("# HELP tgi_batch_forward_duration Batch forward duration per method (prefill or decode)\n# TYPE tgi_batch_forward_duration histogram\n")
+	for _, method := range []string{"prefill", "decode"} {
+		scale := map[string]float64{"prefill": 10, "decode": 1}[method]
+		writeBuckets(&b, "tgi_batch_forward_duration_bucket{method=\""+method+"\",le=%q} %.0f\n", n,
+			[]string{fmt.Sprint(0.01 * scale), fmt.Sprint(0.02 * scale), fmt.Sprint(0.04 * scale), "+Inf"}, 0, 0.5, 1, 1)
+		fmt.Fprintf(&b, "tgi_batch_forward_duration_sum{method=%q} %g\ntgi_batch_forward_duration_count{method=%q} %.0f\n", method, 0.02*scale*n, method, n)
+	}
+	return b.String() + tgiPage(n/100)
+}
+
+// An engine's observer counts its steps and reads its step latency: 1,000
+// more steps in 10 s are 100 steps/s, and the percentiles are the step
+// histogram's, not the requests'.
+func TestStepPresets(t *testing.T) {
+	tests := []struct {
+		preset   string
+		page     func(float64) string
+		labels   map[string]string
+		p50, p99 float64 // ms
+	}{
+		// half ≤ 25 ms, all ≤ 50 ms: p50 = 25, p99 = 25 + 25·0.98.
+		{"vllm", vllmStepPage, map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}, 25, 25 + 25*0.98},
+		// decode: half ≤ 20 ms, all ≤ 40 ms.
+		{"tgi", tgiStepPage, nil, 20, 20 + 20*0.98},
+	}
+	for _, tt := range tests {
+		t.Run(tt.preset, func(t *testing.T) {
+			obs, err := Endpoint{URL: "http://x/metrics", Preset: tt.preset, Steps: true}.Observer(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := obs.src.(*Scraper).Preset
+			srv, url := startServer(t)
+			s := scrapeWindow(t, &Scraper{URL: url, Preset: p, Labels: tt.labels}, srv, tt.page(1000), tt.page(2000))
+			for _, c := range []struct {
+				name      string
+				got, want float64
+			}{{"step rate", s.RateRPS, 100}, {"p50", s.P50MS, tt.p50}, {"p99", s.P99MS, tt.p99}} {
+				if math.Abs(c.got-c.want) > 1e-6*c.want {
+					t.Errorf("%s = %g, want %g", c.name, c.got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// A preset with no step counter cannot observe an engine, and says which can.
+func TestStepPresetMissing(t *testing.T) {
+	_, err := Endpoint{URL: "http://x/metrics", Preset: "triton", Steps: true}.Observer(nil)
+	if err == nil || !strings.Contains(err.Error(), "[tgi vllm generic]") {
+		t.Errorf("err = %v, want one naming [tgi vllm generic]", err)
+	}
+	if got := StepPresets(); strings.Join(got, ",") != "tgi,vllm,generic" {
+		t.Errorf("StepPresets() = %v", got)
+	}
+}
