@@ -71,6 +71,7 @@ docs/profiles.md for the rules.`,
 	f.StringVar(&opts.Annotation, "annotation", "", "import the GPU work of the annotation whose name contains this text (the median-length one)")
 	f.StringVar(&opts.Name, "name", "", "profile name (default: the trace file name without .json/.json.gz)")
 	f.IntVar(&opts.MaxOps, "max-ops", 0, "keep only the first N kernels of the unit (default: all)")
+	f.BoolVar(&opts.Waves, "waves", false, "write each kernel's rounds of thread blocks (ops[].waves), which turns on the MPS head-of-line wait next to this workload (not yet checked against a measurement)")
 	f.StringVarP(&out, "out", "o", "", "profile file to write (required)")
 	return cmd
 }

@@ -34,8 +34,9 @@ type kinetoKernel struct {
 	hasOccupancy  bool
 	gridBlocks    float64
 	hasGrid       bool
-	launch        int64 // start of the launching CPU event, or start
-	launchUnknown bool  // no launching event: launch is the kernel's start
+	blockThreads  float64 // threads per block (block x·y·z); 0: unknown
+	launch        int64   // start of the launching CPU event, or start
+	launchUnknown bool    // no launching event: launch is the kernel's start
 }
 
 type kinetoAnnotation struct {
@@ -48,6 +49,9 @@ type kinetoAnnotation struct {
 type kinetoDevice struct {
 	name string
 	sms  int
+	// warps is the most warps an SM holds (maxThreadsPerMultiprocessor /
+	// warpSize); 0: unknown.
+	warps float64
 }
 
 // kinetoEvent holds the fields of one trace event the importer needs.
@@ -64,13 +68,16 @@ type kinetoEvent struct {
 		BlocksPerSM *float64  `json:"blocks per SM"`
 		Occupancy   *float64  `json:"est. achieved occupancy %"`
 		Grid        []float64 `json:"grid"`
+		Block       []float64 `json:"block"`
 	} `json:"args"`
 }
 
 type kinetoDeviceProps struct {
-	ID     *int64 `json:"id"`
-	Name   string `json:"name"`
-	NumSms int    `json:"numSms"`
+	ID              *int64  `json:"id"`
+	Name            string  `json:"name"`
+	NumSms          int     `json:"numSms"`
+	MaxThreadsPerSM float64 `json:"maxThreadsPerMultiprocessor"`
+	WarpSize        float64 `json:"warpSize"`
 }
 
 // readKineto decodes a (possibly gzipped) Kineto trace, streaming through
@@ -186,7 +193,11 @@ func (tr *kinetoTrace) readDevices(dec *json.Decoder) error {
 			id = *p.ID
 		}
 		if _, dup := tr.devices[id]; !dup {
-			tr.devices[id] = kinetoDevice{name: p.Name, sms: max(0, p.NumSms)}
+			d := kinetoDevice{name: p.Name, sms: max(0, p.NumSms)}
+			if p.MaxThreadsPerSM > 0 && p.WarpSize > 0 && p.MaxThreadsPerSM <= 1<<16 {
+				d.warps = math.Floor(p.MaxThreadsPerSM / p.WarpSize)
+			}
+			tr.devices[id] = d
 		}
 	}
 	return nil
@@ -284,6 +295,12 @@ func (tr *kinetoTrace) add(ev *kinetoEvent) error {
 		}
 		if a.Occupancy != nil {
 			k.occupancyPct, k.hasOccupancy = *a.Occupancy, true
+		}
+		if len(a.Block) > 0 {
+			k.blockThreads = 1
+			for _, b := range a.Block {
+				k.blockThreads *= math.Max(0, b)
+			}
 		}
 		if len(a.Grid) > 0 {
 			k.gridBlocks, k.hasGrid = 1, true

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,6 +36,11 @@ type Options struct {
 	// MaxOps, when > 0, keeps only the first MaxOps kernels of the unit's
 	// merged timeline (a shorter workload cut from a real one).
 	MaxOps int
+	// Waves writes each kernel's rounds of thread blocks (Op.Waves, from
+	// blocks per SM, block size and achieved occupancy), which turns on the
+	// MPS model's head-of-line wait next to this workload. Off by default:
+	// the wait is not yet checked against a measurement (docs/predictor.md).
+	Waves bool
 }
 
 // ErrInvalidTrace is wrapped by every error about a trace file that is not a
@@ -274,7 +280,10 @@ func (tr *kinetoTrace) buildProfile(u kinetoUnit, opts Options, traceName string
 	if !known {
 		notes = append(notes, fmt.Sprintf("device: the trace has no deviceProperties for device %d; name and SM count unknown", devID))
 	}
-	ops, src, opNotes := mergeKernels(ks, dev.sms)
+	if !opts.Waves {
+		dev.warps = -1 // no waves
+	}
+	ops, src, opNotes := mergeKernels(ks, dev)
 	notes = append(notes, opNotes...)
 	if !u.whole && unlaunched > 0 {
 		notes = append(notes, fmt.Sprintf("%d kernels had no launching runtime event (same correlation); assigned to %s by their own start time", unlaunched, u.label))
@@ -343,7 +352,8 @@ type mergeFigures struct {
 // op's gap is the GPU's idle time before it; its duration is the time it adds
 // to the busy timeline, so that overlapping kernels on different streams are
 // not counted twice and the ops' gaps and durations add up to the span.
-func mergeKernels(ks []kinetoKernel, sms int) ([]predictor.Op, mergeFigures, []string) {
+func mergeKernels(ks []kinetoKernel, dev kinetoDevice) ([]predictor.Op, mergeFigures, []string) {
+	sms := dev.sms
 	var f mergeFigures
 	var overlapped, gridSM, noSM, noOcc, clampedOcc int
 	streams := map[int64]bool{}
@@ -381,6 +391,7 @@ func mergeKernels(ks []kinetoKernel, sms int) ([]predictor.Op, mergeFigures, []s
 		} else {
 			noOcc++
 		}
+		op.Waves = waves(k, dev.warps) // 0 (absent): unknown
 		ops[i] = op
 	}
 	f.span = busyEnd - ks[0].start
@@ -396,6 +407,7 @@ func mergeKernels(ks []kinetoKernel, sms int) ([]predictor.Op, mergeFigures, []s
 	add(noSM, "sm: %d of %d kernels had neither \"blocks per SM\" nor a grid size and SM count; set to 1")
 	add(noOcc, "occupancy: %d of %d kernels had no \"est. achieved occupancy %%\"; set to 1")
 	add(clampedOcc, "occupancy: %d of %d kernels reported an occupancy outside 0–100 %%; clamped")
+
 	return ops, f, notes
 }
 
@@ -416,4 +428,28 @@ func minSM(sms int) float64 {
 		return 1 / float64(sms)
 	}
 	return 0.01
+}
+
+// defaultWarpsPerSM is the most warps an SM holds on every data-centre GPU
+// since Volta (2,048 threads), for a trace whose deviceProperties lack it.
+const defaultWarpsPerSM = 64
+
+// waves is how many rounds of thread blocks kernel k runs: its blocks per
+// SM over the blocks an SM held at once. Those follow from the achieved
+// occupancy (active warps over the SM's most) and the warps of a block, at
+// least one block (an occupancy reported as 0 % is below 0.5 %: one block).
+// A kernel of one partial round runs one wave, a block then lasting the
+// whole kernel. 0 when a figure is missing, or when warpsPerSM is negative
+// (not asked for). Rounded to 1/1000.
+func waves(k kinetoKernel, warpsPerSM float64) float64 {
+	if warpsPerSM < 0 || !k.hasBlocks || !k.hasOccupancy || k.blockThreads <= 0 || k.blocksPerSM <= 0 {
+		return 0
+	}
+	if warpsPerSM <= 0 {
+		warpsPerSM = defaultWarpsPerSM
+	}
+	warpsPerBlock := math.Ceil(k.blockThreads / 32)
+	resident := max(1, math.Min(k.occupancyPct, 100)/100*warpsPerSM/warpsPerBlock)
+	w := max(1, k.blocksPerSM/resident)
+	return math.Min(math.Round(w*1000)/1000, predictor.MaxWaves)
 }

@@ -603,3 +603,56 @@ func TestGenerateProfiles(t *testing.T) {
 }
 
 var update = flag.Bool("update", false, "rewrite the profiles under testdata/profiles")
+
+// A kernel's waves are its blocks per SM over the blocks an SM holds at
+// once (achieved occupancy × the SM's warps / a block's warps, at least
+// one); a kernel of one partial round is one wave; a missing figure leaves
+// them unknown.
+func TestWaves(t *testing.T) {
+	k := func(bps, occ, threads float64) kinetoKernel {
+		return kinetoKernel{blocksPerSM: bps, hasBlocks: true, occupancyPct: occ, hasOccupancy: true, blockThreads: threads}
+	}
+	tests := []struct {
+		name  string
+		k     kinetoKernel
+		warps float64
+		want  float64
+	}{
+		{"10 blocks per SM, 2 resident (50 % of 64 warps, 16-warp blocks)", k(10, 50, 512), 64, 5},
+		{"the device's warps: 48 per SM, 3 resident at 100 %", k(9, 100, 512), 48, 3},
+		{"unknown device: 64 warps", k(10, 50, 512), 0, 5},
+		{"one partial round", k(0.8, 20, 512), 64, 1},
+		{"occupancy 0 %: one block resident", k(2.5, 0, 128), 64, 2.5},
+		{"partial warp blocks round up: 33 threads are 2 warps", k(64, 100, 33), 64, 2},
+		{"no occupancy", kinetoKernel{blocksPerSM: 4, hasBlocks: true, blockThreads: 256}, 64, 0},
+		{"no block size", kinetoKernel{blocksPerSM: 4, hasBlocks: true, occupancyPct: 50, hasOccupancy: true}, 64, 0},
+		{"no blocks per SM", kinetoKernel{occupancyPct: 50, hasOccupancy: true, blockThreads: 256}, 64, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := waves(tt.k, tt.warps); got != tt.want {
+				t.Errorf("waves = %g, want %g", got, tt.want)
+			}
+		})
+	}
+	// The real V100 trace: every kernel has the figures, so every op has
+	// waves, and the profile validates.
+	p, err := importFixture(t, "v100-training-5steps.json.gz", Options{Kind: predictor.KindTraining, Waves: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, op := range p.Ops {
+		if !(op.Waves >= 1) {
+			t.Fatalf("op %d (%s): waves %g, want ≥ 1", i, op.Name, op.Waves)
+		}
+	}
+	// Not asked for: none.
+	if p, err = importFixture(t, "v100-training-5steps.json.gz", Options{Kind: predictor.KindTraining}); err != nil {
+		t.Fatal(err)
+	}
+	for i, op := range p.Ops {
+		if op.Waves != 0 {
+			t.Fatalf("op %d: waves %g without Options.Waves", i, op.Waves)
+		}
+	}
+}
