@@ -16,7 +16,8 @@ type idempotency struct {
 	ttl   time.Duration
 	max   int
 	byID  map[[32]byte]*idemEntry // by requestKey: no request_id is kept
-	order [][32]byte              // oldest first
+	order [][32]byte              // oldest first, from head on
+	head  int                     // order[:head] are forgotten
 }
 
 type idemEntry struct {
@@ -45,20 +46,22 @@ func (m *idempotency) remember(id [32]byte, fp [32]byte, d Decision, now time.Ti
 	m.prune(now)
 }
 
-// prune forgets expired entries and the oldest beyond max.
+// prune forgets expired entries and the oldest beyond max. The forgotten
+// front of order is dropped once it is half of it, so that a full cache
+// forgets one entry per decision in constant time, not by moving max ids.
 func (m *idempotency) prune(now time.Time) {
-	n := 0
-	for n < len(m.order) {
-		id := m.order[n]
+	for m.head < len(m.order) {
+		id := m.order[m.head]
 		e := m.byID[id]
 		if e != nil && len(m.byID) <= m.max && now.Before(e.exp) {
 			break
 		}
 		delete(m.byID, id)
-		n++
+		m.head++
 	}
-	if n > 0 {
-		m.order = append(m.order[:0], m.order[n:]...)
+	if m.head > 0 && m.head >= len(m.order)/2 {
+		m.order = append(m.order[:0], m.order[m.head:]...)
+		m.head = 0
 	}
 }
 

@@ -87,6 +87,15 @@ func TestIdempotencyIsBounded(t *testing.T) {
 	if n := len(h.c.idem.byID); n != 3 {
 		t.Fatalf("remembers %d decisions, want 3", n)
 	}
+	// The order of ids is bounded too: the forgotten front is dropped.
+	if m := h.c.idem; len(m.order)-m.head != 3 || len(m.order) > 2*3+1 {
+		t.Errorf("order holds %d ids from %d, want the 3 newest in at most 7", len(m.order), m.head)
+	}
+	for _, id := range h.c.idem.order[h.c.idem.head:] {
+		if h.c.idem.byID[id] == nil {
+			t.Errorf("an id in order is not remembered")
+		}
+	}
 }
 
 // TestConcurrentDecideTakesCapacityOnce: 50 racing requests for capacity 3
