@@ -335,7 +335,7 @@ func TestDecidePredictsServicesTogether(t *testing.T) {
 func TestDecideEngineStepSLO(t *testing.T) {
 	step := inferenceProfile("bert") // one engine step, for the test
 	decide := func(slo float64) (Decision, ServiceSpec) {
-		svc := ServiceSpec{Name: "llama", Profile: step, RateRPS: 0.5 * 1e6 / step.SoloUS(), SLOP99MS: slo, BurstSteps: 64}
+		svc := ServiceSpec{Name: "llama", Profile: step, RateRPS: 0.5 * 1e6 / step.SoloUS(), SLOP99MS: slo, BurstSteps: 16}
 		h := newHarness(t, predictor.ModeMPS, 12, func(c *Config) { c.Services = []ServiceSpec{svc} })
 		d, err := h.c.Decide(context.Background(), request("r1"))
 		if err != nil {
@@ -351,7 +351,7 @@ func TestDecideEngineStepSLO(t *testing.T) {
 	if !sp.Step || !strings.Contains(loose.Message, "llama step p99") || !strings.Contains(loose.Message, "step SLO 100 ms") {
 		t.Errorf("step %v, message %q: want the step p99 and the step SLO named", sp.Step, loose.Message)
 	}
-	sc := &predictor.Scenario{Inference: step, RateRPS: svc.RateRPS, BurstSteps: 64, Requests: testRequests, Seed: 1,
+	sc := &predictor.Scenario{Inference: step, RateRPS: svc.RateRPS, BurstSteps: 16, Requests: testRequests, Seed: 1,
 		Training: []*predictor.Profile{trainingProfile("resnet")}, TrainingPct: []float64{float64(loose.Lease.Pct)}}
 	var pr predictor.Predictor
 	pred, err := pr.PredictMPS(sc, testCal().MPS.Params())

@@ -258,7 +258,7 @@ func (c *Config) checkServices(ck *checker) {
 			ck.add(at+".profile", "a profile of kind inference", fmt.Sprintf("%s of kind %q", quote(s.Profile), prof.Kind))
 		}
 		if s.IsEngine() {
-			checkEngine(ck, at, &s)
+			checkEngine(ck, at, &s, c.Predictor.Requests)
 		} else {
 			if !(s.RateRPS > 0) || math.IsInf(s.RateRPS, 0) {
 				ck.add(at+".rate_rps", "a request rate above 0 (req/s)", fmtFloat(s.RateRPS))
@@ -282,12 +282,14 @@ func (c *Config) checkServices(ck *checker) {
 
 // checkEngine checks an engine service: its busy fraction and burst, and an
 // SLO on steps, not requests (whose lengths the step model does not know).
-func checkEngine(ck *checker, at string, s *Service) {
+func checkEngine(ck *checker, at string, s *Service, requests int) {
 	if !(s.Engine.Busy > 0 && s.Engine.Busy < 1) {
 		ck.add(at+".engine.busy", "the fraction of time the engine has work, in (0, 1)", fmtFloat(s.Engine.Busy))
 	}
 	if b := s.Engine.BurstSteps; b != 0 && !(b >= 1 && b <= predictor.MaxBurstSteps) {
 		ck.add(at+".engine.burst_steps", "a mean busy period in steps, in [1, 100000] (0: 128)", fmtFloat(b))
+	} else if b := s.Bursts(); requests > 0 && b > float64(requests)/predictor.MinBursts {
+		ck.add(at+".engine.burst_steps", fmt.Sprintf("at most predictor.requests / %d (%d simulated steps: about ten busy periods)", predictor.MinBursts, requests), fmtFloat(b))
 	}
 	if s.RateRPS != 0 {
 		ck.add(at+".rate_rps", "0 for an engine (engine.busy is its load)", fmtFloat(s.RateRPS))

@@ -117,6 +117,7 @@ func TestValidateEachProblem(t *testing.T) {
 		{"engine busy 1", func(c *Config) { engine(c); c.Services[0].Engine.Busy = 1 }, "services[0].engine.busy", "(0, 1)"},
 		{"engine burst below a step", func(c *Config) { engine(c); c.Services[0].Engine.BurstSteps = 0.5 }, "services[0].engine.burst_steps", "[1, 100000]"},
 		{"engine burst without busy", func(c *Config) { engine(c); c.Services[0].Engine = Engine{BurstSteps: 64} }, "services[0].engine.busy", "(0, 1)"},
+		{"engine burst above a tenth of the simulated steps", func(c *Config) { engine(c); c.Services[0].Engine.BurstSteps = 201 }, "services[0].engine.burst_steps", "predictor.requests / 10"},
 		{"engine with a rate", func(c *Config) { engine(c); c.Services[0].RateRPS = 10 }, "services[0].rate_rps", "engine.busy is its load"},
 		{"engine with a request slo", func(c *Config) { engine(c); c.Services[0].SLO.P99MS = 100 }, "services[0].slo.p99_ms", "step_p99_ms"},
 		{"engine without a step slo", func(c *Config) { engine(c); c.Services[0].SLO.StepP99MS = 0 }, "services[0].slo.step_p99_ms", "above 0"},

@@ -102,8 +102,14 @@ func arrivalsFor(dst [][]float64, rates, bursts []float64, n int, seed uint64) (
 		return dst, fmt.Errorf("%w: the services' rates are %.3g apart, and %d requests of the slowest take %.3g s, in which the others send %.3g requests (at most %d)",
 			ErrTooManyEvents, slices.Max(rates)/slices.Min(rates), n, horizon/1e6, total, MaxArrivals)
 	}
+	// The bound above is on the expected count; bursts spread the drawn
+	// one widely, so the drawing stops at the bound too.
+	left := MaxArrivals
 	for j, r := range rates {
-		dst[j] = poissonUntil(dst[j][:0], r, burstOf(bursts, j), serviceSeed(seed, j), n, horizon)
+		dst[j] = poissonUntil(dst[j][:0], r, burstOf(bursts, j), serviceSeed(seed, j), n, horizon, left)
+		if left -= len(dst[j]); left < 0 {
+			return dst, fmt.Errorf("%w: the services' bursts drew more than %d arrivals in %.3g s", ErrTooManyEvents, MaxArrivals, horizon/1e6)
+		}
 	}
 	return dst, nil
 }
@@ -114,12 +120,12 @@ const MaxArrivals = 5_000_000
 
 // poissonUntil appends to dst the arrivals of poissonArrivals' process
 // (same rate, burst and seed) until there are at least n and the next one
-// would come after horizon.
-func poissonUntil(dst []float64, rps, burst float64, seed uint64, n int, horizon float64) []float64 {
+// would come after horizon, or until it has appended more than most.
+func poissonUntil(dst []float64, rps, burst float64, seed uint64, n int, horizon float64, most int) []float64 {
 	p := newArrivalProcess(rps, burst, seed)
 	for {
 		t := p.next()
-		if len(dst) >= n && t > horizon {
+		if len(dst) >= n && t > horizon || len(dst) > most {
 			return dst
 		}
 		dst = append(dst, t)

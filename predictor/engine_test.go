@@ -1,6 +1,7 @@
 package predictor
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -108,7 +109,7 @@ func TestEngineStepsBackToBack(t *testing.T) {
 
 func TestEngineBurstValidated(t *testing.T) {
 	step := uniformProfile("step", KindInference, 2, 100, 5)
-	for _, b := range []float64{-1, 0.5, math.NaN(), math.Inf(1), 1e6} {
+	for _, b := range []float64{-1, 0.5, math.NaN(), math.Inf(1), 1e6, 201} { // 201: above 2,000 steps / 10
 		sc := &Scenario{Inference: step, Load: 0.5, BurstSteps: b}
 		if err := sc.Validate(); err == nil || !strings.Contains(err.Error(), "burst_steps") {
 			t.Errorf("burst %g: err %v, want one naming burst_steps", b, err)
@@ -164,4 +165,29 @@ func TestEngineRealStep(t *testing.T) {
 	if r := in.ServiceMS.P50 / in.SoloServiceMS.P50; !(r > 1.7 && r < 2.5) {
 		t.Errorf("time-sliced step p50 %.2f× solo, want about 2×", r)
 	}
+}
+
+// Bursts spread the number of arrivals a horizon holds far beyond its
+// mean: drawing stops at MaxArrivals whatever the bursts drew.
+func TestEngineArrivalsBounded(t *testing.T) {
+	if raceEnabled {
+		t.Skip("draws millions of arrivals; make test runs it without the race detector")
+	}
+	refused := 0
+	for seed := range uint64(6) {
+		got, err := arrivalsFor(nil, []float64{1, 2000}, []float64{0, 100_000}, 2000, seed)
+		total := 0
+		for _, a := range got {
+			total += len(a)
+		}
+		switch {
+		case errors.Is(err, ErrTooManyEvents):
+			refused++
+		case err != nil:
+			t.Fatal(err)
+		case total > MaxArrivals+2:
+			t.Errorf("seed %d: %d arrivals, above %d", seed, total, MaxArrivals)
+		}
+	}
+	t.Logf("%d of 6 seeds refused", refused)
 }

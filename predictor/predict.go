@@ -97,8 +97,12 @@ func (sc *Scenario) Validate() error {
 			c.add(fmt.Sprintf("training[%d].kind", i), `"training"`, fmt.Sprintf("%q", t.Kind))
 		}
 	}
+	n := sc.Requests
+	if n <= 0 {
+		n = DefaultRequests
+	}
 	checkRate(&c, "", sc.RateRPS, sc.Load)
-	checkBurst(&c, "", sc.BurstSteps)
+	checkBurst(&c, "", sc.BurstSteps, n)
 	if sc.Requests < 0 {
 		c.add("requests", "a count ≥ 1 (0: the default)", fmt.Sprint(sc.Requests))
 	}
@@ -111,7 +115,7 @@ func (sc *Scenario) Validate() error {
 			c.add(at+".profile.kind", `"inference"`, fmt.Sprintf("%q", o.Profile.Kind))
 		}
 		checkRate(&c, at+".", o.RateRPS, o.Load)
-		checkBurst(&c, at+".", o.BurstSteps)
+		checkBurst(&c, at+".", o.BurstSteps, n)
 	}
 	if sc.Confidence != 0 && !(sc.Confidence >= 0.5 && sc.Confidence < 1) {
 		c.add("confidence", "a level in [0.5, 1) (0: the default)", fmtFloat(sc.Confidence))
@@ -137,12 +141,21 @@ func checkRate(c *fieldChecker, prefix string, rate, load float64) {
 	}
 }
 
-// checkBurst checks an engine's mean burst (0: a request service).
-func checkBurst(c *fieldChecker, prefix string, burst float64) {
-	if burst != 0 && !(burst >= 1 && burst <= MaxBurstSteps) {
+// checkBurst checks an engine's mean burst (0: a request service): at
+// most a tenth of the simulated steps, so that the figures cover about ten
+// busy periods or more, not one back-to-back run.
+func checkBurst(c *fieldChecker, prefix string, burst float64, requests int) {
+	switch {
+	case burst != 0 && !(burst >= 1 && burst <= MaxBurstSteps):
 		c.add(prefix+"burst_steps", "a mean burst of steps in [1, 100000] (0: requests, not steps)", fmtFloat(burst))
+	case burst > float64(requests)/MinBursts:
+		c.add(prefix+"burst_steps", fmt.Sprintf("at most a tenth of the %d simulated steps (more requests, or a smaller burst)", requests), fmtFloat(burst))
 	}
 }
+
+// MinBursts is how many busy periods an engine's simulated steps hold at
+// least, on average: a burst is at most requests / MinBursts steps.
+const MinBursts = 10
 
 // Prediction is the model's answer for one scenario; its JSON form is what
 // `colocd predict --json` prints.

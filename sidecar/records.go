@@ -53,9 +53,11 @@ func newObservationLog(dataDir string, device predictor.Device, log *slog.Logger
 }
 
 // record writes m, the service's latest measurement, unless its window
-// overlaps the one recorded before.
+// overlaps the one recorded before. An engine's windows are not written:
+// their figures are steps', and an observation (colocd.observation/v1)
+// is a request service's, which calibrate fits as Poisson requests.
 func (r *observationLog) record(svc admission.ServiceSpec, m admission.Measurement) {
-	if !logName.MatchString(svc.Name) || m.Window.Since.Before(r.last[svc.Name]) {
+	if svc.BurstSteps > 0 || !logName.MatchString(svc.Name) || m.Window.Since.Before(r.last[svc.Name]) {
 		return
 	}
 	o := calibrate.Observation{Format: calibrate.ObservationFormat, Time: m.Window.End.UTC(), WindowS: m.Window.End.Sub(m.Window.Since).Seconds(),

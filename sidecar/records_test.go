@@ -66,3 +66,26 @@ func TestObservationLog(t *testing.T) {
 		t.Errorf("%d profiles in the folder, want at most %d and the two already there", len(entries), maxObservedProfiles)
 	}
 }
+
+// An engine's windows (steps, not requests) are not logged for calibration.
+func TestObservationLogSkipsEngines(t *testing.T) {
+	dir := t.TempDir()
+	inf, err := predictor.LoadProfile(serviceProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := predictor.LoadProfile(trainProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newObservationLog(dir, predictor.Device{Name: "NVIDIA H200", SMs: 132}, slog.New(slog.DiscardHandler))
+	end := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	r.record(admission.ServiceSpec{Name: "llama", Profile: inf, BurstSteps: 128}, testMeasurement(t, end, tr))
+	if _, err := os.Stat(filepath.Join(dir, "observations", "llama.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("an engine's window was logged (stat: %v)", err)
+	}
+	r.record(admission.ServiceSpec{Name: "chat", Profile: inf}, testMeasurement(t, end, tr))
+	if _, err := os.Stat(filepath.Join(dir, "observations", "chat.jsonl")); err != nil {
+		t.Errorf("a request service's window was not logged: %v", err)
+	}
+}

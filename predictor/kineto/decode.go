@@ -50,8 +50,8 @@ type kinetoDevice struct {
 	name string
 	sms  int
 	// warps is the most warps an SM holds (maxThreadsPerMultiprocessor /
-	// warpSize); 0: unknown.
-	warps float64
+	// warpSize) and warpSize their threads; 0: unknown.
+	warps, warpSize float64
 }
 
 // kinetoEvent holds the fields of one trace event the importer needs.
@@ -194,8 +194,8 @@ func (tr *kinetoTrace) readDevices(dec *json.Decoder) error {
 		}
 		if _, dup := tr.devices[id]; !dup {
 			d := kinetoDevice{name: p.Name, sms: max(0, p.NumSms)}
-			if p.MaxThreadsPerSM > 0 && p.WarpSize > 0 && p.MaxThreadsPerSM <= 1<<16 {
-				d.warps = math.Floor(p.MaxThreadsPerSM / p.WarpSize)
+			if p.WarpSize >= 1 && p.WarpSize <= 1024 && p.MaxThreadsPerSM >= p.WarpSize && p.MaxThreadsPerSM <= 1<<16 {
+				d.warps, d.warpSize = math.Floor(p.MaxThreadsPerSM/p.WarpSize), p.WarpSize
 			}
 			tr.devices[id] = d
 		}

@@ -391,7 +391,7 @@ func mergeKernels(ks []kinetoKernel, dev kinetoDevice) ([]predictor.Op, mergeFig
 		} else {
 			noOcc++
 		}
-		op.Waves = waves(k, dev.warps) // 0 (absent): unknown
+		op.Waves = waves(k, dev.warps, dev.warpSize) // 0 (absent): unknown
 		ops[i] = op
 	}
 	f.span = busyEnd - ks[0].start
@@ -430,8 +430,9 @@ func minSM(sms int) float64 {
 	return 0.01
 }
 
-// defaultWarpsPerSM is the most warps an SM holds on every data-centre GPU
-// since Volta (2,048 threads), for a trace whose deviceProperties lack it.
+// defaultWarpsPerSM is the most warps an SM holds on every NVIDIA
+// data-centre GPU since Volta (2,048 threads of 32-thread warps), for a
+// trace whose deviceProperties lack them.
 const defaultWarpsPerSM = 64
 
 // waves is how many rounds of thread blocks kernel k runs: its blocks per
@@ -441,14 +442,14 @@ const defaultWarpsPerSM = 64
 // A kernel of one partial round runs one wave, a block then lasting the
 // whole kernel. 0 when a figure is missing, or when warpsPerSM is negative
 // (not asked for). Rounded to 1/1000.
-func waves(k kinetoKernel, warpsPerSM float64) float64 {
+func waves(k kinetoKernel, warpsPerSM, warpSize float64) float64 {
 	if warpsPerSM < 0 || !k.hasBlocks || !k.hasOccupancy || k.blockThreads <= 0 || k.blocksPerSM <= 0 {
 		return 0
 	}
-	if warpsPerSM <= 0 {
-		warpsPerSM = defaultWarpsPerSM
+	if warpsPerSM <= 0 || warpSize <= 0 {
+		warpsPerSM, warpSize = defaultWarpsPerSM, 32
 	}
-	warpsPerBlock := math.Ceil(k.blockThreads / 32)
+	warpsPerBlock := math.Ceil(k.blockThreads / warpSize)
 	resident := max(1, math.Min(k.occupancyPct, 100)/100*warpsPerSM/warpsPerBlock)
 	w := max(1, k.blocksPerSM/resident)
 	return math.Min(math.Round(w*1000)/1000, predictor.MaxWaves)

@@ -613,24 +613,25 @@ func TestWaves(t *testing.T) {
 		return kinetoKernel{blocksPerSM: bps, hasBlocks: true, occupancyPct: occ, hasOccupancy: true, blockThreads: threads}
 	}
 	tests := []struct {
-		name  string
-		k     kinetoKernel
-		warps float64
-		want  float64
+		name         string
+		k            kinetoKernel
+		warps, width float64
+		want         float64
 	}{
-		{"10 blocks per SM, 2 resident (50 % of 64 warps, 16-warp blocks)", k(10, 50, 512), 64, 5},
-		{"the device's warps: 48 per SM, 3 resident at 100 %", k(9, 100, 512), 48, 3},
-		{"unknown device: 64 warps", k(10, 50, 512), 0, 5},
-		{"one partial round", k(0.8, 20, 512), 64, 1},
-		{"occupancy 0 %: one block resident", k(2.5, 0, 128), 64, 2.5},
-		{"partial warp blocks round up: 33 threads are 2 warps", k(64, 100, 33), 64, 2},
-		{"no occupancy", kinetoKernel{blocksPerSM: 4, hasBlocks: true, blockThreads: 256}, 64, 0},
-		{"no block size", kinetoKernel{blocksPerSM: 4, hasBlocks: true, occupancyPct: 50, hasOccupancy: true}, 64, 0},
-		{"no blocks per SM", kinetoKernel{occupancyPct: 50, hasOccupancy: true, blockThreads: 256}, 64, 0},
+		{"10 blocks per SM, 2 resident (50 % of 64 warps, 16-warp blocks)", k(10, 50, 512), 64, 32, 5},
+		{"the device's warps: 48 per SM, 3 resident at 100 %", k(9, 100, 512), 48, 32, 3},
+		{"64-thread wavefronts: 32 per SM, 8 blocks of 256 resident", k(16, 100, 256), 32, 64, 2},
+		{"unknown device: 64 warps of 32", k(10, 50, 512), 0, 0, 5},
+		{"one partial round", k(0.8, 20, 512), 64, 32, 1},
+		{"occupancy 0 %: one block resident", k(2.5, 0, 128), 64, 32, 2.5},
+		{"partial warp blocks round up: 33 threads are 2 warps", k(64, 100, 33), 64, 32, 2},
+		{"no occupancy", kinetoKernel{blocksPerSM: 4, hasBlocks: true, blockThreads: 256}, 64, 32, 0},
+		{"no block size", kinetoKernel{blocksPerSM: 4, hasBlocks: true, occupancyPct: 50, hasOccupancy: true}, 64, 32, 0},
+		{"no blocks per SM", kinetoKernel{occupancyPct: 50, hasOccupancy: true, blockThreads: 256}, 64, 32, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := waves(tt.k, tt.warps); got != tt.want {
+			if got := waves(tt.k, tt.warps, tt.width); got != tt.want {
 				t.Errorf("waves = %g, want %g", got, tt.want)
 			}
 		})
