@@ -85,7 +85,7 @@ func benchDecide(b *testing.B, workers int, cold bool) {
 		b.Fatalf("the scenario gave %s at %d %%, want a throttle to 50 %%", outcome, pct)
 	}
 	slices.Sort(durs)
-	q := func(p float64) float64 { return float64(durs[int(p*float64(len(durs)-1))].Microseconds()) / 1000 }
+	q := func(p float64) float64 { return float64(durs[int(p*float64(len(durs)-1))]) / 1e6 }
 	b.ReportMetric(q(0.50), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
 	sims := float64(h.model.Stats().Misses - misses)
@@ -166,7 +166,7 @@ func benchGuard(b *testing.B, cold bool) {
 		}
 	}
 	slices.Sort(durs)
-	q := func(p float64) float64 { return float64(durs[int(p*float64(len(durs)-1))].Microseconds()) / 1000 }
+	q := func(p float64) float64 { return float64(durs[int(p*float64(len(durs)-1))]) / 1e6 }
 	b.ReportMetric(q(0.50), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -291,7 +290,7 @@ func clampStored(l Lease, now time.Time, leaseMax, leaseDefault time.Duration) L
 }
 
 // storedID is the form of a lease id colocd makes (rand.Text: base32).
-var storedID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+var storedID = idShape{1, 128}
 
 // MaxPID is Linux's PID_MAX_LIMIT: no process id is larger.
 const MaxPID = 4_194_304

@@ -3,6 +3,7 @@ package admission
 import (
 	"errors"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -151,4 +152,17 @@ func TestRequestValidateBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// idShape matches exactly what ^[A-Za-z0-9_-]{min,max}$ matches.
+func FuzzIDShape(f *testing.F) {
+	for _, s := range []string{"", "a", "job-1_X", "bad id", "é", "a\x00", strings.Repeat("a", 64), strings.Repeat("a", 65)} {
+		f.Add(s)
+	}
+	re := regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := safeToken.MatchString(s), re.MatchString(s); got != want {
+			t.Errorf("%q: %v, the regexp says %v", s, got, want)
+		}
+	})
 }

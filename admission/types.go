@@ -3,7 +3,6 @@ package admission
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"time"
 	"unicode"
@@ -69,12 +68,34 @@ const (
 	MinPriority, MaxPriority = -1_000_000, 1_000_000
 )
 
+// The shapes of ids, as [min, max] lengths of base64url characters
+// (A–Z a–z 0–9 _ -): a job id is a NATS subject token; a request_id has at
+// least 22 (128 bits) or 32 hex digits, so that nobody can guess another
+// launcher's.
 var (
-	safeToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	// requestIDRe: at least 22 base64url characters (128 bits) or 32 hex
-	// digits, so that nobody can guess another launcher's id.
-	requestIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
+	safeToken   = idShape{1, 64}
+	requestIDRe = idShape{22, 128}
 )
+
+// idShape matches strings of min to max base64url characters. It is what
+// ^[A-Za-z0-9_-]{min,max}$ matches, without a regexp on every decision's
+// path.
+type idShape struct{ min, max int }
+
+// MatchString reports whether s has the shape.
+func (sh idShape) MatchString(s string) bool {
+	if len(s) < sh.min || len(s) > sh.max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Validate names every bad field by its wire name (request_id, job.id,
 // compute.min_pct, profile.ops[3].dur_us, …) in a *ValidationError that

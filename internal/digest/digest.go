@@ -20,14 +20,19 @@ const flushAt = 8 << 10
 // Hasher accumulates values into a key. The zero value is ready to use; it
 // is not safe for concurrent use.
 type Hasher struct {
-	h   hash.Hash
+	h hash.Hash
+	// arr holds the first bytes (n of them) so that a small key needs no
+	// heap: nothing in the Hasher points into itself, so one on the stack
+	// stays there. Past len(arr), buf holds the bytes not yet hashed.
+	arr [256]byte
+	n   int
 	buf []byte
-	arr [256]byte // the first bytes of buf, so small keys allocate nothing
 }
 
-func (h *Hasher) grow() {
+// spill moves the bytes to buf, hashing them in flushAt chunks.
+func (h *Hasher) spill() {
 	if h.buf == nil {
-		h.buf = h.arr[:0]
+		h.buf = append(make([]byte, 0, 2*len(h.arr)), h.arr[:h.n]...)
 	}
 	if len(h.buf) >= flushAt {
 		h.flush()
@@ -44,7 +49,12 @@ func (h *Hasher) flush() {
 
 // Uint64 writes v.
 func (h *Hasher) Uint64(v uint64) {
-	h.grow()
+	if h.buf == nil && h.n+8 <= len(h.arr) {
+		binary.LittleEndian.PutUint64(h.arr[h.n:], v)
+		h.n += 8
+		return
+	}
+	h.spill()
 	h.buf = binary.LittleEndian.AppendUint64(h.buf, v)
 }
 
@@ -74,18 +84,28 @@ func (h *Hasher) OptFloat64(v *float64) {
 // String writes s with its length first.
 func (h *Hasher) String(s string) {
 	h.Uint64(uint64(len(s)))
-	h.buf = append(h.buf, s...)
+	h.write(s)
 }
 
 // Key writes another key (fixed width).
-func (h *Hasher) Key(k Key) {
-	h.grow()
-	h.buf = append(h.buf, k[:]...)
+func (h *Hasher) Key(k Key) { h.write(string(k[:])) }
+
+// write appends raw bytes.
+func (h *Hasher) write(s string) {
+	if h.buf == nil && h.n+len(s) <= len(h.arr) {
+		h.n += copy(h.arr[h.n:], s)
+		return
+	}
+	h.spill()
+	h.buf = append(h.buf, s...)
 }
 
 // Sum returns the key of everything written. The Hasher is spent.
 func (h *Hasher) Sum() (out Key) {
-	if h.h == nil { // everything fits the buffer: one call, no hash.Hash
+	switch {
+	case h.buf == nil: // everything fits the array: one call, no hash.Hash
+		return sha256.Sum256(h.arr[:h.n])
+	case h.h == nil:
 		return sha256.Sum256(h.buf)
 	}
 	h.flush()
