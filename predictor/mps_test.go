@@ -3,6 +3,7 @@ package predictor
 import (
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -283,4 +284,37 @@ func FuzzMPS(f *testing.F) {
 		}
 		assertConsistent(t, pred)
 	})
+}
+
+// runPair's own handling of a gap (pairGap) is the main loop's, bit for bit:
+// the same predictions and event counts with it and without, on real
+// profiles under several percentages, two trainers and several services.
+func TestMPSPairGapsChangeNothing(t *testing.T) {
+	inf, err := LoadProfile("../testdata/profiles/v100-infer-200.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, err := LoadProfile("../testdata/profiles/v100-train-step.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gappy := mpsProfile("gappy", KindTraining, 20, 200, 300, 0.7, 0.6, 0.3) // gaps longer than the hold
+	params := MPSParams{DRAM: 0.5, L2: 0.25, Kernels: 0.1}
+	scenarios := []*Scenario{
+		{Inference: inf, Training: []*Profile{train}, RateRPS: 8, Requests: 300, Seed: 1, TrainingPct: []float64{35}},
+		{Inference: inf, Training: []*Profile{train}, Load: 0.6, Requests: 300, Seed: 2, TrainingPct: []float64{100}},
+		{Inference: inf, Training: []*Profile{gappy}, Load: 0.4, Requests: 300, Seed: 3, TrainingPct: []float64{60}},
+		{Inference: inf, Training: []*Profile{train, gappy}, Load: 0.3, Requests: 200, Seed: 4, TrainingPct: []float64{50, 30}},
+		{Inference: inf, Training: []*Profile{train}, Load: 0.3, Requests: 200, Seed: 5, BurstSteps: 8, TrainingPct: []float64{70}},
+	}
+	defer func() { pairGaps = true }()
+	for i, sc := range scenarios {
+		pairGaps = true
+		fast := predictMPS(t, sc, params)
+		pairGaps = false
+		slow := predictMPS(t, sc, params)
+		if !reflect.DeepEqual(fast, slow) {
+			t.Errorf("scenario %d: runPair's gaps give %+v, the main loop's %+v", i, fast.Inference.LatencyMS, slow.Inference.LatencyMS)
+		}
+	}
 }
