@@ -100,7 +100,7 @@ func benchDecide(b *testing.B, workers int, cold bool) {
 }
 
 // BenchmarkDecideCold: every prediction simulated (the cache is purged each
-// iteration). Goal ≤ 50 ms. workers=1 is the binary search on one core;
+// iteration). Goal ≤ 50 ms. workers=1 is the search on one core;
 // workers=N evaluates N percentages of the search at once.
 func BenchmarkDecideCold(b *testing.B) {
 	for _, w := range benchWorkers() {
@@ -109,7 +109,7 @@ func BenchmarkDecideCold(b *testing.B) {
 }
 
 // BenchmarkDecideWarm: the same decision with every prediction cached.
-// Goal ≤ 1 ms.
+// Goal ≤ 10 µs.
 func BenchmarkDecideWarm(b *testing.B) {
 	benchDecide(b, 1, false)
 }

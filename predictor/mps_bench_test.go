@@ -8,7 +8,7 @@ import (
 var mpsBenchParams = MPSParams{DRAM: 0.5, L2: 0.25, Kernels: 0.1}
 
 // BenchmarkPredictMPS is the time-slicing benchmark's scenario under MPS with
-// the trainer at 50 %: goal ≤ 20 ms per prediction on one core.
+// the trainer at 50 %: goal ≤ 10 ms per prediction on one core.
 func BenchmarkPredictMPS(b *testing.B) {
 	inf, train := benchProfiles(b)
 	sc := &Scenario{Inference: inf, Training: []*Profile{train}, Load: 0.5, Requests: 2000, Seed: 1, TrainingPct: []float64{50}}
