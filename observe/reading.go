@@ -61,6 +61,12 @@ func (p *Preset) read(fams map[string]*dto.MetricFamily, labels map[string]strin
 	case absent(p.Requests):
 	case p.CountOf:
 		h, err := sumHistogram(fams, p.Requests, labels, 1)
+		if errors.Is(err, ErrMissingSeries) && p.AbsentIsZero && len(p.Labels) > 0 && len(labels) == len(p.Labels) {
+			// TGI creates a method's series on its first use: before
+			// the first decode step there are only prefills (when the user
+			// selects no labels of their own: those must match).
+			return r, nil
+		}
 		if err != nil {
 			return Reading{}, err
 		}

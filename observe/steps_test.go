@@ -86,3 +86,35 @@ func TestStepPresetMissing(t *testing.T) {
 		t.Errorf("StepPresets() = %v", got)
 	}
 }
+
+// Before TGI's first decode step there are only prefill series: that is
+// no step yet, not a wrong metric name.
+func TestTGIStepsBeforeTheFirstDecode(t *testing.T) {
+	tgi, _ := PresetNamed("tgi")
+	srv, url := startServer(t)
+	page := strings.ReplaceAll(tgiStepPage(100), `method="decode"`, `method="prefill"`)
+	srv.set(page)
+	r, err := (&Scraper{URL: url, Preset: tgi.Steps}).Scrape(t.Context())
+	if err != nil || r.Requests != 0 {
+		t.Errorf("got %v steps, %v; want 0 and no error", r.Requests, err)
+	}
+	// With labels of the user's own, a mismatch is still an error.
+	if _, err := (&Scraper{URL: url, Preset: tgi.Steps, Labels: map[string]string{"model": "x"}}).Scrape(t.Context()); err == nil {
+		t.Error("a label of the user's that matches nothing: want an error")
+	}
+}
+
+// The p99's sureness counts steps, not the tokens vLLM's inter-token
+// histogram counts (32 a step): all of a step's tokens take its time.
+func TestStepSurenessCountsSteps(t *testing.T) {
+	p, _ := PresetNamed("vllm")
+	srv, url := startServer(t)
+	labels := map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}
+	s := scrapeWindow(t, &Scraper{URL: url, Preset: p.Steps, Labels: labels}, srv, vllmStepPage(1000), vllmStepPage(1010))
+	// 10 steps: sureQuantile(10) is 0.99 − 1.645·√(0.0099/10) ≈ 0.938, in
+	// the 25–50 ms bucket that holds the upper half.
+	want := 25 + 25*(sureQuantile(10)-0.5)/0.5
+	if math.Abs(s.P99SureMS-want) > 1e-9 {
+		t.Errorf("P99SureMS = %g, want %g (n = 10 steps, not 320 tokens)", s.P99SureMS, want)
+	}
+}

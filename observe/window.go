@@ -115,7 +115,14 @@ func (w *Window) Stats() (s Stats, ok bool) {
 		if s.P99LowMS = 0; i > 0 {
 			s.P99LowMS = bounds[i-1]
 		}
-		s.P99SureMS, _, _ = quantile(sureQuantile(buckets[len(buckets)-1]), bounds, buckets)
+		// The samples are at most as many independent ones as the units
+		// counted: an engine's histogram counts tokens, a step's tokens
+		// all take the step's time.
+		n := buckets[len(buckets)-1]
+		if s.Requests > 0 && s.Requests < n {
+			n = s.Requests
+		}
+		s.P99SureMS, _, _ = quantile(sureQuantile(n), bounds, buckets)
 	} else if q := last.Quantiles; q != nil {
 		s.P50MS, s.P90MS, s.P99MS = orNaN(q, 0.5), orNaN(q, 0.9), orNaN(q, 0.99)
 	}

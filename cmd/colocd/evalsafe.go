@@ -94,7 +94,11 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 		if p.PredictedP99UpperMS > p.PredictedP99MS {
 			upper = fmt.Sprintf(" (up to %.2f ms)", p.PredictedP99UpperMS)
 		}
-		fmt.Fprintf(w, "# %s: predicted p99 %.2f ms%s, SLO %.2f ms, solo %.2f ms\n", commentText(p.Service), p.PredictedP99MS, upper, p.SLOP99MS, p.SoloP99MS)
+		what := "p99"
+		if p.SLOMetric == "step" {
+			what = "step p99"
+		}
+		fmt.Fprintf(w, "# %s: predicted %s %.2f ms%s, SLO %.2f ms, solo %.2f ms\n", commentText(p.Service), what, p.PredictedP99MS, upper, p.SLOP99MS, p.SoloP99MS)
 	}
 	if d.Decision == bus.DecisionDeny {
 		return fmt.Errorf("denied (%s): %s", d.Reason.Code, commentText(d.Reason.Message))

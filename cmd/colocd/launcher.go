@@ -482,7 +482,11 @@ func printStatus(w io.Writer, st *bus.Status) error {
 		if s.PredictedP99UpperMS > 0 {
 			upper = fmt.Sprintf("%.2f", s.PredictedP99UpperMS)
 		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%s\t%.2f\t%s\t%s\t%s\t%s\n", commentText(s.Name), s.RateRPS, s.SLOP99MS, s.PredictedP99MS,
+		name := commentText(s.Name)
+		if s.SLOMetric == "step" { // an LLM engine: steps/s and step latencies
+			name += " (steps)"
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%s\t%.2f\t%s\t%s\t%s\t%s\n", name, s.RateRPS, s.SLOP99MS, s.PredictedP99MS,
 			upper, s.PredictedAtRPS, orate, op99, state, guard)
 	}
 	tw.Flush()
