@@ -68,7 +68,7 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 			c.measured = map[string]Measurement{}
 		}
 		if m := c.measured[svc.Name]; !m.Window.Since.Equal(since) {
-			c.measured[svc.Name] = Measurement{Window: win, PredictedP99MS: lat.P99MS, RateRPS: svc.RateRPS, Mode: s.eval.cfg.Mode, Trainers: trainers, serviceKey: svc.profileKey()}
+			c.measured[svc.Name] = Measurement{Window: win, PredictedP99MS: lat.P99MS, RateRPS: svc.RateRPS, Mode: s.eval.cfg.Mode, Trainers: trainers, serviceKey: svc.profileKey(), burst: svc.BurstSteps}
 		}
 		if c.movedAt.Equal(moved) && c.corrections[svc.Name] != corr && (corr > 1 || c.corrections[svc.Name] > 1) {
 			if c.corrections == nil {
@@ -98,9 +98,12 @@ type Measurement struct {
 	RateRPS        float64
 	Mode           predictor.Mode
 	Trainers       []Trainer
-	// serviceKey is the service's profile when measured: a new profile
-	// drops the measurement and the correction.
+	// serviceKey is the service's profile when measured, and burst its
+	// engine burst (0: requests): a new profile, or a service that became
+	// or stopped being an engine, drops the measurement and the correction
+	// (a correction of request latencies says nothing of steps).
 	serviceKey predictor.ProfileKey
+	burst      float64
 }
 
 // Measurements returns the last measurement of each service, by name.
@@ -111,11 +114,16 @@ func (c *Controller) Measurements() map[string]Measurement {
 }
 
 // pruneLocked forgets the corrections and measurements of services no
-// longer configured, or whose profile changed. c.mu is held.
+// longer configured, or whose profile or engine burst changed. c.mu is
+// held.
 func (c *Controller) pruneLocked() {
-	keys := map[string]predictor.ProfileKey{}
+	type measuredAs struct {
+		key   predictor.ProfileKey
+		burst float64
+	}
+	keys := map[string]measuredAs{}
 	for _, svc := range c.cfg.Services {
-		keys[svc.Name] = svc.profileKey()
+		keys[svc.Name] = measuredAs{svc.profileKey(), svc.BurstSteps}
 	}
 	for name := range c.corrections {
 		if _, ok := keys[name]; !ok {
@@ -124,7 +132,7 @@ func (c *Controller) pruneLocked() {
 		}
 	}
 	for name, m := range c.measured {
-		if _, ok := keys[name]; !ok || m.serviceKey != keys[name] {
+		if _, ok := keys[name]; !ok || (measuredAs{m.serviceKey, m.burst}) != keys[name] {
 			delete(c.measured, name)
 			if c.corrections[name] > 0 && ok {
 				delete(c.corrections, name)

@@ -97,5 +97,18 @@ func TestObservedP99CorrectsThePrediction(t *testing.T) {
 		if evs, err := h.c.Guard(ctx); err != nil || len(evs) != 0 {
 			t.Errorf("a second guard round: %+v, %v", evs, err)
 		}
+		// The same service made an LLM engine: its correction was of
+		// request latencies and says nothing of steps.
+		engine := h.c.config().Services
+		engine[0].BurstSteps = 16
+		if _, err := h.c.UpdateServices(ctx, engine, h.c.config().Headroom); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.c.Guard(ctx); err != nil { // its next round prunes
+			t.Fatal(err)
+		}
+		if c := h.c.Corrections(); len(c) != 0 {
+			t.Errorf("corrections %v after the service became an engine, want none", c)
+		}
 	})
 }
