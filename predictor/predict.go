@@ -206,6 +206,13 @@ type TrainingPrediction struct {
 	IterationMS     *float64 `json:"iteration_ms"`
 	SoloIterationMS *float64 `json:"solo_iteration_ms"`
 	Slowdown        float64  `json:"slowdown"`
+	// Throughput is the share of its solo speed the job keeps, 1 /
+	// Slowdown (0 when Slowdown is): the work it does per second over what
+	// it does alone, comparable between jobs, what joint allocation values.
+	Throughput float64 `json:"throughput"`
+	// IterationsPerS is its iterations per second co-located, Throughput /
+	// the solo iteration time; null when the iteration is unknown.
+	IterationsPerS *float64 `json:"iterations_per_s"`
 }
 
 // Predictor runs predictions and keeps the simulators' buffers between them.
@@ -367,6 +374,7 @@ func (pr *Predictor) prediction(mode Mode, sc *Scenario, res, solo *simResult) *
 		solo := t.SoloUS()
 		if p := res.progress[i]; p > 0 { // always, once any time has passed
 			tp.Slowdown = res.endUS / p / solo
+			tp.Throughput = 1 / tp.Slowdown
 		}
 		if t.IterationKnown() {
 			soloMS := solo / 1000
@@ -374,6 +382,8 @@ func (pr *Predictor) prediction(mode Mode, sc *Scenario, res, solo *simResult) *
 			if tp.Slowdown > 0 {
 				it := soloMS * tp.Slowdown
 				tp.IterationMS = &it
+				ips := 1000 / it
+				tp.IterationsPerS = &ips
 			}
 		}
 		pred.Training = append(pred.Training, tp)

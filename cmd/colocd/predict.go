@@ -227,9 +227,10 @@ func printPrediction(w io.Writer, p *predictor.Prediction, cal *predictor.Calibr
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "training\tsolo iteration ms\tco-located ms\tslowdown")
+	fmt.Fprintln(tw, "training\tsolo iteration ms\tco-located ms\tslowdown\tthroughput\titerations/s")
 	for _, t := range p.Training {
-		fmt.Fprintf(tw, "%s\t%17s\t%13s\t%7.3fx\n", t.Name, msOrDash(t.SoloIterationMS), msOrDash(t.IterationMS), t.Slowdown)
+		fmt.Fprintf(tw, "%s\t%17s\t%13s\t%7.3fx\t%9.1f %%\t%12s\n", t.Name, msOrDash(t.SoloIterationMS), msOrDash(t.IterationMS), t.Slowdown,
+			100*t.Throughput, msOrDash(t.IterationsPerS))
 	}
 	return tw.Flush()
 }
