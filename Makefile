@@ -60,7 +60,7 @@ test: lint
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
 test-plain:
-	$(GO) test -count=1 -run '^(TestFit.*|TestSummaryMatchesTrace|TestIntervalsCoverLongRun|TestGuardReplay|TestEngineArrivalsBounded)$$' ./predictor/ ./predictor/calibrate/ ./sidecar/
+	$(GO) test -count=1 -run '^(TestFit.*|TestSummaryMatchesTrace|TestIntervalsCoverLongRun|TestGuardReplay|TestEngineArrivalsBounded|TestJointAllocationAgainstExhaustiveSearch|TestJointVersusFirstComeFirstServed)$$' ./predictor/ ./predictor/calibrate/ ./sidecar/ ./admission/
 
 # The GPU harness's logic (no torch, no GPU needed), run against the real binary.
 harness-test: build

@@ -179,3 +179,50 @@ func BenchmarkGuardReactCold(b *testing.B) { benchGuard(b, true) }
 // BenchmarkGuardReactWarm: the same reaction with the predictions cached
 // (a load seen before).
 func BenchmarkGuardReactWarm(b *testing.B) { benchGuard(b, false) }
+
+// BenchmarkJointAllocation is a joint allocation of the reference scenario:
+// two live V100 trainers (weights 1, 2) and a third arriving (weight 4),
+// each 10–100 % in steps of 10. Cold purges the prediction cache
+// before each; warm repeats a known allocation. It reports the
+// predictions an allocation makes (the model caches repeats within one).
+func BenchmarkJointAllocation(b *testing.B) {
+	for _, cold := range []bool{true, false} {
+		b.Run(map[bool]string{true: "cold", false: "warm"}[cold], func(b *testing.B) {
+			h, req := benchHarness(b, 1)
+			ts := make([]Trainer, 3)
+			for j := range ts {
+				ts[j] = Trainer{Profile: req.Profile, Key: req.ProfileKey}
+			}
+			grid := pctGrid(10, 100, 10)
+			var jobs []jointJob
+			for j, w := range []float64{1, 2, 4} {
+				g := grid
+				if j == 2 {
+					g = append([]int{0}, grid...)
+				}
+				jobs = append(jobs, jointJob{weight: w, grid: g, memoryMiB: 4096})
+			}
+			ctx := context.Background()
+			eval := h.c.jointEvalOf(ts)
+			lim := jointLimits{memoryMiB: 1 << 20, slots: 3}
+			if !cold {
+				if _, err := allocate(ctx, jobs, lim, eval); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var plan jointPlan
+			for b.Loop() {
+				if cold {
+					h.model.Purge()
+				}
+				var err error
+				if plan, err = allocate(ctx, jobs, lim, eval); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/allocation")
+			b.ReportMetric(float64(plan.predictions), "predictions/allocation")
+			b.Logf("allocation %v, utility %.3f", plan.pcts, plan.utility)
+		})
+	}
+}

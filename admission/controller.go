@@ -360,6 +360,9 @@ func (c *Controller) predictAll(ctx context.Context, trainers []Trainer) ([]Serv
 		p.fits = p.fits && lat.held()*corr <= limit
 		p.score = max(p.score, lat.held()*corr/limit)
 		p.soloScore = max(p.soloScore, lat.SoloP99MS*corr/limit)
+		if i == 0 {
+			p.throughput = lat.Throughput
+		}
 	}
 	return preds, p, nil
 }

@@ -143,6 +143,11 @@ type Latency struct {
 	// confidence: what a decision holds to the limit (P99MS when the
 	// predictor gives no interval).
 	P99HighMS float64
+	// Throughput is each trainer's share of its solo speed in the same
+	// simulation, in the trainers' order (predictor.TrainingPrediction);
+	// nil when the predictor does not say, and joint allocation then
+	// does not run.
+	Throughput []float64
 }
 
 // held is the p99 a decision compares with the limit: the upper bound

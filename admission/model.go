@@ -173,13 +173,17 @@ func (m *Model) simulate(svcs []ServiceSpec, trainers []Trainer, mode predictor.
 		return nil, fmt.Errorf("predict %d services: %w", len(svcs), err)
 	}
 	lats := make([]Latency, len(pred.Services))
+	thr := make([]float64, len(pred.Training))
+	for k, tp := range pred.Training {
+		thr[k] = tp.Throughput
+	}
 	for j, sp := range pred.Services {
 		// An engine's SLO is on its steps: their service_ms.
 		got, solo, iv := sp.LatencyMS, sp.SoloLatencyMS, sp.LatencyInterval
 		if svcs[j].BurstSteps > 0 {
 			got, solo, iv = sp.ServiceMS, sp.SoloServiceMS, sp.ServiceInterval
 		}
-		lats[j] = Latency{P99MS: got.P99, SoloP99MS: solo.P99}
+		lats[j] = Latency{P99MS: got.P99, SoloP99MS: solo.P99, Throughput: thr}
 		if m.confidence > 0 {
 			lats[j].P99HighMS = iv.P99[1]
 		}

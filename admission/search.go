@@ -23,6 +23,9 @@ type probe struct {
 	// score ≤ 1, up to rounding); soloScore the same for solo p99s. Both
 	// only guide the search.
 	score, soloScore float64
+	// throughput is each trainer's share of its solo speed (Latency's;
+	// read only, it may be the cache's), nil when unknown.
+	throughput []float64
 }
 
 // searchGrid returns the largest index i of the percentage grid xs for which

@@ -1,0 +1,320 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Joint allocation: several training jobs share what the inference SLOs
+// leave, by per-resource shadow prices (after ElastiCo's decomposition of
+// the multi-resource allocation into per-job choices). Each job values a
+// percentage at its weight times its throughput there (the share of its
+// solo speed it keeps), and pays a price for each resource it would use:
+//
+//   - slo: the SLO slack it takes. Its use at p is how far it alone, next
+//     to the services, moves the worst service's held p99 from solo toward
+//     the limit: (score(p) − solo) / (1 − solo), from the real predictor.
+//     The slack is 1; uses add up (the relaxation), and the real predictor
+//     checks the sum.
+//   - memory: its GPU memory over what is available to the jobs.
+//   - slots: one job of the free max_jobs slots.
+//
+// Each job picks the percentage of the highest utility less its priced
+// uses. The prices are set by bisection, one resource at a time until no
+// price moves: the lowest price at which its resource is not overused
+// (the uses only fall as a price rises, since every job's use grows with
+// its percentage). The allocation is then predicted jointly; when the real
+// prediction does not fit, the SLO slack the relaxation may use shrinks and
+// the prices are set again, a few rounds at most. What is granted is only
+// ever an allocation the real predictor said fits.
+
+// jointJob is one job of a joint allocation: its weight, the percentages
+// it may get (ascending; a 0 first means it may be left out) and its
+// memory.
+type jointJob struct {
+	weight    float64
+	grid      []int
+	memoryMiB int
+}
+
+// jointLimits are the resources the jobs share besides the SLO slack.
+type jointLimits struct {
+	memoryMiB int // GPU memory available to the jobs of the problem
+	slots     int // jobs that may run
+}
+
+// jointProbe is one prediction of the GPU with the jobs at pcts (0: the
+// job does not run).
+type jointProbe struct {
+	fits      bool
+	score     float64   // the worst service's held p99 over its limit
+	soloScore float64   // the same with no job
+	thr       []float64 // each job's throughput (0 when it does not run)
+}
+
+// jointEval predicts the GPU with each job at pcts[j] (0: absent).
+type jointEval func(ctx context.Context, pcts []int) (jointProbe, error)
+
+// jointPrices are the shadow prices of a plan, in utility per unit of
+// each resource's capacity.
+type jointPrices struct {
+	SLO, Memory, Slots float64
+}
+
+// jointPlan is an allocation and how it was found.
+type jointPlan struct {
+	pcts    []int
+	utility float64 // Σ weight × throughput, from the joint prediction
+	probe   jointProbe
+	prices  jointPrices
+	// rounds is how many joint predictions the search checked, and
+	// predictions how many it made in all (the moves around each
+	// allocation too; the model caches repeats).
+	rounds, predictions int
+}
+
+// errJointInfeasible is returned when not even every job at its lowest
+// option fits.
+var errJointInfeasible = errors.New("joint allocation: no allocation fits, not even every job at its lowest percentage")
+
+// jointRounds bounds the joint predictions of one allocation.
+const jointRounds = 8
+
+// jointCurves is, around a base allocation, what each job's options do
+// when it alone moves there: the whole utility, and the SLO slack taken
+// (the worst service's score over the base's).
+type jointCurves struct {
+	value [][]float64
+	use   [][]float64
+}
+
+// curvesAround predicts each job at each of its options with the others
+// at base (whose prediction is at): a first-order, separable model of the
+// allocation around base, exact for one job's move.
+func curvesAround(ctx context.Context, jobs []jointJob, eval jointEval, base []int, at jointProbe) (jointCurves, error) {
+	n := len(jobs)
+	cv := jointCurves{value: make([][]float64, n), use: make([][]float64, n)}
+	baseU := utility(jobs, at)
+	for j, job := range jobs {
+		cv.value[j] = make([]float64, len(job.grid))
+		cv.use[j] = make([]float64, len(job.grid))
+		for k, p := range job.grid {
+			if p == base[j] {
+				cv.value[j][k] = baseU
+				continue
+			}
+			pcts := append([]int(nil), base...)
+			pcts[j] = p
+			pr, err := eval(ctx, pcts)
+			if err != nil {
+				return cv, err
+			}
+			cv.value[j][k] = utility(jobs, pr)
+			cv.use[j][k] = pr.score - at.score
+		}
+	}
+	return cv, nil
+}
+
+// jointIterations bounds the re-linearisations of one allocation.
+const jointIterations = 4
+
+// allocate finds the jobs' percentages (see the comment above). It starts
+// from every job at its lowest option, which must fit; around the current
+// allocation it predicts each job's moves, prices the resources on that
+// model and checks the choice jointly; a choice that fits and does better
+// becomes the next allocation, until none does.
+func allocate(ctx context.Context, jobs []jointJob, lim jointLimits, eval jointEval) (jointPlan, error) {
+	for j, job := range jobs {
+		if len(job.grid) == 0 || !(job.weight > 0) {
+			return jointPlan{}, fmt.Errorf("joint allocation: job %d: want a grid and a weight > 0", j)
+		}
+	}
+	calls := 0
+	counted := eval
+	eval = func(ctx context.Context, pcts []int) (jointProbe, error) {
+		calls++
+		return counted(ctx, pcts)
+	}
+	base := make([]int, len(jobs))
+	for j, job := range jobs {
+		base[j] = job.grid[0]
+	}
+	at, err := eval(ctx, base)
+	if err != nil {
+		return jointPlan{}, err
+	}
+	plan := jointPlan{pcts: base, probe: at, utility: utility(jobs, at), rounds: 1}
+	if !at.fits {
+		plan.predictions = calls
+		return plan, errJointInfeasible
+	}
+	for range jointIterations {
+		cv, err := curvesAround(ctx, jobs, eval, plan.pcts, plan.probe)
+		if err != nil {
+			return jointPlan{}, err
+		}
+		budget := 1 - plan.probe.score // the slack left at the base
+		moved := false
+		for range jointRounds {
+			prices, choice := priceJobs(jobs, lim, cv, budget)
+			pcts := make([]int, len(jobs))
+			for j, k := range choice {
+				pcts[j] = jobs[j].grid[k]
+			}
+			pr, err := eval(ctx, pcts)
+			if err != nil {
+				return jointPlan{}, err
+			}
+			plan.rounds++
+			if !pr.fits {
+				// The moves did not add up: together the jobs took more
+				// than the sum of their parts. Leave the model less slack.
+				budget *= 0.7
+				continue
+			}
+			if u := utility(jobs, pr); u > plan.utility*(1+1e-9) {
+				plan.pcts, plan.probe, plan.utility, plan.prices = pcts, pr, u, prices
+				moved = true
+			}
+			break
+		}
+		if !moved {
+			break
+		}
+	}
+	plan.predictions = calls
+	return plan, nil
+}
+
+// utility is Σ weight × throughput of a joint prediction.
+func utility(jobs []jointJob, pr jointProbe) float64 {
+	u := 0.0
+	for j, job := range jobs {
+		u += job.weight * pr.thr[j]
+	}
+	return u
+}
+
+// priceJobs sets the prices so that no resource is overused (the SLO slack
+// up to budget), each at the lowest such price, and returns them with each
+// job's chosen option.
+func priceJobs(jobs []jointJob, lim jointLimits, cv jointCurves, budget float64) (jointPrices, []int) {
+	var pr jointPrices
+	// A price above every job's whole value makes every job take its
+	// lowest-use option.
+	top := 0.0
+	for j := range jobs {
+		for _, v := range cv.value[j] {
+			top = max(top, v)
+		}
+	}
+	top = 2*top + 1
+	choose := func() []int { return chooseAll(jobs, lim, cv, pr) }
+	over := func(c []int) (slo, mem, slots float64) {
+		for j, k := range c {
+			slo += cv.use[j][k]
+			if jobs[j].grid[k] > 0 {
+				mem += float64(jobs[j].memoryMiB)
+				slots++
+			}
+		}
+		return slo - budget, mem - float64(lim.memoryMiB), slots - float64(lim.slots)
+	}
+	for range 4 { // coordinate-wise until no price moves
+		moved := false
+		for r := range 3 {
+			price := [3]*float64{&pr.SLO, &pr.Memory, &pr.Slots}[r]
+			excess := func() float64 {
+				s, m, n := over(choose())
+				return [3]float64{s, m, n}[r]
+			}
+			old := *price
+			*price = 0
+			if excess() > 1e-12 {
+				lo, hi := 0.0, top
+				for range 60 {
+					*price = (lo + hi) / 2
+					if excess() > 1e-12 {
+						lo = *price
+					} else {
+						hi = *price
+					}
+				}
+				*price = hi
+			}
+			moved = moved || math.Abs(*price-old) > 1e-9*top
+		}
+		if !moved {
+			break
+		}
+	}
+	return pr, choose()
+}
+
+// chooseAll is each job's best option at prices pr: the highest value less
+// its priced uses, ties to the lower percentage. An option the job cannot
+// have at all (more memory or slots than there are, an SLO use no price
+// can pay: nothing fits) is not chosen while another is left.
+func chooseAll(jobs []jointJob, lim jointLimits, cv jointCurves, pr jointPrices) []int {
+	out := make([]int, len(jobs))
+	for j, job := range jobs {
+		best, bestNet := 0, math.Inf(-1)
+		for k, p := range job.grid {
+			use := cv.use[j][k]
+			if math.IsInf(use, 1) || p > 0 && (job.memoryMiB > lim.memoryMiB || lim.slots < 1) {
+				continue
+			}
+			net := cv.value[j][k] - pr.SLO*use
+			if p > 0 {
+				if lim.memoryMiB > 0 {
+					net -= pr.Memory * float64(job.memoryMiB) / float64(lim.memoryMiB)
+				}
+				net -= pr.Slots / float64(lim.slots)
+			}
+			if net > bestNet+1e-12 {
+				best, bestNet = k, net
+			}
+		}
+		out[j] = best
+	}
+	return out
+}
+
+// jointEvalOf predicts with the real predictor, as a decision does: the
+// trainers ts (their profiles) at the percentages asked, those at 0 left
+// out. c is a frozen controller (a snapshot's): it predicts without the
+// lock.
+func (c *Controller) jointEvalOf(ts []Trainer) jointEval {
+	return func(ctx context.Context, pcts []int) (jointProbe, error) {
+		var run []Trainer
+		var at []int
+		for j, p := range pcts {
+			if p > 0 {
+				t := ts[j]
+				t.Pct = p
+				run = append(run, t)
+				at = append(at, j)
+			}
+		}
+		_, pr, err := c.predictAll(ctx, run)
+		if err != nil {
+			return jointProbe{}, err
+		}
+		out := jointProbe{fits: pr.fits, score: pr.score, soloScore: pr.soloScore, thr: make([]float64, len(pcts))}
+		if len(run) > 0 && len(pr.throughput) != len(run) {
+			return jointProbe{}, errNoThroughput
+		}
+		for k, j := range at {
+			out.thr[j] = pr.throughput[k]
+		}
+		return out, nil
+	}
+}
+
+// errNoThroughput is returned when the predictor says nothing of the
+// trainers' throughput (a predictor other than Model): there is then
+// nothing to allocate by.
+var errNoThroughput = errors.New("joint allocation: the predictor gives no trainer throughput")
