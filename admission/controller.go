@@ -413,7 +413,7 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key predicto
 	dur := c.leaseDuration(req.LeaseSeconds)
 	l := Lease{
 		ID: rand.Text(), TokenHash: req.TokenHash, JobID: req.JobID, Owner: req.Owner, RequestHash: requestKey(req.RequestID),
-		Priority: req.Priority, Checkpointable: req.Checkpointable, Pct: d.Pct, MinPct: req.MinPct, MaxPct: max(d.Pct, req.MaxPct), RunningPct: d.Pct,
+		Priority: req.Priority, Weight: req.Weight, Checkpointable: req.Checkpointable, Pct: d.Pct, MinPct: req.MinPct, MaxPct: max(d.Pct, req.MaxPct), RunningPct: d.Pct,
 		MemoryMiB: req.memoryMiB(), Processes: req.Processes, Profile: req.Profile, CreatedAt: now,
 		ExpiresAt: now.Add(min(dur, c.cfg.LeaseFirstTerm)), Duration: dur,
 	}

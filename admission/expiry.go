@@ -324,6 +324,8 @@ func checkStored(l *Lease) string {
 		return fmt.Sprintf("processes %d out of [0, %d]", l.Processes, MaxProcesses)
 	case l.Priority < MinPriority || l.Priority > MaxPriority:
 		return fmt.Sprintf("priority %d out of [%d, %d]", l.Priority, MinPriority, MaxPriority)
+	case l.Weight != 0 && !(l.Weight > 0 && l.Weight <= MaxWeight):
+		return fmt.Sprintf("weight %g out of (0, %d]", l.Weight, MaxWeight)
 	case len(l.PIDs) > MaxProcesses:
 		return fmt.Sprintf("%d pids, more than %d", len(l.PIDs), MaxProcesses)
 	case len(l.Starts) != 0 && len(l.Starts) != len(l.PIDs):

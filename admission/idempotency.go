@@ -72,6 +72,7 @@ func (r *Request) fingerprint(key predictor.ProfileKey) [32]byte {
 	h.String(r.JobID)
 	h.String(r.Owner)
 	h.Int(r.Priority)
+	h.Float64(r.Weight)
 	h.Key(key)
 	h.Key(r.TokenHash) // a replay with another token is another request
 	for _, v := range []int{r.MemoryMiB, r.Processes, r.MinPct, r.MaxPct, r.LeaseSeconds} {

@@ -26,8 +26,11 @@ type Request struct {
 	// becomes a NATS subject token and part of a KV key.
 	JobID string
 	Owner string
-	// Priority is recorded on the lease; decisions do not use it yet.
+	// Priority orders leases for a re-plan (lowest first lowered).
 	Priority int
+	// Weight values the job's throughput against other jobs' (0: 1), in
+	// (0, MaxWeight]; recorded on the lease.
+	Weight float64
 	// Profile is the job's training profile (one iteration).
 	Profile *predictor.Profile
 	// ProfileKey, when set, vouches that Profile passed Validate and that
@@ -66,6 +69,8 @@ const (
 	MaxLeaseSeconds = 365 * 24 * 60 * 60
 	// MinPriority and MaxPriority bound job.priority, recorded on the lease.
 	MinPriority, MaxPriority = -1_000_000, 1_000_000
+	// MaxWeight bounds job.weight.
+	MaxWeight = 1000
 )
 
 // The shapes of ids, as [min, max] lengths of base64url characters
@@ -115,6 +120,9 @@ func (r *Request) validate(profileValid bool) error {
 	checkText(&c, "job.owner", r.Owner, maxOwnerLen, false)
 	if r.Priority < MinPriority || r.Priority > MaxPriority {
 		c.add("job.priority", fmt.Sprintf("an integer in [%d, %d]", MinPriority, MaxPriority), fmt.Sprint(r.Priority))
+	}
+	if r.Weight != 0 && !(r.Weight > 0 && r.Weight <= MaxWeight) {
+		c.add("job.weight", "a weight in (0, 1000] (absent: 1)", fmt.Sprint(r.Weight))
 	}
 	switch {
 	case r.Profile == nil:
@@ -297,6 +305,8 @@ type Lease struct {
 	// RequestHash is the SHA-256 of the request_id that created the lease.
 	RequestHash [32]byte
 	Priority    int
+	// Weight is the request's (0 in records from before it was kept: 1).
+	Weight float64
 	// Checkpointable is copied from the request.
 	Checkpointable bool
 	// Pct is the MPS active-thread percentage the job may run at (100 in

@@ -79,6 +79,9 @@ type Job struct {
 	Owner string `json:"owner"`
 	// Priority orders jobs; higher is more important.
 	Priority int `json:"priority"`
+	// Weight is what a unit of the job's throughput is worth when several
+	// jobs share the GPU (absent or 0: 1), in (0, 1000].
+	Weight float64 `json:"weight,omitempty"`
 }
 
 // Compute is a range of MPS active-thread percentages.

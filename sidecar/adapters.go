@@ -134,6 +134,7 @@ type storedLease struct {
 	Owner          string             `json:"owner"`
 	RequestHash    []byte             `json:"request_sha256"`
 	Priority       int                `json:"priority"`
+	Weight         float64            `json:"weight,omitempty"`
 	Checkpointable bool               `json:"checkpointable"`
 	Pct            int                `json:"pct"`
 	MinPct         int                `json:"min_pct"`
@@ -172,7 +173,7 @@ func toStored(l *admission.Lease) storedLease {
 	}
 	return storedLease{StartIDs: l.StartIDs, Released: l.Released, MaxPct: l.MaxPct, RunningPct: l.RunningPct, Starts: l.Starts, RegisteredAt: l.RegisteredAt, ThrottledAt: l.ThrottledAt, Retired: retired,
 		ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, RequestHash: l.RequestHash[:],
-		Priority: l.Priority, Checkpointable: l.Checkpointable, Pct: l.Pct, MinPct: l.MinPct, MemoryMiB: l.MemoryMiB,
+		Priority: l.Priority, Weight: l.Weight, Checkpointable: l.Checkpointable, Pct: l.Pct, MinPct: l.MinPct, MemoryMiB: l.MemoryMiB,
 		Processes: l.Processes, Profile: l.Profile, PIDs: l.PIDs, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt,
 		Duration: l.Duration, Deadline: l.Deadline, Revoked: l.Revoked}
 }
@@ -181,7 +182,7 @@ func (s storedLease) lease(rev uint64) (*admission.Lease, error) {
 	if len(s.TokenHash) != 32 {
 		return nil, fmt.Errorf("lease %s: token_sha256: want 32 bytes, got %d", s.ID, len(s.TokenHash))
 	}
-	l := &admission.Lease{ID: s.ID, JobID: s.JobID, Owner: s.Owner, Priority: s.Priority,
+	l := &admission.Lease{ID: s.ID, JobID: s.JobID, Owner: s.Owner, Priority: s.Priority, Weight: s.Weight,
 		Checkpointable: s.Checkpointable, Pct: s.Pct, MinPct: s.MinPct, MemoryMiB: s.MemoryMiB, Processes: s.Processes,
 		Profile: s.Profile, PIDs: s.PIDs, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt, Duration: s.Duration,
 		Deadline: s.Deadline, Revoked: s.Revoked, Revision: rev,

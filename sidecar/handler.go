@@ -221,7 +221,7 @@ func (h *handler) request(ctx context.Context, r *bus.AdmitRequest) (admission.R
 			return admission.Request{}, bus.BadRequest(err.Error())
 		}
 	}
-	return admission.Request{RequestID: r.RequestID, TokenHash: tokenHash, JobID: r.Job.ID, Owner: r.Job.Owner, Priority: r.Job.Priority, Profile: pp.p, ProfileKey: pp.key,
+	return admission.Request{RequestID: r.RequestID, TokenHash: tokenHash, JobID: r.Job.ID, Owner: r.Job.Owner, Priority: r.Job.Priority, Weight: r.Job.Weight, Profile: pp.p, ProfileKey: pp.key,
 		MemoryMiB: r.MemoryMiB, Processes: r.Processes, MinPct: r.Compute.MinPct, MaxPct: r.Compute.MaxPct,
 		LeaseSeconds: r.LeaseSeconds, Checkpointable: r.Checkpointable}, nil
 }

@@ -452,8 +452,10 @@ func TestRestartKeepsLeases(t *testing.T) {
 	c := client(t, first)
 	ctx := context.Background()
 	var refs []*bus.LeaseRef
-	for _, job := range []string{"job-1", "job-2"} {
-		d, err := c.Admit(ctx, first.ID(), admitReq(job, 10, 100))
+	for i, job := range []string{"job-1", "job-2"} {
+		req := admitReq(job, 10, 100)
+		req.Job.Weight = float64(i) + 2.5 // kept on the lease
+		d, err := c.Admit(ctx, first.ID(), req)
 		if err != nil || d.Lease == nil {
 			t.Fatalf("admit %s: %v %+v", job, err, d)
 		}
@@ -494,6 +496,11 @@ func TestRestartKeepsLeases(t *testing.T) {
 	}
 	if len(st.Leases) != 2 {
 		t.Fatalf("%d leases after a restart, want 2", len(st.Leases))
+	}
+	for _, l := range second.adm.Leases() {
+		if want := map[string]float64{"job-1": 2.5, "job-2": 3.5}[l.JobID]; l.Weight != want {
+			t.Errorf("%s: weight %g after a restart, want %g", l.JobID, l.Weight, want)
+		}
 	}
 	for _, ref := range refs {
 		if _, err := c2.Renew(ctx, second.ID(), ref); err != nil {

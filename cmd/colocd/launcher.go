@@ -189,6 +189,7 @@ func (f *admitFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&req.Job.ID, "job", "", "job id: letters, digits, - and _ (required)")
 	fs.StringVar(&req.Job.Owner, "owner", os.Getenv("USER"), "who runs the job")
 	fs.IntVar(&req.Job.Priority, "priority", 0, "job priority")
+	fs.Float64Var(&req.Job.Weight, "weight", 0, "what a unit of the job's throughput is worth against other jobs', in (0, 1000] (default 1)")
 	fs.StringVar(profilePath, "profile", "", "the job's training profile, colocd.profile/v1 (required)")
 	fs.StringVar(sendMode, "send-profile", sendAuto, "how the profile travels: inline (in the request), ref (uploaded through the sidecar, or with no --sidecar put in the colocd_profiles object store, then named by its sha256), or auto (ref only when the profile would not fit in one message)")
 	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "GPU memory the job needs, MiB")
