@@ -9,26 +9,32 @@ import (
 
 // Joint allocation: several training jobs share what the inference SLOs
 // leave, by per-resource shadow prices (after ElastiCo's decomposition of
-// the multi-resource allocation into per-job choices). Each job values a
-// percentage at its weight times its throughput there (the share of its
-// solo speed it keeps), and pays a price for each resource it would use:
+// the multi-resource allocation into per-job choices). A job's utility is
+// its weight times its throughput (the share of its solo speed it keeps).
 //
-//   - slo: the SLO slack it takes. Its use at p is how far it alone, next
-//     to the services, moves the worst service's held p99 from solo toward
-//     the limit: (score(p) − solo) / (1 − solo), from the real predictor.
-//     The slack is 1; uses add up (the relaxation), and the real predictor
-//     checks the sum.
-//   - memory: its GPU memory over what is available to the jobs.
-//   - slots: one job of the free max_jobs slots.
+// The search starts from every job at its lowest option, which must fit
+// and keep to the memory and slot limits. Around the current allocation
+// (the base) the real predictor gives each job's one-job moves: the whole
+// utility with the job moved, and the SLO slack it takes, the worst
+// service's held p99 over its limit against the base's. That is a
+// separable, first-order model of the allocation, exact for one job's
+// move, and it counts what trainers do to each other. On it each job picks
+// the option of the highest utility less its priced uses of:
 //
-// Each job picks the percentage of the highest utility less its priced
-// uses. The prices are set by bisection, one resource at a time until no
-// price moves: the lowest price at which its resource is not overused
-// (the uses only fall as a price rises, since every job's use grows with
-// its percentage). The allocation is then predicted jointly; when the real
-// prediction does not fit, the SLO slack the relaxation may use shrinks and
-// the prices are set again, a few rounds at most. What is granted is only
-// ever an allocation the real predictor said fits.
+//   - slo: the slack the base leaves, 1 − its score;
+//   - memory: its GPU memory over what is available to the jobs;
+//   - slots: one of the free max_jobs slots.
+//
+// Each price is set by bisection (its upper end found by doubling), one
+// resource at a time for a bounded number of passes: the lowest at which
+// its resource is not overused. Uses only fall as a price rises, since
+// each job's use grows with its percentage. Jobs the prices left out are
+// then added back greedily while every resource has room. The choice is
+// predicted jointly and kept only if it keeps to the limits, fits and does
+// better; when it does not fit, the model's slack shrinks and the prices
+// are set again. This repeats around the new allocation until nothing
+// better fits, a few times at most. What is returned is only ever an
+// allocation that the real predictor said fits, within the limits.
 
 // jointJob is one job of a joint allocation: its weight, the percentages
 // it may get (ascending; a 0 first means it may be left out) and its
@@ -147,7 +153,7 @@ func allocate(ctx context.Context, jobs []jointJob, lim jointLimits, eval jointE
 		return jointPlan{}, err
 	}
 	plan := jointPlan{pcts: base, probe: at, utility: utility(jobs, at), rounds: 1}
-	if !at.fits {
+	if !at.fits || !withinLimits(jobs, lim, base) {
 		plan.predictions = calls
 		return plan, errJointInfeasible
 	}
@@ -163,6 +169,9 @@ func allocate(ctx context.Context, jobs []jointJob, lim jointLimits, eval jointE
 			pcts := make([]int, len(jobs))
 			for j, k := range choice {
 				pcts[j] = jobs[j].grid[k]
+			}
+			if !withinLimits(jobs, lim, pcts) {
+				break // the prices could not keep memory or slots in bounds: stay at the base
 			}
 			pr, err := eval(ctx, pcts)
 			if err != nil {
@@ -200,20 +209,16 @@ func utility(jobs []jointJob, pr jointProbe) float64 {
 
 // priceJobs sets the prices so that no resource is overused (the SLO slack
 // up to budget), each at the lowest such price, and returns them with each
-// job's chosen option.
+// job's chosen option, completed greedily (complete). A price's upper end
+// is found by doubling: a job whose use is a small share of its resource
+// needs a price of about its value over that share. The coordinate passes
+// are bounded; the caller checks memory and slots on the result, which
+// the prices only steer.
 func priceJobs(jobs []jointJob, lim jointLimits, cv jointCurves, budget float64) (jointPrices, []int) {
 	var pr jointPrices
-	// A price above every job's whole value makes every job take its
-	// lowest-use option.
-	top := 0.0
-	for j := range jobs {
-		for _, v := range cv.value[j] {
-			top = max(top, v)
-		}
-	}
-	top = 2*top + 1
 	choose := func() []int { return chooseAll(jobs, lim, cv, pr) }
-	over := func(c []int) (slo, mem, slots float64) {
+	over := func(c []int) [3]float64 {
+		var slo, mem, slots float64
 		for j, k := range c {
 			slo += cv.use[j][k]
 			if jobs[j].grid[k] > 0 {
@@ -221,20 +226,26 @@ func priceJobs(jobs []jointJob, lim jointLimits, cv jointCurves, budget float64)
 				slots++
 			}
 		}
-		return slo - budget, mem - float64(lim.memoryMiB), slots - float64(lim.slots)
+		return [3]float64{slo - budget, mem - float64(lim.memoryMiB), slots - float64(lim.slots)}
 	}
-	for range 4 { // coordinate-wise until no price moves
+	// Beyond most no price helps: the lowest options themselves overuse.
+	const most = 1e15
+	for range 8 { // coordinate-wise until no price moves
 		moved := false
 		for r := range 3 {
 			price := [3]*float64{&pr.SLO, &pr.Memory, &pr.Slots}[r]
-			excess := func() float64 {
-				s, m, n := over(choose())
-				return [3]float64{s, m, n}[r]
-			}
+			excess := func() float64 { return over(choose())[r] }
 			old := *price
 			*price = 0
 			if excess() > 1e-12 {
-				lo, hi := 0.0, top
+				hi := 1.0
+				for *price = hi; excess() > 1e-12 && hi < most; *price = hi {
+					hi *= 2
+				}
+				lo := hi / 2
+				if hi == 1 {
+					lo = 0
+				}
 				for range 60 {
 					*price = (lo + hi) / 2
 					if excess() > 1e-12 {
@@ -245,13 +256,65 @@ func priceJobs(jobs []jointJob, lim jointLimits, cv jointCurves, budget float64)
 				}
 				*price = hi
 			}
-			moved = moved || math.Abs(*price-old) > 1e-9*top
+			moved = moved || math.Abs(*price-old) > 1e-9*max(1, old)
 		}
 		if !moved {
 			break
 		}
 	}
-	return pr, choose()
+	return pr, complete(jobs, lim, cv, budget, choose())
+}
+
+// complete raises, one at a time, jobs the prices left at their lowest
+// option to the best option that keeps every resource within its limit:
+// jobs alike are priced out together, where room is left for some of them.
+// The highest value first.
+func complete(jobs []jointJob, lim jointLimits, cv jointCurves, budget float64, choice []int) []int {
+	used := func(c []int) (slo float64, mem, slots int) {
+		for j, k := range c {
+			slo += cv.use[j][k]
+			if jobs[j].grid[k] > 0 {
+				mem += jobs[j].memoryMiB
+				slots++
+			}
+		}
+		return
+	}
+	for {
+		bestJ, bestK, bestGain := -1, 0, 0.0
+		for j, k := range choice {
+			if k != 0 {
+				continue
+			}
+			for k2 := 1; k2 < len(jobs[j].grid); k2++ {
+				trial := append([]int(nil), choice...)
+				trial[j] = k2
+				slo, mem, slots := used(trial)
+				if slo > budget+1e-12 || mem > lim.memoryMiB || slots > lim.slots {
+					continue
+				}
+				if gain := cv.value[j][k2] - cv.value[j][0]; gain > bestGain+1e-12 {
+					bestJ, bestK, bestGain = j, k2, gain
+				}
+			}
+		}
+		if bestJ < 0 {
+			return choice
+		}
+		choice[bestJ] = bestK
+	}
+}
+
+// withinLimits reports whether pcts keep to the memory and slot limits.
+func withinLimits(jobs []jointJob, lim jointLimits, pcts []int) bool {
+	mem, slots := 0, 0
+	for j, p := range pcts {
+		if p > 0 {
+			mem += jobs[j].memoryMiB
+			slots++
+		}
+	}
+	return mem <= lim.memoryMiB && slots <= lim.slots
 }
 
 // chooseAll is each job's best option at prices pr: the highest value less

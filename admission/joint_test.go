@@ -248,3 +248,74 @@ func TestJointVersusFirstComeFirstServed(t *testing.T) {
 		t.Errorf("joint %.3f below first come, first served %.3f", uJ, uF)
 	}
 }
+
+// synthetic is a joint evaluation on a made-up objective, for the
+// allocator's own invariants: each running job has throughput 1 and adds
+// add to the score, which starts at solo.
+func synthetic(solo, add float64) jointEval {
+	return func(_ context.Context, pcts []int) (jointProbe, error) {
+		pr := jointProbe{score: solo, soloScore: solo, thr: make([]float64, len(pcts))}
+		for j, p := range pcts {
+			if p > 0 {
+				pr.thr[j] = 1
+				pr.score += add
+			}
+		}
+		pr.fits = pr.score <= 1
+		return pr, nil
+	}
+}
+
+// The allocator keeps to the memory and slot limits and uses what room
+// they leave, also when each job is a small share of a resource, jobs are
+// alike, or the SLO slack is thin; a base over the limits is infeasible.
+func TestJointAllocationLimits(t *testing.T) {
+	ctx := context.Background()
+	jobs := func(n, mem int) []jointJob {
+		out := make([]jointJob, n)
+		for j := range out {
+			out[j] = jointJob{weight: 1, grid: []int{0, 50}, memoryMiB: mem}
+		}
+		return out
+	}
+	running := func(pcts []int) int {
+		n := 0
+		for _, p := range pcts {
+			if p > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	tests := []struct {
+		name string
+		jobs []jointJob
+		lim  jointLimits
+		eval jointEval
+		want int // jobs running
+	}{
+		{"5 jobs, 4 slots", jobs(5, 1), jointLimits{memoryMiB: 100, slots: 4}, synthetic(0.1, 0.01), 4},
+		{"10 jobs of 10 MiB, 95 MiB", jobs(10, 10), jointLimits{memoryMiB: 95, slots: 10}, synthetic(0.1, 0.01), 9},
+		{"3 alike jobs of 1 MiB, 2 MiB", jobs(3, 1), jointLimits{memoryMiB: 2, slots: 3}, synthetic(0.1, 0.01), 2},
+		{"room for one by a thin SLO slack", jobs(2, 1), jointLimits{memoryMiB: 10, slots: 2}, synthetic(0.99, 0.006), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan, err := allocate(ctx, tt.jobs, tt.lim, tt.eval)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !plan.probe.fits || !withinLimits(tt.jobs, tt.lim, plan.pcts) {
+				t.Fatalf("allocation %v: fits %v, within the limits %v", plan.pcts, plan.probe.fits, withinLimits(tt.jobs, tt.lim, plan.pcts))
+			}
+			if got := running(plan.pcts); got != tt.want {
+				t.Errorf("allocation %v runs %d jobs, want %d", plan.pcts, got, tt.want)
+			}
+		})
+	}
+	// Leases that must run, over the limits: infeasible.
+	over := []jointJob{{weight: 1, grid: []int{10, 50}, memoryMiB: 10}, {weight: 1, grid: []int{10, 50}, memoryMiB: 10}}
+	if _, err := allocate(ctx, over, jointLimits{memoryMiB: 15, slots: 1}, synthetic(0.1, 0.01)); err != errJointInfeasible {
+		t.Errorf("err = %v, want errJointInfeasible", err)
+	}
+}
