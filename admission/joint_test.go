@@ -2,7 +2,9 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/colocd/colocd/predictor"
 )
@@ -317,5 +319,79 @@ func TestJointAllocationLimits(t *testing.T) {
 	over := []jointJob{{weight: 1, grid: []int{10, 50}, memoryMiB: 10}, {weight: 1, grid: []int{10, 50}, memoryMiB: 10}}
 	if _, err := allocate(ctx, over, jointLimits{memoryMiB: 15, slots: 1}, synthetic(0.1, 0.01)); err != errJointInfeasible {
 		t.Errorf("err = %v, want errJointInfeasible", err)
+	}
+}
+
+// Room for raises is shared by joint allocation: two lowered leases, the
+// dense one (weight 1, older) and the narrow one (weight 3). Raised one at
+// a time, the older takes the room first; raised jointly, the room goes
+// where it is worth more. Both plans fit; the joint one is worth at least
+// as much, by the joint prediction.
+func TestRaiseSharesTheRoomJointly(t *testing.T) {
+	ctx := context.Background()
+	profiles := jointProfiles()
+	dense, narrow := profiles[0], profiles[1]
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	both := func(a, b float64) float64 {
+		return p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{dense, narrow}, []float64{a, b})
+	}
+	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
+	var weights []jointJob
+	var granted []Decision
+	for i, w := range []float64{1, 3} {
+		req := request(fmt.Sprint("joint-", i))
+		req.Profile, req.Weight = []*predictor.Profile{dense, narrow}[i], w
+		granted = append(granted, mustDecide(t, h, req, Grant))
+		weights = append(weights, jointJob{weight: w})
+		time.Sleep(time.Millisecond) // the first is older
+	}
+	if _, err := h.c.UpdateServices(ctx, withSLO(h, both(20, 10)/0.9*(1+1e-9)), 0.1); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range granted { // the launchers restart their workers at the new percentages
+		if err := h.c.Register(ctx, d.Lease.ID, tokenOf(d), []int{100 + i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.c.UpdateServices(ctx, withSLO(h, both(50, 40)/0.9), 0.1); err != nil { // room again, not for all
+		t.Fatal(err)
+	}
+	s := h.c.snapshot()
+	if len(s.live) != 2 {
+		t.Fatalf("%d live leases, want 2", len(s.live))
+	}
+	ts := []Trainer{{Profile: s.live[0].lease.Profile, Key: s.live[0].key}, {Profile: s.live[1].lease.Profile, Key: s.live[1].key}}
+	eval := s.eval.jointEvalOf(ts)
+	current := currentPcts(s.live)
+	greedy, _, err := s.eval.greedyRaise(ctx, s.live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joint, room, err := s.eval.raisePlan(ctx, s.live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.live[0].lease.Weight != 1 {
+		weights[0], weights[1] = weights[1], weights[0] // live is in id order
+	}
+	pg, err := eval(ctx, greedy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pj, err := eval(ctx, joint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("lowered %v; raised one at a time %v (utility %.3f), jointly %v (utility %.3f)", current, greedy, utility(weights, pg), joint, utility(weights, pj))
+	if !room || !pj.fits || !pg.fits {
+		t.Fatalf("room %v, joint fits %v, greedy fits %v", room, pj.fits, pg.fits)
+	}
+	if utility(weights, pj) < utility(weights, pg)-1e-9 {
+		t.Errorf("joint utility %.4f below one at a time %.4f", utility(weights, pj), utility(weights, pg))
+	}
+	for i := range joint {
+		if joint[i] < current[i] {
+			t.Errorf("lease %d lowered by a raise: %d %% from %d %%", i, joint[i], current[i])
+		}
 	}
 }

@@ -1,9 +1,11 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -16,10 +18,10 @@ const raiseCheck = 5 * time.Second
 
 // raise offers lowered leases a higher percentage once the margin has held
 // for each: every check (one each raiseCheck) since Config.RaiseAfter ago
-// found room to raise that lease, and no plan lowered it meanwhile. The
-// leases are taken highest priority first, then oldest (victimOrder
-// backwards), each raised to the largest percentage up to its max_pct at
-// which everything still fits. A raised lease gets a raise event: the
+// found room to raise that lease, and no plan lowered it meanwhile. How
+// the room is shared is raisePlan's: by joint allocation when several
+// leases may rise, else the one lease to the largest percentage up to its
+// max_pct at which everything still fits. A raised lease gets a raise event: the
 // launcher may restart its workers at the new percentage and register them,
 // or ignore it; predictions use the new percentage from now on either way,
 // which only errs on the safe side. MPS mode only.
@@ -70,18 +72,86 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 }
 
 // raisePlan returns each lease's percentage after a raise, and whether any
-// is higher. It predicts: call it on a frozen controller, without the lock.
+// is higher. With two or more leases that may rise, the room is shared by
+// joint allocation (jointRaise); otherwise, or when the predictor gives no
+// throughput, the leases are raised one at a time (greedyRaise). It
+// predicts: call it on a frozen controller, without the lock.
 func (c *Controller) raisePlan(ctx context.Context, live []entry) ([]int, bool, error) {
+	pcts, room, err := c.jointRaise(ctx, live)
+	if err == nil || !errors.Is(err, errNotJoint) {
+		return pcts, room, err
+	}
+	return c.greedyRaise(ctx, live)
+}
+
+// errNotJoint says a raise is not one for joint allocation.
+var errNotJoint = errors.New("not a joint raise")
+
+// raisable reports whether a lease may be raised now.
+func raisable(l *Lease) bool { return !l.Revoked && !l.awaitingRestart() && l.Pct < l.ceiling() }
+
+// jointRaise shares the room among the leases that may rise by joint
+// allocation: each lease between its percentage and its ceiling (the
+// others where they are), valued at its weight × throughput. The leases'
+// memory and slots are theirs already, so only the SLO slack is priced.
+func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, bool, error) {
+	n := 0
+	for i := range live {
+		if raisable(&live[i].lease) {
+			n++
+		}
+	}
+	if n < 2 {
+		return nil, false, errNotJoint
+	}
+	ts := make([]Trainer, len(live))
+	jobs := make([]jointJob, len(live))
+	for i, e := range live {
+		l := &e.lease
+		ts[i] = Trainer{Profile: l.Profile, Key: e.key}
+		grid := []int{l.Pct}
+		if raisable(l) {
+			grid = pctGrid(l.Pct, l.ceiling(), c.cfg.PctStep)
+		}
+		jobs[i] = jointJob{weight: cmp.Or(l.Weight, 1), grid: grid, memoryMiB: l.MemoryMiB}
+	}
+	plan, err := allocate(ctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(live)}, c.jointEvalOf(ts))
+	switch {
+	case errors.Is(err, errNoThroughput):
+		return nil, false, errNotJoint
+	case errors.Is(err, errJointInfeasible):
+		// What runs does not fit: the guard lowers leases; nothing rises.
+		return currentPcts(live), false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	room := false
+	for i, e := range live {
+		room = room || plan.pcts[i] > e.lease.Pct
+	}
+	return plan.pcts, room, nil
+}
+
+// currentPcts is each lease's percentage.
+func currentPcts(live []entry) []int {
 	pcts := make([]int, len(live))
 	for i, e := range live {
 		pcts[i] = e.lease.Pct
 	}
+	return pcts
+}
+
+// greedyRaise raises the leases one at a time, highest priority first,
+// then oldest (victimOrder backwards), each to the largest percentage up
+// to its ceiling at which everything still fits.
+func (c *Controller) greedyRaise(ctx context.Context, live []entry) ([]int, bool, error) {
+	pcts := currentPcts(live)
 	order := victimOrder(live)
 	slices.Reverse(order)
 	room := false
 	for _, i := range order {
 		l := &live[i].lease
-		if l.Revoked || l.awaitingRestart() || l.Pct >= l.ceiling() {
+		if !raisable(l) {
 			continue
 		}
 		grid := pctGrid(l.Pct, l.ceiling(), c.cfg.PctStep)
