@@ -3,7 +3,9 @@ package admission
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/colocd/colocd/predictor"
@@ -322,12 +324,13 @@ func TestJointAllocationLimits(t *testing.T) {
 	}
 }
 
-// Room for raises is shared by joint allocation: two lowered leases, the
-// dense one (weight 1, older) and the narrow one (weight 3). Raised one at
-// a time, the older takes the room first; raised jointly, the room goes
-// where it is worth more. Both plans fit; the joint one is worth at least
-// as much, by the joint prediction.
-func TestRaiseSharesTheRoomJointly(t *testing.T) {
+// twoLowered is a harness with two lowered leases whose workers restarted
+// (they may rise): the dense trainer (weight 1, older) and the narrow one
+// (weight 3), lowered by a tight SLO to 20 % and 10 %, then an SLO with
+// room again, not for both at 100 %. weights are the leases' in live
+// (id) order.
+func twoLowered(t *testing.T) (*harness, []jointJob, []Decision) {
+	t.Helper()
 	ctx := context.Background()
 	profiles := jointProfiles()
 	dense, narrow := profiles[0], profiles[1]
@@ -336,13 +339,11 @@ func TestRaiseSharesTheRoomJointly(t *testing.T) {
 		return p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{dense, narrow}, []float64{a, b})
 	}
 	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
-	var weights []jointJob
 	var granted []Decision
 	for i, w := range []float64{1, 3} {
 		req := request(fmt.Sprint("joint-", i))
 		req.Profile, req.Weight = []*predictor.Profile{dense, narrow}[i], w
 		granted = append(granted, mustDecide(t, h, req, Grant))
-		weights = append(weights, jointJob{weight: w})
 		time.Sleep(time.Millisecond) // the first is older
 	}
 	if _, err := h.c.UpdateServices(ctx, withSLO(h, both(20, 10)/0.9*(1+1e-9)), 0.1); err != nil {
@@ -356,6 +357,21 @@ func TestRaiseSharesTheRoomJointly(t *testing.T) {
 	if _, err := h.c.UpdateServices(ctx, withSLO(h, both(50, 40)/0.9), 0.1); err != nil { // room again, not for all
 		t.Fatal(err)
 	}
+	var weights []jointJob
+	for _, l := range h.c.snapshot().live {
+		weights = append(weights, jointJob{weight: l.lease.Weight})
+	}
+	return h, weights, granted
+}
+
+// Room for raises is shared by joint allocation: two lowered leases, the
+// dense one (weight 1, older) and the narrow one (weight 3). Raised one at
+// a time, the older takes the room first; raised jointly, the room goes
+// where it is worth more. Both plans fit; the joint one is worth at least
+// as much, by the joint prediction.
+func TestRaiseSharesTheRoomJointly(t *testing.T) {
+	ctx := context.Background()
+	h, weights, _ := twoLowered(t)
 	s := h.c.snapshot()
 	if len(s.live) != 2 {
 		t.Fatalf("%d live leases, want 2", len(s.live))
@@ -370,9 +386,6 @@ func TestRaiseSharesTheRoomJointly(t *testing.T) {
 	joint, room, err := s.eval.raisePlan(ctx, s.live)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if s.live[0].lease.Weight != 1 {
-		weights[0], weights[1] = weights[1], weights[0] // live is in id order
 	}
 	pg, err := eval(ctx, greedy)
 	if err != nil {
@@ -394,4 +407,29 @@ func TestRaiseSharesTheRoomJointly(t *testing.T) {
 			t.Errorf("lease %d lowered by a raise: %d %% from %d %%", i, joint[i], current[i])
 		}
 	}
+}
+
+// A joint raise that would take more than its budget (here 200 ms a
+// prediction) gives way, for this round, to raising one at a time: the
+// guard does not wait seconds on it.
+func TestRaiseJointBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		h, _, _ := twoLowered(t)
+		s := h.c.snapshot()
+		greedy, _, err := s.eval.greedyRaise(ctx, s.live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.eval.deps.Predictor = sleepyPredictor{Predictor: h.model, d: 200 * time.Millisecond}
+		h.model.Purge()
+		start := time.Now()
+		got, _, err := s.eval.raisePlan(ctx, s.live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); !slices.Equal(got, greedy) || took > jointRaiseBudget+10*time.Second {
+			t.Errorf("plan %v after %s, want one at a time (%v) soon after the %s budget", got, took, greedy, jointRaiseBudget)
+		}
+	})
 }

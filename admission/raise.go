@@ -84,6 +84,10 @@ func (c *Controller) raisePlan(ctx context.Context, live []entry) ([]int, bool, 
 	return c.greedyRaise(ctx, live)
 }
 
+// jointRaiseBudget bounds the time one raise check spends on joint
+// allocation.
+const jointRaiseBudget = 2 * time.Second
+
 // errNotJoint says a raise is not one for joint allocation.
 var errNotJoint = errors.New("not a joint raise")
 
@@ -115,9 +119,15 @@ func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, bool,
 		}
 		jobs[i] = jointJob{weight: cmp.Or(l.Weight, 1), grid: grid, memoryMiB: l.MemoryMiB}
 	}
-	plan, err := allocate(ctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(live)}, c.jointEvalOf(ts))
+	// A cold allocation of several real trainers takes seconds; the guard
+	// must not wait on it to lower leases when load rises. Past the budget
+	// this round raises one lease at a time; the predictions made so far
+	// are cached, so a later round finishes.
+	jctx, cancel := context.WithTimeout(ctx, jointRaiseBudget)
+	defer cancel()
+	plan, err := allocate(jctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(live)}, c.jointEvalOf(ts))
 	switch {
-	case errors.Is(err, errNoThroughput):
+	case errors.Is(err, errNoThroughput), ctx.Err() == nil && jctx.Err() != nil:
 		return nil, false, errNotJoint
 	case errors.Is(err, errJointInfeasible):
 		// What runs does not fit: the guard lowers leases; nothing rises.
