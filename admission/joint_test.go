@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -383,7 +384,7 @@ func TestRaiseSharesTheRoomJointly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	joint, room, err := s.eval.raisePlan(ctx, s.live)
+	joint, notes, room, err := s.eval.raisePlan(ctx, s.live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,6 +399,9 @@ func TestRaiseSharesTheRoomJointly(t *testing.T) {
 	t.Logf("lowered %v; raised one at a time %v (utility %.3f), jointly %v (utility %.3f)", current, greedy, utility(weights, pg), joint, utility(weights, pj))
 	if !room || !pj.fits || !pg.fits {
 		t.Fatalf("room %v, joint fits %v, greedy fits %v", room, pj.fits, pg.fits)
+	}
+	if len(notes) != 2 || !strings.Contains(notes[1], "joint allocation among 2 leases") || !strings.Contains(notes[1], "at weight 3") {
+		t.Errorf("notes %q, want each lease's share explained", notes)
 	}
 	if utility(weights, pj) < utility(weights, pg)-1e-9 {
 		t.Errorf("joint utility %.4f below one at a time %.4f", utility(weights, pj), utility(weights, pg))
@@ -424,11 +428,11 @@ func TestRaiseJointBudget(t *testing.T) {
 		s.eval.deps.Predictor = sleepyPredictor{Predictor: h.model, d: 200 * time.Millisecond}
 		h.model.Purge()
 		start := time.Now()
-		got, _, err := s.eval.raisePlan(ctx, s.live)
+		got, notes, _, err := s.eval.raisePlan(ctx, s.live)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if took := time.Since(start); !slices.Equal(got, greedy) || took > jointRaiseBudget+10*time.Second {
+		if took := time.Since(start); !slices.Equal(got, greedy) || notes != nil || took > jointRaiseBudget+10*time.Second {
 			t.Errorf("plan %v after %s, want one at a time (%v) soon after the %s budget", got, took, greedy, jointRaiseBudget)
 		}
 	})

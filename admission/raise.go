@@ -35,7 +35,7 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 	c.raiseAt = now.Add(raiseCheck)
 	s := c.snapshotLocked()
 	c.mu.Unlock()
-	pcts, _, err := s.eval.raisePlan(ctx, s.live)
+	pcts, notes, _, err := s.eval.raisePlan(ctx, s.live)
 	if err != nil {
 		return nil, fmt.Errorf("raise: %w", err)
 	}
@@ -64,7 +64,7 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 		c.mu.Unlock()
 		return nil, nil
 	}
-	events, serr := c.applyRaise(ctx, s.live, ripe, now)
+	events, serr := c.applyRaise(ctx, s.live, ripe, notes, now)
 	c.mu.Unlock()
 	c.signal()
 	perr := c.publish(ctx, events)
@@ -76,12 +76,16 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 // joint allocation (jointRaise); otherwise, or when the predictor gives no
 // throughput, the leases are raised one at a time (greedyRaise). It
 // predicts: call it on a frozen controller, without the lock.
-func (c *Controller) raisePlan(ctx context.Context, live []entry) ([]int, bool, error) {
-	pcts, room, err := c.jointRaise(ctx, live)
+//
+// notes, when not nil, say for each lease how the room was shared (its
+// raise event's reason ends with it).
+func (c *Controller) raisePlan(ctx context.Context, live []entry) (pcts []int, notes []string, room bool, err error) {
+	pcts, notes, room, err = c.jointRaise(ctx, live)
 	if err == nil || !errors.Is(err, errNotJoint) {
-		return pcts, room, err
+		return pcts, notes, room, err
 	}
-	return c.greedyRaise(ctx, live)
+	pcts, room, err = c.greedyRaise(ctx, live)
+	return pcts, nil, room, err
 }
 
 // jointRaiseBudget bounds the time one raise check spends on joint
@@ -98,7 +102,7 @@ func raisable(l *Lease) bool { return !l.Revoked && !l.awaitingRestart() && l.Pc
 // allocation: each lease between its percentage and its ceiling (the
 // others where they are), valued at its weight × throughput. The leases'
 // memory and slots are theirs already, so only the SLO slack is priced.
-func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, bool, error) {
+func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, []string, bool, error) {
 	n := 0
 	for i := range live {
 		if raisable(&live[i].lease) {
@@ -106,7 +110,7 @@ func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, bool,
 		}
 	}
 	if n < 2 {
-		return nil, false, errNotJoint
+		return nil, nil, false, errNotJoint
 	}
 	ts := make([]Trainer, len(live))
 	jobs := make([]jointJob, len(live))
@@ -125,21 +129,29 @@ func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, bool,
 	// are cached, so a later round finishes.
 	jctx, cancel := context.WithTimeout(ctx, jointRaiseBudget)
 	defer cancel()
-	plan, err := allocate(jctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(live)}, c.jointEvalOf(ts))
+	eval := c.jointEvalOf(ts)
+	plan, err := allocate(jctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(live)}, eval)
+	var before jointProbe
+	if err == nil {
+		before, err = eval(jctx, currentPcts(live)) // cached: the allocation's start
+	}
 	switch {
 	case errors.Is(err, errNoThroughput), ctx.Err() == nil && jctx.Err() != nil:
-		return nil, false, errNotJoint
+		return nil, nil, false, errNotJoint
 	case errors.Is(err, errJointInfeasible):
 		// What runs does not fit: the guard lowers leases; nothing rises.
-		return currentPcts(live), false, nil
+		return currentPcts(live), nil, false, nil
 	case err != nil:
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	room := false
+	notes := make([]string, len(live))
 	for i, e := range live {
 		room = room || plan.pcts[i] > e.lease.Pct
+		notes[i] = fmt.Sprintf("the room was shared by joint allocation among %d leases (SLO slack priced at %.3g): at weight %g this job's predicted throughput goes from %.1f %% to %.1f %% of its solo speed, the leases' weighted throughput from %.3f to %.3f",
+			len(live), plan.prices.SLO, jobs[i].weight, 100*before.thr[i], 100*plan.probe.thr[i], utility(jobs, before), plan.utility)
 	}
-	return plan.pcts, room, nil
+	return plan.pcts, notes, room, nil
 }
 
 // currentPcts is each lease's percentage.
@@ -187,7 +199,7 @@ func (c *Controller) greedyRaise(ctx context.Context, live []entry) ([]int, bool
 
 // applyRaise stores the raised leases and returns their raise events.
 // c.mu is held, and released while a lease's record is written.
-func (c *Controller) applyRaise(ctx context.Context, planned []entry, pcts []int, now time.Time) ([]Event, error) {
+func (c *Controller) applyRaise(ctx context.Context, planned []entry, pcts []int, notes []string, now time.Time) ([]Event, error) {
 	var events []Event
 	var errs []error
 	for i := range planned {
@@ -210,9 +222,12 @@ func (c *Controller) applyRaise(ctx context.Context, planned []entry, pcts []int
 			continue
 		}
 		c.changedLocked()
-		events = append(events, Event{Type: EventRaise, LeaseID: l.ID, JobID: l.JobID, Pct: l.Pct, Env: c.Env(l), Time: now,
-			Reason: fmt.Sprintf("the margin has held for %s: the job may run at %d %% instead of %d %% (restart its workers with %s=%d and register them), or stay as it is",
-				held, l.Pct, old, EnvActiveThreads, l.Pct)})
+		reason := fmt.Sprintf("the margin has held for %s: the job may run at %d %% instead of %d %% (restart its workers with %s=%d and register them), or stay as it is",
+			held, l.Pct, old, EnvActiveThreads, l.Pct)
+		if i < len(notes) && notes[i] != "" {
+			reason += "; " + notes[i]
+		}
+		events = append(events, Event{Type: EventRaise, LeaseID: l.ID, JobID: l.JobID, Pct: l.Pct, Env: c.Env(l), Time: now, Reason: reason})
 	}
 	return events, errors.Join(errs...)
 }
