@@ -218,15 +218,8 @@ func priceJobs(jobs []jointJob, lim jointLimits, cv jointCurves, budget float64)
 	var pr jointPrices
 	choose := func() []int { return chooseAll(jobs, lim, cv, pr) }
 	over := func(c []int) [3]float64 {
-		var slo, mem, slots float64
-		for j, k := range c {
-			slo += cv.use[j][k]
-			if jobs[j].grid[k] > 0 {
-				mem += float64(jobs[j].memoryMiB)
-				slots++
-			}
-		}
-		return [3]float64{slo - budget, mem - float64(lim.memoryMiB), slots - float64(lim.slots)}
+		slo, mem, slots := uses(jobs, cv, c)
+		return [3]float64{slo - budget, float64(mem - lim.memoryMiB), float64(slots - lim.slots)}
 	}
 	// Beyond most no price helps: the lowest options themselves overuse.
 	const most = 1e15
@@ -270,16 +263,6 @@ func priceJobs(jobs []jointJob, lim jointLimits, cv jointCurves, budget float64)
 // jobs alike are priced out together, where room is left for some of them.
 // The highest value first.
 func complete(jobs []jointJob, lim jointLimits, cv jointCurves, budget float64, choice []int) []int {
-	used := func(c []int) (slo float64, mem, slots int) {
-		for j, k := range c {
-			slo += cv.use[j][k]
-			if jobs[j].grid[k] > 0 {
-				mem += jobs[j].memoryMiB
-				slots++
-			}
-		}
-		return
-	}
 	for {
 		bestJ, bestK, bestGain := -1, 0, 0.0
 		for j, k := range choice {
@@ -289,7 +272,7 @@ func complete(jobs []jointJob, lim jointLimits, cv jointCurves, budget float64, 
 			for k2 := 1; k2 < len(jobs[j].grid); k2++ {
 				trial := append([]int(nil), choice...)
 				trial[j] = k2
-				slo, mem, slots := used(trial)
+				slo, mem, slots := uses(jobs, cv, trial)
 				if slo > budget+1e-12 || mem > lim.memoryMiB || slots > lim.slots {
 					continue
 				}
@@ -315,6 +298,20 @@ func withinLimits(jobs []jointJob, lim jointLimits, pcts []int) bool {
 		}
 	}
 	return mem <= lim.memoryMiB && slots <= lim.slots
+}
+
+// uses adds up what a choice of options (indexes into each job's grid)
+// takes of each resource: the SLO slack by cv, memory and slots by the
+// jobs that run.
+func uses(jobs []jointJob, cv jointCurves, choice []int) (slo float64, mem, slots int) {
+	for j, k := range choice {
+		slo += cv.use[j][k]
+		if jobs[j].grid[k] > 0 {
+			mem += jobs[j].memoryMiB
+			slots++
+		}
+	}
+	return slo, mem, slots
 }
 
 // chooseAll is each job's best option at prices pr: the highest value less

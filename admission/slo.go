@@ -64,11 +64,8 @@ func (c *Controller) UpdateServices(ctx context.Context, services []ServiceSpec,
 // replan returns each live lease's new percentage and whether it is
 // revoked. It predicts: call it on a frozen controller, without the lock.
 func (c *Controller) replan(ctx context.Context, live []entry) ([]int, []bool, error) {
-	pcts := make([]int, len(live))
+	pcts := currentPcts(live)
 	revoked := make([]bool, len(live))
-	for i, e := range live {
-		pcts[i] = e.lease.Pct
-	}
 	eval := func(ctx context.Context, pcts []int) (probe, error) {
 		var ts []Trainer
 		for i, e := range live {

@@ -130,10 +130,7 @@ func TestEngineRealStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := LoadProfile("../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tr := benchProfiles(t)
 	sc := func(pct float64) *Scenario {
 		return &Scenario{Inference: step, Training: []*Profile{tr}, TrainingPct: []float64{pct}, Load: 0.5, BurstSteps: 128, Requests: 2000, Seed: 1}
 	}

@@ -290,14 +290,7 @@ func FuzzMPS(f *testing.F) {
 // the same predictions and event counts with it and without, on real
 // profiles under several percentages, two trainers and several services.
 func TestMPSPairGapsChangeNothing(t *testing.T) {
-	inf, err := LoadProfile("../testdata/profiles/v100-infer-200.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	train, err := LoadProfile("../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf, train := benchProfiles(t)
 	gappy := mpsProfile("gappy", KindTraining, 20, 200, 300, 0.7, 0.6, 0.3) // gaps longer than the hold
 	params := MPSParams{DRAM: 0.5, L2: 0.25, Kernels: 0.1}
 	scenarios := []*Scenario{

@@ -7,7 +7,7 @@ import (
 
 // benchProfiles loads the benchmark scenario's workloads: a 200-op inference
 // profile built from the V100 trace's kernels and one V100 training step.
-func benchProfiles(b *testing.B) (inf, train *Profile) {
+func benchProfiles(b testing.TB) (inf, train *Profile) {
 	b.Helper()
 	inf, err := LoadProfile("../testdata/profiles/v100-infer-200.json")
 	if err != nil {

@@ -280,10 +280,7 @@ func (tr *kinetoTrace) buildProfile(u kinetoUnit, opts Options, traceName string
 	if !known {
 		notes = append(notes, fmt.Sprintf("device: the trace has no deviceProperties for device %d; name and SM count unknown", devID))
 	}
-	if !opts.Waves {
-		dev.warps = -1 // no waves
-	}
-	ops, src, opNotes := mergeKernels(ks, dev)
+	ops, src, opNotes := mergeKernels(ks, dev, opts.Waves)
 	notes = append(notes, opNotes...)
 	if !u.whole && unlaunched > 0 {
 		notes = append(notes, fmt.Sprintf("%d kernels had no launching runtime event (same correlation); assigned to %s by their own start time", unlaunched, u.label))
@@ -352,7 +349,7 @@ type mergeFigures struct {
 // op's gap is the GPU's idle time before it; its duration is the time it adds
 // to the busy timeline, so that overlapping kernels on different streams are
 // not counted twice and the ops' gaps and durations add up to the span.
-func mergeKernels(ks []kinetoKernel, dev kinetoDevice) ([]predictor.Op, mergeFigures, []string) {
+func mergeKernels(ks []kinetoKernel, dev kinetoDevice, withWaves bool) ([]predictor.Op, mergeFigures, []string) {
 	sms := dev.sms
 	var f mergeFigures
 	var overlapped, gridSM, noSM, noOcc, clampedOcc int
@@ -391,7 +388,9 @@ func mergeKernels(ks []kinetoKernel, dev kinetoDevice) ([]predictor.Op, mergeFig
 		} else {
 			noOcc++
 		}
-		op.Waves = waves(k, dev.warps, dev.warpSize) // 0 (absent): unknown
+		if withWaves {
+			op.Waves = waves(k, dev.warps, dev.warpSize) // 0 (absent): unknown
+		}
 		ops[i] = op
 	}
 	f.span = busyEnd - ks[0].start
@@ -440,10 +439,9 @@ const defaultWarpsPerSM = 64
 // occupancy (active warps over the SM's most) and the warps of a block, at
 // least one block (an occupancy reported as 0 % is below 0.5 %: one block).
 // A kernel of one partial round runs one wave, a block then lasting the
-// whole kernel. 0 when a figure is missing, or when warpsPerSM is negative
-// (not asked for). Rounded to 1/1000.
+// whole kernel. 0 when a figure is missing. Rounded to 1/1000.
 func waves(k kinetoKernel, warpsPerSM, warpSize float64) float64 {
-	if warpsPerSM < 0 || !k.hasBlocks || !k.hasOccupancy || k.blockThreads <= 0 || k.blocksPerSM <= 0 {
+	if !k.hasBlocks || !k.hasOccupancy || k.blockThreads <= 0 || k.blocksPerSM <= 0 {
 		return 0
 	}
 	if warpsPerSM <= 0 || warpSize <= 0 {
