@@ -53,6 +53,7 @@ type loadtestFlags struct {
 	memoryMiB      int
 	maxJobs        int
 	embedded       bool
+	decisionTO     time.Duration
 }
 
 func newLoadtestCmd() *cobra.Command {
@@ -106,6 +107,7 @@ when a lease of the run is still live after it.`,
 	fs.IntVar(&f.memoryMiB, "memory-mib", 1000, "GPU memory each admit asks for, MiB")
 	fs.IntVar(&f.maxJobs, "max-jobs", 0, "--embedded: the sidecar's admission.max_jobs (0: the default, 4); otherwise the bound to check the sampled leases against (0: not checked)")
 	fs.BoolVar(&f.embedded, "embedded", false, "start an in-process sidecar and load it over TCP loopback")
+	fs.DurationVar(&f.decisionTO, "decision-timeout", 0, "--embedded: the sidecar's admission.decision_timeout (0: the default, 5s); keep --timeout above it")
 	fs.StringVar(&f.serviceProfile, "service-profile", "testdata/profiles/v100-infer-200.json", "--embedded: the inference service's profile (8 req/s, SLO p99 10 s: no job breaks it, so max_jobs is what denies)")
 	return cmd
 }
@@ -121,6 +123,10 @@ func (f *loadtestFlags) check(cmd *cobra.Command) error {
 		return fmt.Errorf("--memory-mib: want ≥ 0, got %d", f.memoryMiB)
 	case f.maxJobs < 0:
 		return fmt.Errorf("--max-jobs: want ≥ 0, got %d", f.maxJobs)
+	case f.decisionTO != 0 && (f.decisionTO < time.Second || f.decisionTO > 10*time.Minute):
+		return fmt.Errorf("--decision-timeout: want 1s to 10m, got %s", f.decisionTO)
+	case f.decisionTO != 0 && !f.embedded:
+		return fmt.Errorf("--decision-timeout: want --embedded (an external sidecar has its own admission.decision_timeout)")
 	}
 	if f.embedded {
 		for _, name := range []string{"server", "sidecar", "nkey", "creds", "tls-ca", "tls-cert", "tls-key"} {
@@ -334,6 +340,9 @@ func startEmbedded(ctx context.Context, f *loadtestFlags, stderr io.Writer) (*si
 	c.Services = []configs.Service{{Name: "inference", Profile: f.serviceProfile, RateRPS: 8, SLO: configs.SLO{P99MS: 10000}}}
 	if f.maxJobs > 0 {
 		c.Admission.MaxJobs = f.maxJobs
+	}
+	if f.decisionTO > 0 {
+		c.Admission.DecisionTimeout = f.decisionTO
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "sidecar")
 	s, err := sidecar.New(ctx, &c, sidecar.Options{Logger: logger, Version: semver(version)})

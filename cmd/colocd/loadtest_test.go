@@ -18,9 +18,13 @@ import (
 
 // TestLoadtestEmbedded runs a short load test against an in-process
 // sidecar: every call answered, some admits, never more leases than
-// max_jobs, none left after. No timing is asserted.
+// max_jobs, none left after. No timing is asserted: the decision timeout
+// and the launchers' wait are minutes, so a loaded machine (the first,
+// cold decisions under the race detector take seconds, and eight
+// launchers queue behind them) cannot turn a slow answer into a 504.
 func TestLoadtestEmbedded(t *testing.T) {
 	out, stderr, err := runCLI(t, "loadtest", "--embedded", "--launchers", "8", "--duration", "2s", "--max-jobs", "2",
+		"--decision-timeout", "5m", "--timeout", "6m",
 		"--profile", profilesDir+"/v100-train-step.json", "--service-profile", profilesDir+"/v100-infer-200.json", "--json")
 	if err != nil {
 		t.Fatalf("loadtest: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
@@ -60,6 +64,8 @@ func TestLoadtestFlags(t *testing.T) {
 		{"no launchers", []string{"--embedded", "--launchers", "0"}, "--launchers: want 1 to 10000, got 0"},
 		{"no duration", []string{"--embedded", "--duration", "0s"}, "--duration: want > 0, got 0s"},
 		{"bad sidecar", []string{"--sidecar", "a b", "--profile", profilesDir + "/v100-train-step.json"}, "--sidecar:"},
+		{"decision timeout range", []string{"--embedded", "--decision-timeout", "500ms"}, "--decision-timeout: want 1s to 10m, got 500ms"},
+		{"decision timeout external", []string{"--sidecar", "gpu0", "--decision-timeout", "1m"}, "--decision-timeout: want --embedded"},
 		{"inference profile", []string{"--embedded", "--profile", profilesDir + "/v100-infer-200.json"}, "--profile: want a training profile"},
 	}
 	for _, tc := range tests {
