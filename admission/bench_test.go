@@ -206,7 +206,7 @@ func BenchmarkJointAllocation(b *testing.B) {
 			eval := h.c.jointEvalOf(ts)
 			lim := jointLimits{memoryMiB: 1 << 20, slots: 3}
 			if !cold {
-				if _, err := allocate(ctx, jobs, lim, eval); err != nil {
+				if _, err := allocate(ctx, jobs, lim, eval, 1); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -216,13 +216,90 @@ func BenchmarkJointAllocation(b *testing.B) {
 					h.model.Purge()
 				}
 				var err error
-				if plan, err = allocate(ctx, jobs, lim, eval); err != nil {
+				if plan, err = allocate(ctx, jobs, lim, eval, 1); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/allocation")
 			b.ReportMetric(float64(plan.predictions), "predictions/allocation")
 			b.Logf("allocation %v, utility %.3f", plan.pcts, plan.utility)
+		})
+	}
+}
+
+// BenchmarkDecideMakesRoom is a joint decision at admit in the reference
+// scenario: one V100 trainer (weight 1) runs at 100 %, and the SLO leaves
+// no room beside it for a second (weight 3) even at 10 %, but room for
+// both once the first is lower. Each iteration quotes the second job (a
+// decision without its effects); cold purges the prediction cache first,
+// with one worker and with every core predicting the moves. It reports
+// the latency and the simulations per decision.
+func BenchmarkDecideMakesRoom(b *testing.B) {
+	type run struct {
+		name    string
+		cold    bool
+		workers int
+	}
+	var runs []run
+	for _, w := range benchWorkers() {
+		runs = append(runs, run{fmt.Sprintf("cold/workers=%d", w), true, w})
+	}
+	for _, r := range append(runs, run{"warm", false, 1}) {
+		cold := r.cold
+		b.Run(r.name, func(b *testing.B) {
+			h, req := benchHarness(b, r.workers)
+			ctx := context.Background()
+			ts := []Trainer{{Profile: req.Profile, Key: req.ProfileKey}, {Profile: req.Profile, Key: req.ProfileKey}}
+			p99 := func(pcts ...int) float64 {
+				for i, p := range pcts {
+					ts[i].Pct = p
+				}
+				preds, _, err := h.c.predictAll(ctx, ts[:len(pcts)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				return preds[0].PredictedP99MS
+			}
+			alone, both, low := p99(100), p99(100, 10), p99(10, 10)
+			limit := alone + 0.3*(both-alone)
+			if !(low < limit && limit < both) {
+				b.Fatalf("no scenario: alone %.1f, with a second at 10 %% %.1f, both at 10 %% %.1f ms", alone, both, low)
+			}
+			svc := h.c.cfg.Services[0]
+			svc.SLOP99MS = limit / 0.9
+			h.c.cfg.Services, h.c.cfg.DecisionTimeout = []ServiceSpec{svc}, 10*time.Minute
+			first := req
+			first.RequestID, first.JobID, first.TokenHash = "bench-first-request-id-0001", "first", [32]byte{1}
+			if d := mustDecide(b, h, first, Grant); d.Pct != 100 {
+				b.Fatalf("first at %d %%, want 100", d.Pct)
+			}
+			req.Weight = 3
+			if !cold {
+				if _, err := h.c.Quote(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var durs []time.Duration
+			var d Decision
+			misses := h.model.Stats().Misses
+			for b.Loop() {
+				if cold {
+					h.model.Purge()
+				}
+				start := time.Now()
+				var err error
+				if d, err = h.c.Quote(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+				durs = append(durs, time.Since(start))
+			}
+			if d.Code != CodeSharedToFit {
+				b.Fatalf("the scenario gave %s (%s), want shared_to_fit", d.Code, d.Message)
+			}
+			slices.Sort(durs)
+			b.ReportMetric(float64(durs[len(durs)/2])/1e6, "p50-ms")
+			b.ReportMetric(float64(h.model.Stats().Misses-misses)/float64(len(durs)), "simulations/decision")
+			b.Logf("%s", d.Message)
 		})
 	}
 }

@@ -47,6 +47,11 @@ type Config struct {
 	// RaiseAfter is how long the margin must hold before a lowered lease is
 	// offered a higher percentage with a raise event (default 5m).
 	RaiseAfter time.Duration
+	// MinMovePct is the smallest change of a live lease's percentage that
+	// a raise or a joint re-plan makes (default PctStep): a move costs the
+	// launcher a restart of its workers. A throttle the SLOs need is made
+	// whatever its size.
+	MinMovePct int
 	// ThrottleGrace is how long a launcher has to act on a throttle or
 	// revoke event (default 2m): to register workers restarted at the new
 	// percentage, or to stop. Past it the lease is revoked and evicted.
@@ -90,6 +95,7 @@ func (cfg Config) withDefaults() Config {
 	}
 	def(&cfg.MaxJobs, DefaultMaxJobs)
 	def(&cfg.PctStep, DefaultPctStep)
+	def(&cfg.MinMovePct, cfg.PctStep)
 	def(&cfg.IdempotencyMax, DefaultIdempotencyMax)
 	def(&cfg.SearchWorkers, 1)
 	defD(&cfg.LeaseDefault, DefaultLeaseDefault)
@@ -137,6 +143,9 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.PctStep < 1 || cfg.PctStep > 100 {
 		c.add("pct_step", "a percentage step in [1, 100]", fmt.Sprint(cfg.PctStep))
+	}
+	if cfg.MinMovePct < 1 || cfg.MinMovePct > 100 {
+		c.add("min_move_pct", "a percentage in [1, 100]", fmt.Sprint(cfg.MinMovePct))
 	}
 	for _, d := range []struct {
 		field string

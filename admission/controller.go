@@ -137,6 +137,17 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 	}
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
+	// Throttles that made room for the job (commitRoomLocked) are
+	// published whatever the decision: they were stored.
+	var events []Event
+	defer func() {
+		if len(events) > 0 {
+			c.signal()
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+			defer cancel()
+			_ = c.publish(pctx, events) // logged there; the leases were stored
+		}
+	}()
 	fp, rk := req.fingerprint(key), requestKey(req.RequestID)
 	c.mu.Lock()
 	attempts := c.admitAttemptsLocked()
@@ -156,8 +167,10 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 			return d, err
 		}
 		c.mu.Lock()
-		d, done, err = c.commitLocked(ctx, s, &req, key, rk, fp, d)
+		var evs []Event
+		d, done, evs, err = c.commitLocked(ctx, s, &req, key, rk, fp, d)
 		c.mu.Unlock()
+		events = append(events, evs...)
 		if done || err != nil {
 			return d, err
 		}
@@ -189,27 +202,46 @@ func (c *Controller) recalledLocked(rk, fp [32]byte, now time.Time) (Decision, b
 // ctx is done; returns the decision a concurrent request with the same
 // request_id committed meanwhile; and returns done = false, changing
 // nothing, when the leases or the config moved since s. Otherwise it
-// creates the lease of a grant or throttle and remembers the decision.
-// c.mu is held (and released while a store write is waited for or made).
-func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request, key predictor.ProfileKey, rk, fp [32]byte, d Decision) (Decision, bool, error) {
+// lowers the live leases d's joint allocation lowers (their throttle
+// events are returned; done = false when that did not go through whole,
+// see commitRoomLocked), creates the lease of a grant or throttle and
+// remembers the decision. c.mu is held (and released while a store write
+// is waited for or made).
+func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request, key predictor.ProfileKey, rk, fp [32]byte, d Decision) (Decision, bool, []Event, error) {
 	if err := c.ctxErr("decide", ctx); err != nil {
-		return Decision{}, true, err
+		return Decision{}, true, nil, err
 	}
 	if d, done, err := c.recalledLocked(rk, fp, time.Now()); done || err != nil {
-		return d, true, err
+		return d, true, nil, err
 	}
 	now := time.Now() // recalledLocked may have waited
 	if !c.unchangedLocked(s, now) && (d.Outcome != Deny || !c.onlyTakenLocked(s, now)) {
-		return Decision{}, false, nil
+		return Decision{}, false, nil, nil
+	}
+	var events []Event
+	if d.Outcome != Deny && d.Joint != nil {
+		evs, ok, err := c.commitRoomLocked(ctx, s, d, now)
+		events = evs
+		if err != nil {
+			d, err := unavailable(CodeStoreUnavailable, "lowering the live leases to make room failed, so nothing was granted: "+err.Error())
+			return d, true, events, err
+		}
+		if !ok {
+			return Decision{}, false, events, nil
+		}
+		if err := c.ctxErr("decide", ctx); err != nil {
+			return Decision{}, true, events, err
+		}
+		now = time.Now()
 	}
 	if d.Outcome != Deny {
 		var err error
 		if d, err = c.grantLocked(ctx, req, key, d, now); err != nil {
-			return d, true, err
+			return d, true, events, err
 		}
 	}
 	c.idem.remember(rk, fp, d, now)
-	return d.clone(), true, nil
+	return d.clone(), true, events, nil
 }
 
 // Quote is Decide without effects: no lease, no idempotency record, no
@@ -292,6 +324,9 @@ func (c *Controller) evaluate(ctx context.Context, req *Request, key predictor.P
 	d := c.outcome(grid, best, results)
 	if best >= 0 {
 		d.Pct = grid[best]
+	}
+	if best < 0 && c.cfg.Mode == predictor.ModeMPS && len(s.live) > 0 {
+		return c.makeRoom(ctx, req, key, s.live, d)
 	}
 	return d, nil
 }

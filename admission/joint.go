@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Joint allocation: several training jobs share what the inference SLOs
@@ -63,18 +66,12 @@ type jointProbe struct {
 // jointEval predicts the GPU with each job at pcts[j] (0: absent).
 type jointEval func(ctx context.Context, pcts []int) (jointProbe, error)
 
-// jointPrices are the shadow prices of a plan, in utility per unit of
-// each resource's capacity.
-type jointPrices struct {
-	SLO, Memory, Slots float64
-}
-
 // jointPlan is an allocation and how it was found.
 type jointPlan struct {
 	pcts    []int
 	utility float64 // Σ weight × throughput, from the joint prediction
 	probe   jointProbe
-	prices  jointPrices
+	prices  JointPrices
 	// rounds is how many joint predictions the search checked, and
 	// predictions how many it made in all (the moves around each
 	// allocation too; the model caches repeats).
@@ -98,11 +95,14 @@ type jointCurves struct {
 
 // curvesAround predicts each job at each of its options with the others
 // at base (whose prediction is at): a first-order, separable model of the
-// allocation around base, exact for one job's move.
-func curvesAround(ctx context.Context, jobs []jointJob, eval jointEval, base []int, at jointProbe) (jointCurves, error) {
+// allocation around base, exact for one job's move. The predictions are
+// independent: up to workers run at once.
+func curvesAround(ctx context.Context, jobs []jointJob, eval jointEval, workers int, base []int, at jointProbe) (jointCurves, error) {
 	n := len(jobs)
 	cv := jointCurves{value: make([][]float64, n), use: make([][]float64, n)}
 	baseU := utility(jobs, at)
+	type point struct{ j, k int }
+	var todo []point
 	for j, job := range jobs {
 		cv.value[j] = make([]float64, len(job.grid))
 		cv.use[j] = make([]float64, len(job.grid))
@@ -111,17 +111,26 @@ func curvesAround(ctx context.Context, jobs []jointJob, eval jointEval, base []i
 				cv.value[j][k] = baseU
 				continue
 			}
-			pcts := append([]int(nil), base...)
-			pcts[j] = p
-			pr, err := eval(ctx, pcts)
-			if err != nil {
-				return cv, err
-			}
-			cv.value[j][k] = utility(jobs, pr)
-			cv.use[j][k] = pr.score - at.score
+			todo = append(todo, point{j, k})
 		}
 	}
-	return cv, nil
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(workers, 1))
+	for _, pt := range todo {
+		g.Go(func() error {
+			pcts := append([]int(nil), base...)
+			pcts[pt.j] = jobs[pt.j].grid[pt.k]
+			pr, err := eval(gctx, pcts)
+			if err != nil {
+				return err
+			}
+			// Each point is its own cell: no two goroutines write one.
+			cv.value[pt.j][pt.k] = utility(jobs, pr)
+			cv.use[pt.j][pt.k] = pr.score - at.score
+			return nil
+		})
+	}
+	return cv, g.Wait()
 }
 
 // jointIterations bounds the re-linearisations of one allocation.
@@ -129,19 +138,20 @@ const jointIterations = 4
 
 // allocate finds the jobs' percentages (see the comment above). It starts
 // from every job at its lowest option, which must fit; around the current
-// allocation it predicts each job's moves, prices the resources on that
+// allocation it predicts each job's moves (up to workers at once; eval
+// must then be safe for concurrent use), prices the resources on that
 // model and checks the choice jointly; a choice that fits and does better
 // becomes the next allocation, until none does.
-func allocate(ctx context.Context, jobs []jointJob, lim jointLimits, eval jointEval) (jointPlan, error) {
+func allocate(ctx context.Context, jobs []jointJob, lim jointLimits, eval jointEval, workers int) (jointPlan, error) {
 	for j, job := range jobs {
 		if len(job.grid) == 0 || !(job.weight > 0) {
 			return jointPlan{}, fmt.Errorf("joint allocation: job %d: want a grid and a weight > 0", j)
 		}
 	}
-	calls := 0
+	var calls atomic.Int64
 	counted := eval
 	eval = func(ctx context.Context, pcts []int) (jointProbe, error) {
-		calls++
+		calls.Add(1)
 		return counted(ctx, pcts)
 	}
 	base := make([]int, len(jobs))
@@ -154,11 +164,11 @@ func allocate(ctx context.Context, jobs []jointJob, lim jointLimits, eval jointE
 	}
 	plan := jointPlan{pcts: base, probe: at, utility: utility(jobs, at), rounds: 1}
 	if !at.fits || !withinLimits(jobs, lim, base) {
-		plan.predictions = calls
+		plan.predictions = int(calls.Load())
 		return plan, errJointInfeasible
 	}
 	for range jointIterations {
-		cv, err := curvesAround(ctx, jobs, eval, plan.pcts, plan.probe)
+		cv, err := curvesAround(ctx, jobs, eval, workers, plan.pcts, plan.probe)
 		if err != nil {
 			return jointPlan{}, err
 		}
@@ -194,8 +204,17 @@ func allocate(ctx context.Context, jobs []jointJob, lim jointLimits, eval jointE
 			break
 		}
 	}
-	plan.predictions = calls
+	plan.predictions = int(calls.Load())
 	return plan, nil
+}
+
+// sloPrice says what an allocation's SLO price means, for a decision's or
+// an event's reason.
+func sloPrice(p float64) string {
+	if p == 0 {
+		return "the SLO slack not binding: the jobs' slowing of each other set the shares"
+	}
+	return fmt.Sprintf("SLO slack priced at %.3g", p)
 }
 
 // utility is Σ weight × throughput of a joint prediction.
@@ -214,8 +233,8 @@ func utility(jobs []jointJob, pr jointProbe) float64 {
 // needs a price of about its value over that share. The coordinate passes
 // are bounded; the caller checks memory and slots on the result, which
 // the prices only steer.
-func priceJobs(jobs []jointJob, lim jointLimits, cv jointCurves, budget float64) (jointPrices, []int) {
-	var pr jointPrices
+func priceJobs(jobs []jointJob, lim jointLimits, cv jointCurves, budget float64) (JointPrices, []int) {
+	var pr JointPrices
 	choose := func() []int { return chooseAll(jobs, lim, cv, pr) }
 	over := func(c []int) [3]float64 {
 		slo, mem, slots := uses(jobs, cv, c)
@@ -318,7 +337,7 @@ func uses(jobs []jointJob, cv jointCurves, choice []int) (slo float64, mem, slot
 // its priced uses, ties to the lower percentage. An option the job cannot
 // have at all (more memory or slots than there are, an SLO use no price
 // can pay: nothing fits) is not chosen while another is left.
-func chooseAll(jobs []jointJob, lim jointLimits, cv jointCurves, pr jointPrices) []int {
+func chooseAll(jobs []jointJob, lim jointLimits, cv jointCurves, pr JointPrices) []int {
 	out := make([]int, len(jobs))
 	for j, job := range jobs {
 		best, bestNet := 0, math.Inf(-1)

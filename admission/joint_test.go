@@ -125,7 +125,7 @@ func TestJointAllocationAgainstExhaustiveSearch(t *testing.T) {
 				jobs = append(jobs, jointJob{weight: tt.weights[j], grid: grid, memoryMiB: 2048})
 			}
 			lim := jointLimits{memoryMiB: tt.memory, slots: 4}
-			plan, err := allocate(ctx, jobs, lim, eval)
+			plan, err := allocate(ctx, jobs, lim, eval, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,12 +158,12 @@ func TestJointAllocationInfeasible(t *testing.T) {
 	profiles := jointProfiles()
 	h := newHarness(t, predictor.ModeMPS, 0.001, nil) // a limit below the solo p99
 	ts := []Trainer{{Profile: profiles[0], Key: profiles[0].Key()}}
-	_, err := allocate(ctx, []jointJob{{weight: 1, grid: []int{10, 20}, memoryMiB: 1}}, jointLimits{memoryMiB: 10, slots: 1}, h.c.jointEvalOf(ts))
+	_, err := allocate(ctx, []jointJob{{weight: 1, grid: []int{10, 20}, memoryMiB: 1}}, jointLimits{memoryMiB: 10, slots: 1}, h.c.jointEvalOf(ts), 1)
 	if err != errJointInfeasible {
 		t.Errorf("err = %v, want errJointInfeasible", err)
 	}
 	for _, bad := range []jointJob{{weight: 0, grid: []int{10}}, {weight: 1}} {
-		if _, err := allocate(ctx, []jointJob{bad}, jointLimits{}, h.c.jointEvalOf(ts)); err == nil {
+		if _, err := allocate(ctx, []jointJob{bad}, jointLimits{}, h.c.jointEvalOf(ts), 1); err == nil {
 			t.Errorf("job %+v: want an error", bad)
 		}
 	}
@@ -224,7 +224,7 @@ func TestJointVersusFirstComeFirstServed(t *testing.T) {
 			}
 			jobs = append(jobs, jointJob{weight: arrivals[j].weight, grid: g, memoryMiB: 2048})
 		}
-		plan, err := allocate(ctx, jobs, lim, full)
+		plan, err := allocate(ctx, jobs, lim, full, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +306,7 @@ func TestJointAllocationLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan, err := allocate(ctx, tt.jobs, tt.lim, tt.eval)
+			plan, err := allocate(ctx, tt.jobs, tt.lim, tt.eval, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -320,7 +320,7 @@ func TestJointAllocationLimits(t *testing.T) {
 	}
 	// Leases that must run, over the limits: infeasible.
 	over := []jointJob{{weight: 1, grid: []int{10, 50}, memoryMiB: 10}, {weight: 1, grid: []int{10, 50}, memoryMiB: 10}}
-	if _, err := allocate(ctx, over, jointLimits{memoryMiB: 15, slots: 1}, synthetic(0.1, 0.01)); err != errJointInfeasible {
+	if _, err := allocate(ctx, over, jointLimits{memoryMiB: 15, slots: 1}, synthetic(0.1, 0.01), 1); err != errJointInfeasible {
 		t.Errorf("err = %v, want errJointInfeasible", err)
 	}
 }
@@ -432,8 +432,76 @@ func TestRaiseJointBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if took := time.Since(start); !slices.Equal(got, greedy) || notes != nil || took > jointRaiseBudget+10*time.Second {
-			t.Errorf("plan %v after %s, want one at a time (%v) soon after the %s budget", got, took, greedy, jointRaiseBudget)
+		if took := time.Since(start); !slices.Equal(got, greedy) || notes != nil || took > jointBudget+10*time.Second {
+			t.Errorf("plan %v after %s, want one at a time (%v) soon after the %s budget", got, took, greedy, jointBudget)
 		}
 	})
+}
+
+// When a tighter SLO needs leases of one priority lowered, what is left is
+// shared by joint allocation if that is worth more than the rule (newest
+// first): here the newer lease is the narrow trainer of weight 3, which
+// the rule would lower first. Every lease stays at or above its min_pct,
+// only goes down, and the set fits by a fresh predictor.
+func TestGuardLowersJointly(t *testing.T) {
+	ctx := context.Background()
+	profiles := jointProfiles()
+	dense, narrow := profiles[0], profiles[1]
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	both := func(a, b float64) float64 {
+		return p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{dense, narrow}, []float64{a, b})
+	}
+	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
+	var ids []string
+	for i, w := range []float64{1, 3} {
+		req := request(fmt.Sprint("lower-", i))
+		req.Profile, req.Weight = []*predictor.Profile{dense, narrow}[i], w
+		ids = append(ids, mustDecide(t, h, req, Grant).Lease.ID)
+		time.Sleep(time.Millisecond) // the first is older
+	}
+	slo := both(50, 30) / 0.9
+	s := h.c.snapshot()
+	h.c.cfg.Services = withSLO(h, slo) // the rule's plan, on a frozen copy with the new SLO
+	rule, _, err := h.c.frozen().replanBy(ctx, s.live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c.cfg.Services = withSLO(h, 1e6)
+	evs, err := h.c.UpdateServices(ctx, withSLO(h, slo), 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, l := range h.c.Leases() {
+		got[l.ID] = l.Pct
+	}
+	joint := []int{got[ids[0]], got[ids[1]]}
+	ts := []Trainer{{Profile: dense, Key: dense.Key()}, {Profile: narrow, Key: narrow.Key()}}
+	eval := h.c.jointEvalOf(ts)
+	pr, err := eval(ctx, rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pj, err := eval(ctx, joint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights := []jointJob{{weight: 1}, {weight: 3}}
+	t.Logf("by the rule %v (weighted throughput %.3f), jointly %v (%.3f), %d events", rule, utility(weights, pr), joint, utility(weights, pj), len(evs))
+	if !pj.fits || !(utility(weights, pj) > utility(weights, pr)) {
+		t.Fatalf("joint %v: fits %v, utility %.3f against the rule's %.3f", joint, pj.fits, utility(weights, pj), utility(weights, pr))
+	}
+	if p99 := both(float64(joint[0]), float64(joint[1])); p99 > 0.9*slo*1.0001 {
+		t.Errorf("p99 %.2f ms at %v, over the limit %.2f", p99, joint, 0.9*slo)
+	}
+	for _, ev := range evs {
+		if ev.Type != EventThrottle || !strings.Contains(ev.Reason, "shared by joint allocation among 2 leases") {
+			t.Errorf("event %s: %s", ev.Type, ev.Reason)
+		}
+	}
+	for i, p := range joint {
+		if p > 100 || p < 10 {
+			t.Errorf("lease %d at %d %%", i, p)
+		}
+	}
 }

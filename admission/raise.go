@@ -88,15 +88,46 @@ func (c *Controller) raisePlan(ctx context.Context, live []entry) (pcts []int, n
 	return pcts, nil, room, err
 }
 
-// jointRaiseBudget bounds the time one raise check spends on joint
-// allocation.
-const jointRaiseBudget = 2 * time.Second
+// jointBudget bounds the time one raise check or guard re-plan spends on
+// joint allocation.
+const jointBudget = 2 * time.Second
 
 // errNotJoint says a raise is not one for joint allocation.
 var errNotJoint = errors.New("not a joint raise")
 
-// raisable reports whether a lease may be raised now.
-func raisable(l *Lease) bool { return !l.Revoked && !l.awaitingRestart() && l.Pct < l.ceiling() }
+// raisable reports whether a lease may be raised now, by at least
+// Config.MinMovePct.
+func (c *Controller) raisable(l *Lease) bool {
+	return !l.Revoked && !l.awaitingRestart() && l.ceiling()-l.Pct >= c.cfg.MinMovePct
+}
+
+// raiseGrid is what a raisable lease may rise to: its percentage, then
+// those of its grid at least Config.MinMovePct above it.
+func (c *Controller) raiseGrid(l *Lease) []int {
+	return movesFrom(l.Pct, pctGrid(l.Pct, l.ceiling(), c.cfg.PctStep), c.cfg.MinMovePct)
+}
+
+// lowerGrid is what a live lease may be lowered to by a joint re-plan:
+// down to its min_pct, at least Config.MinMovePct below its percentage,
+// then the percentage itself.
+func (c *Controller) lowerGrid(l *Lease) []int {
+	if l.Revoked {
+		return []int{l.Pct}
+	}
+	return movesFrom(l.Pct, pctGrid(min(max(l.MinPct, 1), l.Pct), l.Pct, c.cfg.PctStep), c.cfg.MinMovePct)
+}
+
+// movesFrom keeps of grid (ascending, holding cur) cur and the
+// percentages at least minMove away from it.
+func movesFrom(cur int, grid []int, minMove int) []int {
+	out := make([]int, 0, len(grid))
+	for _, p := range grid {
+		if p == cur || p <= cur-minMove || p >= cur+minMove {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // jointRaise shares the room among the leases that may rise by joint
 // allocation: each lease between its percentage and its ceiling (the
@@ -105,7 +136,7 @@ func raisable(l *Lease) bool { return !l.Revoked && !l.awaitingRestart() && l.Pc
 func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, []string, bool, error) {
 	n := 0
 	for i := range live {
-		if raisable(&live[i].lease) {
+		if c.raisable(&live[i].lease) {
 			n++
 		}
 	}
@@ -118,8 +149,8 @@ func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, []str
 		l := &e.lease
 		ts[i] = Trainer{Profile: l.Profile, Key: e.key}
 		grid := []int{l.Pct}
-		if raisable(l) {
-			grid = pctGrid(l.Pct, l.ceiling(), c.cfg.PctStep)
+		if c.raisable(l) {
+			grid = c.raiseGrid(l)
 		}
 		jobs[i] = jointJob{weight: cmp.Or(l.Weight, 1), grid: grid, memoryMiB: l.MemoryMiB}
 	}
@@ -127,10 +158,10 @@ func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, []str
 	// must not wait on it to lower leases when load rises. Past the budget
 	// this round raises one lease at a time; the predictions made so far
 	// are cached, so a later round finishes.
-	jctx, cancel := context.WithTimeout(ctx, jointRaiseBudget)
+	jctx, cancel := context.WithTimeout(ctx, jointBudget)
 	defer cancel()
 	eval := c.jointEvalOf(ts)
-	plan, err := allocate(jctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(live)}, eval)
+	plan, err := allocate(jctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(live)}, eval, c.cfg.SearchWorkers)
 	var before jointProbe
 	if err == nil {
 		before, err = eval(jctx, currentPcts(live)) // cached: the allocation's start
@@ -148,8 +179,8 @@ func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, []str
 	notes := make([]string, len(live))
 	for i, e := range live {
 		room = room || plan.pcts[i] > e.lease.Pct
-		notes[i] = fmt.Sprintf("the room was shared by joint allocation among %d leases (SLO slack priced at %.3g): at weight %g this job's predicted throughput goes from %.1f %% to %.1f %% of its solo speed, the leases' weighted throughput from %.3f to %.3f",
-			len(live), plan.prices.SLO, jobs[i].weight, 100*before.thr[i], 100*plan.probe.thr[i], utility(jobs, before), plan.utility)
+		notes[i] = fmt.Sprintf("the room was shared by joint allocation among %d leases (%s): at weight %g this job's predicted throughput goes from %.1f %% to %.1f %% of its solo speed, the leases' weighted throughput from %.3f to %.3f",
+			len(live), sloPrice(plan.prices.SLO), jobs[i].weight, 100*before.thr[i], 100*plan.probe.thr[i], utility(jobs, before), plan.utility)
 	}
 	return plan.pcts, notes, room, nil
 }
@@ -173,10 +204,10 @@ func (c *Controller) greedyRaise(ctx context.Context, live []entry) ([]int, bool
 	room := false
 	for _, i := range order {
 		l := &live[i].lease
-		if !raisable(l) {
+		if !c.raisable(l) {
 			continue
 		}
-		grid := pctGrid(l.Pct, l.ceiling(), c.cfg.PctStep)
+		grid := c.raiseGrid(l)
 		best, err := searchGrid(ctx, grid, c.cfg.SearchWorkers, func(ctx context.Context, k int) (probe, error) {
 			trial := slices.Clone(pcts)
 			trial[i] = grid[k]

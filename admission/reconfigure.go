@@ -15,7 +15,7 @@ import (
 // claim a field it does not change (TestHotFieldsAreWhatReconfigureChanges).
 var hotFields = []string{
 	"Services", "Headroom", "MaxJobs", "MemoryReserveMiB", "PctStep",
-	"LeaseDefault", "LeaseMax", "LeaseFirstTerm", "DecisionTimeout", "ThrottleGrace", "RaiseAfter",
+	"LeaseDefault", "LeaseMax", "LeaseFirstTerm", "DecisionTimeout", "ThrottleGrace", "RaiseAfter", "MinMovePct",
 }
 
 // HotFields returns the names of the Config fields Reconfigure applies
@@ -100,7 +100,7 @@ func (c *Controller) config() Config {
 func (c *Controller) replanLive(ctx context.Context, why string) ([]Event, error) {
 	for attempt := 1; ; attempt++ {
 		s := c.snapshot()
-		pcts, revoked, err := s.eval.replan(ctx, s.live)
+		pcts, revoked, note, err := s.eval.replan(ctx, s.live)
 		if err != nil {
 			return nil, fmt.Errorf("re-evaluate leases: %w", err)
 		}
@@ -110,8 +110,12 @@ func (c *Controller) replanLive(ctx context.Context, why string) ([]Event, error
 			c.mu.Unlock()
 			continue
 		}
+		throttle := why
+		if note != "" {
+			throttle += " (" + note + ")"
+		}
 		events, serr := c.applyPlan(ctx, s.live, pcts, revoked, now, planWhy{
-			throttle: why, revoke: why + ", the leases do not fit even with every job at its min_pct; the jobs of lowest priority, newest first, must stop",
+			throttle: throttle, revoke: why + ", the leases do not fit even with every job at its min_pct; the jobs of lowest priority, newest first, must stop",
 			deadline: now.Add(c.cfg.ThrottleGrace)})
 		c.mu.Unlock()
 		c.signal()

@@ -29,6 +29,7 @@ var otherValue = map[string]any{
 	"VisibilityWindow": 3 * time.Minute,
 	"ThrottleGrace":    4 * time.Minute,
 	"RaiseAfter":       7 * time.Minute,
+	"MinMovePct":       20,
 	"IdempotencyTTL":   time.Hour,
 	"IdempotencyMax":   99,
 	"SearchWorkers":    3,

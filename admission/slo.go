@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -62,8 +63,28 @@ func (c *Controller) UpdateServices(ctx context.Context, services []ServiceSpec,
 }
 
 // replan returns each live lease's new percentage and whether it is
-// revoked. It predicts: call it on a frozen controller, without the lock.
-func (c *Controller) replan(ctx context.Context, live []entry) ([]int, []bool, error) {
+// revoked, and a note on how the leases were lowered when that was by
+// joint allocation (jointLower). It predicts: call it on a frozen
+// controller, without the lock.
+func (c *Controller) replan(ctx context.Context, live []entry) ([]int, []bool, string, error) {
+	pcts, revoked, err := c.replanBy(ctx, live)
+	if err != nil || slices.Contains(revoked, true) || slices.Equal(pcts, currentPcts(live)) {
+		return pcts, revoked, "", err
+	}
+	// Lowering is enough: share what is left jointly when that applies.
+	jp, note, err := c.jointLower(ctx, live, pcts)
+	switch {
+	case err == nil:
+		return jp, revoked, note, nil
+	case errors.Is(err, errNotJoint):
+		return pcts, revoked, "", nil
+	default:
+		return nil, nil, "", err
+	}
+}
+
+// replanBy is replan by the rule of UpdateServices.
+func (c *Controller) replanBy(ctx context.Context, live []entry) ([]int, []bool, error) {
 	pcts := currentPcts(live)
 	revoked := make([]bool, len(live))
 	eval := func(ctx context.Context, pcts []int) (probe, error) {
@@ -111,6 +132,63 @@ func (c *Controller) replan(ctx context.Context, live []entry) ([]int, []bool, e
 		}
 	}
 	return pcts, revoked, nil
+}
+
+// jointLower lowers the live leases to what fits by joint allocation, each
+// between its min_pct and its percentage, valued at weight × throughput,
+// when the rule of UpdateServices would only lower (to byRule, not
+// revoke), two or more leases may go down, and they share one
+// job.priority (priorities are a strict order, which the rule keeps;
+// weights share within one). Any lowering the SLOs need is made, whatever
+// Config.MinMovePct. It gives up (errNotJoint: the rule's plan stands)
+// when that does not hold, when the allocation is worth no more weighted
+// throughput than the rule's plan, when the predictor gives no throughput,
+// or when the allocation takes longer than jointBudget.
+func (c *Controller) jointLower(ctx context.Context, live []entry, byRule []int) ([]int, string, error) {
+	if c.cfg.Mode != predictor.ModeMPS {
+		return nil, "", errNotJoint
+	}
+	ts := make([]Trainer, len(live))
+	jobs := make([]jointJob, len(live))
+	n := 0
+	for i, e := range live {
+		l := &e.lease
+		ts[i] = Trainer{Profile: l.Profile, Key: e.key}
+		jobs[i] = jointJob{weight: cmp.Or(l.Weight, 1), grid: []int{l.Pct}, memoryMiB: l.MemoryMiB}
+		if l.Revoked {
+			continue
+		}
+		if l.Priority != live[0].lease.Priority {
+			return nil, "", errNotJoint
+		}
+		if low := min(max(l.MinPct, 1), l.Pct); low < l.Pct {
+			jobs[i].grid = pctGrid(low, l.Pct, c.cfg.PctStep)
+			n++
+		}
+	}
+	if n < 2 {
+		return nil, "", errNotJoint
+	}
+	jctx, cancel := context.WithTimeout(ctx, jointBudget)
+	defer cancel()
+	eval := c.jointEvalOf(ts)
+	plan, err := allocate(jctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(live)}, eval, c.cfg.SearchWorkers)
+	var rule jointProbe
+	if err == nil {
+		rule, err = eval(jctx, byRule) // cached: the rule's last prediction
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, errNoThroughput), errors.Is(err, errJointInfeasible), ctx.Err() == nil && jctx.Err() != nil:
+		return nil, "", errNotJoint
+	default:
+		return nil, "", err
+	}
+	if ru := utility(jobs, rule); !(plan.utility > ru*(1+1e-9)) {
+		return nil, "", errNotJoint
+	}
+	return plan.pcts, fmt.Sprintf("what is left was shared by joint allocation among %d leases (%s): a weighted throughput of %.3f, against %.3f by lowering the newest first",
+		len(live), sloPrice(plan.prices.SLO), plan.utility, utility(jobs, rule)), nil
 }
 
 // victimOrder is the order in which a re-plan lowers or revokes leases:

@@ -17,7 +17,9 @@ func twoLeases(t *testing.T) (*harness, Decision, Decision) {
 	t.Helper()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	first := request("first")
-	first.LeaseSeconds = 3600
+	// Of higher priority, so that a re-plan lowers the second by the rule;
+	// leases of one priority share what is left jointly (TestGuardLowersJointly).
+	first.LeaseSeconds, first.Priority = 3600, 1
 	a := mustDecide(t, h, first, Grant)
 	time.Sleep(time.Second)
 	second := request("second")

@@ -215,6 +215,7 @@ type ReasonCode string
 const (
 	CodeFits               ReasonCode = "fits"                // grant: every service within its limit at max_pct
 	CodeThrottledToFit     ReasonCode = "throttled_to_fit"    // throttle: only a lower percentage fits
+	CodeSharedToFit        ReasonCode = "shared_to_fit"       // grant or throttle (MPS): it fits once live leases are lowered, by joint allocation
 	CodeSLOViolation       ReasonCode = "slo_violation"       // deny (MPS): a service exceeds its limit even at min_pct
 	CodeTimesliceNoFit     ReasonCode = "timeslice_no_fit"    // deny (time slicing): a service exceeds its limit
 	CodeInsufficientMemory ReasonCode = "insufficient_memory" // deny: not enough free device memory
@@ -273,12 +274,68 @@ type Decision struct {
 	// Env holds the variables the launcher must set for its processes (see
 	// Controller.Env); empty in time-slicing mode and for a deny.
 	Env map[string]string
+	// Joint, when set, is the joint allocation that lowers live leases to
+	// make room for the job (CodeSharedToFit), or that was weighed and
+	// found to cost them more than the job adds (a deny).
+	Joint *Joint
+}
+
+// Joint explains a joint allocation: the shadow prices it settled on, what
+// each job gets, and the weighted throughput before and after.
+type Joint struct {
+	// Prices are the shadow prices, in weighted throughput per unit of each
+	// resource: the SLO slack the services leave, GPU memory, the
+	// max_jobs slots. A price of 0 is a resource with room to spare.
+	Prices JointPrices
+	// Utility is Σ weight × throughput with the allocation, Before the
+	// same with the live leases as they run and without the job.
+	Utility, Before float64
+	// Shares are the live leases, oldest first, then the job asking.
+	Shares []JointShare
+}
+
+// JointPrices are a joint allocation's shadow prices, in weighted
+// throughput per unit of each resource's capacity.
+type JointPrices struct {
+	SLO, Memory, Slots float64
+}
+
+// JointShare is one job of a joint allocation.
+type JointShare struct {
+	// LeaseID is the live lease's (empty: the job asking).
+	LeaseID, JobID string
+	Weight         float64
+	// Pct is the allocation's percentage; WasPct the lease's now (0: the
+	// job asking).
+	Pct, WasPct int
+	// Throughput is the job's predicted share of its solo speed with the
+	// allocation, WasThroughput without the job asking (0 for that job).
+	Throughput, WasThroughput float64
+}
+
+// lowers returns the shares whose lease the allocation lowers.
+func (j *Joint) lowers() []JointShare {
+	if j == nil {
+		return nil
+	}
+	var out []JointShare
+	for _, s := range j.Shares {
+		if s.LeaseID != "" && s.Pct < s.WasPct {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // clone returns a deep copy, so a remembered decision cannot be changed
 // through a returned one.
 func (d Decision) clone() Decision {
 	d.Predictions = slices.Clone(d.Predictions)
+	if d.Joint != nil {
+		j := *d.Joint
+		j.Shares = slices.Clone(j.Shares)
+		d.Joint = &j
+	}
 	if d.Lease != nil {
 		l := d.Lease.clone()
 		d.Lease = &l

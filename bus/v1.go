@@ -103,8 +103,52 @@ type Decision struct {
 	Predictions []ServicePrediction `json:"predictions"`
 	// Lease is set for a granted or throttled admit, never for a quote.
 	Lease *Lease `json:"lease,omitempty"`
+	// Joint, when present, is the joint allocation behind the decision:
+	// the live leases it lowers to make room for the job (reason
+	// shared_to_fit; a quote shows what admitting would cost them), or, on
+	// a deny, the allocation that would cost them more than the job adds.
+	Joint *Joint `json:"joint,omitempty"`
 	// Sidecar is the id of the sidecar that answered; set by the service.
 	Sidecar string `json:"sidecar"`
+}
+
+// Joint explains a joint allocation of the GPU among training jobs by
+// shadow prices.
+type Joint struct {
+	// Prices are the shadow prices it settled on, in weighted throughput
+	// per unit of each resource; 0 is a resource with room to spare.
+	Prices JointPrices `json:"prices"`
+	// WeightedThroughput is Σ weight × throughput with the allocation;
+	// WeightedThroughputBefore the same with the live leases as they run,
+	// without the job.
+	WeightedThroughput       float64 `json:"weighted_throughput"`
+	WeightedThroughputBefore float64 `json:"weighted_throughput_before"`
+	// Jobs are the live leases, oldest first, then the job asking.
+	Jobs []JointJob `json:"jobs"`
+}
+
+// JointPrices are a joint allocation's shadow prices: the SLO slack the
+// inference services leave, GPU memory, the max_jobs slots.
+type JointPrices struct {
+	SLO    float64 `json:"slo"`
+	Memory float64 `json:"memory"`
+	Slots  float64 `json:"slots"`
+}
+
+// JointJob is one job of a joint allocation.
+type JointJob struct {
+	JobID string `json:"job_id"`
+	// LeaseID is the live lease's; absent for the job asking.
+	LeaseID string  `json:"lease_id,omitempty"`
+	Weight  float64 `json:"weight"`
+	// Pct is its active-thread percentage in the allocation; WasPct the
+	// lease's now (absent for the job asking).
+	Pct    int `json:"pct"`
+	WasPct int `json:"was_pct,omitempty"`
+	// Throughput is its predicted share of its solo speed in the
+	// allocation; WasThroughput its share now (absent for the job asking).
+	Throughput    float64 `json:"throughput"`
+	WasThroughput float64 `json:"was_throughput,omitempty"`
 }
 
 // Reason explains a decision or an error.

@@ -243,6 +243,11 @@ type Guard struct {
 	// RaiseAfter is how long the margin must hold before a lowered lease is
 	// offered a higher percentage with a raise event.
 	RaiseAfter time.Duration `mapstructure:"raise_after"`
+	// MinMovePct is the smallest change of a live lease's percentage that
+	// a raise or a joint re-plan makes (0: one pct_step): each move costs
+	// the launcher a restart of its workers. A throttle the SLOs need is
+	// made whatever its size.
+	MinMovePct int `mapstructure:"min_move_pct"`
 }
 
 // Lease bounds how long a grant lives before it must be renewed.

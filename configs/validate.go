@@ -328,6 +328,7 @@ func (c *Config) checkAdmission(ck *checker) {
 	if a.Guard.RaiseAfter < time.Second || a.Guard.RaiseAfter > 24*time.Hour {
 		ck.add("admission.guard.raise_after", "a duration from 1s to 24h", a.Guard.RaiseAfter.String())
 	}
+	ck.intIn("admission.guard.min_move_pct", a.Guard.MinMovePct, 0, 100, "a percentage from 0 (one pct_step) to 100")
 	if a.DecisionTimeout < time.Second || a.DecisionTimeout > 10*time.Minute {
 		ck.add("admission.decision_timeout", "a duration from 1s to 10m", a.DecisionTimeout.String())
 	}

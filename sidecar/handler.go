@@ -248,6 +248,14 @@ func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
 		}
 		out.Lease = &l
 	}
+	if j := d.Joint; j != nil {
+		out.Joint = &bus.Joint{Prices: bus.JointPrices{SLO: j.Prices.SLO, Memory: j.Prices.Memory, Slots: j.Prices.Slots},
+			WeightedThroughput: j.Utility, WeightedThroughputBefore: j.Before}
+		for _, s := range j.Shares {
+			out.Joint.Jobs = append(out.Joint.Jobs, bus.JointJob{JobID: s.JobID, LeaseID: s.LeaseID, Weight: s.Weight, Pct: s.Pct, WasPct: s.WasPct,
+				Throughput: s.Throughput, WasThroughput: s.WasThroughput})
+		}
+	}
 	return out
 }
 

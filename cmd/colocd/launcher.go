@@ -312,6 +312,7 @@ func newQuoteCmd() *cobra.Command {
 			fmt.Fprintln(tw, "sidecar\tdecision\treason")
 			for _, d := range ds {
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", commentText(d.Sidecar), commentText(d.Decision), commentText(d.Reason.Message))
+				printJointCost(tw, d.Joint)
 			}
 			return tw.Flush()
 		},
@@ -321,6 +322,24 @@ func newQuoteCmd() *cobra.Command {
 	af.register(cmd)
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to collect answers")
 	return cmd
+}
+
+// printJointCost prints, under a quote's row, what a joint allocation
+// gives each job: the live leases' percentages and speeds now and after,
+// then the job's own.
+func printJointCost(w io.Writer, j *bus.Joint) {
+	if j == nil {
+		return
+	}
+	for _, job := range j.Jobs {
+		if job.LeaseID == "" {
+			fmt.Fprintf(w, "\t  this job\t%d %%, %.0f %% of its solo speed (weight %g)\n", job.Pct, 100*job.Throughput, job.Weight)
+			continue
+		}
+		fmt.Fprintf(w, "\t  job %s\t%d %% → %d %%, %.0f %% → %.0f %% of its solo speed (weight %g)\n",
+			commentText(job.JobID), job.WasPct, job.Pct, 100*job.WasThroughput, 100*job.Throughput, job.Weight)
+	}
+	fmt.Fprintf(w, "\t  weighted throughput\t%.3f → %.3f (SLO slack priced at %.3g)\n", j.WeightedThroughputBefore, j.WeightedThroughput, j.Prices.SLO)
 }
 
 // leaseFlags are the lease id and token, defaulting to what admit exported.
