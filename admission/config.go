@@ -48,10 +48,14 @@ type Config struct {
 	// offered a higher percentage with a raise event (default 5m).
 	RaiseAfter time.Duration
 	// MinMovePct is the smallest change of a live lease's percentage that
-	// a raise or a joint re-plan makes (default PctStep): a move costs the
-	// launcher a restart of its workers. A throttle the SLOs need is made
-	// whatever its size.
+	// a raise, or an admit's joint allocation, makes (default PctStep): a
+	// move costs the launcher a restart of its workers. A throttle the SLOs
+	// need is made whatever its size.
 	MinMovePct int
+	// MaxWeight caps what a job's declared job.weight counts for in a joint
+	// allocation (default MaxWeight, 1000). Launchers declare weights and
+	// colocd cannot check them: 1 makes every job count the same.
+	MaxWeight float64
 	// ThrottleGrace is how long a launcher has to act on a throttle or
 	// revoke event (default 2m): to register workers restarted at the new
 	// percentage, or to stop. Past it the lease is revoked and evicted.
@@ -96,6 +100,9 @@ func (cfg Config) withDefaults() Config {
 	def(&cfg.MaxJobs, DefaultMaxJobs)
 	def(&cfg.PctStep, DefaultPctStep)
 	def(&cfg.MinMovePct, cfg.PctStep)
+	if cfg.MaxWeight == 0 {
+		cfg.MaxWeight = MaxWeight
+	}
 	def(&cfg.IdempotencyMax, DefaultIdempotencyMax)
 	def(&cfg.SearchWorkers, 1)
 	defD(&cfg.LeaseDefault, DefaultLeaseDefault)
@@ -143,6 +150,9 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.PctStep < 1 || cfg.PctStep > 100 {
 		c.add("pct_step", "a percentage step in [1, 100]", fmt.Sprint(cfg.PctStep))
+	}
+	if !(cfg.MaxWeight >= 1 && cfg.MaxWeight <= MaxWeight) {
+		c.add("max_weight", "a weight in [1, 1000]", fmt.Sprint(cfg.MaxWeight))
 	}
 	if cfg.MinMovePct < 1 || cfg.MinMovePct > 100 {
 		c.add("min_move_pct", "a percentage in [1, 100]", fmt.Sprint(cfg.MinMovePct))

@@ -222,6 +222,9 @@ func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request
 	if d.Outcome != Deny && d.Joint != nil {
 		evs, ok, err := c.commitRoomLocked(ctx, s, d, now)
 		events = evs
+		if err != nil && ctx.Err() != nil {
+			return Decision{}, true, events, c.ctxErr("decide", ctx)
+		}
 		if err != nil {
 			d, err := unavailable(CodeStoreUnavailable, "lowering the live leases to make room failed, so nothing was granted: "+err.Error())
 			return d, true, events, err
@@ -326,7 +329,7 @@ func (c *Controller) evaluate(ctx context.Context, req *Request, key predictor.P
 		d.Pct = grid[best]
 	}
 	if best < 0 && c.cfg.Mode == predictor.ModeMPS && len(s.live) > 0 {
-		return c.makeRoom(ctx, req, key, s.live, d)
+		return c.makeRoom(ctx, req, key, s.live, s.now, d)
 	}
 	return d, nil
 }

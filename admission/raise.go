@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,13 +106,10 @@ func (c *Controller) raiseGrid(l *Lease) []int {
 	return movesFrom(l.Pct, pctGrid(l.Pct, l.ceiling(), c.cfg.PctStep), c.cfg.MinMovePct)
 }
 
-// lowerGrid is what a live lease may be lowered to by a joint re-plan:
-// down to its min_pct, at least Config.MinMovePct below its percentage,
-// then the percentage itself.
+// lowerGrid is what a live lease may be lowered to to make room for an
+// admit: down to its min_pct, at least Config.MinMovePct below its
+// percentage, then the percentage itself.
 func (c *Controller) lowerGrid(l *Lease) []int {
-	if l.Revoked {
-		return []int{l.Pct}
-	}
 	return movesFrom(l.Pct, pctGrid(min(max(l.MinPct, 1), l.Pct), l.Pct, c.cfg.PctStep), c.cfg.MinMovePct)
 }
 
@@ -152,7 +148,7 @@ func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, []str
 		if c.raisable(l) {
 			grid = c.raiseGrid(l)
 		}
-		jobs[i] = jointJob{weight: cmp.Or(l.Weight, 1), grid: grid, memoryMiB: l.MemoryMiB}
+		jobs[i] = jointJob{weight: c.weight(l.Weight), grid: grid, memoryMiB: l.MemoryMiB}
 	}
 	// A cold allocation of several real trainers takes seconds; the guard
 	// must not wait on it to lower leases when load rises. Past the budget
@@ -248,11 +244,17 @@ func (c *Controller) applyRaise(ctx context.Context, planned []entry, pcts []int
 		l := e.lease.clone()
 		old := l.Pct
 		l.Pct = pcts[i]
+		// A raise takes capacity, as a grant does: decisions see the raised
+		// percentage while its record is written (a snapshot taken before
+		// cannot commit), and lose it again if the store refuses.
+		e.lease.Pct = l.Pct
+		c.changedLocked()
 		if err := c.update(ctx, "raise", e, l); err != nil {
+			e.lease.Pct = old
+			c.freedLocked()
 			errs = append(errs, err)
 			continue
 		}
-		c.changedLocked()
 		reason := fmt.Sprintf("the margin has held for %s: the job may run at %d %% instead of %d %% (restart its workers with %s=%d and register them), or stay as it is",
 			held, l.Pct, old, EnvActiveThreads, l.Pct)
 		if i < len(notes) && notes[i] != "" {

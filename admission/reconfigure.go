@@ -15,7 +15,7 @@ import (
 // claim a field it does not change (TestHotFieldsAreWhatReconfigureChanges).
 var hotFields = []string{
 	"Services", "Headroom", "MaxJobs", "MemoryReserveMiB", "PctStep",
-	"LeaseDefault", "LeaseMax", "LeaseFirstTerm", "DecisionTimeout", "ThrottleGrace", "RaiseAfter", "MinMovePct",
+	"LeaseDefault", "LeaseMax", "LeaseFirstTerm", "DecisionTimeout", "ThrottleGrace", "RaiseAfter", "MinMovePct", "MaxWeight",
 }
 
 // HotFields returns the names of the Config fields Reconfigure applies

@@ -30,6 +30,7 @@ var otherValue = map[string]any{
 	"ThrottleGrace":    4 * time.Minute,
 	"RaiseAfter":       7 * time.Minute,
 	"MinMovePct":       20,
+	"MaxWeight":        7.0,
 	"IdempotencyTTL":   time.Hour,
 	"IdempotencyMax":   99,
 	"SearchWorkers":    3,

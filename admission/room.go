@@ -32,7 +32,7 @@ const publishTimeout = 5 * time.Second
 // decision's Joint then says which leases go down, and the commit throttles
 // them (commitRoomLocked). Otherwise deny stands, its message saying why.
 // It predicts: call it on a frozen controller, without the lock.
-func (c *Controller) makeRoom(ctx context.Context, req *Request, key predictor.ProfileKey, live []entry, deny Decision) (Decision, error) {
+func (c *Controller) makeRoom(ctx context.Context, req *Request, key predictor.ProfileKey, live []entry, now time.Time, deny Decision) (Decision, error) {
 	n := len(live)
 	ts := make([]Trainer, n+1)
 	jobs := make([]jointJob, n+1)
@@ -40,14 +40,17 @@ func (c *Controller) makeRoom(ctx context.Context, req *Request, key predictor.P
 	for i, e := range live {
 		l := &e.lease
 		ts[i] = Trainer{Profile: l.Profile, Key: e.key}
-		jobs[i] = jointJob{weight: cmp.Or(l.Weight, 1), grid: c.lowerGrid(l), memoryMiB: l.MemoryMiB}
+		jobs[i] = jointJob{weight: c.weight(l.Weight), grid: []int{l.Pct}, memoryMiB: l.MemoryMiB}
+		if mayLower(l, req.Priority, now) {
+			jobs[i].grid = c.lowerGrid(l)
+		}
 		lowerable = lowerable || len(jobs[i].grid) > 1
 	}
 	if !lowerable {
 		return deny, nil
 	}
 	ts[n] = Trainer{Profile: req.Profile, Key: key}
-	jobs[n] = jointJob{weight: cmp.Or(req.Weight, 1), grid: pctGrid(req.MinPct, req.MaxPct, c.cfg.PctStep), memoryMiB: req.memoryMiB()}
+	jobs[n] = jointJob{weight: c.weight(req.Weight), grid: pctGrid(req.MinPct, req.MaxPct, c.cfg.PctStep), memoryMiB: req.memoryMiB()}
 
 	jctx, cancel := roomContext(ctx)
 	defer cancel()
@@ -112,6 +115,20 @@ func (c *Controller) makeRoom(ctx context.Context, req *Request, key predictor.P
 	return d, nil
 }
 
+// mayLower reports whether an admit of the given priority may lower live
+// lease l to make room: l is of that priority or lower (priorities are a
+// strict order), live, not revoked, and not still to restart its workers
+// after an earlier throttle (whose deadline a new throttle would push back).
+func mayLower(l *Lease, priority int, now time.Time) bool {
+	return l.Priority <= priority && !l.Revoked && !l.awaitingRestart() && now.Before(l.ExpiresAt)
+}
+
+// weight is what a job's declared weight counts for: 1 when it has none,
+// at most Config.MaxWeight.
+func (c *Controller) weight(w float64) float64 {
+	return min(cmp.Or(w, 1), c.cfg.MaxWeight)
+}
+
 // roomContext bounds the search for room to roomShare of the time ctx has
 // left.
 func roomContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -158,19 +175,30 @@ func (c *Controller) commitRoomLocked(ctx context.Context, s *snapshot, d Decisi
 			}
 		}
 	}
+	// A write in flight (a renew, a register) moves no capacity: wait for
+	// it, then check that nothing else did meanwhile.
+	for _, e := range planned {
+		if cur, ok := c.leases[e.lease.ID]; ok {
+			c.waitWrittenLocked(cur)
+		}
+	}
+	if !c.unchangedLocked(s, time.Now()) {
+		return nil, false, nil
+	}
 	for _, e := range planned {
 		cur, ok := c.leases[e.lease.ID]
-		if !ok || cur.writing || cur.lease.Pct != e.lease.Pct || cur.lease.Revoked {
+		if !ok || cur.lease.Pct != e.lease.Pct || cur.lease.Revoked {
 			return nil, false, nil
 		}
 	}
 	gen := c.gen
 	why := planWhy{
+		op: "make room",
 		throttle: fmt.Sprintf("to make room for job %s (weight %g) by joint allocation, which takes the leases' weighted throughput from %.3f to %.3f",
 			d.Joint.Shares[len(d.Joint.Shares)-1].JobID, d.Joint.Shares[len(d.Joint.Shares)-1].Weight, d.Joint.Before, d.Joint.Utility),
 		deadline: now.Add(c.cfg.ThrottleGrace),
 	}
-	events, err := c.applyPlan(ctx, planned, pcts, make([]bool, len(planned)), now, why)
+	events, err := c.applyPlan(ctx, planned, pcts, make([]bool, len(planned)), time.Now(), why)
 	if err != nil {
 		return events, false, err
 	}

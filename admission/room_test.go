@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -197,20 +198,248 @@ func TestAdmitRoomConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	live := h.c.Leases()
-	var profiles []*predictor.Profile
-	var pcts []float64
 	for _, l := range live {
 		if l.Pct < l.MinPct {
 			t.Errorf("lease %s at %d %%, below its min_pct %d", l.JobID, l.Pct, l.MinPct)
 		}
-		profiles, pcts = append(profiles, l.Profile), append(pcts, float64(l.Pct))
 	}
-	svc := h.c.cfg.Services[0]
-	if p99 := p99At(t, predictor.ModeMPS, svc, profiles, pcts); p99 > 0.9*svc.SLOP99MS*1.0001 {
-		t.Errorf("%d leases at %v %%: p99 %.2f ms over the limit %.2f", len(live), pcts, p99, 0.9*svc.SLOP99MS)
-	}
+	pcts := leasesFit(t, h)
 	t.Logf("%d leases at %v %%, %d events", len(live), pcts, len(h.events.all()))
 	if len(live) < 2 {
 		t.Errorf("%d leases: want room made for at least one", len(live))
+	}
+}
+
+// leasesFit fails the test unless the live leases fit by a fresh
+// predictor, and returns their percentages.
+func leasesFit(t *testing.T, h *harness) []int {
+	t.Helper()
+	var profiles []*predictor.Profile
+	var pcts []float64
+	var out []int
+	for _, l := range h.c.Leases() {
+		profiles, pcts, out = append(profiles, l.Profile), append(pcts, float64(l.Pct)), append(out, l.Pct)
+	}
+	svc := h.c.cfg.Services[0]
+	if p99 := p99At(t, predictor.ModeMPS, svc, profiles, pcts); p99 > 0.9*svc.SLOP99MS*1.0001 {
+		t.Errorf("leases at %v %%: p99 %.2f ms over the limit %.2f", out, p99, 0.9*svc.SLOP99MS)
+	}
+	return out
+}
+
+// A raise whose record is being written counts at its new percentage: an
+// admit decided meanwhile does not take the room the raise took.
+func TestRaiseTakesCapacityWhileItIsWritten(t *testing.T) {
+	ctx := context.Background()
+	h, dense, req := roomSetup(t, func(c *Config) { c.RaiseAfter = time.Second }, 10)
+	id := dense.Lease.ID
+	// The dense lease was lowered to 10 % earlier and its workers
+	// restarted; alone it has room to rise.
+	h.c.mu.Lock()
+	h.c.leases[id].lease.Pct, h.c.leases[id].lease.RunningPct = 10, 10
+	h.c.raiseRoom = map[string]time.Time{id: time.Now().Add(-time.Hour)}
+	h.c.raiseAt = time.Time{}
+	h.c.mu.Unlock()
+	st := &stallingStore{MemStore: h.store, lease: id, started: make(chan struct{}), release: make(chan struct{})}
+	h.c.deps.Store = st
+	raised := done(func() error { _, err := h.c.raise(ctx); return err })
+	<-st.started // the raise is being written
+	// No room to be made from the lease, so the admit's commit does not
+	// wait on its write.
+	req.Priority = -1
+	d, err := h.c.Decide(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("admit during the raise's write: %s %d %% (%s)", d.Outcome, d.Pct, d.Code)
+	close(st.release)
+	finishes(t, "raise", raised)
+	leasesFit(t, h)
+}
+
+// An admit makes room only by lowering leases of its own priority or
+// lower, and counts a declared weight for at most max_weight.
+func TestAdmitRoomPrioritiesAndWeights(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a lease of higher priority keeps its share", func(t *testing.T) {
+		h, _, req := roomSetup(t, nil, 10)
+		h.c.mu.Lock()
+		for _, e := range h.c.leases {
+			e.lease.Priority = 100
+		}
+		h.c.mu.Unlock()
+		req.Priority = -100
+		d, err := h.c.Decide(ctx, req)
+		if err != nil || d.Code != CodeSLOViolation || len(h.events.all()) != 0 {
+			t.Errorf("%s (%s), %v, %d events: want the plain deny", d.Code, d.Message, err, len(h.events.all()))
+		}
+	})
+	t.Run("a declared weight counts for at most max_weight", func(t *testing.T) {
+		h, _, req := roomSetup(t, func(c *Config) { c.MaxWeight = 1 }, 10)
+		q, err := h.c.Quote(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Joint == nil || q.Joint.Shares[1].Weight != 1 {
+			t.Errorf("%s (%s), joint %+v: want the weight 3 counted as 1", q.Code, q.Message, q.Joint)
+		}
+	})
+}
+
+// The commit of an admit that makes room waits out a write of a lease it
+// lowers (a renew moves no capacity); a lease on its way out (expired,
+// its processes still being evicted) or still to restart after an earlier
+// throttle is left where it is; a deadline that passes while the
+// throttles are written is a timeout, as for a grant.
+func TestAdmitRoomCommit(t *testing.T) {
+	ctx := context.Background()
+	t.Run("behind a renew in flight", func(t *testing.T) {
+		h, dense, req := roomSetup(t, nil, 10)
+		if _, err := h.c.Quote(ctx, req); err != nil { // warm
+			t.Fatal(err)
+		}
+		st := &stallingStore{MemStore: h.store, lease: dense.Lease.ID, started: make(chan struct{}), release: make(chan struct{})}
+		h.c.deps.Store = st
+		renewed := done(func() error { _, err := h.c.Renew(ctx, dense.Lease.ID, tokenOf(dense)); return err })
+		<-st.started
+		decided := done(func() error {
+			d, err := h.c.Decide(ctx, req)
+			if err == nil && d.Code != CodeSharedToFit {
+				t.Errorf("%s (%s): want shared_to_fit", d.Code, d.Message)
+			}
+			return err
+		})
+		close(st.release)
+		finishes(t, "renew", renewed)
+		finishes(t, "admit", decided)
+	})
+	t.Run("an expired lease being evicted", func(t *testing.T) {
+		h, dense, req := roomSetup(t, nil, 10)
+		h.c.deps.Evictor = &fakeEvictor{fail: 1 << 30} // the lease keeps counting
+		h.c.mu.Lock()
+		e := h.c.leases[dense.Lease.ID]
+		e.lease.PIDs = []int{4242}
+		e.lease.ExpiresAt = time.Now().Add(-time.Second)
+		h.c.mu.Unlock()
+		d, err := h.c.Decide(ctx, req)
+		if err != nil || d.Code != CodeSLOViolation {
+			t.Errorf("%s (%s), %v: want the plain deny, the expired lease left as it is", d.Code, d.Message, err)
+		}
+	})
+	t.Run("a lease still to restart", func(t *testing.T) {
+		h, dense, req := roomSetup(t, nil, 10)
+		h.c.mu.Lock()
+		h.c.leases[dense.Lease.ID].lease.ThrottledAt = time.Now()
+		h.c.mu.Unlock()
+		if d, err := h.c.Decide(ctx, req); err != nil || d.Code != CodeSLOViolation {
+			t.Errorf("%s (%s), %v: want the plain deny, the throttled lease left to restart", d.Code, d.Message, err)
+		}
+	})
+	t.Run("the deadline passes while the throttle is written", func(t *testing.T) {
+		h, dense, req := roomSetup(t, nil, 10)
+		if _, err := h.c.Quote(ctx, req); err != nil { // warm
+			t.Fatal(err)
+		}
+		h.c.deps.Store = &ctxStore{MemStore: h.store, lease: dense.Lease.ID}
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		d, err := h.c.Decide(dctx, req)
+		if !errors.Is(err, ErrTimeout) || d.Lease != nil {
+			t.Errorf("%s %s, %v: want ErrTimeout, nothing granted", d.Outcome, d.Code, err)
+		}
+		if got := h.c.Leases(); len(got) != 1 || got[0].Pct != 100 {
+			t.Errorf("leases %+v: want the live lease at 100 %%", got)
+		}
+	})
+}
+
+// ctxStore holds writes of one lease until the caller's context is done.
+type ctxStore struct {
+	*MemStore
+	lease string
+}
+
+func (s *ctxStore) Save(ctx context.Context, l *Lease) error {
+	if l.ID == s.lease {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.MemStore.Save(ctx, l)
+}
+
+// Four jobs arrive one after another through Decide, each asking 10–100 %
+// (weights 1, 1, 3, 4; a dense, a gappy, a narrow and a dense trainer),
+// under an SLO that leaves room beside the first at 100 % for little.
+// First come, first served (min_move_pct 100: no live lease can move)
+// denies what does not fit beside the earlier jobs; admission as it is
+// lowers them when that is worth more. Reported: each job's percentage
+// (0: denied) and the weighted throughput of what runs, by the joint
+// prediction. Admission never does worse, and what runs fits.
+func TestAdmissionArrivalsVersusFirstComeFirstServed(t *testing.T) {
+	ctx := context.Background()
+	profiles := jointProfiles()
+	arrivals := []struct {
+		profile int
+		weight  float64
+	}{{0, 1}, {2, 1}, {1, 3}, {0, 4}}
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	var ps []*predictor.Profile
+	var lows []float64
+	for _, a := range arrivals {
+		ps, lows = append(ps, profiles[a.profile]), append(lows, 10)
+	}
+	alone := p99At(t, predictor.ModeMPS, svc, ps[:1], []float64{100})
+	low := p99At(t, predictor.ModeMPS, svc, ps, lows)
+	limit := max(alone, low) * 1.05
+	run := func(minMove int) ([]int, float64, bool) {
+		h := newHarness(t, predictor.ModeMPS, limit/0.9, func(c *Config) {
+			c.PctStep, c.MinMovePct, c.DecisionTimeout = 10, minMove, 10*time.Minute
+		})
+		var ids []string
+		for i, a := range arrivals {
+			req := request(fmt.Sprint("arrival-", i))
+			req.Profile, req.Weight = ps[i], a.weight
+			d, err := h.c.Decide(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := ""
+			if d.Lease != nil {
+				id = d.Lease.ID
+			}
+			ids = append(ids, id)
+			time.Sleep(time.Millisecond) // arrival order is lease age
+		}
+		pcts := make([]int, len(arrivals))
+		for _, l := range h.c.Leases() {
+			for i, id := range ids {
+				if l.ID == id {
+					pcts[i] = l.Pct
+				}
+			}
+		}
+		ts := make([]Trainer, len(ps))
+		jobs := make([]jointJob, len(ps))
+		for i, p := range ps {
+			ts[i], jobs[i] = Trainer{Profile: p, Key: p.Key()}, jointJob{weight: arrivals[i].weight}
+		}
+		pr, err := h.c.jointEvalOf(ts)(ctx, pcts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pcts, utility(jobs, pr), pr.fits
+	}
+	fcfs, uF, fitsF := run(100)
+	joint, uJ, fitsJ := run(0)
+	t.Logf("first come, first served: %v %% (0: denied), weighted throughput %.3f", fcfs, uF)
+	t.Logf("admission:                %v %%, weighted throughput %.3f", joint, uJ)
+	if !fitsF || !fitsJ {
+		t.Fatalf("what runs does not fit: first come %v, admission %v", fitsF, fitsJ)
+	}
+	if !slices.Contains(fcfs, 0) {
+		t.Fatalf("first come, first served denied nobody (%v): no scenario", fcfs)
+	}
+	if !(uJ > uF) {
+		t.Errorf("admission's weighted throughput %.3f, first come, first served %.3f: want more", uJ, uF)
 	}
 }

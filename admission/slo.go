@@ -151,16 +151,18 @@ func (c *Controller) jointLower(ctx context.Context, live []entry, byRule []int)
 	ts := make([]Trainer, len(live))
 	jobs := make([]jointJob, len(live))
 	n := 0
+	priority, seen := 0, false
 	for i, e := range live {
 		l := &e.lease
 		ts[i] = Trainer{Profile: l.Profile, Key: e.key}
-		jobs[i] = jointJob{weight: cmp.Or(l.Weight, 1), grid: []int{l.Pct}, memoryMiB: l.MemoryMiB}
+		jobs[i] = jointJob{weight: c.weight(l.Weight), grid: []int{l.Pct}, memoryMiB: l.MemoryMiB}
 		if l.Revoked {
 			continue
 		}
-		if l.Priority != live[0].lease.Priority {
+		if seen && l.Priority != priority {
 			return nil, "", errNotJoint
 		}
+		priority, seen = l.Priority, true
 		if low := min(max(l.MinPct, 1), l.Pct); low < l.Pct {
 			jobs[i].grid = pctGrid(low, l.Pct, c.cfg.PctStep)
 			n++
@@ -208,6 +210,8 @@ func victimOrder(live []entry) []int {
 // planWhy is what a plan's events say and when they are due: throttle
 // opens a throttle's reason, revoke is a revoke's.
 type planWhy struct {
+	// op names the store writes in errors (default "update services").
+	op               string
 	throttle, revoke string
 	deadline         time.Time
 	// force revokes leases already revoked again, when deadline is
@@ -259,7 +263,7 @@ func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int,
 			continue
 		}
 		delete(c.raiseRoom, l.ID)
-		if err := c.update(ctx, "update services", e, l); err != nil {
+		if err := c.update(ctx, cmp.Or(why.op, "update services"), e, l); err != nil {
 			errs = append(errs, err)
 			continue
 		}

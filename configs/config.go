@@ -223,6 +223,11 @@ type Admission struct {
 	MemoryReserveMiB int `mapstructure:"memory_reserve_mib"`
 	// PctStep is the granularity of granted active-thread percentages.
 	PctStep int `mapstructure:"pct_step"`
+	// MaxWeight caps what a job's declared job.weight counts for when
+	// trainers share the GPU by joint allocation: launchers declare
+	// weights and colocd cannot check them, so 1 makes every job count
+	// the same.
+	MaxWeight float64 `mapstructure:"max_weight"`
 	// DecisionTimeout caps how long one decision (admit, quote) or status
 	// may take, whatever deadline the caller sent; past it the request is
 	// a 504 and nothing is granted.
@@ -244,9 +249,9 @@ type Guard struct {
 	// offered a higher percentage with a raise event.
 	RaiseAfter time.Duration `mapstructure:"raise_after"`
 	// MinMovePct is the smallest change of a live lease's percentage that
-	// a raise or a joint re-plan makes (0: one pct_step): each move costs
-	// the launcher a restart of its workers. A throttle the SLOs need is
-	// made whatever its size.
+	// a raise, or an admit's joint allocation, makes (0: one pct_step):
+	// each move costs the launcher a restart of its workers. A throttle
+	// the SLOs need is made whatever its size.
 	MinMovePct int `mapstructure:"min_move_pct"`
 }
 
@@ -314,6 +319,7 @@ func Default() Config {
 			MaxJobs:          4,
 			MemoryReserveMiB: 2048,
 			PctStep:          5,
+			MaxWeight:        1000,
 			DecisionTimeout:  5 * time.Second,
 			Lease:            Lease{Default: 5 * time.Minute, Max: time.Hour, FirstTerm: time.Minute},
 			Guard:            Guard{Deadline: 2 * time.Minute, RaiseAfter: 5 * time.Minute},

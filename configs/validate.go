@@ -310,6 +310,9 @@ func (c *Config) checkAdmission(ck *checker) {
 	ck.intIn("admission.max_jobs", a.MaxJobs, 1, math.MaxInt32, "a count ≥ 1")
 	ck.intIn("admission.memory_reserve_mib", a.MemoryReserveMiB, 0, math.MaxInt32, "a size in MiB ≥ 0")
 	ck.intIn("admission.pct_step", a.PctStep, 1, 100, "a percentage step from 1 to 100")
+	if !(a.MaxWeight >= 1 && a.MaxWeight <= 1000) {
+		ck.add("admission.max_weight", "a weight from 1 to 1000", fmtFloat(a.MaxWeight))
+	}
 	if a.Lease.Max <= 0 {
 		ck.add("admission.lease.max", "a duration above 0", a.Lease.Max.String())
 	}

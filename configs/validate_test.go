@@ -131,6 +131,8 @@ func TestValidateEachProblem(t *testing.T) {
 		{"memory reserve", func(c *Config) { c.Admission.MemoryReserveMiB = -1 }, "admission.memory_reserve_mib", "≥ 0"},
 		{"pct step 0", func(c *Config) { c.Admission.PctStep = 0 }, "admission.pct_step", "1 to 100"},
 		{"pct step 101", func(c *Config) { c.Admission.PctStep = 101 }, "admission.pct_step", "1 to 100"},
+		{"max weight 0.5", func(c *Config) { c.Admission.MaxWeight = 0.5 }, "admission.max_weight", "1 to 1000"},
+		{"max weight NaN", func(c *Config) { c.Admission.MaxWeight = math.NaN() }, "admission.max_weight", "1 to 1000"},
 		{"min move -1", func(c *Config) { c.Admission.Guard.MinMovePct = -1 }, "admission.guard.min_move_pct", "0 (one pct_step) to 100"},
 		{"min move 101", func(c *Config) { c.Admission.Guard.MinMovePct = 101 }, "admission.guard.min_move_pct", "0 (one pct_step) to 100"},
 		{"lease default above max", func(c *Config) { c.Admission.Lease.Default = 2 * time.Hour }, "admission.lease.default", "at most admission.lease.max"},

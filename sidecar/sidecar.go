@@ -332,7 +332,7 @@ func admissionConfig(cfg *configs.Config, specs []admission.ServiceSpec) admissi
 	return admission.Config{Mode: predictor.Mode(cfg.Sharing.Mode), Services: specs, Headroom: a.Headroom, MaxJobs: a.MaxJobs,
 		MemoryReserveMiB: a.MemoryReserveMiB, PctStep: a.PctStep, LeaseDefault: a.Lease.Default, LeaseMax: a.Lease.Max,
 		LeaseFirstTerm: a.Lease.FirstTerm, DecisionTimeout: a.DecisionTimeout, ThrottleGrace: a.Guard.Deadline, RaiseAfter: a.Guard.RaiseAfter,
-		MinMovePct: a.Guard.MinMovePct, PipeDir: cfg.MPS.PipeDir,
+		MinMovePct: a.Guard.MinMovePct, MaxWeight: a.MaxWeight, PipeDir: cfg.MPS.PipeDir,
 		// A cold decision is a handful of simulations; on the many-core hosts
 		// GPUs sit in, predicting neighbouring percentages at once cuts its
 		// latency (the answer is the same: the search equals a linear scan).
