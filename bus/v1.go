@@ -149,6 +149,9 @@ type JointJob struct {
 	// allocation; WasThroughput its share now (absent for the job asking).
 	Throughput    float64 `json:"throughput"`
 	WasThroughput float64 `json:"was_throughput,omitempty"`
+	// Utility is its weight × throughput in the allocation: its part of
+	// weighted_throughput.
+	Utility float64 `json:"utility"`
 }
 
 // Reason explains a decision or an error.

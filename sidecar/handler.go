@@ -253,7 +253,7 @@ func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
 			WeightedThroughput: j.Utility, WeightedThroughputBefore: j.Before}
 		for _, s := range j.Shares {
 			out.Joint.Jobs = append(out.Joint.Jobs, bus.JointJob{JobID: s.JobID, LeaseID: s.LeaseID, Weight: s.Weight, Pct: s.Pct, WasPct: s.WasPct,
-				Throughput: s.Throughput, WasThroughput: s.WasThroughput})
+				Throughput: s.Throughput, WasThroughput: s.WasThroughput, Utility: s.Weight * s.Throughput})
 		}
 	}
 	return out

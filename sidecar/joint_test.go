@@ -56,7 +56,7 @@ func TestAdmitMakesRoomOverNATS(t *testing.T) {
 	if a.JobID != "job-a" || a.LeaseID != first.Lease.ID || a.WasPct != 100 || a.Pct >= 100 || !(a.Throughput < a.WasThroughput) {
 		t.Errorf("live job %+v: want job-a lowered from 100 %%", a)
 	}
-	if b.JobID != "job-b" || b.LeaseID != "" || b.Pct != d.Lease.ActiveThreadPct || b.Weight != 3 || !(b.Throughput > 0) {
+	if b.JobID != "job-b" || b.LeaseID != "" || b.Pct != d.Lease.ActiveThreadPct || b.Weight != 3 || !(b.Throughput > 0) || b.Utility != 3*b.Throughput {
 		t.Errorf("asking job %+v: want job-b at its granted %d %%, weight 3", b, d.Lease.ActiveThreadPct)
 	}
 	if !(d.Joint.WeightedThroughput > d.Joint.WeightedThroughputBefore) {
