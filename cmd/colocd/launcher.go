@@ -333,13 +333,13 @@ func printJointCost(w io.Writer, j *bus.Joint) {
 	}
 	for _, job := range j.Jobs {
 		if job.LeaseID == "" {
-			fmt.Fprintf(w, "\t  this job\t%d %%, %.0f %% of its solo speed (weight %g)\n", job.Pct, 100*job.Throughput, job.Weight)
+			fmt.Fprintf(w, "\t\t  this job: %d %%, %.0f %% of its solo speed (weight %g)\n", job.Pct, 100*job.Throughput, job.Weight)
 			continue
 		}
-		fmt.Fprintf(w, "\t  job %s\t%d %% → %d %%, %.0f %% → %.0f %% of its solo speed (weight %g)\n",
+		fmt.Fprintf(w, "\t\t  job %s: %d %% → %d %%, %.0f %% → %.0f %% of its solo speed (weight %g)\n",
 			commentText(job.JobID), job.WasPct, job.Pct, 100*job.WasThroughput, 100*job.Throughput, job.Weight)
 	}
-	fmt.Fprintf(w, "\t  weighted throughput\t%.3f → %.3f (SLO slack priced at %.3g)\n", j.WeightedThroughputBefore, j.WeightedThroughput, j.Prices.SLO)
+	fmt.Fprintf(w, "\t\t  weighted throughput: %.3f → %.3f (SLO slack priced at %.3g)\n", j.WeightedThroughputBefore, j.WeightedThroughput, j.Prices.SLO)
 }
 
 // leaseFlags are the lease id and token, defaulting to what admit exported.

@@ -143,9 +143,9 @@ func TestPrintJointCost(t *testing.T) {
 			{JobID: "job-a\x1b[2J", LeaseID: "L1", Weight: 1, Pct: 10, WasPct: 100, Throughput: 0.07, WasThroughput: 0.79},
 			{JobID: "job-b", Weight: 3, Pct: 90, Throughput: 0.7},
 		}})
-	want := "\t  job job-a[2J\t100 % → 10 %, 79 % → 7 % of its solo speed (weight 1)\n" +
-		"\t  this job\t90 %, 70 % of its solo speed (weight 3)\n" +
-		"\t  weighted throughput\t0.789 → 2.163 (SLO slack priced at 1.39)\n"
+	want := "\t\t  job job-a[2J: 100 % → 10 %, 79 % → 7 % of its solo speed (weight 1)\n" +
+		"\t\t  this job: 90 %, 70 % of its solo speed (weight 3)\n" +
+		"\t\t  weighted throughput: 0.789 → 2.163 (SLO slack priced at 1.39)\n"
 	if got := b.String(); got != want {
 		t.Errorf("got\n%q\nwant\n%q", got, want)
 	}
