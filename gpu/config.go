@@ -80,8 +80,10 @@ func (c Config) Validate() error {
 	default:
 		add("gpu.backend", "one of auto, nvml, sim", quote(string(c.Backend)))
 	}
-	if _, err := ParseSelector(c.Device); err != nil {
-		add("gpu.device", `a GPU index (0–255) or a GPU UUID ("GPU-" and 8-4-4-4-12 hex digits)`, quote(c.Device))
+	if sel, err := ParseSelector(c.Device); err != nil {
+		add("gpu.device", `a GPU index (0–255), a GPU or MIG device UUID ("GPU-" or "MIG-" and 8-4-4-4-12 hex digits), or a MIG device as <gpu>:<gi>:<ci> ("0:1:0")`, quote(c.Device))
+	} else if sel.IsMIG() && c.Backend == BackendSim {
+		add("gpu.device", "a whole GPU's index or UUID with backend sim (the simulated GPU has no MIG devices)", quote(c.Device))
 	}
 	if c.SMs < 0 || c.SMs > MaxSMs {
 		add("gpu.sms", fmt.Sprintf("0 (use the table) or an SM count from 1 to %d", MaxSMs), strconv.Itoa(c.SMs))

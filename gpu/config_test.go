@@ -27,9 +27,9 @@ func TestValidate(t *testing.T) {
 		{name: "unknown backend", mutate: func(c *Config) { c.Backend = "cuda" }, wantFields: []string{"gpu.backend"}},
 		{name: "empty backend", mutate: func(c *Config) { c.Backend = "" }, wantFields: []string{"gpu.backend"}},
 		{name: "bad device", mutate: func(c *Config) { c.Device = "first" }, wantFields: []string{"gpu.device"}},
-		{name: "mig device", mutate: func(c *Config) {
-			c.Device = "MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40"
-		}, wantFields: []string{"gpu.device"}},
+		{name: "mig device", mutate: func(c *Config) { c.Device = "MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40" }},
+		{name: "mig device by instance ids", mutate: func(c *Config) { c.Device = "0:1:0" }},
+		{name: "bad mig device", mutate: func(c *Config) { c.Device = "0:1" }, wantFields: []string{"gpu.device"}},
 		{name: "negative sms", mutate: func(c *Config) { c.SMs = -1 }, wantFields: []string{"gpu.sms"}},
 		{name: "huge sms", mutate: func(c *Config) { c.SMs = MaxSMs + 1 }, wantFields: []string{"gpu.sms"}},
 		{name: "negative wait", mutate: func(c *Config) { c.EventWait = -time.Second }, wantFields: []string{"gpu.event_wait"}},

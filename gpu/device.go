@@ -38,7 +38,7 @@ type Info struct {
 	UUID     string  // "GPU-…"; stable and made up for a simulated device
 	Index    int     // NVML's index of the device
 	SMs      int     // streaming multiprocessors
-	SMSource string  // "table" or "config" (the gpu.sms override)
+	SMSource string  // "table", "nvml" (a MIG device's) or "config" (the gpu.sms override)
 	// MemoryTotalMiB is the device's memory as NVML reports it.
 	MemoryTotalMiB uint64
 	// Driver is the NVIDIA driver version, or "sim".
@@ -46,6 +46,9 @@ type Info struct {
 	// Fallback says why backend "auto" chose the simulated device; "" when
 	// it did not fall back.
 	Fallback string
+	// MIG, when set, is the MIG device guarded: then UUID is its "MIG-…",
+	// Name and Index are its GPU's, SMs and MemoryTotalMiB its own.
+	MIG *MIGDevice
 }
 
 // State is one reading of the device's changing state.

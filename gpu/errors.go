@@ -24,12 +24,16 @@ var (
 	// configuration does not override it (key gpu.sms).
 	ErrUnknownSMs = errors.New("unknown SM count")
 
+	// ErrUnknownMIG means colocd has no table of MIG profiles for the GPU
+	// (MIGProfiles; on a MIG device NVML gives the instance's own figures).
+	ErrUnknownMIG = errors.New("no MIG profiles")
+
 	// ErrInvalidConfig is matched (errors.Is) by the list of ConfigErrors
 	// that Config.Validate returns.
 	ErrInvalidConfig = errors.New("invalid gpu config")
 
 	// ErrInvalidSelector is wrapped by every error about a device selector
-	// that is neither a GPU index nor a GPU UUID.
+	// that ParseSelector does not read.
 	ErrInvalidSelector = errors.New("invalid device selector")
 
 	// ErrGPULost means the driver reports the GPU as lost (fallen off the

@@ -46,6 +46,9 @@ func newDGX(t *testing.T) *dgx {
 			return nvml.EventTypeXidCriticalError | nvml.EventTypeSingleBitEccError, nvml.SUCCESS
 		}
 		dev.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+		// MIG off: no MIG devices (withMIG makes some).
+		dev.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 0, nvml.SUCCESS }
+		dev.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
 	}
 	x.set = &mock.EventSet{
 		WaitFunc: func(ms uint32) (nvml.EventData, nvml.Return) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,17 +37,28 @@ type nvmlDevice interface {
 	GetMPSComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return)
 	GetSupportedEventTypes() (uint64, nvml.Return)
 	RegisterEvents(uint64, nvml.EventSet) nvml.Return
+	// MIG: a GPU's MIG devices, and a MIG device's own figures and parent.
+	GetMaxMigDeviceCount() (int, nvml.Return)
+	GetMigDeviceHandleByIndex(int) (nvml.Device, nvml.Return)
+	IsMigDeviceHandle() (bool, nvml.Return)
+	GetGpuInstanceId() (int, nvml.Return)
+	GetComputeInstanceId() (int, nvml.Return)
+	GetDeviceHandleFromMigDeviceHandle() (nvml.Device, nvml.Return)
+	GetAttributes() (nvml.DeviceAttributes, nvml.Return)
 }
 
-// NVMLDevice is one physical GPU read through NVML. It holds NVML
-// initialised from OpenNVML until Close.
+// NVMLDevice is one physical GPU, or one MIG device of a GPU, read through
+// NVML. It holds NVML initialised from OpenNVML until Close.
 type NVMLDevice struct {
-	lib    Library
-	dev    nvmlDevice
-	info   Info
-	wait   time.Duration
-	logger *slog.Logger
-	mon    *monitor
+	lib Library
+	// dev is the device guarded: memory, processes and utilization are
+	// its. parent is its GPU (dev itself for a whole GPU): XID events,
+	// compute and MIG mode are the GPU's.
+	dev, parent nvmlDevice
+	info        Info
+	wait        time.Duration
+	logger      *slog.Logger
+	mon         *monitor
 
 	// mu guards the NVML session: NVML calls hold it for reading, Close
 	// for writing, so that nothing calls into a shut-down library.
@@ -81,19 +93,19 @@ func OpenNVML(ctx context.Context, lib Library, cfg Config, opts Options) (*NVML
 }
 
 func openInitialised(lib Library, sel Selector, cfg Config) (*NVMLDevice, error) {
-	h, err := deviceHandle(lib, sel)
+	h, parent, err := selectedHandles(lib, sel)
 	if err != nil {
 		return nil, err
 	}
 	info := Info{Backend: BackendNVML}
 	var ret nvml.Return
-	if info.Name, ret = h.GetName(); ret != nvml.SUCCESS {
+	if info.Name, ret = parent.GetName(); ret != nvml.SUCCESS {
 		return nil, nvmlErr("get name", ret)
 	}
 	if info.UUID, ret = h.GetUUID(); ret != nvml.SUCCESS {
 		return nil, nvmlErr("get uuid", ret)
 	}
-	if info.Index, ret = h.GetIndex(); ret != nvml.SUCCESS {
+	if info.Index, ret = parent.GetIndex(); ret != nvml.SUCCESS {
 		return nil, nvmlErr("get index", ret)
 	}
 	mem, ret := h.GetMemoryInfo()
@@ -104,12 +116,21 @@ func openInitialised(lib Library, sel Selector, cfg Config) (*NVMLDevice, error)
 	if info.Driver, ret = lib.SystemGetDriverVersion(); ret != nvml.SUCCESS {
 		info.Driver = "unknown"
 	}
-	if info.SMs, info.SMSource, err = resolveSMs(info.Name, cfg.SMs); err != nil {
+	if h != parent {
+		if info.MIG, info.SMs, err = migInfo(h, parent); err != nil {
+			return nil, err
+		}
+		info.SMSource = "nvml"
+		if cfg.SMs > 0 {
+			info.SMs, info.SMSource = cfg.SMs, "config"
+		}
+	} else if info.SMs, info.SMSource, err = resolveSMs(info.Name, cfg.SMs); err != nil {
 		return nil, err
 	}
 	return &NVMLDevice{
 		lib:      lib,
 		dev:      h,
+		parent:   parent,
 		info:     info,
 		wait:     cfg.eventWait(),
 		mon:      newMonitor(time.Now()),
@@ -117,8 +138,8 @@ func openInitialised(lib Library, sel Selector, cfg Config) (*NVMLDevice, error)
 	}, nil
 }
 
-// deviceHandle looks the selected GPU up. A missing GPU wraps
-// ErrDeviceNotFound and says how many GPUs NVML sees.
+// deviceHandle looks the selected GPU (or MIG device, by UUID) up. A
+// missing one wraps ErrDeviceNotFound and says how many GPUs NVML sees.
 func deviceHandle(lib Library, sel Selector) (nvmlDevice, error) {
 	var (
 		h   nvml.Device
@@ -133,6 +154,9 @@ func deviceHandle(lib Library, sel Selector) (nvmlDevice, error) {
 	case nvml.SUCCESS:
 		return h, nil
 	case nvml.ERROR_INVALID_ARGUMENT, nvml.ERROR_NOT_FOUND, nvml.ERROR_GPU_NOT_FOUND:
+		if strings.HasPrefix(sel.UUID, "MIG-") {
+			return nil, fmt.Errorf("%w: NVML knows no MIG device %s (nvidia-smi -L lists them)", ErrDeviceNotFound, sel.UUID)
+		}
 		n, cret := lib.DeviceGetCount()
 		if cret != nvml.SUCCESS {
 			return nil, fmt.Errorf("%w: %w", ErrDeviceNotFound, nvmlErr("get device handle", ret))
@@ -194,7 +218,7 @@ func (d *NVMLDevice) State(ctx context.Context) (State, error) {
 }
 
 func (d *NVMLDevice) computeMode() (ComputeMode, error) {
-	m, ret := d.dev.GetComputeMode()
+	m, ret := d.parent.GetComputeMode()
 	switch {
 	case ret == nvml.ERROR_NOT_SUPPORTED:
 		return ComputeModeUnknown, nil
@@ -215,7 +239,7 @@ func (d *NVMLDevice) computeMode() (ComputeMode, error) {
 }
 
 func (d *NVMLDevice) migMode() (MIGMode, error) {
-	cur, pending, ret := d.dev.GetMigMode()
+	cur, pending, ret := d.parent.GetMigMode()
 	switch {
 	case ret == nvml.ERROR_NOT_SUPPORTED:
 		return MIGMode{}, nil

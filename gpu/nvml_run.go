@@ -68,7 +68,7 @@ func (d *NVMLDevice) Run(ctx context.Context) error {
 // registerXIDEvents creates an event set for this device's critical XIDs.
 // It returns nil, after logging why, when the driver cannot deliver them.
 func (d *NVMLDevice) registerXIDEvents(log *slog.Logger) nvml.EventSet {
-	supported, ret := d.dev.GetSupportedEventTypes()
+	supported, ret := d.parent.GetSupportedEventTypes()
 	if ret != nvml.SUCCESS {
 		log.Warn("xid events unavailable; health rests on the liveness check",
 			"err", nvmlErr("get supported event types", ret))
@@ -84,7 +84,7 @@ func (d *NVMLDevice) registerXIDEvents(log *slog.Logger) nvml.EventSet {
 			"err", nvmlErr("create event set", ret))
 		return nil
 	}
-	if ret := d.dev.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
+	if ret := d.parent.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
 		log.Warn("xid events unavailable; health rests on the liveness check",
 			"err", nvmlErr("register xid events", ret))
 		set.Free()
@@ -120,13 +120,26 @@ func (d *NVMLDevice) handleEvent(data nvml.EventData, log *slog.Logger) {
 	if data.EventType != nvml.EventTypeXidCriticalError {
 		return
 	}
+	gpuUUID := d.info.UUID
+	if d.info.MIG != nil {
+		gpuUUID = d.info.MIG.ParentUUID
+		// An XID of another GPU instance is not ours; one of the whole GPU
+		// (no instance named) is.
+		if gi := data.GpuInstanceId; gi != allInstances && int(gi) != d.info.MIG.GI {
+			return
+		}
+	}
 	if data.Device != nil {
-		if uuid, ret := data.Device.GetUUID(); ret == nvml.SUCCESS && uuid != d.info.UUID {
+		if uuid, ret := data.Device.GetUUID(); ret == nvml.SUCCESS && uuid != gpuUUID {
 			return // not ours; only ours is registered, but be sure
 		}
 	}
 	logXID(log, d.mon.xid(data.EventData, time.Now()))
 }
+
+// allInstances is an event's GpuInstanceId when it names no GPU instance
+// (NVML's 0xFFFFFFFF).
+const allInstances = 0xFFFFFFFF
 
 // probe checks that the GPU still answers a cheap query.
 func (d *NVMLDevice) probe() error {

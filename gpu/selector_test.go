@@ -31,8 +31,18 @@ func TestParseSelector(t *testing.T) {
 		{name: "short uuid", in: "GPU-5e2c9f1a", wantErr: "8-4-4-4-12"},
 		{name: "non-hex uuid", in: "GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f4g", wantErr: "8-4-4-4-12"},
 		{name: "uuid without prefix", in: "5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40", wantErr: "neither"},
-		{name: "mig uuid", in: "MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40", wantErr: "MIG device"},
-		{name: "old mig form", in: "MIG-GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40/1/0", wantErr: "MIG device"},
+		{name: "mig uuid", in: "MIG-5E2C9F1A-0b1c-4d2e-8f3a-9b8c7d6e5f40", want: Selector{UUID: "MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40"}},
+		{name: "mig triple", in: "0:1:0", want: Selector{Index: 0, Instance: true, GI: 1, CI: 0}},
+		{name: "mig triple by gpu uuid", in: uuid + ":13:2", want: Selector{UUID: uuid, Instance: true, GI: 13, CI: 2}},
+		{name: "nvidia's mig form", in: "MIG-GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40/1/0", want: Selector{UUID: uuid, Instance: true, GI: 1}},
+		{name: "short mig uuid", in: "MIG-5e2c9f1a", wantErr: "after MIG-"},
+		{name: "two parts", in: "0:1", wantErr: "three parts"},
+		{name: "four parts", in: "0:1:0:0", wantErr: "three parts"},
+		{name: "bad gi", in: "0:x:0", wantErr: "GPU instance id must be a number"},
+		{name: "gi too big", in: "0:64:0", wantErr: "GPU instance id above 63"},
+		{name: "ci with a leading zero", in: "0:1:00", wantErr: "compute instance id must be a number"},
+		{name: "mig uuid in a triple", in: "MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40:1:0", wantErr: "neither"},
+		{name: "bad gpu in a triple", in: "256:1:0", wantErr: "above 255"},
 		{name: "newline", in: "0\nquit", wantErr: "neither"},
 	}
 	for _, tt := range tests {
@@ -50,6 +60,9 @@ func TestParseSelector(t *testing.T) {
 			if got.IsUUID() != (tt.want.UUID != "") {
 				t.Errorf("IsUUID() = %v", got.IsUUID())
 			}
+			if got.IsMIG() != (tt.want.Instance || strings.HasPrefix(tt.want.UUID, "MIG-")) {
+				t.Errorf("IsMIG() = %v", got.IsMIG())
+			}
 		})
 	}
 }
@@ -59,7 +72,8 @@ func TestParseSelector(t *testing.T) {
 // itself, holding a valid index or a lower-case UUID.
 func FuzzParseSelector(f *testing.F) {
 	for _, s := range []string{"0", "255", "256", "01", " 3 ", "-1", "", "GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40",
-		"gpu-5E2C9F1A-0B1C-4D2E-8F3A-9B8C7D6E5F40", "MIG-x", "GPU-", "GPU-----", "\u212a"} {
+		"gpu-5E2C9F1A-0B1C-4D2E-8F3A-9B8C7D6E5F40", "MIG-x", "GPU-", "GPU-----", "\u212a",
+		"MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40", "0:1:0", "7:63:64", "MIG-GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40/1/0", "0::0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -71,11 +85,15 @@ func FuzzParseSelector(f *testing.F) {
 			return
 		}
 		if sel.IsUUID() {
-			if !strings.HasPrefix(sel.UUID, "GPU-") || len(sel.UUID) != 40 || sel.UUID[4:] != strings.ToLower(sel.UUID[4:]) || sel.Index != 0 {
+			gpu, mig := strings.HasPrefix(sel.UUID, "GPU-"), strings.HasPrefix(sel.UUID, "MIG-")
+			if !gpu && !mig || mig && sel.Instance || len(sel.UUID) != 40 || sel.UUID[4:] != strings.ToLower(sel.UUID[4:]) || sel.Index != 0 {
 				t.Fatalf("ParseSelector(%q) = %+v: malformed UUID", in, sel)
 			}
 		} else if sel.Index < 0 || sel.Index > MaxIndex {
 			t.Fatalf("ParseSelector(%q) = %+v: index out of range", in, sel)
+		}
+		if !sel.Instance && (sel.GI != 0 || sel.CI != 0) || sel.GI < 0 || sel.GI > MaxInstanceID || sel.CI < 0 || sel.CI > MaxInstanceID {
+			t.Fatalf("ParseSelector(%q) = %+v: instance ids out of range", in, sel)
 		}
 		back, err := ParseSelector(sel.String())
 		if err != nil || back != sel {

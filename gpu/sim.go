@@ -59,6 +59,9 @@ func NewSim(cfg Config, opts Options) (*SimDevice, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sel.IsMIG() {
+		return nil, fmt.Errorf("simulate gpu: gpu.device %s names a MIG device, and the simulated GPU is a whole one", sel)
+	}
 	name := cfg.Sim.Name
 	if name == "" {
 		name = DefaultSimName

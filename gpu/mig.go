@@ -1,0 +1,98 @@
+package gpu
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// MIGDevice identifies a MIG device (one compute instance of a GPU
+// instance) that a sidecar guards. Info.MIG holds it; nil for a whole GPU.
+type MIGDevice struct {
+	// Name is NVML's name of the MIG device, e.g. "NVIDIA H200 MIG
+	// 3g.71gb"; Profile the GPU instance profile in it ("3g.71gb"), "" when
+	// the name does not end in one.
+	Name, Profile string
+	// ParentUUID is the whole GPU's UUID ("GPU-…").
+	ParentUUID string
+	// GI and CI are the GPU instance and compute instance ids.
+	GI, CI int
+	// Slices is the GPU instance's compute slices (of 7), ComputeSlices
+	// the compute instance's.
+	Slices, ComputeSlices int
+}
+
+// MIGProfile is one GPU instance profile of a GPU model.
+type MIGProfile struct {
+	// Name is the profile as nvidia-smi names it, e.g. "3g.71gb".
+	Name string
+	// Slices is its compute slices (of 7); MemorySlices its memory slices
+	// (of 8), which is also the size of its placements.
+	Slices, MemorySlices int
+	// SMs is the instance's streaming multiprocessors, MemoryMiB its
+	// memory as the driver reports it.
+	SMs       int
+	MemoryMiB int
+	// Starts are the memory slices where an instance of the profile may
+	// begin.
+	Starts []int
+}
+
+// migTables are the GPU instance profiles colocd knows, per GPU model (as
+// smTable names them). docs/gpu.md#mig cites the sources: NVIDIA's MIG User
+// Guide, "Supported MIG Profiles" (H200: Table 8) for the profiles, their
+// slices and instance counts, and "Getting Started with MIG" for the
+// placements; the SM counts and memory are a real H200's `nvidia-smi mig
+// -lgip` (NVIDIA/mig-parted issue #120). SM counts are not slices × 16: a
+// 1g.35gb has 26 and a 3g 60, and a 7g has all 132. The media-extension
+// profile (1g.18gb+me) is left out.
+var migTables = map[string][]MIGProfile{
+	"h200": {
+		{Name: "1g.18gb", Slices: 1, MemorySlices: 1, SMs: 16, MemoryMiB: 16384, Starts: []int{0, 1, 2, 3, 4, 5, 6}},
+		{Name: "1g.35gb", Slices: 1, MemorySlices: 2, SMs: 26, MemoryMiB: 33024, Starts: []int{0, 2, 4, 6}},
+		{Name: "2g.35gb", Slices: 2, MemorySlices: 2, SMs: 32, MemoryMiB: 33024, Starts: []int{0, 2, 4}},
+		{Name: "3g.71gb", Slices: 3, MemorySlices: 4, SMs: 60, MemoryMiB: 71168, Starts: []int{0, 4}},
+		{Name: "4g.71gb", Slices: 4, MemorySlices: 4, SMs: 64, MemoryMiB: 71168, Starts: []int{0}},
+		{Name: "7g.141gb", Slices: 7, MemorySlices: 8, SMs: 132, MemoryMiB: 143360, Starts: []int{0}},
+	},
+}
+
+// MIGMemorySlices is the number of memory slices a MIG GPU divides into.
+const MIGMemorySlices = 8
+
+// MIGProfiles returns the GPU instance profiles of the GPU named name (an
+// NVML name, as SMCount reads it), smallest first. A GPU without a table
+// returns an error wrapping ErrUnknownMIG.
+func MIGProfiles(name string) ([]MIGProfile, error) {
+	model, _, ok := parseDeviceName(name)
+	if t, found := migTables[model]; ok && found {
+		out := slices.Clone(t)
+		for i := range out {
+			out[i].Starts = slices.Clone(out[i].Starts)
+		}
+		return out, nil
+	}
+	var known []string
+	for m := range migTables {
+		known = append(known, strings.ToUpper(m))
+	}
+	slices.Sort(known)
+	return nil, fmt.Errorf("%w for device %q: colocd has MIG profiles for %s", ErrUnknownMIG, name, strings.Join(known, ", "))
+}
+
+// migProfileOf returns the profile a MIG device name ends in: "NVIDIA
+// H200 MIG 3g.71gb" → "3g.71gb"; "" when it ends in none.
+func migProfileOf(name string) string {
+	_, after, ok := strings.Cut(name, " MIG ")
+	if !ok {
+		return ""
+	}
+	p := strings.TrimSpace(after)
+	if c, rest, ok := strings.Cut(p, "."); ok && strings.HasSuffix(c, "c") && strings.Count(rest, ".") == 1 {
+		p = rest // "1c.3g.71gb": a compute instance of a 3g.71gb
+	}
+	if c, g, ok := strings.Cut(p, "."); ok && strings.HasSuffix(c, "g") && strings.HasSuffix(g, "gb") && !strings.ContainsAny(p, " \t") {
+		return p
+	}
+	return ""
+}
