@@ -96,3 +96,88 @@ func migProfileOf(name string) string {
 	}
 	return ""
 }
+
+// MIGPlacement is one GPU instance in a layout: its profile and the first
+// memory slice it takes.
+type MIGPlacement struct {
+	Profile MIGProfile
+	Start   int
+}
+
+// MIGLayout is a set of GPU instances that fit on one GPU together.
+type MIGLayout []MIGPlacement
+
+// Names lists the layout's profiles, largest first: "4g.71gb+3g.71gb".
+func (l MIGLayout) Names() string {
+	names := make([]string, len(l))
+	for i, p := range l {
+		names[i] = p.Profile.Name
+	}
+	return strings.Join(names, "+")
+}
+
+// MIGLayouts returns the GPU's maximal MIG layouts: sets of placements that
+// share no memory slice, to which no further instance fits. Layouts with the
+// same profiles in other places are one layout (the first found, instances
+// at their lowest starts): they perform alike. Each layout lists its
+// instances largest first; the layouts come in the order of their profile
+// lists. The instance counts of NVIDIA's tables follow from the slices: no
+// more than 7 compute slices are ever used, since only profiles with fewer
+// compute than memory slices reach the eighth memory slice.
+func MIGLayouts(profiles []MIGProfile) []MIGLayout {
+	type cand struct {
+		p     int // index into profiles
+		start int
+	}
+	var cands []cand
+	for i, p := range profiles {
+		for _, s := range p.Starts {
+			cands = append(cands, cand{i, s})
+		}
+	}
+	fits := func(used uint, c cand) bool {
+		mask := uint(1)<<profiles[c.p].MemorySlices - 1
+		return used&(mask<<c.start) == 0 && c.start+profiles[c.p].MemorySlices <= MIGMemorySlices
+	}
+	seen := map[string]bool{}
+	var out []MIGLayout
+	var walk func(from int, used uint, chosen []cand)
+	walk = func(from int, used uint, chosen []cand) {
+		maximal := true
+		for _, c := range cands {
+			if fits(used, c) {
+				maximal = false
+				break
+			}
+		}
+		if maximal && len(chosen) > 0 {
+			l := make(MIGLayout, len(chosen))
+			for i, c := range chosen {
+				l[i] = MIGPlacement{Profile: profiles[c.p], Start: c.start}
+			}
+			slices.SortStableFunc(l, func(a, b MIGPlacement) int {
+				if a.Profile.Slices != b.Profile.Slices {
+					return b.Profile.Slices - a.Profile.Slices
+				}
+				if a.Profile.MemorySlices != b.Profile.MemorySlices {
+					return b.Profile.MemorySlices - a.Profile.MemorySlices
+				}
+				return a.Start - b.Start
+			})
+			if key := l.Names(); !seen[key] {
+				seen[key] = true
+				out = append(out, l)
+			}
+			return
+		}
+		for i := from; i < len(cands); i++ {
+			if c := cands[i]; fits(used, c) {
+				mask := uint(1)<<profiles[c.p].MemorySlices - 1
+				walk(i+1, used|mask<<c.start, append(chosen, c))
+			}
+		}
+	}
+	walk(0, 0, nil)
+	slices.SortFunc(out, func(a, b MIGLayout) int { return strings.Compare(a.Names(), b.Names()) })
+	return out
+}

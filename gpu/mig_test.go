@@ -219,3 +219,46 @@ func TestMIGProfileOf(t *testing.T) {
 		}
 	}
 }
+
+// The H200's maximal layouts: every one keeps its instances apart in
+// memory, none has room for one more, none uses more than 7 compute
+// slices; the layouts NVIDIA's guide draws are among them.
+func TestMIGLayoutsH200(t *testing.T) {
+	profiles, err := MIGProfiles("NVIDIA H200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	layouts := MIGLayouts(profiles)
+	names := map[string]bool{}
+	for _, l := range layouts {
+		names[l.Names()] = true
+		used, compute := 0, 0
+		for _, p := range l {
+			mask := (1<<p.Profile.MemorySlices - 1) << p.Start
+			if used&mask != 0 {
+				t.Errorf("%s: instances overlap", l.Names())
+			}
+			used |= mask
+			compute += p.Profile.Slices
+		}
+		if compute > 7 {
+			t.Errorf("%s: %d compute slices", l.Names(), compute)
+		}
+		for _, p := range profiles {
+			for _, s := range p.Starts {
+				if m := (1<<p.MemorySlices - 1) << s; used&m == 0 && s+p.MemorySlices <= MIGMemorySlices {
+					t.Errorf("%s: a %s still fits at %d", l.Names(), p.Name, s)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"7g.141gb", "4g.71gb+3g.71gb", "3g.71gb+3g.71gb", "4g.71gb+2g.35gb+1g.18gb",
+		"3g.71gb+2g.35gb+2g.35gb", "1g.18gb+1g.18gb+1g.18gb+1g.18gb+1g.18gb+1g.18gb+1g.18gb", "1g.35gb+1g.35gb+1g.35gb+1g.35gb"} {
+		if !names[want] {
+			t.Errorf("layout %s missing", want)
+		}
+	}
+	if len(layouts) != 38 {
+		t.Errorf("%d layouts, want 38 (distinct profile sets of the maximal placements)", len(layouts))
+	}
+}
