@@ -40,6 +40,10 @@ type Config struct {
 	DecisionTimeout time.Duration
 	// PipeDir is the MPS pipe directory given to clients (required in MPS mode).
 	PipeDir string
+	// VisibleDevice is the MIG device's UUID ("MIG-…") when the GPU
+	// guarded is one: clients get CUDA_VISIBLE_DEVICES set to it. "" for a
+	// whole GPU.
+	VisibleDevice string
 	// VisibilityWindow: a lease granted less than this long ago that has no
 	// registered PIDs is "not yet visible" to NVML, so its memory is
 	// subtracted from NVML's free memory (default 60s). See docs/admission.md.

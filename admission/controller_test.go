@@ -379,6 +379,14 @@ func TestEnv(t *testing.T) {
 	if d := mustDecide(t, h, request("r1"), Grant); len(d.Env) != 1 || d.Env["COLOCD_LEASE_ID"] != d.Lease.ID {
 		t.Errorf("time slicing env %v, want only the lease's id", d.Env)
 	}
+	// On a MIG device the job sees that device alone, in either mode.
+	const mig = "MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40"
+	for _, mode := range []predictor.Mode{predictor.ModeMPS, predictor.ModeTimeslice} {
+		h = newHarness(t, mode, 100, func(c *Config) { c.VisibleDevice = mig })
+		if d := mustDecide(t, h, request("r1"), Grant); d.Env["CUDA_VISIBLE_DEVICES"] != mig || d.Env["COLOCD_LEASE_ID"] != d.Lease.ID {
+			t.Errorf("%s on a MIG device: env %v, want CUDA_VISIBLE_DEVICES=%s", mode, d.Env, mig)
+		}
+	}
 }
 
 func TestNewChecksConfig(t *testing.T) {

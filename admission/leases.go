@@ -303,6 +303,9 @@ const (
 	EnvActiveThreads = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 	EnvPinnedMemory  = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
 	EnvPriority      = "CUDA_MPS_CLIENT_PRIORITY"
+	// EnvVisibleDevices names the MIG device a job must use, when the
+	// sidecar guards one (Config.VisibleDevice).
+	EnvVisibleDevices = "CUDA_VISIBLE_DEVICES"
 )
 
 // Env is the environment the launcher sets for every process of lease l
@@ -314,15 +317,21 @@ const (
 // CUDA_VISIBLE_DEVICES set to that GPU, so it is always device 0 — and the
 // limit counts CUDA's own allocations too; and client priority 1 (below
 // normal: training yields to inference, as a hint).
+//
+// On a MIG device (Config.VisibleDevice) the job also sets
+// CUDA_VISIBLE_DEVICES to the device's UUID, in either mode: its MPS
+// daemon serves that device alone, and so must the job's processes.
 func (c *Controller) Env(l Lease) map[string]string {
+	env := map[string]string{EnvLeaseID: l.ID}
+	if c.cfg.VisibleDevice != "" {
+		env[EnvVisibleDevices] = c.cfg.VisibleDevice
+	}
 	if c.cfg.Mode != predictor.ModeMPS {
-		return map[string]string{EnvLeaseID: l.ID}
+		return env
 	}
-	return map[string]string{
-		EnvLeaseID:       l.ID,
-		EnvPipeDirectory: c.cfg.PipeDir,
-		EnvActiveThreads: strconv.Itoa(l.Pct),
-		EnvPinnedMemory:  fmt.Sprintf("0=%dM", l.MemoryMiB),
-		EnvPriority:      "1",
-	}
+	env[EnvPipeDirectory] = c.cfg.PipeDir
+	env[EnvActiveThreads] = strconv.Itoa(l.Pct)
+	env[EnvPinnedMemory] = fmt.Sprintf("0=%dM", l.MemoryMiB)
+	env[EnvPriority] = "1"
+	return env
 }

@@ -26,6 +26,7 @@ var otherValue = map[string]any{
 	"LeaseFirstTerm":   30 * time.Second,
 	"DecisionTimeout":  9 * time.Second,
 	"PipeDir":          "/run/nvidia-mps",
+	"VisibleDevice":    "MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40",
 	"VisibilityWindow": 3 * time.Minute,
 	"ThrottleGrace":    4 * time.Minute,
 	"RaiseAfter":       7 * time.Minute,

@@ -85,7 +85,7 @@ func TestHotKeysAreWhatAdmissionApplies(t *testing.T) {
 			}
 			defer v.Set(old)
 			def := configs.Default()
-			before, after := admissionConfig(&def, nil), admissionConfig(&base, nil)
+			before, after := admissionConfig(&def, nil, ""), admissionConfig(&base, nil, "")
 			var reached []string
 			bv, av := reflect.ValueOf(before), reflect.ValueOf(after)
 			for i := range bv.NumField() {

@@ -314,7 +314,7 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 		deps.Daemon = daemonAdapter{s.daemon}
 		deps.Evictor = &evictor{daemon: s.daemon, clock: clock, log: s.log.With("component", "evict")}
 	}
-	if s.adm, err = admission.New(admissionConfig(s.cfg, specs), deps); err != nil {
+	if s.adm, err = admission.New(admissionConfig(s.cfg, specs, s.visibleDevice()), deps); err != nil {
 		return err
 	}
 	if err := s.adm.Restore(ctx); err != nil {
@@ -323,16 +323,25 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	return nil
 }
 
+// visibleDevice is the MIG device's UUID when the sidecar guards one: its
+// jobs are to see that device alone.
+func (s *Sidecar) visibleDevice() string {
+	if s.gpuInfo.MIG != nil {
+		return s.gpuInfo.UUID
+	}
+	return ""
+}
+
 // maxSearchWorkers bounds the predictions one decision runs at once.
 const maxSearchWorkers = 8
 
 // admissionConfig maps the configuration onto the controller's.
-func admissionConfig(cfg *configs.Config, specs []admission.ServiceSpec) admission.Config {
+func admissionConfig(cfg *configs.Config, specs []admission.ServiceSpec, visible string) admission.Config {
 	a := cfg.Admission
 	return admission.Config{Mode: predictor.Mode(cfg.Sharing.Mode), Services: specs, Headroom: a.Headroom, MaxJobs: a.MaxJobs,
 		MemoryReserveMiB: a.MemoryReserveMiB, PctStep: a.PctStep, LeaseDefault: a.Lease.Default, LeaseMax: a.Lease.Max,
 		LeaseFirstTerm: a.Lease.FirstTerm, DecisionTimeout: a.DecisionTimeout, ThrottleGrace: a.Guard.Deadline, RaiseAfter: a.Guard.RaiseAfter,
-		MinMovePct: a.Guard.MinMovePct, MaxWeight: a.MaxWeight, PipeDir: cfg.MPS.PipeDir,
+		MinMovePct: a.Guard.MinMovePct, MaxWeight: a.MaxWeight, PipeDir: cfg.MPS.PipeDir, VisibleDevice: visible,
 		// A cold decision is a handful of simulations; on the many-core hosts
 		// GPUs sit in, predicting neighbouring percentages at once cuts its
 		// latency (the answer is the same: the search equals a linear scan).
@@ -466,7 +475,7 @@ func (s *Sidecar) applyReloads(ctx context.Context, updates <-chan *configs.Conf
 				s.log.Error("config reload: keeping the old services", "err", err)
 				continue
 			}
-			r, err := s.adm.Reconfigure(ctx, admissionConfig(cfg, specs))
+			r, err := s.adm.Reconfigure(ctx, admissionConfig(cfg, specs, s.visibleDevice()))
 			if errors.Is(err, admission.ErrInvalid) {
 				s.log.Error("config reload: keeping the old services and admission settings", "err", err)
 				continue

@@ -24,12 +24,15 @@ import (
 // sidecarEnv is every variable a sidecar may ask a job to set: the lease's
 // id and admission's MPS client environment. Anything else in a reply is
 // refused.
-var sidecarEnv = []string{admission.EnvLeaseID, admission.EnvPipeDirectory, admission.EnvActiveThreads, admission.EnvPinnedMemory, admission.EnvPriority}
+var sidecarEnv = []string{admission.EnvLeaseID, admission.EnvPipeDirectory, admission.EnvActiveThreads, admission.EnvPinnedMemory, admission.EnvPriority, admission.EnvVisibleDevices}
 
 var (
 	envKeyRe  = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 	leaseIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 	codeRe    = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+	// migRe is a MIG device's UUID, the one value CUDA_VISIBLE_DEVICES may
+	// take in a reply.
+	migRe = regexp.MustCompile(`^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
 // errHostileReply marks a reply that cannot have come from a colocd sidecar.
@@ -76,6 +79,9 @@ func checkDecision(d *bus.Decision, sidecar string) error {
 		}
 		if k == admission.EnvLeaseID && v != l.ID {
 			return bad("lease.env."+k, "the lease's id", v)
+		}
+		if k == admission.EnvVisibleDevices && !migRe.MatchString(v) {
+			return bad("lease.env."+k, "a MIG device's UUID (MIG- and 8-4-4-4-12 lower-case hex digits)", v)
 		}
 	}
 	return nil

@@ -67,6 +67,8 @@ func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
 		{"a token in the reply is ignored", grant(map[string]string{"token": q("t';" + pwn("8") + ";'")}), ""},
 		{"command in an env key", grant(map[string]string{"env": `{` + q("X=1;"+pwn("9")+";Y") + `:"1"}`}), "lease.env"},
 		{"env key outside the allow-list", grant(map[string]string{"env": `{"LD_PRELOAD":"/tmp/evil.so"}`}), "lease.env"},
+		{"a MIG device to use", grant(map[string]string{"env": `{"CUDA_VISIBLE_DEVICES":"MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40"}`}), ""},
+		{"other devices to use", grant(map[string]string{"env": `{"CUDA_VISIBLE_DEVICES":"0,1"}`}), "lease.env.CUDA_VISIBLE_DEVICES"},
 		{"another sidecar's name", grant(map[string]string{"sidecar": q("gpu-y;" + pwn("10"))}), "sidecar"},
 		{"unknown decision", `{"decision":"grant;` + pwn("11") + `","reason":{"code":"fits","message":""},"sidecar":"gpu-x"}`, "decision"},
 		{"grant without a lease", `{"decision":"grant","reason":{"code":"fits","message":""},"sidecar":"gpu-x"}`, "lease"},
