@@ -272,7 +272,7 @@ type Decision struct {
 	// Its token is the launcher's: colocd never has it until a renew.
 	Lease *Lease
 	// Env holds the variables the launcher must set for its processes (see
-	// Controller.Env); empty in time-slicing mode and for a deny.
+	// Controller.Env); empty for a deny.
 	Env map[string]string
 	// Joint, when set, is the joint allocation that lowers live leases to
 	// make room for the job (CodeSharedToFit), or that was weighed and

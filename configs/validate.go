@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/colocd/colocd/gpu"
 	"github.com/colocd/colocd/internal/field"
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
@@ -211,6 +212,12 @@ func (c *Config) checkMPS(ck *checker) {
 		if !filepath.IsAbs(d.path) || filepath.Clean(d.path) != d.path {
 			ck.add(d.key, "a clean absolute path", quote(d.path))
 		}
+	}
+	// One MPS daemon per MIG device, each on its own pipe directory: the
+	// shared default would put the sidecars of a GPU's MIG devices on one
+	// daemon, without an error.
+	if sel, err := gpu.ParseSelector(c.GPU.Device); err == nil && sel.IsMIG() && c.Sharing.Mode == ModeMPS && m.PipeDir == Default().MPS.PipeDir {
+		ck.add("mps.pipe_dir", "a directory of this MIG device's own MPS daemon (each MIG device has one; not the default "+quote(m.PipeDir)+")", quote(m.PipeDir))
 	}
 	ck.intIn("mps.default_active_thread_pct", m.DefaultActiveThreadPct, 1, 100, "a percentage from 1 to 100")
 	ck.intIn("mps.pinned_mem_limit_mib", m.PinnedMemLimitMiB, 0, math.MaxInt32, "0 (no limit) or a size in MiB")

@@ -46,8 +46,9 @@ type Info struct {
 	// Fallback says why backend "auto" chose the simulated device; "" when
 	// it did not fall back.
 	Fallback string
-	// MIG, when set, is the MIG device guarded: then UUID is its "MIG-…",
-	// Name and Index are its GPU's, SMs and MemoryTotalMiB its own.
+	// MIG, when set, is the MIG device (a compute instance) guarded: then
+	// UUID is its "MIG-…", Name and Index are its GPU's, SMs and
+	// MemoryTotalMiB its own.
 	MIG *MIGDevice
 }
 

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -80,19 +81,15 @@ func MIGProfiles(name string) ([]MIGProfile, error) {
 	return nil, fmt.Errorf("%w for device %q: colocd has MIG profiles for %s", ErrUnknownMIG, name, strings.Join(known, ", "))
 }
 
-// migProfileOf returns the profile a MIG device name ends in: "NVIDIA
-// H200 MIG 3g.71gb" → "3g.71gb"; "" when it ends in none.
+// migNameRe is the end of a MIG device's NVML name: an optional compute
+// instance ("1c."), then the GPU instance profile ("3g.71gb", "1g.18gb+me").
+var migNameRe = regexp.MustCompile(` MIG (?:[1-7]c\.)?([1-7]g\.[0-9]+gb(?:\+[a-z]+)?)$`)
+
+// migProfileOf returns the GPU instance profile a MIG device name ends in:
+// "NVIDIA H200 MIG 3g.71gb" → "3g.71gb"; "" when it ends in none.
 func migProfileOf(name string) string {
-	_, after, ok := strings.Cut(name, " MIG ")
-	if !ok {
-		return ""
-	}
-	p := strings.TrimSpace(after)
-	if c, rest, ok := strings.Cut(p, "."); ok && strings.HasSuffix(c, "c") && strings.Count(rest, ".") == 1 {
-		p = rest // "1c.3g.71gb": a compute instance of a 3g.71gb
-	}
-	if c, g, ok := strings.Cut(p, "."); ok && strings.HasSuffix(c, "g") && strings.HasSuffix(g, "gb") && !strings.ContainsAny(p, " \t") {
-		return p
+	if m := migNameRe.FindStringSubmatch(name); m != nil {
+		return m[1]
 	}
 	return ""
 }
@@ -118,8 +115,10 @@ func (l MIGLayout) Names() string {
 
 // MIGLayouts returns the GPU's maximal MIG layouts: sets of placements that
 // share no memory slice, to which no further instance fits. Layouts with the
-// same profiles in other places are one layout (the first found, instances
-// at their lowest starts): they perform alike. Each layout lists its
+// same profiles in other places are one layout (the first the walk finds,
+// not necessarily at the lowest starts): they perform alike. A layout whose
+// profiles are a subset of another's is kept when no instance fits beside
+// it where it sits. Each layout lists its
 // instances largest first; the layouts come in the order of their profile
 // lists. The instance counts of NVIDIA's tables follow from the slices: no
 // more than 7 compute slices are ever used, since only profiles with fewer

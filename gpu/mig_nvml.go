@@ -73,8 +73,9 @@ func migByIDs(gpu nvmlDevice, sel Selector) (nvmlDevice, error) {
 		ErrDeviceNotFound, gpuName, sel.GI, sel.CI, strings.Join(seen, ", "))
 }
 
-// migInfo reads a MIG device's identity and SM count. NVML's attributes of
-// a MIG device are its GPU instance profile's.
+// migInfo reads a MIG device's identity and SM count. A MIG device is a
+// compute instance: NVML's attributes give its SMs (all of its GPU
+// instance's unless the instance is split into several).
 func migInfo(h, parent nvmlDevice) (*MIGDevice, int, error) {
 	m := &MIGDevice{}
 	var ret nvml.Return

@@ -30,6 +30,8 @@ func withMIG(t *testing.T, x *dgx, i int, names ...string) []*migDevice {
 	t.Helper()
 	parent := x.device(i)
 	parent.SetMigMode(nvml.DEVICE_MIG_ENABLE)
+	// NVML: with MIG on, the compute mode is read on a MIG device's handle.
+	parent.GetComputeModeFunc = func() (nvml.ComputeMode, nvml.Return) { return 0, nvml.ERROR_INVALID_ARGUMENT }
 	profiles, err := MIGProfiles(parent.Config.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +67,7 @@ func withMIG(t *testing.T, x *dgx, i int, names ...string) []*migDevice {
 			return []nvml.ProcessInfo{{Pid: uint32(5000 + k), UsedGpuMemory: 1 << 30, GpuInstanceId: uint32(m.gi)}}, nvml.SUCCESS
 		}
 		m.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+		m.GetComputeModeFunc = func() (nvml.ComputeMode, nvml.Return) { return nvml.COMPUTEMODE_DEFAULT, nvml.SUCCESS }
 		migs = append(migs, m)
 	}
 	parent.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
@@ -108,7 +111,7 @@ func TestOpenMIGDevice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.Memory.TotalMiB != 71168 || len(s.Processes) != 1 || s.Processes[0].PID != 5001 || !s.MIG.Enabled || s.Utilization.Known {
+			if s.Memory.TotalMiB != 71168 || len(s.Processes) != 1 || s.Processes[0].PID != 5001 || !s.MIG.Enabled || s.Utilization.Known || s.ComputeMode != ComputeModeDefault {
 				t.Errorf("state %+v: want the MIG device's memory and process, MIG enabled, no utilization", s)
 			}
 		})
@@ -213,6 +216,8 @@ func TestMIGProfileOf(t *testing.T) {
 		"NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb": "3g.40gb",
 		"NVIDIA H200":                          "",
 		"NVIDIA H200 MIG something":            "",
+		"NVIDIA H200 MIG 1g.18gb+me":           "1g.18gb+me",
+		"NVIDIA H200 MIG g.gb":                 "",
 	} {
 		if got := migProfileOf(in); got != want {
 			t.Errorf("migProfileOf(%q) = %q, want %q", in, got, want)

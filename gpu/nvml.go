@@ -51,9 +51,9 @@ type nvmlDevice interface {
 // NVML. It holds NVML initialised from OpenNVML until Close.
 type NVMLDevice struct {
 	lib Library
-	// dev is the device guarded: memory, processes and utilization are
-	// its. parent is its GPU (dev itself for a whole GPU): XID events,
-	// compute and MIG mode are the GPU's.
+	// dev is the device guarded: memory, processes, utilization and
+	// compute mode are its. parent is its GPU (dev itself for a whole
+	// GPU): XID events and MIG mode are the GPU's.
 	dev, parent nvmlDevice
 	info        Info
 	wait        time.Duration
@@ -218,7 +218,7 @@ func (d *NVMLDevice) State(ctx context.Context) (State, error) {
 }
 
 func (d *NVMLDevice) computeMode() (ComputeMode, error) {
-	m, ret := d.parent.GetComputeMode()
+	m, ret := d.dev.GetComputeMode() // NVML: on a MIG GPU, the MIG device's handle
 	switch {
 	case ret == nvml.ERROR_NOT_SUPPORTED:
 		return ComputeModeUnknown, nil

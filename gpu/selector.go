@@ -61,10 +61,17 @@ func (s Selector) String() string {
 // Surrounding spaces are ignored. Every error wraps ErrInvalidSelector.
 func ParseSelector(s string) (Selector, error) {
 	t := strings.TrimSpace(s)
-	if hasPrefixFold(t, "MIG-GPU-") { // MIG-GPU-<uuid>/<gi>/<ci>
-		t = "GPU-" + strings.ReplaceAll(t[len("MIG-GPU-"):], "/", ":")
+	if hasPrefixFold(t, "MIG-GPU-") { // MIG-GPU-<uuid>/<gi>/<ci>, nothing else
+		parts := strings.Split(t[len("MIG-GPU-"):], "/")
+		if len(parts) != 3 || strings.Contains(t, ":") {
+			return Selector{}, selectorErr(s, "NVIDIA's MIG form is MIG-GPU-<uuid>/<gi>/<ci>")
+		}
+		t = "GPU-" + strings.Join(parts, ":")
 	}
 	if gpu, rest, ok := strings.Cut(t, ":"); ok {
+		if hasPrefixFold(gpu, "MIG-") {
+			return Selector{}, selectorErr(s, "a MIG device UUID names the device itself: give it alone, or the GPU as <gpu>:<gi>:<ci>")
+		}
 		gi, ci, ok := strings.Cut(rest, ":")
 		if !ok || strings.Contains(ci, ":") {
 			return Selector{}, selectorErr(s, "a MIG device as <gpu>:<gi>:<ci> needs three parts, such as \"0:1:0\"")

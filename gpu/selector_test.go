@@ -41,7 +41,10 @@ func TestParseSelector(t *testing.T) {
 		{name: "bad gi", in: "0:x:0", wantErr: "GPU instance id must be a number"},
 		{name: "gi too big", in: "0:64:0", wantErr: "GPU instance id above 63"},
 		{name: "ci with a leading zero", in: "0:1:00", wantErr: "compute instance id must be a number"},
-		{name: "mig uuid in a triple", in: "MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40:1:0", wantErr: "neither"},
+		{name: "mig uuid in a triple", in: "MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40:1:0", wantErr: "give it alone"},
+		{name: "nvidia's mig form without ids", in: "MIG-GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40", wantErr: "MIG-GPU-<uuid>/<gi>/<ci>"},
+		{name: "nvidia's mig form with colons", in: "MIG-GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40:1:0", wantErr: "MIG-GPU-<uuid>/<gi>/<ci>"},
+		{name: "nvidia's mig form, mixed", in: "mig-gpu-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40/1:0", wantErr: "MIG-GPU-<uuid>/<gi>/<ci>"},
 		{name: "bad gpu in a triple", in: "256:1:0", wantErr: "above 255"},
 		{name: "newline", in: "0\nquit", wantErr: "neither"},
 	}
@@ -94,6 +97,9 @@ func FuzzParseSelector(f *testing.F) {
 		}
 		if !sel.Instance && (sel.GI != 0 || sel.CI != 0) || sel.GI < 0 || sel.GI > MaxInstanceID || sel.CI < 0 || sel.CI > MaxInstanceID {
 			t.Fatalf("ParseSelector(%q) = %+v: instance ids out of range", in, sel)
+		}
+		if hasPrefixFold(strings.TrimSpace(in), "MIG-") && !sel.IsMIG() {
+			t.Fatalf("ParseSelector(%q) = %+v: a MIG- selector that names a whole GPU", in, sel)
 		}
 		back, err := ParseSelector(sel.String())
 		if err != nil || back != sel {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -157,9 +158,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// defaultDevice is the device the pinned memory default is set for.
+// defaultDevice is the device the pinned memory default is set for. A
+// daemon for a MIG device sees that device alone, as device 0 (it starts
+// with CUDA_VISIBLE_DEVICES set to it), which its clients' limits name too.
 func (c Config) defaultDevice() Device {
-	if c.Device != "" {
+	if c.Device != "" && !strings.HasPrefix(string(c.Device), "MIG-") {
 		return DeviceUUID(c.Device)
 	}
 	return DeviceIndex(0)

@@ -158,3 +158,17 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("DefaultConfig().Validate() = %v", err)
 	}
 }
+
+// The pinned-memory default names the GPU by UUID; a daemon of a MIG
+// device sees that device alone, as device 0, and the default names it so.
+func TestDefaultDevice(t *testing.T) {
+	for dev, want := range map[UUID]Device{
+		"": DeviceIndex(0),
+		"GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab": DeviceUUID("GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab"),
+		"MIG-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab": DeviceIndex(0),
+	} {
+		if got := (Config{Device: dev}).defaultDevice(); got != want {
+			t.Errorf("device %q: default for %+v, want %+v", dev, got, want)
+		}
+	}
+}
