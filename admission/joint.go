@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -391,6 +392,31 @@ func (c *Controller) jointEvalOf(ts []Trainer) jointEval {
 		}
 		return out, nil
 	}
+}
+
+// jointBudget bounds the time one raise check or guard re-plan spends on
+// joint allocation.
+const jointBudget = 2 * time.Second
+
+// allocateLive allocates the live leases' jobs (trainers ts) for a raise or
+// a guard re-plan: their memory and slots are theirs already, so only the
+// SLO slack is shared. It also predicts the allocation also, to compare
+// with. A cold allocation of several real trainers takes seconds, and the
+// guard must not wait on it when load rises: past jointBudget it returns
+// errNotJoint. c is a frozen controller: it predicts without the lock.
+func (c *Controller) allocateLive(ctx context.Context, ts []Trainer, jobs []jointJob, also []int) (jointPlan, jointProbe, error) {
+	jctx, cancel := context.WithTimeout(ctx, jointBudget)
+	defer cancel()
+	eval := c.jointEvalOf(ts)
+	plan, err := allocate(jctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(jobs)}, eval, c.cfg.SearchWorkers)
+	var other jointProbe
+	if err == nil {
+		other, err = eval(jctx, also)
+	}
+	if err != nil && ctx.Err() == nil && jctx.Err() != nil {
+		err = errNotJoint
+	}
+	return plan, other, err
 }
 
 // errNoThroughput is returned when the predictor says nothing of the

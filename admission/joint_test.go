@@ -325,6 +325,27 @@ func TestJointAllocationLimits(t *testing.T) {
 	}
 }
 
+// denseAndNarrow is a harness with no SLO to speak of and two leases at
+// 100 %: the dense trainer (weight 1, older) and the narrow one (weight
+// 3). both predicts bert's p99 with them at two percentages.
+func denseAndNarrow(t *testing.T) (h *harness, granted []Decision, both func(a, b float64) float64) {
+	t.Helper()
+	profiles := jointProfiles()
+	dense, narrow := profiles[0], profiles[1]
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	both = func(a, b float64) float64 {
+		return p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{dense, narrow}, []float64{a, b})
+	}
+	h = newHarness(t, predictor.ModeMPS, 1e6, nil)
+	for i, w := range []float64{1, 3} {
+		req := request(fmt.Sprint("joint-", i))
+		req.Profile, req.Weight = []*predictor.Profile{dense, narrow}[i], w
+		granted = append(granted, mustDecide(t, h, req, Grant))
+		time.Sleep(time.Millisecond) // the first is older
+	}
+	return h, granted, both
+}
+
 // twoLowered is a harness with two lowered leases whose workers restarted
 // (they may rise): the dense trainer (weight 1, older) and the narrow one
 // (weight 3), lowered by a tight SLO to 20 % and 10 %, then an SLO with
@@ -333,20 +354,7 @@ func TestJointAllocationLimits(t *testing.T) {
 func twoLowered(t *testing.T) (*harness, []jointJob, []Decision) {
 	t.Helper()
 	ctx := context.Background()
-	profiles := jointProfiles()
-	dense, narrow := profiles[0], profiles[1]
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	both := func(a, b float64) float64 {
-		return p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{dense, narrow}, []float64{a, b})
-	}
-	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
-	var granted []Decision
-	for i, w := range []float64{1, 3} {
-		req := request(fmt.Sprint("joint-", i))
-		req.Profile, req.Weight = []*predictor.Profile{dense, narrow}[i], w
-		granted = append(granted, mustDecide(t, h, req, Grant))
-		time.Sleep(time.Millisecond) // the first is older
-	}
+	h, granted, both := denseAndNarrow(t)
 	if _, err := h.c.UpdateServices(ctx, withSLO(h, both(20, 10)/0.9*(1+1e-9)), 0.1); err != nil {
 		t.Fatal(err)
 	}
@@ -445,20 +453,9 @@ func TestRaiseJointBudget(t *testing.T) {
 // only goes down, and the set fits by a fresh predictor.
 func TestGuardLowersJointly(t *testing.T) {
 	ctx := context.Background()
-	profiles := jointProfiles()
-	dense, narrow := profiles[0], profiles[1]
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	both := func(a, b float64) float64 {
-		return p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{dense, narrow}, []float64{a, b})
-	}
-	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
-	var ids []string
-	for i, w := range []float64{1, 3} {
-		req := request(fmt.Sprint("lower-", i))
-		req.Profile, req.Weight = []*predictor.Profile{dense, narrow}[i], w
-		ids = append(ids, mustDecide(t, h, req, Grant).Lease.ID)
-		time.Sleep(time.Millisecond) // the first is older
-	}
+	h, granted, both := denseAndNarrow(t)
+	ids := []string{granted[0].Lease.ID, granted[1].Lease.ID}
+	dense, narrow := granted[0].Lease.Profile, granted[1].Lease.Profile
 	slo := both(50, 30) / 0.9
 	s := h.c.snapshot()
 	h.c.cfg.Services = withSLO(h, slo) // the rule's plan, on a frozen copy with the new SLO

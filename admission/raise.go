@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -87,10 +86,6 @@ func (c *Controller) raisePlan(ctx context.Context, live []entry) (pcts []int, n
 	return pcts, nil, room, err
 }
 
-// jointBudget bounds the time one raise check or guard re-plan spends on
-// joint allocation.
-const jointBudget = 2 * time.Second
-
 // errNotJoint says a raise is not one for joint allocation.
 var errNotJoint = errors.New("not a joint raise")
 
@@ -150,20 +145,11 @@ func (c *Controller) jointRaise(ctx context.Context, live []entry) ([]int, []str
 		}
 		jobs[i] = jointJob{weight: c.weight(l.Weight), grid: grid, memoryMiB: l.MemoryMiB}
 	}
-	// A cold allocation of several real trainers takes seconds; the guard
-	// must not wait on it to lower leases when load rises. Past the budget
-	// this round raises one lease at a time; the predictions made so far
-	// are cached, so a later round finishes.
-	jctx, cancel := context.WithTimeout(ctx, jointBudget)
-	defer cancel()
-	eval := c.jointEvalOf(ts)
-	plan, err := allocate(jctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(live)}, eval, c.cfg.SearchWorkers)
-	var before jointProbe
-	if err == nil {
-		before, err = eval(jctx, currentPcts(live)) // cached: the allocation's start
-	}
+	// Past the budget this round raises one lease at a time; the
+	// predictions made so far are cached, so a later round finishes.
+	plan, before, err := c.allocateLive(ctx, ts, jobs, currentPcts(live)) // before: cached, the allocation's start
 	switch {
-	case errors.Is(err, errNoThroughput), ctx.Err() == nil && jctx.Err() != nil:
+	case errors.Is(err, errNoThroughput), errors.Is(err, errNotJoint):
 		return nil, nil, false, errNotJoint
 	case errors.Is(err, errJointInfeasible):
 		// What runs does not fit: the guard lowers leases; nothing rises.

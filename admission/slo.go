@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -171,17 +170,10 @@ func (c *Controller) jointLower(ctx context.Context, live []entry, byRule []int)
 	if n < 2 {
 		return nil, "", errNotJoint
 	}
-	jctx, cancel := context.WithTimeout(ctx, jointBudget)
-	defer cancel()
-	eval := c.jointEvalOf(ts)
-	plan, err := allocate(jctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(live)}, eval, c.cfg.SearchWorkers)
-	var rule jointProbe
-	if err == nil {
-		rule, err = eval(jctx, byRule) // cached: the rule's last prediction
-	}
+	plan, rule, err := c.allocateLive(ctx, ts, jobs, byRule) // rule: cached, the rule's last prediction
 	switch {
 	case err == nil:
-	case errors.Is(err, errNoThroughput), errors.Is(err, errJointInfeasible), ctx.Err() == nil && jctx.Err() != nil:
+	case errors.Is(err, errNoThroughput), errors.Is(err, errJointInfeasible), errors.Is(err, errNotJoint):
 		return nil, "", errNotJoint
 	default:
 		return nil, "", err
