@@ -35,6 +35,9 @@ type Model struct {
 	sms        int
 	confidence float64
 	calKey     digest.Key
+	// instance is the MIG instance every prediction runs on; nil: the
+	// whole GPU.
+	instance *predictor.Instance
 
 	mu    sync.Mutex
 	free  []*predictor.Predictor
@@ -60,7 +63,7 @@ type ModelStats struct {
 // inference profile's), as in `colocd predict`. With confidence in
 // [0.5, 1) each Latency carries the p99's upper bound at that level, which
 // decisions hold to the limit; 0 leaves it out.
-func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int, confidence float64) (*Model, error) {
+func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int, confidence float64, opts ...ModelOption) (*Model, error) {
 	if cal == nil {
 		return nil, errors.New("new model: no calibration")
 	}
@@ -97,12 +100,29 @@ func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int, co
 		}
 		calPoint = &c
 	}
-	return &Model{
+	m := &Model{
 		cal: cal, calPoint: calPoint, requests: requests, seed: seed, sms: sms, confidence: confidence,
 		calKey: sha256.Sum256(calJSON),
 		cache:  list.New(),
 		index:  map[digest.Key]*list.Element{},
-	}, nil
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	if in := m.instance; in != nil {
+		m.sms = in.SMs
+	}
+	return m, nil
+}
+
+// ModelOption sets an optional part of a Model.
+type ModelOption func(*Model)
+
+// OnInstance makes every prediction run on a MIG instance
+// (predictor.Scenario.Instance): profiles scale to its SMs and bandwidth,
+// and percentages are of its SMs.
+func OnInstance(in predictor.Instance) ModelOption {
+	return func(m *Model) { m.instance = &in }
 }
 
 var _ KnowingPredictor = (*Model)(nil)
@@ -150,6 +170,7 @@ func (m *Model) simulate(svcs []ServiceSpec, trainers []Trainer, mode predictor.
 		Requests:   m.requests,
 		Seed:       m.seed,
 		DeviceSMs:  m.sms,
+		Instance:   m.instance,
 		// The intervals' level: the default's when admission holds the
 		// point estimate (the bound is then not read).
 		Confidence: m.confidence,
@@ -200,6 +221,12 @@ func (m *Model) key(svcs []ServiceSpec, trainers []Trainer, mode predictor.Mode)
 	h.Uint64(m.seed)
 	h.Int(m.sms)
 	h.Float64(m.confidence)
+	h.Bool(m.instance != nil)
+	if in := m.instance; in != nil {
+		h.Int(in.SMs)
+		h.Int(in.GPUSMs)
+		h.Float64(in.Bandwidth)
+	}
 	h.Int(len(svcs))
 	for _, svc := range svcs {
 		h.String(svc.Name)

@@ -187,3 +187,41 @@ func TestModelPointSkipsWidening(t *testing.T) {
 		t.Errorf("point %+v, bound %+v: want the same p99, an upper end only with the bound", a, b)
 	}
 }
+
+// A model on a MIG instance predicts what the predictor does on that
+// instance, and never answers from the whole GPU's cache entries.
+func TestModelOnInstance(t *testing.T) {
+	ctx := context.Background()
+	in := predictor.Instance{Name: "3g", SMs: 45, GPUSMs: 100, Bandwidth: 0.5}
+	m, err := NewModel(testCal(), testRequests, 1, 0, 0, OnInstance(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := newTestModel(t)
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	train := trainingProfile("resnet")
+	trainers := []Trainer{{Profile: train, Pct: 50}}
+	got, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, trainers, predictor.ModeMPS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &predictor.Scenario{Inference: svc.Profile, Training: []*predictor.Profile{train}, RateRPS: svc.RateRPS, Requests: testRequests, Seed: 1, TrainingPct: []float64{50}, Instance: &in}
+	var pr predictor.Predictor
+	pred, err := pr.PredictMPS(sc, testCal().MPS.Params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.P99MS != pred.Inference.LatencyMS.P99 || got.SoloP99MS != pred.Inference.SoloLatencyMS.P99 {
+		t.Errorf("on the instance: p99 %v (solo %v), predictor %v (solo %v)", got.P99MS, got.SoloP99MS, pred.Inference.LatencyMS.P99, pred.Inference.SoloLatencyMS.P99)
+	}
+	w, err := whole.PredictP99(ctx, []ServiceSpec{svc}, 0, trainers, predictor.ModeMPS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.SoloP99MS >= got.SoloP99MS {
+		t.Errorf("solo p99 %v ms on the whole GPU, %v on a 45-SM instance: want the instance slower", w.SoloP99MS, got.SoloP99MS)
+	}
+	if m.key([]ServiceSpec{svc}, trainers, predictor.ModeMPS) == whole.key([]ServiceSpec{svc}, trainers, predictor.ModeMPS) {
+		t.Error("the instance is not in the cache key")
+	}
+}

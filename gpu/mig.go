@@ -21,6 +21,31 @@ type MIGDevice struct {
 	// Slices is the GPU instance's compute slices (of 7), ComputeSlices
 	// the compute instance's.
 	Slices, ComputeSlices int
+	// MemorySlices is the GPU instance's memory slices (of
+	// MIGMemorySlices): its share of the GPU's memory bandwidth and L2.
+	// From the profile table when it knows the profile, else the
+	// instance's memory over the GPU's, in eighths.
+	MemorySlices int
+	// GPUSMs is the whole GPU's SM count (the table's; 0 when the GPU is
+	// not in it).
+	GPUSMs int
+}
+
+// memorySlices is the memory slices of a GPU instance of profile on the GPU
+// named gpuName: the table's, else mib of total in eighths (at least one).
+func memorySlices(gpuName, profile string, mib, total uint64) int {
+	if t, err := MIGProfiles(gpuName); err == nil {
+		for _, p := range t {
+			if p.Name == profile {
+				return p.MemorySlices
+			}
+		}
+	}
+	if total == 0 {
+		return MIGMemorySlices
+	}
+	n := int((mib*MIGMemorySlices + total/2) / total)
+	return min(max(n, 1), MIGMemorySlices)
 }
 
 // MIGProfile is one GPU instance profile of a GPU model.

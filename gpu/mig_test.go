@@ -103,7 +103,7 @@ func TestOpenMIGDevice(t *testing.T) {
 			if info.UUID != migs[1].uuid || info.Name != x.device(1).Config.Name || info.Index != 1 || info.SMs != 60 || info.SMSource != "nvml" || info.MemoryTotalMiB != 71168 {
 				t.Errorf("info %+v: want the 3g.71gb MIG device of GPU 1, 60 SMs from NVML, 71168 MiB", info)
 			}
-			want := MIGDevice{Name: x.device(1).Config.Name + " MIG 3g.71gb", Profile: "3g.71gb", ParentUUID: parentUUID, GI: 2, CI: 0, Slices: 3, ComputeSlices: 3}
+			want := MIGDevice{Name: x.device(1).Config.Name + " MIG 3g.71gb", Profile: "3g.71gb", ParentUUID: parentUUID, GI: 2, CI: 0, Slices: 3, ComputeSlices: 3, MemorySlices: 4, GPUSMs: 132}
 			if info.MIG == nil || *info.MIG != want {
 				t.Errorf("MIG %+v, want %+v", info.MIG, want)
 			}
@@ -265,5 +265,28 @@ func TestMIGLayoutsH200(t *testing.T) {
 	}
 	if len(layouts) != 38 {
 		t.Errorf("%d layouts, want 38 (distinct profile sets of the maximal placements)", len(layouts))
+	}
+}
+
+// A GPU instance's memory slices come from the table, else from its share
+// of the GPU's memory, in eighths.
+func TestMemorySlices(t *testing.T) {
+	for _, tt := range []struct {
+		name, gpu, profile string
+		mib, total         uint64
+		want               int
+	}{
+		{"table", "NVIDIA H200", "1g.35gb", 33024, 143771, 2},
+		{"table wins over memory", "NVIDIA H200", "3g.71gb", 1, 143771, 4},
+		{"unknown GPU, by memory", "NVIDIA A30", "2g.12gb", 11968, 24062, 4},
+		{"unknown profile, by memory", "NVIDIA H200", "", 16384, 143771, 1},
+		{"tiny instance is one slice", "NVIDIA X", "", 10, 143771, 1},
+		{"no GPU memory: whole", "NVIDIA X", "", 10, 0, 8},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := memorySlices(tt.gpu, tt.profile, tt.mib, tt.total); got != tt.want {
+				t.Errorf("memorySlices(%q, %q, %d, %d) = %d, want %d", tt.gpu, tt.profile, tt.mib, tt.total, got, tt.want)
+			}
+		})
 	}
 }

@@ -613,6 +613,8 @@ func (sc *Scenario) mpsPercentages() ([]float64, error) {
 // deviceSMs is the SM count the MPS model rounds percentages to.
 func (sc *Scenario) deviceSMs() int {
 	switch {
+	case sc.Instance != nil:
+		return sc.Instance.SMs
 	case sc.DeviceSMs > 0:
 		return sc.DeviceSMs
 	case sc.Inference.Device.SMs > 0:

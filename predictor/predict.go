@@ -57,6 +57,11 @@ type Scenario struct {
 	// own load: every service is a co-runner of the others and of the
 	// trainers (under MPS, each at InferencePct).
 	Others []OtherService
+
+	// Instance, when set, is the MIG instance every context runs on: each
+	// profile is scaled to it (Instance.Ops), percentages are of its SMs
+	// (DeviceSMs is ignored), and solo figures are on the instance.
+	Instance *Instance
 }
 
 // MaxBurstSteps bounds an engine's mean burst of back-to-back steps.
@@ -119,6 +124,9 @@ func (sc *Scenario) Validate() error {
 	}
 	if sc.Confidence != 0 && !(sc.Confidence >= 0.5 && sc.Confidence < 1) {
 		c.add("confidence", "a level in [0.5, 1) (0: the default)", fmtFloat(sc.Confidence))
+	}
+	if sc.Instance != nil {
+		sc.Instance.check(&c)
 	}
 	return c.err("scenario")
 }
@@ -229,6 +237,17 @@ type Predictor struct {
 	sorted   []float64
 	svcOps   [][]Op // per service
 	training [][]Op
+	// svcUS and trainUS are each workload's solo unit in µs, as it runs
+	// (on the scenario's instance, when it has one).
+	svcUS, trainUS []float64
+}
+
+// ops returns a workload's ops as the scenario runs them.
+func (sc *Scenario) ops(p *Profile) []Op {
+	if sc.Instance != nil {
+		return sc.Instance.Ops(p)
+	}
+	return p.Expanded()
 }
 
 // prepare expands the scenario's workloads and draws every service's
@@ -237,8 +256,11 @@ func (pr *Predictor) prepare(sc *Scenario) error {
 	svcs := sc.services()
 	pr.svcOps = pr.svcOps[:0]
 	pr.rates, pr.bursts = pr.rates[:0], pr.bursts[:0]
+	pr.svcUS, pr.trainUS = pr.svcUS[:0], pr.trainUS[:0]
 	for j, p := range svcs {
-		pr.svcOps = append(pr.svcOps, p.Expanded())
+		ops := sc.ops(p)
+		pr.svcOps = append(pr.svcOps, ops)
+		pr.svcUS = append(pr.svcUS, opsUS(ops))
 		rate, load, burst := sc.RateRPS, sc.Load, sc.BurstSteps
 		if j > 0 {
 			o := &sc.Others[j-1]
@@ -246,7 +268,7 @@ func (pr *Predictor) prepare(sc *Scenario) error {
 		}
 		pr.bursts = append(pr.bursts, burst)
 		if rate == 0 {
-			rate = load * 1e6 / p.SoloUS()
+			rate = load * 1e6 / pr.svcUS[j]
 		}
 		pr.rates = append(pr.rates, rate)
 	}
@@ -260,7 +282,9 @@ func (pr *Predictor) prepare(sc *Scenario) error {
 	}
 	pr.training = pr.training[:0]
 	for _, t := range sc.Training {
-		pr.training = append(pr.training, t.Expanded())
+		ops := sc.ops(t)
+		pr.training = append(pr.training, ops)
+		pr.trainUS = append(pr.trainUS, opsUS(ops))
 	}
 	return nil
 }
@@ -344,7 +368,7 @@ func (pr *Predictor) prediction(mode Mode, sc *Scenario, res, solo *simResult) *
 		n = DefaultRequests
 	}
 	for j, p := range sc.services() {
-		soloUS := p.SoloUS()
+		soloUS := pr.svcUS[j]
 		in := InferencePrediction{
 			Name:       p.Name,
 			RateRPS:    pr.rates[j],
@@ -371,7 +395,7 @@ func (pr *Predictor) prediction(mode Mode, sc *Scenario, res, solo *simResult) *
 	pred.Inference = pred.Services[0]
 	for i, t := range sc.Training {
 		tp := TrainingPrediction{Name: t.Name}
-		solo := t.SoloUS()
+		solo := pr.trainUS[i]
 		if p := res.progress[i]; p > 0 { // always, once any time has passed
 			tp.Slowdown = res.endUS / p / solo
 			tp.Throughput = 1 / tp.Slowdown

@@ -310,10 +310,4 @@ func (p *Profile) IterationKnown() bool {
 
 // SoloUS is the solo length of one unit (request or iteration) in µs: the sum
 // of every op's gap and duration.
-func (p *Profile) SoloUS() float64 {
-	var t float64
-	for _, op := range p.Expanded() {
-		t += op.GapUS + op.DurUS
-	}
-	return t
-}
+func (p *Profile) SoloUS() float64 { return opsUS(p.Expanded()) }

@@ -226,8 +226,26 @@ func (s *Sidecar) openModel() error {
 	if err != nil {
 		return fmt.Errorf("predictor.calibration: %w", err)
 	}
-	s.model, err = admission.NewModel(cal, s.cfg.Predictor.Requests, s.cfg.Predictor.Seed, s.gpuInfo.SMs, s.cfg.Predictor.Confidence)
+	var opts []admission.ModelOption
+	if in := instanceOf(s.gpuInfo); in != nil {
+		opts = append(opts, admission.OnInstance(*in))
+	} else if s.gpuInfo.MIG != nil {
+		s.log.Warn("mig device: the GPU's SM count is unknown, so profiles are taken as measured on the instance", "gpu", s.gpuInfo.Name, "instance_sms", s.gpuInfo.SMs)
+	}
+	s.model, err = admission.NewModel(cal, s.cfg.Predictor.Requests, s.cfg.Predictor.Seed, s.gpuInfo.SMs, s.cfg.Predictor.Confidence, opts...)
 	return err
+}
+
+// instanceOf is the MIG instance a device is, for the predictor: its SMs,
+// its GPU's, and its share of the GPU's memory bandwidth. nil for a whole
+// GPU, or when the GPU's own SM count is unknown (profiles are then taken
+// as they are, and gpu.sms gives the instance's count).
+func instanceOf(info gpu.Info) *predictor.Instance {
+	m := info.MIG
+	if m == nil || m.GPUSMs < info.SMs || m.MemorySlices < 1 {
+		return nil
+	}
+	return &predictor.Instance{Name: m.Profile, SMs: info.SMs, GPUSMs: m.GPUSMs, Bandwidth: float64(m.MemorySlices) / gpu.MIGMemorySlices}
 }
 
 func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
