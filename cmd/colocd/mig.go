@@ -11,7 +11,7 @@ import (
 
 func newMIGCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "mig", Short: "MIG profiles and layouts of a GPU, without a GPU"}
-	cmd.AddCommand(newMIGLayoutsCmd())
+	cmd.AddCommand(newMIGLayoutsCmd(), newMIGPlanCmd())
 	return cmd
 }
 
