@@ -237,6 +237,9 @@ func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request
 		}
 		now = time.Now()
 	}
+	if d.Instance != nil && c.heldLocked(d.Instance.UUID, now) {
+		return Decision{}, false, events, nil // lent meanwhile: evaluate again
+	}
 	if d.Outcome != Deny {
 		var err error
 		if d, err = c.grantLocked(ctx, req, key, d, now); err != nil {
@@ -280,6 +283,10 @@ func unavailable(code ReasonCode, msg string) (Decision, error) {
 func (c *Controller) evaluate(ctx context.Context, req *Request, key predictor.ProfileKey, s *snapshot) (Decision, error) {
 	if ok, why := c.deps.Device.Healthy(); !ok {
 		return unavailable(CodeGPUUnhealthy, "the GPU is unhealthy: "+why)
+	}
+	// A free MIG instance is the best grant, and needs no MPS daemon.
+	if d, ok := c.lend(ctx, req, s); ok {
+		return d, nil
 	}
 	if c.cfg.Mode == predictor.ModeMPS {
 		if ok, why := c.deps.Daemon.Healthy(); !ok {
@@ -453,7 +460,7 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key predicto
 		ID: rand.Text(), TokenHash: req.TokenHash, JobID: req.JobID, Owner: req.Owner, RequestHash: requestKey(req.RequestID),
 		Priority: req.Priority, Weight: req.Weight, Checkpointable: req.Checkpointable, Pct: d.Pct, MinPct: req.MinPct, MaxPct: max(d.Pct, req.MaxPct), RunningPct: d.Pct,
 		MemoryMiB: req.memoryMiB(), Processes: req.Processes, Profile: req.Profile, CreatedAt: now,
-		ExpiresAt: now.Add(min(dur, c.cfg.LeaseFirstTerm)), Duration: dur,
+		ExpiresAt: now.Add(min(dur, c.cfg.LeaseFirstTerm)), Duration: dur, Instance: d.Instance,
 	}
 	// The lease holds its capacity while its record is created without
 	// the lock (write.go), and leaves again if the store refuses it.
@@ -517,6 +524,12 @@ func (c *Controller) liveLocked(now time.Time) []*entry {
 		return cmp.Or(a.lease.CreatedAt.Compare(b.lease.CreatedAt), cmp.Compare(a.lease.ID, b.lease.ID))
 	})
 	return out
+}
+
+// colocatedLocked is liveLocked without the leases that hold a MIG
+// instance whole: the trainers next to the services. c.mu is held.
+func (c *Controller) colocatedLocked(now time.Time) []*entry {
+	return slices.DeleteFunc(c.liveLocked(now), func(e *entry) bool { return e.lease.Instance != nil })
 }
 
 func trainersOf(live []entry) []Trainer {

@@ -190,7 +190,10 @@ type Deps struct {
 	Evictor Evictor
 	// Faults, when set, is consulted by Guard: a fault revokes every lease.
 	Faults Faults
-	Logger *slog.Logger
+	// Instances, when set, are MIG instances a job may be granted whole
+	// instead of sharing the inference server's (lend.go).
+	Instances Instances
+	Logger    *slog.Logger
 }
 
 // LatencyObserver is an Observer that also reports the server's observed

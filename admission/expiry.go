@@ -347,6 +347,11 @@ func checkStored(l *Lease) string {
 			return fmt.Sprintf("replaced pid %d out of [1, %d]", p.PID, MaxPID)
 		}
 	}
+	if in := l.Instance; in != nil {
+		if why := in.check(); why != "" {
+			return why
+		}
+	}
 	if err := l.Profile.Validate(); err != nil {
 		return err.Error()
 	}

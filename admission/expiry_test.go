@@ -188,6 +188,11 @@ func testRestoreTreatsTheStoreAsUntrusted(t *testing.T) {
 		"badpid":    func(l *Lease) { l.PIDs = []int{MaxPID + 1} },
 		"notoken":   func(l *Lease) { l.TokenHash = [32]byte{} },
 		"badjob":    func(l *Lease) { l.JobID = "job;rm" },
+		// A record that would put anything in a job's CUDA_VISIBLE_DEVICES.
+		"badinstance": func(l *Lease) {
+			l.Instance = &InstanceGrant{UUID: "MIG-0 LD_PRELOAD=/x", Profile: "3g.71gb", SMs: 60, MemoryMiB: 71168}
+		},
+		"smlessinstance": func(l *Lease) { l.Instance = &InstanceGrant{UUID: uuid3g, Profile: "3g.71gb", MemoryMiB: 71168} },
 	}
 	for id, edit := range bad {
 		l := valid(id)
@@ -230,7 +235,7 @@ func testRestoreTreatsTheStoreAsUntrusted(t *testing.T) {
 	if !throttled {
 		t.Errorf("no throttle or revoke event for the forged lease: %+v", h2.events.all())
 	}
-	for _, want := range append([]string{"garbled"}, "noprofile", "nominpct", "hugemem", "badpid", "notoken", "badjob") {
+	for _, want := range append([]string{"garbled"}, "noprofile", "nominpct", "hugemem", "badpid", "notoken", "badjob", "badinstance", "smlessinstance") {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log does not name %q:\n%s", want, logs.String())
 		}

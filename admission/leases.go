@@ -134,7 +134,7 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	// What the host says of the PIDs, read before the lock (device and
 	// /proc calls); checked after the token, so that only a lease's holder
 	// learns anything about its PIDs.
-	onGPU, host, err := c.inspect(ctx, pids)
+	onGPU, lentPIDs, host, err := c.inspect(ctx, pids)
 	if err != nil {
 		return err
 	}
@@ -151,6 +151,12 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	if n := e.lease.Processes; n > 0 && len(pids) > n {
 		f.add("pids", fmt.Sprintf("at most the %d processes the job was admitted with", n), strconv.Itoa(len(pids)))
 		return f.err("register")
+	}
+	if in := e.lease.Instance; in != nil && onGPU != nil {
+		onGPU = lentPIDs[in.UUID] // its processes run on its instance
+		if onGPU == nil {
+			onGPU = []int{}
+		}
 	}
 	c.checkPIDsLocked(&f, e, pids, onGPU, host, now)
 	if err := f.err("register"); err != nil {
@@ -199,19 +205,30 @@ type hostView struct {
 }
 
 // inspect reads, for Register, the GPU's compute processes (nil when the
-// Device lists none) and what the host says of each pid. A pid with no
-// process is a field error.
-func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, hv hostView, err error) {
+// Device lists none) and those of each MIG instance that may be lent (by
+// UUID; read only when the Device lists processes), and what the host says
+// of each pid. A pid with no process is a field error.
+func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, lent map[string][]int, hv hostView, err error) {
 	if pl, ok := c.deps.Device.(ProcessLister); ok {
 		if onGPU, err = pl.ComputePIDs(ctx); err != nil {
-			return nil, hv, fmt.Errorf("register: %w: reading the GPU's processes failed: %w", ErrUnavailable, err)
+			return nil, nil, hv, fmt.Errorf("register: %w: reading the GPU's processes failed: %w", ErrUnavailable, err)
 		}
 		if onGPU == nil {
 			onGPU = []int{}
 		}
+		if c.deps.Instances != nil {
+			insts, err := c.deps.Instances.Lendable(ctx)
+			if err != nil {
+				return nil, nil, hv, fmt.Errorf("register: %w: reading the MIG instances' processes failed: %w", ErrUnavailable, err)
+			}
+			lent = map[string][]int{}
+			for _, in := range insts {
+				lent[in.UUID] = in.PIDs
+			}
+		}
 	}
 	if c.deps.Processes == nil {
-		return onGPU, hv, nil
+		return onGPU, lent, hv, nil
 	}
 	env, _ := c.deps.Processes.(ProcessEnv)
 	var f fields
@@ -228,11 +245,11 @@ func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, hv h
 		case errors.Is(err, ErrNoProcess):
 			f.add(fmt.Sprintf("pids[%d]", i), "a running process", strconv.Itoa(p))
 		case err != nil:
-			return nil, hv, fmt.Errorf("register: %w: reading process %d failed: %w", ErrUnavailable, p, err)
+			return nil, nil, hv, fmt.Errorf("register: %w: reading process %d failed: %w", ErrUnavailable, p, err)
 		}
 		hv.at[i], hv.ids[i] = at, id
 	}
-	return onGPU, hv, f.err("register")
+	return onGPU, lent, hv, f.err("register")
 }
 
 // checkPIDsLocked adds a field error for each pid that was not started
@@ -251,6 +268,8 @@ func (c *Controller) checkPIDsLocked(f *fields, e *entry, pids, onGPU []int, hv 
 			f.add(name, fmt.Sprintf("a worker started with the grant's env (%s of this lease)", EnvLeaseID), strconv.Itoa(p))
 		case c.heldByOtherLocked(e, p, now):
 			f.add(name, "a process id no other lease holds", strconv.Itoa(p))
+		case onGPU != nil && !slices.Contains(onGPU, p) && e.lease.Instance != nil:
+			f.add(name, "a process with a CUDA context on the lease's MIG instance "+e.lease.Instance.UUID+" (register once the job's processes have started on it)", strconv.Itoa(p))
 		case onGPU != nil && !slices.Contains(onGPU, p):
 			f.add(name, "a process with a CUDA context on this GPU (register once the job's processes have started on it)", strconv.Itoa(p))
 		case hv.at != nil && hv.at[i].Before(since.Add(-startSlack)):
@@ -321,8 +340,15 @@ const (
 // On a MIG device (Config.VisibleDevice) the job also sets
 // CUDA_VISIBLE_DEVICES to the device's UUID, in either mode: its MPS
 // daemon serves that device alone, and so must the job's processes.
+// A lease that holds a MIG instance whole (Lease.Instance) sets only its id
+// and CUDA_VISIBLE_DEVICES to that instance: no MPS daemon serves it, and
+// the job must not set CUDA_MPS_PIPE_DIRECTORY.
 func (c *Controller) Env(l Lease) map[string]string {
 	env := map[string]string{EnvLeaseID: l.ID}
+	if l.Instance != nil { // alone on its instance: no MPS, no limits
+		env[EnvVisibleDevices] = l.Instance.UUID
+		return env
+	}
 	if c.cfg.VisibleDevice != "" {
 		env[EnvVisibleDevices] = c.cfg.VisibleDevice
 	}

@@ -297,8 +297,8 @@ func (c *Controller) Status(ctx context.Context) (Status, error) {
 	if fc.cfg.Mode == predictor.ModeMPS {
 		st.Daemon.OK, st.Daemon.Reason = fc.deps.Daemon.Healthy()
 	}
-	for i := range s.live {
-		st.Leases = append(st.Leases, s.live[i].lease.public())
+	for _, e := range append(slices.Clone(s.live), s.lent...) {
+		st.Leases = append(st.Leases, e.lease.public())
 	}
 	preds, _, err := fc.predictAll(ctx, trainersOf(s.live))
 	if err != nil {

@@ -54,7 +54,10 @@ type snapshot struct {
 	gen   uint64
 	freed uint64
 	now   time.Time
-	live  []entry // copies of the live leases, oldest first
+	live  []entry // copies of the live co-located leases, oldest first
+	// lent are copies of the leases that hold a MIG instance whole: they
+	// run next to no service, so no prediction counts them.
+	lent []entry
 	// eval is a controller frozen at the snapshot's config (see frozen):
 	// the evaluation's methods run on it, never on the live controller.
 	eval *Controller
@@ -63,10 +66,14 @@ type snapshot struct {
 // snapshotLocked copies the config and the live leases. c.mu is held.
 func (c *Controller) snapshotLocked() *snapshot {
 	now := time.Now()
-	live := c.liveLocked(now)
-	s := &snapshot{gen: c.gen, freed: c.freed, now: now, live: make([]entry, len(live)), eval: c.frozen()}
-	for i, e := range live {
-		s.live[i] = entry{lease: e.lease.clone(), key: e.key}
+	s := &snapshot{gen: c.gen, freed: c.freed, now: now, live: []entry{}, eval: c.frozen()}
+	for _, e := range c.liveLocked(now) {
+		cp := entry{lease: e.lease.clone(), key: e.key}
+		if e.lease.Instance != nil {
+			s.lent = append(s.lent, cp)
+		} else {
+			s.live = append(s.live, cp)
+		}
 	}
 	return s
 }
@@ -95,7 +102,7 @@ func (c *Controller) unchangedLocked(s *snapshot, now time.Time) bool {
 	if c.gen != s.gen {
 		return false
 	}
-	live := c.liveLocked(now)
+	live := c.colocatedLocked(now)
 	if len(live) != len(s.live) {
 		return false
 	}

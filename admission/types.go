@@ -214,6 +214,7 @@ type ReasonCode string
 // Reason codes. They are part of the wire contract: never rename one.
 const (
 	CodeFits               ReasonCode = "fits"                // grant: every service within its limit at max_pct
+	CodeFreeInstance       ReasonCode = "free_instance"       // grant: a free MIG instance, lent whole; nothing is co-located
 	CodeThrottledToFit     ReasonCode = "throttled_to_fit"    // throttle: only a lower percentage fits
 	CodeSharedToFit        ReasonCode = "shared_to_fit"       // grant or throttle (MPS): it fits once live leases are lowered, by joint allocation
 	CodeSLOViolation       ReasonCode = "slo_violation"       // deny (MPS): a service exceeds its limit even at min_pct
@@ -278,6 +279,20 @@ type Decision struct {
 	// make room for the job (CodeSharedToFit), or that was weighed and
 	// found to cost them more than the job adds (a deny).
 	Joint *Joint
+	// Instance, when set, is the free MIG instance a CodeFreeInstance
+	// grant lends whole (also on its Lease).
+	Instance *InstanceGrant
+}
+
+// InstanceGrant is a MIG instance lent whole to one job: no inference
+// service runs on it, and the job shares it with nobody.
+type InstanceGrant struct {
+	// UUID is the MIG device's ("MIG-…"): the job's CUDA_VISIBLE_DEVICES.
+	UUID    string
+	Profile string
+	SMs     int
+	// MemoryMiB is the instance's memory.
+	MemoryMiB int
 }
 
 // Joint explains a joint allocation: the shadow prices it settled on, what
@@ -415,6 +430,10 @@ type Lease struct {
 	Revoked bool
 	// Revision is the store's revision of this lease (opaque; 0: not stored).
 	Revision uint64
+	// Instance, when set, is the MIG instance the job holds whole: it runs
+	// next to no service, so no prediction counts it, and no guard lowers
+	// it (treated as immutable).
+	Instance *InstanceGrant
 }
 
 // clone returns a deep copy of l (the profile is shared: it is immutable).

@@ -87,7 +87,7 @@ func TestValidateEachProblem(t *testing.T) {
 		{"gpu device leading zero", func(c *Config) { c.GPU.Device = "01" }, "gpu.device", "GPU or MIG device UUID"},
 		{"gpu device MIG in two parts", func(c *Config) { c.GPU.Device = "0:1" }, "gpu.device", "<gpu>:<gi>:<ci>"},
 		{"MIG device on the default pipe dir", func(c *Config) { c.GPU.Device = "0:1:0" }, "mps.pipe_dir", "this MIG device's own"},
-		{"gpu device MIG on the simulated GPU", func(c *Config) { c.GPU.Backend, c.GPU.Device, c.MPS.PipeDir = "sim", "0:1:0", "/run/mps-0-1" }, "gpu.device", "no MIG devices"},
+		{"gpu device MIG on the simulated GPU", func(c *Config) { c.GPU.Backend, c.GPU.Device, c.MPS.PipeDir = "sim", "0:1:0", "/run/mps-0-1" }, "gpu.device", "unless gpu.sim.mig partitions"},
 		{"gpu sms", func(c *Config) { c.GPU.SMs = 2000 }, "gpu.sms", "1 to 1024"},
 		{"gpu event_wait", func(c *Config) { c.GPU.EventWait = time.Hour }, "gpu.event_wait", "1m"},
 		{"gpu sim name", func(c *Config) { c.GPU.Sim.Name = "" }, "gpu.sim.name", "printable"},

@@ -44,6 +44,10 @@ type Config struct {
 	// EventWait is how long one wait for NVML events blocks; it bounds
 	// how long Run takes to stop. 0 means one second.
 	EventWait time.Duration `mapstructure:"event_wait" json:"event_wait"`
+	// GrantInstances are other MIG devices of the same GPU, free of any
+	// inference service, that the sidecar may lend whole to a training job
+	// (Selector forms; only with a MIG Device). Give each to one sidecar.
+	GrantInstances []string `mapstructure:"grant_instances" json:"grant_instances"`
 	// Sim describes the simulated device.
 	Sim SimConfig `mapstructure:"sim" json:"sim"`
 }
@@ -56,16 +60,21 @@ type SimConfig struct {
 	// MemoryMiB is the simulated device's memory; 0 takes it from the
 	// name (see docs/gpu.md).
 	MemoryMiB uint64 `mapstructure:"memory_mib" json:"memory_mib"`
+	// MIG, when set, partitions the simulated GPU: its GPU instances'
+	// profiles ("3g.71gb"), with GPU instance ids 1, 2, … in this order and
+	// one compute instance (0) each; a MIG Device then selects one.
+	MIG []string `mapstructure:"mig" json:"mig"`
 }
 
 // Default returns the configuration colocd starts from: backend auto, GPU 0,
 // a simulated NVIDIA H200.
 func Default() Config {
 	return Config{
-		Backend:   BackendAuto,
-		Device:    "0",
-		EventWait: time.Second,
-		Sim:       SimConfig{Name: DefaultSimName},
+		Backend:        BackendAuto,
+		Device:         "0",
+		EventWait:      time.Second,
+		GrantInstances: []string{},
+		Sim:            SimConfig{Name: DefaultSimName, MIG: []string{}},
 	}
 }
 
@@ -82,9 +91,12 @@ func (c Config) Validate() error {
 	}
 	if sel, err := ParseSelector(c.Device); err != nil {
 		add("gpu.device", `a GPU index (0–255), a GPU or MIG device UUID ("GPU-" or "MIG-" and 8-4-4-4-12 hex digits), or a MIG device as <gpu>:<gi>:<ci> ("0:1:0")`, quote(c.Device))
-	} else if sel.IsMIG() && c.Backend == BackendSim {
-		add("gpu.device", "a whole GPU's index or UUID with backend sim (the simulated GPU has no MIG devices)", quote(c.Device))
+	} else if sel.IsMIG() && c.Backend == BackendSim && len(c.Sim.MIG) == 0 {
+		add("gpu.device", "a whole GPU's index or UUID with backend sim, unless gpu.sim.mig partitions the simulated GPU", quote(c.Device))
+	} else if c.Backend == BackendSim {
+		c.checkSimInstance(add, "gpu.device", sel)
 	}
+	c.checkGrantInstances(add)
 	if c.SMs < 0 || c.SMs > MaxSMs {
 		add("gpu.sms", fmt.Sprintf("0 (use the table) or an SM count from 1 to %d", MaxSMs), strconv.Itoa(c.SMs))
 	}
@@ -95,6 +107,7 @@ func (c Config) Validate() error {
 		if !validName(c.Sim.Name) {
 			add("gpu.sim.name", fmt.Sprintf("a device name of 1 to %d printable characters, e.g. %q", maxNameLen, DefaultSimName), quote(c.Sim.Name))
 		}
+		c.checkSimMIG(add)
 		if c.Sim.MemoryMiB > MaxSimMemoryMiB {
 			add("gpu.sim.memory_mib", fmt.Sprintf("0 (from the name) or a size in MiB up to %d", MaxSimMemoryMiB),
 				strconv.FormatUint(c.Sim.MemoryMiB, 10))

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -102,4 +103,91 @@ func migInfo(h, parent nvmlDevice) (*MIGDevice, int, error) {
 		return nil, 0, fmt.Errorf("MIG device %s: NVML reports %d SMs; set gpu.sms", m.Name, sms)
 	}
 	return m, sms, nil
+}
+
+// lendHandle is one MIG device of gpu.grant_instances, found at open.
+type lendHandle struct {
+	dev nvmlDevice
+	Lendable
+}
+
+// lendHandles finds the MIG devices of gpu.grant_instances: each must be a
+// MIG device of the guarded device's GPU, other than it, and named once.
+func lendHandles(lib Library, selectors []string, guarded Info) ([]lendHandle, error) {
+	var out []lendHandle
+	for i, g := range selectors {
+		at := fmt.Sprintf("gpu.grant_instances[%d] %s", i, g)
+		sel, err := ParseSelector(g)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
+		h, parent, err := selectedHandles(lib, sel)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
+		if h == parent || guarded.MIG == nil {
+			return nil, fmt.Errorf("%s: not a MIG device beside gpu.device's", at)
+		}
+		l := lendHandle{dev: h}
+		var ret nvml.Return
+		if l.UUID, ret = h.GetUUID(); ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("%s: %w", at, nvmlErr("get uuid", ret))
+		}
+		mig, sms, err := migInfo(h, parent)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
+		switch {
+		case mig.ParentUUID != guarded.MIG.ParentUUID:
+			return nil, fmt.Errorf("%s: a MIG device of GPU %s, not of gpu.device's GPU %s", at, mig.ParentUUID, guarded.MIG.ParentUUID)
+		case l.UUID == guarded.UUID:
+			return nil, fmt.Errorf("%s: is gpu.device itself, whose inference service it serves", at)
+		}
+		for _, o := range out {
+			if o.UUID == l.UUID {
+				return nil, fmt.Errorf("%s: names %s again", at, l.UUID)
+			}
+		}
+		mem, ret := h.GetMemoryInfo()
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("%s: %w", at, nvmlErr("get memory info", ret))
+		}
+		var total uint64
+		if pm, ret := parent.GetMemoryInfo(); ret == nvml.SUCCESS {
+			total = pm.Total >> 20
+		}
+		mig.MemorySlices = memorySlices(guarded.Name, mig.Profile, mem.Total>>20, total)
+		mig.GPUSMs = guarded.MIG.GPUSMs
+		l.MIG, l.SMs = *mig, sms
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// Lendable reads the memory and compute processes of each MIG device of
+// gpu.grant_instances, in their order.
+func (d *NVMLDevice) Lendable(ctx context.Context) ([]Lendable, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Lendable, 0, len(d.lend))
+	for _, h := range d.lend {
+		l := h.Lendable
+		mem, ret := h.dev.GetMemoryInfo()
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("MIG device %s: %w", l.UUID, nvmlErr("get memory info", ret))
+		}
+		l.Memory = Memory{TotalMiB: mem.Total >> 20, UsedMiB: mem.Used >> 20, FreeMiB: mem.Free >> 20}
+		var err error
+		if l.Processes, err = processes("get compute processes", h.dev.GetComputeRunningProcesses); err != nil {
+			return nil, fmt.Errorf("MIG device %s: %w", l.UUID, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
 }

@@ -55,6 +55,8 @@ type NVMLDevice struct {
 	// compute mode are its. parent is its GPU (dev itself for a whole
 	// GPU): XID events and MIG mode are the GPU's.
 	dev, parent nvmlDevice
+	// lend are the MIG devices of gpu.grant_instances.
+	lend        []lendHandle
 	info        Info
 	wait        time.Duration
 	logger      *slog.Logger
@@ -133,10 +135,15 @@ func openInitialised(lib Library, sel Selector, cfg Config) (*NVMLDevice, error)
 	} else if info.SMs, info.SMSource, err = resolveSMs(info.Name, cfg.SMs); err != nil {
 		return nil, err
 	}
+	lend, err := lendHandles(lib, cfg.GrantInstances, info)
+	if err != nil {
+		return nil, err
+	}
 	return &NVMLDevice{
 		lib:      lib,
 		dev:      h,
 		parent:   parent,
+		lend:     lend,
 		info:     info,
 		wait:     cfg.eventWait(),
 		mon:      newMonitor(time.Now()),

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -35,12 +37,16 @@ type SimDevice struct {
 	mu      sync.Mutex
 	grants  map[string]simGrant
 	nextPID uint32
+	// lend are the simulated MIG devices of gpu.grant_instances.
+	lend []Lendable
 	runState
 }
 
 type simGrant struct {
 	mib uint64
 	pid uint32
+	// on is the lent MIG device the grant runs on ("": the device itself).
+	on string
 }
 
 // simOp is a health change queued for Run: an XID, or a reset when xid is 0.
@@ -59,16 +65,19 @@ func NewSim(cfg Config, opts Options) (*SimDevice, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sel.IsMIG() {
-		return nil, fmt.Errorf("simulate gpu: gpu.device %s names a MIG device, and the simulated GPU is a whole one", sel)
-	}
 	name := cfg.Sim.Name
 	if name == "" {
 		name = DefaultSimName
 	}
+	if sel.IsMIG() && len(cfg.Sim.MIG) == 0 {
+		return nil, fmt.Errorf("simulate gpu: gpu.device %s names a MIG device, and the simulated GPU is a whole one (gpu.sim.mig partitions it)", sel)
+	}
 	info := Info{Backend: BackendSim, Name: name, Index: sel.Index, UUID: sel.UUID, Driver: "sim"}
-	if !sel.IsUUID() {
+	if !sel.IsUUID() || sel.IsMIG() {
 		info.UUID = simUUID(name, sel.Index)
+	}
+	if sel.Instance && strings.HasPrefix(sel.UUID, "GPU-") {
+		info.UUID = sel.UUID
 	}
 	if info.SMs, info.SMSource, err = resolveSMs(name, cfg.SMs); err != nil {
 		return nil, fmt.Errorf("simulate gpu: %w", err)
@@ -76,7 +85,43 @@ func NewSim(cfg Config, opts Options) (*SimDevice, error) {
 	if info.MemoryTotalMiB, err = simMemory(name, cfg.Sim.MemoryMiB); err != nil {
 		return nil, fmt.Errorf("simulate gpu: %w", err)
 	}
+	var lend []Lendable
+	if len(cfg.Sim.MIG) > 0 {
+		migs, err := simMIGDevices(name, info, cfg.Sim.MIG)
+		if err != nil {
+			return nil, fmt.Errorf("simulate gpu: %w", err)
+		}
+		own, err := simPick(migs, sel, "gpu.device")
+		if err != nil {
+			return nil, fmt.Errorf("simulate gpu: %w", err)
+		}
+		if !sel.IsMIG() {
+			return nil, fmt.Errorf("simulate gpu: gpu.device %s names the whole GPU, which gpu.sim.mig partitions: name one of its MIG devices (%s)", sel, simNames(migs))
+		}
+		info.UUID, info.MIG, info.MemoryTotalMiB = own.UUID, &own.MIG, own.Memory.TotalMiB
+		info.SMs, info.SMSource = own.SMs, "table"
+		if cfg.SMs > 0 {
+			info.SMs, info.SMSource = cfg.SMs, "config"
+		}
+		for i, g := range cfg.GrantInstances {
+			gsel, err := ParseSelector(g)
+			if err != nil {
+				return nil, fmt.Errorf("simulate gpu: gpu.grant_instances[%d]: %w", i, err)
+			}
+			l, err := simPick(migs, gsel, fmt.Sprintf("gpu.grant_instances[%d]", i))
+			if err != nil {
+				return nil, fmt.Errorf("simulate gpu: %w", err)
+			}
+			if l.UUID == own.UUID || slices.ContainsFunc(lend, func(o Lendable) bool { return o.UUID == l.UUID }) {
+				return nil, fmt.Errorf("simulate gpu: gpu.grant_instances[%d] %s: names gpu.device or an instance named before", i, g)
+			}
+			lend = append(lend, l)
+		}
+	} else if len(cfg.GrantInstances) > 0 {
+		return nil, fmt.Errorf("simulate gpu: gpu.grant_instances needs a partitioned simulated GPU (gpu.sim.mig)")
+	}
 	return &SimDevice{
+		lend:     lend,
 		info:     info,
 		logger:   opts.logger(),
 		mon:      newMonitor(time.Now()),
@@ -134,7 +179,8 @@ func (s *SimDevice) Events() <-chan Event { return s.mon.events }
 
 // State returns the simulated memory (used is the sum of the grants), the
 // grants as compute processes in the order they were reserved, compute mode
-// default, MIG unsupported and utilization unknown.
+// default, MIG enabled when gpu.sim.mig partitions the GPU (else
+// unsupported) and utilization unknown.
 func (s *SimDevice) State(ctx context.Context) (State, error) {
 	if err := ctx.Err(); err != nil {
 		return State{}, err
@@ -144,32 +190,53 @@ func (s *SimDevice) State(ctx context.Context) (State, error) {
 	if s.closed {
 		return State{}, ErrClosed
 	}
-	used := s.usedLocked()
+	used := s.usedOnLocked("")
 	st := State{
 		Time:        time.Now(),
 		Memory:      Memory{TotalMiB: s.info.MemoryTotalMiB, UsedMiB: used, FreeMiB: s.info.MemoryTotalMiB - used},
 		ComputeMode: ComputeModeDefault,
-		Processes:   make([]Process, 0, len(s.grants)),
+		Processes:   s.processesOnLocked(""),
 	}
-	for id, g := range s.grants {
-		st.Processes = append(st.Processes, Process{PID: g.pid, UsedMiB: int64(g.mib), Grant: id})
+	if s.info.MIG != nil {
+		st.MIG = MIGMode{Supported: true, Enabled: true}
 	}
-	sort.Slice(st.Processes, func(i, j int) bool { return st.Processes[i].PID < st.Processes[j].PID })
 	return st, nil
 }
 
-func (s *SimDevice) usedLocked() uint64 {
+// usedOnLocked is the memory of the grants on device on ("": the device
+// itself).
+func (s *SimDevice) usedOnLocked(on string) uint64 {
 	var used uint64
 	for _, g := range s.grants {
-		used += g.mib
+		if g.on == on {
+			used += g.mib
+		}
 	}
 	return used
+}
+
+// processesOnLocked lists the grants on device on as its processes, in the
+// order they were reserved.
+func (s *SimDevice) processesOnLocked(on string) []Process {
+	out := []Process{}
+	for id, g := range s.grants {
+		if g.on == on {
+			out = append(out, Process{PID: g.pid, UsedMiB: int64(g.mib), Grant: id})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	return out
 }
 
 // Reserve takes mib of the simulated memory for the grant id and shows it
 // as a process. It fails with ErrInsufficientMemory when the memory is not
 // free and with ErrGrantExists when id already holds memory.
-func (s *SimDevice) Reserve(id string, mib uint64) error {
+func (s *SimDevice) Reserve(id string, mib uint64) error { return s.ReserveOn("", id, mib) }
+
+// ReserveOn is Reserve on the lent MIG device uuid (gpu.grant_instances;
+// "": the device itself), as a job granted that instance whole shows on
+// it.
+func (s *SimDevice) ReserveOn(uuid, id string, mib uint64) error {
 	if id == "" {
 		return fmt.Errorf("reserve simulated gpu memory: empty grant id")
 	}
@@ -181,10 +248,18 @@ func (s *SimDevice) Reserve(id string, mib uint64) error {
 	if _, ok := s.grants[id]; ok {
 		return fmt.Errorf("reserve %d MiB for %q: %w", mib, id, ErrGrantExists)
 	}
-	if free := s.info.MemoryTotalMiB - s.usedLocked(); mib > free {
+	total := s.info.MemoryTotalMiB
+	if uuid != "" {
+		i := slices.IndexFunc(s.lend, func(l Lendable) bool { return l.UUID == uuid })
+		if i < 0 {
+			return fmt.Errorf("reserve %d MiB for %q on %s: %w: not a lent MIG device (gpu.grant_instances)", mib, id, uuid, ErrDeviceNotFound)
+		}
+		total = s.lend[i].Memory.TotalMiB
+	}
+	if free := total - s.usedOnLocked(uuid); mib > free {
 		return fmt.Errorf("reserve %d MiB for %q: %w: %d MiB free", mib, id, ErrInsufficientMemory, free)
 	}
-	s.grants[id] = simGrant{mib: mib, pid: s.nextPID}
+	s.grants[id] = simGrant{mib: mib, pid: s.nextPID, on: uuid}
 	s.nextPID++
 	return nil
 }
@@ -271,4 +346,75 @@ func (s *SimDevice) apply(op simOp, log *slog.Logger) {
 func (s *SimDevice) Close() error {
 	s.shut(&s.mu, s.mon)
 	return nil
+}
+
+// simMIGDevices makes the MIG devices of a simulated GPU partitioned as
+// profiles (gpu.sim.mig): GPU instance i+1, compute instance 0, a UUID
+// stable for the GPU and the ids, the table's SMs and memory.
+func simMIGDevices(name string, gpu Info, names []string) ([]Lendable, error) {
+	table, err := MIGProfiles(name)
+	if err != nil {
+		return nil, err
+	}
+	layout := simLayout(table, names)
+	if layout == nil {
+		return nil, fmt.Errorf("gpu.sim.mig %s: the instances do not fit on the GPU together", strings.Join(names, "+"))
+	}
+	gpuSMs, _ := SMCount(name)
+	out := make([]Lendable, len(layout))
+	for i, pl := range layout {
+		p := pl.Profile
+		h := sha256.Sum256([]byte("colocd-sim-mig\x00" + gpu.UUID + "\x00" + strconv.Itoa(i+1)))
+		out[i] = Lendable{
+			UUID: fmt.Sprintf("MIG-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16]),
+			MIG: MIGDevice{Name: name + " MIG " + p.Name, Profile: p.Name, ParentUUID: gpu.UUID, GI: i + 1, CI: 0,
+				Slices: p.Slices, ComputeSlices: p.Slices, MemorySlices: p.MemorySlices, GPUSMs: gpuSMs},
+			SMs:    p.SMs,
+			Memory: Memory{TotalMiB: uint64(p.MemoryMiB), FreeMiB: uint64(p.MemoryMiB)},
+		}
+	}
+	return out, nil
+}
+
+// simPick finds the simulated MIG device sel names, by ids or UUID.
+func simPick(migs []Lendable, sel Selector, key string) (Lendable, error) {
+	for _, m := range migs {
+		if sel.Instance && sel.GI == m.MIG.GI && sel.CI == m.MIG.CI || strings.EqualFold(sel.UUID, m.UUID) && !sel.Instance {
+			return m, nil
+		}
+	}
+	if !sel.IsMIG() {
+		return Lendable{}, nil
+	}
+	return Lendable{}, fmt.Errorf("%s %s: the simulated GPU has no such MIG device; it has %s", key, sel, simNames(migs))
+}
+
+// simNames lists simulated MIG devices as "0:1:0 (3g.71gb, MIG-…)".
+func simNames(migs []Lendable) string {
+	var out []string
+	for _, m := range migs {
+		out = append(out, fmt.Sprintf("gi %d ci %d (%s, %s)", m.MIG.GI, m.MIG.CI, m.MIG.Profile, m.UUID))
+	}
+	return strings.Join(out, ", ")
+}
+
+// Lendable returns the simulated MIG devices of gpu.grant_instances, each
+// with the grants reserved on it (ReserveOn) as its processes and memory.
+func (s *SimDevice) Lendable(ctx context.Context) ([]Lendable, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Lendable, len(s.lend))
+	for i, l := range s.lend {
+		used := s.usedOnLocked(l.UUID)
+		l.Memory = Memory{TotalMiB: l.Memory.TotalMiB, UsedMiB: used, FreeMiB: l.Memory.TotalMiB - used}
+		l.Processes = s.processesOnLocked(l.UUID)
+		out[i] = l
+	}
+	return out, nil
 }
