@@ -215,6 +215,21 @@ type Lease struct {
 	Env map[string]string `json:"env"`
 	// PIDs are the client processes registered for the lease.
 	PIDs []int `json:"pids,omitempty"`
+	// Instance, when set, is the MIG instance the job holds whole (reason
+	// free_instance): it runs alone there, without MPS, and
+	// ActiveThreadPct and PinnedMemLimitMiB do not apply.
+	Instance *Instance `json:"instance,omitempty"`
+}
+
+// Instance is a MIG instance lent whole to one job.
+type Instance struct {
+	// UUID is the MIG device's: the job's CUDA_VISIBLE_DEVICES.
+	UUID string `json:"uuid"`
+	// Profile is its GPU instance profile, e.g. "3g.71gb".
+	Profile string `json:"profile"`
+	SMs     int    `json:"sms"`
+	// MemoryMiB is the instance's memory: all of it is the job's.
+	MemoryMiB int `json:"memory_mib"`
 }
 
 // LeaseRef names a lease and proves ownership (renew, release).

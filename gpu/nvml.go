@@ -56,11 +56,11 @@ type NVMLDevice struct {
 	// GPU): XID events and MIG mode are the GPU's.
 	dev, parent nvmlDevice
 	// lend are the MIG devices of gpu.grant_instances.
-	lend        []lendHandle
-	info        Info
-	wait        time.Duration
-	logger      *slog.Logger
-	mon         *monitor
+	lend   []lendHandle
+	info   Info
+	wait   time.Duration
+	logger *slog.Logger
+	mon    *monitor
 
 	// mu guards the NVML session: NVML calls hold it for reading, Close
 	// for writing, so that nothing calls into a shut-down library.

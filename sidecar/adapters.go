@@ -65,6 +65,27 @@ func (d processAdapter) ComputePIDs(ctx context.Context) ([]int, error) {
 	return pids, nil
 }
 
+// instancesAdapter gives admission the MIG instances of gpu.grant_instances.
+type instancesAdapter struct{ l gpu.Lender }
+
+var _ admission.Instances = instancesAdapter{}
+
+func (a instancesAdapter) Lendable(ctx context.Context) ([]admission.Instance, error) {
+	ls, err := a.l.Lendable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]admission.Instance, len(ls))
+	for i, l := range ls {
+		out[i] = admission.Instance{UUID: l.UUID, Profile: l.MIG.Profile, SMs: l.SMs,
+			MemoryMiB: int(l.Memory.TotalMiB), UsedMiB: int(l.Memory.UsedMiB), FreeMiB: int(l.Memory.FreeMiB)}
+		for _, p := range l.Processes {
+			out[i].PIDs = append(out[i].PIDs, int(p.PID))
+		}
+	}
+	return out, nil
+}
+
 // admissionDevice is the adapter admission gets for dev.
 func admissionDevice(dev gpu.Device, backend gpu.Backend) admission.Device {
 	if backend == gpu.BackendNVML {
@@ -156,6 +177,15 @@ type storedLease struct {
 	Duration       time.Duration      `json:"duration_ns"`
 	Deadline       time.Time          `json:"deadline,omitzero"`
 	Revoked        bool               `json:"revoked,omitempty"`
+	Instance       *storedInstance    `json:"instance,omitempty"`
+}
+
+// storedInstance is the MIG instance a lease holds whole.
+type storedInstance struct {
+	UUID      string `json:"uuid"`
+	Profile   string `json:"profile"`
+	SMs       int    `json:"sms"`
+	MemoryMiB int    `json:"memory_mib"`
 }
 
 // storedProcess is a replaced process still to evict.
@@ -171,7 +201,11 @@ func toStored(l *admission.Lease) storedLease {
 	for _, p := range l.Retired {
 		retired = append(retired, storedProcess(p))
 	}
-	return storedLease{StartIDs: l.StartIDs, Released: l.Released, MaxPct: l.MaxPct, RunningPct: l.RunningPct, Starts: l.Starts, RegisteredAt: l.RegisteredAt, ThrottledAt: l.ThrottledAt, Retired: retired,
+	var inst *storedInstance
+	if g := l.Instance; g != nil {
+		inst = &storedInstance{UUID: g.UUID, Profile: g.Profile, SMs: g.SMs, MemoryMiB: g.MemoryMiB}
+	}
+	return storedLease{Instance: inst, StartIDs: l.StartIDs, Released: l.Released, MaxPct: l.MaxPct, RunningPct: l.RunningPct, Starts: l.Starts, RegisteredAt: l.RegisteredAt, ThrottledAt: l.ThrottledAt, Retired: retired,
 		ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, RequestHash: l.RequestHash[:],
 		Priority: l.Priority, Weight: l.Weight, Checkpointable: l.Checkpointable, Pct: l.Pct, MinPct: l.MinPct, MemoryMiB: l.MemoryMiB,
 		Processes: l.Processes, Profile: l.Profile, PIDs: l.PIDs, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt,
@@ -190,6 +224,9 @@ func (s storedLease) lease(rev uint64) (*admission.Lease, error) {
 		StartIDs: s.StartIDs, Released: s.Released}
 	for _, p := range s.Retired {
 		l.Retired = append(l.Retired, admission.Process(p))
+	}
+	if g := s.Instance; g != nil { // checked by admission's Restore
+		l.Instance = &admission.InstanceGrant{UUID: g.UUID, Profile: g.Profile, SMs: g.SMs, MemoryMiB: g.MemoryMiB}
 	}
 	copy(l.TokenHash[:], s.TokenHash)
 	copy(l.RequestHash[:], s.RequestHash) // absent or short: no idempotency record to keep

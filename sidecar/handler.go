@@ -260,8 +260,13 @@ func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
 }
 
 func (h *handler) wireLease(l admission.Lease) bus.Lease {
-	return bus.Lease{ID: l.ID, JobID: l.JobID, Owner: l.Owner, ExpiresAt: l.ExpiresAt, ActiveThreadPct: l.Pct,
+	out := bus.Lease{ID: l.ID, JobID: l.JobID, Owner: l.Owner, ExpiresAt: l.ExpiresAt, ActiveThreadPct: l.Pct,
 		PinnedMemLimitMiB: l.MemoryMiB, Env: h.s.adm.Env(l), PIDs: slices.Clone(l.PIDs)}
+	if g := l.Instance; g != nil {
+		out.PinnedMemLimitMiB = 0 // no MPS limit: the instance's memory is the job's
+		out.Instance = &bus.Instance{UUID: g.UUID, Profile: g.Profile, SMs: g.SMs, MemoryMiB: g.MemoryMiB}
+	}
+	return out
 }
 
 // decide runs Decide or Quote inside a span and records the outcome.

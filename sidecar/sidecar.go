@@ -328,6 +328,9 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 		deps.Processes = clock
 	}
 	deps.Faults = s.faults()
+	if l, ok := s.gpu.(gpu.Lender); ok && len(s.cfg.GPU.GrantInstances) > 0 {
+		deps.Instances = instancesAdapter{l}
+	}
 	if s.daemon != nil {
 		deps.Daemon = daemonAdapter{s.daemon}
 		deps.Evictor = &evictor{daemon: s.daemon, clock: clock, log: s.log.With("component", "evict")}

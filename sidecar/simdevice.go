@@ -12,8 +12,9 @@ import (
 
 // simDevice is a simulated GPU and MPS daemon made to show the live leases
 // as real ones show the jobs' processes: GPU memory used by each lease
-// whose processes have started, and one MPS client per registered PID at
-// the lease's percentage. A real GPU or daemon needs none of it: NVML and
+// whose processes have started (on the MIG instance it holds, if any), and
+// one MPS client per registered PID of a co-located lease at its
+// percentage. A real GPU or daemon needs none of it: NVML and
 // the daemon see the processes themselves.
 type simDevice struct {
 	gpu *gpu.SimDevice // nil: a real GPU
@@ -46,13 +47,20 @@ func (d *simDevice) show(leases []admission.Lease, window time.Duration) {
 	live := map[int]bool{}
 	reserved := map[string]bool{}
 	for _, l := range leases {
+		on := "" // the device itself, or the MIG instance the lease holds
+		if l.Instance != nil {
+			on = l.Instance.UUID
+		}
 		if d.gpu != nil && (len(l.PIDs) > 0 || time.Since(l.CreatedAt) >= window) {
 			reserved[l.ID] = true
 			if !d.grants[l.ID] {
-				if err := d.gpu.Reserve(l.ID, uint64(l.MemoryMiB)); err != nil {
+				if err := d.gpu.ReserveOn(on, l.ID, uint64(l.MemoryMiB)); err != nil {
 					d.log.Warn("simulated gpu: reserve", "lease", l.ID, "err", err)
 				}
 			}
+		}
+		if on != "" {
+			continue // alone on its instance: no MPS client of this daemon
 		}
 		for _, pid := range l.PIDs {
 			live[pid] = true

@@ -84,6 +84,16 @@ func checkDecision(d *bus.Decision, sidecar string) error {
 			return bad("lease.env."+k, "a MIG device's UUID (MIG- and 8-4-4-4-12 lower-case hex digits)", v)
 		}
 	}
+	if in := l.Instance; in != nil {
+		switch {
+		case !migRe.MatchString(in.UUID):
+			return bad("lease.instance.uuid", "a MIG device's UUID (MIG- and 8-4-4-4-12 lower-case hex digits)", in.UUID)
+		case l.Env[admission.EnvVisibleDevices] != in.UUID:
+			return bad("lease.env."+admission.EnvVisibleDevices, "the lent instance's UUID ("+in.UUID+")", l.Env[admission.EnvVisibleDevices])
+		case l.Env[admission.EnvPipeDirectory] != "":
+			return bad("lease.env."+admission.EnvPipeDirectory, "none on a lent instance (no MPS daemon serves it)", l.Env[admission.EnvPipeDirectory])
+		}
+	}
 	return nil
 }
 
@@ -110,7 +120,12 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 		return fmt.Errorf("denied (%s): %s", d.Reason.Code, commentText(d.Reason.Message))
 	}
 	l := d.Lease
-	fmt.Fprintf(w, "# lease %s for job %s at %d %% until %s\n", l.ID, commentText(l.JobID), l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339))
+	if in := l.Instance; in != nil {
+		fmt.Fprintf(w, "# lease %s for job %s holds MIG instance %s (%s, %d SMs, %d MiB) whole until %s\n", l.ID, commentText(l.JobID),
+			commentText(in.Profile), in.UUID, in.SMs, in.MemoryMiB, l.ExpiresAt.Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(w, "# lease %s for job %s at %d %% until %s\n", l.ID, commentText(l.JobID), l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339))
+	}
 	env := map[string]string{envLease: l.ID, envToken: token, envSidecar: lf.sidecar, envServer: lf.server}
 	if lf.nkey != "" {
 		env[envNKey] = lf.nkey

@@ -48,10 +48,11 @@ func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
 		return `{"decision":"grant","reason":{"code":` + f["code"] + `,"message":` + f["message"] + `},` +
 			`"predictions":[{"service":` + f["service"] + `,"slo_p99_ms":100,"solo_p99_ms":10,"predicted_p99_ms":50}],` +
 			`"lease":{"id":` + f["id"] + `,"token":` + f["token"] + `,"job_id":` + f["job"] + `,"owner":"o",` +
-			`"expires_at":"2026-12-01T00:00:00Z","active_thread_pct":50,"pinned_mem_limit_mib":10,"env":` + f["env"] + `},` +
+			`"expires_at":"2026-12-01T00:00:00Z","active_thread_pct":50,"pinned_mem_limit_mib":10,"env":` + f["env"] + f["instance"] + `},` +
 			`"sidecar":` + f["sidecar"] + `}`
 	}
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	const lentUUID = "MIG-0a1b2c3d-4e5f-4a6b-8c7d-8e9f0a1b2c3d"
 	tests := []struct {
 		name    string
 		reply   string
@@ -69,6 +70,14 @@ func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
 		{"env key outside the allow-list", grant(map[string]string{"env": `{"LD_PRELOAD":"/tmp/evil.so"}`}), "lease.env"},
 		{"a MIG device to use", grant(map[string]string{"env": `{"CUDA_VISIBLE_DEVICES":"MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40"}`}), ""},
 		{"other devices to use", grant(map[string]string{"env": `{"CUDA_VISIBLE_DEVICES":"0,1"}`}), "lease.env.CUDA_VISIBLE_DEVICES"},
+		{"a lent instance", grant(map[string]string{"code": `"free_instance"`, "env": `{"CUDA_VISIBLE_DEVICES":"` + lentUUID + `"}`,
+			"instance": `,"instance":{"uuid":"` + lentUUID + `","profile":` + q("4g.71gb\n"+pwn("13")) + `,"sms":64,"memory_mib":71168}`}), ""},
+		{"a lent instance with a forged uuid", grant(map[string]string{"env": `{"CUDA_VISIBLE_DEVICES":"` + lentUUID + `"}`,
+			"instance": `,"instance":{"uuid":` + q("MIG-x;"+pwn("14")) + `,"profile":"4g","sms":64,"memory_mib":1}`}), "lease.instance.uuid"},
+		{"a lent instance that is not the job's device", grant(map[string]string{"env": `{"CUDA_VISIBLE_DEVICES":"MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40"}`,
+			"instance": `,"instance":{"uuid":"` + lentUUID + `","profile":"4g.71gb","sms":64,"memory_mib":71168}`}), "lease.env.CUDA_VISIBLE_DEVICES: want the lent instance's UUID"},
+		{"a lent instance behind an MPS daemon", grant(map[string]string{"env": `{"CUDA_VISIBLE_DEVICES":"` + lentUUID + `","CUDA_MPS_PIPE_DIRECTORY":"/tmp/x"}`,
+			"instance": `,"instance":{"uuid":"` + lentUUID + `","profile":"4g.71gb","sms":64,"memory_mib":71168}`}), "lease.env.CUDA_MPS_PIPE_DIRECTORY"},
 		{"another sidecar's name", grant(map[string]string{"sidecar": q("gpu-y;" + pwn("10"))}), "sidecar"},
 		{"unknown decision", `{"decision":"grant;` + pwn("11") + `","reason":{"code":"fits","message":""},"sidecar":"gpu-x"}`, "decision"},
 		{"grant without a lease", `{"decision":"grant","reason":{"code":"fits","message":""},"sidecar":"gpu-x"}`, "lease"},

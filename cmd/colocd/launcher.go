@@ -512,9 +512,13 @@ func printStatus(w io.Writer, st *bus.Status) error {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "lease\tjob\towner\tpct\texpires\tpids")
+	fmt.Fprintln(tw, "lease\tjob\towner\tpct\texpires\tpids\ton")
 	for _, l := range st.Leases {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%v\n", commentText(l.ID), commentText(l.JobID), commentText(l.Owner), l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339), l.PIDs)
+		on, pct := "shared", strconv.Itoa(l.ActiveThreadPct)
+		if l.Instance != nil {
+			on, pct = "MIG "+commentText(l.Instance.Profile)+" "+commentText(l.Instance.UUID)+" (whole)", "—"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\n", commentText(l.ID), commentText(l.JobID), commentText(l.Owner), pct, l.ExpiresAt.Format(time.RFC3339), l.PIDs, on)
 	}
 	return tw.Flush()
 }

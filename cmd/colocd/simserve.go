@@ -86,7 +86,7 @@ interrupt.`,
 						}
 						var out []simserver.Trainer
 						for _, l := range st.Leases {
-							if len(l.PIDs) > 0 {
+							if len(l.PIDs) > 0 && l.Instance == nil { // a lent instance shares nothing
 								out = append(out, simserver.Trainer{Profile: tr, Pct: l.ActiveThreadPct})
 							}
 						}
