@@ -19,7 +19,8 @@ type Config struct {
 	// Headroom in [0,1): a service's predicted p99 must stay within
 	// (1 − Headroom) × its SLO.
 	Headroom float64
-	// MaxJobs bounds the live leases (default 4).
+	// MaxJobs bounds the live co-located leases (default 4); a lease that
+	// holds a MIG instance whole (Lease.Instance) is not one.
 	MaxJobs int
 	// MemoryReserveMiB is device memory never granted (≥ 0).
 	MemoryReserveMiB int

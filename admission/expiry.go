@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -232,6 +233,15 @@ func (c *Controller) Restore(ctx context.Context) error {
 	c.mu.Unlock()
 	leases := map[string]*entry{}
 	byRequest := map[[32]byte]string{}
+	// Oldest first: of two records that hold one MIG instance, the older
+	// keeps it.
+	slices.SortStableFunc(stored, func(a, b *Lease) int {
+		if a == nil || b == nil {
+			return cmp.Compare(boolInt(a == nil), boolInt(b == nil))
+		}
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	lent := c.restoreInstances(ctx)
 	for _, l := range stored {
 		if why := checkStored(l); why != "" {
 			id := ""
@@ -244,6 +254,12 @@ func (c *Controller) Restore(ctx context.Context) error {
 		if _, dup := leases[l.ID]; dup {
 			c.log.Warn("restore leases: skipping a second lease with the same id", "lease", l.ID)
 			continue
+		}
+		if l.Instance != nil {
+			if why := lent.check(l, c.cfg.VisibleDevice); why != "" {
+				c.log.Warn("restore leases: skipping a lease that cannot hold its MIG instance", "lease", l.ID, "why", why)
+				continue
+			}
 		}
 		clamped := clampStored(l.clone(), now, leaseMax, leaseDefault)
 		leases[l.ID] = &entry{lease: clamped, key: l.Profile.Key()}

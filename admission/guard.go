@@ -23,7 +23,17 @@ import (
 // looks whether a lowered lease may be raised again (raise.go): only once
 // the margin has held for Config.RaiseAfter. Call it often (each second):
 // when nothing moved it only looks up cached predictions.
+//
+// A lease that holds a MIG instance whole meets none of this: Guard revokes
+// it, due now, only when its own instance reports a fault (Instance.Fault).
 func (c *Controller) Guard(ctx context.Context) ([]Event, error) {
+	lent, lerr := c.revokeLentFaults(ctx)
+	events, err := c.guardShared(ctx)
+	return append(lent, events...), errors.Join(lerr, err)
+}
+
+// guardShared is Guard for the co-located leases.
+func (c *Controller) guardShared(ctx context.Context) ([]Event, error) {
 	if c.deps.Faults != nil {
 		if bad, why := c.deps.Faults.Fault(); bad {
 			return c.revokeAll(ctx, why)
@@ -73,7 +83,7 @@ func (c *Controller) revokeAll(ctx context.Context, fault string) ([]Event, erro
 	c.mu.Lock()
 	now := time.Now()
 	var planned []entry
-	for _, e := range c.liveLocked(now) {
+	for _, e := range c.colocatedLocked(now) { // a lent instance has faults of its own (lent)
 		if !e.lease.Revoked || e.lease.ExpiresAt.After(now) {
 			planned = append(planned, entry{lease: e.lease.clone(), key: e.key})
 		}
@@ -96,4 +106,55 @@ func (c *Controller) revokeAll(ctx context.Context, fault string) ([]Event, erro
 		c.log.Warn("gpu fault: every lease revoked", "fault", fault, "leases", len(events))
 	}
 	return events, errors.Join(serr, perr)
+}
+
+// revokeLentFaults revokes, due now, every lease whose MIG instance reports
+// a fault; the expiry loop then forgets it. The instances are read only
+// while some lease holds one; a read that fails revokes nothing (it is no
+// fault), and is returned.
+func (c *Controller) revokeLentFaults(ctx context.Context) ([]Event, error) {
+	if c.deps.Instances == nil {
+		return nil, nil
+	}
+	c.mu.Lock()
+	held := slices.ContainsFunc(c.liveLocked(time.Now()), func(e *entry) bool { return e.lease.Instance != nil })
+	c.mu.Unlock()
+	if !held {
+		return nil, nil
+	}
+	insts, err := c.deps.Instances.Lendable(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("guard: read the lent MIG instances: %w", err)
+	}
+	faults := map[string]string{}
+	for _, in := range insts {
+		if in.Fault != "" {
+			faults[in.UUID] = in.Fault
+		}
+	}
+	if len(faults) == 0 {
+		return nil, nil
+	}
+	c.mu.Lock()
+	now := time.Now()
+	var events []Event
+	var errs []error
+	for _, e := range c.liveLocked(now) {
+		in := e.lease.Instance
+		if in == nil || faults[in.UUID] == "" || e.lease.Revoked && !e.lease.ExpiresAt.After(now) {
+			continue
+		}
+		reason := fmt.Sprintf("MIG instance %s (%s) faulted, %s: the job on it must stop now", in.Profile, in.UUID, faults[in.UUID])
+		evs, err := c.applyPlan(ctx, []entry{{lease: e.lease.clone(), key: e.key}}, []int{e.lease.Pct}, []bool{true}, now,
+			planWhy{op: "revoke on a faulted instance", revoke: reason, deadline: now, force: true})
+		events = append(events, evs...)
+		errs = append(errs, err)
+	}
+	c.mu.Unlock()
+	c.signal()
+	perr := c.publish(ctx, events)
+	if len(events) > 0 {
+		c.log.Warn("lent mig instance faulted: its leases revoked", "leases", len(events))
+	}
+	return events, errors.Join(append(errs, perr)...)
 }

@@ -134,7 +134,7 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	// What the host says of the PIDs, read before the lock (device and
 	// /proc calls); checked after the token, so that only a lease's holder
 	// learns anything about its PIDs.
-	onGPU, lentPIDs, host, err := c.inspect(ctx, pids)
+	onGPU, lentPIDs, lentErr, host, err := c.inspect(ctx, pids)
 	if err != nil {
 		return err
 	}
@@ -153,6 +153,9 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 		return f.err("register")
 	}
 	if in := e.lease.Instance; in != nil && onGPU != nil {
+		if lentErr != nil {
+			return fmt.Errorf("register: %w: reading the processes of MIG instance %s failed: %w", ErrUnavailable, in.UUID, lentErr)
+		}
 		onGPU = lentPIDs[in.UUID] // its processes run on its instance
 		if onGPU == nil {
 			onGPU = []int{}
@@ -206,29 +209,27 @@ type hostView struct {
 
 // inspect reads, for Register, the GPU's compute processes (nil when the
 // Device lists none) and those of each MIG instance that may be lent (by
-// UUID; read only when the Device lists processes), and what the host says
-// of each pid. A pid with no process is a field error.
-func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, lent map[string][]int, hv hostView, err error) {
+// UUID; read only when the Device lists processes; lentErr when that read
+// failed, which matters only to a lease that holds an instance), and what
+// the host says of each pid. A pid with no process is a field error.
+func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, lent map[string][]int, lentErr error, hv hostView, err error) {
 	if pl, ok := c.deps.Device.(ProcessLister); ok {
 		if onGPU, err = pl.ComputePIDs(ctx); err != nil {
-			return nil, nil, hv, fmt.Errorf("register: %w: reading the GPU's processes failed: %w", ErrUnavailable, err)
+			return nil, nil, nil, hv, fmt.Errorf("register: %w: reading the GPU's processes failed: %w", ErrUnavailable, err)
 		}
 		if onGPU == nil {
 			onGPU = []int{}
 		}
 		if c.deps.Instances != nil {
 			insts, err := c.deps.Instances.Lendable(ctx)
-			if err != nil {
-				return nil, nil, hv, fmt.Errorf("register: %w: reading the MIG instances' processes failed: %w", ErrUnavailable, err)
-			}
-			lent = map[string][]int{}
+			lent, lentErr = map[string][]int{}, err
 			for _, in := range insts {
 				lent[in.UUID] = in.PIDs
 			}
 		}
 	}
 	if c.deps.Processes == nil {
-		return onGPU, lent, hv, nil
+		return onGPU, lent, lentErr, hv, nil
 	}
 	env, _ := c.deps.Processes.(ProcessEnv)
 	var f fields
@@ -245,11 +246,11 @@ func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, lent
 		case errors.Is(err, ErrNoProcess):
 			f.add(fmt.Sprintf("pids[%d]", i), "a running process", strconv.Itoa(p))
 		case err != nil:
-			return nil, nil, hv, fmt.Errorf("register: %w: reading process %d failed: %w", ErrUnavailable, p, err)
+			return nil, nil, nil, hv, fmt.Errorf("register: %w: reading process %d failed: %w", ErrUnavailable, p, err)
 		}
 		hv.at[i], hv.ids[i] = at, id
 	}
-	return onGPU, lent, hv, f.err("register")
+	return onGPU, lent, lentErr, hv, f.err("register")
 }
 
 // checkPIDsLocked adds a field error for each pid that was not started

@@ -25,6 +25,9 @@ type Instance struct {
 	MemoryMiB, UsedMiB, FreeMiB int
 	// PIDs are the compute processes NVML lists on it.
 	PIDs []int
+	// Fault, when set, is a fault of the instance (a critical XID): it is
+	// not lent, and Guard revokes a lease that holds it.
+	Fault string
 }
 
 // IdleInstanceMiB is the most memory an instance may have in use and still
@@ -53,7 +56,7 @@ func (c *Controller) lend(ctx context.Context, req *Request, s *snapshot) (Decis
 	need := req.memoryMiB()
 	var free []Instance
 	for _, in := range insts {
-		if !s.holds(in.UUID) && len(in.PIDs) == 0 && in.UsedMiB <= IdleInstanceMiB && need <= in.FreeMiB {
+		if !s.holds(in.UUID) && in.Fault == "" && len(in.PIDs) == 0 && in.UsedMiB <= IdleInstanceMiB && need <= in.FreeMiB {
 			free = append(free, in)
 		}
 	}
@@ -89,9 +92,9 @@ func (c *Controller) heldLocked(uuid string, now time.Time) bool {
 	return false
 }
 
-// migUUID is a MIG device's UUID as NVML gives it, the only value a stored
-// lease may put in a job's CUDA_VISIBLE_DEVICES.
-var migUUID = regexp.MustCompile(`^MIG-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+// migUUID is a MIG device's UUID as NVML gives it (lower-case hex), the
+// only value a stored lease may put in a job's CUDA_VISIBLE_DEVICES.
+var migUUID = regexp.MustCompile(`^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // migProfile is a GPU instance profile's name, as "3g.71gb" or
 // "1g.18gb+me" ("" when the device's name gave none).
@@ -101,7 +104,7 @@ var migProfile = regexp.MustCompile(`^([1-7]g\.[0-9]{1,4}gb(\+[a-z]{1,8})?)?$`)
 func (g *InstanceGrant) check() string {
 	switch {
 	case !migUUID.MatchString(g.UUID):
-		return fmt.Sprintf("instance uuid %q: want a MIG device UUID (MIG- and 8-4-4-4-12 hex digits)", truncate(g.UUID))
+		return fmt.Sprintf("instance uuid %q: want a MIG device UUID (MIG- and 8-4-4-4-12 lower-case hex digits)", truncate(g.UUID))
 	case !migProfile.MatchString(g.Profile):
 		return fmt.Sprintf("instance profile %q: want a GPU instance profile such as 3g.71gb", truncate(g.Profile))
 	case g.SMs < 1 || g.SMs > predictor.MaxDeviceSMs:
@@ -110,4 +113,66 @@ func (g *InstanceGrant) check() string {
 		return fmt.Sprintf("instance memory %d MiB out of [1, %d]", g.MemoryMiB, predictor.MaxMemoryMiB)
 	}
 	return ""
+}
+
+// restoring is what Restore knows of the instances it may lend: the
+// lendable ones as read at the restart (nil when unreadable) and those the
+// leases restored so far hold.
+type restoring struct {
+	lends    bool
+	readable map[string]Instance
+	held     map[string]string // instance UUID → lease
+}
+
+// restoreInstances reads the lendable instances once for Restore; a read
+// that fails is logged, and the instances' records are then checked
+// without it.
+func (c *Controller) restoreInstances(ctx context.Context) *restoring {
+	r := &restoring{lends: c.deps.Instances != nil, held: map[string]string{}}
+	if !r.lends {
+		return r
+	}
+	insts, err := c.deps.Instances.Lendable(ctx)
+	if err != nil {
+		c.log.Warn("restore leases: the MIG instances cannot be read; leases that hold one are kept unchecked against them", "err", err)
+		return r
+	}
+	r.readable = map[string]Instance{}
+	for _, in := range insts {
+		r.readable[in.UUID] = in
+	}
+	return r
+}
+
+// check says why stored lease l cannot hold its instance ("" when it can,
+// and then records it held and takes the instance's figures from the
+// read): only one of this sidecar's lendable instances, never the guarded
+// device (visible), and one lease each. A record from the store is not
+// trusted: its uuid becomes a job's CUDA_VISIBLE_DEVICES.
+func (r *restoring) check(l *Lease, visible string) string {
+	uuid := l.Instance.UUID
+	switch {
+	case !r.lends:
+		return "this sidecar lends no MIG instance (gpu.grant_instances)"
+	case uuid == visible:
+		return "its instance is the sidecar's own device " + uuid
+	case r.held[uuid] != "":
+		return "its instance " + uuid + " is held by lease " + r.held[uuid]
+	}
+	if r.readable != nil {
+		in, ok := r.readable[uuid]
+		if !ok {
+			return "its instance " + uuid + " is not one this sidecar may lend (gpu.grant_instances)"
+		}
+		l.Instance = &InstanceGrant{UUID: in.UUID, Profile: in.Profile, SMs: in.SMs, MemoryMiB: in.MemoryMiB}
+	}
+	r.held[uuid] = l.ID
+	return ""
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

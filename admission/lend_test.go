@@ -2,11 +2,13 @@ package admission
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -260,5 +262,114 @@ func TestRegisterOnLentInstance(t *testing.T) {
 	}
 	if err := c.Register(ctx, d.Lease.ID, tokenOf(d), []int{5151}); err != nil {
 		t.Errorf("register the instance's process: %v", err)
+	}
+}
+
+// A lease on a lent instance has faults of its own: the sidecar's own
+// device or daemon failing leaves it, and its instance faulting revokes it
+// (and the instance is lent no more).
+func TestLentInstanceFaults(t *testing.T) {
+	ctx := context.Background()
+	h, fi := newLendHarness(t, instance3g())
+	faults := &fakeFaults{}
+	h.c.deps.Faults = faults
+	lent := mustDecide(t, h, request("lent"), Grant)
+	shared := mustDecide(t, h, request("shared"), Grant)
+	if lent.Instance == nil || shared.Instance != nil {
+		t.Fatalf("lent %+v, shared %+v", lent, shared)
+	}
+	faults.set("mps server FAULT")
+	evs, err := h.c.Guard(ctx)
+	if err != nil || len(evs) != 1 || evs[0].LeaseID != shared.Lease.ID || evs[0].Type != EventRevoke {
+		t.Fatalf("a fault of the sidecar's daemon: %+v, %v; want the co-located lease alone revoked", evs, err)
+	}
+	faults.set("")
+	fi.set(0, func(i *Instance) { i.Fault = "XID 79 (GPU has fallen off the bus)" })
+	evs, err = h.c.Guard(ctx)
+	if err != nil || len(evs) != 1 || evs[0].LeaseID != lent.Lease.ID || evs[0].Type != EventRevoke || !strings.Contains(evs[0].Reason, "XID 79") {
+		t.Fatalf("a fault of the lent instance: %+v, %v; want its lease revoked, saying why", evs, err)
+	}
+	if evs, err := h.c.Guard(ctx); err != nil || len(evs) != 0 {
+		t.Errorf("a second round: %+v, %v; want nothing more", evs, err)
+	}
+	if d, err := h.c.Quote(ctx, request("after")); err != nil || d.Instance != nil {
+		t.Errorf("after the fault: %+v, %v; want no instance lent", d, err)
+	}
+}
+
+// Instances that cannot be read fail the register of a lease that holds
+// one, and of no other.
+func TestRegisterWhenInstancesUnreadable(t *testing.T) {
+	ctx := context.Background()
+	h, fi := newLendHarness(t, instance3g())
+	dev := &listingDevice{fakeDevice: h.dev, pids: []int{4242}}
+	c, err := New(h.c.cfg, Deps{Device: dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model, Instances: fi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lent, err := c.Decide(ctx, request("lent"))
+	if err != nil || lent.Instance == nil {
+		t.Fatalf("%+v, %v", lent, err)
+	}
+	shared, err := c.Decide(ctx, request("shared"))
+	if err != nil || shared.Instance != nil {
+		t.Fatalf("%+v, %v", shared, err)
+	}
+	fi.mu.Lock()
+	fi.err = errors.New("nvml: unknown error")
+	fi.mu.Unlock()
+	if err := c.Register(ctx, shared.Lease.ID, tokenOf(shared), []int{4242}); err != nil {
+		t.Errorf("register a co-located job: %v", err)
+	}
+	if err := c.Register(ctx, lent.Lease.ID, tokenOf(lent), []int{5151}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("register on the lent instance: %v, want 503", err)
+	}
+}
+
+// A restart keeps a lease on its instance only when the instance is one
+// this sidecar may lend, not its own device, and held by no older lease; it
+// takes the instance's figures from the read, not the record.
+func TestRestoreLentInstances(t *testing.T) {
+	ctx := context.Background()
+	h, fi := newLendHarness(t, instance3g())
+	h.c.cfg.VisibleDevice = uuid4g
+	real := mustDecide(t, h, request("real"), Grant)
+	if real.Instance == nil {
+		t.Fatalf("%+v", real)
+	}
+	forge := func(id string, in InstanceGrant, age time.Duration) {
+		l := real.Lease.clone()
+		l.ID, l.JobID, l.RequestHash, l.Revision = id, "job-"+id, [32]byte{1}, 0
+		l.TokenHash = sha256.Sum256([]byte(id))
+		l.CreatedAt = l.CreatedAt.Add(age)
+		l.Instance = &in
+		if err := h.store.Save(ctx, &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forge("second-holder", *real.Instance, time.Second)                                            // newer, same instance
+	forge("own-device", InstanceGrant{UUID: uuid4g, Profile: "4g.71gb", SMs: 64, MemoryMiB: 1}, 0) // the inference server's
+	forge("unknown", InstanceGrant{UUID: "MIG-00000000-0000-4000-8000-000000000000", Profile: "1g.18gb", SMs: 16, MemoryMiB: 1}, 0)
+	forge("upper-case", InstanceGrant{UUID: "MIG-" + strings.ToUpper(uuid4g[4:]), Profile: "4g.71gb", SMs: 60, MemoryMiB: 1}, 0)
+	// The record's figures are not the instance's.
+	stored, _ := h.store.Load(ctx)
+	for _, l := range stored {
+		if l.ID == real.Lease.ID {
+			l.Instance = &InstanceGrant{UUID: uuid3g, Profile: "7g.141gb", SMs: 132, MemoryMiB: 143360}
+			if err := h.store.Save(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c, err := New(h.c.cfg, Deps{Device: h.dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model, Instances: fi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := c.Leases()
+	if len(got) != 1 || got[0].ID != real.Lease.ID || !cmp.Equal(got[0].Instance, &InstanceGrant{UUID: uuid3g, Profile: "3g.71gb", SMs: 60, MemoryMiB: 71168}) {
+		t.Errorf("restored %+v: want the real lease alone, with the instance's own figures", got)
 	}
 }

@@ -38,10 +38,21 @@ const maxAttempts = 3
 // after the last one the admit is a 503 with CodeBusy. While nothing frees
 // capacity, each stale evaluation was overtaken by a grant, and after
 // max_jobs grants the next evaluation is a deny, which stands: max_jobs + 1
-// evaluations always end in a decision then. Only churn (leases released,
-// expired or throttled, SLO reloads) can end one in busy.
+// evaluations always end in a decision then. Grants of whole MIG
+// instances, which max_jobs does not count, may overtake it too, at most
+// one per instance (a GPU has at most maxInstances). Only churn (leases
+// released, expired or throttled, SLO reloads) can end one in busy.
 // c.mu is held.
-func (c *Controller) admitAttemptsLocked() int { return max(maxAttempts, c.cfg.MaxJobs+1) }
+func (c *Controller) admitAttemptsLocked() int {
+	n := c.cfg.MaxJobs + 1
+	if c.deps.Instances != nil {
+		n += maxInstances
+	}
+	return max(maxAttempts, n)
+}
+
+// maxInstances is the most GPU instances a MIG GPU has.
+const maxInstances = 7
 
 // ErrTimeout: the request's deadline (the caller's, or
 // Config.DecisionTimeout, whichever comes first) passed before the decision

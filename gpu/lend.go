@@ -22,6 +22,10 @@ type Lendable struct {
 	// Memory and Processes are the MIG device's, as NVML reads them.
 	Memory    Memory
 	Processes []Process
+	// Fault, when set, is the critical XID that named the instance (or
+	// the whole GPU) since the sidecar started: the instance is not to be
+	// lent, and a job on it is to stop.
+	Fault string
 }
 
 // Lender is a device that may lend other MIG devices of its GPU whole.

@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -126,6 +127,52 @@ func TestSimMIG(t *testing.T) {
 	}
 	if lend, _ = s.Lendable(context.Background()); len(lend[0].Processes) != 0 {
 		t.Errorf("after release: %+v", lend)
+	}
+	// An instance of another GPU is not the simulated GPU's.
+	c.GrantInstances = []string{"1:2:0"}
+	if _, err := NewSim(c, Options{}); err == nil || !strings.Contains(err.Error(), "gpu.grant_instances[0] 1:2:0: names another GPU") {
+		t.Errorf("an instance of GPU 1: %v", err)
+	}
+}
+
+// A critical XID that names a lent instance, or the whole GPU, marks that
+// instance faulted (and leaves the guarded device healthy unless it is
+// named too); an application's XID marks nothing.
+func TestLendableFaults(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		gi        uint32
+		xid       uint64
+		lentFault bool
+		ownFault  bool
+	}{
+		{"the lent instance's", 2, 79, true, false},
+		{"the whole GPU's", allInstances, 79, true, true},
+		{"the guarded instance's", 1, 79, false, true},
+		{"an application's", 2, 13, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			x := newDGX(t)
+			migs := withMIG(t, x, 0, "3g.71gb", "4g.71gb")
+			c := testConfig("0:1:0")
+			c.GrantInstances = []string{migs[1].uuid}
+			d, err := OpenNVML(context.Background(), x, c, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			d.handleEvent(nvml.EventData{Device: x.device(0), EventType: nvml.EventTypeXidCriticalError, EventData: tt.xid, GpuInstanceId: tt.gi}, slog.New(slog.DiscardHandler))
+			lend, err := d.Lendable(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := lend[0].Fault != ""; got != tt.lentFault {
+				t.Errorf("lent instance fault %q, want faulted=%v", lend[0].Fault, tt.lentFault)
+			}
+			if got := !d.Health().Healthy; got != tt.ownFault {
+				t.Errorf("guarded device health %+v, want faulted=%v", d.Health(), tt.ownFault)
+			}
+		})
 	}
 }
 

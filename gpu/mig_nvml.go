@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -176,8 +177,11 @@ func (d *NVMLDevice) Lendable(ctx context.Context) ([]Lendable, error) {
 		return nil, ErrClosed
 	}
 	out := make([]Lendable, 0, len(d.lend))
-	for _, h := range d.lend {
+	for i, h := range d.lend {
+		d.lendMu.Lock()
 		l := h.Lendable
+		l.Fault = d.lend[i].Fault
+		d.lendMu.Unlock()
 		mem, ret := h.dev.GetMemoryInfo()
 		if ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("MIG device %s: %w", l.UUID, nvmlErr("get memory info", ret))
@@ -190,4 +194,23 @@ func (d *NVMLDevice) Lendable(ctx context.Context) ([]Lendable, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// lentFault records a critical XID (not an application's) on the lent
+// instances it names: the one of GPU instance gi, or every one for
+// allInstances. A fault stays until the sidecar restarts, as the device's
+// own does.
+func (d *NVMLDevice) lentFault(gi uint32, xid uint64, log *slog.Logger) {
+	if IsAppXID(xid) {
+		return
+	}
+	d.lendMu.Lock()
+	defer d.lendMu.Unlock()
+	for i := range d.lend {
+		l := &d.lend[i]
+		if (gi == allInstances || int(gi) == l.MIG.GI) && l.Fault == "" {
+			l.Fault = fmt.Sprintf("XID %d (%s)", xid, XIDText(xid))
+			log.Error("lent MIG instance faulted", "instance", l.UUID, "xid", xid, "meaning", XIDText(xid))
+		}
+	}
 }

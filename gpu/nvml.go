@@ -55,8 +55,10 @@ type NVMLDevice struct {
 	// compute mode are its. parent is its GPU (dev itself for a whole
 	// GPU): XID events and MIG mode are the GPU's.
 	dev, parent nvmlDevice
-	// lend are the MIG devices of gpu.grant_instances.
+	// lend are the MIG devices of gpu.grant_instances; lendMu guards
+	// their Fault, which the event loop sets.
 	lend   []lendHandle
+	lendMu sync.Mutex
 	info   Info
 	wait   time.Duration
 	logger *slog.Logger

@@ -123,15 +123,19 @@ func (d *NVMLDevice) handleEvent(data nvml.EventData, log *slog.Logger) {
 	gpuUUID := d.info.UUID
 	if d.info.MIG != nil {
 		gpuUUID = d.info.MIG.ParentUUID
-		// An XID of another GPU instance is not ours; one of the whole GPU
-		// (no instance named) is.
-		if gi := data.GpuInstanceId; gi != allInstances && int(gi) != d.info.MIG.GI {
-			return
-		}
 	}
 	if data.Device != nil {
 		if uuid, ret := data.Device.GetUUID(); ret == nvml.SUCCESS && uuid != gpuUUID {
 			return // not ours; only ours is registered, but be sure
+		}
+	}
+	if d.info.MIG != nil {
+		// An XID of a lent instance is that instance's fault; one of the
+		// whole GPU (no instance named) is every instance's.
+		d.lentFault(data.GpuInstanceId, data.EventData, log)
+		// An XID of another GPU instance is not ours.
+		if gi := data.GpuInstanceId; gi != allInstances && int(gi) != d.info.MIG.GI {
+			return
 		}
 	}
 	logXID(log, d.mon.xid(data.EventData, time.Now()))

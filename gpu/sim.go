@@ -87,11 +87,12 @@ func NewSim(cfg Config, opts Options) (*SimDevice, error) {
 	}
 	var lend []Lendable
 	if len(cfg.Sim.MIG) > 0 {
+		gpuInfo := info // the GPU's identity, before info becomes its MIG device's
 		migs, err := simMIGDevices(name, info, cfg.Sim.MIG)
 		if err != nil {
 			return nil, fmt.Errorf("simulate gpu: %w", err)
 		}
-		own, err := simPick(migs, sel, "gpu.device")
+		own, err := simPick(migs, sel, "gpu.device", info)
 		if err != nil {
 			return nil, fmt.Errorf("simulate gpu: %w", err)
 		}
@@ -108,7 +109,7 @@ func NewSim(cfg Config, opts Options) (*SimDevice, error) {
 			if err != nil {
 				return nil, fmt.Errorf("simulate gpu: gpu.grant_instances[%d]: %w", i, err)
 			}
-			l, err := simPick(migs, gsel, fmt.Sprintf("gpu.grant_instances[%d]", i))
+			l, err := simPick(migs, gsel, fmt.Sprintf("gpu.grant_instances[%d]", i), gpuInfo)
 			if err != nil {
 				return nil, fmt.Errorf("simulate gpu: %w", err)
 			}
@@ -376,8 +377,12 @@ func simMIGDevices(name string, gpu Info, names []string) ([]Lendable, error) {
 	return out, nil
 }
 
-// simPick finds the simulated MIG device sel names, by ids or UUID.
-func simPick(migs []Lendable, sel Selector, key string) (Lendable, error) {
+// simPick finds the simulated MIG device sel names: by its GPU (index or
+// UUID) and ids, or by its UUID.
+func simPick(migs []Lendable, sel Selector, key string, gpu Info) (Lendable, error) {
+	if sel.Instance && (sel.IsUUID() && !strings.EqualFold(sel.UUID, gpu.UUID) || !sel.IsUUID() && sel.Index != gpu.Index) {
+		return Lendable{}, fmt.Errorf("%s %s: names another GPU than the simulated one (index %d, %s)", key, sel, gpu.Index, gpu.UUID)
+	}
 	for _, m := range migs {
 		if sel.Instance && sel.GI == m.MIG.GI && sel.CI == m.MIG.CI || strings.EqualFold(sel.UUID, m.UUID) && !sel.Instance {
 			return m, nil

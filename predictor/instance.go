@@ -49,9 +49,10 @@ func (in *Instance) check(c *fieldChecker) {
 //     intensities dram·speed/B and l2·speed/B of the instance's bandwidth;
 //     its thread blocks run in sm/min(sm, C) times as many waves.
 //
-// Gaps (host work) do not change. An intensity the profile lacks stays
-// absent (the MPS model estimates it on the instance, and counts it as
-// estimated). The result shares nothing with the profile.
+// Gaps (host work) do not change. An intensity the profile lacks is
+// estimated from the kernel's name, as the MPS model does, and scaled like
+// a measured one (estimatedOps still counts it). The result shares nothing
+// with the profile.
 func (in *Instance) Ops(p *Profile) []Op {
 	ops := p.Expanded()
 	from := p.Device.SMs
@@ -77,13 +78,8 @@ func (in *Instance) Ops(p *Profile) []Op {
 		if need := max(dram, l2) * speed; need > b {
 			speed *= b / need
 		}
-		o := Op{Name: op.Name, DurUS: op.DurUS / speed, GapUS: op.GapUS, SM: min(1, s/c), Occupancy: op.Occupancy}
-		if op.DRAM != nil {
-			o.DRAM = ptr(min(1, *op.DRAM*speed/b))
-		}
-		if op.L2 != nil {
-			o.L2 = ptr(min(1, *op.L2*speed/b))
-		}
+		o := Op{Name: op.Name, DurUS: op.DurUS / speed, GapUS: op.GapUS, SM: min(1, s/c), Occupancy: op.Occupancy,
+			DRAM: ptr(min(1, dram*speed/b)), L2: ptr(min(1, l2*speed/b))}
 		if op.Waves > 0 {
 			o.Waves = op.Waves * s / u
 		}
@@ -120,4 +116,16 @@ func clonePtr(p *float64) *float64 {
 	}
 	v := *p
 	return &v
+}
+
+// estimatedOps counts the ops of a profile whose memory intensities are
+// estimated: on an instance they are filled in (Ops), and still estimates.
+func estimatedOps(p *Profile) int {
+	n := 0
+	for _, op := range p.Expanded() {
+		if op.DRAM == nil || op.L2 == nil {
+			n++
+		}
+	}
+	return n
 }

@@ -137,3 +137,19 @@ func TestInstanceErrors(t *testing.T) {
 		})
 	}
 }
+
+// An op whose intensities are estimated gets the estimate scaled like a
+// measured one, and still counts as estimated.
+func TestInstanceEstimatedOps(t *testing.T) {
+	p := &Profile{Format: ProfileFormat, Name: "p", Kind: KindInference, Device: Device{Name: "NVIDIA H200", SMs: 132},
+		Ops: []Op{{Name: "vectorized_elementwise_kernel", DurUS: 100, SM: 1, Occupancy: 1}}}
+	got := h200_3g.Ops(p)
+	speed := 60.0 / 132
+	if d, l := *got[0].DRAM, *got[0].L2; math.Abs(d-estMemoryDRAM*speed/0.5) > 1e-12 || math.Abs(l-estMemoryL2*speed/0.5) > 1e-12 {
+		t.Errorf("dram %v, l2 %v: want the estimates %v, %v scaled by %v/0.5", d, l, estMemoryDRAM, estMemoryL2, speed)
+	}
+	pred := predictMPS(t, &Scenario{Inference: p, RateRPS: 10, Requests: 10, Seed: 1, Instance: &h200_3g}, MPSParams{})
+	if pred.MPS.EstimatedOps != 1 {
+		t.Errorf("estimated_ops %d on the instance, want 1", pred.MPS.EstimatedOps)
+	}
+}

@@ -647,6 +647,15 @@ func (pr *Predictor) PredictMPS(sc *Scenario, p MPSParams) (*Prediction, error) 
 		return nil, fmt.Errorf("predict mps: %w", err)
 	}
 	estimated := pr.mps.estimated
+	if sc.Instance != nil { // the instance's ops carry their estimates filled in
+		estimated = 0
+		for _, p := range sc.services() {
+			estimated += estimatedOps(p)
+		}
+		for _, t := range sc.Training {
+			estimated += estimatedOps(t)
+		}
+	}
 	// Solo: the services without the trainers, at their own percentage.
 	// For one service whose kernels the cap does not bind, that is the
 	// plain FIFO queue the time-slicing model uses.

@@ -78,7 +78,7 @@ func (a instancesAdapter) Lendable(ctx context.Context) ([]admission.Instance, e
 	out := make([]admission.Instance, len(ls))
 	for i, l := range ls {
 		out[i] = admission.Instance{UUID: l.UUID, Profile: l.MIG.Profile, SMs: l.SMs,
-			MemoryMiB: int(l.Memory.TotalMiB), UsedMiB: int(l.Memory.UsedMiB), FreeMiB: int(l.Memory.FreeMiB)}
+			MemoryMiB: int(l.Memory.TotalMiB), UsedMiB: int(l.Memory.UsedMiB), FreeMiB: int(l.Memory.FreeMiB), Fault: l.Fault}
 		for _, p := range l.Processes {
 			out[i].PIDs = append(out[i].PIDs, int(p.PID))
 		}

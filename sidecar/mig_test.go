@@ -9,19 +9,19 @@ import (
 	"github.com/colocd/colocd/configs"
 )
 
-// migConfig is a sidecar on GPU instance 1 (a 3g.71gb) of a simulated H200
-// partitioned as 3g.71gb+4g.71gb, which may lend the 4g.71gb whole.
+// migConfig is a sidecar on GPU instance 1 (a 4g.71gb) of a simulated H200
+// partitioned as 4g.71gb+3g.71gb, which may lend the 3g.71gb whole.
 func migConfig(t *testing.T) *configs.Config {
 	t.Helper()
 	cfg := testConfig(t, "gpu-mig", 10000)
 	cfg.GPU.Device = "0:1:0"
-	cfg.GPU.Sim.MIG = []string{"3g.71gb", "4g.71gb"}
+	cfg.GPU.Sim.MIG = []string{"4g.71gb", "3g.71gb"}
 	cfg.GPU.GrantInstances = []string{"0:2:0"}
 	cfg.MPS.PipeDir = t.TempDir() // each MIG device has its own daemon
 	return cfg
 }
 
-// On a simulated MIG GPU, over NATS: the free 4g instance is granted whole
+// On a simulated MIG GPU, over NATS: the free 3g instance is granted whole
 // (its UUID as the job's only device, no MPS); with it taken the next job
 // co-locates under MPS on the sidecar's own instance; a release frees it;
 // a restart keeps the lease on its instance.
@@ -30,16 +30,16 @@ func TestMIGFreeInstanceOverNATS(t *testing.T) {
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx := context.Background()
-	if s.gpuInfo.MIG == nil || s.gpuInfo.MIG.Profile != "3g.71gb" || s.gpuInfo.SMs != 60 {
-		t.Fatalf("sidecar guards %+v, want the 3g.71gb", s.gpuInfo)
+	if s.gpuInfo.MIG == nil || s.gpuInfo.MIG.Profile != "4g.71gb" || s.gpuInfo.SMs != 64 {
+		t.Fatalf("sidecar guards %+v, want the 4g.71gb", s.gpuInfo)
 	}
 	lent, err := c.Admit(ctx, s.ID(), admitReq("job-lent", 10, 100))
 	if err != nil || lent.Lease == nil {
 		t.Fatalf("admit: %v %+v", err, lent)
 	}
 	in := lent.Lease.Instance
-	if lent.Decision != bus.DecisionGrant || lent.Reason.Code != string(admission.CodeFreeInstance) || in == nil || in.Profile != "4g.71gb" || in.SMs != 64 || in.MemoryMiB != 71168 {
-		t.Fatalf("decision %+v, lease instance %+v: want the 4g.71gb granted whole", lent, in)
+	if lent.Decision != bus.DecisionGrant || lent.Reason.Code != string(admission.CodeFreeInstance) || in == nil || in.Profile != "3g.71gb" || in.SMs != 60 || in.MemoryMiB != 71168 {
+		t.Fatalf("decision %+v, lease instance %+v: want the 3g.71gb granted whole", lent, in)
 	}
 	if env := lent.Lease.Env; env["CUDA_VISIBLE_DEVICES"] != in.UUID || env["CUDA_MPS_PIPE_DIRECTORY"] != "" || len(env) != 2 {
 		t.Errorf("env %v: want the lease id and CUDA_VISIBLE_DEVICES=%s alone", env, in.UUID)
@@ -60,7 +60,7 @@ func TestMIGFreeInstanceOverNATS(t *testing.T) {
 	}
 	st, err := c.Status(ctx, s.ID())
 	if err != nil || len(st.Leases) != 2 || st.GPU.MemoryTotalMiB != 71168 || st.GPU.MemoryTotalMiB-st.GPU.MemoryFreeMiB != 0 {
-		t.Fatalf("status %+v, %v: want two leases and the 3g's memory untouched", st, err)
+		t.Fatalf("status %+v, %v: want two leases and the 4g's memory untouched", st, err)
 	}
 
 	// A restart keeps the lease on its instance, and the instance taken.
@@ -97,6 +97,6 @@ func TestMIGFreeInstanceOverNATS(t *testing.T) {
 	}
 	again, err := c.Admit(ctx, s.ID(), admitReq("job-after", 10, 100))
 	if err != nil || again.Lease == nil || again.Lease.Instance == nil || again.Lease.Instance.UUID != in.UUID {
-		t.Errorf("after the release: %v %+v, want the 4g lent again", err, again)
+		t.Errorf("after the release: %v %+v, want the 3g lent again", err, again)
 	}
 }

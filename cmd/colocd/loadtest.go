@@ -491,7 +491,13 @@ func (lt *loadtest) sample(c *bus.Client, stop <-chan struct{}, ls *leaseStats) 
 			return err
 		}) {
 			ls.Samples++
-			ls.MaxLive = max(ls.MaxLive, len(st.Leases))
+			shared := 0 // max_jobs bounds the co-located leases; a lent MIG instance is not one
+			for _, l := range st.Leases {
+				if l.Instance == nil {
+					shared++
+				}
+			}
+			ls.MaxLive = max(ls.MaxLive, shared)
 		}
 		select {
 		case <-stop:

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -165,4 +167,39 @@ func mpsP99(t *testing.T, inference, rate string, pct int) float64 {
 		t.Fatal(err)
 	}
 	return pred.Inference.LatencyMS.P99
+}
+
+// A plan no placement holds: MPS reports no percentage, a layout on which
+// the service fits nowhere comes last, and a profile taken on a MIG
+// instance is warned of.
+func TestMIGPlanNothingHolds(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.json")
+	if err := os.WriteFile(big, []byte(`{"format": "colocd.profile/v1", "name": "big", "kind": "inference",
+		"device": {"name": "NVIDIA H200", "sms": 60}, "memory_mib": 20000, "summary": {"latency_ms": 6, "gpu_util": 0.8, "mem_util": 0.2}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, "mig", "plan", "--gpu", "NVIDIA H200", "--inference", big, "--training", profilesDir+"/summary-train.json",
+		"--rate", "500", "--slo-p99-ms", "1", "--requests", "200", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan migPlan
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if plan.Best != "none" || plan.MPS.Pct != 0 || plan.MPS.SLOHolds || plan.MPS.LowestPct != 5 || plan.MPS.Throughput != 0 {
+		t.Errorf("best %q, mps %+v: want none, and no MPS percentage", plan.Best, plan.MPS)
+	}
+	last := plan.Layouts[len(plan.Layouts)-1]
+	if last.Layout != "1g.18gb+1g.18gb+1g.18gb+1g.18gb+1g.18gb+1g.18gb+1g.18gb" || last.Inference != "" {
+		t.Errorf("last layout %+v: want seven 1g.18gb, which the 20000 MiB service fits on none of", last)
+	}
+	for _, l := range plan.Layouts[:len(plan.Layouts)-1] {
+		if l.Inference == "" {
+			t.Errorf("%s fits the service nowhere but is not last", l.Layout)
+		}
+	}
+	if len(plan.Warnings) != 1 || !strings.Contains(plan.Warnings[0], "profiled on 60 SMs, not the whole GPU's 132") {
+		t.Errorf("warnings %q", plan.Warnings)
+	}
 }

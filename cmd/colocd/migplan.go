@@ -82,8 +82,10 @@ type planLayout struct {
 // planMPS is the whole GPU shared under MPS at the highest percentage (in
 // steps) that holds the SLO.
 type planMPS struct {
-	// Pct is the trainer's active-thread percentage; 0 when none holds.
+	// Pct is the trainer's active-thread percentage; 0 when none holds:
+	// P99MS is then that at LowestPct, the lowest tried, and Throughput 0.
 	Pct        int     `json:"pct"`
+	LowestPct  int     `json:"lowest_pct,omitempty"`
 	P99MS      float64 `json:"inference_p99_ms"`
 	SLOHolds   bool    `json:"slo_holds"`
 	Throughput float64 `json:"training_throughput"`
@@ -99,14 +101,21 @@ func planMIG(in planInput) (*migPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--gpu: %w", err)
 	}
-	gpuSMs, gpuMiB := 0, 0
+	gpuSMs, err := gpu.SMCount(in.gpuName)
+	if err != nil {
+		return nil, fmt.Errorf("--gpu: %w", err)
+	}
+	gpuMiB := 0
 	for _, p := range profiles {
-		gpuSMs, gpuMiB = max(gpuSMs, p.SMs), max(gpuMiB, p.MemoryMiB)
+		gpuMiB = max(gpuMiB, p.MemoryMiB)
 	}
 	plan := &migPlan{GPU: in.gpuName, GPUSMs: gpuSMs, RateRPS: in.rate, SLOP99MS: in.slo, Headroom: in.headroom, LimitMS: (1 - in.headroom) * in.slo}
 	for _, p := range []*predictor.Profile{in.inference, in.train} {
-		if p.Device.Name != "" && p.Device.Name != in.gpuName {
+		switch {
+		case p.Device.Name != "" && p.Device.Name != in.gpuName:
 			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%s was profiled on %s, not %s: its kernel times are that device's", p.Name, p.Device.Name, in.gpuName))
+		case p.Device.SMs != 0 && p.Device.SMs != gpuSMs:
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%s was profiled on %d SMs, not the whole GPU's %d (a MIG instance?): the plan scales profiles taken on the whole GPU", p.Name, p.Device.SMs, gpuSMs))
 		}
 	}
 	var pr predictor.Predictor
@@ -142,7 +151,10 @@ func planMIG(in planInput) (*migPlan, error) {
 			}
 			return 1
 		}
-		if !a.SLOHolds { // neither is usable: the nearer to the SLO first
+		if !a.SLOHolds { // neither is usable: the nearer to the SLO first, one that fits the service nowhere last
+			if ai, bi := a.Inference != "", b.Inference != ""; ai != bi {
+				return cmp.Compare(boolRank(bi), boolRank(ai))
+			}
 			return cmp.Or(cmp.Compare(a.P99MS, b.P99MS), cmp.Compare(b.Throughput, a.Throughput))
 		}
 		return cmp.Or(cmp.Compare(b.Throughput, a.Throughput), cmp.Compare(a.P99MS, b.P99MS))
@@ -236,7 +248,17 @@ func searchMPS(pr *predictor.Predictor, in planInput, sms int, limit float64) (p
 			return last, nil
 		}
 	}
+	// None holds: the lowest percentage's figures, at no percentage.
+	last.Pct, last.LowestPct, last.Throughput = 0, last.Pct, 0
 	return last, nil
+}
+
+// boolRank orders false before true.
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func newMIGPlanCmd() *cobra.Command {
@@ -367,7 +389,11 @@ func printPlan(w io.Writer, p *migPlan) error {
 		return err
 	}
 	m := p.MPS
-	fmt.Fprintf(w, "\nmps, whole GPU: trainer at %d %%: inference p99 %.3f ms (%s), trainer throughput %.3f", m.Pct, m.P99MS, holds(m.SLOHolds), m.Throughput)
+	if m.SLOHolds {
+		fmt.Fprintf(w, "\nmps, whole GPU: trainer at %d %%: inference p99 %.3f ms (holds), trainer throughput %.3f", m.Pct, m.P99MS, m.Throughput)
+	} else {
+		fmt.Fprintf(w, "\nmps, whole GPU: no trainer percentage holds the SLO (at the lowest, %d %%, inference p99 %.3f ms)", m.LowestPct, m.P99MS)
+	}
 	if !m.Fits {
 		fmt.Fprint(w, "; the two do not fit in the GPU's memory")
 	}
