@@ -58,6 +58,9 @@ func LauncherPermissions(sidecarID string) *server.Permissions {
 		"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
 		"$JS.API.CONSUMER.INFO."+stream+".*",
 		"$JS.API.CONSUMER.DELETE."+stream+".*",
+		// Reading the fleet's capacity summaries (colocd place): direct
+		// gets on that one bucket, which serve nothing else.
+		"$JS.API.DIRECT.GET.KV_"+CapacityBucket,
 	)
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},

@@ -1,0 +1,205 @@
+package bus
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func testCapacity(id string) *Capacity {
+	c := &Capacity{Format: CapacityFormat, Sidecar: id, Mode: "mps", Healthy: true, FreeMemoryMiB: 40000, MaxJobs: 4,
+		Margin: 0.3, TypicalPct: 60, UpdatedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		Services: []CapacityService{{Name: "bert", SLOP99MS: 15, PredictedP99MS: 9.45, Margin: 0.3}}}
+	c.GPU.Name, c.GPU.UUID, c.GPU.SMs = "NVIDIA H200", "GPU-x", 132
+	return c
+}
+
+// Summaries go in and come back in one direct get; a withdrawn one is gone;
+// one forged under another sidecar's key, or not a summary, is reported,
+// not returned.
+func TestCapacitiesRoundTrip(t *testing.T) {
+	e := startServer(t)
+	nc := connect(t, e)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	caps, err := OpenCapacities(ctx, js, 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, bad, err := ReadCapacities(ctx, nc, ""); err != nil || len(got) != 0 || len(bad) != 0 {
+		t.Fatalf("empty bucket: %v %v %v", got, bad, err)
+	}
+	ids := []string{"gpu-a", "gpu-b", "GPU-5f2d8c4e-1a2b-3c4d-5e6f-7a8b9c0d1e2f", "ünïcode"}
+	for _, id := range ids {
+		if err := caps.Publish(ctx, testCapacity(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := caps.Withdraw(ctx, "gpu-b"); err != nil {
+		t.Fatal(err)
+	}
+	kv, _ := js.KeyValue(ctx, CapacityBucket)
+	forged, _ := json.Marshal(testCapacity("gpu-a"))
+	if _, err := kv.Put(ctx, CapacityKey("gpu-z"), forged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, CapacityKey("gpu-y"), []byte(`{"format":"colocd.capacity/v1","sidecar":"gpu-y","typical_pct":1e9}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, bad, err := ReadCapacities(ctx, nc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range got {
+		names = append(names, c.Sidecar)
+	}
+	slices.Sort(names)
+	if want := []string{"GPU-5f2d8c4e-1a2b-3c4d-5e6f-7a8b9c0d1e2f", "gpu-a", "ünïcode"}; !slices.Equal(names, want) {
+		t.Errorf("read %v, want %v", names, want)
+	}
+	if len(bad) != 2 || !strings.Contains(fmt.Sprint(bad), "the id its key names") || !strings.Contains(fmt.Sprint(bad), "typical_pct") {
+		t.Errorf("bad %v: want the forged key and the unbounded number", bad)
+	}
+}
+
+// A fleet larger than one batch (1,024 keys) is read shard by shard.
+func TestCapacitiesManyShards(t *testing.T) {
+	e := startServer(t)
+	nc := connect(t, e)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	caps, err := OpenCapacities(ctx, js, 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1100
+	for i := range n {
+		if err := caps.Publish(ctx, testCapacity(fmt.Sprintf("gpu-%04d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := readShard(ctx, nc, "$JS.API.DIRECT.GET.KV_"+CapacityBucket, "$KV."+CapacityBucket+".>"); !errors.Is(err, errTooManyResults) {
+		t.Fatalf("one batch of %d keys: %v, want too many results", n, err)
+	}
+	got, bad, err := ReadCapacities(ctx, nc, "")
+	if err != nil || len(got) != n || len(bad) != 0 {
+		t.Fatalf("read %d (bad %v, err %v), want %d", len(got), bad, err, n)
+	}
+}
+
+// A summary not rewritten within the bucket's TTL is gone.
+func TestCapacityTTL(t *testing.T) {
+	e := startServer(t)
+	nc := connect(t, e)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	caps, err := OpenCapacities(ctx, js, 1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caps.Publish(ctx, testCapacity("gpu-dead")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _, err := ReadCapacities(ctx, nc, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the summary outlived its TTL: %+v", got[0])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestCapacityKey(t *testing.T) {
+	for _, id := range []string{"gpu-a", "GPU-5f2d8c4e-1a2b-3c4d-5e6f-7a8b9c0d1e2f", "ünïcode", "a/b=c"} {
+		k := CapacityKey(id)
+		if idOfKey(k) != id || strings.ContainsFunc(k, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.", r))
+		}) {
+			t.Errorf("key %q of %q", k, id)
+		}
+	}
+	for _, k := range []string{"", "x", "0.!!", "g.Z3B1LWE", "10.Z3B1LWE"} {
+		if id := idOfKey(k); id != "" {
+			t.Errorf("idOfKey(%q) = %q, want none", k, id)
+		}
+	}
+}
+
+// FuzzDecodeCapacity: whatever the bucket holds, decoding returns a summary
+// within bounds or an error, never a panic.
+func FuzzDecodeCapacity(f *testing.F) {
+	good, _ := json.Marshal(testCapacity("gpu-a"))
+	f.Add(CapacityKey("gpu-a"), good)
+	f.Add("", []byte(`{"format":"colocd.capacity/v1","sidecar":"x","margin":"NaN"}`))
+	f.Add("0.eA", []byte(`{`))
+	f.Fuzz(func(t *testing.T, key string, data []byte) {
+		c, err := DecodeCapacity(key, data)
+		if err != nil {
+			return
+		}
+		if c.TypicalPct < 0 || c.TypicalPct > 100 || len(c.Services) > maxCapacityServices || !finiteIn(c.Margin, -1e6, 1) || ValidateSidecarID(c.Sidecar) != nil {
+			t.Fatalf("decoded out of bounds: %+v", c)
+		}
+	})
+}
+
+// A launcher reads the summaries with its permissions, and cannot write
+// one: a forged summary needs a sidecar's identity.
+func TestLauncherReadsCapacities(t *testing.T) {
+	e, seed := authServer(t)
+	side := connect(t, e)
+	js, err := jetstream.New(side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	caps, err := OpenCapacities(ctx, js, 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caps.Publish(ctx, testCapacity("gpu-a")); err != nil {
+		t.Fatal(err)
+	}
+	var v violations
+	nc, err := Connect(e.ClientURL(), ConnectOptions{Name: "launcher", NKeySeedFile: seed, Options: []nats.Option{v.handler()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	got, bad, err := ReadCapacities(ctx, nc, "")
+	if err != nil || len(got) != 1 || len(bad) != 0 {
+		t.Fatalf("launcher read %v %v %v", got, bad, err)
+	}
+	forged, _ := json.Marshal(testCapacity("gpu-x"))
+	if err := nc.Publish("$KV."+CapacityBucket+"."+CapacityKey("gpu-x"), forged); err != nil {
+		t.Fatal(err)
+	}
+	v.waitFor(t, "$KV."+CapacityBucket)
+	if got, _, _ := ReadCapacities(ctx, side, ""); len(got) != 1 {
+		t.Errorf("a launcher's publish reached the bucket: %d summaries", len(got))
+	}
+}
