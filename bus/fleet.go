@@ -160,7 +160,9 @@ func DecodeCapacity(key string, data []byte) (*Capacity, error) {
 		return nil, err
 	}
 	var bad []string
-	add := func(field, want string, got any) { bad = append(bad, fmt.Sprintf("%s: want %s, got %v", field, want, got)) }
+	add := func(field, want string, got any) {
+		bad = append(bad, fmt.Sprintf("%s: want %s, got %v", field, want, got))
+	}
 	if c.Format != CapacityFormat {
 		add("format", strconv.Quote(CapacityFormat), strconv.Quote(c.Format))
 	}
@@ -202,7 +204,6 @@ func DecodeCapacity(key string, data []byte) (*Capacity, error) {
 }
 
 func finiteIn(v, lo, hi float64) bool { return !math.IsNaN(v) && v >= lo && v <= hi }
-
 
 // ReadCapacities reads every live summary of the bucket in one direct get
 // (JetStream's multi_last batch: one request, one message per key, an end
