@@ -53,13 +53,7 @@ func (c *Controller) lend(ctx context.Context, req *Request, s *snapshot) (Decis
 		c.log.Warn("reading the MIG instances to lend failed: the job is decided as a co-location", "err", err)
 		return Decision{}, false
 	}
-	need := req.memoryMiB()
-	var free []Instance
-	for _, in := range insts {
-		if !s.holds(in.UUID) && in.Fault == "" && len(in.PIDs) == 0 && in.UsedMiB <= IdleInstanceMiB && need <= in.FreeMiB {
-			free = append(free, in)
-		}
-	}
+	free := freeInstances(insts, s, req.memoryMiB())
 	if len(free) == 0 {
 		return Decision{}, false
 	}
@@ -74,6 +68,19 @@ func (c *Controller) lend(ctx context.Context, req *Request, s *snapshot) (Decis
 		d.Predictions = preds
 	}
 	return d, true
+}
+
+// freeInstances are those of insts a job that needs need MiB may be lent
+// on snapshot s: held by no lease, not faulted, running nothing, and with
+// room for it.
+func freeInstances(insts []Instance, s *snapshot, need int) []Instance {
+	var free []Instance
+	for _, in := range insts {
+		if !s.holds(in.UUID) && in.Fault == "" && len(in.PIDs) == 0 && in.UsedMiB <= IdleInstanceMiB && need <= in.FreeMiB {
+			free = append(free, in)
+		}
+	}
+	return free
 }
 
 // holds reports whether a lease of the snapshot holds MIG instance uuid.

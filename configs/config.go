@@ -22,6 +22,7 @@ type Config struct {
 	Predictor Predictor  `mapstructure:"predictor"`
 	Services  []Service  `mapstructure:"services"`
 	Admission Admission  `mapstructure:"admission"`
+	Fleet     Fleet      `mapstructure:"fleet"`
 	Telemetry Telemetry  `mapstructure:"telemetry"`
 
 	// lines: where each key stood in the file Load read, so that Validate's
@@ -267,6 +268,20 @@ type Lease struct {
 	FirstTerm time.Duration `mapstructure:"first_term"`
 }
 
+// Fleet configures the capacity summary the sidecar keeps in the fleet's
+// KV bucket (docs/fleet.md).
+type Fleet struct {
+	// Heartbeat is how often the summary is rewritten when nothing
+	// changed; a change rewrites it at once.
+	Heartbeat time.Duration `mapstructure:"heartbeat"`
+	// TTL is the bucket's maximum age, set by the sidecar that creates it:
+	// a summary not rewritten within it is gone.
+	TTL time.Duration `mapstructure:"ttl"`
+	// TypicalProfile is the training profile whose quote gives the
+	// summary's typical_pct; "" is the built-in typical trainer.
+	TypicalProfile string `mapstructure:"typical_profile"`
+}
+
 // Telemetry configures the HTTP endpoints and tracing.
 type Telemetry struct {
 	// HTTP is the address of /healthz, /readyz and /metrics.
@@ -324,6 +339,7 @@ func Default() Config {
 			Lease:            Lease{Default: 5 * time.Minute, Max: time.Hour, FirstTerm: time.Minute},
 			Guard:            Guard{Deadline: 2 * time.Minute, RaiseAfter: 5 * time.Minute},
 		},
+		Fleet:     Fleet{Heartbeat: 10 * time.Second, TTL: 30 * time.Second},
 		Telemetry: Telemetry{HTTP: "127.0.0.1:9464", Tracing: TracingNone},
 	}
 }

@@ -24,6 +24,7 @@ mps:       {control: nvidia-cuda-mps-control, pipe_dir: /tmp/nvidia-mps, log_dir
 predictor: {calibration: "", requests: 2000, seed: 1}
 services:  []
 admission: {headroom: 0.1, max_jobs: 4, memory_reserve_mib: 2048, pct_step: 5, lease: {default: 5m, max: 1h}}
+fleet:     {heartbeat: 10s, ttl: 30s, typical_profile: ""}
 telemetry: {http: "127.0.0.1:9464", tracing: none}
 `
 

@@ -183,6 +183,7 @@ func resolvePaths(c *Config, dir string, fromFile func(key string) bool) {
 		resolve("mps.control", &c.MPS.Control)
 	}
 	resolve("predictor.calibration", &c.Predictor.Calibration)
+	resolve("fleet.typical_profile", &c.Fleet.TypicalProfile)
 	for i := range c.Services {
 		resolve("services", &c.Services[i].Profile)
 	}

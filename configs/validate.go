@@ -136,6 +136,7 @@ func (c *Config) Validate() error {
 	c.checkPredictor(&ck)
 	c.checkServices(&ck)
 	c.checkAdmission(&ck)
+	c.checkFleet(&ck)
 	ck.hostPort("telemetry.http", c.Telemetry.HTTP)
 	ck.oneOf("telemetry.tracing", c.Telemetry.Tracing, TracingNone, TracingConsole, TracingOTLP)
 	if len(ck.problems) > 0 {
@@ -364,3 +365,13 @@ func clip(s string) string {
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func (c *Config) checkFleet(ck *checker) {
+	f := c.Fleet
+	if f.Heartbeat < time.Second || f.Heartbeat > 10*time.Minute {
+		ck.add("fleet.heartbeat", "a duration from 1s to 10m", f.Heartbeat.String())
+	}
+	if f.TTL < 2*f.Heartbeat || f.TTL > 24*time.Hour {
+		ck.add("fleet.ttl", fmt.Sprintf("a duration from twice fleet.heartbeat (%s) to 24h", 2*f.Heartbeat), f.TTL.String())
+	}
+}

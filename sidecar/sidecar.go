@@ -67,6 +67,7 @@ type Sidecar struct {
 	mu      sync.Mutex
 	specs   []admission.ServiceSpec
 	watched *watchedServices // the services' own metrics (observers.go)
+	fleet   *fleetPublisher  // the capacity summary (fleet.go)
 	// observations records the measured windows in the data dir (records.go).
 	observations *observationLog
 	closers      []func(context.Context) error
@@ -119,6 +120,9 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 		return nil, err
 	}
 	if err := s.openAdmission(ctx, js); err != nil {
+		return nil, err
+	}
+	if err := s.openFleet(ctx); err != nil {
 		return nil, err
 	}
 	s.checks = s.readiness()
@@ -461,6 +465,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	g.Go(func() error { return s.watchStore(gctx) })
 	g.Go(func() error { return s.watched.Run(gctx) })
 	g.Go(func() error { return s.guardLoop(gctx) })
+	g.Go(func() error { return s.fleet.run(gctx) })
 	g.Go(func() error { return s.http.serve(gctx) })
 	if s.watcher != nil {
 		updates, cancel := s.watcher.Subscribe()
@@ -505,6 +510,7 @@ func (s *Sidecar) applyReloads(ctx context.Context, updates <-chan *configs.Conf
 			s.specs = specs
 			s.mu.Unlock()
 			s.watched.set(cfg.Services)
+			s.fleet.changed()
 			if err != nil { // applied, but the leases were not all re-planned
 				s.log.Error("config reload: applied; re-checking the leases failed", "err", err)
 			}
@@ -523,6 +529,7 @@ func (s *Sidecar) afterLeaseChange() {
 	if s.adm == nil {
 		return
 	}
+	s.fleet.changed()
 	leases := s.adm.Leases()
 	if s.tel != nil {
 		s.tel.metrics.leases.Record(context.Background(), int64(len(leases)))

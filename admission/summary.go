@@ -1,0 +1,96 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"math"
+)
+
+// Summary is what the controller can take now: the figures of a fleet's
+// capacity summary (docs/fleet.md), by which launchers rank GPUs before
+// they ask any.
+type Summary struct {
+	// Healthy says it admits now: the GPU, in MPS mode the daemon, and the
+	// predictor are well; Reason says why not.
+	Healthy bool
+	Reason  string
+	// AvailableMiB is the memory a job may take now: the device's free
+	// memory less the reserve and the leases not yet visible.
+	AvailableMiB int
+	// Leases are the live co-located leases; MaxJobs their bound.
+	Leases, MaxJobs int
+	// FreeInstances counts the MIG instances a job of the typical
+	// request's memory would be lent whole now.
+	FreeInstances int
+	// Services are the predictions with the live leases, Margins each
+	// one's 1 − held p99 × correction / limit, Margin the least.
+	Services []ServicePrediction
+	Margins  []float64
+	Margin   float64
+	// TypicalPct is the percentage a quote of the typical request gets
+	// (100 for a lent instance; 0 for a deny or no answer).
+	TypicalPct int
+}
+
+// Summarize reports the controller's capacity on a snapshot, without the
+// lock, within ctx's deadline capped by Config.DecisionTimeout: the
+// status's predictions and health, the memory a job may take, the free MIG
+// instances, and what a quote of typical gets. A failed prediction is an
+// unhealthy summary, not an error; only a context that ended is.
+func (c *Controller) Summarize(ctx context.Context, typical Request) (Summary, error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	s := c.snapshot()
+	fc := s.eval
+	sum := Summary{Healthy: true, Leases: len(s.live), MaxJobs: fc.cfg.MaxJobs, Margin: 1}
+	st, err := c.Status(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return Summary{}, c.ctxErr("summarize", ctx)
+	case err != nil:
+		sum.Healthy, sum.Reason = false, err.Error()
+	case !st.GPU.OK:
+		sum.Healthy, sum.Reason = false, "gpu: "+st.GPU.Reason
+	case !st.Daemon.OK:
+		sum.Healthy, sum.Reason = false, "mps daemon: "+st.Daemon.Reason
+	}
+	sum.Services = st.Services
+	for i, sp := range st.Services {
+		held := max(sp.PredictedP99MS, sp.UpperP99MS) * max(sp.Correction, 1)
+		m := 1 - held/fc.limit(fc.cfg.Services[i])
+		if math.IsNaN(m) {
+			m = -1
+		}
+		m = max(m, -1e6)
+		sum.Margins = append(sum.Margins, m)
+		sum.Margin = min(sum.Margin, m)
+	}
+	if free, err := fc.deps.Device.FreeMemoryMiB(ctx); err == nil {
+		pending := 0
+		for i := range s.live {
+			if e := &s.live[i]; fc.notYetVisible(&e.lease, s.now) {
+				pending += e.lease.MemoryMiB
+			}
+		}
+		sum.AvailableMiB = max(free-fc.cfg.MemoryReserveMiB-pending, 0)
+	} else if sum.Healthy {
+		sum.Healthy, sum.Reason = false, "reading the GPU's free memory failed: "+err.Error()
+	}
+	if fc.deps.Instances != nil {
+		if insts, err := fc.deps.Instances.Lendable(ctx); err == nil {
+			sum.FreeInstances = len(freeInstances(insts, s, typical.memoryMiB()))
+		}
+	}
+	if d, err := c.Quote(ctx, typical); err == nil && d.Outcome != Deny {
+		sum.TypicalPct = d.Pct
+	} else if ctx.Err() != nil {
+		return Summary{}, c.ctxErr("summarize", ctx)
+	}
+	return sum, nil
+}
+
+// String is a line for logs.
+func (s Summary) String() string {
+	return fmt.Sprintf("healthy=%v leases=%d/%d available=%dMiB free_instances=%d margin=%.3f typical_pct=%d",
+		s.Healthy, s.Leases, s.MaxJobs, s.AvailableMiB, s.FreeInstances, s.Margin, s.TypicalPct)
+}

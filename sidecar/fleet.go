@@ -1,0 +1,161 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"reflect"
+	"time"
+
+	"github.com/colocd/colocd/admission"
+	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/predictor"
+)
+
+// typicalTrainer is the built-in typical trainer of the capacity summary
+// (fleet.typical_profile ""): one 100 ms iteration that keeps the GPU 90 %
+// busy and its memory 40 %, in 16 GiB.
+const typicalTrainer = `{"format": "colocd.profile/v1", "name": "typical-trainer", "kind": "training", "memory_mib": 16384,
+ "summary": {"iteration_ms": 100, "gpu_util": 0.9, "mem_util": 0.4}}`
+
+// fleetPublisher keeps the sidecar's capacity summary in the fleet's
+// bucket: at start, at once after a change (poke), and on the heartbeat.
+type fleetPublisher struct {
+	s       *Sidecar
+	caps    *bus.Capacities
+	typical admission.Request
+	poke    chan struct{}
+	last    *bus.Capacity // the last published, UpdatedAt aside
+	sent    time.Time
+}
+
+// openFleet opens the capacity bucket and the typical trainer.
+func (s *Sidecar) openFleet(ctx context.Context) error {
+	f := s.cfg.Fleet
+	caps, err := bus.OpenCapacities(ctx, s.js, 1, f.TTL)
+	if err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	var prof *predictor.Profile
+	if f.TypicalProfile == "" {
+		prof, err = predictor.ParseProfile([]byte(typicalTrainer))
+	} else {
+		prof, err = predictor.LoadProfile(f.TypicalProfile)
+	}
+	if err != nil {
+		return fmt.Errorf("fleet.typical_profile: %w", err)
+	}
+	mem := int(prof.MemoryMiB)
+	if mem < 1 {
+		mem = 16384
+	}
+	s.fleet = &fleetPublisher{s: s, caps: caps, poke: make(chan struct{}, 1),
+		typical: admission.Request{RequestID: "typical-trainer-of-the-fleet-summary", JobID: "typical", Profile: prof,
+			MemoryMiB: mem, MinPct: 1, MaxPct: 100}}
+	return nil
+}
+
+// changed asks for a summary now (a lease or the config moved).
+func (f *fleetPublisher) changed() {
+	if f == nil {
+		return
+	}
+	select {
+	case f.poke <- struct{}{}:
+	default:
+	}
+}
+
+// run publishes until ctx ends, then withdraws the summary (a clean stop:
+// the sidecar takes no more jobs).
+func (f *fleetPublisher) run(ctx context.Context) error {
+	heartbeat := f.s.cfg.Fleet.Heartbeat
+	t := time.NewTicker(heartbeat)
+	defer t.Stop()
+	log := f.s.log.With("component", "fleet")
+	f.publish(ctx, heartbeat, log)
+	// Changes are coalesced: at most one summary per fleetMinGap, since
+	// each costs a quote (cached predictions, unless the leases moved).
+	gap := time.NewTimer(fleetMinGap)
+	defer gap.Stop()
+	waiting := false
+	for {
+		select {
+		case <-ctx.Done():
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			if err := f.caps.Withdraw(wctx, f.s.id); err != nil {
+				log.Warn("withdraw the capacity summary", "err", err)
+			}
+			return nil
+		case <-f.poke:
+			if wait := fleetMinGap - time.Since(f.sent); wait > 0 {
+				if !waiting {
+					gap.Reset(wait)
+					waiting = true
+				}
+				continue
+			}
+		case <-gap.C:
+			if !waiting {
+				continue
+			}
+		case <-t.C:
+		}
+		waiting = false
+		f.publish(ctx, heartbeat, log)
+	}
+}
+
+// fleetMinGap is the least time between two summaries a change causes.
+const fleetMinGap = time.Second
+
+// publish writes the summary when it changed or the heartbeat is due.
+func (f *fleetPublisher) publish(ctx context.Context, heartbeat time.Duration, log *slog.Logger) {
+	c, err := f.summary(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("capacity summary", "err", err)
+		}
+		return
+	}
+	same := f.last != nil && reflect.DeepEqual(*f.last, *c)
+	if same && time.Since(f.sent) < heartbeat*9/10 {
+		return
+	}
+	stamped := *c
+	stamped.UpdatedAt = time.Now().UTC()
+	if err := f.caps.Publish(ctx, &stamped); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("publish the capacity summary", "err", err)
+		}
+		return
+	}
+	f.last, f.sent = c, time.Now()
+}
+
+// summary is the sidecar's capacity now, without its time stamp.
+func (f *fleetPublisher) summary(ctx context.Context) (*bus.Capacity, error) {
+	s := f.s
+	sum, err := s.adm.Summarize(ctx, f.typical)
+	if err != nil {
+		return nil, err
+	}
+	c := &bus.Capacity{Format: bus.CapacityFormat, Sidecar: s.id, Mode: string(s.adm.Config().Mode), Healthy: sum.Healthy, Reason: sum.Reason,
+		FreeMemoryMiB: sum.AvailableMiB, Leases: sum.Leases, MaxJobs: sum.MaxJobs, FreeInstances: sum.FreeInstances,
+		Margin: round3(sum.Margin), TypicalPct: sum.TypicalPct, Services: []bus.CapacityService{}}
+	c.GPU.Name, c.GPU.UUID, c.GPU.SMs = s.gpuInfo.Name, s.gpuInfo.UUID, s.gpuInfo.SMs
+	if m := s.gpuInfo.MIG; m != nil {
+		c.GPU.MIG = m.Profile
+	}
+	for i, sp := range sum.Services {
+		c.Services = append(c.Services, bus.CapacityService{Name: sp.Service, SLOP99MS: sp.SLOP99MS,
+			PredictedP99MS: round3(sp.PredictedP99MS), Margin: round3(sum.Margins[i])})
+	}
+	return c, nil
+}
+
+// round3 keeps three decimals: a summary changes when a figure moves, not
+// when the last float bit does.
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
