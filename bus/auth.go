@@ -44,7 +44,7 @@ func LauncherPermissions(sidecarID string) *server.Permissions {
 	// The endpoints of every sidecar, so that asking one that is not there
 	// is a quick "no responders", not a permission error and a timeout.
 	pub := make([]string, 0, 12)
-	for _, ep := range []string{EndpointAdmit, EndpointRenew, EndpointRelease, EndpointRegister, EndpointStatus, EndpointProfile} {
+	for _, ep := range []string{EndpointAdmit, EndpointRenew, EndpointRelease, EndpointRegister, EndpointStatus, EndpointProfile, quoteOneToken} {
 		pub = append(pub, EndpointSubject("*", ep))
 	}
 	events := EndpointSubject("*", "events") + ".>"

@@ -257,6 +257,10 @@ func isNoResponders(m *nats.Msg) bool {
 // errors joined when only errors came, or ctx's error when ctx ended before
 // wait. wait <= 0 means until ctx ends, which then needs a deadline.
 func (c *Client) Quote(ctx context.Context, req *AdmitRequest, wait time.Duration) ([]*Decision, error) {
+	return c.quote(ctx, req, wait, 0)
+}
+
+func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duration, expect int) ([]*Decision, error) {
 	parent := ctx
 	if wait <= 0 {
 		if _, ok := ctx.Deadline(); !ok {
@@ -299,9 +303,12 @@ func (c *Client) Quote(ctx context.Context, req *AdmitRequest, wait time.Duratio
 		var d Decision
 		if err := json.Unmarshal(m.Data, &d); err != nil {
 			errs = append(errs, fmt.Errorf("quote: decode answer: %w", err))
-			continue
+		} else {
+			decisions = append(decisions, &d)
 		}
-		decisions = append(decisions, &d)
+		if expect > 0 && len(decisions)+len(errs) >= expect {
+			break // every sidecar expected answered
+		}
 	}
 	switch {
 	case len(decisions) > 0:
@@ -313,6 +320,16 @@ func (c *Client) Quote(ctx context.Context, req *AdmitRequest, wait time.Duratio
 	default:
 		return nil, fmt.Errorf("quote: %w", ErrNoSidecar)
 	}
+}
+
+// QuoteOne asks one sidecar for a quote (colocd.v1.<id>.quote): its
+// decision, with no lease taken.
+func (c *Client) QuoteOne(ctx context.Context, sidecarID string, req *AdmitRequest) (*Decision, error) {
+	var d Decision
+	if err := c.call(ctx, sidecarID, quoteOneToken, req, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
 }
 
 // MaxPayload is the largest message the connected server takes (1 MiB by

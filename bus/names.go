@@ -31,6 +31,11 @@ const (
 	EndpointProfile = "profile"
 	// EndpointQuote is served on QuoteSubject, not under the sidecar's id.
 	EndpointQuote = "quote"
+	// EndpointQuoteOne is the same quote from this sidecar alone, on
+	// colocd.v1.<id>.quote: what colocd place asks of the best few.
+	EndpointQuoteOne = "quote-one"
+	// quoteOneToken is EndpointQuoteOne's subject token.
+	quoteOneToken = "quote"
 )
 
 const (

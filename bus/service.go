@@ -98,6 +98,7 @@ func Serve(nc *nats.Conn, id, version string, h Handler) (*Service, error) {
 		{EndpointStatus, EndpointSubject(id, EndpointStatus), body(s.status), nil},
 		{EndpointProfile, EndpointSubject(id, EndpointProfile), s.profile, nil},
 		{EndpointQuote, QuoteSubject, body(s.quote), []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
+		{EndpointQuoteOne, EndpointSubject(id, quoteOneToken), body(s.quote), nil},
 	}
 	for _, ep := range endpoints {
 		opts := append([]micro.EndpointOpt{micro.WithEndpointSubject(ep.subject)}, ep.opts...)

@@ -398,6 +398,7 @@ func TestDiscovery(t *testing.T) {
 			"colocd.v1." + id + ".register": "q",
 			"colocd.v1." + id + ".status":   "q",
 			"colocd.v1." + id + ".profile":  "q",
+			"colocd.v1." + id + ".quote":    "q",
 			"colocd.v1.quote":               "", // no queue group: every sidecar answers
 		}
 		if diff := cmp.Diff(want, got); diff != "" {

@@ -101,6 +101,9 @@ type Decision struct {
 	// Predictions holds, per inference service, the predicted tail latency
 	// with the new job against its SLO.
 	Predictions []ServicePrediction `json:"predictions"`
+	// ActiveThreadPct is the percentage granted (a grant or throttle, of
+	// an admit or a quote; absent for a deny).
+	ActiveThreadPct int `json:"active_thread_pct,omitempty"`
 	// Lease is set for a granted or throttled admit, never for a quote.
 	Lease *Lease `json:"lease,omitempty"`
 	// Joint, when present, is the joint allocation behind the decision:

@@ -2,6 +2,8 @@ package sidecar
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/colocd/colocd/bus"
@@ -80,5 +82,97 @@ func TestCapacitySummariesOnASharedServer(t *testing.T) {
 	}
 	if !eventually(ctx, func() bool { got := ids(); return got["gpu-a"] && !got["gpu-b"] }) {
 		t.Errorf("after gpu-b stopped: %v", ids())
+	}
+}
+
+// colocd place's client call on a fleet of three sidecars that share a
+// server: it ranks them by their summaries, quotes the best, admits at the
+// highest percentage; a full sidecar drops out of the ranking; two jobs
+// that race for the last slot both land, on different GPUs.
+func TestPlace(t *testing.T) {
+	url, sidecarSeed, launcherSeed := externalNATS(t)
+	slo := map[string]float64{"gpu-a": 10000, "gpu-b": p99At(t, 50) * 1.02 / 0.9, "gpu-c": 1}
+	for _, id := range []string{"gpu-a", "gpu-b", "gpu-c"} {
+		cfg := testConfig(t, id, slo[id])
+		cfg.NATS.URL, cfg.NATS.NKey = url, sidecarSeed
+		if id == "gpu-a" {
+			cfg.Admission.MaxJobs = 1
+		}
+		start(t, cfg, Options{})
+	}
+	lc := launcherClient(t, url, launcherSeed)
+	nc, err := bus.Connect(url, bus.ConnectOptions{Name: "reader", NKeySeedFile: launcherSeed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx := context.Background()
+	if !eventually(ctx, func() bool { got, _, _ := bus.ReadCapacities(ctx, nc, ""); return len(got) == 3 }) {
+		t.Fatal("three summaries never came")
+	}
+	p, err := lc.Place(ctx, admitReq("job-1", 10, 100), bus.PlaceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Sidecar != "gpu-a" || p.Decision.Decision != bus.DecisionGrant || p.Decision.Lease == nil || p.Summaries != 3 ||
+		len(p.Candidates) != 3 || p.Candidates[0] != "gpu-a" || p.Candidates[2] != "gpu-c" || len(p.Quotes) != 3 || len(p.Tried) != 1 {
+		t.Fatalf("placement %+v: want gpu-a, ranked first of three, quoted with the others", p)
+	}
+	// gpu-a is full (max_jobs 1): once its summary says so, it is no
+	// candidate, and the next job goes to gpu-b, throttled.
+	if !eventually(ctx, func() bool {
+		got, _, _ := bus.ReadCapacities(ctx, nc, "")
+		for _, c := range got {
+			if c.Sidecar == "gpu-a" {
+				return c.Leases == 1
+			}
+		}
+		return false
+	}) {
+		t.Fatal("gpu-a's summary never showed its lease")
+	}
+	p2, err := lc.Place(ctx, admitReq("job-2", 10, 100), bus.PlaceOptions{K: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2.Sidecar != "gpu-b" || slices.Contains(p2.Candidates, "gpu-a") || len(p2.Quotes) != 1 {
+		t.Errorf("second placement %+v: want gpu-b alone quoted, gpu-a no candidate", p2)
+	}
+}
+
+// Two jobs that race for one GPU's last slot both land: the admit that
+// loses (a deny) tries the next quote.
+func TestPlaceLostRace(t *testing.T) {
+	url, sidecarSeed, launcherSeed := externalNATS(t)
+	for _, id := range []string{"gpu-a", "gpu-b"} {
+		cfg := testConfig(t, id, 10000)
+		cfg.NATS.URL, cfg.NATS.NKey = url, sidecarSeed
+		cfg.Admission.MaxJobs = 1
+		start(t, cfg, Options{})
+	}
+	lc := launcherClient(t, url, launcherSeed)
+	ctx := context.Background()
+	if !eventually(ctx, func() bool {
+		p, err := lc.Place(ctx, admitReq("probe", 200, 100), bus.PlaceOptions{}) // min above max: every sidecar refuses it (400)
+		return err != nil && p != nil && p.Summaries == 2
+	}) {
+		t.Fatal("two summaries never came")
+	}
+	var placed [2]*bus.Placement
+	errs := make(chan error, 2)
+	for i := range placed {
+		go func() {
+			var err error
+			placed[i], err = lc.Place(ctx, admitReq(fmt.Sprint("job-", i), 10, 100), bus.PlaceOptions{K: 2})
+			errs <- err
+		}()
+	}
+	for range placed {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if placed[0].Sidecar == placed[1].Sidecar {
+		t.Errorf("both on %s: %+v %+v", placed[0].Sidecar, placed[0], placed[1])
 	}
 }

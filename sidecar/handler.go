@@ -237,6 +237,9 @@ func sloMetric(p admission.ServicePrediction) string {
 // wireDecision turns admission's decision into the wire one.
 func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
 	out := &bus.Decision{Decision: string(d.Outcome), Reason: bus.Reason{Code: string(d.Code), Message: d.Message}, Sidecar: h.s.id}
+	if d.Outcome != admission.Deny {
+		out.ActiveThreadPct = d.Pct
+	}
 	for _, p := range d.Predictions {
 		out.Predictions = append(out.Predictions, bus.ServicePrediction{Service: p.Service, RateRPS: p.RateRPS, SLOP99MS: p.SLOP99MS, SoloP99MS: p.SoloP99MS,
 			PredictedP99MS: p.PredictedP99MS, PredictedP99UpperMS: p.UpperP99MS, Correction: wireCorrection(p.Correction), SLOMetric: sloMetric(p)})

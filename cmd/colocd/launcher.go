@@ -300,7 +300,15 @@ func newQuoteCmd() *cobra.Command {
 				return fmt.Errorf("quote: %w", err)
 			}
 			defer nc.Close()
-			ds, err := client.Quote(cmd.Context(), &af.req, wait)
+			// Every live sidecar's summary says how many answers to
+			// expect: the quote ends when they are in, not at --wait.
+			expect := 0
+			rctx, cancel := context.WithTimeout(cmd.Context(), wait)
+			if caps, _, err := bus.ReadCapacities(rctx, nc, ""); err == nil {
+				expect = len(caps)
+			}
+			cancel()
+			ds, err := client.QuoteExpect(cmd.Context(), &af.req, wait, expect)
 			if err != nil {
 				return fmt.Errorf("quote: %w", describeBusError(err))
 			}
@@ -320,7 +328,7 @@ func newQuoteCmd() *cobra.Command {
 	lf.register(cmd, false)
 	cmd.Flags().StringVar(&lf.sidecar, "sidecar", os.Getenv(envSidecar), "the sidecar a profile sent by reference is uploaded through (env "+envSidecar+"); the quote still asks every sidecar. Without it, ref puts the profile in the object store directly")
 	af.register(cmd)
-	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to collect answers")
+	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to collect answers at most; the quote ends sooner once every sidecar with a live capacity summary answered")
 	return cmd
 }
 

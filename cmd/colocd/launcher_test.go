@@ -155,3 +155,42 @@ func TestPrintJointCost(t *testing.T) {
 		t.Errorf("no joint allocation printed %q", b.String())
 	}
 }
+
+// colocd place on one embedded sidecar: it reads the summary, quotes,
+// admits, and prints what admit prints; the quote ends as soon as the one
+// live sidecar answered, long before --wait.
+func TestPlaceCommand(t *testing.T) {
+	s := startSidecar(t, "gpu-place", nil)
+	conn := []string{"--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile()}
+	var out string
+	var err error
+	for range 100 { // the summary is published just after the start
+		out, _, err = runCLI(t, append([]string{"place", "--job", "placed-1", "--profile", profilesDir + "/v100-train-step.json", "--memory-mib", "1000"}, conn...)...)
+		if err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("place: %v\n%s", err, out)
+	}
+	for _, want := range []string{"# placed on gpu-place: 1 sidecars summarised, 1 could take it, 1 quoted, admitted at the first tried", "# grant (fits)", "export COLOCD_SIDECAR='gpu-place'", "export COLOCD_LEASE_TOKEN='"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("place output lacks %q:\n%s", want, out)
+		}
+	}
+	// --wait 1h: only the expected answers can end it.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out, _, err = runCLI(t, append([]string{"quote", "--job", "q-1", "--profile", profilesDir + "/v100-train-step.json", "--memory-mib", "1000", "--wait", "1h", "--timeout", "1h"}, conn...)...)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute): // a watchdog, not a speed check: the quote would otherwise run for an hour
+		t.Fatal("quote did not stop once the one live sidecar answered")
+	}
+	if err != nil || !strings.Contains(out, "gpu-place  grant") {
+		t.Fatalf("quote: %v\n%s", err, out)
+	}
+}

@@ -24,6 +24,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newServeCmd(), newProfileCmd(), newPredictCmd(), newCalibrateCmd(),
-		newAdmitCmd(), newQuoteCmd(), newRenewCmd(), newReleaseCmd(), newRegisterCmd(), newStatusCmd(), newLoadtestCmd(), newSimserveCmd(), newMIGCmd())
+		newAdmitCmd(), newPlaceCmd(), newQuoteCmd(), newRenewCmd(), newReleaseCmd(), newRegisterCmd(), newStatusCmd(), newLoadtestCmd(), newSimserveCmd(), newMIGCmd())
 	return root.ExecuteContext(ctx)
 }

@@ -1,0 +1,180 @@
+package bus
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// DefaultPlaceK is how many of the best-ranked sidecars Place quotes.
+const DefaultPlaceK = 3
+
+// PlaceOptions tune Place.
+type PlaceOptions struct {
+	// K is how many of the best-ranked sidecars are quoted (0:
+	// DefaultPlaceK).
+	K int
+	// APIPrefix is the JetStream API prefix of the fleet bucket
+	// (ReadCapacities).
+	APIPrefix string
+}
+
+// Placement is what Place did.
+type Placement struct {
+	// Decision is the admit that placed the job (a grant or throttle), on
+	// Sidecar; nil when no sidecar took it.
+	Decision *Decision
+	Sidecar  string
+	// Summaries is how many live summaries were read, Candidates how many
+	// of them could take the job, in rank order.
+	Summaries  int
+	Candidates []string
+	// Quotes are the answers of the quoted sidecars, as they came; Tried
+	// the sidecars admitted at, in order (a lost race tries the next).
+	Quotes []*Decision
+	Tried  []string
+	// Requests counts the NATS requests Place sent (one read of the
+	// summaries per shard read, the quotes, the admits).
+	Requests int
+}
+
+// Place puts the job on the fleet's best GPU without asking every one:
+// it reads every sidecar's capacity summary (one direct get), ranks the
+// sidecars that could take the job, quotes the best K in parallel, and
+// stops as soon as all K answered or ctx ends, never waiting out a fixed
+// window. It admits at the best quote (the policy in docs/fleet.md: a free
+// MIG instance, then the highest percentage, then the widest margin, then
+// rank) and, on a lost race (a deny, or a busy sidecar), at the next. An
+// error that leaves the admit's outcome unknown (a timeout) ends it: the
+// caller retries there with the same request_id, never elsewhere. With no
+// candidate, no quote that grants, or every admit lost, Decision is nil
+// and the error says why (ErrNoSidecar when no sidecar could take it).
+func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions) (*Placement, error) {
+	k := opts.K
+	if k <= 0 {
+		k = DefaultPlaceK
+	}
+	caps, _, err := ReadCapacities(ctx, c.nc, opts.APIPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("place: %w", err)
+	}
+	p := &Placement{Summaries: len(caps), Requests: 1}
+	ranked := RankCapacities(caps, req.MemoryMiB)
+	byID := map[string]*Capacity{}
+	for _, cp := range ranked {
+		p.Candidates = append(p.Candidates, cp.Sidecar)
+		byID[cp.Sidecar] = cp
+	}
+	if len(ranked) == 0 {
+		return p, fmt.Errorf("place: none of %d sidecars can take the job now: %w", len(caps), ErrNoSidecar)
+	}
+	asked := ranked[:min(k, len(ranked))]
+	p.Quotes = c.quoteEach(ctx, req, asked)
+	p.Requests += len(asked)
+	offers := slices.DeleteFunc(slices.Clone(p.Quotes), func(d *Decision) bool { return d.Decision == DecisionDeny })
+	rank := map[string]int{}
+	for i, cp := range asked {
+		rank[cp.Sidecar] = i
+	}
+	slices.SortStableFunc(offers, func(a, b *Decision) int {
+		return cmp.Or(
+			cmp.Compare(boolRank(b.Reason.Code == "free_instance"), boolRank(a.Reason.Code == "free_instance")),
+			cmp.Compare(b.ActiveThreadPct, a.ActiveThreadPct),
+			cmp.Compare(byID[b.Sidecar].Margin, byID[a.Sidecar].Margin),
+			cmp.Compare(rank[a.Sidecar], rank[b.Sidecar]))
+	})
+	var errs []error
+	for _, o := range offers {
+		p.Tried = append(p.Tried, o.Sidecar)
+		p.Requests++
+		d, err := c.Admit(ctx, o.Sidecar, req)
+		switch {
+		case err == nil && d.Decision != DecisionDeny:
+			p.Decision, p.Sidecar = d, o.Sidecar
+			return p, nil
+		case err == nil:
+			errs = append(errs, fmt.Errorf("%s: denied (%s) after quoting %s", o.Sidecar, d.Reason.Code, o.Decision))
+		case CodeOf(err) == CodeUnavailable:
+			errs = append(errs, fmt.Errorf("%s: %w", o.Sidecar, err))
+		default:
+			return p, fmt.Errorf("place: admit on %s: %w", o.Sidecar, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(offers) == 0 {
+		return p, fmt.Errorf("place: none of the %d quoted sidecars would take the job: %w", len(asked), ErrNoSidecar)
+	}
+	return p, fmt.Errorf("place: every offer was lost: %w", errors.Join(errs...))
+}
+
+// quoteEach asks each sidecar for a quote at once and returns the answers
+// as they come, until all answered or ctx ends; a sidecar that errs
+// answers nothing.
+func (c *Client) quoteEach(ctx context.Context, req *AdmitRequest, caps []*Capacity) []*Decision {
+	qctx, cancel := c.bound(ctx)
+	defer cancel()
+	ch := make(chan *Decision, len(caps))
+	for _, cp := range caps {
+		go func() {
+			d, err := c.QuoteOne(qctx, cp.Sidecar, req)
+			if err != nil || d.Sidecar != cp.Sidecar {
+				d = nil // no answer, or one in another's name
+			}
+			ch <- d
+		}()
+	}
+	var out []*Decision
+	for range caps {
+		select {
+		case d := <-ch:
+			if d != nil {
+				out = append(out, d)
+			}
+		case <-qctx.Done():
+			return out
+		}
+	}
+	return out
+}
+
+// RankCapacities orders the sidecars that could take a job of memMiB (0:
+// unknown) now: healthy, with room for one more lease or a free MIG
+// instance, and the memory. A free instance first; then the highest
+// typical_pct, the widest margin, the most free memory, and the id.
+func RankCapacities(caps []*Capacity, memMiB int) []*Capacity {
+	var out []*Capacity
+	for _, cp := range caps {
+		if !cp.Healthy || cp.FreeInstances == 0 && (cp.Leases >= cp.MaxJobs || cp.FreeMemoryMiB < memMiB) {
+			continue
+		}
+		out = append(out, cp)
+	}
+	slices.SortFunc(out, func(a, b *Capacity) int {
+		return cmp.Or(
+			cmp.Compare(boolRank(b.FreeInstances > 0), boolRank(a.FreeInstances > 0)),
+			cmp.Compare(b.TypicalPct, a.TypicalPct),
+			cmp.Compare(b.Margin, a.Margin),
+			cmp.Compare(b.FreeMemoryMiB, a.FreeMemoryMiB),
+			cmp.Compare(a.Sidecar, b.Sidecar))
+	})
+	return out
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// QuoteExpect is Quote that also stops once expect sidecars answered
+// (expect ≤ 0: only wait or ctx end it); colocd quote expects every live
+// summary's sidecar.
+func (c *Client) QuoteExpect(ctx context.Context, req *AdmitRequest, wait time.Duration, expect int) ([]*Decision, error) {
+	return c.quote(ctx, req, wait, expect)
+}

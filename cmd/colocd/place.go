@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/colocd/colocd/bus"
+)
+
+func newPlaceCmd() *cobra.Command {
+	var (
+		lf launcherFlags
+		af admitFlags
+		k  int
+	)
+	cmd := &cobra.Command{
+		Use:   "place --job ID --profile FILE [--k 3] [--min-pct N --max-pct N] [--memory-mib N]",
+		Short: "Put a training job on the fleet's best GPU: rank by capacity summaries, quote the best few, admit",
+		Long: `Place a training job on the best GPU of the fleet without asking every sidecar.
+colocd place reads every sidecar's capacity summary (the colocd-fleet KV
+bucket, in one request), ranks the sidecars that could take the job, quotes the
+best --k at once, stops as soon as they all answered or --timeout passes, and
+admits at the best quote: a free MIG instance first, then the highest
+percentage, then the GPU with the most margin left (docs/fleet.md). A lost
+race (the sidecar denies, or is busy) tries the next quote. On a grant or a
+throttle it prints the same shell lines as admit, for the sidecar chosen:
+
+  eval "$(colocd place --job resnet-42 --profile train.json)"
+
+No candidate or no offer exits with status 1.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, nc, err := af.prepare(cmd, &lf, false)
+			if err != nil {
+				return fmt.Errorf("place: %w", err)
+			}
+			defer nc.Close()
+			p, err := client.Place(cmd.Context(), &af.req, bus.PlaceOptions{K: k})
+			if lf.asJSON && p != nil {
+				if jerr := printJSON(cmd.OutOrStdout(), p); jerr != nil {
+					return jerr
+				}
+			}
+			if err != nil {
+				return describeBusError(err)
+			}
+			if lf.asJSON {
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "# placed on %s: %d sidecars summarised, %d could take it, %d quoted, admitted at the %s tried\n",
+				commentText(p.Sidecar), p.Summaries, len(p.Candidates), len(p.Quotes), ordinal(len(p.Tried)))
+			lf.sidecar = p.Sidecar
+			token := ""
+			if p.Decision.Lease != nil {
+				token = p.Decision.Lease.Token
+			}
+			return printAdmit(cmd.OutOrStdout(), p.Decision, lf, token)
+		},
+	}
+	lf.register(cmd, false)
+	af.register(cmd)
+	cmd.Flags().IntVar(&k, "k", bus.DefaultPlaceK, "how many of the best-ranked sidecars to quote")
+	return cmd
+}
+
+func ordinal(n int) string {
+	switch n {
+	case 1:
+		return "first"
+	case 2:
+		return "second"
+	case 3:
+		return "third"
+	}
+	return fmt.Sprintf("%dth", n)
+}
