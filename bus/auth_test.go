@@ -105,7 +105,7 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 	if _, err := kv.Create(ctx, "lease-1", []byte(`{"secret":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	events, err := OpenEvents(ctx, js, "gpu-a", 0)
+	events, err := OpenEvents(ctx, js, "gpu-a", 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

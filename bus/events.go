@@ -36,8 +36,9 @@ type Events struct {
 // OpenEvents creates the sidecar's event stream, or updates its limits when
 // it exists: subjects colocd.v1.<id>.events.>, file storage, events older
 // than maxAge (DefaultEventsMaxAge when <= 0) dropped, at most EventsMaxMsgs
-// in all and EventsMaxMsgsPerJob per job.
-func OpenEvents(ctx context.Context, js jetstream.JetStream, sidecarID string, maxAge time.Duration) (*Events, error) {
+// in all and EventsMaxMsgsPerJob per job, replicas copies (at least one; a
+// cluster keeps them on as many servers).
+func OpenEvents(ctx context.Context, js jetstream.JetStream, sidecarID string, maxAge time.Duration, replicas int) (*Events, error) {
 	if err := ValidateSidecarID(sidecarID); err != nil {
 		return nil, fmt.Errorf("open events: %w", err)
 	}
@@ -60,6 +61,7 @@ func OpenEvents(ctx context.Context, js jetstream.JetStream, sidecarID string, m
 		MaxMsgs:           EventsMaxMsgs,
 		MaxMsgsPerSubject: EventsMaxMsgsPerJob,
 		Storage:           jetstream.FileStorage,
+		Replicas:          max(replicas, 1),
 		Duplicates:        min(eventsDuplicateWindow, maxAge),
 	})
 	if err != nil {

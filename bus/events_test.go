@@ -15,7 +15,7 @@ func openEvents(t *testing.T, e *Embedded, id string) *Events {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := OpenEvents(testCtx(t), js, id, time.Hour)
+	ev, err := OpenEvents(testCtx(t), js, id, time.Hour, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestOpenEventsUpdatesLimits(t *testing.T) {
 	}
 	ctx := testCtx(t)
 	for _, age := range []time.Duration{time.Hour, 30 * time.Second, 0} {
-		ev, err := OpenEvents(ctx, js, "GPU-5f2d/1", age)
+		ev, err := OpenEvents(ctx, js, "GPU-5f2d/1", age, 1)
 		if err != nil {
 			t.Fatalf("maxAge %s: %v", age, err)
 		}

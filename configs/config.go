@@ -58,6 +58,10 @@ type NATS struct {
 	Launchers Launchers `mapstructure:"launchers"`
 	// ServerTLS makes the embedded server's listener speak TLS.
 	ServerTLS ServerTLS `mapstructure:"server_tls"`
+	// Replicas is how many servers of a JetStream cluster keep each of the
+	// sidecar's buckets and streams (leases, events, profiles, the fleet's
+	// capacity summaries); 1 with the embedded server.
+	Replicas int `mapstructure:"replicas"`
 }
 
 // ServerTLS names the PEM files of the embedded server's TLS listener: its
@@ -317,7 +321,7 @@ const (
 func Default() Config {
 	return Config{
 		Sidecar: Sidecar{DataDir: "/var/lib/colocd"},
-		NATS:    NATS{Listen: "127.0.0.1:4222"},
+		NATS:    NATS{Listen: "127.0.0.1:4222", Replicas: 1},
 		GPU:     gpu.Default(),
 		Sharing: Sharing{Mode: ModeMPS},
 		MPS: MPS{

@@ -8,6 +8,9 @@ import (
 	"reflect"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/predictor"
@@ -33,7 +36,7 @@ type fleetPublisher struct {
 // openFleet opens the capacity bucket and the typical trainer.
 func (s *Sidecar) openFleet(ctx context.Context) error {
 	f := s.cfg.Fleet
-	caps, err := bus.OpenCapacities(ctx, s.js, 1, f.TTL)
+	caps, err := bus.OpenCapacities(ctx, s.js, s.cfg.NATS.Replicas, f.TTL)
 	if err != nil {
 		return fmt.Errorf("fleet: %w", err)
 	}
@@ -138,6 +141,8 @@ func (f *fleetPublisher) publish(ctx context.Context, heartbeat time.Duration, l
 // summary is the sidecar's capacity now, without its time stamp.
 func (f *fleetPublisher) summary(ctx context.Context) (*bus.Capacity, error) {
 	s := f.s
+	ctx, span := s.tel.Tracer.Start(ctx, "colocd.fleet.summary", trace.WithAttributes(attribute.String("colocd.sidecar", s.id)))
+	defer span.End()
 	sum, err := s.adm.Summarize(ctx, f.typical)
 	if err != nil {
 		return nil, err

@@ -296,16 +296,16 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 }
 
 func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) error {
-	kv, err := bus.OpenKV(ctx, js, bus.LeaseBucketName(s.id), 1)
+	kv, err := bus.OpenKV(ctx, js, bus.LeaseBucketName(s.id), s.cfg.NATS.Replicas)
 	if err != nil {
 		return fmt.Errorf("lease store: %w", err)
 	}
-	if s.profs, err = bus.OpenProfileStore(ctx, js, 1); err != nil {
+	if s.profs, err = bus.OpenProfileStore(ctx, js, s.cfg.NATS.Replicas); err != nil {
 		return fmt.Errorf("profile store: %w", err)
 	}
 	s.js, s.store = js, &kvStore{kv: kv, profs: s.profs}
 	s.purgeDeleteMarkers(ctx)
-	events, err := bus.OpenEvents(ctx, js, s.id, 24*time.Hour)
+	events, err := bus.OpenEvents(ctx, js, s.id, 24*time.Hour, s.cfg.NATS.Replicas)
 	if err != nil {
 		return fmt.Errorf("event stream: %w", err)
 	}
