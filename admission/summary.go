@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/colocd/colocd/predictor"
 )
 
 // Summary is what the controller can take now: the figures of a fleet's
@@ -43,19 +45,26 @@ func (c *Controller) Summarize(ctx context.Context, typical Request) (Summary, e
 	s := c.snapshot()
 	fc := s.eval
 	sum := Summary{Healthy: true, Leases: len(s.live), MaxJobs: fc.cfg.MaxJobs, Margin: 1}
-	st, err := c.Status(ctx)
+	// One snapshot for all: the predictions, the limits they are held to
+	// and the leases.
+	preds, _, err := fc.predictAll(ctx, trainersOf(s.live))
+	gpuOK, gpuWhy := fc.deps.Device.Healthy()
+	daemonOK, daemonWhy := true, ""
+	if fc.cfg.Mode == predictor.ModeMPS {
+		daemonOK, daemonWhy = fc.deps.Daemon.Healthy()
+	}
 	switch {
 	case ctx.Err() != nil:
 		return Summary{}, c.ctxErr("summarize", ctx)
 	case err != nil:
-		sum.Healthy, sum.Reason = false, err.Error()
-	case !st.GPU.OK:
-		sum.Healthy, sum.Reason = false, "gpu: "+st.GPU.Reason
-	case !st.Daemon.OK:
-		sum.Healthy, sum.Reason = false, "mps daemon: "+st.Daemon.Reason
+		sum.Healthy, sum.Reason = false, "prediction: "+err.Error()
+	case !gpuOK:
+		sum.Healthy, sum.Reason = false, "gpu: "+gpuWhy
+	case !daemonOK:
+		sum.Healthy, sum.Reason = false, "mps daemon: "+daemonWhy
 	}
-	sum.Services = st.Services
-	for i, sp := range st.Services {
+	sum.Services = preds
+	for i, sp := range preds {
 		held := max(sp.PredictedP99MS, sp.UpperP99MS) * max(sp.Correction, 1)
 		m := 1 - held/fc.limit(fc.cfg.Services[i])
 		if math.IsNaN(m) {

@@ -27,8 +27,11 @@ const LauncherInboxPrefix = "_INBOX"
 // connection, _COLOCD_INBOX.<id>. It is outside LauncherInboxPrefix, so no
 // launcher can subscribe to the answers the sidecar gets from JetStream.
 func SidecarInboxPrefix(sidecarID string) string {
-	return "_COLOCD_INBOX." + sidecarID
+	return sidecarInboxRoot + "." + sidecarID
 }
+
+// sidecarInboxRoot starts every sidecar's inbox.
+const sidecarInboxRoot = "_COLOCD_INBOX"
 
 // LauncherPermissions returns what a launcher may publish and subscribe to
 // on the NATS system of sidecar sidecarID: the endpoints of any sidecar, and
@@ -58,9 +61,10 @@ func LauncherPermissions(sidecarID string) *server.Permissions {
 		"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
 		"$JS.API.CONSUMER.INFO."+stream+".*",
 		"$JS.API.CONSUMER.DELETE."+stream+".*",
-		// Reading the fleet's capacity summaries (colocd place): direct
-		// gets on that one bucket, which serve nothing else.
-		"$JS.API.DIRECT.GET.KV_"+CapacityBucket,
+		// The fleet's capacity summaries, through any sidecar: a direct
+		// get of its own would let a launcher aim JetStream's answer at
+		// the JetStream API (docs/security.md).
+		FleetSubject,
 	)
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},

@@ -296,12 +296,10 @@ func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duratio
 		if isNoResponders(m) {
 			break
 		}
+		var d Decision
 		if e := responseError(m); e != nil {
 			errs = append(errs, e)
-			continue
-		}
-		var d Decision
-		if err := json.Unmarshal(m.Data, &d); err != nil {
+		} else if err := json.Unmarshal(m.Data, &d); err != nil {
 			errs = append(errs, fmt.Errorf("quote: decode answer: %w", err))
 		} else {
 			decisions = append(decisions, &d)
@@ -320,6 +318,37 @@ func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duratio
 	default:
 		return nil, fmt.Errorf("quote: %w", ErrNoSidecar)
 	}
+}
+
+// Capacities reads every live capacity summary of the fleet through one
+// sidecar (colocd.v1.fleet): what a launcher, which may not use the
+// JetStream API, ranks GPUs by. Each summary is decoded as untrusted
+// (DecodeCapacity); those that do not decode are returned as errors beside
+// the good ones.
+func (c *Client) Capacities(ctx context.Context) ([]*Capacity, []error, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	msg, err := c.newMsg(ctx, FleetSubject, struct{}{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("fleet: %w", err)
+	}
+	var raws []json.RawMessage
+	if err := c.roundTrip(ctx, "any", EndpointFleet, msg, &raws); err != nil {
+		return nil, nil, err
+	}
+	var (
+		out []*Capacity
+		bad []error
+	)
+	for _, r := range raws {
+		cp, err := DecodeCapacity("", r)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		out = append(out, cp)
+	}
+	return out, bad, nil
 }
 
 // QuoteOne asks one sidecar for a quote (colocd.v1.<id>.quote): its

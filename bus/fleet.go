@@ -112,12 +112,13 @@ type Capacities struct{ kv jetstream.KeyValue }
 // out by itself. An existing bucket keeps its configuration.
 func OpenCapacities(ctx context.Context, js jetstream.JetStream, replicas int, ttl time.Duration) (*Capacities, error) {
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      CapacityBucket,
-		Description: "colocd capacity summaries, one per sidecar",
-		History:     1,
-		TTL:         ttl,
-		Storage:     jetstream.MemoryStorage,
-		Replicas:    max(replicas, 1),
+		Bucket:       CapacityBucket,
+		Description:  "colocd capacity summaries, one per sidecar",
+		History:      1,
+		TTL:          ttl,
+		MaxValueSize: maxCapacityBytes,
+		Storage:      jetstream.MemoryStorage,
+		Replicas:     max(replicas, 1),
 	})
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		kv, err = js.KeyValue(ctx, CapacityBucket)
@@ -126,6 +127,15 @@ func OpenCapacities(ctx context.Context, js jetstream.JetStream, replicas int, t
 		return nil, fmt.Errorf("open kv %s: %w", CapacityBucket, err)
 	}
 	return &Capacities{kv: kv}, nil
+}
+
+// TTL is the bucket's maximum age, which the sidecar that created it set.
+func (s *Capacities) TTL(ctx context.Context) (time.Duration, error) {
+	st, err := s.kv.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("capacity bucket status: %w", err)
+	}
+	return st.TTL(), nil
 }
 
 // Publish writes c as its sidecar's summary.
@@ -210,9 +220,16 @@ func finiteIn(v, lo, hi float64) bool { return !math.IsNaN(v) && v >= lo && v <=
 // marker), shard by shard when the fleet is larger than one batch may
 // return. It needs only publish permission on the bucket's direct-get
 // subject. apiPrefix is the JetStream API prefix ("" for "$JS.API"; a
-// leaf node reaches the hub's domain D as "$JS.D.API"). Summaries that do
-// not decode are returned as errors beside the good ones, never instead.
+// leaf node reaches the hub's domain D as "$JS.D.API"). Without a deadline
+// in ctx it waits DefaultTimeout at most: a request the server refuses for
+// permissions is never answered. Summaries that do not decode are returned
+// as errors beside the good ones, never instead.
 func ReadCapacities(ctx context.Context, nc *nats.Conn, apiPrefix string) ([]*Capacity, []error, error) {
+	if _, ok := ctx.Deadline(); !ok { // a refused publish is never answered
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
 	if apiPrefix == "" {
 		apiPrefix = "$JS.API"
 	}

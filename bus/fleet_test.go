@@ -167,10 +167,11 @@ func FuzzDecodeCapacity(f *testing.F) {
 	})
 }
 
-// A launcher reads the summaries with its permissions, and cannot write
-// one: a forged summary needs a sidecar's identity.
+// A launcher reads the summaries through a sidecar (colocd.v1.fleet), not
+// with a direct get of its own, and cannot write one.
 func TestLauncherReadsCapacities(t *testing.T) {
 	e, seed := authServer(t)
+	serve(t, e, "gpu-a", newFakeHandler())
 	side := connect(t, e)
 	js, err := jetstream.New(side)
 	if err != nil {
@@ -190,10 +191,16 @@ func TestLauncherReadsCapacities(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	got, bad, err := ReadCapacities(ctx, nc, "")
-	if err != nil || len(got) != 1 || len(bad) != 0 {
+	got, bad, err := NewClient(nc, WithTimeout(5*time.Second)).Capacities(ctx)
+	if err != nil || len(got) != 1 || len(bad) != 0 || got[0].Sidecar != "gpu-a" {
 		t.Fatalf("launcher read %v %v %v", got, bad, err)
 	}
+	// Its own direct get is refused: JetStream would answer on any reply
+	// subject it names, the JetStream API's too.
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET.KV_"+CapacityBucket, nc.NewInbox(), []byte(`{"multi_last":["$KV.colocd-fleet.>"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	v.waitFor(t, "$JS.API.DIRECT.GET")
 	forged, _ := json.Marshal(testCapacity("gpu-x"))
 	if err := nc.Publish("$KV."+CapacityBucket+"."+CapacityKey("gpu-x"), forged); err != nil {
 		t.Fatal(err)
@@ -201,5 +208,44 @@ func TestLauncherReadsCapacities(t *testing.T) {
 	v.waitFor(t, "$KV."+CapacityBucket)
 	if got, _, _ := ReadCapacities(ctx, side, ""); len(got) != 1 {
 		t.Errorf("a launcher's publish reached the bucket: %d summaries", len(got))
+	}
+}
+
+// A request whose reply subject is not an inbox goes unanswered: the
+// answer, published with the sidecar's identity, could be a JetStream API
+// call (here a purge of the sidecar's lease bucket).
+func TestNoAnswerOutsideAnInbox(t *testing.T) {
+	e, seed := authServer(t)
+	serve(t, e, "gpu-a", newFakeHandler())
+	side := connect(t, e)
+	js, err := jetstream.New(side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "lease-1", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := Connect(e.ClientURL(), ConnectOptions{Name: "launcher", NKeySeedFile: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	purge := "$JS.API.STREAM.PURGE.KV_" + LeaseBucketName("gpu-a")
+	for _, subject := range []string{EndpointSubject("gpu-a", EndpointStatus), EndpointSubject("gpu-a", quoteOneToken), FleetSubject, QuoteSubject} {
+		if err := nc.PublishRequest(subject, purge, []byte(`{"garbage`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A real request after them: by its answer the others were handled.
+	if _, err := NewClient(nc).Status(ctx, "gpu-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := kv.Get(ctx, "lease-1"); err != nil {
+		t.Errorf("the lease record is gone: %v", err)
 	}
 }

@@ -18,6 +18,9 @@ const (
 	SubjectPrefix = "colocd.v1"
 	// QuoteSubject is answered by every sidecar (scatter-gather).
 	QuoteSubject = SubjectPrefix + ".quote"
+	// FleetSubject is answered by one sidecar of the queue group: every
+	// live capacity summary of the fleet (Client.Capacities).
+	FleetSubject = SubjectPrefix + ".fleet"
 )
 
 // Endpoint names; a sidecar serves each on colocd.v1.<id>.<name>.
@@ -31,6 +34,8 @@ const (
 	EndpointProfile = "profile"
 	// EndpointQuote is served on QuoteSubject, not under the sidecar's id.
 	EndpointQuote = "quote"
+	// EndpointFleet is served on FleetSubject.
+	EndpointFleet = "fleet"
 	// EndpointQuoteOne is the same quote from this sidecar alone, on
 	// colocd.v1.<id>.quote: what colocd place asks of the best few.
 	EndpointQuoteOne = "quote-one"

@@ -3,9 +3,12 @@ package bus
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -17,9 +20,6 @@ type PlaceOptions struct {
 	// K is how many of the best-ranked sidecars are quoted (0:
 	// DefaultPlaceK).
 	K int
-	// APIPrefix is the JetStream API prefix of the fleet bucket
-	// (ReadCapacities).
-	APIPrefix string
 }
 
 // Placement is what Place did.
@@ -42,7 +42,7 @@ type Placement struct {
 }
 
 // Place puts the job on the fleet's best GPU without asking every one:
-// it reads every sidecar's capacity summary (one direct get), ranks the
+// it reads every sidecar's capacity summary (Capacities), ranks the
 // sidecars that could take the job, quotes the best K in parallel, and
 // stops as soon as all K answered or ctx ends, never waiting out a fixed
 // window. It admits at the best quote (the policy in docs/fleet.md: a free
@@ -57,7 +57,15 @@ func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions
 	if k <= 0 {
 		k = DefaultPlaceK
 	}
-	caps, _, err := ReadCapacities(ctx, c.nc, opts.APIPrefix)
+	// The admits use these; the quotes need a request_id too.
+	if req.RequestID == "" {
+		req.RequestID = rand.Text()
+	}
+	if req.TokenSHA256 == "" {
+		req.token = NewLeaseToken()
+		req.TokenSHA256 = TokenSHA256(req.token)
+	}
+	caps, _, err := c.Capacities(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("place: %w", err)
 	}
@@ -113,32 +121,50 @@ func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions
 }
 
 // quoteEach asks each sidecar for a quote at once and returns the answers
-// as they come, until all answered or ctx ends; a sidecar that errs
-// answers nothing.
+// as they come, until all answered or half the time left passed (the rest
+// is the admits'); a sidecar that errs answers nothing. It returns once
+// every quote has ended.
 func (c *Client) quoteEach(ctx context.Context, req *AdmitRequest, caps []*Capacity) []*Decision {
 	qctx, cancel := c.bound(ctx)
 	defer cancel()
+	if dl, ok := qctx.Deadline(); ok {
+		var cancelHalf context.CancelFunc
+		qctx, cancelHalf = context.WithTimeout(qctx, time.Until(dl)/2)
+		defer cancelHalf()
+	}
+	data, err := json.Marshal(req) // once, before the admits change req
+	if err != nil {
+		return nil
+	}
 	ch := make(chan *Decision, len(caps))
+	var wg sync.WaitGroup
 	for _, cp := range caps {
-		go func() {
-			d, err := c.QuoteOne(qctx, cp.Sidecar, req)
-			if err != nil || d.Sidecar != cp.Sidecar {
-				d = nil // no answer, or one in another's name
+		wg.Go(func() {
+			var d Decision
+			msg := c.rawMsg(qctx, EndpointSubject(cp.Sidecar, quoteOneToken), data)
+			if err := c.roundTrip(qctx, cp.Sidecar, quoteOneToken, msg, &d); err != nil || d.Sidecar != cp.Sidecar {
+				ch <- nil // no answer, or one in another's name
+				return
 			}
-			ch <- d
-		}()
+			ch <- &d
+		})
 	}
 	var out []*Decision
 	for range caps {
+		var d *Decision
 		select {
-		case d := <-ch:
-			if d != nil {
-				out = append(out, d)
-			}
+		case d = <-ch:
 		case <-qctx.Done():
-			return out
+		}
+		if qctx.Err() != nil && d == nil {
+			break
+		}
+		if d != nil {
+			out = append(out, d)
 		}
 	}
+	cancel()
+	wg.Wait()
 	return out
 }
 

@@ -59,6 +59,7 @@ type Handler interface {
 type Service struct {
 	id      string
 	h       Handler
+	nc      *nats.Conn
 	svc     micro.Service
 	uploads *ProfileUploads
 }
@@ -85,7 +86,7 @@ func Serve(nc *nats.Conn, id, version string, h Handler) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: add service: %w", err)
 	}
-	s := &Service{id: id, h: h, svc: svc, uploads: NewProfileUploads(nil)}
+	s := &Service{id: id, h: h, nc: nc, svc: svc, uploads: NewProfileUploads(nil)}
 	endpoints := []struct {
 		name, subject string
 		fn            func(context.Context, micro.Request) (any, error)
@@ -99,6 +100,7 @@ func Serve(nc *nats.Conn, id, version string, h Handler) (*Service, error) {
 		{EndpointProfile, EndpointSubject(id, EndpointProfile), s.profile, nil},
 		{EndpointQuote, QuoteSubject, body(s.quote), []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
 		{EndpointQuoteOne, EndpointSubject(id, quoteOneToken), body(s.quote), nil},
+		{EndpointFleet, FleetSubject, s.fleet, nil}, // one sidecar of the queue group answers
 	}
 	for _, ep := range endpoints {
 		opts := append([]micro.EndpointOpt{micro.WithEndpointSubject(ep.subject)}, ep.opts...)
@@ -135,6 +137,9 @@ func (s *Service) Stop() error {
 // micro's error headers.
 func handle(fn func(context.Context, micro.Request) (any, error)) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
+		if !inboxReply(req.Reply()) {
+			return // an answer there could be a JetStream API call in the sidecar's name: dropped unanswered
+		}
 		h := nats.Header(req.Headers())
 		ctx := extractTrace(context.Background(), h)
 		timeout, err := requestTimeout(h)
@@ -303,4 +308,36 @@ func (s *Service) profile(ctx context.Context, req micro.Request) (any, error) {
 		return nil, err
 	}
 	return &ProfileUpload{Received: n, ProfileRef: ref}, nil
+}
+
+// inboxReply reports whether reply is a requester's inbox: a launcher's
+// (_INBOX.) or a sidecar's own (_COLOCD_INBOX.). A request with any other
+// reply subject is not answered: the answer would be published with the
+// sidecar's identity, which may use the JetStream API, so a reply of
+// $JS.API.STREAM.PURGE.<bucket> would purge it.
+func inboxReply(reply string) bool {
+	return strings.HasPrefix(reply, LauncherInboxPrefix+".") || strings.HasPrefix(reply, sidecarInboxRoot+".")
+}
+
+// MaxFleetReply bounds the summaries one fleet answer carries, below NATS's
+// default 1 MiB message.
+const MaxFleetReply = 900 << 10
+
+// fleet answers colocd.v1.fleet: every live capacity summary, read with
+// the sidecar's identity (a launcher may not use the JetStream API), as a
+// JSON array; a fleet whose summaries do not fit in one message is a 503
+// naming the limit.
+func (s *Service) fleet(ctx context.Context, _ micro.Request) (any, error) {
+	caps, _, err := ReadCapacities(ctx, s.nc, "")
+	if err != nil {
+		return nil, Unavailable(fmt.Sprintf("fleet: reading the capacity summaries failed: %v", err))
+	}
+	data, err := json.Marshal(caps)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFleetReply {
+		return nil, Unavailable(fmt.Sprintf("fleet: %d summaries are %d bytes, more than one answer carries (%d)", len(caps), len(data), MaxFleetReply))
+	}
+	return json.RawMessage(data), nil
 }

@@ -399,7 +399,8 @@ func TestDiscovery(t *testing.T) {
 			"colocd.v1." + id + ".status":   "q",
 			"colocd.v1." + id + ".profile":  "q",
 			"colocd.v1." + id + ".quote":    "q",
-			"colocd.v1.quote":               "", // no queue group: every sidecar answers
+			"colocd.v1.fleet":               "q", // one sidecar answers
+			"colocd.v1.quote":               "",  // no queue group: every sidecar answers
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s endpoints, subject → queue group (-want +got):\n%s", id, diff)

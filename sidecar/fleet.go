@@ -40,6 +40,10 @@ func (s *Sidecar) openFleet(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("fleet: %w", err)
 	}
+	if ttl, err := caps.TTL(ctx); err == nil && ttl > 0 && ttl < 2*f.Heartbeat {
+		s.log.Warn("fleet: the capacity bucket's ttl, set by the sidecar that created it, is under twice this sidecar's heartbeat: its summary will come and go",
+			"ttl", ttl, "heartbeat", f.Heartbeat)
+	}
 	var prof *predictor.Profile
 	if f.TypicalProfile == "" {
 		prof, err = predictor.ParseProfile([]byte(typicalTrainer))
@@ -147,7 +151,11 @@ func (f *fleetPublisher) summary(ctx context.Context) (*bus.Capacity, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &bus.Capacity{Format: bus.CapacityFormat, Sidecar: s.id, Mode: string(s.adm.Config().Mode), Healthy: sum.Healthy, Reason: sum.Reason,
+	reason := sum.Reason
+	if len(reason) > 200 { // readers refuse more than 256 bytes
+		reason = reason[:200] + "…"
+	}
+	c := &bus.Capacity{Format: bus.CapacityFormat, Sidecar: s.id, Mode: string(s.adm.Config().Mode), Healthy: sum.Healthy, Reason: reason,
 		FreeMemoryMiB: sum.AvailableMiB, Leases: sum.Leases, MaxJobs: sum.MaxJobs, FreeInstances: sum.FreeInstances,
 		Margin: round3(sum.Margin), TypicalPct: sum.TypicalPct, Services: []bus.CapacityService{}}
 	c.GPU.Name, c.GPU.UUID, c.GPU.SMs = s.gpuInfo.Name, s.gpuInfo.UUID, s.gpuInfo.SMs

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/colocd/colocd/bus"
 )
@@ -57,14 +58,12 @@ func TestCapacitySummariesOnASharedServer(t *testing.T) {
 		cfg.NATS.URL, cfg.NATS.NKey = url, sidecarSeed
 		running = append(running, start(t, cfg, Options{}))
 	}
-	nc, err := bus.Connect(url, bus.ConnectOptions{Name: "launcher", NKeySeedFile: launcherSeed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	lc := launcherClient(t, url, launcherSeed)
 	ctx := context.Background()
 	ids := func() map[string]bool {
-		got, bad, err := bus.ReadCapacities(ctx, nc, "")
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		got, bad, err := lc.Capacities(rctx)
 		if err != nil || len(bad) != 0 {
 			t.Fatalf("read: %v %v", bad, err)
 		}
@@ -101,13 +100,14 @@ func TestPlace(t *testing.T) {
 		start(t, cfg, Options{})
 	}
 	lc := launcherClient(t, url, launcherSeed)
-	nc, err := bus.Connect(url, bus.ConnectOptions{Name: "reader", NKeySeedFile: launcherSeed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
 	ctx := context.Background()
-	if !eventually(ctx, func() bool { got, _, _ := bus.ReadCapacities(ctx, nc, ""); return len(got) == 3 }) {
+	read := func() []*bus.Capacity {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		got, _, _ := lc.Capacities(rctx)
+		return got
+	}
+	if !eventually(ctx, func() bool { return len(read()) == 3 }) {
 		t.Fatal("three summaries never came")
 	}
 	p, err := lc.Place(ctx, admitReq("job-1", 10, 100), bus.PlaceOptions{})
@@ -121,8 +121,7 @@ func TestPlace(t *testing.T) {
 	// gpu-a is full (max_jobs 1): once its summary says so, it is no
 	// candidate, and the next job goes to gpu-b, throttled.
 	if !eventually(ctx, func() bool {
-		got, _, _ := bus.ReadCapacities(ctx, nc, "")
-		for _, c := range got {
+		for _, c := range read() {
 			if c.Sidecar == "gpu-a" {
 				return c.Leases == 1
 			}

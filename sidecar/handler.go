@@ -306,7 +306,9 @@ func (h *handler) decide(ctx context.Context, name string, r *bus.AdmitRequest, 
 		span.SetStatus(codes.Error, err.Error())
 		return nil, busError(err)
 	}
-	h.s.afterLeaseChange()
+	if name == spanAdmit { // a quote changes nothing
+		h.s.afterLeaseChange()
+	}
 	return h.wireDecision(d), nil
 }
 

@@ -304,7 +304,7 @@ func newQuoteCmd() *cobra.Command {
 			// expect: the quote ends when they are in, not at --wait.
 			expect := 0
 			rctx, cancel := context.WithTimeout(cmd.Context(), wait)
-			if caps, _, err := bus.ReadCapacities(rctx, nc, ""); err == nil {
+			if caps, _, err := client.Capacities(rctx); err == nil {
 				expect = len(caps)
 			}
 			cancel()
