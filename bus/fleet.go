@@ -75,6 +75,11 @@ const (
 	maxCapacityServices = 64
 )
 
+// capacityBatchBytes bounds one batch's bytes: far below a server's
+// max_pending (64 MB by default), past which it would drop the batch's end
+// marker as to a slow consumer; a larger read goes on batch by batch.
+const capacityBatchBytes = 128 << 10
+
 // capacityShards is how many key prefixes the summaries spread over: one
 // batch read returns at most 1,024 keys (nats-server's limit on a
 // multi_last direct get), so a fleet above that is read shard by shard, up
@@ -251,45 +256,79 @@ func ReadCapacities(ctx context.Context, nc *nats.Conn, apiPrefix string) ([]*Ca
 
 var errTooManyResults = errors.New("read capacities: more keys than one batch returns")
 
-// readShard is one multi_last direct get of the summaries under filter.
+// readShard reads the summaries under filter with multi_last direct
+// gets: one, and more when the server ends a batch early (its byte
+// limit) with messages pending, each from the last sequence on, up to the
+// first batch's end sequence.
 func readShard(ctx context.Context, nc *nats.Conn, subject, filter string) ([]*Capacity, []error, error) {
-	req, err := json.Marshal(map[string]any{"multi_last": []string{filter}})
+	var (
+		out        []*Capacity
+		bad        []error
+		from, upTo uint64
+	)
+	for range 1 << 10 {
+		o, b, next, end, err := readBatch(ctx, nc, subject, filter, from, upTo)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, bad = append(out, o...), append(bad, b...)
+		if next == 0 {
+			return out, bad, nil
+		}
+		from, upTo = next, end
+	}
+	return nil, nil, errors.New("read capacities: the server kept ending batches early")
+}
+
+// readBatch is one multi_last direct get from sequence from (0: the
+// first) up to sequence upTo (0: the stream's last). next is where to go on
+// when the batch ended with messages pending (0: done), end the batch's
+// last sequence considered.
+func readBatch(ctx context.Context, nc *nats.Conn, subject, filter string, from, upTo uint64) (out []*Capacity, bad []error, next, end uint64, err error) {
+	r := map[string]any{"multi_last": []string{filter}, "max_bytes": capacityBatchBytes}
+	if from > 0 {
+		r["seq"], r["up_to_seq"] = from, upTo
+	}
+	req, err := json.Marshal(r)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, 0, err
 	}
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read capacities: subscribe: %w", err)
+		return nil, nil, 0, 0, fmt.Errorf("read capacities: subscribe: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := nc.PublishRequest(subject, inbox, req); err != nil {
-		return nil, nil, fmt.Errorf("read capacities: %w", err)
+		return nil, nil, 0, 0, fmt.Errorf("read capacities: %w", err)
 	}
-	var (
-		out []*Capacity
-		bad []error
-	)
 	prefix := "$KV." + CapacityBucket + "."
+	var last uint64
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read capacities: %w", err)
+			return nil, nil, 0, 0, fmt.Errorf("read capacities: %w", err)
 		}
 		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
-			switch code := m.Header.Get("Status"); code {
-			case "204": // end of batch
-				return out, bad, nil
-			case "404": // no summaries
-				return out, bad, nil
-			case "413":
-				return nil, nil, errTooManyResults
-			case "503":
-				return nil, nil, fmt.Errorf("read capacities: %w", nats.ErrNoResponders)
+			switch code := m.Header.Get("Status"); {
+			case code == "204": // end of batch
+				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+				upTo, _ := strconv.ParseUint(m.Header.Get("Nats-UpTo-Sequence"), 10, 64)
+				if pending > 0 && last > 0 {
+					return out, bad, last + 1, upTo, nil
+				}
+				return out, bad, 0, 0, nil
+			case code == "404" && last == 0: // no summaries
+				return out, bad, 0, 0, nil
+			case code == "413":
+				return nil, nil, 0, 0, errTooManyResults
+			case code == "503":
+				return nil, nil, 0, 0, fmt.Errorf("read capacities: %w", nats.ErrNoResponders)
 			default:
-				return nil, nil, fmt.Errorf("read capacities: status %s %s", code, m.Header.Get("Description"))
+				return nil, nil, 0, 0, fmt.Errorf("read capacities: status %s %s", code, m.Header.Get("Description"))
 			}
 		}
+		last, _ = strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
 			continue // withdrawn
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -247,5 +248,58 @@ func TestNoAnswerOutsideAnInbox(t *testing.T) {
 	}
 	if _, _, err := kv.Get(ctx, "lease-1"); err != nil {
 		t.Errorf("the lease record is gone: %v", err)
+	}
+}
+
+// A batch that ends early (at its byte limit) with summaries still pending
+// is read on from where it stopped: all of them, each once.
+func TestCapacitiesBatchEndsEarly(t *testing.T) {
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	caps, err := OpenCapacities(ctx, js, 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := range n {
+		c := testCapacity(fmt.Sprintf("gpu-%03d", i))
+		for j := range 10 { // about 1.3 KB each: 260 KB in all
+			c.Services = append(c.Services, CapacityService{Name: fmt.Sprintf("service-with-a-long-name-%02d", j), SLOP99MS: 15, PredictedP99MS: 9, Margin: 0.3})
+		}
+		if err := caps.Publish(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, bad, err := ReadCapacities(ctx, nc, "")
+	if err != nil || len(bad) != 0 {
+		t.Fatalf("read: %v %v", bad, err)
+	}
+	seen := map[string]bool{}
+	for _, c := range got {
+		if seen[c.Sidecar] {
+			t.Errorf("%s read twice", c.Sidecar)
+		}
+		seen[c.Sidecar] = true
+	}
+	if len(seen) != n {
+		t.Errorf("read %d distinct summaries, want %d", len(seen), n)
 	}
 }
