@@ -257,10 +257,14 @@ func isNoResponders(m *nats.Msg) bool {
 // errors joined when only errors came, or ctx's error when ctx ended before
 // wait. wait <= 0 means until ctx ends, which then needs a deadline.
 func (c *Client) Quote(ctx context.Context, req *AdmitRequest, wait time.Duration) ([]*Decision, error) {
-	return c.quote(ctx, req, wait, 0)
+	return c.quote(ctx, req, wait, nil)
 }
 
-func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duration, expect int) ([]*Decision, error) {
+func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duration, expect []string) ([]*Decision, error) {
+	missing, expected, extras := map[string]bool{}, map[string]bool{}, 0
+	for _, id := range expect {
+		missing[id], expected[id] = true, true
+	}
 	parent := ctx
 	if wait <= 0 {
 		if _, ok := ctx.Deadline(); !ok {
@@ -304,8 +308,17 @@ func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duratio
 		} else {
 			decisions = append(decisions, &d)
 		}
-		if expect > 0 && len(decisions)+len(errs) >= expect {
-			break // every sidecar expected answered
+		if len(expect) > 0 {
+			if d.Sidecar != "" && !expected[d.Sidecar] {
+				extras++ // a sidecar with no live summary
+			}
+			delete(missing, d.Sidecar)
+			// Done when every expected sidecar answered; an error answer
+			// names none, so also when the answers from expected
+			// sidecars and the errors add up to all of them.
+			if len(missing) == 0 || len(decisions)-extras+len(errs) >= len(expect) {
+				break
+			}
 		}
 	}
 	switch {

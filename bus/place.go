@@ -198,9 +198,10 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// QuoteExpect is Quote that also stops once expect sidecars answered
-// (expect ≤ 0: only wait or ctx end it); colocd quote expects every live
-// summary's sidecar.
-func (c *Client) QuoteExpect(ctx context.Context, req *AdmitRequest, wait time.Duration, expect int) ([]*Decision, error) {
+// QuoteExpect is Quote that also stops once every sidecar of expect
+// answered (none: only wait or ctx end it); colocd quote expects every
+// sidecar with a live summary. An error answer names no sidecar, so it
+// counts for none.
+func (c *Client) QuoteExpect(ctx context.Context, req *AdmitRequest, wait time.Duration, expect []string) ([]*Decision, error) {
 	return c.quote(ctx, req, wait, expect)
 }

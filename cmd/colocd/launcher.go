@@ -302,10 +302,12 @@ func newQuoteCmd() *cobra.Command {
 			defer nc.Close()
 			// Every live sidecar's summary says how many answers to
 			// expect: the quote ends when they are in, not at --wait.
-			expect := 0
+			var expect []string
 			rctx, cancel := context.WithTimeout(cmd.Context(), wait)
 			if caps, _, err := client.Capacities(rctx); err == nil {
-				expect = len(caps)
+				for _, c := range caps {
+					expect = append(expect, c.Sidecar)
+				}
 			}
 			cancel()
 			ds, err := client.QuoteExpect(cmd.Context(), &af.req, wait, expect)
