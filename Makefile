@@ -9,7 +9,7 @@ FUZZTIME  ?= 100000x
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: build run predict replay calibration-study test test-race test-plain harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench clean
+.PHONY: build run predict replay calibration-study test test-race test-plain harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench fleet clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/colocd
@@ -105,6 +105,12 @@ fuzz:
 # Speed goals: Go benchmarks with their own metrics (events/s, ms/prediction).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 $(PKGS)
+
+# The fleet simulation (docs/fleet.md#simulation): a three-node nats-server
+# cluster on loopback and 10, then 100, simulated sidecars in one process;
+# 20 placements each, one node killed midway. COLOCD_FLEET=10,100,1000 for more.
+fleet:
+	COLOCD_FLEET=$${COLOCD_FLEET:-10,100} $(GO) test ./sidecar -run '^$$' -bench BenchmarkFleet -benchtime 20x -timeout 30m
 
 clean:
 	rm -rf bin

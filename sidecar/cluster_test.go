@@ -19,7 +19,7 @@ import (
 // natsCluster runs n real nats-servers on loopback as one JetStream
 // cluster, with the permission set users are told to deploy; it returns
 // the servers and the seed files of the sidecar and launcher users.
-func natsCluster(t *testing.T, n int) (nodes []*server.Server, sidecarSeed, launcherSeed string) {
+func natsCluster(t testing.TB, n int) (nodes []*server.Server, sidecarSeed, launcherSeed string) {
 	t.Helper()
 	dir := t.TempDir()
 	sidecarSeed, launcherSeed = filepath.Join(dir, "sidecar.nk"), filepath.Join(dir, "launcher.nk")

@@ -68,7 +68,7 @@ type running struct {
 	stop func() error
 }
 
-func start(t *testing.T, cfg *configs.Config, opts Options) *running {
+func start(t testing.TB, cfg *configs.Config, opts Options) *running {
 	t.Helper()
 	s, err := New(context.Background(), cfg, opts)
 	if err != nil {
@@ -128,14 +128,14 @@ func admitReq(job string, minPct, maxPct int) *bus.AdmitRequest {
 // p99At predicts the service's latency p99 with one trainer at pct the way
 // `colocd predict --mode mps` does: same profiles, calibration (the H200
 // preset the simulated GPU picks), requests and seed.
-func p99At(t *testing.T, pct int) float64 {
+func p99At(t testing.TB, pct int) float64 {
 	t.Helper()
 	return p99AtRate(t, pct, 8)
 }
 
 // testModel is what the test sidecars predict with: the service's and the
 // trainer's profiles, and the preset the simulated H200 picks.
-func testModel(t *testing.T) (inf, tr *predictor.Profile, cal *predictor.Calibration) {
+func testModel(t testing.TB) (inf, tr *predictor.Profile, cal *predictor.Calibration) {
 	t.Helper()
 	var err error
 	if inf, err = predictor.LoadProfile(serviceProfile); err != nil {
@@ -151,7 +151,7 @@ func testModel(t *testing.T) (inf, tr *predictor.Profile, cal *predictor.Calibra
 }
 
 // p99AtRate is p99At at another request rate.
-func p99AtRate(t *testing.T, pct int, rate float64) float64 {
+func p99AtRate(t testing.TB, pct int, rate float64) float64 {
 	t.Helper()
 	inf, tr, cal := testModel(t)
 	var pr predictor.Predictor
@@ -542,7 +542,7 @@ func externalNATS(t *testing.T) (url, sidecarSeed, launcherSeed string) {
 }
 
 // launcherClient connects to url with a launcher's seed.
-func launcherClient(t *testing.T, url, seed string) *bus.Client {
+func launcherClient(t testing.TB, url, seed string) *bus.Client {
 	t.Helper()
 	nc, err := bus.Connect(url, bus.ConnectOptions{Name: "launcher", NKeySeedFile: seed})
 	if err != nil {

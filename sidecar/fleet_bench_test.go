@@ -1,0 +1,122 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/bus"
+)
+
+// BenchmarkFleet places a stream of training jobs on a fleet of simulated
+// sidecars that are clients of a real three-node nats-server cluster on
+// loopback, each with the example inference service at its own SLO (so
+// that they differ in what they can take), and compares each placement with
+// an oracle that quotes every sidecar. Midway one node is killed. Each
+// iteration places one job with colocd place's call and releases it, so
+// the fleet stays as it started. COLOCD_FLEET lists the fleet sizes
+// (default 10; make fleet runs 10,100).
+func BenchmarkFleet(b *testing.B) {
+	sizes := []int{10}
+	if v := os.Getenv("COLOCD_FLEET"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("COLOCD_FLEET: want sizes such as 10,100, got %q", v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("sidecars=%d", n), func(b *testing.B) { benchFleet(b, n) })
+	}
+}
+
+func benchFleet(b *testing.B, n int) {
+	nodes, sidecarSeed, launcherSeed := natsCluster(b, 3)
+	url := clusterURL(nodes)
+	ctx := context.Background()
+	base := p99At(b, 100) // the example service's p99 next to a trainer at 100 %
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("gpu-%04d", i)
+		// SLOs from "nothing fits" to "anything fits": quotes differ.
+		cfg := testConfig(b, ids[i], base*(0.6+0.1*float64(i%10)))
+		// Three replicas: a node killed loses no stream.
+		cfg.NATS.URL, cfg.NATS.NKey, cfg.NATS.Replicas = url, sidecarSeed, 3
+		cfg.Fleet.Heartbeat, cfg.Fleet.TTL = 5*time.Second, 30*time.Second
+		if !eventually(ctx, func() bool { // the cluster elects its JetStream leader first
+			s, err := New(ctx, cfg, Options{})
+			if err == nil {
+				s.Close(ctx)
+			}
+			return err == nil
+		}) {
+			b.Fatal("the cluster's JetStream never came up")
+		}
+		start(b, cfg, Options{})
+	}
+	lc := launcherClient(b, url, launcherSeed)
+	if !eventually(ctx, func() bool { caps, _, err := lc.Capacities(ctx); return err == nil && len(caps) == n }) {
+		b.Fatalf("the %d summaries never all came", n)
+	}
+	var (
+		lat      []float64
+		requests int
+		agree    int
+		placed   int
+		failed   int
+	)
+	b.ResetTimer()
+	for i := range b.N {
+		if i == b.N/2 && b.N > 1 {
+			nodes[2].Shutdown() // the others keep the cluster
+		}
+		req := admitReq(fmt.Sprintf("job-%d", i), 10, 100)
+		t0 := time.Now()
+		p, err := lc.Place(ctx, req, bus.PlaceOptions{})
+		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+		if p != nil {
+			requests += p.Requests
+		}
+		if err != nil || p.Decision == nil {
+			if failed < 3 {
+				b.Logf("placement %d: %v (%+v)", i, err, p)
+			}
+			failed++
+			continue
+		}
+		placed++
+		b.StopTimer()
+		// The oracle: every sidecar's quote, best by the same policy.
+		qs, _ := lc.QuoteExpect(ctx, admitReq(fmt.Sprintf("oracle-%d", i), 10, 100), 10*time.Second, ids)
+		best := 0
+		for _, q := range qs {
+			if q.Decision != bus.DecisionDeny {
+				best = max(best, q.ActiveThreadPct)
+			}
+		}
+		if p.Decision.ActiveThreadPct >= best {
+			agree++
+		}
+		if err := lc.Release(ctx, p.Sidecar, &bus.LeaseRef{LeaseID: p.Decision.Lease.ID, Token: p.Decision.Lease.Token}); err != nil {
+			b.Errorf("release on %s: %v", p.Sidecar, err)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	q := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
+	b.ReportMetric(q(0.5), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(float64(requests)/float64(b.N), "requests/placement")
+	b.ReportMetric(float64(n+1), "oracle-requests/placement")
+	b.ReportMetric(float64(agree)/float64(max(placed, 1)), "as-good-as-oracle")
+	b.ReportMetric(float64(failed), "failed-placements")
+}
