@@ -14,6 +14,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// openCapacities connects to e and opens the capacity bucket with ttl.
+func openCapacities(t *testing.T, e *Embedded, ttl time.Duration) (*nats.Conn, *Capacities) {
+	t.Helper()
+	nc := connect(t, e)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, err := OpenCapacities(testCtx(t), js, 1, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, caps
+}
+
 func testCapacity(id string) *Capacity {
 	c := &Capacity{Format: CapacityFormat, Sidecar: id, Mode: "mps", Healthy: true, FreeMemoryMiB: 40000, MaxJobs: 4,
 		Margin: 0.3, TypicalPct: 60, UpdatedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
@@ -27,16 +42,8 @@ func testCapacity(id string) *Capacity {
 // not returned.
 func TestCapacitiesRoundTrip(t *testing.T) {
 	e := startServer(t)
-	nc := connect(t, e)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, caps := openCapacities(t, e, time.Minute)
 	ctx := testCtx(t)
-	caps, err := OpenCapacities(ctx, js, 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if got, bad, err := ReadCapacities(ctx, nc, ""); err != nil || len(got) != 0 || len(bad) != 0 {
 		t.Fatalf("empty bucket: %v %v %v", got, bad, err)
 	}
@@ -49,6 +56,7 @@ func TestCapacitiesRoundTrip(t *testing.T) {
 	if err := caps.Withdraw(ctx, "gpu-b"); err != nil {
 		t.Fatal(err)
 	}
+	js, _ := jetstream.New(nc)
 	kv, _ := js.KeyValue(ctx, CapacityBucket)
 	forged, _ := json.Marshal(testCapacity("gpu-a"))
 	if _, err := kv.Put(ctx, CapacityKey("gpu-z"), forged); err != nil {
@@ -77,16 +85,8 @@ func TestCapacitiesRoundTrip(t *testing.T) {
 // A fleet larger than one batch (1,024 keys) is read shard by shard.
 func TestCapacitiesManyShards(t *testing.T) {
 	e := startServer(t)
-	nc := connect(t, e)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, caps := openCapacities(t, e, time.Minute)
 	ctx := testCtx(t)
-	caps, err := OpenCapacities(ctx, js, 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 1100
 	for i := range n {
 		if err := caps.Publish(ctx, testCapacity(fmt.Sprintf("gpu-%04d", i))); err != nil {
@@ -105,16 +105,8 @@ func TestCapacitiesManyShards(t *testing.T) {
 // A summary not rewritten within the bucket's TTL is gone.
 func TestCapacityTTL(t *testing.T) {
 	e := startServer(t)
-	nc := connect(t, e)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, caps := openCapacities(t, e, time.Second)
 	ctx := testCtx(t)
-	caps, err := OpenCapacities(ctx, js, 1, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := caps.Publish(ctx, testCapacity("gpu-dead")); err != nil {
 		t.Fatal(err)
 	}
@@ -173,16 +165,8 @@ func FuzzDecodeCapacity(f *testing.F) {
 func TestLauncherReadsCapacities(t *testing.T) {
 	e, seed := authServer(t)
 	serve(t, e, "gpu-a", newFakeHandler())
-	side := connect(t, e)
-	js, err := jetstream.New(side)
-	if err != nil {
-		t.Fatal(err)
-	}
+	side, caps := openCapacities(t, e, time.Minute)
 	ctx := testCtx(t)
-	caps, err := OpenCapacities(ctx, js, 1, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := caps.Publish(ctx, testCapacity("gpu-a")); err != nil {
 		t.Fatal(err)
 	}

@@ -22,14 +22,7 @@ import (
 func natsCluster(t testing.TB, n int) (nodes []*server.Server, sidecarSeed, launcherSeed string) {
 	t.Helper()
 	dir := t.TempDir()
-	sidecarSeed, launcherSeed = filepath.Join(dir, "sidecar.nk"), filepath.Join(dir, "launcher.nk")
-	for env, f := range map[string]string{"COLOCD_SIDECAR_NKEY": sidecarSeed, "COLOCD_LAUNCHER_NKEY": launcherSeed} {
-		pub, err := bus.NKeySeedFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv(env, pub)
-	}
+	sidecarSeed, launcherSeed = documentedUsers(t, dir)
 	ports := make([]int, n)
 	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -515,14 +515,7 @@ func TestRestartKeepsLeases(t *testing.T) {
 func externalNATS(t *testing.T) (url, sidecarSeed, launcherSeed string) {
 	t.Helper()
 	dir := t.TempDir()
-	sidecarSeed, launcherSeed = filepath.Join(dir, "sidecar.nk"), filepath.Join(dir, "launcher.nk")
-	for env, f := range map[string]string{"COLOCD_SIDECAR_NKEY": sidecarSeed, "COLOCD_LAUNCHER_NKEY": launcherSeed} {
-		pub, err := bus.NKeySeedFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv(env, pub)
-	}
+	sidecarSeed, launcherSeed = documentedUsers(t, dir)
 	opts, err := server.ProcessConfigFile("../deploy/nats/colocd-auth.conf")
 	if err != nil {
 		t.Fatal(err)
@@ -539,6 +532,22 @@ func externalNATS(t *testing.T) (url, sidecarSeed, launcherSeed string) {
 		t.Fatal("nats-server not ready")
 	}
 	return ns.ClientURL(), sidecarSeed, launcherSeed
+}
+
+// documentedUsers makes the seed files of the sidecar and launcher users of
+// deploy/nats/colocd-auth.conf in dir and puts their public keys in the
+// environment the file reads them from.
+func documentedUsers(t testing.TB, dir string) (sidecarSeed, launcherSeed string) {
+	t.Helper()
+	sidecarSeed, launcherSeed = filepath.Join(dir, "sidecar.nk"), filepath.Join(dir, "launcher.nk")
+	for env, f := range map[string]string{"COLOCD_SIDECAR_NKEY": sidecarSeed, "COLOCD_LAUNCHER_NKEY": launcherSeed} {
+		pub, err := bus.NKeySeedFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(env, pub)
+	}
+	return sidecarSeed, launcherSeed
 }
 
 // launcherClient connects to url with a launcher's seed.
