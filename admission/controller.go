@@ -362,12 +362,7 @@ func (c *Controller) checkMemory(ctx context.Context, req *Request, live []entry
 		d, err := unavailable(CodeGPUUnhealthy, "reading the GPU's free memory failed: "+err.Error())
 		return d, true, err
 	}
-	pending := 0
-	for i := range live {
-		if e := &live[i]; c.notYetVisible(&e.lease, now) {
-			pending += e.lease.MemoryMiB
-		}
-	}
+	pending := c.pendingMiB(live, now)
 	need, avail := req.memoryMiB(), free-c.cfg.MemoryReserveMiB-pending
 	if need <= avail {
 		return Decision{}, false, nil
@@ -378,6 +373,18 @@ func (c *Controller) checkMemory(ctx context.Context, req *Request, live []entry
 		msg += fmt.Sprintf(", less %d MiB granted to jobs that have not started yet", pending)
 	}
 	return Decision{Outcome: Deny, Code: CodeInsufficientMemory, Message: msg + ")"}, true, nil
+}
+
+// pendingMiB is the memory of the leases of live that NVML cannot see yet
+// (notYetVisible): what the device's free memory still counts as free.
+func (c *Controller) pendingMiB(live []entry, now time.Time) int {
+	pending := 0
+	for i := range live {
+		if e := &live[i]; c.notYetVisible(&e.lease, now) {
+			pending += e.lease.MemoryMiB
+		}
+	}
+	return pending
 }
 
 // notYetVisible reports whether NVML cannot see l's memory yet: granted less

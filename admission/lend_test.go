@@ -61,6 +61,19 @@ func newLendHarness(t *testing.T, insts ...Instance) (*harness, *fakeInstances) 
 	return h, fi
 }
 
+// newListingLend is a controller that may lend the 3g, on a GPU that lists
+// one compute process (PID 4242, the inference server's).
+func newListingLend(t *testing.T) (*Controller, *fakeInstances) {
+	t.Helper()
+	h, fi := newLendHarness(t, instance3g())
+	dev := &listingDevice{fakeDevice: h.dev, pids: []int{4242}}
+	c, err := New(h.c.cfg, Deps{Device: dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model, Instances: fi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, fi
+}
+
 // A free 3g instance is granted whole: the job's env names the instance and
 // nothing of MPS, the services' predictions are those without it, the
 // lease holds the instance in the store and in status; the next job, with
@@ -245,12 +258,7 @@ func TestGuardLeavesLentInstances(t *testing.T) {
 // the processes of its instance, not those of the inference server's.
 func TestRegisterOnLentInstance(t *testing.T) {
 	ctx := context.Background()
-	h, fi := newLendHarness(t, instance3g())
-	dev := &listingDevice{fakeDevice: h.dev, pids: []int{4242}}
-	c, err := New(h.c.cfg, Deps{Device: dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model, Instances: fi})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, fi := newListingLend(t)
 	d, err := c.Decide(ctx, request("lent"))
 	if err != nil || d.Instance == nil {
 		t.Fatalf("%+v, %v", d, err)
@@ -301,12 +309,7 @@ func TestLentInstanceFaults(t *testing.T) {
 // one, and of no other.
 func TestRegisterWhenInstancesUnreadable(t *testing.T) {
 	ctx := context.Background()
-	h, fi := newLendHarness(t, instance3g())
-	dev := &listingDevice{fakeDevice: h.dev, pids: []int{4242}}
-	c, err := New(h.c.cfg, Deps{Device: dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model, Instances: fi})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, fi := newListingLend(t)
 	lent, err := c.Decide(ctx, request("lent"))
 	if err != nil || lent.Instance == nil {
 		t.Fatalf("%+v, %v", lent, err)

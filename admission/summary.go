@@ -75,13 +75,7 @@ func (c *Controller) Summarize(ctx context.Context, typical Request) (Summary, e
 		sum.Margin = min(sum.Margin, m)
 	}
 	if free, err := fc.deps.Device.FreeMemoryMiB(ctx); err == nil {
-		pending := 0
-		for i := range s.live {
-			if e := &s.live[i]; fc.notYetVisible(&e.lease, s.now) {
-				pending += e.lease.MemoryMiB
-			}
-		}
-		sum.AvailableMiB = max(free-fc.cfg.MemoryReserveMiB-pending, 0)
+		sum.AvailableMiB = max(free-fc.cfg.MemoryReserveMiB-fc.pendingMiB(s.live, s.now), 0)
 	} else if sum.Healthy {
 		sum.Healthy, sum.Reason = false, "reading the GPU's free memory failed: "+err.Error()
 	}

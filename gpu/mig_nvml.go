@@ -106,6 +106,18 @@ func migInfo(h, parent nvmlDevice) (*MIGDevice, int, error) {
 	return m, sms, nil
 }
 
+// migShares sets what m is of its GPU (named gpuName): its memory slices,
+// from the table or from its mib of the parent's memory, and the GPU's SM
+// count.
+func migShares(m *MIGDevice, gpuName string, mib uint64, parent nvmlDevice) {
+	var total uint64
+	if pm, ret := parent.GetMemoryInfo(); ret == nvml.SUCCESS {
+		total = pm.Total >> 20
+	}
+	m.MemorySlices = memorySlices(gpuName, m.Profile, mib, total)
+	m.GPUSMs, _ = SMCount(gpuName)
+}
+
 // lendHandle is one MIG device of gpu.grant_instances, found at open.
 type lendHandle struct {
 	dev nvmlDevice
@@ -153,12 +165,7 @@ func lendHandles(lib Library, selectors []string, guarded Info) ([]lendHandle, e
 		if ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("%s: %w", at, nvmlErr("get memory info", ret))
 		}
-		var total uint64
-		if pm, ret := parent.GetMemoryInfo(); ret == nvml.SUCCESS {
-			total = pm.Total >> 20
-		}
-		mig.MemorySlices = memorySlices(guarded.Name, mig.Profile, mem.Total>>20, total)
-		mig.GPUSMs = guarded.MIG.GPUSMs
+		migShares(mig, guarded.Name, mem.Total>>20, parent)
 		l.MIG, l.SMs = *mig, sms
 		out = append(out, l)
 	}

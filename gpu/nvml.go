@@ -124,12 +124,7 @@ func openInitialised(lib Library, sel Selector, cfg Config) (*NVMLDevice, error)
 		if info.MIG, info.SMs, err = migInfo(h, parent); err != nil {
 			return nil, err
 		}
-		var total uint64
-		if pm, ret := parent.GetMemoryInfo(); ret == nvml.SUCCESS {
-			total = pm.Total >> 20
-		}
-		info.MIG.MemorySlices = memorySlices(info.Name, info.MIG.Profile, info.MemoryTotalMiB, total)
-		info.MIG.GPUSMs, _ = SMCount(info.Name)
+		migShares(info.MIG, info.Name, info.MemoryTotalMiB, parent)
 		info.SMSource = "nvml"
 		if cfg.SMs > 0 {
 			info.SMs, info.SMSource = cfg.SMs, "config"
