@@ -33,39 +33,78 @@ func SidecarInboxPrefix(sidecarID string) string {
 // sidecarInboxRoot starts every sidecar's inbox.
 const sidecarInboxRoot = "_COLOCD_INBOX"
 
-// LauncherPermissions returns what a launcher may publish and subscribe to
-// on the NATS system of sidecar sidecarID: the endpoints of any sidecar, and
-// consumers on sidecarID's events stream. With sidecarID "*" it is the set
-// for a server that many sidecars share (an external server or cluster),
+// The two NATS accounts colocd uses (docs/security.md). The sidecars'
+// account holds JetStream (the lease buckets, the events streams, the
+// profiles and the fleet's summaries) and serves the API; the launchers'
+// account has no JetStream and reaches the sidecars' account only through
+// the services it exports. Every answer to a launcher, JetStream's too,
+// crosses back on a reply the server made, so no launcher can aim an answer
+// at the JetStream API.
+const (
+	SidecarAccount  = "COLOCD"
+	LauncherAccount = "COLOCD_LAUNCHERS"
+)
+
+// LauncherService is one subject the sidecars' account exports to the
+// launchers' account, and the launchers may publish to.
+type LauncherService struct {
+	// Subject is the subject, the same in both accounts.
+	Subject string
+	// Streamed is true where more than one answer comes back to one
+	// request: a scatter-gather (every sidecar answers) or a pull of
+	// several events.
+	Streamed bool
+}
+
+// LauncherServices returns what launchers may ask on the NATS system of
+// sidecar sidecarID: the endpoints of any sidecar, and consumers on
+// sidecarID's events stream. With sidecarID "*" it is the set for a server
+// that many sidecars share (an external server or cluster),
 // deploy/nats/colocd-auth.conf: consumers on any stream, bound by a filter
 // inside the events subjects.
-func LauncherPermissions(sidecarID string) *server.Permissions {
+func LauncherServices(sidecarID string) []LauncherService {
 	stream := EventStreamName(sidecarID)
 	if sidecarID == "*" {
 		stream = "*" // a stream name is one token; the filter below still binds
 	}
 	// The endpoints of every sidecar, so that asking one that is not there
 	// is a quick "no responders", not a permission error and a timeout.
-	pub := make([]string, 0, 12)
+	out := make([]LauncherService, 0, 14)
 	for _, ep := range []string{EndpointAdmit, EndpointRenew, EndpointRelease, EndpointRegister, EndpointStatus, EndpointProfile, quoteOneToken} {
-		pub = append(pub, EndpointSubject("*", ep))
+		out = append(out, LauncherService{Subject: EndpointSubject("*", ep)})
 	}
 	events := EndpointSubject("*", "events") + ".>"
-	pub = append(pub,
-		QuoteSubject,
-		"$SRV.>", // micro discovery: PING, INFO, STATS
+	return append(out,
+		LauncherService{Subject: QuoteSubject, Streamed: true},
+		// micro discovery: PING, INFO, STATS, which every sidecar answers
+		LauncherService{Subject: "$SRV.>", Streamed: true},
 		// Reading its events: an ordered consumer on the events stream,
 		// created with a filter inside the events subjects, so that it can
 		// read nothing else even where the stream token is a wildcard.
-		"$JS.API.CONSUMER.CREATE."+stream+".*."+events,
-		"$JS.API.CONSUMER.MSG.NEXT."+stream+".*",
-		"$JS.API.CONSUMER.INFO."+stream+".*",
-		"$JS.API.CONSUMER.DELETE."+stream+".*",
-		// The fleet's capacity summaries, through any sidecar: a direct
-		// get of its own would let a launcher aim JetStream's answer at
-		// the JetStream API (docs/security.md).
-		FleetSubject,
+		LauncherService{Subject: "$JS.API.CONSUMER.CREATE." + stream + ".*." + events},
+		LauncherService{Subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + ".*", Streamed: true},
+		LauncherService{Subject: "$JS.API.CONSUMER.INFO." + stream + ".*"},
+		LauncherService{Subject: "$JS.API.CONSUMER.DELETE." + stream + ".*"},
+		// The sidecars' account's JetStream usage (sizes and counts, no
+		// names). An account without JetStream of its own that does not
+		// import this subject gets the whole JetStream API of the server
+		// instead, answering every request above with an error of its own.
+		LauncherService{Subject: "$JS.API.INFO"},
+		// The fleet's capacity summaries, through any sidecar.
+		LauncherService{Subject: FleetSubject},
 	)
+}
+
+// LauncherPermissions returns what a launcher may publish and subscribe to
+// in the launchers' account: the subjects of LauncherServices, and its
+// inbox. The account boundary is what keeps a launcher away from JetStream;
+// these permissions keep it from answering other launchers' requests in
+// its own account.
+func LauncherPermissions(sidecarID string) *server.Permissions {
+	var pub []string
+	for _, s := range LauncherServices(sidecarID) {
+		pub = append(pub, s.Subject)
+	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},
 		Subscribe: &server.SubjectPermission{Allow: []string{LauncherInboxPrefix + ".>"}},

@@ -211,8 +211,41 @@ func TestNKeySeedFile(t *testing.T) {
 	}
 }
 
-// The permission set documented for a shared server is the one the
-// embedded server gives launchers (with wildcards for the sidecar).
+// documentedServer runs a nats-server with deploy/nats/colocd-auth.conf
+// (JetStream on, loopback) and returns it with the seed files of its
+// sidecar and launcher users.
+func documentedServer(t *testing.T) (ns *server.Server, sidecarSeed, launcherSeed string) {
+	t.Helper()
+	dir := t.TempDir()
+	sidecarSeed, launcherSeed = filepath.Join(dir, "sidecar.nk"), filepath.Join(dir, "launcher.nk")
+	for env, f := range map[string]string{"COLOCD_SIDECAR_NKEY": sidecarSeed, "COLOCD_LAUNCHER_NKEY": launcherSeed} {
+		pub, err := NKeySeedFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(env, pub)
+	}
+	opts, err := server.ProcessConfigFile("../deploy/nats/colocd-auth.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "127.0.0.1", -1, true, true
+	opts.JetStream, opts.StoreDir = true, filepath.Join(dir, "js")
+	ns, err = server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	return ns, sidecarSeed, launcherSeed
+}
+
+// The accounts, exports, imports and launcher permissions documented for a
+// shared server are the ones the embedded server uses (with wildcards for
+// the sidecar).
 func TestDocumentedLauncherPermissions(t *testing.T) {
 	keys := map[string]string{}
 	for _, env := range []string{"COLOCD_SIDECAR_NKEY", "COLOCD_LAUNCHER_NKEY"} {
@@ -227,19 +260,140 @@ func TestDocumentedLauncherPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var launcher *server.NkeyUser
+	users := map[string]*server.NkeyUser{}
 	for _, u := range opts.Nkeys {
-		if u.Nkey == keys["COLOCD_LAUNCHER_NKEY"] {
-			launcher = u
-		}
+		users[u.Nkey] = u
 	}
-	if launcher == nil {
-		t.Fatalf("no launcher user in the documented configuration: %+v", opts.Nkeys)
+	sidecar, launcher := users[keys["COLOCD_SIDECAR_NKEY"]], users[keys["COLOCD_LAUNCHER_NKEY"]]
+	if sidecar == nil || launcher == nil {
+		t.Fatalf("no sidecar or launcher user in the documented configuration: %+v", opts.Nkeys)
+	}
+	if sidecar.Account == nil || sidecar.Account.Name != SidecarAccount || launcher.Account == nil || launcher.Account.Name != LauncherAccount {
+		t.Fatalf("sidecar in %v, launcher in %v; want %s and %s", sidecar.Account, launcher.Account, SidecarAccount, LauncherAccount)
 	}
 	want := LauncherPermissions("*")
 	got := launcher.Permissions
 	if !slices.Equal(got.Publish.Allow, want.Publish.Allow) || !slices.Equal(got.Subscribe.Allow, want.Subscribe.Allow) ||
 		len(got.Publish.Deny) != 0 || len(got.Subscribe.Deny) != 0 || got.Response != nil {
 		t.Errorf("documented launcher permissions\n%+v %+v\nwant\n%+v %+v", got.Publish, got.Subscribe, want.Publish, want.Subscribe)
+	}
+	services := LauncherServices("*")
+	for _, s := range services {
+		if !sidecar.Account.IsExportService(s.Subject) {
+			t.Errorf("the documented %s account does not export %s", SidecarAccount, s.Subject)
+		}
+	}
+	if n := launcher.Account.NumServiceImports(); n != len(services) {
+		t.Errorf("the documented %s account imports %d services, want %d", LauncherAccount, n, len(services))
+	}
+}
+
+// TestLauncherCannotAimJetStream: JetStream answers a pull request on
+// whatever reply subject it names. A launcher that names the JetStream API
+// or a lease's KV subject as the reply of its own consumer's pull request
+// must change nothing: on the embedded server and on a server with the
+// documented configuration, the answer crosses back into the launchers'
+// account, which has no JetStream.
+func TestLauncherCannotAimJetStream(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dial func(t *testing.T) (sidecar, launcher *nats.Conn)
+	}{
+		{"embedded", func(t *testing.T) (*nats.Conn, *nats.Conn) {
+			e, seed := authServer(t)
+			nc, err := Connect(e.ClientURL(), ConnectOptions{NKeySeedFile: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			return connect(t, e), nc
+		}},
+		{"documented", func(t *testing.T) (*nats.Conn, *nats.Conn) {
+			ns, sidecarSeed, launcherSeed := documentedServer(t)
+			side, err := Connect(ns.ClientURL(), ConnectOptions{NKeySeedFile: sidecarSeed, Options: []nats.Option{nats.CustomInboxPrefix(SidecarInboxPrefix("gpu-a"))}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(side.Close)
+			nc, err := Connect(ns.ClientURL(), ConnectOptions{NKeySeedFile: launcherSeed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			return side, nc
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			side, nc := tc.dial(t)
+			ctx := testCtx(t)
+			js, err := jetstream.New(side)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Create(ctx, "lease-1", []byte(`{"secret":1}`)); err != nil {
+				t.Fatal(err)
+			}
+			events, err := OpenEvents(ctx, js, "gpu-a", 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
+				t.Fatal(err)
+			}
+			// The launcher's own consumer, as Client.Events makes it.
+			ljs, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream := EventStreamName("gpu-a")
+			cons, err := ljs.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{EndpointSubject("gpu-a", "events") + ".job-1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			next := "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + cons.CachedInfo().Name
+			leases := "KV_" + LeaseBucketName("gpu-a")
+			for _, reply := range []string{
+				"$JS.API.STREAM.DELETE." + stream, "$JS.API.STREAM.DELETE." + leases,
+				"$JS.API.STREAM.PURGE." + leases, "$KV." + LeaseBucketName("gpu-a") + ".lease-1",
+			} {
+				// no_wait: an empty answer at once; batch 1 from the
+				// start: the event itself.
+				for _, body := range []string{`{"batch":1,"no_wait":true}`, `{"batch":1,"expires":1000000}`} {
+					m := nats.NewMsg(next)
+					m.Reply, m.Data = reply, []byte(body)
+					if err := nc.PublishMsg(m); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// What the pull requests above could have done is done once a
+			// later request has its answer.
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := nc.Request("$JS.API.CONSUMER.INFO."+stream+"."+cons.CachedInfo().Name, nil, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond) // answers that cross accounts are asynchronous
+			for _, name := range []string{stream, leases} {
+				info, err := js.Stream(ctx, name)
+				if err != nil {
+					t.Fatalf("stream %s after the probes: %v", name, err)
+				}
+				if n := info.CachedInfo().State.Msgs; n != 1 {
+					t.Errorf("stream %s holds %d messages after the probes, want 1", name, n)
+				}
+			}
+			if v, _, err := kv.Get(ctx, "lease-1"); err != nil || string(v) != `{"secret":1}` {
+				t.Errorf("lease record %q, %v", v, err)
+			}
+		})
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -74,7 +76,14 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if err := writableDir(opts.StoreDir); err != nil {
 		return nil, fmt.Errorf("start embedded nats: store dir: %w", err)
 	}
-	kp, users, err := embeddedUsers(opts.SidecarID, opts.LauncherKeys)
+	if err := moveGlobalStore(opts.StoreDir); err != nil {
+		return nil, fmt.Errorf("start embedded nats: %w", err)
+	}
+	sideAcc, launchAcc, err := Accounts(opts.SidecarID)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded nats: %w", err)
+	}
+	kp, users, err := embeddedUsers(sideAcc, launchAcc, opts.SidecarID, opts.LauncherKeys)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
@@ -84,6 +93,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		StoreDir:   opts.StoreDir,
 		NoSigs:     true,
 		NoLog:      opts.Logger == nil,
+		Accounts:   []*server.Account{sideAcc, launchAcc},
 		Nkeys:      users,
 	}
 	if err := serverTLS(sopts, opts.TLS); err != nil {
@@ -118,18 +128,78 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("start embedded nats: not ready after %s", readyTimeout)
 	}
-	if !srv.JetStreamEnabled() {
+	if err := enableJetStream(srv); err != nil {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, errors.New("start embedded nats: jetstream did not start")
+		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
 	return &Embedded{srv: srv, listen: !sopts.DontListen, id: opts.SidecarID, sidecar: kp}, nil
 }
 
+// enableJetStream turns JetStream on for the sidecars' account, and for it
+// alone: the launchers' account must have none of its own.
+func enableJetStream(srv *server.Server) error {
+	if !srv.JetStreamEnabled() {
+		return errors.New("jetstream did not start")
+	}
+	acc, err := srv.LookupAccount(SidecarAccount)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if err := acc.EnableJetStream(nil, nil); err != nil {
+		return fmt.Errorf("jetstream for account %s: %w", SidecarAccount, err)
+	}
+	return nil
+}
+
+// Accounts makes the sidecars' and the launchers' accounts of a server that
+// carries sidecar sidecarID's API: the sidecars' account exports
+// LauncherServices to the launchers' account alone, which imports them
+// under the same subjects.
+func Accounts(sidecarID string) (sidecars, launchers *server.Account, err error) {
+	sidecars, launchers = server.NewAccount(SidecarAccount), server.NewAccount(LauncherAccount)
+	for _, s := range LauncherServices(sidecarID) {
+		resp := server.Singleton
+		if s.Streamed {
+			resp = server.Streamed
+		}
+		if err := sidecars.AddServiceExportWithResponse(s.Subject, resp, []*server.Account{launchers}); err != nil {
+			return nil, nil, fmt.Errorf("export %s: %w", s.Subject, err)
+		}
+		if err := launchers.AddServiceImport(sidecars, s.Subject, s.Subject); err != nil {
+			return nil, nil, fmt.Errorf("import %s: %w", s.Subject, err)
+		}
+	}
+	return sidecars, launchers, nil
+}
+
+// moveGlobalStore moves the JetStream store of a server that kept
+// everything in the global account (colocd before the account split) to the
+// sidecars' account, so that a restarted sidecar finds its leases. A rename
+// is atomic: the store is in one place or the other, never in both.
+func moveGlobalStore(storeDir string) error {
+	old := filepath.Join(storeDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT)
+	next := filepath.Join(storeDir, "jetstream", SidecarAccount)
+	if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("store dir: %w", err)
+	}
+	if _, err := os.Stat(next); err == nil {
+		return fmt.Errorf("store dir: both %s and %s exist: keep the one that holds the leases", old, next)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("store dir: %w", err)
+	}
+	if err := os.Rename(old, next); err != nil {
+		return fmt.Errorf("store dir: move the global account's store: %w", err)
+	}
+	return nil
+}
+
 // embeddedUsers makes the sidecar's in-process identity and the users of the
-// server: the sidecar with every permission, each launcher key with
-// LauncherPermissions.
-func embeddedUsers(sidecarID string, launcherKeys []string) (nkeys.KeyPair, []*server.NkeyUser, error) {
+// server: the sidecar in the sidecars' account with every permission, each
+// launcher key in the launchers' account with LauncherPermissions.
+func embeddedUsers(sidecars, launchers *server.Account, sidecarID string, launcherKeys []string) (nkeys.KeyPair, []*server.NkeyUser, error) {
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		return nil, nil, err
@@ -138,13 +208,13 @@ func embeddedUsers(sidecarID string, launcherKeys []string) (nkeys.KeyPair, []*s
 	if err != nil {
 		return nil, nil, err
 	}
-	users := []*server.NkeyUser{{Nkey: pub, AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeInProcess: {}}}}
+	users := []*server.NkeyUser{{Nkey: pub, Account: sidecars, AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeInProcess: {}}}}
 	perms := LauncherPermissions(sidecarID)
 	for i, k := range launcherKeys {
 		if !nkeys.IsValidPublicUserKey(k) {
 			return nil, nil, fmt.Errorf("launcher key %d: want a public user NKey (U…), got %q", i, clip(k))
 		}
-		users = append(users, &server.NkeyUser{Nkey: k, Permissions: perms})
+		users = append(users, &server.NkeyUser{Nkey: k, Account: launchers, Permissions: perms})
 	}
 	return kp, users, nil
 }

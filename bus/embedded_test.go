@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestEmbeddedListensForOutsideClients(t *testing.T) {
@@ -128,5 +130,74 @@ func TestEmbeddedStoreDirNotWritable(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "store dir") || !strings.Contains(err.Error(), file) {
 		t.Errorf("error %q does not name the store dir", err)
+	}
+}
+
+// A store written when everything lived in the global account (colocd
+// before the sidecars' account) moves to the sidecars' account at start:
+// the lease bucket comes back with its leases.
+func TestEmbeddedMovesTheGlobalAccountsStore(t *testing.T) {
+	dir := t.TempDir()
+	old, err := server.NewServer(&server.Options{JetStream: true, StoreDir: dir, DontListen: true, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Start()
+	if !old.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "lease-1", []byte(`{"kept":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	old.Shutdown()
+	old.WaitForShutdown()
+
+	e := startServerIn(t, dir)
+	js, err = jetstream.New(connect(t, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv, err = OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1); err != nil {
+		t.Fatalf("lease bucket after the move: %v", err)
+	}
+	if v, _, err := kv.Get(ctx, "lease-1"); err != nil || string(v) != `{"kept":1}` {
+		t.Errorf("lease after the move: %v, %v", v, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT)); err == nil {
+		t.Error("the global account's store is still there")
+	}
+}
+
+// With a store in both accounts, nothing is moved and nothing starts: one
+// of them holds the leases, and only a person can tell which.
+func TestEmbeddedRefusesTwoStores(t *testing.T) {
+	dir := t.TempDir()
+	for _, acc := range []string{server.DEFAULT_GLOBAL_ACCOUNT, SidecarAccount} {
+		if err := os.MkdirAll(filepath.Join(dir, "jetstream", acc, "streams"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := StartEmbedded(EmbeddedOptions{StoreDir: dir, SidecarID: "gpu-a"})
+	if err == nil || !strings.Contains(err.Error(), "both") {
+		t.Fatalf("StartEmbedded with two stores: %v, want a refusal naming both", err)
+	}
+	for _, acc := range []string{server.DEFAULT_GLOBAL_ACCOUNT, SidecarAccount} {
+		if _, err := os.Stat(filepath.Join(dir, "jetstream", acc, "streams")); err != nil {
+			t.Errorf("%s: %v", acc, err)
+		}
 	}
 }

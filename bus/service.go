@@ -311,13 +311,19 @@ func (s *Service) profile(ctx context.Context, req micro.Request) (any, error) {
 }
 
 // inboxReply reports whether reply is a requester's inbox: a launcher's
-// (_INBOX.) or a sidecar's own (_COLOCD_INBOX.). A request with any other
-// reply subject is not answered: the answer would be published with the
-// sidecar's identity, which may use the JetStream API, so a reply of
-// $JS.API.STREAM.PURGE.<bucket> would purge it.
+// (_INBOX.), a sidecar's own (_COLOCD_INBOX.), or the reply the server made
+// for a request from another account (_R_., which no client may name). A
+// request with any other reply subject is not answered: the answer would be
+// published with the sidecar's identity, which may use the JetStream API,
+// so a reply of $JS.API.STREAM.PURGE.<bucket> would purge it.
 func inboxReply(reply string) bool {
-	return strings.HasPrefix(reply, LauncherInboxPrefix+".") || strings.HasPrefix(reply, sidecarInboxRoot+".")
+	return strings.HasPrefix(reply, LauncherInboxPrefix+".") || strings.HasPrefix(reply, sidecarInboxRoot+".") ||
+		strings.HasPrefix(reply, serviceReplyPrefix)
 }
+
+// serviceReplyPrefix starts the replies nats-server makes for requests that
+// cross an account boundary; it refuses them from clients.
+const serviceReplyPrefix = "_R_."
 
 // MaxFleetReply bounds the summaries one fleet answer carries, below NATS's
 // default 1 MiB message.
