@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -93,18 +94,8 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 	h := newFakeHandler()
 	serve(t, e, "gpu-a", h)
 	side := connect(t, e)
-	js, err := jetstream.New(side)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := testCtx(t)
-	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Create(ctx, "lease-1", []byte(`{"secret":1}`)); err != nil {
-		t.Fatal(err)
-	}
+	kv, js := leaseBucket(t, ctx, side, `{"secret":1}`)
 	events, err := OpenEvents(ctx, js, "gpu-a", 0, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -215,32 +206,7 @@ func TestNKeySeedFile(t *testing.T) {
 // (JetStream on, loopback) and returns it with the seed files of its
 // sidecar and launcher users.
 func documentedServer(t *testing.T) (ns *server.Server, sidecarSeed, launcherSeed string) {
-	t.Helper()
-	dir := t.TempDir()
-	sidecarSeed, launcherSeed = filepath.Join(dir, "sidecar.nk"), filepath.Join(dir, "launcher.nk")
-	for env, f := range map[string]string{"COLOCD_SIDECAR_NKEY": sidecarSeed, "COLOCD_LAUNCHER_NKEY": launcherSeed} {
-		pub, err := NKeySeedFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv(env, pub)
-	}
-	opts, err := server.ProcessConfigFile("../deploy/nats/colocd-auth.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "127.0.0.1", -1, true, true
-	opts.JetStream, opts.StoreDir = true, filepath.Join(dir, "js")
-	ns, err = server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	return ns, sidecarSeed, launcherSeed
+	return natstest.DocumentedServer(t, "../deploy/nats/colocd-auth.conf")
 }
 
 // The accounts, exports, imports and launcher permissions documented for a
@@ -326,17 +292,7 @@ func TestLauncherCannotAimJetStream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			side, nc := tc.dial(t)
 			ctx := testCtx(t)
-			js, err := jetstream.New(side)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := kv.Create(ctx, "lease-1", []byte(`{"secret":1}`)); err != nil {
-				t.Fatal(err)
-			}
+			kv, js := leaseBucket(t, ctx, side, `{"secret":1}`)
 			events, err := OpenEvents(ctx, js, "gpu-a", 0, 1)
 			if err != nil {
 				t.Fatal(err)

@@ -150,28 +150,19 @@ func TestEmbeddedMovesTheGlobalAccountsStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := testCtx(t)
-	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Create(ctx, "lease-1", []byte(`{"kept":1}`)); err != nil {
-		t.Fatal(err)
-	}
+	leaseBucket(t, ctx, nc, `{"kept":1}`)
 	nc.Close()
 	old.Shutdown()
 	old.WaitForShutdown()
 
 	e := startServerIn(t, dir)
-	js, err = jetstream.New(connect(t, e))
+	js, err := jetstream.New(connect(t, e))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kv, err = OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1); err != nil {
+	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
+	if err != nil {
 		t.Fatalf("lease bucket after the move: %v", err)
 	}
 	if v, _, err := kv.Get(ctx, "lease-1"); err != nil || string(v) != `{"kept":1}` {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -203,18 +204,8 @@ func TestNoAnswerOutsideAnInbox(t *testing.T) {
 	e, seed := authServer(t)
 	serve(t, e, "gpu-a", newFakeHandler())
 	side := connect(t, e)
-	js, err := jetstream.New(side)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := testCtx(t)
-	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Create(ctx, "lease-1", []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
+	kv, _ := leaseBucket(t, ctx, side, `{}`)
 	nc, err := Connect(e.ClientURL(), ConnectOptions{Name: "launcher", NKeySeedFile: seed})
 	if err != nil {
 		t.Fatal(err)
@@ -238,16 +229,7 @@ func TestNoAnswerOutsideAnInbox(t *testing.T) {
 // A batch that ends early (at its byte limit) with summaries still pending
 // is read on from where it stopped: all of them, each once.
 func TestCapacitiesBatchEndsEarly(t *testing.T) {
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("not ready")
-	}
+	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -52,6 +53,24 @@ func serve(t testing.TB, e *Embedded, id string, h Handler) *Service {
 		}
 	})
 	return s
+}
+
+// leaseBucket opens gpu-a's lease bucket over nc and puts one record,
+// lease-1, in it; it returns the bucket and nc's JetStream.
+func leaseBucket(t testing.TB, ctx context.Context, nc *nats.Conn, record string) (*KV, jetstream.JetStream) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "lease-1", []byte(record)); err != nil {
+		t.Fatal(err)
+	}
+	return kv, js
 }
 
 func testCtx(t testing.TB) context.Context {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/natstest"
 )
 
 // natsCluster runs n real nats-servers on loopback as one JetStream
@@ -22,7 +23,7 @@ import (
 func natsCluster(t testing.TB, n int) (nodes []*server.Server, sidecarSeed, launcherSeed string) {
 	t.Helper()
 	dir := t.TempDir()
-	sidecarSeed, launcherSeed = documentedUsers(t, dir)
+	sidecarSeed, launcherSeed = natstest.Users(t, dir)
 	ports := make([]int, n)
 	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -37,27 +38,12 @@ func natsCluster(t testing.TB, n int) (nodes []*server.Server, sidecarSeed, laun
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
 	}
 	for i := range n {
-		opts, err := server.ProcessConfigFile("../deploy/nats/colocd-auth.conf")
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts.ServerName = fmt.Sprintf("n%d", i+1)
-		opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "127.0.0.1", -1, true, true
-		opts.JetStream, opts.StoreDir = true, filepath.Join(dir, opts.ServerName)
+		name := fmt.Sprintf("n%d", i+1)
+		opts := natstest.Documented(t, "../deploy/nats/colocd-auth.conf", filepath.Join(dir, name))
+		opts.ServerName = name
 		opts.Cluster = server.ClusterOpts{Name: "colocd", Host: "127.0.0.1", Port: ports[i]}
 		opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
-		ns, err := server.NewServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go ns.Start()
-		t.Cleanup(ns.Shutdown)
-		nodes = append(nodes, ns)
-	}
-	for _, ns := range nodes {
-		if !ns.ReadyForConnections(20 * time.Second) {
-			t.Fatal("nats-server not ready")
-		}
+		nodes = append(nodes, natstest.Start(t, opts))
 	}
 	return nodes, sidecarSeed, launcherSeed
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,8 +16,8 @@ import (
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/natstest"
 	"github.com/colocd/colocd/predictor"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -513,41 +512,8 @@ func TestRestartKeepsLeases(t *testing.T) {
 // users are told to deploy (deploy/nats/colocd-auth.conf), and returns its
 // URL and the seed files of its sidecar and launcher users.
 func externalNATS(t *testing.T) (url, sidecarSeed, launcherSeed string) {
-	t.Helper()
-	dir := t.TempDir()
-	sidecarSeed, launcherSeed = documentedUsers(t, dir)
-	opts, err := server.ProcessConfigFile("../deploy/nats/colocd-auth.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "127.0.0.1", -1, true, true
-	opts.JetStream, opts.StoreDir = true, filepath.Join(dir, "js")
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	ns, sidecarSeed, launcherSeed := natstest.DocumentedServer(t, "../deploy/nats/colocd-auth.conf")
 	return ns.ClientURL(), sidecarSeed, launcherSeed
-}
-
-// documentedUsers makes the seed files of the sidecar and launcher users of
-// deploy/nats/colocd-auth.conf in dir and puts their public keys in the
-// environment the file reads them from.
-func documentedUsers(t testing.TB, dir string) (sidecarSeed, launcherSeed string) {
-	t.Helper()
-	sidecarSeed, launcherSeed = filepath.Join(dir, "sidecar.nk"), filepath.Join(dir, "launcher.nk")
-	for env, f := range map[string]string{"COLOCD_SIDECAR_NKEY": sidecarSeed, "COLOCD_LAUNCHER_NKEY": launcherSeed} {
-		pub, err := bus.NKeySeedFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv(env, pub)
-	}
-	return sidecarSeed, launcherSeed
 }
 
 // launcherClient connects to url with a launcher's seed.

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/natstest"
 	"github.com/colocd/colocd/sidecar"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -47,15 +47,7 @@ func startSidecar(t *testing.T, id string, mutate func(*configs.Config)) *sideca
 // and connects to it; both stop when the test ends.
 func plainNATS(t *testing.T) *nats.Conn {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1})
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
