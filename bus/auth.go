@@ -74,7 +74,7 @@ func LauncherServices(sidecarID string) []LauncherService {
 		out = append(out, LauncherService{Subject: EndpointSubject("*", ep)})
 	}
 	events := EndpointSubject("*", "events") + ".>"
-	return append(out,
+	out = append(out,
 		LauncherService{Subject: QuoteSubject, Streamed: true},
 		// micro discovery: PING, INFO, STATS, which every sidecar answers
 		LauncherService{Subject: "$SRV.>", Streamed: true},
@@ -93,6 +93,17 @@ func LauncherServices(sidecarID string) []LauncherService {
 		// The fleet's capacity summaries, through any sidecar.
 		LauncherService{Subject: FleetSubject},
 	)
+	if sidecarID == "*" {
+		// A hub's launchers read a leaf host's events in the host's own
+		// JetStream domain (LeafDomain), across the leaf connection.
+		out = append(out,
+			LauncherService{Subject: "$JS.*.API.CONSUMER.CREATE.*.*." + events},
+			LauncherService{Subject: "$JS.*.API.CONSUMER.MSG.NEXT.*.*", Streamed: true},
+			LauncherService{Subject: "$JS.*.API.CONSUMER.INFO.*.*"},
+			LauncherService{Subject: "$JS.*.API.CONSUMER.DELETE.*.*"},
+		)
+	}
+	return out
 }
 
 // LauncherPermissions returns what a launcher may publish and subscribe to

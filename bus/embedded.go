@@ -42,6 +42,9 @@ type EmbeddedOptions struct {
 	LauncherKeys []string
 	// TLS, when its Cert is set, makes the listener speak TLS only.
 	TLS ServerTLSFiles
+	// Leaf, when it names URLs, makes the server a leaf node of a hub
+	// cluster, with JetStream domain LeafDomain(SidecarID).
+	Leaf LeafOptions
 }
 
 // ServerTLSFiles names the PEM files of a TLS listener.
@@ -98,6 +101,14 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	}
 	if err := serverTLS(sopts, opts.TLS); err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
+	}
+	if len(opts.Leaf.URLs) > 0 {
+		remote, err := leafRemote(opts.Leaf)
+		if err != nil {
+			return nil, fmt.Errorf("start embedded nats: %w", err)
+		}
+		sopts.JetStreamDomain = LeafDomain(opts.SidecarID)
+		sopts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
 	}
 	if opts.Listen == "" {
 		sopts.DontListen = true

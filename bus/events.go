@@ -181,12 +181,8 @@ func (c *Client) events(ctx context.Context, sidecarID, jobID string, cfg jetstr
 		}
 	}
 	cfg.FilterSubjects = []string{filter}
-	js, err := jetstream.New(c.nc)
-	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
 	stream := EventStreamName(sidecarID)
-	cons, err := js.OrderedConsumer(ctx, stream, cfg)
+	cons, err := c.eventsConsumer(ctx, sidecarID, stream, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("events: consumer on %s: %w", stream, err)
 	}
@@ -198,6 +194,28 @@ func (c *Client) events(ctx context.Context, sidecarID, jobID string, cfg jetstr
 	s := &EventSubscription{c: make(chan EventRecord), cancel: cancel, done: make(chan struct{})}
 	go s.run(ctx, it)
 	return s, nil
+}
+
+// eventsConsumer makes an ordered consumer on a sidecar's event stream:
+// in this server's JetStream, else, when no stream has that name here, in
+// the sidecar's own domain, where a leaf host keeps it (LeafDomain).
+func (c *Client) eventsConsumer(ctx context.Context, sidecarID, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := js.OrderedConsumer(ctx, stream, cfg)
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return cons, err
+	}
+	leaf, lerr := jetstream.NewWithDomain(c.nc, LeafDomain(sidecarID))
+	if lerr != nil {
+		return nil, err
+	}
+	if cons, lerr := leaf.OrderedConsumer(ctx, stream, cfg); lerr == nil {
+		return cons, nil
+	}
+	return nil, err // the stream is nowhere: say so, not why the leaf did not answer
 }
 
 func (s *EventSubscription) run(ctx context.Context, it jetstream.MessagesContext) {

@@ -62,7 +62,27 @@ type Service struct {
 	nc      *nats.Conn
 	svc     micro.Service
 	uploads *ProfileUploads
+	// fleetAPI is the JetStream API prefix of the fleet's bucket ("": this
+	// server's own).
+	fleetAPI string
 }
+
+// ServeOption changes how Serve serves.
+type ServeOption func(*Service)
+
+// WithFleetDomain reads the fleet's capacity summaries (colocd.v1.fleet)
+// from JetStream domain domain, the hub's when the sidecar's server is a
+// leaf node; "" is the server's own JetStream.
+func WithFleetDomain(domain string) ServeOption {
+	return func(s *Service) {
+		if domain != "" {
+			s.fleetAPI = DomainAPIPrefix(domain)
+		}
+	}
+}
+
+// DomainAPIPrefix is the JetStream API prefix of domain domain.
+func DomainAPIPrefix(domain string) string { return "$JS." + domain + ".API" }
 
 // Serve registers the micro service "colocd" (version must be SemVer) on nc
 // with the endpoints colocd.v1.<id>.{admit,renew,release,register,status,
@@ -70,7 +90,7 @@ type Service struct {
 // sidecar (no queue group). The service's metadata carries the sidecar id.
 // When nc is connected, the endpoints are reachable once Serve returns.
 // Set nc's own handlers before calling Serve: micro chains them.
-func Serve(nc *nats.Conn, id, version string, h Handler) (*Service, error) {
+func Serve(nc *nats.Conn, id, version string, h Handler, opts ...ServeOption) (*Service, error) {
 	if nc == nil || h == nil {
 		return nil, errors.New("serve: nil connection or handler")
 	}
@@ -87,6 +107,9 @@ func Serve(nc *nats.Conn, id, version string, h Handler) (*Service, error) {
 		return nil, fmt.Errorf("serve: add service: %w", err)
 	}
 	s := &Service{id: id, h: h, nc: nc, svc: svc, uploads: NewProfileUploads(nil)}
+	for _, o := range opts {
+		o(s)
+	}
 	endpoints := []struct {
 		name, subject string
 		fn            func(context.Context, micro.Request) (any, error)
@@ -334,7 +357,11 @@ const MaxFleetReply = 900 << 10
 // JSON array; a fleet whose summaries do not fit in one message is a 503
 // naming the limit.
 func (s *Service) fleet(ctx context.Context, _ micro.Request) (any, error) {
-	caps, _, err := ReadCapacities(ctx, s.nc, "")
+	// Bounded by the sidecar, not only by the caller: across a leaf
+	// connection a bucket that is not there yet is silence, not an error.
+	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	caps, _, err := ReadCapacities(ctx, s.nc, s.fleetAPI)
 	if err != nil {
 		return nil, Unavailable(fmt.Sprintf("fleet: reading the capacity summaries failed: %v", err))
 	}

@@ -62,6 +62,29 @@ type NATS struct {
 	// sidecar's buckets and streams (leases, events, profiles, the fleet's
 	// capacity summaries); 1 with the embedded server.
 	Replicas int `mapstructure:"replicas"`
+	// Leaf makes the embedded server a leaf node of a hub cluster
+	// (docs/fleet.md#leaf-nodes).
+	Leaf Leaf `mapstructure:"leaf"`
+}
+
+// Leaf connects the embedded server to a hub cluster as a leaf node: the
+// hub's launchers reach this sidecar, its capacity summary goes to the
+// hub's fleet bucket, and its leases and events stay on this host, in the
+// JetStream domain named by the sidecar id.
+type Leaf struct {
+	// URL is a comma-separated list of the hub's leafnode listeners
+	// (nats-leaf://host:7422, tls:// for TLS); "" means no leaf connection.
+	URL string `mapstructure:"url"`
+	// NKey is the seed file of the hub's sidecar user.
+	NKey string `mapstructure:"nkey"`
+	// Credentials is a NATS credentials file instead of NKey.
+	Credentials string `mapstructure:"credentials"`
+	// TLS holds the CA that signs the hub's certificate and, for mutual
+	// TLS, this host's certificate and key.
+	TLS TLS `mapstructure:"tls"`
+	// HubDomain is the hub's JetStream domain, where the fleet's capacity
+	// summaries live.
+	HubDomain string `mapstructure:"hub_domain"`
 }
 
 // ServerTLS names the PEM files of the embedded server's TLS listener: its
@@ -321,7 +344,7 @@ const (
 func Default() Config {
 	return Config{
 		Sidecar: Sidecar{DataDir: "/var/lib/colocd"},
-		NATS:    NATS{Listen: "127.0.0.1:4222", Replicas: 1},
+		NATS:    NATS{Listen: "127.0.0.1:4222", Replicas: 1, Leaf: Leaf{HubDomain: "hub"}},
 		GPU:     gpu.Default(),
 		Sharing: Sharing{Mode: ModeMPS},
 		MPS: MPS{

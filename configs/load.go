@@ -36,7 +36,8 @@ func Load(path string) (*Config, error) {
 // > defaults. An empty path loads no file.
 //
 // Relative paths in the file (sidecar.data_dir, nats.credentials,
-// nats.nkey, nats.tls.*, mps.pipe_dir, mps.log_dir, mps.control when it
+// nats.nkey, nats.tls.*, nats.launchers.nkey_file, nats.server_tls.*,
+// nats.leaf.{nkey,credentials,tls.*}, mps.pipe_dir, mps.log_dir, mps.control when it
 // contains a slash, predictor.calibration, services[].profile) are resolved
 // against the file's directory; relative paths from the environment or the
 // overrides are left as given, relative to the working directory.
@@ -177,6 +178,11 @@ func resolvePaths(c *Config, dir string, fromFile func(key string) bool) {
 	resolve("nats.server_tls.cert", &c.NATS.ServerTLS.Cert)
 	resolve("nats.server_tls.key", &c.NATS.ServerTLS.Key)
 	resolve("nats.server_tls.client_ca", &c.NATS.ServerTLS.ClientCA)
+	resolve("nats.leaf.nkey", &c.NATS.Leaf.NKey)
+	resolve("nats.leaf.credentials", &c.NATS.Leaf.Credentials)
+	resolve("nats.leaf.tls.ca", &c.NATS.Leaf.TLS.CA)
+	resolve("nats.leaf.tls.cert", &c.NATS.Leaf.TLS.Cert)
+	resolve("nats.leaf.tls.key", &c.NATS.Leaf.TLS.Key)
 	resolve("mps.pipe_dir", &c.MPS.PipeDir)
 	resolve("mps.log_dir", &c.MPS.LogDir)
 	if strings.ContainsRune(c.MPS.Control, '/') {

@@ -173,17 +173,7 @@ func (c *Config) checkNATS(ck *checker) {
 	case n.Replicas > 1 && n.URL == "":
 		ck.add("nats.replicas", "1 with the embedded server (nats.url \"\"), which is one server", strconv.Itoa(n.Replicas))
 	}
-	if n.Credentials != "" && n.NKey != "" {
-		ck.add("nats.nkey", "unset when nats.credentials is set (one authentication method)", quote(n.NKey))
-	}
-	ck.file("nats.credentials", n.Credentials, "credentials file")
-	ck.file("nats.nkey", n.NKey, "NKey seed file")
-	ck.file("nats.tls.ca", n.TLS.CA, "PEM file")
-	ck.file("nats.tls.cert", n.TLS.Cert, "PEM file")
-	ck.file("nats.tls.key", n.TLS.Key, "PEM file")
-	if n.TLS.Cert != "" && n.TLS.Key == "" {
-		ck.add("nats.tls.key", "the client key file, since nats.tls.cert is set", `""`)
-	}
+	ck.clientFiles("nats.", n.Credentials, n.NKey, n.TLS)
 	ck.file("nats.server_tls.cert", n.ServerTLS.Cert, "PEM file")
 	ck.file("nats.server_tls.key", n.ServerTLS.Key, "PEM file")
 	ck.file("nats.server_tls.client_ca", n.ServerTLS.ClientCA, "PEM file")
@@ -198,9 +188,56 @@ func (c *Config) checkNATS(ck *checker) {
 			ck.add(fmt.Sprintf("nats.launchers.nkeys[%d]", i), `a public user NKey: "U" and 55 base32 characters (nsc or nk -gen user prints one)`, quote(k))
 		}
 	}
-	if n.TLS.Key != "" && n.TLS.Cert == "" {
-		ck.add("nats.tls.cert", "the client certificate file, since nats.tls.key is set", `""`)
+	c.checkLeaf(ck)
+}
+
+// clientFiles checks a NATS client's login and TLS files, under prefix
+// ("nats." or "nats.leaf."): credentials or an NKey seed, not both, each an
+// existing file, and a certificate with its key.
+func (ck *checker) clientFiles(prefix, creds, nkey string, t TLS) {
+	if creds != "" && nkey != "" {
+		ck.add(prefix+"nkey", "unset when "+prefix+"credentials is set (one authentication method)", quote(nkey))
 	}
+	ck.file(prefix+"credentials", creds, "credentials file")
+	ck.file(prefix+"nkey", nkey, "NKey seed file")
+	ck.file(prefix+"tls.ca", t.CA, "PEM file")
+	ck.file(prefix+"tls.cert", t.Cert, "PEM file")
+	ck.file(prefix+"tls.key", t.Key, "PEM file")
+	if t.Cert != "" && t.Key == "" {
+		ck.add(prefix+"tls.key", "the client key file, since "+prefix+"tls.cert is set", `""`)
+	}
+	if t.Key != "" && t.Cert == "" {
+		ck.add(prefix+"tls.cert", "the client certificate file, since "+prefix+"tls.key is set", `""`)
+	}
+}
+
+// checkLeaf checks nats.leaf: only with the embedded server, the hub's
+// leafnode URLs, one way to log in, and a hub domain other than the
+// sidecar's own.
+func (c *Config) checkLeaf(ck *checker) {
+	l := c.NATS.Leaf
+	if !sidecarID.MatchString(l.HubDomain) {
+		ck.add("nats.leaf.hub_domain", `the hub's JetStream domain: 1 to 128 letters, digits, "-" or "_"`, quote(l.HubDomain))
+	} else if l.URL != "" && l.HubDomain == c.Sidecar.ID {
+		ck.add("nats.leaf.hub_domain", "a domain other than sidecar.id, which is the leaf's own JetStream domain", quote(l.HubDomain))
+	}
+	if l.URL == "" {
+		return
+	}
+	if c.NATS.URL != "" {
+		ck.add("nats.leaf.url", `"" when nats.url is set: only the embedded server joins a hub as a leaf node`, quote(l.URL))
+	}
+	for u := range strings.SplitSeq(l.URL, ",") {
+		p, err := url.Parse(strings.TrimSpace(u))
+		if err != nil || p.Host == "" || p.User != nil || (p.Scheme != "nats-leaf" && p.Scheme != "nats" && p.Scheme != "tls") {
+			ck.add("nats.leaf.url", "comma-separated nats-leaf:// or tls:// URLs of the hub's leafnode port, with a host and no user", quote(l.URL))
+			break
+		}
+	}
+	if l.NKey == "" && l.Credentials == "" {
+		ck.add("nats.leaf.nkey", "the seed file of the hub's sidecar user (or nats.leaf.credentials)", `""`)
+	}
+	ck.clientFiles("nats.leaf.", l.Credentials, l.NKey, l.TLS)
 }
 
 // checkGPU is package gpu's own check of its section: the limits live there.

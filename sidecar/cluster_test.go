@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/natstest"
 )
 
@@ -150,5 +153,150 @@ func TestThreeNodeCluster(t *testing.T) {
 	}
 	if leases != 2 {
 		t.Errorf("%d leases across the fleet, want 2 (job-1 and job-2)", leases)
+	}
+}
+
+// hub is a nats-server with the documented accounts, JetStream domain
+// "hub" and a leafnode listener, which can be stopped and started again on
+// the same ports and store.
+type hub struct {
+	t                         *testing.T
+	dir                       string
+	port, leafPort            int
+	sidecarSeed, launcherSeed string
+	ns                        *server.Server
+}
+
+func startHub(t *testing.T) *hub {
+	t.Helper()
+	h := &hub{t: t, dir: t.TempDir(), port: freePort(t), leafPort: freePort(t)}
+	h.sidecarSeed, h.launcherSeed = natstest.Users(t, h.dir)
+	h.start()
+	return h
+}
+
+func (h *hub) start() {
+	opts := natstest.Documented(h.t, "../deploy/nats/colocd-auth.conf", filepath.Join(h.dir, "js"))
+	opts.Port, opts.JetStreamDomain = h.port, bus.DefaultHubDomain
+	opts.LeafNode.Host, opts.LeafNode.Port = "127.0.0.1", h.leafPort
+	h.ns = natstest.Start(h.t, opts)
+}
+
+func (h *hub) stop() {
+	h.ns.Shutdown()
+	h.ns.WaitForShutdown()
+}
+
+func (h *hub) leafURL() string { return "nats-leaf://127.0.0.1:" + strconv.Itoa(h.leafPort) }
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// A GPU host whose embedded server is a leaf node of a hub: the hub's
+// launchers find it in the fleet's summaries, quote, admit and read its
+// events across the leaf connection; its leases stay on the host; while
+// the hub is down a local launcher still admits there; when the hub is
+// back the summary catches up and the hub's launcher sees both jobs.
+func TestLeafNode(t *testing.T) {
+	h := startHub(t)
+	cfg := testConfig(t, "gpu-leaf", 10000)
+	cfg.NATS.Leaf = configs.Leaf{URL: h.leafURL(), NKey: h.sidecarSeed, HubDomain: bus.DefaultHubDomain}
+	cfg.Fleet.Heartbeat, cfg.Fleet.TTL = time.Second, 30*time.Second
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, cfg, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	hubURL := h.ns.ClientURL()
+	remote := launcherClient(t, hubURL, h.launcherSeed)
+	leases := func(c *bus.Client) int {
+		caps, _, err := c.Capacities(ctx)
+		if err != nil || len(caps) != 1 || caps[0].Sidecar != "gpu-leaf" {
+			return -1
+		}
+		return caps[0].Leases
+	}
+	if !eventually(ctx, func() bool { return leases(remote) == 0 }) {
+		t.Fatal("the leaf host's summary never reached the hub")
+	}
+	req := admitReq("job-hub", 10, 100)
+	req.LeaseSeconds = 1 // it expires: an event on the host's stream
+	p, err := remote.Place(ctx, req, bus.PlaceOptions{})
+	if err != nil || p.Decision == nil || p.Decision.Lease == nil || p.Sidecar != "gpu-leaf" {
+		t.Fatalf("place from the hub: %v %+v", err, p)
+	}
+	expired(ctx, t, remote, "job-hub")
+	// The leases are the host's own: the hub holds no lease bucket.
+	snc, err := bus.Connect(hubURL, bus.ConnectOptions{Name: "inspect", NKeySeedFile: h.sidecarSeed,
+		Options: []nats.Option{nats.CustomInboxPrefix(bus.SidecarInboxPrefix("inspect"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(snc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streams []string
+	for name := range js.StreamNames(ctx).Name() {
+		streams = append(streams, name)
+	}
+	if want := []string{"KV_" + bus.CapacityBucket}; !slices.Equal(streams, want) {
+		t.Errorf("the hub's streams: %v, want only %v", streams, want)
+	}
+	snc.Close()
+
+	// The hub goes down: the host admits on its own, and its events are
+	// kept for the hub.
+	h.stop()
+	local := launcherClient(t, s.embed.ClientURL(), cfg.LauncherNKeyFile())
+	for _, job := range []string{"job-local", "job-gone"} {
+		req := admitReq(job, 10, 50)
+		if job == "job-gone" {
+			req.LeaseSeconds = 1
+		}
+		if d, err := local.Admit(ctx, "gpu-leaf", req); err != nil || d.Lease == nil {
+			t.Fatalf("admit %s on the host with the hub down: %v %+v", job, err, d)
+		}
+	}
+	expired(ctx, t, local, "job-gone")
+
+	// The hub is back: the summary catches up, and the hub's launcher
+	// reads the events of the time it was away.
+	h.start()
+	remote = launcherClient(t, h.ns.ClientURL(), h.launcherSeed)
+	if !eventually(ctx, func() bool { return leases(remote) == 1 }) {
+		t.Fatalf("the summary did not catch up after the hub came back: %d leases, want 1", leases(remote))
+	}
+	expired(ctx, t, remote, "job-gone")
+}
+
+// expired waits for job's expire event on gpu-leaf's stream, read by c.
+func expired(ctx context.Context, t *testing.T, c *bus.Client, job string) {
+	t.Helper()
+	var (
+		sub *bus.EventSubscription
+		err error
+	)
+	// Right after the hub starts, the leaf connection may not be back yet.
+	if !eventually(ctx, func() bool { sub, err = c.Events(ctx, "gpu-leaf", job, 0); return err == nil }) {
+		t.Fatalf("%s: events: %v", job, err)
+	}
+	defer sub.Stop()
+	select {
+	case rec, ok := <-sub.C():
+		if !ok || rec.Event.Type != bus.EventExpire || rec.Event.JobID != job {
+			t.Fatalf("%s: event %+v, %v (%v), want its expiry", job, rec.Event, ok, sub.Err())
+		}
+	case <-ctx.Done():
+		t.Fatalf("%s: no expire event", job)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/predictor"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // typicalTrainer is the built-in typical trainer of the capacity summary
@@ -26,25 +27,40 @@ const typicalTrainer = `{"format": "colocd.profile/v1", "name": "typical-trainer
 // bucket: at start, at once after a change (poke), and on the heartbeat.
 type fleetPublisher struct {
 	s       *Sidecar
-	caps    *bus.Capacities
+	open    func(context.Context) (*bus.Capacities, error)
+	caps    *bus.Capacities // nil until open succeeds (a leaf whose hub is away)
 	typical admission.Request
 	poke    chan struct{}
 	last    *bus.Capacity // the last published, UpdatedAt aside
 	sent    time.Time
 }
 
-// openFleet opens the capacity bucket and the typical trainer.
+// openFleet opens the capacity bucket and the typical trainer. A leaf
+// node whose hub is out of reach starts without the bucket: it admits on
+// its own and opens the bucket when the hub is back.
 func (s *Sidecar) openFleet(ctx context.Context) error {
 	f := s.cfg.Fleet
-	caps, err := bus.OpenCapacities(ctx, s.js, s.cfg.NATS.Replicas, f.TTL)
-	if err != nil {
-		return fmt.Errorf("fleet: %w", err)
+	js := s.js
+	if d := s.hubDomain(); d != "" {
+		var err error
+		if js, err = jetstream.NewWithDomain(s.nc, d); err != nil {
+			return fmt.Errorf("fleet: %w", err)
+		}
 	}
-	if ttl, err := caps.TTL(ctx); err == nil && ttl > 0 && ttl < 2*f.Heartbeat {
-		s.log.Warn("fleet: the capacity bucket's ttl, set by the sidecar that created it, is under twice this sidecar's heartbeat: its summary will come and go",
-			"ttl", ttl, "heartbeat", f.Heartbeat)
+	pub := &fleetPublisher{s: s, poke: make(chan struct{}, 1),
+		open: func(ctx context.Context) (*bus.Capacities, error) {
+			return bus.OpenCapacities(ctx, js, s.cfg.NATS.Replicas, f.TTL)
+		}}
+	if err := pub.ensureOpen(ctx); err != nil {
+		if !s.isLeaf() {
+			return fmt.Errorf("fleet: %w", err)
+		}
+		s.log.Warn("fleet: the hub's capacity bucket is out of reach: this host admits on its own and publishes its summary when the hub is back", "err", err)
 	}
-	var prof *predictor.Profile
+	var (
+		prof *predictor.Profile
+		err  error
+	)
 	if f.TypicalProfile == "" {
 		prof, err = predictor.ParseProfile([]byte(typicalTrainer))
 	} else {
@@ -57,9 +73,27 @@ func (s *Sidecar) openFleet(ctx context.Context) error {
 	if mem < 1 {
 		mem = 16384
 	}
-	s.fleet = &fleetPublisher{s: s, caps: caps, poke: make(chan struct{}, 1),
-		typical: admission.Request{RequestID: "typical-trainer-of-the-fleet-summary", JobID: "typical", Profile: prof,
-			MemoryMiB: mem, MinPct: 1, MaxPct: 100}}
+	pub.typical = admission.Request{RequestID: "typical-trainer-of-the-fleet-summary", JobID: "typical", Profile: prof,
+		MemoryMiB: mem, MinPct: 1, MaxPct: 100}
+	s.fleet = pub
+	return nil
+}
+
+// ensureOpen opens the capacity bucket unless it is open.
+func (f *fleetPublisher) ensureOpen(ctx context.Context) error {
+	if f.caps != nil {
+		return nil
+	}
+	caps, err := f.open(ctx)
+	if err != nil {
+		return err
+	}
+	hb := f.s.cfg.Fleet.Heartbeat
+	if ttl, err := caps.TTL(ctx); err == nil && ttl > 0 && ttl < 2*hb {
+		f.s.log.Warn("fleet: the capacity bucket's ttl, set by the sidecar that created it, is under twice this sidecar's heartbeat: its summary will come and go",
+			"ttl", ttl, "heartbeat", hb)
+	}
+	f.caps = caps
 	return nil
 }
 
@@ -92,6 +126,9 @@ func (f *fleetPublisher) run(ctx context.Context) error {
 		case <-ctx.Done():
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancel()
+			if f.caps == nil {
+				return nil
+			}
 			if err := f.caps.Withdraw(wctx, f.s.id); err != nil {
 				log.Warn("withdraw the capacity summary", "err", err)
 			}
@@ -131,12 +168,21 @@ func (f *fleetPublisher) publish(ctx context.Context, heartbeat time.Duration, l
 	if same && time.Since(f.sent) < heartbeat*9/10 {
 		return
 	}
+	if err := f.ensureOpen(ctx); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("open the capacity bucket", "err", err)
+		}
+		return
+	}
 	stamped := *c
 	stamped.UpdatedAt = time.Now().UTC()
 	if err := f.caps.Publish(ctx, &stamped); err != nil {
 		if ctx.Err() == nil {
 			log.Warn("publish the capacity summary", "err", err)
 		}
+		// The bucket is in memory: a hub or cluster that restarted whole
+		// lost it. Open it again (creating it) on the next try.
+		f.caps = nil
 		return
 	}
 	f.last, f.sent = c, time.Now()

@@ -126,7 +126,7 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 		return nil, err
 	}
 	s.checks = s.readiness()
-	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s}); err != nil {
+	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s}, bus.WithFleetDomain(s.hubDomain())); err != nil {
 		return nil, fmt.Errorf("serve nats api: %w", err)
 	}
 	if s.http, err = listenHTTP(cfg.Telemetry.HTTP, newMux(s.checks, s.tel.Registry)); err != nil {
@@ -264,13 +264,19 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 		if host, port, _ := net.SplitHostPort(listen); port == "0" {
 			listen = net.JoinHostPort(host, "-1") // nats-server's "any free port"; its 0 means 4222
 		}
+		if s.isLeaf() {
+			if err := bus.ValidateHubDomain(c.Leaf.HubDomain, s.id); err != nil {
+				return nil, fmt.Errorf("nats.leaf.hub_domain: %w", err)
+			}
+		}
 		var pub string
 		if pub, err = bus.NKeySeedFile(s.cfg.LauncherNKeyFile()); err != nil {
 			return nil, fmt.Errorf("nats.launchers.nkey_file: %w", err)
 		}
 		s.embed, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(s.cfg.Sidecar.DataDir, "nats"),
 			ServerName: "colocd-" + s.id, Logger: serverLog, SidecarID: s.id, LauncherKeys: append([]string{pub}, c.Launchers.NKeys...),
-			TLS: bus.ServerTLSFiles{Cert: c.ServerTLS.Cert, Key: c.ServerTLS.Key, ClientCA: c.ServerTLS.ClientCA}})
+			TLS:  bus.ServerTLSFiles{Cert: c.ServerTLS.Cert, Key: c.ServerTLS.Key, ClientCA: c.ServerTLS.ClientCA},
+			Leaf: s.leafOptions()})
 		if err != nil {
 			return nil, fmt.Errorf("embedded nats server: %w", err)
 		}

@@ -1,0 +1,34 @@
+package sidecar
+
+import (
+	"strings"
+
+	"github.com/colocd/colocd/bus"
+)
+
+// leafOptions is nats.leaf for the embedded server: none when nats.leaf.url
+// is "".
+func (s *Sidecar) leafOptions() bus.LeafOptions {
+	l := s.cfg.NATS.Leaf
+	if l.URL == "" {
+		return bus.LeafOptions{}
+	}
+	var urls []string
+	for u := range strings.SplitSeq(l.URL, ",") {
+		urls = append(urls, strings.TrimSpace(u))
+	}
+	return bus.LeafOptions{URLs: urls, NKeySeedFile: l.NKey, Credentials: l.Credentials,
+		TLS: bus.TLSFiles{CA: l.TLS.CA, Cert: l.TLS.Cert, Key: l.TLS.Key}}
+}
+
+// isLeaf reports whether the embedded server is a leaf node of a hub.
+func (s *Sidecar) isLeaf() bool { return s.cfg.NATS.URL == "" && s.cfg.NATS.Leaf.URL != "" }
+
+// hubDomain is the JetStream domain of the fleet's capacity summaries: the
+// hub's when this host is a leaf node, else "" (the server's own).
+func (s *Sidecar) hubDomain() string {
+	if s.isLeaf() {
+		return s.cfg.NATS.Leaf.HubDomain
+	}
+	return ""
+}
