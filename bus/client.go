@@ -190,7 +190,7 @@ func (c *Client) roundTrip(ctx context.Context, sidecarID, endpoint string, msg 
 		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, ErrNoSidecar)
 	}
 	if err != nil {
-		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, err)
+		return fmt.Errorf("%s on sidecar %s: %w: %w", endpoint, sidecarID, ErrNoAnswer, err)
 	}
 	if e := responseError(resp); e != nil {
 		return e

@@ -34,6 +34,13 @@ const (
 // slot", never as a grant.
 var ErrNoSidecar = errors.New("no sidecar answered")
 
+// ErrNoAnswer means a request went out and no answer came back (a timeout,
+// a lost connection): the sidecar may have acted on it. After an admit, it
+// may hold a lease; the same request again, with the same request_id and
+// lease token (AdmitRequest.Token, WithToken), returns that decision
+// instead of a second lease.
+var ErrNoAnswer = errors.New("no answer")
+
 // Error is an error with an API code. Handlers return it to choose the code
 // the client sees; the client returns it for an error response, so callers
 // can branch with errors.As or [CodeOf].

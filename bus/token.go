@@ -36,3 +36,18 @@ func ParseTokenSHA256(s string) ([32]byte, error) {
 	}
 	return d, nil
 }
+
+// Token is the lease token of r: the one Client.Admit drew, or the one
+// WithToken gave ("" before either).
+func (r *AdmitRequest) Token() string { return r.token }
+
+// WithToken makes r use token, the one an earlier try of the same admit
+// used (its outcome unknown, ErrNoAnswer): with the same request_id the
+// sidecar returns that try's decision. The error names the field.
+func (r *AdmitRequest) WithToken(token string) error {
+	if len(token) < 22 || strings.ContainsAny(token, " \t\r\n") {
+		return fmt.Errorf("token: want the lease token of the earlier try (at least 22 characters, no spaces), got %d characters", len(token))
+	}
+	r.token, r.TokenSHA256 = token, TokenSHA256(token)
+	return nil
+}

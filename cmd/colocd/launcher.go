@@ -132,6 +132,7 @@ return the same decision instead of a second lease (default: a random id).`,
 			defer nc.Close()
 			d, err := client.Admit(cmd.Context(), lf.sidecar, &af.req)
 			if err != nil {
+				af.retryHint(cmd.ErrOrStderr(), lf.sidecar, err)
 				return fmt.Errorf("admit: %w", describeBusError(err))
 			}
 			if lf.asJSON {
@@ -152,16 +153,37 @@ return the same decision instead of a second lease (default: a random id).`,
 	}
 	lf.register(cmd, true)
 	af.register(cmd)
+	af.registerRetry(cmd)
 	return cmd
 }
 
-// admitFlags are the flags of an admission request, shared by admit and
-// quote.
+// admitFlags are the flags of an admission request, shared by admit, place
+// and quote.
 type admitFlags struct {
 	req         bus.AdmitRequest
 	profilePath string
 	sendMode    string
 	lease       time.Duration
+	token       string // --token: a retry's lease token
+}
+
+// registerRetry declares --token, for the commands that admit: with
+// --request-id it retries an admit whose outcome is unknown.
+func (f *admitFlags) registerRetry(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.token, "token", "", "with --request-id: the lease token of an earlier admit whose outcome is unknown, so that the retry gets that admit's decision (printed when no answer came)")
+}
+
+// retryHint tells, on stderr, how to retry an admit at sidecar that got no
+// answer: the sidecar may hold a lease, which only the same request_id and
+// token get back (a new admit would take a second one).
+func (f *admitFlags) retryHint(w io.Writer, sidecar string, err error) {
+	if !errors.Is(err, bus.ErrNoAnswer) || sidecar == "" {
+		return
+	}
+	fmt.Fprintf(w, "colocd: no answer from %s: it may hold a lease for job %s. Get that decision with colocd admit, the same flags, and\n"+
+		"  --sidecar %s --request-id %s --token %s\n"+
+		"or let the lease expire. An admit without them may take a second lease.\n",
+		sidecar, f.req.Job.ID, sidecar, f.req.RequestID, f.req.Token())
 }
 
 // prepare fills the request from the flags, connects, and sends the profile
@@ -169,6 +191,14 @@ type admitFlags struct {
 func (f *admitFlags) prepare(cmd *cobra.Command, lf *launcherFlags, needSidecar bool) (*bus.Client, *nats.Conn, error) {
 	if err := fillAdmitRequest(&f.req, f.profilePath, f.lease, f.sendMode); err != nil {
 		return nil, nil, err
+	}
+	if f.token != "" {
+		if !cmd.Flags().Changed("request-id") {
+			return nil, nil, errors.New("--token: only with --request-id, the two printed when an admit got no answer")
+		}
+		if err := f.req.WithToken(f.token); err != nil {
+			return nil, nil, fmt.Errorf("--%w", err)
+		}
 	}
 	client, nc, err := lf.connect(needSidecar)
 	if err != nil {

@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/natstest"
 	"github.com/colocd/colocd/internal/testpki"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // TestLauncherCommands drives a real sidecar (embedded NATS on a free port,
@@ -192,5 +196,66 @@ func TestPlaceCommand(t *testing.T) {
 	}
 	if err != nil || !strings.Contains(out, "gpu-place  grant") {
 		t.Fatalf("quote: %v\n%s", err, out)
+	}
+}
+
+// An admit whose answer never came may still have taken a lease: the CLI
+// prints the request id and token that get that decision back, and a
+// retry with them returns the lease the first try took, not a second one.
+// The first try reaches a subscriber that keeps it and never answers; it
+// is then delivered to the real sidecar, as a late request would be.
+func TestAdmitWithoutAnswer(t *testing.T) {
+	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	stalled, err := nc.SubscribeSync(bus.EndpointSubject("gpu-late", bus.EndpointAdmit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"admit", "--sidecar", "gpu-late", "--server", ns.ClientURL(), "--job", "late-1",
+		"--profile", profilesDir + "/v100-train-step.json", "--memory-mib", "1000", "--send-profile", "inline"}
+	_, stderr, err := runCLI(t, append(args, "--timeout", "500ms")...)
+	if err == nil {
+		t.Fatal("admit without an answer succeeded")
+	}
+	m := regexp.MustCompile(`--sidecar gpu-late --request-id (\S+) --token (\S+)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no retry hint on stderr: %v\n%s", err, stderr)
+	}
+	first, err := stalled.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stalled.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	var sent bus.AdmitRequest
+	if err := json.Unmarshal(first.Data, &sent); err != nil || sent.RequestID != m[1] || sent.TokenSHA256 != bus.TokenSHA256(m[2]) {
+		t.Fatalf("the hint (%s, token %s) is not what was sent (%s, %s): %v", m[1], m[2], sent.RequestID, sent.TokenSHA256, err)
+	}
+	// The first try arrives late at the real sidecar, which grants it.
+	startSidecar(t, "gpu-late", func(c *configs.Config) { c.NATS.URL = ns.ClientURL() })
+	resp, err := nc.Request(first.Subject, first.Data, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d bus.Decision
+	if err := json.Unmarshal(resp.Data, &d); err != nil || d.Lease == nil {
+		t.Fatalf("the late first try: %v %s", err, resp.Data)
+	}
+	out, stderr, err := runCLI(t, append(args, "--request-id", m[1], "--token", m[2])...)
+	if err != nil {
+		t.Fatalf("retry: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"export COLOCD_LEASE_ID='" + d.Lease.ID + "'", "export COLOCD_LEASE_TOKEN='" + m[2] + "'"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("retry output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, _, err := runCLI(t, append(args, "--token", m[2])...); err == nil || !strings.Contains(err.Error(), "--request-id") {
+		t.Errorf("--token without --request-id: %v", err)
 	}
 }

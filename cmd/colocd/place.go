@@ -43,6 +43,9 @@ No candidate or no offer exits with status 1.`,
 				}
 			}
 			if err != nil {
+				if p != nil && len(p.Tried) > 0 {
+					af.retryHint(cmd.ErrOrStderr(), p.Tried[len(p.Tried)-1], err)
+				}
 				return describeBusError(err)
 			}
 			if lf.asJSON {
@@ -60,6 +63,7 @@ No candidate or no offer exits with status 1.`,
 	}
 	lf.register(cmd, false)
 	af.register(cmd)
+	af.registerRetry(cmd)
 	cmd.Flags().IntVar(&k, "k", bus.DefaultPlaceK, "how many of the best-ranked sidecars to quote")
 	return cmd
 }
