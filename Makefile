@@ -107,10 +107,10 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 $(PKGS)
 
 # The fleet simulation (docs/fleet.md#simulation): a three-node nats-server
-# cluster on loopback and 10, then 100, simulated sidecars in one process;
-# 20 placements each, one node killed midway. COLOCD_FLEET=10,100,1000 for more.
+# cluster on loopback and 10, 100, then 1,000 simulated sidecars in one process;
+# 20 placements each, one node killed midway. COLOCD_FLEET=10 for a quick one.
 fleet:
-	COLOCD_FLEET=$${COLOCD_FLEET:-10,100} $(GO) test ./sidecar -run '^$$' -bench BenchmarkFleet -benchtime 20x -timeout 30m
+	COLOCD_FLEET=$${COLOCD_FLEET:-10,100,1000} $(GO) test ./sidecar -run '^$$' -bench BenchmarkFleet -benchtime 20x -timeout 30m
 
 clean:
 	rm -rf bin

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -140,6 +141,14 @@ func (k *KV) List(ctx context.Context) ([]Entry, error) {
 			return nil, fmt.Errorf("kv list: %w", ctx.Err())
 		}
 	}
+}
+
+// Unacknowledged reports whether a KV write's error leaves it open whether
+// the write landed: no acknowledgement came in time (a deadline, a timeout,
+// no answer from the stream), unlike a refusal such as ErrConflict. The
+// caller reads the key to learn which.
+func Unacknowledged(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // mapCAS maps JetStream's revision mismatch to ErrConflict.

@@ -348,6 +348,10 @@ func inboxReply(reply string) bool {
 // cross an account boundary; it refuses them from clients.
 const serviceReplyPrefix = "_R_."
 
+// fleetRetryWait is the pause before the fleet's summaries are read again
+// after no responders.
+const fleetRetryWait = 100 * time.Millisecond
+
 // MaxFleetReply bounds the summaries one fleet answer carries, below NATS's
 // default 1 MiB message.
 const MaxFleetReply = 900 << 10
@@ -362,6 +366,15 @@ func (s *Service) fleet(ctx context.Context, _ micro.Request) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	caps, _, err := ReadCapacities(ctx, s.nc, s.fleetAPI)
+	// Just after a cluster node goes, the bucket's direct-get responders
+	// may be gone a moment: no responders is asked again, never waited on.
+	for errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(fleetRetryWait):
+			caps, _, err = ReadCapacities(ctx, s.nc, s.fleetAPI)
+		}
+	}
 	if err != nil {
 		return nil, Unavailable(fmt.Sprintf("fleet: reading the capacity summaries failed: %v", err))
 	}

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -320,6 +321,11 @@ func (s *kvStore) Save(ctx context.Context, l *admission.Lease) error {
 	} else {
 		rev, err = s.bucket().Update(ctx, l.ID, data, l.Revision)
 	}
+	if bus.Unacknowledged(err) {
+		if r, ok := s.landed(ctx, l.ID, data); ok {
+			rev, err = r, nil
+		}
+	}
 	switch {
 	case errors.Is(err, bus.ErrExists), errors.Is(err, bus.ErrConflict):
 		return fmt.Errorf("save lease %s: %w: %w", l.ID, admission.ErrConflict, err)
@@ -334,6 +340,12 @@ func (s *kvStore) Delete(ctx context.Context, l *admission.Lease) error {
 	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
 	err := s.bucket().Delete(ctx, l.ID, l.Revision)
+	// A delete whose acknowledgement was lost landed all the same when the
+	// key is gone; a retry of it then finds the revision moved (its own
+	// delete marker). Either way the lease is deleted.
+	if (bus.Unacknowledged(err) || errors.Is(err, bus.ErrConflict)) && s.gone(ctx, l.ID) {
+		return nil
+	}
 	switch {
 	case errors.Is(err, bus.ErrNotFound):
 		return fmt.Errorf("delete lease %s: %w", l.ID, admission.ErrNotFound)
@@ -341,6 +353,27 @@ func (s *kvStore) Delete(ctx context.Context, l *admission.Lease) error {
 		return fmt.Errorf("delete lease %s: %w: %w", l.ID, admission.ErrConflict, err)
 	}
 	return err
+}
+
+// settleTimeout bounds the read that settles a write whose outcome is
+// unknown.
+const settleTimeout = 2 * time.Second
+
+// landed reports whether a save of lease id whose acknowledgement was lost
+// is in the store after all (the record there is want), and its revision.
+func (s *kvStore) landed(ctx context.Context, id string, want []byte) (uint64, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	got, rev, err := s.bucket().Get(ctx, id)
+	return rev, err == nil && bytes.Equal(got, want)
+}
+
+// gone reports whether lease id has no record in the store now.
+func (s *kvStore) gone(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	_, _, err := s.bucket().Get(ctx, id)
+	return errors.Is(err, bus.ErrNotFound)
 }
 
 func (s *kvStore) Load(ctx context.Context) ([]*admission.Lease, error) {

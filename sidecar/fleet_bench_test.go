@@ -7,11 +7,18 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/configs"
 )
+
+// fleetStartConcurrency is how many sidecars start at once.
+const fleetStartConcurrency = 8
 
 // BenchmarkFleet places a stream of training jobs on a fleet of simulated
 // sidecars that are clients of a real three-node nats-server cluster on
@@ -20,7 +27,7 @@ import (
 // an oracle that quotes every sidecar. Midway one node is killed. Each
 // iteration places one job with colocd place's call and releases it, so
 // the fleet stays as it started. COLOCD_FLEET lists the fleet sizes
-// (default 10; make fleet runs 10,100).
+// (default 10; make fleet runs 10,100,1000).
 func BenchmarkFleet(b *testing.B) {
 	sizes := []int{10}
 	if v := os.Getenv("COLOCD_FLEET"); v != "" {
@@ -44,6 +51,7 @@ func benchFleet(b *testing.B, n int) {
 	ctx := context.Background()
 	base := p99At(b, 100) // the example service's p99 next to a trainer at 100 %
 	ids := make([]string, n)
+	cfgs := make([]*configs.Config, n)
 	for i := range n {
 		ids[i] = fmt.Sprintf("gpu-%04d", i)
 		// SLOs from "nothing fits" to "anything fits": quotes differ.
@@ -51,32 +59,59 @@ func benchFleet(b *testing.B, n int) {
 		// Three replicas: a node killed loses no stream.
 		cfg.NATS.URL, cfg.NATS.NKey, cfg.NATS.Replicas = url, sidecarSeed, 3
 		cfg.Fleet.Heartbeat, cfg.Fleet.TTL = 5*time.Second, 30*time.Second
-		if !eventually(ctx, func() bool { // the cluster elects its JetStream leader first
-			s, err := New(ctx, cfg, Options{})
-			if err == nil {
-				s.Close(ctx)
-			}
-			return err == nil
-		}) {
-			b.Fatal("the cluster's JetStream never came up")
-		}
-		start(b, cfg, Options{})
+		cfgs[i] = cfg
 	}
+	if !eventually(ctx, func() bool { // the cluster elects its JetStream leader first
+		s, err := New(ctx, cfgs[0], Options{})
+		if err == nil {
+			s.Close(ctx)
+		}
+		return err == nil
+	}) {
+		b.Fatal("the cluster's JetStream never came up")
+	}
+	// The sidecars start a few at a time: each creates its lease bucket and
+	// event stream through the cluster's meta leader, which is the wait.
+	t0 := time.Now()
+	var g errgroup.Group
+	g.SetLimit(fleetStartConcurrency)
+	var mu sync.Mutex
+	for _, cfg := range cfgs {
+		g.Go(func() error {
+			s, err := New(ctx, cfg, Options{})
+			if err != nil {
+				return fmt.Errorf("sidecar %s: %w", cfg.Sidecar.ID, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			runSidecar(b, s)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	startup := time.Since(t0)
 	lc := launcherClient(b, url, launcherSeed)
 	if !eventually(ctx, func() bool { caps, _, err := lc.Capacities(ctx); return err == nil && len(caps) == n }) {
 		b.Fatalf("the %d summaries never all came", n)
 	}
 	var (
 		lat      []float64
+		reads    []float64
 		requests int
 		agree    int
 		placed   int
 		failed   int
+		killed   = -1 // the first placement after the kill
+		// releaseRetries counts the 503s and 504s of releases (outside the timing)
+		releaseRetries int
 	)
 	b.ResetTimer()
 	for i := range b.N {
 		if i == b.N/2 && b.N > 1 {
 			nodes[2].Shutdown() // the others keep the cluster
+			killed = i
 		}
 		req := admitReq(fmt.Sprintf("job-%d", i), 10, 100)
 		t0 := time.Now()
@@ -94,6 +129,12 @@ func benchFleet(b *testing.B, n int) {
 		}
 		placed++
 		b.StopTimer()
+		// What the read of every summary costs alone: the part of a
+		// placement that grows with the fleet.
+		r0 := time.Now()
+		if _, _, err := lc.Capacities(ctx); err == nil {
+			reads = append(reads, float64(time.Since(r0).Microseconds())/1000)
+		}
 		// The oracle: every sidecar's quote, best by the same policy.
 		qs, _ := lc.QuoteExpect(ctx, admitReq(fmt.Sprintf("oracle-%d", i), 10, 100), 10*time.Second, ids)
 		best := 0
@@ -105,18 +146,47 @@ func benchFleet(b *testing.B, n int) {
 		if p.Decision.ActiveThreadPct >= best {
 			agree++
 		}
-		if err := lc.Release(ctx, p.Sidecar, &bus.LeaseRef{LeaseID: p.Decision.Lease.ID, Token: p.Decision.Lease.Token}); err != nil {
+		// Just after the kill a stream whose leader was on the node is a
+		// 503 until it elects another, and a loaded cluster's write can
+		// outlast the sidecar's deadline (504): release retries, as a
+		// launcher does (a release is idempotent).
+		ref := &bus.LeaseRef{LeaseID: p.Decision.Lease.ID, Token: p.Decision.Lease.Token}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		r0 = time.Now()
+		retry := func(err error) bool {
+			return (bus.CodeOf(err) == bus.CodeUnavailable || bus.CodeOf(err) == bus.CodeTimeout) && rctx.Err() == nil
+		}
+		for err = lc.Release(rctx, p.Sidecar, ref); retry(err); err = lc.Release(rctx, p.Sidecar, ref) {
+			releaseRetries++
+			time.Sleep(200 * time.Millisecond)
+		}
+		cancel()
+		if err != nil {
 			b.Errorf("release on %s: %v", p.Sidecar, err)
+		}
+		if d := time.Since(r0); d > time.Second {
+			b.Logf("placement %d: release on %s took %s (%d retries so far)", i, p.Sidecar, d.Round(time.Millisecond), releaseRetries)
 		}
 		b.StartTimer()
 	}
 	b.StopTimer()
+	afterKill := 0.0
+	if killed >= 0 {
+		afterKill = slices.Max(lat[killed:])
+	}
 	slices.Sort(lat)
 	q := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
 	b.ReportMetric(q(0.5), "p50-ms")
+	if len(reads) > 0 {
+		slices.Sort(reads)
+		b.ReportMetric(reads[len(reads)/2], "read-p50-ms")
+	}
 	b.ReportMetric(q(0.99), "p99-ms")
 	b.ReportMetric(float64(requests)/float64(b.N), "requests/placement")
 	b.ReportMetric(float64(n+1), "oracle-requests/placement")
 	b.ReportMetric(float64(agree)/float64(max(placed, 1)), "as-good-as-oracle")
 	b.ReportMetric(float64(failed), "failed-placements")
+	b.ReportMetric(afterKill, "max-ms-after-kill")
+	b.ReportMetric(startup.Seconds(), "fleet-start-s")
+	b.ReportMetric(float64(releaseRetries), "release-retries")
 }

@@ -73,6 +73,12 @@ func start(t testing.TB, cfg *configs.Config, opts Options) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runSidecar(t, s)
+}
+
+// runSidecar runs s until the test ends, when it stops it and checks that
+// Run ended well.
+func runSidecar(t testing.TB, s *Sidecar) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
