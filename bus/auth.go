@@ -57,31 +57,31 @@ type LauncherService struct {
 }
 
 // LauncherServices returns what launchers may ask on the NATS system of
-// sidecar sidecarID: the endpoints of any sidecar, and consumers on
-// sidecarID's events stream. With sidecarID "*" it is the set for a server
-// that many sidecars share (an external server or cluster),
-// deploy/nats/colocd-auth.conf: consumers on any stream, bound by a filter
-// inside the events subjects.
+// sidecar sidecarID: the endpoints of any sidecar, and pulls from the
+// consumers it makes on sidecarID's events stream. With sidecarID "*" it is
+// the set for a server that many sidecars share (an external server or
+// cluster), deploy/nats/colocd-auth.conf: consumers of any stream, in this
+// server's JetStream or a leaf host's domain.
 func LauncherServices(sidecarID string) []LauncherService {
 	stream := EventStreamName(sidecarID)
 	if sidecarID == "*" {
-		stream = "*" // a stream name is one token; the filter below still binds
+		stream = "*" // a stream name is one token
 	}
 	// The endpoints of every sidecar, so that asking one that is not there
 	// is a quick "no responders", not a permission error and a timeout.
 	out := make([]LauncherService, 0, 14)
-	for _, ep := range []string{EndpointAdmit, EndpointRenew, EndpointRelease, EndpointRegister, EndpointStatus, EndpointProfile, quoteOneToken} {
+	for _, ep := range []string{EndpointAdmit, EndpointRenew, EndpointRelease, EndpointRegister, EndpointStatus, EndpointProfile, quoteOneToken, EndpointWatch} {
 		out = append(out, LauncherService{Subject: EndpointSubject("*", ep)})
 	}
-	events := EndpointSubject("*", "events") + ".>"
 	out = append(out,
 		LauncherService{Subject: QuoteSubject, Streamed: true},
 		// micro discovery: PING, INFO, STATS, which every sidecar answers
 		LauncherService{Subject: "$SRV.>", Streamed: true},
-		// Reading its events: an ordered consumer on the events stream,
-		// created with a filter inside the events subjects, so that it can
-		// read nothing else even where the stream token is a wildcard.
-		LauncherService{Subject: "$JS.API.CONSUMER.CREATE." + stream + ".*." + events},
+		// Reading its events: pulls from a consumer on the events stream
+		// that the sidecar made (the watch endpoint), with a filter inside
+		// the events subjects. A launcher never creates a consumer: the
+		// config in the create request, which no permission sees, could
+		// name a deliver subject inside the sidecars' account.
 		LauncherService{Subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + ".*", Streamed: true},
 		LauncherService{Subject: "$JS.API.CONSUMER.INFO." + stream + ".*"},
 		LauncherService{Subject: "$JS.API.CONSUMER.DELETE." + stream + ".*"},
@@ -97,7 +97,6 @@ func LauncherServices(sidecarID string) []LauncherService {
 		// A hub's launchers read a leaf host's events in the host's own
 		// JetStream domain (LeafDomain), across the leaf connection.
 		out = append(out,
-			LauncherService{Subject: "$JS.*.API.CONSUMER.CREATE.*.*." + events},
 			LauncherService{Subject: "$JS.*.API.CONSUMER.MSG.NEXT.*.*", Streamed: true},
 			LauncherService{Subject: "$JS.*.API.CONSUMER.INFO.*.*"},
 			LauncherService{Subject: "$JS.*.API.CONSUMER.DELETE.*.*"},

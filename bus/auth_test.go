@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -254,6 +255,38 @@ func TestDocumentedLauncherPermissions(t *testing.T) {
 	}
 }
 
+// launcherSetups are the two servers a launcher meets: the embedded one and
+// one with the documented configuration. Each dials the sidecar's and the
+// launcher's connections.
+var launcherSetups = []struct {
+	name string
+	dial func(t *testing.T) (sidecar, launcher *nats.Conn)
+}{
+	{"embedded", func(t *testing.T) (*nats.Conn, *nats.Conn) {
+		e, seed := authServer(t)
+		nc, err := Connect(e.ClientURL(), ConnectOptions{NKeySeedFile: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return connect(t, e), nc
+	}},
+	{"documented", func(t *testing.T) (*nats.Conn, *nats.Conn) {
+		ns, sidecarSeed, launcherSeed := documentedServer(t)
+		side, err := Connect(ns.ClientURL(), ConnectOptions{NKeySeedFile: sidecarSeed, Options: []nats.Option{nats.CustomInboxPrefix(SidecarInboxPrefix("gpu-a"))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(side.Close)
+		nc, err := Connect(ns.ClientURL(), ConnectOptions{NKeySeedFile: launcherSeed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return side, nc
+	}},
+}
+
 // TestLauncherCannotAimJetStream: JetStream answers a pull request on
 // whatever reply subject it names. A launcher that names the JetStream API
 // or a lease's KV subject as the reply of its own consumer's pull request
@@ -261,59 +294,24 @@ func TestDocumentedLauncherPermissions(t *testing.T) {
 // documented configuration, the answer crosses back into the launchers'
 // account, which has no JetStream.
 func TestLauncherCannotAimJetStream(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		dial func(t *testing.T) (sidecar, launcher *nats.Conn)
-	}{
-		{"embedded", func(t *testing.T) (*nats.Conn, *nats.Conn) {
-			e, seed := authServer(t)
-			nc, err := Connect(e.ClientURL(), ConnectOptions{NKeySeedFile: seed})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			return connect(t, e), nc
-		}},
-		{"documented", func(t *testing.T) (*nats.Conn, *nats.Conn) {
-			ns, sidecarSeed, launcherSeed := documentedServer(t)
-			side, err := Connect(ns.ClientURL(), ConnectOptions{NKeySeedFile: sidecarSeed, Options: []nats.Option{nats.CustomInboxPrefix(SidecarInboxPrefix("gpu-a"))}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(side.Close)
-			nc, err := Connect(ns.ClientURL(), ConnectOptions{NKeySeedFile: launcherSeed})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			return side, nc
-		}},
-	} {
+	for _, tc := range launcherSetups {
 		t.Run(tc.name, func(t *testing.T) {
-			side, nc := tc.dial(t)
-			ctx := testCtx(t)
-			kv, js := leaseBucket(t, ctx, side, `{"secret":1}`)
-			events, err := OpenEvents(ctx, js, "gpu-a", 0, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			side, nc, ctx, kv, js, events := eventsAndLeases(t, tc.dial)
 			if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
 				t.Fatal(err)
 			}
-			// The launcher's own consumer, as Client.Events makes it.
-			ljs, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			// The launcher's consumer, as the watch endpoint makes it.
 			stream := EventStreamName("gpu-a")
-			cons, err := ljs.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{EndpointSubject("gpu-a", "events") + ".job-1"}})
+			serveOn(t, side, "gpu-a", newFakeHandler())
+			c := NewClient(nc)
+			sub, err := c.Events(ctx, "gpu-a", "job-1", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second)); err != nil {
-				t.Fatal(err)
-			}
-			next := "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + cons.CachedInfo().Name
+			defer sub.Stop()
+			next(t, sub)
+			name := consumerName(t, js, stream)
+			next := "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + name
 			leases := "KV_" + LeaseBucketName("gpu-a")
 			for _, reply := range []string{
 				"$JS.API.STREAM.DELETE." + stream, "$JS.API.STREAM.DELETE." + leases,
@@ -334,7 +332,7 @@ func TestLauncherCannotAimJetStream(t *testing.T) {
 			if err := nc.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := nc.Request("$JS.API.CONSUMER.INFO."+stream+"."+cons.CachedInfo().Name, nil, 5*time.Second); err != nil {
+			if _, err := nc.Request("$JS.API.CONSUMER.INFO."+stream+"."+name, nil, 5*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(100 * time.Millisecond) // answers that cross accounts are asynchronous
@@ -352,4 +350,71 @@ func TestLauncherCannotAimJetStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A consumer's deliver subject is in its create request's body, which no
+// permission sees: a push consumer on the events stream delivering to
+// $JS.API.STREAM.DELETE.<lease bucket> would have JetStream delete the
+// leases, inside the sidecars' account. No launcher may create a consumer
+// at all: on the embedded server and on the documented configuration the
+// create goes unanswered, and the leases stay.
+func TestLauncherCannotPushIntoJetStream(t *testing.T) {
+	for _, tc := range launcherSetups {
+		t.Run(tc.name, func(t *testing.T) {
+			_, nc, ctx, kv, js, events := eventsAndLeases(t, tc.dial)
+			stream, leases := EventStreamName("gpu-a"), "KV_"+LeaseBucketName("gpu-a")
+			filter := EndpointSubject("gpu-a", "events") + ".job-1"
+			for _, deliver := range []string{"$JS.API.STREAM.DELETE." + leases, "$KV." + LeaseBucketName("gpu-a") + ".lease-1"} {
+				body, _ := json.Marshal(map[string]any{"stream_name": stream, "config": map[string]any{
+					"name": "push", "deliver_subject": deliver, "filter_subject": filter,
+					"deliver_policy": "all", "ack_policy": "none"}})
+				for _, subj := range []string{"$JS.API.CONSUMER.CREATE." + stream + ".push." + filter, "$JS.API.CONSUMER.CREATE." + stream} {
+					if m, err := nc.Request(subj, body, 500*time.Millisecond); err == nil {
+						t.Errorf("consumer create on %s answered: %s", subj, m.Data)
+					}
+				}
+			}
+			if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond) // a push consumer would deliver now
+			if _, err := js.Stream(ctx, leases); err != nil {
+				t.Fatalf("lease bucket after the probes: %v", err)
+			}
+			if v, _, err := kv.Get(ctx, "lease-1"); err != nil || string(v) != `{"secret":1}` {
+				t.Errorf("lease record %q, %v", v, err)
+			}
+		})
+	}
+}
+
+// consumerName is the name of the one consumer on stream.
+func consumerName(t *testing.T, js jetstream.JetStream, stream string) string {
+	t.Helper()
+	st, err := js.Stream(testCtx(t), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range st.ConsumerNames(testCtx(t)).Name() {
+		names = append(names, n)
+	}
+	if len(names) != 1 {
+		t.Fatalf("consumers on %s: %v, want one", stream, names)
+	}
+	return names[0]
+}
+
+// eventsAndLeases dials a setup and makes sidecar gpu-a's lease bucket,
+// with one lease, and its events stream.
+func eventsAndLeases(t *testing.T, dial func(*testing.T) (*nats.Conn, *nats.Conn)) (side, launcher *nats.Conn, ctx context.Context, kv *KV, js jetstream.JetStream, events *Events) {
+	t.Helper()
+	side, launcher = dial(t)
+	ctx = testCtx(t)
+	kv, js = leaseBucket(t, ctx, side, `{"secret":1}`)
+	events, err := OpenEvents(ctx, js, "gpu-a", 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return side, launcher, ctx, kv, js, events
 }

@@ -189,8 +189,11 @@ func (c *Client) roundTrip(ctx context.Context, sidecarID, endpoint string, msg 
 	if errors.Is(err, nats.ErrNoResponders) {
 		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, ErrNoSidecar)
 	}
-	if err != nil {
+	if sentUnanswered(err) {
 		return fmt.Errorf("%s on sidecar %s: %w: %w", endpoint, sidecarID, ErrNoAnswer, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, err)
 	}
 	if e := responseError(resp); e != nil {
 		return e
@@ -202,6 +205,15 @@ func (c *Client) roundTrip(ctx context.Context, sidecarID, endpoint string, msg 
 		return fmt.Errorf("%s on sidecar %s: decode answer: %w", endpoint, sidecarID, err)
 	}
 	return nil
+}
+
+// sentUnanswered reports whether a request's error says it may have gone
+// out without an answer coming back: a timeout, the caller giving up, or the
+// connection closing meanwhile; not a request refused before it was sent
+// (too large, a bad subject).
+func sentUnanswered(err error) bool {
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrConnectionClosed)
 }
 
 // bound gives ctx the client's timeout when it has no deadline.

@@ -147,95 +147,118 @@ func (s *EventSubscription) Err() error {
 
 // Events reads the events of one job (all jobs when jobID is "") of sidecar
 // sidecarID from stream sequence fromSeq on (0: from the oldest kept), then
-// follows new ones, with an ordered consumer. A launcher that reconnects
-// passes the last Seq it handled plus one and misses nothing the stream
-// still holds.
+// follows new ones, through a consumer the sidecar makes (the watch
+// endpoint) and that is made again, from the next sequence, when it goes. A
+// launcher that reconnects passes the last Seq it handled plus one and
+// misses nothing the stream still holds.
 func (c *Client) Events(ctx context.Context, sidecarID, jobID string, fromSeq uint64) (*EventSubscription, error) {
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
-	if fromSeq > 0 {
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = fromSeq
-	}
-	return c.events(ctx, sidecarID, jobID, cfg)
+	return c.events(ctx, sidecarID, WatchRequest{JobID: jobID, FromSeq: fromSeq})
 }
 
 // EventsSince is Events from the first event stored at or after since (by
 // the server's clock), or from the next new event when none is.
 func (c *Client) EventsSince(ctx context.Context, sidecarID, jobID string, since time.Time) (*EventSubscription, error) {
-	cfg := jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
-		OptStartTime:  &since,
-	}
-	return c.events(ctx, sidecarID, jobID, cfg)
+	return c.events(ctx, sidecarID, WatchRequest{JobID: jobID, Since: &since})
 }
 
-func (c *Client) events(ctx context.Context, sidecarID, jobID string, cfg jetstream.OrderedConsumerConfig) (*EventSubscription, error) {
+func (c *Client) events(ctx context.Context, sidecarID string, w WatchRequest) (*EventSubscription, error) {
 	if err := ValidateSidecarID(sidecarID); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	filter := EndpointSubject(sidecarID, "events") + ".>"
-	if jobID != "" {
-		var err error
-		if filter, err = EventSubject(sidecarID, jobID); err != nil {
+	if w.JobID != "" {
+		if _, err := EventSubject(sidecarID, w.JobID); err != nil {
 			return nil, fmt.Errorf("events: %w", err)
 		}
 	}
-	cfg.FilterSubjects = []string{filter}
-	stream := EventStreamName(sidecarID)
-	cons, err := c.eventsConsumer(ctx, sidecarID, stream, cfg)
+	wc, err := c.watch(ctx, sidecarID, w)
 	if err != nil {
-		return nil, fmt.Errorf("events: consumer on %s: %w", stream, err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, fmt.Errorf("events: consume %s: %w", stream, err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &EventSubscription{c: make(chan EventRecord), cancel: cancel, done: make(chan struct{})}
-	go s.run(ctx, it)
+	go s.run(ctx, c, sidecarID, w, wc)
 	return s, nil
 }
 
-// eventsConsumer makes an ordered consumer on a sidecar's event stream:
-// in this server's JetStream, else, when no stream has that name here, in
-// the sidecar's own domain, where a leaf host keeps it (LeafDomain).
-func (c *Client) eventsConsumer(ctx context.Context, sidecarID, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
-	js, err := jetstream.New(c.nc)
-	if err != nil {
-		return nil, err
-	}
-	cons, err := js.OrderedConsumer(ctx, stream, cfg)
-	if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return cons, err
-	}
-	leaf, lerr := jetstream.NewWithDomain(c.nc, LeafDomain(sidecarID))
-	if lerr != nil {
-		return nil, err
-	}
-	if cons, lerr := leaf.OrderedConsumer(ctx, stream, cfg); lerr == nil {
-		return cons, nil
-	}
-	return nil, err // the stream is nowhere: say so, not why the leaf did not answer
+// watchConsumer is a consumer the sidecar made, bound and consumed.
+type watchConsumer struct {
+	js   jetstream.JetStream // where it is: this server's, or the leaf's domain
+	cons jetstream.Consumer
+	it   jetstream.MessagesContext
 }
 
-func (s *EventSubscription) run(ctx context.Context, it jetstream.MessagesContext) {
+// close stops consuming and deletes the consumer at once rather than at
+// its inactive threshold, best effort.
+func (w *watchConsumer) close() {
+	w.it.Stop()
+	info := w.cons.CachedInfo()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = w.js.DeleteConsumer(ctx, info.Stream, info.Name)
+}
+
+// watch asks the sidecar for a consumer and binds to it: on this server's
+// JetStream, else in the domain the sidecar names (a leaf host's).
+func (c *Client) watch(ctx context.Context, sidecarID string, w WatchRequest) (*watchConsumer, error) {
+	var r WatchReply
+	if err := c.call(ctx, sidecarID, EndpointWatch, &w, &r); err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	bctx, cancel := c.bound(ctx)
+	defer cancel()
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	cons, err := js.Consumer(bctx, r.Stream, r.Consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		if r.Domain == "" {
+			return nil, fmt.Errorf("events: consumer %s on %s: %w", r.Consumer, r.Stream, err)
+		}
+		if js, err = jetstream.NewWithDomain(c.nc, r.Domain); err == nil {
+			cons, err = js.Consumer(bctx, r.Stream, r.Consumer)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("events: consumer %s on %s: %w", r.Consumer, r.Stream, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("events: consume %s: %w", r.Stream, err)
+	}
+	return &watchConsumer{js: js, cons: cons, it: it}, nil
+}
+
+// rewatchWait is the pause before a consumer that went is asked for again.
+const rewatchWait = time.Second
+
+func (s *EventSubscription) run(ctx context.Context, c *Client, sidecarID string, w WatchRequest, wc *watchConsumer) {
 	defer close(s.done)
 	defer close(s.c)
-	defer it.Stop()
+	defer func() {
+		if wc != nil {
+			wc.close()
+		}
+	}()
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		m, err := wc.it.Next(jetstream.NextContext(ctx))
 		if err != nil {
-			if ctx.Err() == nil {
-				s.mu.Lock()
-				s.err = fmt.Errorf("events: %w", err)
-				s.mu.Unlock()
+			if ctx.Err() != nil {
+				return
 			}
-			return
+			// The consumer went (the server restarted, or it idled out):
+			// ask for another from the next event on.
+			wc.close()
+			if wc = s.rewatch(ctx, c, sidecarID, w, err); wc == nil {
+				return
+			}
+			continue
 		}
 		meta, err := m.Metadata()
 		if err != nil {
 			continue
 		}
+		w.FromSeq, w.Since = meta.Sequence.Stream+1, nil
 		ev, err := DecodeEvent(m.Data())
 		if err != nil {
 			continue
@@ -244,6 +267,29 @@ func (s *EventSubscription) run(ctx context.Context, it jetstream.MessagesContex
 		case s.c <- EventRecord{Seq: meta.Sequence.Stream, Event: *ev}:
 		case <-ctx.Done():
 			return
+		}
+	}
+}
+
+// rewatch asks for a new consumer every rewatchWait until one comes or ctx
+// ends; nil when none will (ctx ended, or the sidecar refuses the request,
+// which is then the subscription's error).
+func (s *EventSubscription) rewatch(ctx context.Context, c *Client, sidecarID string, w WatchRequest, cause error) *watchConsumer {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(rewatchWait):
+		}
+		wc, err := c.watch(ctx, sidecarID, w)
+		if err == nil {
+			return wc
+		}
+		if CodeOf(err) == CodeBadRequest {
+			s.mu.Lock()
+			s.err = fmt.Errorf("%w (after %v)", err, cause)
+			s.mu.Unlock()
+			return nil
 		}
 	}
 }

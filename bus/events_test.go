@@ -3,14 +3,18 @@ package bus
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// openEvents opens sidecar id's events stream and serves its API, whose
+// watch endpoint makes the launchers' consumers.
 func openEvents(t *testing.T, e *Embedded, id string) *Events {
 	t.Helper()
+	serve(t, e, id, newFakeHandler())
 	js, err := jetstream.New(connect(t, e))
 	if err != nil {
 		t.Fatal(err)
@@ -179,8 +183,12 @@ func TestEventsErrors(t *testing.T) {
 		}
 	}
 	c := NewClient(connect(t, e))
-	if _, err := c.Events(ctx, "gpu-unknown", "j", 0); !errors.Is(err, jetstream.ErrStreamNotFound) {
-		t.Errorf("Events on a sidecar without stream: got %v, want ErrStreamNotFound", err)
+	if _, err := c.Events(ctx, "gpu-unknown", "j", 0); !errors.Is(err, ErrNoSidecar) {
+		t.Errorf("Events on a sidecar that is not there: got %v, want ErrNoSidecar", err)
+	}
+	serve(t, e, "gpu-no-stream", newFakeHandler())
+	if _, err := c.Events(ctx, "gpu-no-stream", "j", 0); CodeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "stream not found") {
+		t.Errorf("Events on a sidecar without stream: got %v, want a 503 that says so", err)
 	}
 	if _, err := c.Events(ctx, "gpu.a", "j", 0); err == nil {
 		t.Error("Events with a bad sidecar id succeeded")

@@ -16,6 +16,7 @@ var fuzzSeeds = []string{
 	`{"lease_id":"l-1","token":"t"}`,
 	`{"lease_id":"l-1","token":"t","pids":[1,2,3]}`,
 	`{"type":"revoke","lease_id":"l","job_id":"j","reason":"gpu xid 79","time":"2026-03-01T12:00:00Z"}`,
+	`{"job_id":"job-1","from_seq":7}`, `{"since":"2026-03-01T12:00:00Z"}`, `{"from_seq":1,"since":"2026-03-01T12:00:00Z"}`,
 	`{"compute":{"min_pct":-1e400}}`, `{"pids":[1e30]}`, `{"profile":{"ops":[{}]}}`,
 }
 
@@ -45,6 +46,7 @@ func FuzzDecodeAdmitRequest(f *testing.F)    { fuzzDecoder(f, DecodeAdmitRequest
 func FuzzDecodeLeaseRef(f *testing.F)        { fuzzDecoder(f, DecodeLeaseRef) }
 func FuzzDecodeRegisterRequest(f *testing.F) { fuzzDecoder(f, DecodeRegisterRequest) }
 func FuzzDecodeEvent(f *testing.F)           { fuzzDecoder(f, DecodeEvent) }
+func FuzzDecodeWatchRequest(f *testing.F)    { fuzzDecoder(f, DecodeWatchRequest) }
 
 // JobToken must give a valid subject token, different for different ids.
 func FuzzJobToken(f *testing.F) {

@@ -43,7 +43,13 @@ func connect(t testing.TB, e *Embedded) *nats.Conn {
 // serve starts a sidecar service with id on its own connection.
 func serve(t testing.TB, e *Embedded, id string, h Handler) *Service {
 	t.Helper()
-	s, err := Serve(connect(t, e), id, "1.2.3", h)
+	return serveOn(t, connect(t, e), id, h)
+}
+
+// serveOn is serve on the connection nc.
+func serveOn(t testing.TB, nc *nats.Conn, id string, h Handler) *Service {
+	t.Helper()
+	s, err := Serve(nc, id, "1.2.3", h)
 	if err != nil {
 		t.Fatalf("Serve(%q): %v", id, err)
 	}

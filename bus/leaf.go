@@ -71,6 +71,7 @@ func leafRemote(o LeafOptions) (*server.RemoteLeafOpts, error) {
 			return nil, fmt.Errorf("leaf url %d: no user or password in the url: use the nkey or credentials file", i)
 		}
 		r.URLs = append(r.URLs, u)
+		r.TLS = r.TLS || u.Scheme == "tls" // TLS whatever the hub's INFO says: no downgrade
 	}
 	switch {
 	case o.NKeySeedFile != "" && o.Credentials != "":

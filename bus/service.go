@@ -65,6 +65,9 @@ type Service struct {
 	// fleetAPI is the JetStream API prefix of the fleet's bucket ("": this
 	// server's own).
 	fleetAPI string
+	// eventsDomain is the JetStream domain of the events stream, for
+	// launchers on another server ("": none).
+	eventsDomain string
 }
 
 // ServeOption changes how Serve serves.
@@ -124,6 +127,7 @@ func Serve(nc *nats.Conn, id, version string, h Handler, opts ...ServeOption) (*
 		{EndpointQuote, QuoteSubject, body(s.quote), []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
 		{EndpointQuoteOne, EndpointSubject(id, quoteOneToken), body(s.quote), nil},
 		{EndpointFleet, FleetSubject, s.fleet, nil}, // one sidecar of the queue group answers
+		{EndpointWatch, EndpointSubject(id, EndpointWatch), s.watch, nil},
 	}
 	for _, ep := range endpoints {
 		opts := append([]micro.EndpointOpt{micro.WithEndpointSubject(ep.subject)}, ep.opts...)
@@ -349,8 +353,11 @@ func inboxReply(reply string) bool {
 const serviceReplyPrefix = "_R_."
 
 // fleetRetryWait is the pause before the fleet's summaries are read again
-// after no responders.
-const fleetRetryWait = 100 * time.Millisecond
+// after no responders, and fleetTries how many reads a request makes.
+const (
+	fleetRetryWait = 100 * time.Millisecond
+	fleetTries     = 3
+)
 
 // MaxFleetReply bounds the summaries one fleet answer carries, below NATS's
 // default 1 MiB message.
@@ -367,8 +374,10 @@ func (s *Service) fleet(ctx context.Context, _ micro.Request) (any, error) {
 	defer cancel()
 	caps, _, err := ReadCapacities(ctx, s.nc, s.fleetAPI)
 	// Just after a cluster node goes, the bucket's direct-get responders
-	// may be gone a moment: no responders is asked again, never waited on.
-	for errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
+	// may be gone a moment: no responders is asked again, a few times (a
+	// bucket that is not there, or a leaf link that is down, stays a quick
+	// 503).
+	for try := 1; errors.Is(err, nats.ErrNoResponders) && try < fleetTries && ctx.Err() == nil; try++ {
 		select {
 		case <-ctx.Done():
 		case <-time.After(fleetRetryWait):

@@ -399,6 +399,7 @@ func TestDiscovery(t *testing.T) {
 			"colocd.v1." + id + ".status":   "q",
 			"colocd.v1." + id + ".profile":  "q",
 			"colocd.v1." + id + ".quote":    "q",
+			"colocd.v1." + id + ".watch":    "q",
 			"colocd.v1.fleet":               "q", // one sidecar answers
 			"colocd.v1.quote":               "",  // no queue group: every sidecar answers
 		}

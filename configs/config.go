@@ -85,6 +85,9 @@ type Leaf struct {
 	// HubDomain is the hub's JetStream domain, where the fleet's capacity
 	// summaries live.
 	HubDomain string `mapstructure:"hub_domain"`
+	// HubReplicas is how many of the hub's servers keep the fleet's bucket
+	// when this host is the one that creates it.
+	HubReplicas int `mapstructure:"hub_replicas"`
 }
 
 // ServerTLS names the PEM files of the embedded server's TLS listener: its
@@ -344,7 +347,7 @@ const (
 func Default() Config {
 	return Config{
 		Sidecar: Sidecar{DataDir: "/var/lib/colocd"},
-		NATS:    NATS{Listen: "127.0.0.1:4222", Replicas: 1, Leaf: Leaf{HubDomain: "hub"}},
+		NATS:    NATS{Listen: "127.0.0.1:4222", Replicas: 1, Leaf: Leaf{HubDomain: "hub", HubReplicas: 1}},
 		GPU:     gpu.Default(),
 		Sharing: Sharing{Mode: ModeMPS},
 		MPS: MPS{

@@ -221,6 +221,9 @@ func (c *Config) checkLeaf(ck *checker) {
 	} else if l.URL != "" && l.HubDomain == c.Sidecar.ID {
 		ck.add("nats.leaf.hub_domain", "a domain other than sidecar.id, which is the leaf's own JetStream domain", quote(l.HubDomain))
 	}
+	if l.HubReplicas < 1 || l.HubReplicas > 5 {
+		ck.add("nats.leaf.hub_replicas", "1 to 5 (the hub's servers that keep the fleet's bucket; 3 on a 3-node hub)", strconv.Itoa(l.HubReplicas))
+	}
 	if l.URL == "" {
 		return
 	}

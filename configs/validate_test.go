@@ -27,7 +27,7 @@ func TestValidateValid(t *testing.T) {
 			c.NATS.Credentials = pem
 		}},
 		{"embedded server as a leaf of a hub, over mutual TLS", func(c *Config) {
-			c.NATS.Leaf = Leaf{URL: "tls://hub-1:7422, nats-leaf://hub-2:7422", NKey: pem, TLS: TLS{CA: pem, Cert: pem, Key: pem}, HubDomain: "fleet-hub"}
+			c.NATS.Leaf = Leaf{URL: "tls://hub-1:7422, nats-leaf://hub-2:7422", NKey: pem, TLS: TLS{CA: pem, Cert: pem, Key: pem}, HubDomain: "fleet-hub", HubReplicas: 3}
 		}},
 		{"GPU by UUID, nvml, no sim name needed", func(c *Config) {
 			c.GPU.Backend, c.GPU.Device, c.GPU.Sim.Name = BackendNVML, "GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40", ""
@@ -80,21 +80,22 @@ func TestValidateEachProblem(t *testing.T) {
 		{"nats listen port range", func(c *Config) { c.NATS.Listen = "127.0.0.1:70000" }, "nats.listen", "0 (any free port) to 65535"},
 		{"nats credentials and nkey", func(c *Config) { c.NATS.Credentials, c.NATS.NKey = pem, pem }, "nats.nkey", "unset"},
 		{"leaf with a remote server", func(c *Config) {
-			c.NATS.URL, c.NATS.Leaf = "nats://x:4222", Leaf{URL: "nats-leaf://hub:7422", NKey: pem, HubDomain: "hub"}
+			c.NATS.URL, c.NATS.Leaf = "nats://x:4222", Leaf{URL: "nats-leaf://hub:7422", NKey: pem, HubDomain: "hub", HubReplicas: 1}
 		}, "nats.leaf.url", "only the embedded server"},
 		{"leaf url scheme", func(c *Config) { c.NATS.Leaf.URL, c.NATS.Leaf.NKey = "http://hub:7422", pem }, "nats.leaf.url", "nats-leaf://"},
 		{"leaf url with a password", func(c *Config) { c.NATS.Leaf.URL, c.NATS.Leaf.NKey = "nats-leaf://a:b@hub:7422", pem }, "nats.leaf.url", "no user"},
 		{"leaf without a login", func(c *Config) { c.NATS.Leaf.URL = "nats-leaf://hub:7422" }, "nats.leaf.nkey", "seed file"},
 		{"leaf nkey and credentials", func(c *Config) {
-			c.NATS.Leaf = Leaf{URL: "nats-leaf://hub:7422", NKey: pem, Credentials: pem, HubDomain: "hub"}
+			c.NATS.Leaf = Leaf{URL: "nats-leaf://hub:7422", NKey: pem, Credentials: pem, HubDomain: "hub", HubReplicas: 1}
 		}, "nats.leaf.nkey", "unset"},
 		{"leaf nkey missing", func(c *Config) { c.NATS.Leaf.URL, c.NATS.Leaf.NKey = "nats-leaf://hub:7422", "/nonexistent/seed.nk" }, "nats.leaf.nkey", "NKey seed file"},
 		{"leaf tls cert without key", func(c *Config) {
-			c.NATS.Leaf = Leaf{URL: "tls://hub:7422", NKey: pem, TLS: TLS{Cert: pem}, HubDomain: "hub"}
+			c.NATS.Leaf = Leaf{URL: "tls://hub:7422", NKey: pem, TLS: TLS{Cert: pem}, HubDomain: "hub", HubReplicas: 1}
 		}, "nats.leaf.tls.key", "the client key file"},
+		{"hub replicas", func(c *Config) { c.NATS.Leaf.HubReplicas = 7 }, "nats.leaf.hub_replicas", "1 to 5"},
 		{"hub domain with a dot", func(c *Config) { c.NATS.Leaf.HubDomain = "hub.a" }, "nats.leaf.hub_domain", "JetStream domain"},
 		{"hub domain is the sidecar's", func(c *Config) {
-			c.Sidecar.ID, c.NATS.Leaf = "gpu-1", Leaf{URL: "nats-leaf://hub:7422", NKey: pem, HubDomain: "gpu-1"}
+			c.Sidecar.ID, c.NATS.Leaf = "gpu-1", Leaf{URL: "nats-leaf://hub:7422", NKey: pem, HubDomain: "gpu-1", HubReplicas: 1}
 		}, "nats.leaf.hub_domain", "other than sidecar.id"},
 		{"nats credentials missing", func(c *Config) { c.NATS.Credentials = filepath.Join(dir, "none") }, "nats.credentials", "existing"},
 		{"nats nkey is a directory", func(c *Config) { c.NATS.NKey = dir }, "nats.nkey", "existing"},

@@ -207,7 +207,7 @@ func freePort(t *testing.T) int {
 func TestLeafNode(t *testing.T) {
 	h := startHub(t)
 	cfg := testConfig(t, "gpu-leaf", 10000)
-	cfg.NATS.Leaf = configs.Leaf{URL: h.leafURL(), NKey: h.sidecarSeed, HubDomain: bus.DefaultHubDomain}
+	cfg.NATS.Leaf = configs.Leaf{URL: h.leafURL(), NKey: h.sidecarSeed, HubDomain: bus.DefaultHubDomain, HubReplicas: 1}
 	cfg.Fleet.Heartbeat, cfg.Fleet.TTL = time.Second, 30*time.Second
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

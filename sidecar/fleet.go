@@ -40,16 +40,17 @@ type fleetPublisher struct {
 // its own and opens the bucket when the hub is back.
 func (s *Sidecar) openFleet(ctx context.Context) error {
 	f := s.cfg.Fleet
-	js := s.js
+	js, replicas := s.js, s.cfg.NATS.Replicas
 	if d := s.hubDomain(); d != "" {
 		var err error
 		if js, err = jetstream.NewWithDomain(s.nc, d); err != nil {
 			return fmt.Errorf("fleet: %w", err)
 		}
+		replicas = s.cfg.NATS.Leaf.HubReplicas
 	}
 	pub := &fleetPublisher{s: s, poke: make(chan struct{}, 1),
 		open: func(ctx context.Context) (*bus.Capacities, error) {
-			return bus.OpenCapacities(ctx, js, s.cfg.NATS.Replicas, f.TTL)
+			return bus.OpenCapacities(ctx, js, replicas, f.TTL)
 		}}
 	if err := pub.ensureOpen(ctx); err != nil {
 		if !s.isLeaf() {
@@ -126,7 +127,8 @@ func (f *fleetPublisher) run(ctx context.Context) error {
 		case <-ctx.Done():
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancel()
-			if f.caps == nil {
+			if err := f.ensureOpen(wctx); err != nil {
+				log.Warn("withdraw the capacity summary", "err", err)
 				return nil
 			}
 			if err := f.caps.Withdraw(wctx, f.s.id); err != nil {
@@ -182,7 +184,9 @@ func (f *fleetPublisher) publish(ctx context.Context, heartbeat time.Duration, l
 		}
 		// The bucket is in memory: a hub or cluster that restarted whole
 		// lost it. Open it again (creating it) on the next try.
-		f.caps = nil
+		if ctx.Err() == nil {
+			f.caps = nil
+		}
 		return
 	}
 	f.last, f.sent = c, time.Now()

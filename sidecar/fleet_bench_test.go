@@ -17,12 +17,15 @@ import (
 	"github.com/colocd/colocd/configs"
 )
 
+// bertProfile is the second kind of inference service of the fleet.
+const bertProfile = "../testdata/profiles/summary-bert.json"
+
 // fleetStartConcurrency is how many sidecars start at once.
 const fleetStartConcurrency = 8
 
 // BenchmarkFleet places a stream of training jobs on a fleet of simulated
 // sidecars that are clients of a real three-node nats-server cluster on
-// loopback, each with the example inference service at its own SLO (so
+// loopback, each with one of two inference services at its own SLO (so
 // that they differ in what they can take), and compares each placement with
 // an oracle that quotes every sidecar. Midway one node is killed. Each
 // iteration places one job with colocd place's call and releases it, so
@@ -49,13 +52,26 @@ func benchFleet(b *testing.B, n int) {
 	nodes, sidecarSeed, launcherSeed := natsCluster(b, 3)
 	url := clusterURL(nodes)
 	ctx := context.Background()
-	base := p99At(b, 100) // the example service's p99 next to a trainer at 100 %
+	// Two kinds of inference service, every other GPU: the example one at
+	// 8 requests/s, and a BERT-like one at 40. base is a service's p99 next
+	// to a trainer at 100 %.
+	kinds := []configs.Service{
+		{Name: "v100-infer", Profile: serviceProfile, RateRPS: 8},
+		{Name: "bert", Profile: bertProfile, RateRPS: 40},
+	}
+	base := make([]float64, len(kinds))
+	for k, svc := range kinds {
+		base[k] = p99Of(b, svc.Profile, 100, svc.RateRPS)
+	}
 	ids := make([]string, n)
 	cfgs := make([]*configs.Config, n)
 	for i := range n {
 		ids[i] = fmt.Sprintf("gpu-%04d", i)
+		k := i % len(kinds)
+		cfg := testConfig(b, ids[i], 0)
 		// SLOs from "nothing fits" to "anything fits": quotes differ.
-		cfg := testConfig(b, ids[i], base*(0.6+0.1*float64(i%10)))
+		cfg.Services = []configs.Service{kinds[k]}
+		cfg.Services[0].SLO.P99MS = base[k] * (0.6 + 0.1*float64(i/len(kinds)%10))
 		// Three replicas: a node killed loses no stream.
 		cfg.NATS.URL, cfg.NATS.NKey, cfg.NATS.Replicas = url, sidecarSeed, 3
 		cfg.Fleet.Heartbeat, cfg.Fleet.TTL = 5*time.Second, 30*time.Second

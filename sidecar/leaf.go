@@ -32,3 +32,12 @@ func (s *Sidecar) hubDomain() string {
 	}
 	return ""
 }
+
+// eventsDomain is the JetStream domain of the sidecar's events stream, for
+// launchers on another server: the leaf's own, else "".
+func (s *Sidecar) eventsDomain() string {
+	if s.isLeaf() {
+		return bus.LeafDomain(s.id)
+	}
+	return ""
+}

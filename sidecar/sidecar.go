@@ -126,7 +126,7 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 		return nil, err
 	}
 	s.checks = s.readiness()
-	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s}, bus.WithFleetDomain(s.hubDomain())); err != nil {
+	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s}, bus.WithFleetDomain(s.hubDomain()), bus.WithEventsDomain(s.eventsDomain())); err != nil {
 		return nil, fmt.Errorf("serve nats api: %w", err)
 	}
 	if s.http, err = listenHTTP(cfg.Telemetry.HTTP, newMux(s.checks, s.tel.Registry)); err != nil {

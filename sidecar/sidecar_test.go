@@ -158,7 +158,17 @@ func testModel(t testing.TB) (inf, tr *predictor.Profile, cal *predictor.Calibra
 // p99AtRate is p99At at another request rate.
 func p99AtRate(t testing.TB, pct int, rate float64) float64 {
 	t.Helper()
-	inf, tr, cal := testModel(t)
+	return p99Of(t, serviceProfile, pct, rate)
+}
+
+// p99Of is p99AtRate for the inference profile at path.
+func p99Of(t testing.TB, path string, pct int, rate float64) float64 {
+	t.Helper()
+	_, tr, cal := testModel(t)
+	inf, err := predictor.LoadProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var pr predictor.Predictor
 	sc := &predictor.Scenario{Inference: inf, Training: []*predictor.Profile{tr}, RateRPS: rate, Requests: testRequests, Seed: 1,
 		TrainingPct: []float64{float64(pct)}, DeviceSMs: 132}

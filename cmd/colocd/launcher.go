@@ -167,8 +167,9 @@ type admitFlags struct {
 	token       string // --token: a retry's lease token
 }
 
-// registerRetry declares --token, for the commands that admit: with
-// --request-id it retries an admit whose outcome is unknown.
+// registerRetry declares --token, for admit: with --request-id it retries
+// an admit whose outcome is unknown, at the sidecar it went to (place,
+// which may choose another sidecar, has no --token).
 func (f *admitFlags) registerRetry(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.token, "token", "", "with --request-id: the lease token of an earlier admit whose outcome is unknown, so that the retry gets that admit's decision (printed when no answer came)")
 }
@@ -180,7 +181,7 @@ func (f *admitFlags) retryHint(w io.Writer, sidecar string, err error) {
 	if !errors.Is(err, bus.ErrNoAnswer) || sidecar == "" {
 		return
 	}
-	fmt.Fprintf(w, "colocd: no answer from %s: it may hold a lease for job %s. Get that decision with colocd admit, the same flags, and\n"+
+	fmt.Fprintf(w, "colocd: no answer from %s: it may hold a lease for job %s. Get that decision with colocd admit, the same job flags, and\n"+
 		"  --sidecar %s --request-id %s --token %s\n"+
 		"or let the lease expire. An admit without them may take a second lease.\n",
 		sidecar, f.req.Job.ID, sidecar, f.req.RequestID, f.req.Token())

@@ -63,7 +63,6 @@ No candidate or no offer exits with status 1.`,
 	}
 	lf.register(cmd, false)
 	af.register(cmd)
-	af.registerRetry(cmd)
 	cmd.Flags().IntVar(&k, "k", bus.DefaultPlaceK, "how many of the best-ranked sidecars to quote")
 	return cmd
 }
