@@ -353,13 +353,26 @@ func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duratio
 func (c *Client) Capacities(ctx context.Context) ([]*Capacity, []error, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	msg, err := c.newMsg(ctx, FleetSubject, struct{}{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("fleet: %w", err)
-	}
 	var raws []json.RawMessage
-	if err := c.roundTrip(ctx, "any", EndpointFleet, msg, &raws); err != nil {
-		return nil, nil, err
+	// A read is safe to repeat. The sidecar that took a request can lose
+	// its connection before it answers (a cluster node killed), so a try
+	// waits a little longer than a sidecar bounds its own read, not the
+	// whole deadline.
+	for try := 1; ; try++ {
+		tctx, tcancel := context.WithTimeout(ctx, fleetTryTimeout)
+		msg, err := c.newMsg(tctx, FleetSubject, struct{}{})
+		if err != nil {
+			tcancel()
+			return nil, nil, fmt.Errorf("fleet: %w", err)
+		}
+		err = c.roundTrip(tctx, "any", EndpointFleet, msg, &raws)
+		tcancel()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrNoAnswer) || try == fleetTries || ctx.Err() != nil {
+			return nil, nil, err
+		}
 	}
 	var (
 		out []*Capacity
@@ -375,6 +388,10 @@ func (c *Client) Capacities(ctx context.Context) ([]*Capacity, []error, error) {
 	}
 	return out, bad, nil
 }
+
+// fleetTryTimeout bounds one try of Capacities: a sidecar bounds its own
+// read of the summaries at DefaultTimeout.
+const fleetTryTimeout = DefaultTimeout + time.Second
 
 // QuoteOne asks one sidecar for a quote (colocd.v1.<id>.quote): its
 // decision, with no lease taken.

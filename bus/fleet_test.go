@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -267,5 +268,54 @@ func TestCapacitiesBatchEndsEarly(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Errorf("read %d distinct summaries, want %d", len(seen), n)
+	}
+}
+
+// The sidecar that takes a fleet read may go before it answers (its
+// cluster node killed): Capacities asks again, and another sidecar
+// answers, well before the caller's deadline.
+func TestCapacitiesAsksAgainWhenNoAnswerComes(t *testing.T) {
+	e := startServer(t)
+	nc, caps := openCapacities(t, e, time.Minute)
+	ctx := testCtx(t)
+	if err := caps.Publish(ctx, testCapacity("gpu-a")); err != nil {
+		t.Fatal(err)
+	}
+	// A member of the endpoint's queue group that takes the request and
+	// dies with it.
+	lost := make(chan struct{})
+	stall, err := nc.QueueSubscribe(FleetSubject, "q", func(*nats.Msg) { close(lost) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(connect(t, e), WithTimeout(time.Minute))
+	type result struct {
+		caps []*Capacity
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		got, _, err := c.Capacities(context.Background())
+		done <- result{got, err}
+	}()
+	select {
+	case <-lost:
+	case <-ctx.Done():
+		t.Fatal("the read never came")
+	}
+	if err := stall.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	serveOn(t, nc, "gpu-a", newFakeHandler())
+	select {
+	case r := <-done:
+		if r.err != nil || len(r.caps) != 1 || r.caps[0].Sidecar != "gpu-a" {
+			t.Fatalf("after a lost read: %v, %v", r.caps, r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Capacities did not ask again")
 	}
 }
