@@ -12,7 +12,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 .PHONY: build run predict replay calibration-study test test-race test-plain harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench fleet clean
 
 build:
-	$(GO) build -o $(BIN) ./cmd/colocd
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/colocd
 
 # The main job on the embedded default: the sidecar with an embedded NATS
 # server, a simulated GPU (and MPS daemon) when no driver is present, and the

@@ -42,10 +42,7 @@ func newMIGLayoutsCmd() *cobra.Command {
 		Long: `List the maximal MIG layouts of a GPU model: GPU instances that share no
 memory slice, with no room left for another, one line per list of profiles,
 from NVIDIA's profile table for the GPU (docs/gpu.md#mig cites it). Each
-instance shows its profile, first memory slice, SMs and memory.
-
-Example:
-  colocd mig layouts --gpu "NVIDIA H200"`,
+instance shows its profile, first memory slice, SMs and memory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" {

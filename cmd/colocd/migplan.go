@@ -283,11 +283,7 @@ spare. The service goes where the trainer gets the most with the SLO held.
 Next to them: MPS sharing of the whole GPU at the highest trainer percentage
 (in --pct-step steps) that holds the SLO, with the device's calibration
 preset (or --calibration). Profiles are scaled to each instance's SMs and
-memory bandwidth (docs/predictor.md#on-a-mig-instance).
-
-Example:
-  colocd mig plan --gpu "NVIDIA H200" --inference bert.json \
-      --training resnet.json --rate 120 --slo-p99-ms 15`,
+memory bandwidth (docs/predictor.md#on-a-mig-instance).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var errs []error

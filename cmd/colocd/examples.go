@@ -1,0 +1,51 @@
+package main
+
+import "github.com/spf13/cobra"
+
+// examples are what each command's --help shows under "Examples", by the
+// command's path. They live together so that one test checks them all: every
+// command has one, and each names only flags the command has.
+var examples = map[string]string{
+	"colocd serve": `  # the sidecar with an embedded NATS server (a simulated GPU when no driver is present)
+  colocd serve --config configs/colocd.yaml
+  # next to a NATS cluster, with three replicas
+  colocd serve --config /etc/colocd/colocd.yaml --set nats.url=nats://nats-1:4222,nats://nats-2:4222 --set nats.replicas=3`,
+	"colocd profile": `  colocd profile import --format kineto --out train.json trace.json.gz
+  colocd profile validate train.json infer.json`,
+	"colocd profile import": `  # one training step or one inference request, recorded with torch.profiler
+  colocd profile import --format kineto --out train.json trace.json.gz`,
+	"colocd profile validate": `  colocd profile validate testdata/profiles/*.json`,
+	"colocd predict": `  colocd predict --inference testdata/profiles/v100-infer-200.json \
+      --training testdata/profiles/v100-train-step.json --mode mps --pct 30 --pct 60 --rate 8`,
+	"colocd calibrate": `  colocd calibrate --measurements measured.json --out h200.json
+  # from what a running sidecar observed
+  colocd calibrate --from-observations /var/lib/colocd/observations --out h200.json`,
+	"colocd admit": `  eval "$(colocd admit --sidecar gpu-0 --job resnet-42 --profile train.json --memory-mib 16000)"`,
+	"colocd place": `  eval "$(colocd place --job resnet-42 --profile train.json --memory-mib 16000 --k 5)"`,
+	"colocd quote": `  colocd quote --job resnet-42 --profile train.json --wait 2s --json`,
+	"colocd renew": `  # with COLOCD_LEASE_ID, COLOCD_LEASE_TOKEN and COLOCD_SIDECAR from admit's output
+  colocd renew
+  colocd renew --sidecar gpu-0 --lease LEASE --token TOKEN`,
+	"colocd release":  `  colocd release --sidecar gpu-0 --lease LEASE --token TOKEN`,
+	"colocd register": `  colocd register --sidecar gpu-0 --lease LEASE --token TOKEN 4242 4243`,
+	"colocd status":   `  colocd status --sidecar gpu-0 --json`,
+	"colocd loadtest": `  colocd loadtest --embedded --launchers 50 --duration 30s`,
+	"colocd simserve": `  colocd simserve --inference testdata/profiles/v100-infer-200.json \
+      --training testdata/profiles/v100-train-step.json --rate 8 --sidecar gpu-0`,
+	"colocd mig":         `  colocd mig layouts --gpu "NVIDIA H200"`,
+	"colocd mig layouts": `  colocd mig layouts --gpu "NVIDIA H200" --json`,
+	"colocd mig plan": `  colocd mig plan --gpu "NVIDIA H200" --inference bert.json \
+      --training resnet.json --rate 120 --slo-p99-ms 15`,
+	"colocd version": `  colocd version
+  colocd version --json`,
+}
+
+// addExamples sets each command's Example from examples.
+func addExamples(c *cobra.Command) {
+	if ex, ok := examples[c.CommandPath()]; ok && c.Example == "" {
+		c.Example = ex
+	}
+	for _, sub := range c.Commands() {
+		addExamples(sub)
+	}
+}
