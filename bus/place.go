@@ -41,6 +41,10 @@ type Placement struct {
 	Requests int
 }
 
+// ErrEveryOfferLost is Place's error when every sidecar that offered a slot
+// denied the admit, or was busy, by the time it came (lost races).
+var ErrEveryOfferLost = errors.New("every offer was lost")
+
 // Place puts the job on the fleet's best GPU without asking every one:
 // it reads every sidecar's capacity summary (Capacities), ranks the
 // sidecars that could take the job, quotes the best K in parallel, and
@@ -117,7 +121,7 @@ func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions
 	if len(offers) == 0 {
 		return p, fmt.Errorf("place: none of the %d quoted sidecars would take the job: %w", len(asked), ErrNoSidecar)
 	}
-	return p, fmt.Errorf("place: every offer was lost: %w", errors.Join(errs...))
+	return p, fmt.Errorf("place: %w: %w", ErrEveryOfferLost, errors.Join(errs...))
 }
 
 // quoteEach asks each sidecar for a quote at once and returns the answers

@@ -117,7 +117,7 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 		fmt.Fprintf(w, "# %s: predicted %s %.2f ms%s, SLO %.2f ms, solo %.2f ms\n", commentText(p.Service), what, p.PredictedP99MS, upper, p.SLOP99MS, p.SoloP99MS)
 	}
 	if d.Decision == bus.DecisionDeny {
-		return fmt.Errorf("denied (%s): %s", d.Reason.Code, commentText(d.Reason.Message))
+		return deniedError{fmt.Errorf("denied (%s): %s", d.Reason.Code, commentText(d.Reason.Message))}
 	}
 	l := d.Lease
 	if in := l.Instance; in != nil {

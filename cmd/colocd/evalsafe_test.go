@@ -115,12 +115,12 @@ func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
 			}
 		})
 	}
-	// --json prints the deny as JSON and still exits 1 (docs/cli.md).
+	// --json prints the deny as JSON and still exits 3 (docs/cli.md).
 	reply <- `{"decision":"deny","reason":{"code":"max_jobs","message":"full"},"sidecar":"gpu-x"}`
 	out, _, err := runCLI(t, "admit", "--json", "--server", nc.ConnectedUrl(), "--sidecar", "gpu-x", "--job", "j",
 		"--profile", profilesDir+"/v100-train-step.json", "--send-profile", "inline")
-	if err == nil || !strings.Contains(err.Error(), "denied (max_jobs)") || !strings.Contains(out, `"decision": "deny"`) {
-		t.Errorf("admit --json of a deny: error %v, output %q; want the JSON and an error", err, out)
+	if err == nil || !strings.Contains(err.Error(), "denied (max_jobs)") || !strings.Contains(out, `"decision": "deny"`) || exitCode(err) != exitDenied {
+		t.Errorf("admit --json of a deny: error %v (exit %d), output %q; want the JSON and exit 3", err, exitCode(err), out)
 	}
 }
 

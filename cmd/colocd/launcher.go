@@ -121,7 +121,7 @@ COLOCD_SIDECAR) and the exact variables the job's processes must start with
 
   eval "$(colocd admit --sidecar GPU-… --job resnet-42 --profile train.json)"
 
-A deny prints the reason and exits with status 1. --request-id makes a retry
+A deny prints the reason and exits with status 3. --request-id makes a retry
 return the same decision instead of a second lease (default: a random id).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -140,7 +140,7 @@ return the same decision instead of a second lease (default: a random id).`,
 					return err
 				}
 				if d.Decision == bus.DecisionDeny {
-					return fmt.Errorf("admit: denied (%s): %s", commentText(d.Reason.Code), commentText(d.Reason.Message))
+					return deniedError{fmt.Errorf("admit: denied (%s): %s", commentText(d.Reason.Code), commentText(d.Reason.Message))}
 				}
 				return nil
 			}

@@ -16,6 +16,6 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "colocd:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }

@@ -28,7 +28,7 @@ throttle it prints the same shell lines as admit, for the sidecar chosen:
 
   eval "$(colocd place --job resnet-42 --profile train.json)"
 
-No candidate or no offer exits with status 1.`,
+No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client, nc, err := af.prepare(cmd, &lf, false)
@@ -45,6 +45,9 @@ No candidate or no offer exits with status 1.`,
 			if err != nil {
 				if p != nil && len(p.Tried) > 0 {
 					af.retryHint(cmd.ErrOrStderr(), p.Tried[len(p.Tried)-1], err)
+				}
+				if p != nil && p.Summaries > 0 && noOffer(err) {
+					return deniedError{describeBusError(err)}
 				}
 				return describeBusError(err)
 			}

@@ -17,7 +17,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	return root.ExecuteContext(ctx)
+	err := root.ExecuteContext(ctx)
+	if _, _, ferr := root.Find(args); err != nil && ferr != nil {
+		err = usageError{err} // an unknown command
+	}
+	return err
 }
 
 // newRootCmd is the command tree, with every command's example.
@@ -33,5 +37,23 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServeCmd(), newProfileCmd(), newPredictCmd(), newCalibrateCmd(),
 		newAdmitCmd(), newPlaceCmd(), newQuoteCmd(), newRenewCmd(), newReleaseCmd(), newRegisterCmd(), newStatusCmd(), newLoadtestCmd(), newSimserveCmd(), newMIGCmd(), newVersionCmd())
 	addExamples(root)
+	markUsageErrors(root)
 	return root
+}
+
+// markUsageErrors makes the errors of flag parsing and of argument counts
+// usage errors (exit status 2), on c and every command below it.
+func markUsageErrors(c *cobra.Command) {
+	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	if a := c.Args; a != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := a(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		markUsageErrors(sub)
+	}
 }

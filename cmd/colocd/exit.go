@@ -1,0 +1,51 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/colocd/colocd/bus"
+)
+
+// Exit statuses (docs/cli.md#exit-status): a launcher's script tells "no
+// slot now, try later" from "something is broken".
+const (
+	exitOK     = 0
+	exitError  = 1 // something failed: a sidecar refused the request, no sidecar answered, a file, a field
+	exitUsage  = 2 // the command line does not parse: an unknown command or flag, a bad flag value, too many arguments
+	exitDenied = 3 // admit or place: the answer is no (a deny, or no GPU of the fleet would take the job)
+)
+
+// usageError is a command line that does not parse.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// deniedError is an admission answered with no.
+type deniedError struct{ err error }
+
+func (e deniedError) Error() string { return e.err.Error() }
+func (e deniedError) Unwrap() error { return e.err }
+
+// exitCode is the exit status for what run returned.
+func exitCode(err error) int {
+	var (
+		u usageError
+		d deniedError
+	)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &u):
+		return exitUsage
+	case errors.As(err, &d):
+		return exitDenied
+	}
+	return exitError
+}
+
+// noOffer reports whether place's error means no GPU would take the job
+// (no candidate, no quote that grants, every offer lost), not a failure.
+func noOffer(err error) bool {
+	return errors.Is(err, bus.ErrNoSidecar) || errors.Is(err, bus.ErrEveryOfferLost)
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/colocd/colocd/configs"
+)
+
+// The exit status tells a launcher's script what happened: 0 a slot, 3 no
+// slot (a deny, or no GPU of the fleet), 2 a command line that does not
+// parse, 1 anything else.
+func TestExitStatus(t *testing.T) {
+	// A service whose SLO nothing fits next to: every admit is a deny.
+	s := startSidecar(t, "gpu-exit", func(c *configs.Config) { c.Services[0].SLO.P99MS = 0.001 })
+	conn := []string{"--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile()}
+	job := []string{"--job", "exit-1", "--profile", profilesDir + "/v100-train-step.json", "--memory-mib", "1000"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"an unknown command", []string{"frobnicate"}, exitUsage},
+		{"an unknown flag", []string{"status", "--frobnicate"}, exitUsage},
+		{"a flag value of the wrong type", []string{"admit", "--min-pct", "ten"}, exitUsage},
+		{"an argument where none goes", []string{"version", "extra"}, exitUsage},
+		{"a deny", append(append([]string{"admit", "--sidecar", "gpu-exit"}, conn...), job...), exitDenied},
+		{"no GPU of the fleet takes it", append(append([]string{"place"}, conn...), job...), exitDenied},
+		{"no such sidecar", append(append([]string{"admit", "--sidecar", "gpu-none", "--timeout", "2s"}, conn...), job...), exitError},
+		{"a missing field", append([]string{"admit", "--sidecar", "gpu-exit"}, conn...), exitError},
+		{"a status", append([]string{"status", "--sidecar", "gpu-exit"}, conn...), exitOK},
+	} {
+		_, stderr, err := runCLI(t, tc.args...)
+		if got := exitCode(err); got != tc.want {
+			t.Errorf("%s: exit %d, want %d (%v)\n%s", tc.name, got, tc.want, err, stderr)
+		}
+	}
+}
