@@ -26,6 +26,7 @@ func newProfileImportCmd() *cobra.Command {
 		format, kind, out string
 		step              int
 		opts              kineto.Options
+		asJSON            bool
 	)
 	cmd := &cobra.Command{
 		Use:   "import --format kineto --out FILE TRACE",
@@ -60,11 +61,15 @@ docs/profiles.md for the rules.`,
 			if err := predictor.SaveProfile(out, p); err != nil {
 				return fmt.Errorf("profile import: %w", err)
 			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), importSummaryOf(p, out))
+			}
 			printImportSummary(cmd.OutOrStdout(), cmd.ErrOrStderr(), p, out)
 			return nil
 		},
 	}
 	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print the summary as JSON: {name, kind, ops, span_ms, device, sms, unit, out, notes}")
 	f.StringVar(&format, "format", "", "trace format: "+strings.Join(profileFormats, ", ")+" (required)")
 	f.StringVar(&kind, "kind", "", "inference or training (default: training when the trace has ProfilerStep annotations)")
 	f.IntVar(&step, "step", 0, "import ProfilerStep#N (default: the median-length step)")
@@ -74,6 +79,28 @@ docs/profiles.md for the rules.`,
 	f.BoolVar(&opts.Waves, "waves", false, "write each kernel's rounds of thread blocks (ops[].waves), which turns on the MPS head-of-line wait next to this workload (not yet checked against a measurement)")
 	f.StringVarP(&out, "out", "o", "", "profile file to write (required)")
 	return cmd
+}
+
+// importSummary is profile import's --json: what printImportSummary says.
+type importSummary struct {
+	Name   string   `json:"name"`
+	Kind   string   `json:"kind"`
+	Ops    int      `json:"ops"`
+	SpanMS float64  `json:"span_ms"`
+	Device string   `json:"device,omitempty"`
+	SMs    int      `json:"sms,omitempty"`
+	Unit   string   `json:"unit,omitempty"`
+	Out    string   `json:"out"`
+	Notes  []string `json:"notes"`
+}
+
+func importSummaryOf(p *predictor.Profile, out string) importSummary {
+	s := importSummary{Name: p.Name, Kind: string(p.Kind), Ops: len(p.Ops), SpanMS: p.SoloUS() / 1000,
+		Device: p.Device.Name, SMs: p.Device.SMs, Out: out, Notes: append([]string{}, p.Notes...)}
+	if p.Source != nil {
+		s.Unit = p.Source.Unit
+	}
+	return s
 }
 
 // printImportSummary writes one line about the profile to stdout and its
@@ -97,21 +124,43 @@ func printImportSummary(stdout, stderr io.Writer, p *predictor.Profile, out stri
 	}
 }
 
+// validated is one file of profile validate --json.
+type validated struct {
+	File  string `json:"file"`
+	OK    bool   `json:"ok"`
+	Name  string `json:"name,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
 func newProfileValidateCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check profile files (colocd.profile/v1)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			failed := 0
+			var all []validated
 			for _, path := range args {
 				p, err := predictor.LoadProfile(path)
 				if err != nil {
 					failed++
-					fmt.Fprintf(cmd.ErrOrStderr(), "FAIL %v\n", err)
+					all = append(all, validated{File: path, Error: err.Error()})
+					if !asJSON {
+						fmt.Fprintf(cmd.ErrOrStderr(), "FAIL %v\n", err)
+					}
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "ok %s (%s)\n", p.Name, path)
+				all = append(all, validated{File: path, OK: true, Name: p.Name, Kind: string(p.Kind)})
+				if !asJSON {
+					fmt.Fprintf(cmd.OutOrStdout(), "ok %s (%s)\n", p.Name, path)
+				}
+			}
+			if asJSON {
+				if err := printJSON(cmd.OutOrStdout(), all); err != nil {
+					return err
+				}
 			}
 			if failed > 0 {
 				return fmt.Errorf("profile validate: %d of %d profiles invalid", failed, len(args))
@@ -119,4 +168,6 @@ func newProfileValidateCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print [{file, ok, name, kind, error}], one per file")
+	return cmd
 }

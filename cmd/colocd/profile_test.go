@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,5 +172,27 @@ func TestProfileValidate(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "profile", "validate"); err == nil {
 		t.Error("validate with no files: got success, want an error")
+	}
+	// --json: one entry per file, in order, the failures with their error.
+	stdout, _, err := runCLI(t, "profile", "validate", "--json", good, bad)
+	var got []validated
+	if jerr := json.Unmarshal([]byte(stdout), &got); jerr != nil || err == nil || len(got) != 2 {
+		t.Fatalf("validate --json: %v, %v, %s", err, jerr, stdout)
+	}
+	if !got[0].OK || got[0].Name != "v100-infer-200" || got[0].Kind != "inference" || got[1].OK || !strings.Contains(got[1].Error, "kind: want") {
+		t.Errorf("validate --json: %+v", got)
+	}
+}
+
+// profile import --json says what the line says, as JSON.
+func TestProfileImportJSON(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "p.json")
+	stdout, _, err := runCLI(t, "profile", "import", "--json", "--format", "kineto", "--out", out, kinetoDir+"/v100-training-5steps.json.gz")
+	var got importSummary
+	if err != nil || json.Unmarshal([]byte(stdout), &got) != nil {
+		t.Fatalf("import --json: %v\n%s", err, stdout)
+	}
+	if got.Name != "v100-training-5steps" || got.Kind != "training" || got.Ops != 870 || got.SMs != 80 || got.Unit != "ProfilerStep#104" || got.Out != out || got.SpanMS < 95 || got.SpanMS > 96 {
+		t.Errorf("import --json: %+v", got)
 	}
 }

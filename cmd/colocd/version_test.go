@@ -96,3 +96,22 @@ func lookupFlag(c *cobra.Command, name string) *pflag.Flag {
 	}
 	return c.InheritedFlags().Lookup(name)
 }
+
+// Every command that prints what it found or did has --json, but the two
+// that run until stopped (serve's log takes --log-format json).
+func TestEveryCommandHasJSON(t *testing.T) {
+	servers := map[string]bool{"colocd serve": true, "colocd simserve": true}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		if !c.Runnable() || servers[c.CommandPath()] {
+			return
+		}
+		if c.Flags().Lookup("json") == nil {
+			t.Errorf("%s has no --json", c.CommandPath())
+		}
+	}
+	walk(newRootCmd())
+}
