@@ -539,6 +539,11 @@ func (s *Sidecar) afterLeaseChange() {
 	leases := s.adm.Leases()
 	if s.tel != nil {
 		s.tel.metrics.leases.Record(context.Background(), int64(len(leases)))
+		pct := 0
+		for _, l := range leases {
+			pct += l.Pct
+		}
+		s.tel.metrics.leasePct.Record(context.Background(), int64(pct))
 	}
 	if s.sim.simulated() {
 		s.sim.show(leases, s.adm.Config().VisibilityWindow)

@@ -139,11 +139,12 @@ type metrics struct {
 	// prediction for the leases that ran: how far to trust the model here.
 	observedOverPredicted metric.Float64Histogram
 	correction            metric.Float64Gauge
+	leasePct              metric.Int64Gauge
 }
 
 func newMetrics(m metric.Meter) (*metrics, error) {
 	var ms metrics
-	var errs [12]error
+	var errs [13]error
 	ms.decisions, errs[0] = m.Int64Counter("colocd.decisions", metric.WithDescription("admission decisions by outcome and reason code"))
 	ms.predictionS, errs[1] = m.Float64Histogram("colocd.prediction.duration", metric.WithUnit("s"),
 		metric.WithDescription("time to predict one service under one co-location"),
@@ -168,6 +169,8 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		metric.WithExplicitBucketBoundaries(0.5, 0.67, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.25, 1.5, 2, 3))
 	ms.correction, errs[11] = m.Float64Gauge("colocd.guard.correction",
 		metric.WithDescription("the factor decisions multiply each service's predicted p99 by, from its observed p99 (1: none)"))
+	ms.leasePct, errs[12] = m.Int64Gauge("colocd.leases.active_thread_pct",
+		metric.WithDescription("the sum of the live leases' MPS active-thread percentages: how much of the GPU training may take"))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
