@@ -1,0 +1,213 @@
+// Package deploy holds what a deployment needs (Kubernetes manifests, a
+// systemd unit, the NATS accounts, a Grafana dashboard); its tests check
+// that they hold together with the code.
+package deploy
+
+import (
+	"bytes"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/colocd/colocd/configs"
+)
+
+// manifest is one file's objects, decoded strictly into the API's types: a
+// misspelt or misplaced field fails here, not at kubectl apply.
+type manifest struct {
+	configMaps map[string]*corev1.ConfigMap
+	pods       map[string]*corev1.PodSpec // by the owning object's kind/name
+}
+
+func readManifest(t *testing.T, file string) manifest {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := manifest{configMaps: map[string]*corev1.ConfigMap{}, pods: map[string]*corev1.PodSpec{}}
+	for i, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatalf("%s, document %d: %v", file, i, err)
+		}
+		strict := func(v any) {
+			if err := yaml.UnmarshalStrict(doc, v); err != nil {
+				t.Fatalf("%s, document %d (%s): %v", file, i, meta.Kind, err)
+			}
+		}
+		switch meta.Kind {
+		case "ConfigMap":
+			var o corev1.ConfigMap
+			strict(&o)
+			m.configMaps[o.Name] = &o
+		case "Pod":
+			var o corev1.Pod
+			strict(&o)
+			m.pods["Pod/"+o.Name] = &o.Spec
+		case "Deployment":
+			var o appsv1.Deployment
+			strict(&o)
+			m.pods["Deployment/"+o.Name] = &o.Spec.Template.Spec
+		case "Job":
+			var o batchv1.Job
+			strict(&o)
+			m.pods["Job/"+o.Name] = &o.Spec.Template.Spec
+		default:
+			t.Errorf("%s, document %d: kind %q is not checked here", file, i, meta.Kind)
+		}
+	}
+	return m
+}
+
+// Each manifest's colocd container serves the config its ConfigMap holds,
+// with its probes on the telemetry port, and shares the MPS pipe directory
+// with every GPU container of its pod; a vLLM server gets a /dev/shm in
+// memory, and colocd watches its metrics with the vLLM preset.
+func TestKubernetesManifests(t *testing.T) {
+	files, err := filepath.Glob("kubernetes/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			m := readManifest(t, file)
+			sidecars := 0
+			for owner, spec := range m.pods {
+				colocd := container(spec, "colocd")
+				if colocd == nil {
+					continue // a launcher
+				}
+				sidecars++
+				checkSidecarPod(t, owner, spec, colocd, m)
+			}
+			if sidecars == 0 {
+				t.Error("no pod with a colocd container")
+			}
+		})
+	}
+}
+
+func checkSidecarPod(t *testing.T, owner string, spec *corev1.PodSpec, colocd *corev1.Container, m manifest) {
+	i := slices.Index(colocd.Args, "--config")
+	if len(colocd.Args) == 0 || colocd.Args[0] != "serve" || i < 0 || i+1 >= len(colocd.Args) {
+		t.Fatalf("%s: colocd args %v, want serve --config FILE", owner, colocd.Args)
+	}
+	cfgPath := colocd.Args[i+1]
+	vol := mountedAt(spec, colocd, path.Dir(cfgPath))
+	if vol == nil || vol.ConfigMap == nil || m.configMaps[vol.ConfigMap.Name] == nil {
+		t.Fatalf("%s: %s is not in a ConfigMap of the manifest", owner, cfgPath)
+	}
+	text, ok := m.configMaps[vol.ConfigMap.Name].Data[path.Base(cfgPath)]
+	if !ok {
+		t.Fatalf("%s: ConfigMap %s has no %s", owner, vol.ConfigMap.Name, path.Base(cfgPath))
+	}
+	f := filepath.Join(t.TempDir(), "colocd.yaml")
+	if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configs.LoadWith(f, nil)
+	if err != nil {
+		t.Fatalf("%s: the ConfigMap's config does not load: %v", owner, err)
+	}
+	// The probes reach the telemetry listener.
+	_, port, err := net.SplitHostPort(cfg.Telemetry.HTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host, _, _ := net.SplitHostPort(cfg.Telemetry.HTTP); host == "127.0.0.1" || host == "localhost" {
+		t.Errorf("%s: telemetry.http %s: the kubelet's probes cannot reach loopback", owner, cfg.Telemetry.HTTP)
+	}
+	for probe, want := range map[*corev1.Probe]string{colocd.ReadinessProbe: "/readyz", colocd.LivenessProbe: "/healthz"} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != want || portOf(colocd, probe.HTTPGet.Port.String()) != port {
+			t.Errorf("%s: want a probe on %s at port %s, got %+v", owner, want, port, probe)
+		}
+	}
+	// Every GPU container shares the MPS pipe directory at the same path.
+	pipe := mountedAt(spec, colocd, cfg.MPS.PipeDir)
+	if pipe == nil {
+		t.Fatalf("%s: colocd does not mount mps.pipe_dir %s", owner, cfg.MPS.PipeDir)
+	}
+	for _, c := range spec.Containers {
+		if _, gpu := c.Resources.Limits["nvidia.com/gpu"]; !gpu {
+			continue
+		}
+		if v := mountedAt(spec, &c, cfg.MPS.PipeDir); v == nil || v.Name != pipe.Name || env(&c, "CUDA_MPS_PIPE_DIRECTORY") != cfg.MPS.PipeDir {
+			t.Errorf("%s: GPU container %s does not share %s with colocd (CUDA_MPS_PIPE_DIRECTORY %q)", owner, c.Name, cfg.MPS.PipeDir, env(&c, "CUDA_MPS_PIPE_DIRECTORY"))
+		}
+		if !strings.Contains(c.Image, "vllm") {
+			continue
+		}
+		if v := mountedAt(spec, &c, "/dev/shm"); v == nil || v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
+			t.Errorf("%s: vLLM container %s has no /dev/shm in memory", owner, c.Name)
+		}
+		watched := false
+		for _, svc := range cfg.Services {
+			u, err := url.Parse(svc.Metrics.URL)
+			if err == nil && svc.Metrics.Preset == "vllm" && portOf(&c, u.Port()) == u.Port() && u.Port() != "" {
+				watched = true
+			}
+		}
+		if !watched {
+			t.Errorf("%s: no service watches vLLM container %s's metrics with the vllm preset", owner, c.Name)
+		}
+	}
+}
+
+func container(spec *corev1.PodSpec, name string) *corev1.Container {
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == name {
+			return &spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// mountedAt is the volume c mounts at dir.
+func mountedAt(spec *corev1.PodSpec, c *corev1.Container, dir string) *corev1.Volume {
+	for _, m := range c.VolumeMounts {
+		if path.Clean(m.MountPath) != path.Clean(dir) {
+			continue
+		}
+		for i := range spec.Volumes {
+			if spec.Volumes[i].Name == m.Name {
+				return &spec.Volumes[i]
+			}
+		}
+	}
+	return nil
+}
+
+// portOf resolves a port name of c to its number ("" when c has none).
+func portOf(c *corev1.Container, p string) string {
+	for _, cp := range c.Ports {
+		if cp.Name == p || strings.EqualFold(p, itoa(cp.ContainerPort)) {
+			return itoa(cp.ContainerPort)
+		}
+	}
+	return ""
+}
+
+func env(c *corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
