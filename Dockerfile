@@ -2,7 +2,9 @@
 # go-nvml needs cgo at build time; at run time libnvidia-ml.so.1 comes from
 # the host through the NVIDIA container toolkit (without it, gpu.backend
 # auto falls back to a simulated GPU and says so).
-FROM golang:1.26-bookworm AS build
+# Pinned to the Go release the module is tested with; pin the base images by
+# digest in your own registry.
+FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -21,5 +23,9 @@ COPY --from=build /out/colocd /usr/local/bin/colocd
 COPY configs/colocd.yaml /etc/colocd/colocd.yaml
 USER colocd
 EXPOSE 4222 9464
+# Alive when /healthz answers; the image has no curl, so colocd asks itself.
+# Point --url at telemetry.http when the config moves it.
+HEALTHCHECK --interval=10s --timeout=3s --retries=3 \
+  CMD ["colocd", "probe", "--url", "http://127.0.0.1:9464/healthz"]
 ENTRYPOINT ["colocd"]
 CMD ["serve", "--config", "/etc/colocd/colocd.yaml"]

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/colocd/colocd/configs"
@@ -33,5 +34,28 @@ func TestExitStatus(t *testing.T) {
 		if got := exitCode(err); got != tc.want {
 			t.Errorf("%s: exit %d, want %d (%v)\n%s", tc.name, got, tc.want, err, stderr)
 		}
+	}
+}
+
+// probe exits 0 on a 2xx and 1 on anything else, with the status printed:
+// a container's HEALTHCHECK.
+func TestProbe(t *testing.T) {
+	s := startSidecar(t, "gpu-probe", nil)
+	for _, tc := range []struct {
+		path string
+		want int
+		out  string
+	}{
+		{"/healthz", exitOK, "200 ok"},
+		{"/readyz", exitOK, "200 "},
+		{"/nope", exitError, "404 "},
+	} {
+		out, _, err := runCLI(t, "probe", "--url", "http://"+s.HTTPAddr()+tc.path)
+		if exitCode(err) != tc.want || !strings.HasPrefix(out, tc.out) {
+			t.Errorf("probe %s: %q, exit %d (%v); want %q, exit %d", tc.path, out, exitCode(err), err, tc.out, tc.want)
+		}
+	}
+	if _, _, err := runCLI(t, "probe", "--url", "127.0.0.1:9464/healthz"); exitCode(err) != exitUsage {
+		t.Errorf("probe of a URL without a scheme: %v, want a usage error", err)
 	}
 }
