@@ -15,8 +15,12 @@ var examples = map[string]string{
 	"colocd profile import": `  # one training step or one inference request, recorded with torch.profiler
   colocd profile import --format kineto --out train.json trace.json.gz`,
 	"colocd profile validate": `  colocd profile validate testdata/profiles/*.json`,
-	"colocd predict": `  colocd predict --inference testdata/profiles/v100-infer-200.json \
-      --training testdata/profiles/v100-train-step.json --mode mps --pct 30 --pct 60 --rate 8`,
+	"colocd predict": `  colocd predict --inference bert.json --training resnet.json --load 0.5
+  colocd predict --inference testdata/profiles/v100-infer-200.json \
+      --training testdata/profiles/v100-train-step.json --mode mps --pct 30 --rate 8
+  # an LLM engine: the profile is one step, in bursts of 128
+  colocd predict --inference llama-step.json --burst-steps 128 --load 0.6 \
+      --training gpt2.json --mode mps --pct 30 --json`,
 	"colocd calibrate": `  colocd calibrate --measurements measured.json --out h200.json
   # from what a running sidecar observed
   colocd calibrate --from-observations /var/lib/colocd/observations --out h200.json`,

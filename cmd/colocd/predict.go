@@ -44,12 +44,7 @@ steps: --burst-steps N (the mean burst; once for all, or once per service,
 0 for a request service) makes it one. Its --rate is then in steps per
 second and --load is the fraction of time the engine has work; its
 service_ms ("step" in the table) is the step latency, what inter-token
-latency (TPOT) SLOs are written on.
-
-Examples:
-  colocd predict --inference bert.json --training resnet.json --load 0.5
-  colocd predict --inference llama-step.json --burst-steps 128 --load 0.6 \
-      --training gpt2.json --mode mps --pct 30 --json`,
+latency (TPOT) SLOs are written on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := setRates(&sc, len(infPaths), rates, loads); err != nil {
