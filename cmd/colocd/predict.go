@@ -19,6 +19,9 @@ func newPredictCmd() *cobra.Command {
 		rates, loads, bursts []float64
 		sc                   predictor.Scenario
 		asJSON               bool
+		sweepOn              bool
+		sweepStep            int
+		sloMS                float64
 	)
 	cmd := &cobra.Command{
 		Use:   "predict --inference FILE [--inference FILE ...] [--training FILE ...] [--mode timeslice|mps [--pct N ...]] (--rate RPS ... | --load F ...)",
@@ -58,6 +61,20 @@ latency (TPOT) SLOs are written on.`,
 				return err
 			}
 			var pr predictor.Predictor
+			if sweepOn {
+				if predictor.Mode(mode) != predictor.ModeMPS {
+					return usageError{fmt.Errorf("predict: --sweep: want --mode mps, got %q", mode)}
+				}
+				r, err := sweep(&pr, &sc, cal, sweepStep, sloMS)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), r)
+				}
+				printSweep(cmd.OutOrStdout(), r)
+				return nil
+			}
 			pred, err := pr.Predict(&sc, predictor.Mode(mode), cal)
 			if err != nil {
 				return fmt.Errorf("predict: %w", err)
@@ -83,6 +100,9 @@ latency (TPOT) SLOs are written on.`,
 	f.Float64Var(&sc.Confidence, "confidence", predictor.DefaultConfidence, "level of the intervals printed beside each figure, in [0.5, 1)")
 	f.StringVar(&calPath, "calibration", "", "calibration file (default: the preset for the inference profile's GPU, else the built-in values; neither is fitted)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.BoolVar(&sweepOn, "sweep", false, "mps, one training job: the first service's p99 at every --sweep-step of the job's percentage, as a chart with the SLO and the percentage chosen")
+	f.IntVar(&sweepStep, "sweep-step", 5, "with --sweep: the step between percentages")
+	f.Float64Var(&sloMS, "slo-p99-ms", 0, "with --sweep: the service's p99 SLO (the step p99 for an engine), in ms")
 	cmd.MarkFlagsMutuallyExclusive("rate", "load")
 	return cmd
 }
