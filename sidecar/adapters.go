@@ -362,18 +362,22 @@ const settleTimeout = 2 * time.Second
 // landed reports whether a save of lease id whose acknowledgement was lost
 // is in the store after all (the record there is want), and its revision.
 func (s *kvStore) landed(ctx context.Context, id string, want []byte) (uint64, bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	got, rev, err := s.bucket().Get(ctx, id)
+	got, rev, err := s.settle(ctx, id)
 	return rev, err == nil && bytes.Equal(got, want)
 }
 
 // gone reports whether lease id has no record in the store now.
 func (s *kvStore) gone(ctx context.Context, id string) bool {
+	_, _, err := s.settle(ctx, id)
+	return errors.Is(err, bus.ErrNotFound)
+}
+
+// settle reads lease id as the store has it now, with a deadline of its
+// own: the write it settles may have spent the caller's.
+func (s *kvStore) settle(ctx context.Context, id string) ([]byte, uint64, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	_, _, err := s.bucket().Get(ctx, id)
-	return errors.Is(err, bus.ErrNotFound)
+	return s.bucket().Get(ctx, id)
 }
 
 func (s *kvStore) Load(ctx context.Context) ([]*admission.Lease, error) {
