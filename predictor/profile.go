@@ -3,12 +3,11 @@ package predictor
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/colocd/colocd/internal/atomicfile"
 	"github.com/colocd/colocd/internal/strictjson"
 )
 
@@ -270,8 +269,7 @@ func SaveProfile(path string, p *Profile) error {
 	return writeJSONAtomic(path, p)
 }
 
-// writeJSONAtomic writes v as indented JSON to path via a temporary file in
-// the same directory and a rename.
+// writeJSONAtomic writes v as indented JSON to path, whole or not at all.
 func writeJSONAtomic(path string, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -280,26 +278,7 @@ func writeJSONAtomic(path string, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	data := buf.Bytes()
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	merr := f.Chmod(0o644) // CreateTemp makes 0600; profiles are shared files
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, merr, serr, cerr); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, buf.Bytes(), 0o644) // profiles are shared files
 }
 
 // IterationKnown reports whether the profile defines an iteration (or request)

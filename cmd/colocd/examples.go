@@ -20,6 +20,8 @@ var examples = map[string]string{
       --training testdata/profiles/v100-train-step.json --mode mps --pct 30 --rate 8
   # p99 against the trainer's percentage, with the SLO and the percentage chosen
   colocd predict --inference bert.json --training resnet.json --mode mps --rate 120 --sweep --slo-p99-ms 15
+  # the same as an SVG chart
+  colocd predict --inference bert.json --training resnet.json --mode mps --rate 120 --sweep --slo-p99-ms 15 --svg sweep.svg
   # an LLM engine: the profile is one step, in bursts of 128
   colocd predict --inference llama-step.json --burst-steps 128 --load 0.6 \
       --training gpt2.json --mode mps --pct 30 --json`,

@@ -22,6 +22,7 @@ func newPredictCmd() *cobra.Command {
 		sweepOn              bool
 		sweepStep            int
 		sloMS                float64
+		svgPath              string
 	)
 	cmd := &cobra.Command{
 		Use:   "predict --inference FILE [--inference FILE ...] [--training FILE ...] [--mode timeslice|mps [--pct N ...]] (--rate RPS ... | --load F ...)",
@@ -61,6 +62,9 @@ latency (TPOT) SLOs are written on.`,
 				return err
 			}
 			var pr predictor.Predictor
+			if svgPath != "" && !sweepOn {
+				return usageError{fmt.Errorf("predict: --svg %s: want --sweep too (the chart is the sweep's)", svgPath)}
+			}
 			if sweepOn {
 				if predictor.Mode(mode) != predictor.ModeMPS {
 					return usageError{fmt.Errorf("predict: --sweep: want --mode mps, got %q", mode)}
@@ -68,6 +72,11 @@ latency (TPOT) SLOs are written on.`,
 				r, err := sweep(&pr, &sc, cal, sweepStep, sloMS)
 				if err != nil {
 					return err
+				}
+				if svgPath != "" {
+					if err := writeSweepSVG(svgPath, r); err != nil {
+						return err
+					}
 				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), r)
@@ -102,6 +111,7 @@ latency (TPOT) SLOs are written on.`,
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.BoolVar(&sweepOn, "sweep", false, "mps, one training job: the first service's p99 at every --sweep-step of the job's percentage, as a chart with the SLO and the percentage chosen")
 	f.IntVar(&sweepStep, "sweep-step", 5, "with --sweep: the step between percentages")
+	f.StringVar(&svgPath, "svg", "", "with --sweep: also draw the chart as SVG into this file")
 	f.Float64Var(&sloMS, "slo-p99-ms", 0, "with --sweep: the service's p99 SLO (the step p99 for an engine), in ms")
 	cmd.MarkFlagsMutuallyExclusive("rate", "load")
 	return cmd

@@ -1,0 +1,44 @@
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A write replaces the file whole and leaves no temporary file; a write
+// that cannot land keeps the old content.
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "chart.svg")
+	for _, content := range []string{"first", "second, longer"} {
+		if err := Write(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != content {
+			t.Fatalf("read %q, %v; want %q", got, err, content)
+		}
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, %v; want 0644", fi.Mode(), err)
+	}
+	// A directory in the way: the rename fails, nothing is left behind.
+	sub := filepath.Join(dir, "taken")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(sub, []byte("x"), 0o644); err == nil {
+		t.Error("writing over a non-empty directory succeeded")
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 2 {
+		t.Errorf("dir holds %v, want only the file and the directory", ents)
+	}
+	if err := Write(filepath.Join(dir, "missing", "f"), nil, 0o644); err == nil {
+		t.Error("writing into a missing directory succeeded")
+	}
+}
