@@ -9,7 +9,7 @@ FUZZTIME  ?= 100000x
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: build run predict replay calibration-study test test-race test-plain harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench fleet clean
+.PHONY: build run demo predict replay calibration-study test test-race test-plain harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench fleet clean
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/colocd
@@ -20,6 +20,13 @@ build:
 #   eval "$$(bin/colocd admit --sidecar <id> --job demo --profile testdata/profiles/v100-train-step.json)"
 run: build
 	$(BIN) serve --config configs/colocd.yaml
+
+# A scripted scenario on a simulated GPU, about a minute: a grant, a throttle,
+# a deny for the SLO and one for memory, the guard throttling as the load
+# rises, a lease expiring; each with what was predicted and why
+# (docs/demo.md). It removes everything it made.
+demo: build
+	$(BIN) demo
 
 # What the predictor says for the example: one step of a real training job
 # next to a real inference service, time-sliced and under MPS at 50 %.
@@ -60,7 +67,7 @@ test: lint
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
 test-plain:
-	$(GO) test -count=1 -run '^(TestFit.*|TestSummaryMatchesTrace|TestIntervalsCoverLongRun|TestGuardReplay|TestEngineArrivalsBounded|TestJointAllocationAgainstExhaustiveSearch|TestJointVersusFirstComeFirstServed)$$' ./predictor/ ./predictor/calibrate/ ./sidecar/ ./admission/
+	$(GO) test -count=1 -run '^(TestFit.*|TestSummaryMatchesTrace|TestIntervalsCoverLongRun|TestGuardReplay|TestEngineArrivalsBounded|TestJointAllocationAgainstExhaustiveSearch|TestJointVersusFirstComeFirstServed|TestDemo)$$' ./predictor/ ./predictor/calibrate/ ./sidecar/ ./admission/ ./cmd/colocd/
 
 # The GPU harness's logic (no torch, no GPU needed), run against the real binary.
 harness-test: build

@@ -35,7 +35,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.SetVersionTemplate("colocd {{.Version}}\n")
 	root.AddCommand(newServeCmd(), newProfileCmd(), newPredictCmd(), newCalibrateCmd(),
-		newAdmitCmd(), newPlaceCmd(), newQuoteCmd(), newRenewCmd(), newReleaseCmd(), newRegisterCmd(), newStatusCmd(), newLoadtestCmd(), newSimserveCmd(), newMIGCmd(), newVersionCmd(), newProbeCmd())
+		newAdmitCmd(), newPlaceCmd(), newQuoteCmd(), newRenewCmd(), newReleaseCmd(), newRegisterCmd(), newStatusCmd(), newLoadtestCmd(), newSimserveCmd(), newMIGCmd(), newVersionCmd(), newProbeCmd(), newDemoCmd())
 	addExamples(root)
 	markUsageErrors(root)
 	return root

@@ -184,16 +184,11 @@ func (j *simJobs) follow(ctx context.Context, poll time.Duration, read func(cont
 // serveSim serves the page until linger after the last request, or until
 // ctx ends.
 func serveSim(ctx context.Context, out io.Writer, listen string, srv *simserver.Server, arrivals []time.Duration, linger time.Duration) error {
-	ln, err := net.Listen("tcp", listen)
+	hs, addr, done, err := simHTTP(listen, srv)
 	if err != nil {
 		return fmt.Errorf("simserve: --listen: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", srv)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
-	fmt.Fprintf(out, "simulated server: http://%s/metrics, %d requests over %s\n", ln.Addr(), len(arrivals), arrivals[len(arrivals)-1].Round(time.Second))
+	fmt.Fprintf(out, "simulated server: http://%s/metrics, %d requests over %s\n", addr, len(arrivals), arrivals[len(arrivals)-1].Round(time.Second))
 	end := time.NewTimer(arrivals[len(arrivals)-1] + linger)
 	defer end.Stop()
 	select {
@@ -205,4 +200,19 @@ func serveSim(ctx context.Context, out io.Writer, listen string, srv *simserver.
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return hs.Shutdown(sctx)
+}
+
+// simHTTP serves srv's metrics page at /metrics on listen until the
+// server is closed; done gets what Serve returned.
+func simHTTP(listen string, srv *simserver.Server) (hs *http.Server, addr net.Addr, done <-chan error, err error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", srv)
+	hs = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	return hs, ln.Addr(), served, nil
 }

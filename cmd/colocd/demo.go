@@ -1,0 +1,627 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/simserver"
+	"github.com/colocd/colocd/observe"
+	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/sidecar"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+)
+
+// The demo's service and load: a real inference trace's kernels under an
+// SLO of 150 ms that must hold at 12 requests a second (the configured
+// rate); 8 arrive each second until the load rises to demoRiseRPS at
+// demoRiseAt after the start.
+const (
+	demoService       = "chat"
+	demoConfiguredRPS = 12
+	demoRPS           = 8
+	demoSLOMS         = 150
+	demoRiseRPS       = 14
+	demoRiseAt        = 40 * time.Second
+	// demoQuiet is how long the guard must stay quiet after a throttle for
+	// the demo to end.
+	demoQuiet = 15 * time.Second
+)
+
+// demoAsk is one admission the demo's launcher sends.
+type demoAsk struct {
+	job, owner, what string
+	minPct, maxPct   int
+	memoryMiB        int
+	lease            time.Duration
+}
+
+// The script: what each launcher asks for, in order.
+var demoAsks = []demoAsk{
+	{job: "light-finetune", owner: "nlp", what: "a light fine-tuning job", minPct: 10, maxPct: 20, memoryMiB: 8 << 10, lease: 15 * time.Second},
+	{job: "huge-model", owner: "vision", what: "a job that needs more memory than is free", minPct: 5, maxPct: 20, memoryMiB: 136 << 10, lease: 10 * time.Minute},
+	{job: "heavy-pretrain", owner: "research", what: "a heavy pre-training job, as much of the GPU as it can get", minPct: 5, maxPct: 100, memoryMiB: 40 << 10, lease: 10 * time.Minute},
+	{job: "greedy-sweep", owner: "research", what: "a job that will not run below half the GPU", minPct: 50, maxPct: 100, memoryMiB: 8 << 10, lease: 10 * time.Minute},
+}
+
+// demoStep is one entry of the account: --json prints them all.
+type demoStep struct {
+	AtSeconds   float64                 `json:"at_s"`
+	Kind        string                  `json:"kind"` // admit, guard, expire, load, status
+	Job         string                  `json:"job,omitempty"`
+	Asked       *bus.Compute            `json:"asked,omitempty"`
+	MemoryMiB   int                     `json:"memory_mib,omitempty"`
+	Decision    string                  `json:"decision,omitempty"`
+	Pct         int                     `json:"pct,omitempty"`
+	Reason      *bus.Reason             `json:"reason,omitempty"`
+	Predictions []bus.ServicePrediction `json:"predictions,omitempty"`
+	Event       *bus.Event              `json:"event,omitempty"`
+	RateRPS     float64                 `json:"rate_rps,omitempty"`
+	PIDs        []int                   `json:"pids,omitempty"` // the workers it started or stopped
+	Note        string                  `json:"note,omitempty"`
+}
+
+func newDemoCmd() *cobra.Command {
+	var (
+		infPath, trainPath string
+		timeout            time.Duration
+		asJSON             bool
+	)
+	cmd := &cobra.Command{
+		Use:   "demo [--timeout 3m] [--json]",
+		Short: "Watch a grant, a throttle, two denies, the guard and an expiry on a simulated GPU",
+		Long: `Run a scripted scenario on this machine, with no GPU needed: a sidecar with an
+embedded NATS server on a simulated H200, a simulated inference server
+("` + demoService + `", ` + fmt.Sprint(demoRPS) + ` requests a second, SLO p99 ` + fmt.Sprint(demoSLOMS) + ` ms) whose latency follows the
+jobs that run beside it, and a launcher that asks for four slots: a light
+job (granted), a heavy one (throttled), one that will not run below half
+the GPU (denied for the SLO) and one too big for the memory (denied). Each
+granted job starts a worker process and registers it. Then the server's
+load rises to ` + fmt.Sprint(demoRiseRPS) + ` requests a second: the guard throttles, and the launcher
+restarts its worker at the new percentage. The light job's lease is not
+renewed and expires: its worker is stopped. Every step prints what was
+asked, what was predicted against which limit, and what was decided, and
+why. It ends within --timeout and removes everything it made.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			out := cmd.OutOrStdout()
+			d := &demo{out: out, errOut: cmd.ErrOrStderr(), quiet: asJSON, start: time.Now()}
+			err := d.run(ctx, infPath, trainPath)
+			if asJSON {
+				if jerr := printJSON(out, d.steps); err == nil {
+					err = jerr
+				}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&infPath, "inference", filepath.Join("testdata", "profiles", "v100-infer-200.json"), "the service's inference profile")
+	f.StringVar(&trainPath, "training", filepath.Join("testdata", "profiles", "v100-train-step.json"), "every job's training profile")
+	f.DurationVar(&timeout, "timeout", 3*time.Minute, "the longest the demo runs")
+	f.BoolVar(&asJSON, "json", false, "print the account as JSON at the end, instead of as it goes")
+	return cmd
+}
+
+// demo is one run of the scenario.
+type demo struct {
+	out io.Writer
+	// errOut gets the tail of the sidecar's log when the demo fails.
+	errOut io.Writer
+	quiet  bool
+	start  time.Time
+	steps  []demoStep
+
+	client  *bus.Client
+	id      string
+	workers demoWorkers
+}
+
+// say records a step and, unless quiet, prints it: the first line after
+// the time, the rest indented under it.
+func (d *demo) say(st demoStep, lines ...string) {
+	st.AtSeconds = time.Since(d.start).Round(100 * time.Millisecond).Seconds()
+	d.steps = append(d.steps, st)
+	if d.quiet {
+		return
+	}
+	for i, l := range lines {
+		if i == 0 {
+			fmt.Fprintf(d.out, "[%5.1fs] %s\n", st.AtSeconds, l)
+		} else {
+			fmt.Fprintf(d.out, "         %s\n", l)
+		}
+	}
+}
+
+func (d *demo) run(ctx context.Context, infPath, trainPath string) (err error) {
+	inf, err := predictor.LoadProfile(infPath)
+	if err != nil {
+		return fmt.Errorf("demo: --inference: %w (run it from the repository's root, or give the path)", err)
+	}
+	tr, err := predictor.LoadProfile(trainPath)
+	if err != nil {
+		return fmt.Errorf("demo: --training: %w (run it from the repository's root, or give the path)", err)
+	}
+	trainJSON, err := os.ReadFile(trainPath)
+	if err != nil {
+		return fmt.Errorf("demo: --training: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "colocd-demo-")
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	defer d.workers.stopAll()
+
+	// The simulated inference server, with the jobs the sidecar's status
+	// shows running.
+	jobs := &simJobs{}
+	srvURL, stopSrv, err := d.startServer(inf, jobs)
+	if err != nil {
+		return err
+	}
+	defer stopSrv()
+
+	cfg, err := demoConfig(dir, infPath, srvURL)
+	if err != nil {
+		return err
+	}
+	logPath := filepath.Join(dir, "sidecar.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer logFile.Close()
+	defer func() {
+		if err != nil {
+			d.logTail(logPath)
+		}
+	}()
+	s, err := sidecar.New(ctx, cfg, sidecar.Options{Logger: slog.New(slog.NewTextHandler(logFile, nil)), Version: semver(version)})
+	if err != nil {
+		return fmt.Errorf("demo: the sidecar: %w", err)
+	}
+	runCtx, stopSidecar := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	defer func() { stopSidecar(); <-done }()
+
+	nkey, err := nats.NkeyOptionFromSeed(s.LauncherNKeyFile())
+	if err != nil {
+		return fmt.Errorf("demo: the launcher's key: %w", err)
+	}
+	nc, err := nats.Connect(s.ClientURL(), nkey, nats.Name("colocd demo launcher"))
+	if err != nil {
+		return fmt.Errorf("demo: connect: %w", err)
+	}
+	defer nc.Close()
+	d.client, d.id = bus.NewClient(nc, bus.WithTimeout(30*time.Second)), s.ID()
+
+	var followers sync.WaitGroup
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer func() { stopFollowing(); followers.Wait() }()
+	followers.Go(func() {
+		jobs.follow(followCtx, 500*time.Millisecond, func(ctx context.Context) ([]simserver.Trainer, error) {
+			st, err := d.client.Status(ctx, d.id)
+			if err != nil {
+				return nil, err
+			}
+			var out []simserver.Trainer
+			for _, l := range st.Leases {
+				if len(l.PIDs) > 0 {
+					out = append(out, simserver.Trainer{Profile: tr, Pct: l.ActiveThreadPct})
+				}
+			}
+			return out, nil
+		}, io.Discard)
+	})
+
+	d.intro(cfg)
+	if err := d.waitObserved(ctx, cfg.Services[0].Metrics.Window); err != nil {
+		return err
+	}
+	leases := map[string]*bus.Lease{}
+	for _, a := range demoAsks {
+		l, err := d.admit(ctx, a, trainJSON)
+		if err != nil {
+			return err
+		}
+		if l != nil {
+			leases[a.job] = l
+		}
+	}
+	heavy, light := leases["heavy-pretrain"], leases["light-finetune"]
+	if heavy == nil || light == nil {
+		return errors.New("demo: the light and the heavy job were not both admitted; the account above says why")
+	}
+	return d.watch(ctx, heavy, light)
+}
+
+// logTail copies the last lines of the sidecar's log to errOut.
+func (d *demo) logTail(path string) {
+	raw, err := os.ReadFile(path)
+	if err != nil || len(raw) == 0 {
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	fmt.Fprintln(d.errOut, "the sidecar's log, to the end:")
+	for _, l := range lines[max(0, len(lines)-20):] {
+		fmt.Fprintln(d.errOut, "  "+l)
+	}
+}
+
+// startServer serves the simulated inference server's vLLM metrics page
+// on a free port: demoRPS requests a second, demoRiseRPS after demoRiseAt.
+func (d *demo) startServer(inf *predictor.Profile, jobs *simJobs) (string, func(), error) {
+	cal, err := predictor.ResolveCalibration("", "NVIDIA H200")
+	if err != nil {
+		return "", nil, fmt.Errorf("demo: %w", err)
+	}
+	arrivals := simserver.Poisson(demoRPS, demoRiseAt, 1)
+	for _, a := range simserver.Poisson(demoRiseRPS, time.Hour, 2) {
+		arrivals = append(arrivals, demoRiseAt+a)
+	}
+	srv, err := simserver.New(simserver.Config{Preset: "vllm", ModelName: demoService, Arrivals: arrivals, Start: d.start,
+		Latency:  &simserver.Model{Inference: inf, Calibration: cal, Mode: predictor.ModeMPS, Requests: 1000, Seed: 1, SMs: cal.Device.SMs},
+		Trainers: jobs.now, Seed: 1})
+	if err != nil {
+		return "", nil, fmt.Errorf("demo: the simulated server: %w", err)
+	}
+	hs, addr, _, err := simHTTP("127.0.0.1:0", srv)
+	if err != nil {
+		return "", nil, fmt.Errorf("demo: the simulated server: %w", err)
+	}
+	return "http://" + addr.String() + "/metrics", func() { hs.Close() }, nil
+}
+
+// demoConfig is the sidecar's configuration: everything under dir, ports
+// the kernel picks, a simulated H200 and MPS daemon, and the one service
+// watched through its metrics page.
+func demoConfig(dir, infPath, metricsURL string) (*configs.Config, error) {
+	prof, err := filepath.Abs(infPath)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	c := configs.Default()
+	c.Sidecar.ID = "demo-gpu"
+	c.Sidecar.DataDir = filepath.Join(dir, "data")
+	c.NATS.Listen = "127.0.0.1:0"
+	c.GPU.Backend = configs.BackendSim
+	c.MPS.Control = "sim"
+	c.MPS.PipeDir = filepath.Join(dir, "mps-pipe")
+	c.MPS.LogDir = filepath.Join(dir, "mps-log")
+	c.Telemetry.HTTP = "127.0.0.1:0"
+	c.Services = []configs.Service{{Name: demoService, Profile: prof, RateRPS: demoConfiguredRPS, SLO: configs.SLO{P99MS: demoSLOMS},
+		Metrics: observe.Endpoint{URL: metricsURL, Preset: "vllm", Interval: 5 * time.Second, Window: 15 * time.Second}}}
+	c.Admission.Lease.FirstTerm = 20 * time.Second
+	c.Admission.Guard.Deadline = 15 * time.Second
+	for _, d := range []string{c.Sidecar.DataDir, c.MPS.PipeDir, c.MPS.LogDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("demo: the configuration: %w", err)
+	}
+	return &c, nil
+}
+
+func (d *demo) intro(cfg *configs.Config) {
+	limit := demoSLOMS * (1 - cfg.Admission.Headroom)
+	d.say(demoStep{Kind: "start", Note: "sidecar " + cfg.Sidecar.ID},
+		fmt.Sprintf("sidecar %s on a simulated NVIDIA H200, MPS, with an embedded NATS server", cfg.Sidecar.ID),
+		fmt.Sprintf("service %q: SLO p99 %d ms at up to %d requests a second (%d arrive now); every decision holds", demoService, demoSLOMS, demoConfiguredRPS, demoRPS),
+		"its predicted p99 (or the server's own, when that is higher) at the higher of the configured and the observed rate,",
+		fmt.Sprintf("the upper end of its %.0f %% interval, to %.0f ms, the SLO less %.0f %% headroom", cfg.Predictor.Confidence*100, limit, cfg.Admission.Headroom*100))
+}
+
+// waitObserved waits until the sidecar has read the server's metrics once.
+func (d *demo) waitObserved(ctx context.Context, window time.Duration) error {
+	d.say(demoStep{Kind: "wait"}, fmt.Sprintf("the sidecar scrapes the simulated server's /metrics; waiting for a full %s window...", window))
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st, err := d.client.Status(ctx, d.id)
+		if err == nil && len(st.Services) == 1 {
+			if o := st.Services[0].Observed; o != nil && o.State == string(observe.StateFresh) && o.RateRPS != nil && o.WindowSeconds >= window.Seconds() {
+				d.say(demoStep{Kind: "load", RateRPS: *o.RateRPS},
+					fmt.Sprintf("the sidecar reads the server's /metrics: %.1f requests a second over %.0f s (%s forecast 30 s ahead), p99 %s ms with nothing beside it", *o.RateRPS, o.WindowSeconds, numOrDash(o.ForecastRPS), numOrDash(o.P99MS)))
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("demo: the sidecar never read the simulated server's metrics: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// admit sends one ask and prints the decision; a granted job's worker
+// starts with the lease's environment and is registered.
+func (d *demo) admit(ctx context.Context, a demoAsk, profile []byte) (*bus.Lease, error) {
+	req := &bus.AdmitRequest{Job: bus.Job{ID: a.job, Owner: a.owner}, Profile: profile, MemoryMiB: a.memoryMiB, Processes: 1,
+		Compute: bus.Compute{MinPct: a.minPct, MaxPct: a.maxPct}, LeaseSeconds: int(a.lease.Seconds()), Checkpointable: true}
+	dec, err := d.client.Admit(ctx, d.id, req)
+	if err != nil {
+		return nil, fmt.Errorf("demo: admit %s: %w", a.job, describeBusError(err))
+	}
+	lines := []string{fmt.Sprintf("%s asks for %d-%d %% of the GPU's threads and %d GiB: %s", a.job, a.minPct, a.maxPct, a.memoryMiB>>10, a.what)}
+	for _, p := range dec.Predictions {
+		lines = append(lines, "  "+demoPrediction(p))
+	}
+	verdict := strings.ToUpper(dec.Decision)
+	if dec.ActiveThreadPct > 0 {
+		verdict += fmt.Sprintf(" at %d %%", dec.ActiveThreadPct)
+	}
+	lines = append(lines, fmt.Sprintf("  -> %s (%s): %s", verdict, dec.Reason.Code, commentText(dec.Reason.Message)))
+	if j := dec.Joint; j != nil {
+		for _, jj := range j.Jobs {
+			if jj.LeaseID != "" && jj.Pct != jj.WasPct {
+				lines = append(lines, fmt.Sprintf("     and lowers %s from %d %% to %d %% to make room (joint allocation)", jj.JobID, jj.WasPct, jj.Pct))
+			}
+		}
+	}
+	st := demoStep{Kind: "admit", Job: a.job, Asked: &req.Compute, MemoryMiB: a.memoryMiB, Decision: dec.Decision, Pct: dec.ActiveThreadPct, Reason: &dec.Reason, Predictions: dec.Predictions}
+	if dec.Lease == nil {
+		d.say(st, lines...)
+		return nil, nil
+	}
+	pid, err := d.workers.start(a.job, dec.Lease.Env)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %s's worker: %w", a.job, err)
+	}
+	st.PIDs = []int{pid}
+	if err := d.client.Register(ctx, d.id, &bus.RegisterRequest{LeaseID: dec.Lease.ID, Token: dec.Lease.Token, PIDs: []int{pid}}); err != nil {
+		return nil, fmt.Errorf("demo: register %s: %w", a.job, describeBusError(err))
+	}
+	lines = append(lines, fmt.Sprintf("     its worker (pid %d) starts with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%s and is registered; lease for %s",
+		pid, dec.Lease.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], a.lease))
+	d.say(st, lines...)
+	return dec.Lease, nil
+}
+
+// demoPrediction is one service's prediction against its limit.
+func demoPrediction(p bus.ServicePrediction) string {
+	s := fmt.Sprintf("%s: p99 solo %.1f ms, predicted %.1f ms", p.Service, p.SoloP99MS, p.PredictedP99MS)
+	if p.PredictedP99UpperMS > p.PredictedP99MS {
+		s += fmt.Sprintf(" (up to %.1f)", p.PredictedP99UpperMS)
+	}
+	if p.Correction > 1 {
+		s += fmt.Sprintf(" x %.2f observed correction", p.Correction)
+	}
+	return s + fmt.Sprintf(" at %.1f req/s, SLO %.0f ms", p.RateRPS, p.SLOP99MS)
+}
+
+// watch follows both jobs' events: the light job's launcher lets its
+// lease run out; then the load rises, and the heavy job's launcher honours
+// every throttle (restarts its worker at the new percentage and registers
+// it) and renews its lease. It ends once the light lease has expired (or
+// been revoked) and the heavy one has been throttled, with no event for
+// demoQuiet, or revoked.
+func (d *demo) watch(ctx context.Context, heavy, light *bus.Lease) error {
+	subs := map[string]*bus.EventSubscription{}
+	for _, l := range []*bus.Lease{heavy, light} {
+		sub, err := d.client.Events(ctx, d.id, l.JobID, 1)
+		if err != nil {
+			return fmt.Errorf("demo: events of %s: %w", l.JobID, describeBusError(err))
+		}
+		defer sub.Stop()
+		subs[l.JobID] = sub
+	}
+	d.say(demoStep{Kind: "wait", Job: light.JobID}, fmt.Sprintf("%s's launcher does not renew its lease", light.JobID))
+	renew := time.NewTicker(20 * time.Second)
+	defer renew.Stop()
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	rise := time.NewTimer(time.Until(d.start.Add(demoRiseAt)))
+	defer rise.Stop()
+	var quiet <-chan time.Time
+	lightDone, heavyRevoked, seen := false, false, false
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("demo: still waiting for the guard and the expiry: %w", ctx.Err())
+		case <-rise.C:
+			d.say(demoStep{Kind: "load", RateRPS: demoRiseRPS}, fmt.Sprintf("the server's load rises: %d requests a second arrive from now on", demoRiseRPS))
+		case <-renew.C:
+			if heavyRevoked {
+				continue
+			}
+			if _, err := d.client.Renew(ctx, d.id, &bus.LeaseRef{LeaseID: heavy.ID, Token: heavy.Token}); err != nil {
+				return fmt.Errorf("demo: renew %s: %w", heavy.JobID, describeBusError(err))
+			}
+		case <-poll.C:
+			if seen || time.Since(d.start) < demoRiseAt {
+				continue
+			}
+			st, err := d.client.Status(ctx, d.id)
+			if err != nil || len(st.Services) != 1 || st.Services[0].Observed == nil || st.Services[0].Observed.RateRPS == nil {
+				continue
+			}
+			if svc := st.Services[0]; *svc.Observed.RateRPS > demoConfiguredRPS {
+				seen = true
+				d.say(demoStep{Kind: "load", RateRPS: *svc.Observed.RateRPS},
+					fmt.Sprintf("the server's /metrics show %.1f requests a second (%s forecast 30 s ahead), above the configured %d:",
+						*svc.Observed.RateRPS, numOrDash(svc.Observed.ForecastRPS), demoConfiguredRPS),
+					fmt.Sprintf("  the sidecar now predicts at %.1f req/s: p99 %.1f ms with the leases as they run", svc.PredictedAtRPS, svc.PredictedP99MS))
+			}
+		case <-quiet:
+			return d.final(ctx)
+		case rec := <-subs[heavy.JobID].C():
+			if err := d.event(ctx, rec.Event, heavy); err != nil {
+				return err
+			}
+			switch rec.Event.Type {
+			case bus.EventThrottle:
+				quiet = time.After(demoQuiet)
+			case bus.EventRevoke:
+				heavyRevoked = true
+			}
+		case rec := <-subs[light.JobID].C():
+			if err := d.event(ctx, rec.Event, light); err != nil {
+				return err
+			}
+			lightDone = lightDone || rec.Event.Type == bus.EventExpire || rec.Event.Type == bus.EventRevoke
+		}
+		if heavyRevoked && lightDone {
+			return d.final(ctx)
+		}
+		if !lightDone && quiet != nil {
+			quiet = nil // not before the expiry
+		}
+	}
+}
+
+// event prints one event and does what the launcher does with it.
+func (d *demo) event(ctx context.Context, ev bus.Event, l *bus.Lease) error {
+	st := demoStep{Kind: "guard", Job: ev.JobID, Pct: ev.ActiveThreadPct, Event: &ev}
+	switch ev.Type {
+	case bus.EventThrottle:
+		lines := []string{fmt.Sprintf("guard: THROTTLE %s to %d %%: %s", ev.JobID, ev.ActiveThreadPct, commentText(ev.Reason))}
+		if ev.Deadline != nil {
+			old := d.workers.pid(ev.JobID)
+			pid, err := d.workers.restart(ev.JobID, ev.Env)
+			if err != nil {
+				return fmt.Errorf("demo: %s's worker: %w", ev.JobID, err)
+			}
+			if err := d.client.Register(ctx, d.id, &bus.RegisterRequest{LeaseID: l.ID, Token: l.Token, PIDs: []int{pid}}); err != nil {
+				return fmt.Errorf("demo: register %s: %w", ev.JobID, describeBusError(err))
+			}
+			st.PIDs = []int{old, pid}
+			lines = append(lines, fmt.Sprintf("  the launcher restarts the worker from its checkpoint at %d %% (pid %d -> %d) and registers it, within the %s deadline",
+				ev.ActiveThreadPct, old, pid, ev.Deadline.Sub(ev.Time).Round(time.Second)))
+		}
+		d.say(st, lines...)
+		return nil
+	case bus.EventRevoke:
+		st.PIDs = []int{d.workers.pid(ev.JobID)}
+		d.say(st, fmt.Sprintf("guard: REVOKE %s: %s", ev.JobID, commentText(ev.Reason)), "  the launcher stops the worker")
+		d.workers.stop(ev.JobID)
+		return nil
+	case bus.EventExpire:
+		st.Kind = "expire"
+		pid := d.workers.pid(ev.JobID)
+		d.workers.stop(ev.JobID)
+		st.PIDs = []int{pid}
+		d.say(st, fmt.Sprintf("EXPIRE %s: %s", ev.JobID, commentText(ev.Reason)),
+			fmt.Sprintf("  the sidecar ended its MPS client (terminate_client) and freed its %d %%; the launcher stops the worker (pid %d)", ev.ActiveThreadPct, pid))
+		return nil
+	case bus.EventRaise:
+		d.say(st, fmt.Sprintf("raise offered to %s: %d %% (%s); the launcher keeps its percentage", ev.JobID, ev.ActiveThreadPct, commentText(ev.Reason)))
+	}
+	return nil
+}
+
+// final prints the sidecar's status as the scenario ends.
+func (d *demo) final(ctx context.Context) error {
+	st, err := d.client.Status(ctx, d.id)
+	if err != nil {
+		return fmt.Errorf("demo: status: %w", describeBusError(err))
+	}
+	lines := []string{"colocd status at the end:"}
+	for _, s := range st.Services {
+		obs := "-"
+		if s.Observed != nil && s.Observed.P99MS != nil {
+			obs = fmt.Sprintf("%.1f ms at %s req/s", *s.Observed.P99MS, numOrDash(s.Observed.RateRPS))
+		}
+		lines = append(lines, fmt.Sprintf("  %s: predicted p99 %.1f ms at %.1f req/s, observed %s, SLO %.0f ms (guard: %s)", s.Name, s.PredictedP99MS, s.PredictedAtRPS, obs, s.SLOP99MS, s.Guard))
+	}
+	for _, l := range st.Leases {
+		lines = append(lines, fmt.Sprintf("  lease %s: %s at %d %%, pids %v", l.ID, l.JobID, l.ActiveThreadPct, l.PIDs))
+	}
+	d.say(demoStep{Kind: "status"}, lines...)
+	return nil
+}
+
+// demoWorkers are the demo's stand-ins for training processes: real
+// processes that sleep, started with a lease's environment, that the
+// sidecar can see and stop.
+type demoWorkers struct {
+	mu   sync.Mutex
+	byJb map[string]*demoWorker
+}
+
+type demoWorker struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (w *demoWorkers) start(job string, env map[string]string) (int, error) {
+	c := exec.Command("sleep", "3600")
+	c.Env = os.Environ()
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		c.Env = append(c.Env, k+"="+env[k])
+	}
+	if err := c.Start(); err != nil {
+		return 0, err
+	}
+	wk := &demoWorker{cmd: c, done: make(chan struct{})}
+	go func() { c.Wait(); close(wk.done) }() // a stopped worker's status is not news
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byJb == nil {
+		w.byJb = map[string]*demoWorker{}
+	}
+	w.byJb[job] = wk
+	return c.Process.Pid, nil
+}
+
+func (w *demoWorkers) get(job string) *demoWorker {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.byJb[job]
+}
+
+func (w *demoWorkers) pid(job string) int {
+	if wk := w.get(job); wk != nil {
+		return wk.cmd.Process.Pid
+	}
+	return 0
+}
+
+// restart stops the job's worker and starts another with env.
+func (w *demoWorkers) restart(job string, env map[string]string) (int, error) {
+	w.stop(job)
+	return w.start(job, env)
+}
+
+func (w *demoWorkers) stop(job string) {
+	if wk := w.get(job); wk != nil {
+		_ = wk.cmd.Process.Signal(syscall.SIGTERM) // it may be gone already
+		<-wk.done
+	}
+}
+
+func (w *demoWorkers) stopAll() {
+	w.mu.Lock()
+	jobs := make([]string, 0, len(w.byJb))
+	for j := range w.byJb {
+		jobs = append(jobs, j)
+	}
+	w.mu.Unlock()
+	for _, j := range jobs {
+		w.stop(j)
+	}
+}
