@@ -106,6 +106,9 @@ func (s *yamlScan) mapping(n *yaml.Node, t reflect.Type, prefix string) {
 	for i := range t.NumField() {
 		if f := t.Field(i); f.IsExported() {
 			tag := f.Tag.Get("mapstructure")
+			if tag == "-" || tag == "" {
+				continue // set from elsewhere, never from the file
+			}
 			exact[tag] = f.Type
 			names = append(names, tag)
 		}

@@ -389,6 +389,9 @@ func TestLoadServiceMetrics(t *testing.T) {
 	}{
 		{"a misspelt key", "      url: http://127.0.0.1:8000/metrics\n      preset: vllm\n      intervl: 5s\n", "services[0].metrics.intervl", 9},
 		{"an unknown preset", "      url: http://127.0.0.1:8000/metrics\n      preset: ollama\n", "services[0].metrics.preset", 8},
+		// Steps is set from the service, never from the file: its tag "-"
+		// is no key.
+		{"a key for what the file cannot set", "      url: http://127.0.0.1:8000/metrics\n      preset: vllm\n      \"-\": true\n", "services[0].metrics.-", 9},
 	}
 	for _, tt := range tests {
 		c, err := Load(service(tt.name+".yaml", tt.metrics))
@@ -396,7 +399,7 @@ func TestLoadServiceMetrics(t *testing.T) {
 			err = c.Validate()
 		}
 		var ve *ValidationError
-		if !errors.As(err, &ve) || ve.Errors[0].Path != tt.path || ve.Errors[0].Line != tt.line {
+		if !errors.As(err, &ve) || ve.Errors[0].Path != tt.path || ve.Errors[0].Line != tt.line || strings.Contains(err.Error(), "labels, -") {
 			t.Errorf("%s: %v, want %s on line %d", tt.name, err, tt.path, tt.line)
 		}
 	}

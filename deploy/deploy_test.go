@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -211,3 +212,47 @@ func env(c *corev1.Container, name string) string {
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// The image is built from pinned parts: every base image by tag and
+// digest, the build stage on a release of go.mod's Go, the sidecar as a non-root user, with a
+// HEALTHCHECK that the image can run (colocd probe: it has no curl).
+func TestDockerfilePinned(t *testing.T) {
+	raw, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := regexp.MustCompile(`^FROM [a-z0-9./-]+:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}( AS [a-z]+)?$`)
+	var froms []string
+	user, health := "", ""
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		switch {
+		case strings.HasPrefix(line, "FROM "):
+			froms = append(froms, line)
+			if !pinned.MatchString(line) {
+				t.Errorf("%q: want FROM image:tag@sha256:<digest>", line)
+			}
+		case strings.HasPrefix(line, "USER "):
+			user = strings.TrimSpace(strings.TrimPrefix(line, "USER "))
+		case strings.HasPrefix(line, "HEALTHCHECK "):
+			health = line
+		}
+	}
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(mod)
+	if goLine == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	release := regexp.MustCompile(`^FROM golang:` + regexp.QuoteMeta(string(goLine[1])) + `\.\d+-`)
+	if len(froms) != 2 || !release.MatchString(froms[0]) {
+		t.Errorf("FROM lines %q, want a build stage on a golang:%s.x release (go.mod's) and a runtime stage", froms, goLine[1])
+	}
+	if user == "" || user == "root" || user == "0" {
+		t.Errorf("USER %q, want the sidecar to run as a non-root user", user)
+	}
+	if !strings.Contains(health, "HEALTHCHECK") || !strings.Contains(string(raw), `CMD ["colocd", "probe"`) {
+		t.Errorf("want a HEALTHCHECK that runs colocd probe, got %q", health)
+	}
+}

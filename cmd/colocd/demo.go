@@ -464,7 +464,10 @@ func (d *demo) watch(ctx context.Context, heavy, light *bus.Lease) error {
 			}
 		case <-quiet:
 			return d.final(ctx)
-		case rec := <-subs[heavy.JobID].C():
+		case rec, ok := <-subs[heavy.JobID].C():
+			if !ok {
+				return fmt.Errorf("demo: the events of %s ended: %w", heavy.JobID, errors.Join(subs[heavy.JobID].Err(), ctx.Err()))
+			}
 			if err := d.event(ctx, rec.Event, heavy); err != nil {
 				return err
 			}
@@ -474,7 +477,10 @@ func (d *demo) watch(ctx context.Context, heavy, light *bus.Lease) error {
 			case bus.EventRevoke:
 				heavyRevoked = true
 			}
-		case rec := <-subs[light.JobID].C():
+		case rec, ok := <-subs[light.JobID].C():
+			if !ok {
+				return fmt.Errorf("demo: the events of %s ended: %w", light.JobID, errors.Join(subs[light.JobID].Err(), ctx.Err()))
+			}
 			if err := d.event(ctx, rec.Event, light); err != nil {
 				return err
 			}

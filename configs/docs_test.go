@@ -1,0 +1,63 @@
+package configs
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The configuration a new user copies from the tutorial and the pages on
+// each inference server is valid, key for key: every yaml block loads
+// (unknown keys are errors) and validates, with the files it names (a
+// profile, a calibration, the data directory) replaced by ones that exist
+// here.
+func TestDocumentedConfigsAreValid(t *testing.T) {
+	pages, err := filepath.Glob("../docs/servers/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, "../docs/tutorial.md")
+	profile, err := filepath.Abs("../testdata/profiles/v100-infer-200.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?s)```yaml\n(.*?)```")
+	files := map[string]*regexp.Regexp{
+		"profile":     regexp.MustCompile(`(?m)^(\s*profile:\s*)\S+`),
+		"calibration": regexp.MustCompile(`(?m)^(\s*calibration:\s*)\S+`),
+		"data_dir":    regexp.MustCompile(`(?m)^(\s*data_dir:\s*)\S+`),
+	}
+	blocks := 0
+	for _, page := range pages {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range block.FindAllStringSubmatch(string(raw), -1) {
+			blocks++
+			y := m[1]
+			y = files["profile"].ReplaceAllString(y, "${1}"+profile)
+			y = files["calibration"].ReplaceAllString(y, `${1}""`)
+			y = files["data_dir"].ReplaceAllString(y, "${1}"+t.TempDir())
+			if !strings.Contains(y, "services:") {
+				t.Errorf("%s, yaml block %d: no services section", page, i+1)
+			}
+			path := filepath.Join(t.TempDir(), "colocd.yaml")
+			if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(path)
+			if err == nil {
+				err = c.Validate()
+			}
+			if err != nil {
+				t.Errorf("%s, yaml block %d: %v\n%s", page, i+1, err, m[1])
+			}
+		}
+	}
+	if blocks < 5 {
+		t.Errorf("%d yaml blocks in %v, want one per server page and the tutorial's", blocks, pages)
+	}
+}
