@@ -3,7 +3,6 @@ package sidecar
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,12 +28,7 @@ func natsCluster(t testing.TB, n int) (nodes []*server.Server, sidecarSeed, laun
 	sidecarSeed, launcherSeed = natstest.Users(t, dir)
 	ports := make([]int, n)
 	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		ports[i] = natstest.FreePort(t)
 	}
 	var routes []string
 	for _, p := range ports {
@@ -169,7 +163,7 @@ type hub struct {
 
 func startHub(t *testing.T) *hub {
 	t.Helper()
-	h := &hub{t: t, dir: t.TempDir(), port: freePort(t), leafPort: freePort(t)}
+	h := &hub{t: t, dir: t.TempDir(), port: natstest.FreePort(t), leafPort: natstest.FreePort(t)}
 	h.sidecarSeed, h.launcherSeed = natstest.Users(t, h.dir)
 	h.start()
 	return h
@@ -188,16 +182,6 @@ func (h *hub) stop() {
 }
 
 func (h *hub) leafURL() string { return "nats-leaf://127.0.0.1:" + strconv.Itoa(h.leafPort) }
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // A GPU host whose embedded server is a leaf node of a hub: the hub's
 // launchers find it in the fleet's summaries, quote, admit and read its

@@ -28,33 +28,42 @@ import (
 // The demo's service and load: a real inference trace's kernels under an
 // SLO of 150 ms that must hold at 12 requests a second (the configured
 // rate); 8 arrive each second until the load rises to demoRiseRPS at
-// demoRiseAt after the start.
+// demoRiseAt after the start. The two jobs granted are admitted to the
+// limit at 12 req/s, so a steady 13 needs less of them, whatever the
+// forecast does; at the forecast's overshoot after the step (about 17) both
+// still fit at their minimum, so the guard throttles and does not revoke.
 const (
 	demoService       = "chat"
 	demoConfiguredRPS = 12
 	demoRPS           = 8
 	demoSLOMS         = 150
-	demoRiseRPS       = 14
-	demoRiseAt        = 40 * time.Second
+	demoRiseRPS       = 13
+	demoRiseAt        = 35 * time.Second
 	// demoQuiet is how long the guard must stay quiet after a throttle for
 	// the demo to end.
 	demoQuiet = 15 * time.Second
 )
 
-// demoAsk is one admission the demo's launcher sends.
+// demoAsk is one admission the demo's launcher sends, and the decision
+// the scenario expects of it.
 type demoAsk struct {
 	job, owner, what string
 	minPct, maxPct   int
 	memoryMiB        int
 	lease            time.Duration
+	want, wantCode   string
 }
 
 // The script: what each launcher asks for, in order.
 var demoAsks = []demoAsk{
-	{job: "light-finetune", owner: "nlp", what: "a light fine-tuning job", minPct: 10, maxPct: 20, memoryMiB: 8 << 10, lease: 15 * time.Second},
-	{job: "huge-model", owner: "vision", what: "a job that needs more memory than is free", minPct: 5, maxPct: 20, memoryMiB: 136 << 10, lease: 10 * time.Minute},
-	{job: "heavy-pretrain", owner: "research", what: "a heavy pre-training job, as much of the GPU as it can get", minPct: 5, maxPct: 100, memoryMiB: 40 << 10, lease: 10 * time.Minute},
-	{job: "greedy-sweep", owner: "research", what: "a job that will not run below half the GPU", minPct: 50, maxPct: 100, memoryMiB: 8 << 10, lease: 10 * time.Minute},
+	{job: "light-finetune", owner: "nlp", what: "a light fine-tuning job", minPct: 10, maxPct: 20, memoryMiB: 8 << 10, lease: 30 * time.Second,
+		want: bus.DecisionGrant, wantCode: "fits"},
+	{job: "huge-model", owner: "vision", what: "a job that needs more memory than is free", minPct: 5, maxPct: 20, memoryMiB: 136 << 10, lease: 10 * time.Minute,
+		want: bus.DecisionDeny, wantCode: "insufficient_memory"},
+	{job: "heavy-pretrain", owner: "research", what: "a heavy pre-training job, as much of the GPU as it can get", minPct: 5, maxPct: 100, memoryMiB: 40 << 10, lease: 10 * time.Minute,
+		want: bus.DecisionThrottle, wantCode: "throttled_to_fit"},
+	{job: "greedy-sweep", owner: "research", what: "a job that will not run below half the GPU", minPct: 50, maxPct: 100, memoryMiB: 8 << 10, lease: 10 * time.Minute,
+		want: bus.DecisionDeny, wantCode: "slo_violation"},
 }
 
 // demoStep is one entry of the account: --json prints them all.
@@ -92,7 +101,8 @@ the GPU (denied for the SLO) and one too big for the memory (denied). Each
 granted job starts a worker process and registers it. Then the server's
 load rises to ` + fmt.Sprint(demoRiseRPS) + ` requests a second: the guard throttles, and the launcher
 restarts its worker at the new percentage. The light job's lease is not
-renewed and expires: its worker is stopped. Every step prints what was
+renewed and expires: the sidecar ends its MPS client and the launcher stops
+its worker. Every step prints what was
 asked, what was predicted against which limit, and what was decided, and
 why. It ends within --timeout and removes everything it made.`,
 		Args: cobra.NoArgs,
@@ -100,8 +110,11 @@ why. It ends within --timeout and removes everything it made.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			out := cmd.OutOrStdout()
-			d := &demo{out: out, errOut: cmd.ErrOrStderr(), quiet: asJSON, start: time.Now()}
+			d := &demo{out: out, errOut: cmd.ErrOrStderr(), quiet: asJSON, start: time.Now(), interrupted: func() bool { return cmd.Context().Err() != nil }}
 			err := d.run(ctx, infPath, trainPath)
+			if err != nil && d.interrupted() {
+				err = errors.New("demo: interrupted; everything it started is stopped and removed")
+			}
 			if asJSON {
 				if jerr := printJSON(out, d.steps); err == nil {
 					err = jerr
@@ -123,9 +136,11 @@ type demo struct {
 	out io.Writer
 	// errOut gets the tail of the sidecar's log when the demo fails.
 	errOut io.Writer
-	quiet  bool
-	start  time.Time
-	steps  []demoStep
+	// interrupted reports a signal from the user: no log tail then.
+	interrupted func() bool
+	quiet       bool
+	start       time.Time
+	steps       []demoStep
 
 	client  *bus.Client
 	id      string
@@ -189,7 +204,7 @@ func (d *demo) run(ctx context.Context, infPath, trainPath string) (err error) {
 	}
 	defer logFile.Close()
 	defer func() {
-		if err != nil {
+		if err != nil && !d.interrupted() {
 			d.logTail(logPath)
 		}
 	}()
@@ -197,10 +212,24 @@ func (d *demo) run(ctx context.Context, infPath, trainPath string) (err error) {
 	if err != nil {
 		return fmt.Errorf("demo: the sidecar: %w", err)
 	}
+	// A sidecar that stops by itself ends the demo with its error.
+	ctx, stopDemo := context.WithCancelCause(ctx)
+	defer stopDemo(nil)
 	runCtx, stopSidecar := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
-	go func() { done <- s.Run(runCtx) }()
-	defer func() { stopSidecar(); <-done }()
+	go func() {
+		rerr := s.Run(runCtx)
+		if runCtx.Err() == nil {
+			stopDemo(fmt.Errorf("the sidecar stopped: %v", rerr))
+		}
+		done <- rerr
+	}()
+	defer func() {
+		stopSidecar()
+		if rerr := <-done; rerr != nil && err == nil {
+			err = fmt.Errorf("demo: the sidecar: %w", rerr)
+		}
+	}()
 
 	nkey, err := nats.NkeyOptionFromSeed(s.LauncherNKeyFile())
 	if err != nil {
@@ -347,7 +376,7 @@ func (d *demo) waitObserved(ctx context.Context, window time.Duration) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("demo: the sidecar never read the simulated server's metrics: %w", ctx.Err())
+			return fmt.Errorf("demo: waiting for the sidecar to read the simulated server's metrics: %w", context.Cause(ctx))
 		case <-t.C:
 		}
 	}
@@ -379,6 +408,13 @@ func (d *demo) admit(ctx context.Context, a demoAsk, profile []byte) (*bus.Lease
 		}
 	}
 	st := demoStep{Kind: "admit", Job: a.job, Asked: &req.Compute, MemoryMiB: a.memoryMiB, Decision: dec.Decision, Pct: dec.ActiveThreadPct, Reason: &dec.Reason, Predictions: dec.Predictions}
+	if dec.Decision != a.want || dec.Reason.Code != a.wantCode {
+		d.say(st, lines...)
+		if dec.Lease != nil { // not the scenario's: give it back
+			_ = d.client.Release(ctx, d.id, &bus.LeaseRef{LeaseID: dec.Lease.ID, Token: dec.Lease.Token})
+		}
+		return nil, fmt.Errorf("demo: %s: decided %s (%s), the scenario expects %s (%s)", a.job, dec.Decision, dec.Reason.Code, a.want, a.wantCode)
+	}
 	if dec.Lease == nil {
 		d.say(st, lines...)
 		return nil, nil
@@ -409,12 +445,11 @@ func demoPrediction(p bus.ServicePrediction) string {
 	return s + fmt.Sprintf(" at %.1f req/s, SLO %.0f ms", p.RateRPS, p.SLOP99MS)
 }
 
-// watch follows both jobs' events: the light job's launcher lets its
-// lease run out; then the load rises, and the heavy job's launcher honours
-// every throttle (restarts its worker at the new percentage and registers
-// it) and renews its lease. It ends once the light lease has expired (or
-// been revoked) and the heavy one has been throttled, with no event for
-// demoQuiet, or revoked.
+// watch follows both jobs' events as the load rises: both launchers
+// honour every throttle (restart the worker at the new percentage and
+// register it); the heavy job's renews its lease, the light job's lets it
+// run out. It ends demoQuiet after the guard's last throttle once the light
+// lease has ended, or once both leases have.
 func (d *demo) watch(ctx context.Context, heavy, light *bus.Lease) error {
 	subs := map[string]*bus.EventSubscription{}
 	for _, l := range []*bus.Lease{heavy, light} {
@@ -425,29 +460,32 @@ func (d *demo) watch(ctx context.Context, heavy, light *bus.Lease) error {
 		defer sub.Stop()
 		subs[l.JobID] = sub
 	}
-	d.say(demoStep{Kind: "wait", Job: light.JobID}, fmt.Sprintf("%s's launcher does not renew its lease", light.JobID))
+	d.say(demoStep{Kind: "wait", Job: light.JobID}, fmt.Sprintf("%s's launcher will not renew its lease; %s's renews it", light.JobID, heavy.JobID))
 	renew := time.NewTicker(20 * time.Second)
 	defer renew.Stop()
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
 	rise := time.NewTimer(time.Until(d.start.Add(demoRiseAt)))
 	defer rise.Stop()
-	var quiet <-chan time.Time
-	lightDone, heavyRevoked, seen := false, false, false
+	var lastThrottle time.Time
+	throttled, lightDone, heavyDone, seen := false, false, false, false
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("demo: still waiting for the guard and the expiry: %w", ctx.Err())
+			return fmt.Errorf("demo: waiting for the guard (throttled: %v) and the light lease's end (%v): %w", throttled, lightDone, context.Cause(ctx))
 		case <-rise.C:
 			d.say(demoStep{Kind: "load", RateRPS: demoRiseRPS}, fmt.Sprintf("the server's load rises: %d requests a second arrive from now on", demoRiseRPS))
 		case <-renew.C:
-			if heavyRevoked {
+			if heavyDone {
 				continue
 			}
 			if _, err := d.client.Renew(ctx, d.id, &bus.LeaseRef{LeaseID: heavy.ID, Token: heavy.Token}); err != nil {
 				return fmt.Errorf("demo: renew %s: %w", heavy.JobID, describeBusError(err))
 			}
 		case <-poll.C:
+			if throttled && lightDone && time.Since(lastThrottle) >= demoQuiet {
+				return d.final(ctx)
+			}
 			if seen || time.Since(d.start) < demoRiseAt {
 				continue
 			}
@@ -462,38 +500,42 @@ func (d *demo) watch(ctx context.Context, heavy, light *bus.Lease) error {
 						*svc.Observed.RateRPS, numOrDash(svc.Observed.ForecastRPS), demoConfiguredRPS),
 					fmt.Sprintf("  the sidecar now predicts at %.1f req/s: p99 %.1f ms with the leases as they run", svc.PredictedAtRPS, svc.PredictedP99MS))
 			}
-		case <-quiet:
-			return d.final(ctx)
 		case rec, ok := <-subs[heavy.JobID].C():
 			if !ok {
-				return fmt.Errorf("demo: the events of %s ended: %w", heavy.JobID, errors.Join(subs[heavy.JobID].Err(), ctx.Err()))
+				return fmt.Errorf("demo: the events of %s ended: %w", heavy.JobID, errors.Join(subs[heavy.JobID].Err(), context.Cause(ctx)))
 			}
 			if err := d.event(ctx, rec.Event, heavy); err != nil {
 				return err
 			}
-			switch rec.Event.Type {
-			case bus.EventThrottle:
-				quiet = time.After(demoQuiet)
-			case bus.EventRevoke:
-				heavyRevoked = true
-			}
+			throttled, lastThrottle = demoThrottled(rec.Event, throttled, lastThrottle)
+			heavyDone = heavyDone || demoEnded(rec.Event)
 		case rec, ok := <-subs[light.JobID].C():
 			if !ok {
-				return fmt.Errorf("demo: the events of %s ended: %w", light.JobID, errors.Join(subs[light.JobID].Err(), ctx.Err()))
+				return fmt.Errorf("demo: the events of %s ended: %w", light.JobID, errors.Join(subs[light.JobID].Err(), context.Cause(ctx)))
 			}
 			if err := d.event(ctx, rec.Event, light); err != nil {
 				return err
 			}
-			lightDone = lightDone || rec.Event.Type == bus.EventExpire || rec.Event.Type == bus.EventRevoke
+			throttled, lastThrottle = demoThrottled(rec.Event, throttled, lastThrottle)
+			lightDone = lightDone || demoEnded(rec.Event)
 		}
-		if heavyRevoked && lightDone {
+		if heavyDone && lightDone {
 			return d.final(ctx)
-		}
-		if !lightDone && quiet != nil {
-			quiet = nil // not before the expiry
 		}
 	}
 }
+
+// demoThrottled notes a throttle by the guard: one with a deadline, which
+// the launcher answers with a restart.
+func demoThrottled(ev bus.Event, throttled bool, last time.Time) (bool, time.Time) {
+	if ev.Type == bus.EventThrottle && ev.Deadline != nil {
+		return true, time.Now()
+	}
+	return throttled, last
+}
+
+// demoEnded reports an event after which the lease is gone.
+func demoEnded(ev bus.Event) bool { return ev.Type == bus.EventExpire || ev.Type == bus.EventRevoke }
 
 // event prints one event and does what the launcher does with it.
 func (d *demo) event(ctx context.Context, ev bus.Event, l *bus.Lease) error {
@@ -571,6 +613,8 @@ type demoWorker struct {
 
 func (w *demoWorkers) start(job string, env map[string]string) (int, error) {
 	c := exec.Command("sleep", "3600")
+	// Should colocd itself be killed, its workers go with it.
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c.Env = os.Environ()
 	keys := make([]string, 0, len(env))
 	for k := range env {

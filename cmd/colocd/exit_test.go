@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -30,11 +33,38 @@ func TestExitStatus(t *testing.T) {
 		{"a missing field", append([]string{"admit", "--sidecar", "gpu-exit"}, conn...), exitError},
 		{"a status", append([]string{"status", "--sidecar", "gpu-exit"}, conn...), exitOK},
 	} {
-		_, stderr, err := runCLI(t, tc.args...)
+		stdout, stderr, err := runCLI(t, tc.args...)
 		if got := exitCode(err); got != tc.want {
 			t.Errorf("%s: exit %d, want %d (%v)\n%s", tc.name, got, tc.want, err, stderr)
 		}
+		// What admit and place print is for eval, and eval fails as they
+		// did: a deny's comments alone would eval to 0.
+		if tc.args[0] != "admit" && tc.args[0] != "place" {
+			continue
+		}
+		sh := exec.Command("bash", "-c", `eval "$OUT"`)
+		sh.Env = append(os.Environ(), "OUT="+stdout)
+		if serr := sh.Run(); exitOf(serr) != tc.want {
+			t.Errorf("%s: eval of its output exits %d, want %d\n%s", tc.name, exitOf(serr), tc.want, stdout)
+		}
 	}
+	// With --json nothing is for eval: the JSON alone.
+	stdout, _, err := runCLI(t, append(append([]string{"admit", "--sidecar", "gpu-exit", "--json"}, conn...), job...)...)
+	if exitCode(err) != exitDenied || strings.Contains(stdout, "(exit") {
+		t.Errorf("admit --json, denied: %v\n%s", err, stdout)
+	}
+}
+
+// exitOf is a finished command's exit status.
+func exitOf(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }
 
 // probe exits 0 on a 2xx and 1 on anything else, with the status printed:

@@ -121,7 +121,8 @@ COLOCD_SIDECAR) and the exact variables the job's processes must start with
 
   eval "$(colocd admit --sidecar GPU-… --job resnet-42 --profile train.json)"
 
-A deny prints the reason and exits with status 3. --request-id makes a retry
+A deny prints the reason and exits with status 3; a failed admit's output
+ends with (exit N), so that the eval fails as admit did. --request-id makes a retry
 return the same decision instead of a second lease (default: a random id).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

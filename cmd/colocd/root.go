@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -18,10 +19,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
-	if _, _, ferr := root.Find(args); err != nil && ferr != nil {
+	cmd, _, ferr := root.Find(args)
+	if err != nil && ferr != nil {
 		err = usageError{err} // an unknown command
 	}
+	if err != nil && ferr == nil && evalsOutput(cmd) {
+		// The output is a shell program: end it with the command's status,
+		// so that eval "$(colocd admit …)" fails as admit did, not with
+		// eval's 0 for a deny's comments or for nothing.
+		fmt.Fprintf(stdout, "(exit %d)\n", exitCode(err))
+	}
 	return err
+}
+
+// evalsOutput reports whether cmd prints shell lines to eval: admit and
+// place, unless --json.
+func evalsOutput(cmd *cobra.Command) bool {
+	if p := cmd.CommandPath(); p != "colocd admit" && p != "colocd place" {
+		return false
+	}
+	j := cmd.Flags().Lookup("json")
+	return j == nil || j.Value.String() != "true"
 }
 
 // newRootCmd is the command tree, with every command's example.

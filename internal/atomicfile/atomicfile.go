@@ -11,8 +11,21 @@ import (
 	"path/filepath"
 )
 
-// Write writes data to path with permissions perm.
+// Write writes data to path with permissions perm. A symbolic link is
+// written through (its target is replaced, the link stays); a path that is
+// something other than a regular file (a directory, a device, a pipe) is
+// refused, since a rename would replace it.
 func Write(path string, data []byte, perm fs.FileMode) error {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		path = target
+	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("write %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

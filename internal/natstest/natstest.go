@@ -5,8 +5,12 @@ package natstest
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +34,14 @@ func Start(t testing.TB, opts *server.Options) *server.Server {
 	go ns.Start()
 	t.Cleanup(ns.Shutdown)
 	if !ns.ReadyForConnections(readyTimeout) {
-		t.Fatalf("nats-server %s not ready after %v", opts.ServerName, readyTimeout)
+		var down []string
+		if ns.Addr() == nil {
+			down = append(down, fmt.Sprintf("clients (port %d)", opts.Port))
+		}
+		if opts.Cluster.Port != 0 && ns.ClusterAddr() == nil {
+			down = append(down, fmt.Sprintf("routes (port %d)", opts.Cluster.Port))
+		}
+		t.Fatalf("nats-server %s not ready after %v: %v not listening (a port taken?)", opts.ServerName, readyTimeout, down)
 	}
 	return ns
 }
@@ -84,4 +95,45 @@ func DocumentedServer(t testing.TB, path string) (ns *server.Server, sidecarSeed
 	dir := t.TempDir()
 	sidecarSeed, launcherSeed = Users(t, dir)
 	return Start(t, Documented(t, path, filepath.Join(dir, "js"))), sidecarSeed, launcherSeed
+}
+
+// FreePort returns a loopback port nothing listens on, from below the
+// kernel's ephemeral range (ip_local_port_range), for a server that must
+// know its peers' ports before they start (cluster routes, leaf remotes).
+// A port from the ephemeral range, as ":0" gives, can be taken by any
+// outgoing connection between the moment it is found free and the moment
+// the server binds it; one below that range can only be taken by another
+// listener that picks the same number.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	low := ephemeralLow()
+	for range 200 {
+		p := 10000 + rand.IntN(low-10000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue // taken
+		}
+		l.Close()
+		return p
+	}
+	t.Fatalf("no free port in [10000, %d)", low)
+	return 0
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read, Linux's default).
+func ephemeralLow() int {
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(raw))
+	if len(f) == 0 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low <= 11000 {
+		return 32768
+	}
+	return low
 }
