@@ -21,7 +21,7 @@ build:
 run: build
 	$(BIN) serve --config configs/colocd.yaml
 
-# A scripted scenario on a simulated GPU, about a minute and a half: a grant, a throttle,
+# A scripted scenario on a simulated GPU, about a minute: a grant, a throttle,
 # a deny for the SLO and one for memory, the guard throttling as the load
 # rises, a lease expiring; each with what was predicted and why
 # (docs/demo.md). It removes everything it made.

@@ -26,19 +26,23 @@ import (
 )
 
 // The demo's service and load: a real inference trace's kernels under an
-// SLO of 150 ms that must hold at 12 requests a second (the configured
+// SLO of 200 ms that must hold at 12 requests a second (the configured
 // rate); 8 arrive each second until the load rises to demoRiseRPS at
 // demoRiseAt after the start. The two jobs granted are admitted to the
 // limit at 12 req/s, so a steady 13 needs less of them, whatever the
-// forecast does; at the forecast's overshoot after the step (about 17) both
-// still fit at their minimum, so the guard throttles and does not revoke.
+// forecast does. The SLO leaves room for the forecast's noise: the rate of
+// each 5 s scrape, extrapolated 30 s ahead, overshoots a step by half of it
+// (8 to 13 req/s reads about 18, more on a bad draw), and at their minimum
+// both jobs fit up to about 24 req/s (the upper end of the p99 at 10 % and
+// 5 % is 143 ms at 22 req/s, 180 ms at 25), so the guard throttles and does
+// not revoke. (At 150 ms they did not, and a loaded machine revoked both.)
 const (
 	demoService       = "chat"
 	demoConfiguredRPS = 12
 	demoRPS           = 8
-	demoSLOMS         = 150
+	demoSLOMS         = 200
 	demoRiseRPS       = 13
-	demoRiseAt        = 35 * time.Second
+	demoRiseAt        = 30 * time.Second
 	// demoQuiet is how long the guard must stay quiet after a throttle for
 	// the demo to end.
 	demoQuiet = 15 * time.Second
@@ -56,7 +60,7 @@ type demoAsk struct {
 
 // The script: what each launcher asks for, in order.
 var demoAsks = []demoAsk{
-	{job: "light-finetune", owner: "nlp", what: "a light fine-tuning job", minPct: 10, maxPct: 20, memoryMiB: 8 << 10, lease: 30 * time.Second,
+	{job: "light-finetune", owner: "nlp", what: "a light fine-tuning job", minPct: 10, maxPct: 20, memoryMiB: 8 << 10, lease: 45 * time.Second,
 		want: bus.DecisionGrant, wantCode: "fits"},
 	{job: "huge-model", owner: "vision", what: "a job that needs more memory than is free", minPct: 5, maxPct: 20, memoryMiB: 136 << 10, lease: 10 * time.Minute,
 		want: bus.DecisionDeny, wantCode: "insufficient_memory"},

@@ -14,7 +14,7 @@ import (
 // simulated inference server: a grant, a deny for memory, a throttle, a
 // deny for the SLO, an expiry and a throttle by the guard once the load
 // rises, each with what was predicted; it stops every worker it started and
-// leaves nothing in the temporary directory. It takes about 80 s of
+// leaves nothing in the temporary directory. It takes about 70 s of
 // wall time, so it runs in make test's plain pass.
 func TestDemo(t *testing.T) {
 	if raceEnabled {

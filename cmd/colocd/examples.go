@@ -45,7 +45,7 @@ var examples = map[string]string{
 	"colocd mig plan": `  colocd mig plan --gpu "NVIDIA H200" --inference bert.json \
       --training resnet.json --rate 120 --slo-p99-ms 15`,
 	"colocd probe": `  colocd probe --url http://127.0.0.1:9464/readyz --timeout 1s`,
-	"colocd demo": `  # from the repository's root: about 90 s, nothing left behind
+	"colocd demo": `  # from the repository's root: about a minute, nothing left behind
   colocd demo
   colocd demo --json > demo.json`,
 	"colocd version": `  colocd version
