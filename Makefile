@@ -51,8 +51,10 @@ calibration-study:
 # The one command CI and newcomers run. The calibration fits do less under
 # the race detector (a fit takes some 20 s there, its cross-validation ten
 # times that), so they run again in full without it, as do the guard's
-# replay and the predictor's slow numeric checks (skipped under it): that
-# pass runs beside the race pass, whose tests wait on timers and sockets a
+# replay, the predictor's slow numeric checks, the command's trace imports
+# and calibrations, the sidecar's memory test and the demo (skipped under
+# it: single-threaded CPU work, or wall time): that pass runs beside the
+# race pass, whose tests wait on timers and sockets a
 # third of the time (make -j2, each one's output kept together). Each fuzz
 # target runs 3,000 inputs beyond its corpus. Every benchmark runs once, so
 # that none rots between two `make bench` (figures come from `make bench`
@@ -67,7 +69,7 @@ test: lint
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
 test-plain:
-	$(GO) test -count=1 -run '^(TestFit.*|TestSummaryMatchesTrace|TestIntervalsCoverLongRun|TestGuardReplay|TestEngineArrivalsBounded|TestJointAllocationAgainstExhaustiveSearch|TestJointVersusFirstComeFirstServed|TestDemo)$$' ./predictor/ ./predictor/calibrate/ ./sidecar/ ./admission/ ./cmd/colocd/
+	$(GO) test -count=1 -run '^(TestFit.*|TestSummaryMatchesTrace|TestIntervalsCoverLongRun|TestGuardReplay|TestEngineArrivalsBounded|TestJointAllocationAgainstExhaustiveSearch|TestJointVersusFirstComeFirstServed|TestMemoryAfterDistinctLargeProfiles|TestDemo|TestProfileImport|TestProfileImportErrors|TestProfileImportJSON|TestCalibrateRoundTrip|TestCalibrateFromObservations)$$' ./predictor/ ./predictor/calibrate/ ./sidecar/ ./admission/ ./cmd/colocd/
 
 # The GPU harness's logic (no torch, no GPU needed), run against the real binary.
 harness-test: build

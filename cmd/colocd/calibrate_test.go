@@ -18,6 +18,9 @@ import (
 // parameters, writes the results as a measurements file, and checks that
 // `colocd calibrate` writes a calibration that finds the slice again.
 func TestCalibrateRoundTrip(t *testing.T) {
+	if raceEnabled {
+		t.Skip("CPU-bound (real traces parsed, fits); the race detector makes it 5x slower and finds nothing in it: make test runs it in its plain pass")
+	}
 	dir := t.TempDir()
 	writeProfile := func(name string, kind predictor.Kind, n int, dur, gap float64) string {
 		ops := make([]predictor.Op, n)
@@ -197,6 +200,9 @@ func TestCalibrateMPSRoundTrip(t *testing.T) {
 // own metrics (<data_dir>/observations) becomes measurements and a
 // calibration; the windows it cannot use are said.
 func TestCalibrateFromObservations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("CPU-bound (real traces parsed, fits); the race detector makes it 5x slower and finds nothing in it: make test runs it in its plain pass")
+	}
 	dir := t.TempDir()
 	inf, err := predictor.LoadProfile(profilesDir + "/v100-infer-200.json")
 	if err != nil {
