@@ -255,13 +255,7 @@ func (d *demo) run(ctx context.Context, infPath, trainPath string) (err error) {
 			if err != nil {
 				return nil, err
 			}
-			var out []simserver.Trainer
-			for _, l := range st.Leases {
-				if len(l.PIDs) > 0 {
-					out = append(out, simserver.Trainer{Profile: tr, Pct: l.ActiveThreadPct})
-				}
-			}
-			return out, nil
+			return runningTrainers(st, tr), nil
 		}, io.Discard)
 	})
 

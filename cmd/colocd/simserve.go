@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/simserver"
 	"github.com/colocd/colocd/predictor"
 	"github.com/spf13/cobra"
@@ -84,13 +85,7 @@ interrupt.`,
 						if err != nil {
 							return nil, describeBusError(err)
 						}
-						var out []simserver.Trainer
-						for _, l := range st.Leases {
-							if len(l.PIDs) > 0 && l.Instance == nil { // a lent instance shares nothing
-								out = append(out, simserver.Trainer{Profile: tr, Pct: l.ActiveThreadPct})
-							}
-						}
-						return out, nil
+						return runningTrainers(st, tr), nil
 					}, cmd.ErrOrStderr())
 				})
 			}
@@ -141,6 +136,19 @@ func simArrivals(tracePath string, rate float64, d time.Duration, compress float
 		return nil, fmt.Errorf("--trace %s: %w", tracePath, err)
 	}
 	return simserver.Compress(a, compress), nil
+}
+
+// runningTrainers are the jobs a sidecar's status shows on the shared GPU,
+// each as a tr job at its lease's percentage: the leases with registered
+// processes, less those holding a lent instance, which shares nothing.
+func runningTrainers(st *bus.Status, tr *predictor.Profile) []simserver.Trainer {
+	var out []simserver.Trainer
+	for _, l := range st.Leases {
+		if len(l.PIDs) > 0 && l.Instance == nil {
+			out = append(out, simserver.Trainer{Profile: tr, Pct: l.ActiveThreadPct})
+		}
+	}
+	return out
 }
 
 // simJobs are the training jobs the simulated server runs next to.
