@@ -65,3 +65,17 @@ func injectTrace(ctx context.Context, h nats.Header) {
 func extractTrace(ctx context.Context, h nats.Header) context.Context {
 	return tracePropagator.Extract(ctx, HeaderCarrier(h))
 }
+
+// TraceFromEnv returns ctx with the span context that the environment
+// carries in TRACEPARENT and TRACESTATE (OpenTelemetry's names for an
+// environment carrier), if any: a launcher started inside a traced job
+// parents its requests on the job's span.
+func TraceFromEnv(ctx context.Context, getenv func(string) string) context.Context {
+	c := propagation.MapCarrier{}
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v := getenv(strings.ToUpper(k)); v != "" {
+			c[k] = v
+		}
+	}
+	return tracePropagator.Extract(ctx, c)
+}

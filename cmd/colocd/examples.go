@@ -37,6 +37,15 @@ var examples = map[string]string{
 	"colocd release":  `  colocd release --sidecar gpu-0 --lease LEASE --token TOKEN`,
 	"colocd register": `  colocd register --sidecar gpu-0 --lease LEASE --token TOKEN 4242 4243`,
 	"colocd status":   `  colocd status --sidecar gpu-0 --json`,
+	"colocd run": `  # a training job under a lease for its whole life: renewed, restarted on a throttle, released at its end
+  colocd run --sidecar gpu-0 --job resnet-42 --profile train.json --memory-mib 16000 -- python train.py
+  # torchrun with 4 workers that checkpoint on SIGUSR1; wait up to 30 minutes for a slot
+  colocd run --place --job llm-7 --profile train.json --memory-mib 40000 --processes 4 \
+      --on-throttle signal:SIGUSR1 --grace 90s --wait-for-slot 30m --readmit -- torchrun --nproc-per-node 4 train.py`,
+	"colocd watch": `  # every lease event of a sidecar from now on
+  colocd watch --sidecar gpu-0
+  # one job's events, those the sidecar still keeps first, as JSON lines
+  colocd watch --sidecar gpu-0 --job resnet-42 --all --json`,
 	"colocd loadtest": `  colocd loadtest --embedded --launchers 50 --duration 30s`,
 	"colocd simserve": `  colocd simserve --inference testdata/profiles/v100-infer-200.json \
       --training testdata/profiles/v100-train-step.json --rate 8 --sidecar gpu-0`,

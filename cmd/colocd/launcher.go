@@ -39,6 +39,8 @@ type launcherFlags struct {
 	tlsCA, tlsCert, tlsKey       string
 	timeout                      time.Duration
 	asJSON                       bool
+	// persistent: reconnect for as long as the command runs (colocd run).
+	persistent bool
 }
 
 func (f *launcherFlags) register(cmd *cobra.Command, needSidecar bool) {
@@ -71,6 +73,9 @@ func (f *launcherFlags) connect(needSidecar bool) (*bus.Client, *nats.Conn, erro
 		}
 	}
 	opts := []nats.Option{nats.Name("colocd launcher"), nats.Timeout(f.timeout)}
+	if f.persistent {
+		opts = append(opts, runOptions...)
+	}
 	switch {
 	case f.creds != "" && f.nkey != "":
 		return nil, nil, fmt.Errorf("--creds and --nkey: want one of the two (%s, %s)", envCreds, envNKey)
@@ -389,10 +394,15 @@ type leaseFlags struct{ id, token string }
 
 func (f *leaseFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.id, "lease", os.Getenv(envLease), "lease id (env "+envLease+")")
-	cmd.Flags().StringVar(&f.token, "token", os.Getenv(envToken), "lease token (env "+envToken+")")
+	// The token's default is read when the command runs, not shown: help
+	// must not print a secret from the environment.
+	cmd.Flags().StringVar(&f.token, "token", "", "lease token (default: env "+envToken+")")
 }
 
 func (f *leaseFlags) ref() (*bus.LeaseRef, error) {
+	if f.token == "" {
+		f.token = os.Getenv(envToken)
+	}
 	if f.id == "" || f.token == "" {
 		return nil, fmt.Errorf("--lease and --token: want the lease id and token that admit printed (or %s and %s in the environment)", envLease, envToken)
 	}
@@ -570,4 +580,10 @@ func numOrDash(v *float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f", *v)
+}
+
+// printJSONLine writes v as one line of JSON: what a command that streams
+// (watch) prints with --json.
+func printJSONLine(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
 }

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/colocd/colocd/bus"
+)
+
+func newWatchCmd() *cobra.Command {
+	var (
+		lf   launcherFlags
+		job  string
+		all  bool
+		from uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "watch --sidecar ID [--job ID] [--all | --from-seq N]",
+		Short: "Follow a sidecar's lease events: throttles, raises, revokes, expiries",
+		Long: `Follow the lease events of a sidecar (of one job with --job) as they are
+published, one line each, until interrupted. It resumes where it was after a
+reconnect or a sidecar restart. By default it starts with the next event;
+--all starts with the oldest the sidecar keeps, --from-seq N at stream
+sequence N (the seq of a line printed earlier, plus one).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if all && from > 0 {
+				return usageError{fmt.Errorf("watch: --all and --from-seq: want one of them")}
+			}
+			lf.persistent = true
+			client, nc, err := lf.connect(true)
+			if err != nil {
+				return fmt.Errorf("watch: %w", err)
+			}
+			defer nc.Close()
+			var sub *bus.EventSubscription
+			switch {
+			case all:
+				sub, err = client.Events(cmd.Context(), lf.sidecar, job, 1)
+			case from > 0:
+				sub, err = client.Events(cmd.Context(), lf.sidecar, job, from)
+			default:
+				sub, err = client.EventsSince(cmd.Context(), lf.sidecar, job, time.Now())
+			}
+			if err != nil {
+				return fmt.Errorf("watch: %w", describeBusError(err))
+			}
+			defer sub.Stop()
+			w := cmd.OutOrStdout()
+			for rec := range sub.C() {
+				if lf.asJSON {
+					if err := printJSONLine(w, struct {
+						Seq uint64 `json:"seq"`
+						bus.Event
+					}{rec.Seq, rec.Event}); err != nil {
+						return err
+					}
+					continue
+				}
+				fmt.Fprintln(w, eventLine(rec))
+			}
+			if err := sub.Err(); err != nil {
+				return fmt.Errorf("watch: %w", describeBusError(err))
+			}
+			return cmd.Context().Err()
+		},
+	}
+	lf.register(cmd, true)
+	cmd.Flags().StringVar(&job, "job", "", "only this job's events")
+	cmd.Flags().BoolVar(&all, "all", false, "start with the oldest event the sidecar keeps")
+	cmd.Flags().Uint64Var(&from, "from-seq", 0, "start at this stream sequence")
+	return cmd
+}
+
+// eventLine is an event as one line for a person.
+func eventLine(rec bus.EventRecord) string {
+	ev := rec.Event
+	s := fmt.Sprintf("%s  seq %d  %s  job %s  lease %s", ev.Time.Format(time.RFC3339), rec.Seq, ev.Type, commentText(ev.JobID), commentText(ev.LeaseID))
+	if ev.ActiveThreadPct > 0 {
+		s += fmt.Sprintf("  to %d %%", ev.ActiveThreadPct)
+	}
+	if ev.Deadline != nil {
+		s += "  deadline " + ev.Deadline.Format(time.RFC3339)
+	}
+	return s + "  " + commentText(ev.Reason)
+}

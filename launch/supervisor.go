@@ -1,0 +1,682 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/colocd/colocd/bus"
+)
+
+// Result is how run ended.
+type Result struct {
+	// Status is run's exit status: the command's own, 128+N after signal
+	// N, ExitDenied, ExitRevoked or ExitLeaseLost.
+	Status int
+	// Restarts counts the command's restarts (throttles, raises taken,
+	// re-admissions).
+	Restarts int
+}
+
+// SignalCause is the cause (context.Cause) of a context ended by a signal
+// to run: the signal is forwarded to the command and run exits 128+N.
+type SignalCause struct{ Signal syscall.Signal }
+
+func (s SignalCause) Error() string { return signalName(s.Signal) + " received" }
+
+// DeniedError is a request for a slot answered with no (after
+// WaitForSlot, if set): the command never started.
+type DeniedError struct{ Decision *bus.Decision }
+
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("denied (%s): %s", e.Decision.Reason.Code, oneLine(e.Decision.Reason.Message))
+}
+
+// Env names the supervisor sets or withholds.
+const (
+	envLeaseID  = "COLOCD_LEASE_ID"
+	envToken    = "COLOCD_LEASE_TOKEN"
+	envSidecar  = "COLOCD_SIDECAR"
+	envRestarts = "COLOCD_RUN_RESTARTS"
+)
+
+// Run owns one lease for the life of one command: it asks with admit,
+// runs cfg.Command under the lease and follows it (docs/cli.md#run). It
+// returns the exit status run should end with; an error is a failure that
+// is neither the command's nor a deny (the command never started, or
+// could not be started again), or a *DeniedError.
+func Run(ctx context.Context, cfg Config, c Client, admit Admitter) (Result, error) {
+	if err := cfg.fill(); err != nil {
+		return Result{Status: 2}, err
+	}
+	s := &supervisor{cfg: cfg, c: c, admit: admit, procs: procTable{root: cfg.procRoot},
+		rep: &reporter{w: cfg.Log, asJSON: cfg.JSON, hook: cfg.OnRecord}}
+	return s.run(ctx)
+}
+
+type supervisor struct {
+	cfg   Config
+	c     Client
+	admit Admitter
+	rep   *reporter
+	procs procTable
+
+	// The lease held.
+	sidecar, jobID string
+	ref            bus.LeaseRef
+	expires        time.Time
+	pct            int // the percentage the command runs at (0: none, time slicing or a MIG instance)
+	env            map[string]string
+	restarts       int
+
+	child      *child
+	registered []procKey        // what the last register named
+	regSince   time.Time        // a register is owed since (a start); zero: none
+	notGPU     map[procKey]bool // refused by the sidecar as no GPU process of ours
+	regErr     string           // the last register failure reported
+	overCap    bool             // more GPU processes than Processes were seen (said once)
+}
+
+type procKey struct {
+	pid   int
+	start uint64
+}
+
+// outcome is how holding a lease ended.
+type outcome int
+
+const (
+	endExited   outcome = iota // the command exited by itself
+	endSignaled                // run was told to stop
+	endRevoked                 // the sidecar revoked the lease
+	endLost                    // the lease expired, or could not be renewed
+)
+
+func (s *supervisor) run(ctx context.Context) (Result, error) {
+	patient := s.cfg.WaitForSlot > 0
+	for first := true; ; first = false {
+		if !first {
+			s.emit(Record{Event: "readmitting", Message: "asking for a new lease"})
+		}
+		g, err := s.acquire(ctx, patient, !first)
+		if err != nil {
+			var de *DeniedError
+			if errors.As(err, &de) {
+				return Result{Status: ExitDenied, Restarts: s.restarts}, err
+			}
+			if cause, ok := context.Cause(ctx).(SignalCause); ok {
+				return Result{Status: 128 + int(cause.Signal), Restarts: s.restarts}, nil
+			}
+			return Result{Status: 1, Restarts: s.restarts}, err
+		}
+		if !first {
+			s.restarts++
+		}
+		end, status, exitAt, err := s.hold(ctx, g)
+		s.release(exitAt, end)
+		switch {
+		case err != nil:
+			return Result{Status: 1, Restarts: s.restarts}, err
+		case end == endExited:
+			return Result{Status: status, Restarts: s.restarts}, nil
+		case end == endSignaled:
+			return Result{Status: status, Restarts: s.restarts}, nil
+		case s.cfg.Readmit && ctx.Err() == nil:
+			continue
+		case end == endRevoked:
+			return Result{Status: ExitRevoked, Restarts: s.restarts}, nil
+		default:
+			return Result{Status: ExitLeaseLost, Restarts: s.restarts}, nil
+		}
+	}
+}
+
+// acquire asks for a lease until granted: once, or while patient (or
+// forever when readmitting without a WaitForSlot bound) after a deny, a
+// 503 or no sidecar, with backoff and jitter.
+func (s *supervisor) acquire(ctx context.Context, patient, readmit bool) (*Grant, error) {
+	var until time.Time
+	if s.cfg.WaitForSlot > 0 {
+		until = time.Now().Add(s.cfg.WaitForSlot)
+	}
+	wait := s.cfg.backoff
+	for {
+		g, err := s.admit(ctx)
+		if err == nil && g.Decision != nil && g.Decision.Decision != bus.DecisionDeny {
+			if g.Decision.Lease == nil {
+				return nil, fmt.Errorf("admit: a %s from %s with no lease", g.Decision.Decision, g.Sidecar)
+			}
+			s.take(g)
+			return g, nil
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		var why string
+		switch {
+		case err == nil && g.Decision != nil:
+			why = fmt.Sprintf("denied (%s): %s", g.Decision.Reason.Code, g.Decision.Reason.Message)
+			err = &DeniedError{Decision: g.Decision}
+		case err == nil:
+			return nil, errors.New("admit: no decision")
+		case retryable(err):
+			why = err.Error()
+		default:
+			return nil, err
+		}
+		if !(patient || readmit) || (!until.IsZero() && time.Now().Add(wait).After(until)) {
+			return nil, err
+		}
+		pause := wait/2 + rand.N(wait/2+1)
+		msg := fmt.Sprintf("%s; asking again in %s", why, pause.Round(100*time.Millisecond))
+		if !until.IsZero() {
+			msg += fmt.Sprintf(" (waiting until %s)", until.Format(time.TimeOnly))
+		}
+		s.emit(Record{Event: "waiting", Message: msg})
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, context.Cause(ctx)
+		case <-t.C:
+		}
+		wait = min(wait*2, time.Minute)
+	}
+}
+
+// retryable reports an admit error that waiting may cure.
+func retryable(err error) bool {
+	switch bus.CodeOf(err) {
+	case bus.CodeUnavailable, bus.CodeTimeout:
+		return true
+	}
+	return errors.Is(err, bus.ErrNoSidecar) || errors.Is(err, bus.ErrNoAnswer) || errors.Is(err, bus.ErrEveryOfferLost)
+}
+
+// take makes g's lease the one held.
+func (s *supervisor) take(g *Grant) {
+	l := g.Decision.Lease
+	s.sidecar, s.jobID = g.Sidecar, l.JobID
+	s.ref = bus.LeaseRef{LeaseID: l.ID, Token: l.Token}
+	s.expires, s.pct, s.env = l.ExpiresAt, l.ActiveThreadPct, l.Env
+	if l.Instance != nil {
+		s.pct = 0
+	}
+	s.registered, s.notGPU, s.regErr = nil, map[procKey]bool{}, ""
+	on := fmt.Sprintf("at %d %%", l.ActiveThreadPct)
+	if l.Instance != nil {
+		on = "on MIG instance " + l.Instance.UUID
+	}
+	exp := l.ExpiresAt
+	s.emit(Record{Event: "admitted", Pct: s.pct, ExpiresAt: &exp,
+		Message: fmt.Sprintf("%s (%s) on %s %s: lease %s until %s", g.Decision.Decision, g.Decision.Reason.Code, g.Sidecar, on, l.ID, l.ExpiresAt.Format(time.RFC3339))})
+}
+
+// hold runs the command under the lease until it ends: the command's exit
+// (its status, and when it exited), a signal to run, a revoke, or the
+// lease lost.
+func (s *supervisor) hold(ctx context.Context, g *Grant) (outcome, int, time.Time, error) {
+	// The renewer outlives ctx's end: the lease must hold while the
+	// command is being stopped, until the release.
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer rcancel()
+	ren := startRenewer(rctx, s.c, s.sidecar, s.ref, s.expires, s.cfg.Grace+5*time.Second)
+	defer func() { rcancel(); <-ren.done }()
+
+	evs := followEvents(rctx, s.c, s.sidecar, s.jobID)
+	defer evs.stop()
+
+	if err := s.start(); err != nil {
+		return endExited, 1, time.Now(), err
+	}
+	tick := time.NewTicker(s.cfg.RegisterEvery)
+	defer tick.Stop()
+	paused := false // stopped before an unrenewed expiry, waiting for a renew
+	for {
+		var childDone <-chan struct{}
+		if s.child != nil && !paused {
+			childDone = s.child.done
+		}
+		select {
+		case <-childDone:
+			at := time.Now()
+			st := s.child.status
+			s.reapGroup()
+			s.emit(Record{Event: "exited", Status: &st, Message: fmt.Sprintf("%s exited with status %d", s.cfg.Command[0], st)})
+			return endExited, st, at, nil
+
+		case <-ctx.Done():
+			sig := syscall.SIGTERM
+			if c, ok := context.Cause(ctx).(SignalCause); ok {
+				sig = c.Signal
+			}
+			s.emit(Record{Event: "interrupted", Message: fmt.Sprintf("%s: forwarding it to %s, waiting up to %s", signalName(sig)+" received", s.cfg.Command[0], s.cfg.Grace)})
+			if s.child != nil {
+				s.child.stop(sig, s.cfg.Grace)
+			}
+			return endSignaled, 128 + int(sig), time.Now(), nil
+
+		case rec := <-evs.out:
+			if end, stop := s.onEvent(rec, paused); stop {
+				return end, 0, time.Now(), nil
+			}
+
+		case l := <-ren.renewed:
+			s.expires = l.ExpiresAt
+			if paused && time.Now().Before(l.ExpiresAt) {
+				paused = false
+				s.emit(Record{Event: "renewed", Message: fmt.Sprintf("lease renewed again until %s: starting %s again", l.ExpiresAt.Format(time.RFC3339), s.cfg.Command[0])})
+				s.restarts++
+				if err := s.start(); err != nil {
+					return endExited, 1, time.Now(), err
+				}
+				continue
+			}
+			s.onRenewed(l)
+
+		case exp := <-ren.atRisk:
+			if paused || s.child == nil {
+				continue
+			}
+			grace := min(s.cfg.Grace, time.Until(exp)-2*time.Second)
+			s.emit(Record{Event: "stopping", ExpiresAt: &exp,
+				Message: fmt.Sprintf("cannot renew the lease, which ends in %s: stopping %s so that it does not run past it", until(exp), s.cfg.Command[0])})
+			s.child.stop(syscall.SIGTERM, grace)
+			paused = true
+
+		case err := <-ren.lost:
+			if s.child != nil && !s.child.exited() {
+				s.child.stop(syscall.SIGTERM, min(s.cfg.Grace, 5*time.Second))
+			}
+			if errors.Is(err, errRevoked) {
+				s.emit(Record{Event: "revoked", Message: fmt.Sprintf("lease %s was revoked: %v", s.ref.LeaseID, err)})
+				return endRevoked, 0, time.Now(), nil
+			}
+			s.emit(Record{Event: "lease_lost", Message: fmt.Sprintf("lease %s is lost: %v", s.ref.LeaseID, err)})
+			return endLost, 0, time.Now(), nil
+
+		case <-tick.C:
+			if !paused {
+				s.register(false)
+			}
+		}
+	}
+}
+
+// onEvent acts on one of the job's events; stop says the lease is over.
+func (s *supervisor) onEvent(rec bus.EventRecord, paused bool) (outcome, bool) {
+	ev := rec.Event
+	if ev.LeaseID != s.ref.LeaseID {
+		return 0, false // an earlier lease of the same job
+	}
+	switch ev.Type {
+	case bus.EventThrottle:
+		s.move("throttled", ev.ActiveThreadPct, ev.Env, ev.Deadline, paused)
+	case bus.EventRaise:
+		if !s.cfg.TakeRaises {
+			if ev.ActiveThreadPct != s.pct {
+				s.emit(Record{Event: "raise_ignored", Pct: s.pct, Message: fmt.Sprintf("raise %d→%d %% offered: ignored (run with --take-raises to restart at it)", s.pct, ev.ActiveThreadPct)})
+			}
+			return 0, false
+		}
+		s.move("raised", ev.ActiveThreadPct, ev.Env, nil, paused)
+	case bus.EventRevoke:
+		grace := s.cfg.Grace
+		if ev.Deadline != nil {
+			grace = min(grace, time.Until(*ev.Deadline)-time.Second)
+		}
+		s.emit(Record{Event: "revoked", Deadline: ev.Deadline, Message: fmt.Sprintf("revoked (deadline %s): %s: stopping %s", deadlineText(ev.Deadline), ev.Reason, s.cfg.Command[0])})
+		if s.child != nil {
+			s.child.stop(syscall.SIGTERM, grace)
+		}
+		return endRevoked, true
+	case bus.EventExpire:
+		s.emit(Record{Event: "expired", Message: fmt.Sprintf("lease %s expired: %s: stopping %s", s.ref.LeaseID, ev.Reason, s.cfg.Command[0])})
+		if s.child != nil {
+			s.child.stop(syscall.SIGTERM, min(s.cfg.Grace, 5*time.Second))
+		}
+		return endLost, true
+	}
+	return 0, false
+}
+
+// onRenewed notes a renew's answer: a percentage that moved without its
+// event (missed, or still to come) is acted on the same way.
+func (s *supervisor) onRenewed(l *bus.Lease) {
+	if l.Instance != nil || s.pct == 0 || l.ActiveThreadPct == s.pct || l.ActiveThreadPct == 0 {
+		return
+	}
+	if l.ActiveThreadPct < s.pct {
+		s.move("throttled", l.ActiveThreadPct, l.Env, nil, false)
+	} else if s.cfg.TakeRaises {
+		s.move("raised", l.ActiveThreadPct, l.Env, nil, false)
+	}
+}
+
+// move restarts the command at a new percentage: stop it (by the
+// throttle action, within the deadline), start it with the new env,
+// register it.
+func (s *supervisor) move(kind string, pct int, env map[string]string, deadline *time.Time, paused bool) {
+	if pct == s.pct || pct <= 0 {
+		return // already there: a throttle to where the command runs has nothing to restart
+	}
+	got := time.Now()
+	from := s.pct
+	how := "restarting"
+	if s.cfg.OnThrottle.Signal != 0 {
+		how = "sending " + signalName(s.cfg.OnThrottle.Signal) + ", then restarting"
+	}
+	s.emit(Record{Event: kind, FromPct: from, Pct: pct, Deadline: deadline,
+		Message: fmt.Sprintf("%s %d→%d %% (deadline %s): %s", kind, from, pct, deadlineText(deadline), how)})
+	s.pct = pct
+	if env != nil {
+		s.env = env
+	}
+	if paused || s.child == nil {
+		return // started at the new percentage once the lease is renewed
+	}
+	s.stopForRestart(deadline)
+	s.restarts++
+	if err := s.start(); err != nil {
+		s.emit(Record{Event: "start_failed", Message: err.Error()})
+		return
+	}
+	secs := time.Since(got).Seconds()
+	s.emit(Record{Event: "restarted", Pct: pct, FromPct: from, PIDs: []int{s.child.pid}, Seconds: &secs,
+		Message: fmt.Sprintf("restarted %s at %d %% (pid %d, restart %d)", s.cfg.Command[0], pct, s.child.pid, s.restarts)})
+}
+
+// stopForRestart stops the command for a restart, leaving time before the
+// deadline to start it again and register it.
+func (s *supervisor) stopForRestart(deadline *time.Time) {
+	budget := s.cfg.Grace
+	if deadline != nil {
+		left := time.Until(*deadline)
+		budget = min(budget, left-min(15*time.Second, left/4))
+	}
+	if sig := s.cfg.OnThrottle.Signal; sig != 0 {
+		// The command checkpoints and exits by itself; it gets the budget
+		// less a short last grace for SIGTERM.
+		last := min(5*time.Second, budget/4)
+		_ = s.child.signal(sig)
+		t := time.NewTimer(max(budget-last, 0))
+		select {
+		case <-s.child.done:
+		case <-t.C:
+		}
+		t.Stop()
+		s.child.stop(syscall.SIGTERM, last)
+		return
+	}
+	s.child.stop(syscall.SIGTERM, budget)
+}
+
+func deadlineText(d *time.Time) string {
+	if d == nil {
+		return "none"
+	}
+	return until(*d)
+}
+
+// start starts the command with the lease's environment and registers it.
+func (s *supervisor) start() error {
+	c, err := startChild(s.cfg.Command, s.childEnv(), s.cfg.Dir, s.cfg.Stdin, s.cfg.Stdout, s.cfg.Stderr)
+	if err != nil {
+		return err
+	}
+	s.child = c
+	s.registered, s.regSince = nil, time.Now()
+	s.emit(Record{Event: "started", Pct: s.pct, PIDs: []int{c.pid}, Message: fmt.Sprintf("started %s (pid %d)%s", s.cfg.Command[0], c.pid, pctText(s.pct))})
+	s.register(true)
+	return nil
+}
+
+func pctText(pct int) string {
+	if pct == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" at %d %%", pct)
+}
+
+// childEnv is the command's environment: the base without any lease
+// variables of an earlier admit, then the lease's, the sidecar and the
+// restart count; the token only when asked.
+func (s *supervisor) childEnv() []string {
+	var env []string
+	for _, kv := range s.cfg.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "CUDA_MPS_") || strings.HasPrefix(k, "COLOCD_LEASE_") || k == envSidecar || k == envRestarts {
+			continue
+		}
+		if _, ok := s.env[k]; ok {
+			continue
+		}
+		env = append(env, kv)
+	}
+	keys := make([]string, 0, len(s.env))
+	for k := range s.env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+s.env[k])
+	}
+	if _, ok := s.env[envLeaseID]; !ok {
+		env = append(env, envLeaseID+"="+s.ref.LeaseID)
+	}
+	env = append(env, envSidecar+"="+s.sidecar, envRestarts+"="+strconv.Itoa(s.restarts))
+	if s.cfg.PassToken {
+		env = append(env, envToken+"="+s.ref.Token)
+	}
+	return env
+}
+
+// register tells the sidecar the command's GPU processes: those of its
+// process tree that hold an NVIDIA device open, or, while none does, the
+// command itself; when they changed since the last register, or force.
+func (s *supervisor) register(force bool) {
+	if s.child == nil || s.child.exited() {
+		return
+	}
+	for try := 0; try < 3; try++ {
+		keys := s.gpuProcs()
+		if len(keys) == 0 || (!force && slices.Equal(keys, s.registered)) {
+			return
+		}
+		pids := make([]int, len(keys))
+		for i, k := range keys {
+			pids[i] = k.pid
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), renewTry)
+		err := s.c.Register(ctx, s.sidecar, &bus.RegisterRequest{LeaseID: s.ref.LeaseID, Token: s.ref.Token, PIDs: pids})
+		cancel()
+		if err == nil {
+			s.registered, s.regErr = keys, ""
+			rec := Record{Event: "registered", Pct: s.pct, PIDs: pids, Message: fmt.Sprintf("registered pids %v", pids)}
+			if !s.regSince.IsZero() {
+				secs := time.Since(s.regSince).Seconds()
+				rec.Seconds = &secs
+				s.regSince = time.Time{}
+			}
+			s.emit(rec)
+			return
+		}
+		// A process the sidecar says is not a GPU process of ours (not on
+		// the GPU yet, a forked helper): leave it out and try the rest.
+		if bus.CodeOf(err) == bus.CodeBadRequest {
+			if m := pidField.FindStringSubmatch(err.Error()); m != nil {
+				if i, _ := strconv.Atoi(m[1]); i < len(keys) {
+					s.notGPU[keys[i]] = true
+					continue
+				}
+			}
+		}
+		if msg := err.Error(); msg != s.regErr {
+			s.regErr = msg
+			s.emit(Record{Event: "register_failed", Message: fmt.Sprintf("register pids %v: %v (trying again every %s)", pids, err, s.cfg.RegisterEvery)})
+		}
+		return
+	}
+}
+
+// pidField finds the index a register's 400 names.
+var pidField = regexp.MustCompile(`pids\[(\d+)\]`)
+
+// gpuProcs reads the command's process tree and picks what to register.
+func (s *supervisor) gpuProcs() []procKey {
+	all, err := s.procs.all()
+	root := procKey{pid: s.child.pid}
+	if err != nil {
+		return []procKey{root}
+	}
+	t := tree(all, s.child.pid)
+	var gpu []procKey
+	live := map[procKey]bool{}
+	for _, p := range t {
+		k := procKey{p.PID, p.Start}
+		live[k] = true
+		if p.PID == s.child.pid {
+			root = k
+		}
+		if !s.notGPU[k] && s.procs.opensGPU(p.PID) {
+			gpu = append(gpu, k)
+		}
+	}
+	for k := range s.notGPU {
+		if !live[k] {
+			delete(s.notGPU, k) // gone: its id may come back as another process
+		}
+	}
+	if len(gpu) == 0 {
+		if s.notGPU[root] {
+			return nil
+		}
+		return []procKey{root}
+	}
+	if len(gpu) > s.cfg.Processes {
+		if !s.overCap {
+			s.overCap = true
+			s.emit(Record{Event: "register_failed", Message: fmt.Sprintf("%d processes of %s use the GPU, but the job was admitted with %d: registering the first %d (admit with --processes %d)",
+				len(gpu), s.cfg.Command[0], s.cfg.Processes, s.cfg.Processes, len(gpu))})
+		}
+		gpu = gpu[:s.cfg.Processes]
+	}
+	return gpu
+}
+
+// reapGroup ends what is left of the command's process group after the
+// command exited: SIGTERM, a second, then SIGKILL.
+func (s *supervisor) reapGroup() {
+	if s.child == nil || !s.child.groupAlive() {
+		return
+	}
+	_ = s.child.signal(syscall.SIGTERM)
+	for end := time.Now().Add(time.Second); time.Now().Before(end) && s.child.groupAlive(); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = s.child.signal(syscall.SIGKILL)
+}
+
+// release gives the lease back (after any end: a revoked or lost lease is
+// over already, and a release of it only confirms), a few tries within
+// releaseWithin.
+func (s *supervisor) release(exitAt time.Time, end outcome) {
+	within := releaseWithin
+	if end == endLost || end == endRevoked {
+		within = 2 * time.Second // over already: one short try
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var err error
+	for try := 0; try < 3; try++ {
+		err = s.c.Release(ctx, s.sidecar, &s.ref)
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	secs := time.Since(exitAt).Seconds()
+	switch {
+	case err == nil:
+		s.emit(Record{Event: "released", Seconds: &secs, Message: fmt.Sprintf("lease %s released", s.ref.LeaseID)})
+	case end != endExited && end != endSignaled && (bus.CodeOf(err) == bus.CodeNotFound || bus.CodeOf(err) == bus.CodeConflict):
+		// Over already: nothing to give back.
+	default:
+		s.emit(Record{Event: "release_failed", Message: fmt.Sprintf("release lease %s: %v (it ends by itself at %s)", s.ref.LeaseID, err, s.expires.Format(time.RFC3339))})
+	}
+}
+
+// releaseWithin bounds the release at the end.
+const releaseWithin = 10 * time.Second
+
+func (s *supervisor) emit(r Record) {
+	if r.Sidecar == "" {
+		r.Sidecar = s.sidecar
+	}
+	if r.LeaseID == "" {
+		r.LeaseID = s.ref.LeaseID
+	}
+	r.Restarts = s.restarts
+	s.rep.emit(r)
+}
+
+// eventFollower follows the job's events through the sidecar's watch,
+// resuming after the last sequence seen when the subscription ends (a
+// sidecar restart, a NATS outage: bus.EventSubscription resumes by itself
+// while the sidecar answers; this covers a subscription that gave up).
+type eventFollower struct {
+	c            Client
+	sidecar, job string
+	out          chan bus.EventRecord
+	cancel       context.CancelFunc
+	done         chan struct{}
+}
+
+// followEvents subscribes from sequence 1 (the job's events kept; the
+// caller keeps those of its lease) until stop.
+func followEvents(ctx context.Context, c Client, sidecar, job string) *eventFollower {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &eventFollower{c: c, sidecar: sidecar, job: job, out: make(chan bus.EventRecord), cancel: cancel, done: make(chan struct{})}
+	go f.pump(ctx)
+	return f
+}
+
+// pump subscribes (again, after each end, a second later) and forwards
+// records, keeping the next sequence to ask for.
+func (f *eventFollower) pump(ctx context.Context) {
+	defer close(f.done)
+	next := uint64(1)
+	for {
+		if sub, err := f.c.Events(ctx, f.sidecar, f.job, next); err == nil {
+			for rec := range sub.C() {
+				next = rec.Seq + 1
+				select {
+				case f.out <- rec:
+				case <-ctx.Done():
+				}
+				if ctx.Err() != nil {
+					break
+				}
+			}
+			_ = sub.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// stop ends the subscription and waits for it.
+func (f *eventFollower) stop() {
+	f.cancel()
+	<-f.done
+}
