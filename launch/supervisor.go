@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -55,6 +56,20 @@ const (
 func Run(ctx context.Context, cfg Config, c Client, admit Admitter) (Result, error) {
 	if err := cfg.fill(); err != nil {
 		return Result{Status: 2}, err
+	}
+	// The command's output and run's lines may go to one writer: writes
+	// to it are serialised (a pipe's copy runs beside run's own lines). A
+	// file (stderr) is handed to the command as it is, so that it keeps
+	// its terminal.
+	if _, isFile := cfg.Log.(*os.File); cfg.Log != nil && !isFile {
+		lw := &lockedWriter{w: cfg.Log}
+		if cfg.Stderr == cfg.Log {
+			cfg.Stderr = lw
+		}
+		if cfg.Stdout == cfg.Log {
+			cfg.Stdout = lw
+		}
+		cfg.Log = lw
 	}
 	s := &supervisor{cfg: cfg, c: c, admit: admit, procs: procTable{root: cfg.procRoot},
 		rep: &reporter{w: cfg.Log, asJSON: cfg.JSON, hook: cfg.OnRecord}}
@@ -514,6 +529,8 @@ func (s *supervisor) register(force bool) {
 			if m := pidField.FindStringSubmatch(err.Error()); m != nil {
 				if i, _ := strconv.Atoi(m[1]); i < len(keys) {
 					s.notGPU[keys[i]] = true
+					s.emit(Record{Event: "register_failed", PIDs: []int{keys[i].pid},
+						Message: fmt.Sprintf("pid %d left out of the register while it lives: %v", keys[i].pid, err)})
 					continue
 				}
 			}
