@@ -30,7 +30,9 @@ const CapacityBucket = "colocd-fleet"
 type Capacity struct {
 	Format  string `json:"format"`
 	Sidecar string `json:"sidecar"`
-	GPU     struct {
+	// Node is the machine the sidecar runs on (config sidecar.node).
+	Node string `json:"node,omitempty"`
+	GPU  struct {
 		Name string `json:"name"`
 		UUID string `json:"uuid"`
 		SMs  int    `json:"sms"`
@@ -185,6 +187,9 @@ func DecodeCapacity(key string, data []byte) (*Capacity, error) {
 		add("sidecar", "a sidecar id", err)
 	} else if key != "" && idOfKey(key) != c.Sidecar {
 		add("sidecar", "the id its key names", strconv.Quote(c.Sidecar))
+	}
+	if len(c.Node) > 253 || strings.ContainsFunc(c.Node, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		add("node", "up to 253 printable characters", strconv.Quote(clip(c.Node)))
 	}
 	for _, f := range []struct {
 		name string

@@ -20,6 +20,9 @@ type PlaceOptions struct {
 	// K is how many of the best-ranked sidecars are quoted (0:
 	// DefaultPlaceK).
 	K int
+	// Node, when set, keeps only the sidecars whose summary names that
+	// node: a Kubernetes pod places itself on the GPU of its own node.
+	Node string
 }
 
 // Placement is what Place did.
@@ -74,6 +77,12 @@ func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions
 		return nil, fmt.Errorf("place: %w", err)
 	}
 	p := &Placement{Summaries: len(caps), Requests: 1}
+	if opts.Node != "" {
+		caps = slices.DeleteFunc(caps, func(cp *Capacity) bool { return cp.Node != opts.Node })
+		if len(caps) == 0 {
+			return p, fmt.Errorf("place: none of %d sidecars is on node %q: %w", p.Summaries, clip(opts.Node), ErrNoSidecar)
+		}
+	}
 	ranked := RankCapacities(caps, req.MemoryMiB)
 	byID := map[string]*Capacity{}
 	for _, cp := range ranked {

@@ -38,6 +38,10 @@ type Sidecar struct {
 	// DataDir holds the embedded NATS server's JetStream store and other
 	// state that survives a restart.
 	DataDir string `mapstructure:"data_dir"`
+	// Node names the machine in the sidecar's capacity summary, so that a
+	// launcher can place a job on its own node (colocd run --place --node);
+	// "" is the host name. In Kubernetes, the pod's spec.nodeName.
+	Node string `mapstructure:"node"`
 }
 
 // NATS says how colocd reaches NATS: a remote server or cluster at URL, or,

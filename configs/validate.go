@@ -153,6 +153,9 @@ func (c *Config) checkSidecar(ck *checker) {
 	if c.Sidecar.DataDir == "" {
 		ck.add("sidecar.data_dir", "a directory path", `""`)
 	}
+	if !validNode(c.Sidecar.Node) {
+		ck.add("sidecar.node", `"" (the host name) or up to 253 printable characters`, quote(c.Sidecar.Node))
+	}
 }
 
 func (c *Config) checkNATS(ck *checker) {
@@ -420,4 +423,18 @@ func (c *Config) checkFleet(ck *checker) {
 	if f.TTL < 2*f.Heartbeat || f.TTL > 24*time.Hour {
 		ck.add("fleet.ttl", fmt.Sprintf("a duration from twice fleet.heartbeat (%s) to 24h", 2*f.Heartbeat), f.TTL.String())
 	}
+}
+
+// validNode reports whether s may name a node: at most 253 printable
+// ASCII characters (a Kubernetes node name is at most 253).
+func validNode(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, r := range s {
+		if r <= ' ' || r > '~' {
+			return false
+		}
+	}
+	return true
 }

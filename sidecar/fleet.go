@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"reflect"
 	"time"
 
@@ -208,6 +209,10 @@ func (f *fleetPublisher) summary(ctx context.Context) (*bus.Capacity, error) {
 	c := &bus.Capacity{Format: bus.CapacityFormat, Sidecar: s.id, Mode: string(s.adm.Config().Mode), Healthy: sum.Healthy, Reason: reason,
 		FreeMemoryMiB: sum.AvailableMiB, Leases: sum.Leases, MaxJobs: sum.MaxJobs, FreeInstances: sum.FreeInstances,
 		Margin: round3(sum.Margin), TypicalPct: sum.TypicalPct, Services: []bus.CapacityService{}}
+	c.Node = s.cfg.Sidecar.Node
+	if c.Node == "" {
+		c.Node, _ = os.Hostname()
+	}
 	c.GPU.Name, c.GPU.UUID, c.GPU.SMs = s.gpuInfo.Name, s.gpuInfo.UUID, s.gpuInfo.SMs
 	if m := s.gpuInfo.MIG; m != nil {
 		c.GPU.MIG = m.Profile

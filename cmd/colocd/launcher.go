@@ -234,7 +234,7 @@ func (f *admitFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&req.Compute.MinPct, "min-pct", 10, "lowest MPS active-thread percentage the job accepts")
 	fs.IntVar(&req.Compute.MaxPct, "max-pct", 100, "highest MPS active-thread percentage the job wants")
 	fs.DurationVar(lease, "lease", 0, "lease duration (default: the sidecar's)")
-	fs.BoolVar(&req.Checkpointable, "checkpointable", false, "the job can restart from a checkpoint when throttled")
+	fs.BoolVar(&req.Checkpointable, "checkpointable", false, "say that the job can restart from a checkpoint (informational: any lease may be throttled, which is always a restart)")
 }
 
 // How --send-profile sends the profile.

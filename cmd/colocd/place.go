@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -10,9 +11,10 @@ import (
 
 func newPlaceCmd() *cobra.Command {
 	var (
-		lf launcherFlags
-		af admitFlags
-		k  int
+		lf   launcherFlags
+		af   admitFlags
+		k    int
+		node string
 	)
 	cmd := &cobra.Command{
 		Use:   "place --job ID --profile FILE [--k 3] [--min-pct N --max-pct N] [--memory-mib N]",
@@ -36,7 +38,7 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 				return fmt.Errorf("place: %w", err)
 			}
 			defer nc.Close()
-			p, err := client.Place(cmd.Context(), &af.req, bus.PlaceOptions{K: k})
+			p, err := client.Place(cmd.Context(), &af.req, bus.PlaceOptions{K: k, Node: node})
 			if lf.asJSON && p != nil {
 				if jerr := printJSON(cmd.OutOrStdout(), p); jerr != nil {
 					return jerr
@@ -67,6 +69,7 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 	lf.register(cmd, false)
 	af.register(cmd)
 	cmd.Flags().IntVar(&k, "k", bus.DefaultPlaceK, "how many of the best-ranked sidecars to quote")
+	registerNode(cmd, &node)
 	return cmd
 }
 
@@ -80,4 +83,13 @@ func ordinal(n int) string {
 		return "third"
 	}
 	return fmt.Sprintf("%dth", n)
+}
+
+// envNode is the node a pod runs on, for --node (in Kubernetes, from the
+// downward API's spec.nodeName).
+const envNode = "COLOCD_NODE"
+
+// registerNode declares --node.
+func registerNode(cmd *cobra.Command, node *string) {
+	cmd.Flags().StringVar(node, "node", os.Getenv(envNode), "only sidecars on this node (their sidecar.node): a pod places its job on the GPU of its own node (env "+envNode+")")
 }

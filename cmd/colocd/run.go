@@ -22,6 +22,7 @@ func newRunCmd() *cobra.Command {
 		place      bool
 		k          int
 		onThrottle string
+		node       string
 	)
 	cmd := &cobra.Command{
 		Use:   "run --job ID --profile FILE [admit flags] -- CMD [ARGS...]",
@@ -57,6 +58,9 @@ one line on stderr (--json: one JSON object a line).`,
 			if cfg.OnThrottle, err = launch.ParseAction(onThrottle); err != nil {
 				return usageError{fmt.Errorf("run: --on-throttle: %w", err)}
 			}
+			if node != "" && !place {
+				return usageError{errors.New("run: --node: only with --place")}
+			}
 			if !place && lf.sidecar == "" {
 				return usageError{errors.New("run: --sidecar: want the sidecar's id (env " + envSidecar + "), or --place to choose one from the fleet")}
 			}
@@ -71,7 +75,7 @@ one line on stderr (--json: one JSON object a line).`,
 			cfg.Log, cfg.JSON = cmd.ErrOrStderr(), lf.asJSON
 			cfg.Processes = af.req.Processes
 			ctx := bus.TraceFromEnv(cmd.Context(), os.Getenv)
-			res, err := launch.Run(ctx, cfg, client, runAdmitter(client, &af.req, lf.sidecar, place, k))
+			res, err := launch.Run(ctx, cfg, client, runAdmitter(client, &af.req, lf.sidecar, place, bus.PlaceOptions{K: k, Node: node}))
 			var de *launch.DeniedError
 			switch {
 			case errors.As(err, &de):
@@ -91,6 +95,7 @@ one line on stderr (--json: one JSON object a line).`,
 	fs := cmd.Flags()
 	fs.BoolVar(&place, "place", false, "place the job on the fleet's best GPU (as colocd place) instead of admitting at --sidecar")
 	fs.IntVar(&k, "k", bus.DefaultPlaceK, "with --place: how many of the best-ranked sidecars to quote")
+	registerNode(cmd, &node)
 	fs.StringVar(&onThrottle, "on-throttle", "restart", "what a throttle does to CMD: restart (SIGTERM, SIGKILL after --grace, start again) or signal:NAME (e.g. signal:SIGUSR1: CMD checkpoints and exits, then starts again)")
 	fs.DurationVar(&cfg.Grace, "grace", launch.DefaultGrace, "how long CMD gets to exit after SIGTERM (or the throttle's signal) before SIGKILL; never past a throttle's or revoke's deadline")
 	fs.BoolVar(&cfg.TakeRaises, "take-raises", false, "restart CMD at a raise's higher percentage (by default a raise is ignored)")
@@ -106,7 +111,7 @@ one line on stderr (--json: one JSON object a line).`,
 // later one is a new request (a deny is remembered under its id). A request
 // that got no answer is sent again as it was, so that a lease the sidecar
 // granted comes back instead of a second one.
-func runAdmitter(c *bus.Client, base *bus.AdmitRequest, sidecar string, place bool, k int) launch.Admitter {
+func runAdmitter(c *bus.Client, base *bus.AdmitRequest, sidecar string, place bool, po bus.PlaceOptions) launch.Admitter {
 	calls := 0
 	return func(ctx context.Context) (*launch.Grant, error) {
 		req := *base
@@ -120,7 +125,7 @@ func runAdmitter(c *bus.Client, base *bus.AdmitRequest, sidecar string, place bo
 			var err error
 			if place {
 				var p *bus.Placement
-				p, err = c.Place(ctx, &req, bus.PlaceOptions{K: k})
+				p, err = c.Place(ctx, &req, po)
 				if p != nil {
 					g = launch.Grant{Sidecar: p.Sidecar, Decision: p.Decision}
 				}
