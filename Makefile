@@ -17,7 +17,7 @@ build:
 # The main job on the embedded default: the sidecar with an embedded NATS
 # server, a simulated GPU (and MPS daemon) when no driver is present, and the
 # example SLO config. Ask it for a slot from another shell:
-#   eval "$$(bin/colocd admit --sidecar <id> --job demo --profile testdata/profiles/v100-train-step.json)"
+#   bin/colocd run --sidecar <id> --job demo --profile testdata/profiles/v100-train-step.json --memory-mib 20000 -- sleep 600
 run: build
 	$(BIN) serve --config configs/colocd.yaml
 

@@ -563,3 +563,26 @@ type Event struct {
 	Reason string
 	Time   time.Time
 }
+
+// A lease's state, as status shows it.
+const (
+	// StateActive: the job runs at its percentage.
+	StateActive = "active"
+	// StateThrottling: lowered; its workers must restart at the new
+	// percentage and be registered by the deadline.
+	StateThrottling = "throttling"
+	// StateRevoked: it cannot be renewed, and ends at the deadline.
+	StateRevoked = "revoked"
+)
+
+// State says where the lease is, and until when for a throttled or
+// revoked one (zero for an active one).
+func (l *Lease) State() (string, time.Time) {
+	switch {
+	case l.Revoked:
+		return StateRevoked, l.Deadline
+	case l.awaitingRestart() && !l.Deadline.IsZero():
+		return StateThrottling, l.Deadline
+	}
+	return StateActive, time.Time{}
+}

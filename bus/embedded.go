@@ -125,6 +125,15 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 			host = "0.0.0.0"
 		}
 		sopts.Host, sopts.Port = host, p
+		// A taken port is said at once, by its address, not as a server
+		// that is never ready.
+		if p > 0 {
+			l, err := net.Listen("tcp", net.JoinHostPort(host, port))
+			if err != nil {
+				return nil, fmt.Errorf("start embedded nats: nats.listen %s: %w (another colocd serve or nats-server there? choose another nats.listen)", opts.Listen, err)
+			}
+			l.Close()
+		}
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
@@ -137,7 +146,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if !srv.ReadyForConnections(readyTimeout) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, fmt.Errorf("start embedded nats: not ready after %s", readyTimeout)
+		return nil, fmt.Errorf("start embedded nats: not ready after %s (nats.listen %q)", readyTimeout, opts.Listen)
 	}
 	if err := enableJetStream(srv); err != nil {
 		srv.Shutdown()

@@ -222,6 +222,11 @@ type Lease struct {
 	// free_instance): it runs alone there, without MPS, and
 	// ActiveThreadPct and PinnedMemLimitMiB do not apply.
 	Instance *Instance `json:"instance,omitempty"`
+	// State is "active"; "throttling" (lowered: its workers must restart
+	// at ActiveThreadPct and be registered by Deadline); or "revoked" (it
+	// ends at Deadline). Set in status and renew answers.
+	State    string     `json:"state,omitempty"`
+	Deadline *time.Time `json:"deadline,omitempty"`
 }
 
 // Instance is a MIG instance lent whole to one job.
@@ -272,6 +277,10 @@ type Status struct {
 	Services []ServiceStatus `json:"services"`
 	// Leases are the live leases; the service strips their tokens.
 	Leases []Lease `json:"leases"`
+	// ConfigRejected is the last edit of the config file that was not
+	// applied (the configuration before it is in force); absent when the
+	// last edit was applied.
+	ConfigRejected *ConfigRejection `json:"config_rejected,omitempty"`
 }
 
 // GPUStatus describes a GPU in Status. Fields the sidecar does not know are
@@ -363,4 +372,10 @@ type Event struct {
 	Reason string `json:"reason"`
 	// Time is when the event happened.
 	Time time.Time `json:"time"`
+}
+
+// ConfigRejection is an edit of a sidecar's config file that it rejected.
+type ConfigRejection struct {
+	At    time.Time `json:"at"`
+	Error string    `json:"error"`
 }

@@ -47,7 +47,8 @@ type Watcher struct {
 	logger    *slog.Logger
 	debounce  time.Duration
 
-	current atomic.Pointer[Config]
+	current  atomic.Pointer[Config]
+	rejected atomic.Pointer[Rejection] // the last edit not applied
 
 	// Owned by the goroutine in Run (set by NewWatcher before it).
 	sum     [sha256.Size]byte
@@ -243,6 +244,7 @@ func (w *Watcher) check() {
 			return
 		}
 		w.logger.Error("config reload failed: keeping the current configuration", "path", w.path, "err", err)
+		w.reject(err)
 		return
 	}
 	w.missing = false
@@ -257,8 +259,10 @@ func (w *Watcher) check() {
 	}
 	if err != nil {
 		w.logger.Error("config reload rejected: keeping the current configuration", "path", w.path, "err", err)
+		w.reject(err)
 		return
 	}
+	w.rejected.Store(nil)
 	cur := w.Current()
 	if keys := RestartKeys(cur, next); len(keys) > 0 {
 		w.logger.Warn("config keys changed that take effect only after a restart: keeping their running values",
@@ -295,3 +299,17 @@ func RestartKeys(old, next *Config) []string {
 	}
 	return keys
 }
+
+// Rejection is an edit of the file that was not applied.
+type Rejection struct {
+	At  time.Time
+	Err error
+}
+
+func (w *Watcher) reject(err error) {
+	w.rejected.Store(&Rejection{At: time.Now(), Err: err})
+}
+
+// Rejected returns the last edit that was rejected (the configuration
+// before it stays in force), or nil when the file's last edit was applied.
+func (w *Watcher) Rejected() *Rejection { return w.rejected.Load() }

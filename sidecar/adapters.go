@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -459,6 +460,7 @@ type eventSink struct {
 	events  *bus.Events
 	metrics *metrics
 	after   func()
+	log     *slog.Logger // one INFO line per event (nil: none)
 }
 
 func (e *eventSink) Publish(ctx context.Context, ev admission.Event) error {
@@ -470,6 +472,19 @@ func (e *eventSink) Publish(ctx context.Context, ev admission.Event) error {
 	err := e.events.Publish(ctx, we)
 	if err == nil {
 		e.metrics.events.Add(ctx, 1, metricAttrs("type", string(ev.Type)))
+	}
+	if e.log != nil {
+		attrs := []any{"job", clipID(ev.JobID), "lease", ev.LeaseID, "reason", ev.Reason}
+		if ev.Pct > 0 {
+			attrs = append(attrs, "pct", ev.Pct)
+		}
+		if !ev.Deadline.IsZero() {
+			attrs = append(attrs, "deadline", ev.Deadline.UTC().Format(time.RFC3339))
+		}
+		if err != nil {
+			attrs = append(attrs, "publish_err", err)
+		}
+		e.log.Info("lease "+eventVerb(string(ev.Type)), attrs...)
 	}
 	if e.after != nil {
 		e.after()
@@ -512,4 +527,19 @@ func (p *tracedPredictor) PredictP99(ctx context.Context, svcs []admission.Servi
 	}
 	span.SetAttributes(attribute.Float64("colocd.predicted_p99_ms", lat.P99MS), attribute.Float64("colocd.slo_p99_ms", svc.SLOP99MS))
 	return lat, nil
+}
+
+// eventVerb is what an event did to its lease, for the log.
+func eventVerb(t string) string {
+	switch t {
+	case bus.EventThrottle:
+		return "throttled"
+	case bus.EventRevoke:
+		return "revoked"
+	case bus.EventExpire:
+		return "expired"
+	case bus.EventRaise:
+		return "raised"
+	}
+	return t
 }

@@ -265,6 +265,10 @@ func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
 func (h *handler) wireLease(l admission.Lease) bus.Lease {
 	out := bus.Lease{ID: l.ID, JobID: l.JobID, Owner: l.Owner, ExpiresAt: l.ExpiresAt, ActiveThreadPct: l.Pct,
 		PinnedMemLimitMiB: l.MemoryMiB, Env: h.s.adm.Env(l), PIDs: slices.Clone(l.PIDs)}
+	var until time.Time
+	if out.State, until = l.State(); !until.IsZero() {
+		out.Deadline = &until
+	}
 	if g := l.Instance; g != nil {
 		out.PinnedMemLimitMiB = 0 // no MPS limit: the instance's memory is the job's
 		out.Instance = &bus.Instance{UUID: g.UUID, Profile: g.Profile, SMs: g.SMs, MemoryMiB: g.MemoryMiB}
@@ -447,6 +451,7 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 	for _, l := range st.Leases {
 		out.Leases = append(out.Leases, h.wireLease(l))
 	}
+	out.ConfigRejected = h.s.configRejected()
 	return out, nil
 }
 

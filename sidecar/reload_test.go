@@ -53,6 +53,42 @@ func TestSLOHotReloadThrottlesLease(t *testing.T) {
 	if got := st.Services[0].SLOP99MS; got != (p10+p100)/2/0.9 {
 		t.Errorf("status SLO %v, want the new one", got)
 	}
+	if l := st.Leases; len(l) != 1 || l[0].State != "throttling" || l[0].Deadline == nil || l[0].ActiveThreadPct >= 100 {
+		t.Errorf("status leases %+v: want the lease throttling below 100 %% until a deadline", l)
+	}
+	// Registered again (restarted at the new percentage), it is active.
+	if err := c.Register(ctx, s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{4242}}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := c.Renew(ctx, s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil || l.State != "active" || l.Deadline != nil {
+		t.Errorf("renew after the restart: %+v, %v; want active, no deadline", l, err)
+	}
+}
+
+// An edit the sidecar rejects shows in status until an edit is applied.
+func TestRejectedReloadShowsInStatus(t *testing.T) {
+	r := newReloading(t, 10000, "")
+	ctx := context.Background()
+	status := func() *bus.Status {
+		st, err := r.c.Status(ctx, r.s.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := status(); st.ConfigRejected != nil {
+		t.Fatalf("rejected %+v before any edit", st.ConfigRejected)
+	}
+	if err := os.WriteFile(r.path, []byte("services: [{name: broken"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually("the rejected edit in status", func() bool { return status().ConfigRejected != nil })
+	if rj := status().ConfigRejected; rj.Error == "" || rj.At.IsZero() {
+		t.Errorf("rejection %+v: want when and why", rj)
+	}
+	r.sloMS = 9000
+	r.write("")
+	r.eventually("the rejection cleared by an applied edit", func() bool { return status().ConfigRejected == nil })
 }
 
 // TestHotKeysAreWhatAdmissionApplies derives the keys a reload applies

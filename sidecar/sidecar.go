@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/colocd/colocd/admission"
@@ -62,7 +63,10 @@ type Sidecar struct {
 	service *bus.Service
 	http    *httpServer
 	watcher *configs.Watcher
-	checks  Checks
+	// applyRejected is the last reload the controller refused (nil after
+	// one it applied); the watcher keeps the file's own rejections.
+	applyRejected atomic.Pointer[configs.Rejection]
+	checks        Checks
 
 	mu      sync.Mutex
 	specs   []admission.ServiceSpec
@@ -325,7 +329,7 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	deps := admission.Deps{
 		Device:    admissionDevice(s.gpu, s.gpuInfo.Backend),
 		Store:     s.store,
-		Events:    &eventSink{events: events, metrics: s.tel.metrics, after: s.afterLeaseChange},
+		Events:    &eventSink{events: events, metrics: s.tel.metrics, after: s.afterLeaseChange, log: s.log.With("component", "leases")},
 		Predictor: &tracedPredictor{inner: s.model, tracer: s.tel.Tracer, metrics: s.tel.metrics},
 		Observer:  s.watched,
 		Logger:    s.log.With("component", "admission"),
@@ -505,13 +509,16 @@ func (s *Sidecar) applyReloads(ctx context.Context, updates <-chan *configs.Conf
 			specs, err := serviceSpecs(cfg)
 			if err != nil {
 				s.log.Error("config reload: keeping the old services", "err", err)
+				s.applyRejected.Store(&configs.Rejection{At: time.Now(), Err: err})
 				continue
 			}
 			r, err := s.adm.Reconfigure(ctx, admissionConfig(cfg, specs, s.visibleDevice()))
 			if errors.Is(err, admission.ErrInvalid) {
 				s.log.Error("config reload: keeping the old services and admission settings", "err", err)
+				s.applyRejected.Store(&configs.Rejection{At: time.Now(), Err: err})
 				continue
 			}
+			s.applyRejected.Store(nil)
 			s.mu.Lock()
 			s.specs = specs
 			s.mu.Unlock()
@@ -538,7 +545,14 @@ func (s *Sidecar) afterLeaseChange() {
 	s.fleet.changed()
 	leases := s.adm.Leases()
 	if s.tel != nil {
-		s.tel.metrics.leases.Record(context.Background(), int64(len(leases)))
+		byState := map[string]int64{admission.StateActive: 0, admission.StateThrottling: 0, admission.StateRevoked: 0}
+		for _, l := range leases {
+			st, _ := l.State()
+			byState[st]++
+		}
+		for st, n := range byState {
+			s.tel.metrics.leases.Record(context.Background(), n, metricAttrs("state", st))
+		}
 		pct := 0
 		for _, l := range leases {
 			pct += l.Pct
@@ -562,4 +576,21 @@ func (s *Sidecar) Close(ctx context.Context) error {
 		errs = append(errs, closers[i](ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// configRejected is the latest edit of the config file that was not
+// applied, by the watcher (it does not load or validate) or by the
+// controller; nil when the last edit was applied.
+func (s *Sidecar) configRejected() *bus.ConfigRejection {
+	var last *configs.Rejection
+	if s.watcher != nil {
+		last = s.watcher.Rejected()
+	}
+	if r := s.applyRejected.Load(); r != nil && (last == nil || r.At.After(last.At)) {
+		last = r
+	}
+	if last == nil {
+		return nil
+	}
+	return &bus.ConfigRejection{At: last.At.UTC(), Error: last.Err.Error()}
 }

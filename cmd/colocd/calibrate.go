@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/colocd/colocd/predictor/calibrate"
 
@@ -74,7 +75,7 @@ those records as a measurements file.`,
 			if out == "" {
 				return nil
 			}
-			cal, err := fitAll(cmd.Context(), m, opts)
+			cal, err := fitAll(cmd.Context(), m, opts, cmd.ErrOrStderr())
 			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
@@ -159,15 +160,43 @@ func loadMeasurements(w io.Writer, measPath, obsDir, measOut string) (*calibrate
 }
 
 // fitAll fits each mode that has records and returns one calibration.
-func fitAll(ctx context.Context, m *calibrate.Measurements, opts calibrate.FitOptions) (*predictor.Calibration, error) {
+func fitAll(ctx context.Context, m *calibrate.Measurements, opts calibrate.FitOptions, progress io.Writer) (*predictor.Calibration, error) {
 	cal := &predictor.Calibration{Format: predictor.CalibrationFormat, Device: m.Device}
 	var fitted bool
-	if ts, err := calibrate.FitTimeslice(ctx, m, opts); err == nil {
+	// A fit simulates every record many times (and once more per record
+	// with cross-validation): say what runs, and how long it took.
+	step := func(mode predictor.Mode, what string) func() {
+		n := 0
+		for _, r := range m.Records {
+			if r.Mode == mode {
+				n++
+			}
+		}
+		if n == 0 {
+			return func() {}
+		}
+		cv := ""
+		if opts.CrossValidate {
+			cv = fmt.Sprintf(", then %d leave-one-out refits", n)
+		}
+		fmt.Fprintf(progress, "colocd calibrate: fitting %s on %d records%s…\n", what, n, cv)
+		start := time.Now()
+		return func() {
+			fmt.Fprintf(progress, "colocd calibrate: %s done in %s\n", what, time.Since(start).Round(100*time.Millisecond))
+		}
+	}
+	done := step(predictor.ModeTimeslice, "time slicing")
+	ts, err := calibrate.FitTimeslice(ctx, m, opts)
+	done()
+	if err == nil {
 		cal.Timeslice, cal.Fit, fitted = ts.Timeslice, ts.Fit, true
 	} else if !errors.Is(err, calibrate.ErrNoRecords) {
 		return nil, err
 	}
-	if mp, err := calibrate.FitMPS(ctx, m, opts); err == nil {
+	done = step(predictor.ModeMPS, "mps")
+	mp, err := calibrate.FitMPS(ctx, m, opts)
+	done()
+	if err == nil {
 		cal.MPS, fitted = mp, true
 	} else if !errors.Is(err, calibrate.ErrNoRecords) {
 		return nil, err

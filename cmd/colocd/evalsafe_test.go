@@ -86,8 +86,12 @@ func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			select { // a case that failed before it asked left its reply
+			case <-reply:
+			default:
+			}
 			reply <- tt.reply
-			out, _, err := runCLI(t, "admit", "--server", nc.ConnectedUrl(), "--sidecar", "gpu-x", "--job", "j",
+			out, _, err := runCLI(t, "admit", "--server", nc.ConnectedUrl(), "--sidecar", "gpu-x", "--job", "j", "--memory-mib", "1000",
 				"--profile", profilesDir+"/v100-train-step.json", "--send-profile", "inline")
 			if tt.wantErr == "" && err != nil {
 				t.Fatalf("admit: %v", err)
@@ -123,7 +127,7 @@ func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
 	}
 	// --json prints the deny as JSON and still exits 3 (docs/cli.md).
 	reply <- `{"decision":"deny","reason":{"code":"max_jobs","message":"full"},"sidecar":"gpu-x"}`
-	out, _, err := runCLI(t, "admit", "--json", "--server", nc.ConnectedUrl(), "--sidecar", "gpu-x", "--job", "j",
+	out, _, err := runCLI(t, "admit", "--json", "--server", nc.ConnectedUrl(), "--sidecar", "gpu-x", "--job", "j", "--memory-mib", "1000",
 		"--profile", profilesDir+"/v100-train-step.json", "--send-profile", "inline")
 	if err == nil || !strings.Contains(err.Error(), "denied (max_jobs)") || !strings.Contains(out, `"decision": "deny"`) || exitCode(err) != exitDenied {
 		t.Errorf("admit --json of a deny: error %v (exit %d), output %q; want the JSON and exit 3", err, exitCode(err), out)

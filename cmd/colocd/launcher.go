@@ -229,7 +229,7 @@ func (f *admitFlags) register(cmd *cobra.Command) {
 	fs.Float64Var(&req.Job.Weight, "weight", 0, "what a unit of the job's throughput is worth against other jobs', in (0, 1000] (default 1)")
 	fs.StringVar(profilePath, "profile", "", "the job's training profile, colocd.profile/v1 (required)")
 	fs.StringVar(sendMode, "send-profile", sendAuto, "how the profile travels: inline (in the request), ref (uploaded through the sidecar, or with no --sidecar put in the colocd_profiles object store, then named by its sha256), or auto (ref only when the profile would not fit in one message)")
-	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "GPU memory the job needs, MiB")
+	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "GPU memory the job needs, MiB (required unless the profile has memory_mib)")
 	fs.IntVar(&req.Processes, "processes", 1, "GPU processes the job starts")
 	fs.IntVar(&req.Compute.MinPct, "min-pct", 10, "lowest MPS active-thread percentage the job accepts")
 	fs.IntVar(&req.Compute.MaxPct, "max-pct", 100, "highest MPS active-thread percentage the job wants")
@@ -295,6 +295,9 @@ func fillAdmitRequest(req *bus.AdmitRequest, profilePath string, lease time.Dura
 	}
 	if p.Kind != predictor.KindTraining {
 		return fmt.Errorf("--profile: want a training profile, got kind %q", p.Kind)
+	}
+	if req.MemoryMiB == 0 && p.MemoryMiB == 0 {
+		return fmt.Errorf("--memory-mib: want the GPU memory the job needs, in MiB (%s has no memory_mib to take it from)", profilePath)
 	}
 	if req.Profile, err = json.Marshal(p); err != nil {
 		return fmt.Errorf("--profile: %w", err)
@@ -454,6 +457,16 @@ func newRenewCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), l)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "lease %s renewed until %s\n", l.ID, l.ExpiresAt.Format(time.RFC3339))
+			// A renew is where a script that holds a lease by hand sees a
+			// throttle or a revoke it missed.
+			was := os.Getenv(envActiveThreads)
+			switch {
+			case l.State == "revoked":
+				fmt.Fprintf(cmd.ErrOrStderr(), "colocd: lease %s is revoked: stop its processes by %s\n", l.ID, deadlineOf(l))
+			case was != "" && l.Instance == nil && was != strconv.Itoa(l.ActiveThreadPct):
+				fmt.Fprintf(cmd.ErrOrStderr(), "colocd: lease %s is now at %d %% (the job's processes started at %s %%): restart them with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d and register them by %s, or use colocd run, which does\n",
+					l.ID, l.ActiveThreadPct, commentText(was), l.ActiveThreadPct, deadlineOf(l))
+			}
 			return nil
 		})
 }
@@ -530,6 +543,9 @@ func printStatus(w io.Writer, st *bus.Status) error {
 	}
 	fmt.Fprintf(w, "sidecar %s (%s, mode %s): %s\n", commentText(st.Sidecar), commentText(st.GPU.Name), commentText(st.Mode), ready)
 	fmt.Fprintf(w, "gpu %s: %d of %d MiB free\n", commentText(st.GPU.UUID), st.GPU.MemoryFreeMiB, st.GPU.MemoryTotalMiB)
+	if r := st.ConfigRejected; r != nil {
+		fmt.Fprintf(w, "config: the edit at %s was rejected, the configuration before it is in force: %s\n", r.At.Format(time.RFC3339), commentText(r.Error))
+	}
 	names := make([]string, 0, len(st.Health))
 	for n := range st.Health {
 		names = append(names, n)
@@ -564,13 +580,17 @@ func printStatus(w io.Writer, st *bus.Status) error {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "lease\tjob\towner\tpct\texpires\tpids\ton")
+	fmt.Fprintln(tw, "lease\tjob\towner\tpct\tstate\texpires\tpids\ton")
 	for _, l := range st.Leases {
 		on, pct := "shared", strconv.Itoa(l.ActiveThreadPct)
 		if l.Instance != nil {
 			on, pct = "MIG "+commentText(l.Instance.Profile)+" "+commentText(l.Instance.UUID)+" (whole)", "—"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\n", commentText(l.ID), commentText(l.JobID), commentText(l.Owner), pct, l.ExpiresAt.Format(time.RFC3339), l.PIDs, on)
+		state := commentText(l.State)
+		if l.Deadline != nil {
+			state += " until " + l.Deadline.Format(time.TimeOnly)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", commentText(l.ID), commentText(l.JobID), commentText(l.Owner), pct, state, l.ExpiresAt.Format(time.RFC3339), l.PIDs, on)
 	}
 	return tw.Flush()
 }
@@ -586,4 +606,16 @@ func numOrDash(v *float64) string {
 // (watch) prints with --json.
 func printJSONLine(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
+}
+
+// envActiveThreads is the percentage the job's processes started with
+// (admit's export).
+const envActiveThreads = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+
+// deadlineOf is a lease's deadline for a person, or "its next deadline".
+func deadlineOf(l *bus.Lease) string {
+	if l.Deadline == nil {
+		return "the deadline of its event"
+	}
+	return l.Deadline.Format(time.RFC3339)
 }

@@ -65,6 +65,12 @@ latency (TPOT) SLOs are written on.`,
 			if svgPath != "" && !sweepOn {
 				return usageError{fmt.Errorf("predict: --svg %s: want --sweep too (the chart is the sweep's)", svgPath)}
 			}
+			if sloMS < 0 || math.IsNaN(sloMS) || math.IsInf(sloMS, 0) {
+				return usageError{fmt.Errorf("predict: --slo-p99-ms: want a latency in ms ≥ 0 (0: none), got %g", sloMS)}
+			}
+			if sloMS > 0 && !sweepOn {
+				return usageError{fmt.Errorf("predict: --slo-p99-ms: only with --sweep")}
+			}
 			if sweepOn {
 				if predictor.Mode(mode) != predictor.ModeMPS {
 					return usageError{fmt.Errorf("predict: --sweep: want --mode mps, got %q", mode)}

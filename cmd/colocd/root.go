@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -62,7 +63,10 @@ func newRootCmd() *cobra.Command {
 // markUsageErrors makes the errors of flag parsing and of argument counts
 // usage errors (exit status 2), on c and every command below it.
 func markUsageErrors(c *cobra.Command) {
-	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+		return usageError{fmt.Errorf("%s: %w (see %s --help)", name, err, cmd.CommandPath())}
+	})
 	if a := c.Args; a != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := a(cmd, args); err != nil {
