@@ -18,6 +18,7 @@ import (
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/simserver"
+	"github.com/colocd/colocd/launch"
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
 	"github.com/colocd/colocd/sidecar"
@@ -56,6 +57,10 @@ type demoAsk struct {
 	memoryMiB        int
 	lease            time.Duration
 	want, wantCode   string
+	// supervised: the job runs under colocd run (launch.Run), which
+	// renews, restarts its worker on a throttle and releases at the end;
+	// the others' launcher works by hand.
+	supervised bool
 }
 
 // The script: what each launcher asks for, in order.
@@ -65,7 +70,7 @@ var demoAsks = []demoAsk{
 	{job: "huge-model", owner: "vision", what: "a job that needs more memory than is free", minPct: 5, maxPct: 20, memoryMiB: 136 << 10, lease: 10 * time.Minute,
 		want: bus.DecisionDeny, wantCode: "insufficient_memory"},
 	{job: "heavy-pretrain", owner: "research", what: "a heavy pre-training job, as much of the GPU as it can get", minPct: 5, maxPct: 100, memoryMiB: 40 << 10, lease: 10 * time.Minute,
-		want: bus.DecisionThrottle, wantCode: "throttled_to_fit"},
+		want: bus.DecisionThrottle, wantCode: "throttled_to_fit", supervised: true},
 	{job: "greedy-sweep", owner: "research", what: "a job that will not run below half the GPU", minPct: 50, maxPct: 100, memoryMiB: 8 << 10, lease: 10 * time.Minute,
 		want: bus.DecisionDeny, wantCode: "slo_violation"},
 }
@@ -102,7 +107,8 @@ embedded NATS server on a simulated H200, a simulated inference server
 jobs that run beside it, and a launcher that asks for four slots: a light
 job (granted), a heavy one (throttled), one that will not run below half
 the GPU (denied for the SLO) and one too big for the memory (denied). Each
-granted job starts a worker process and registers it. Then the server's
+granted job starts a worker process and registers it (the heavy one under
+colocd run, as a launcher would run it). Then the server's
 load rises to ` + fmt.Sprint(demoRiseRPS) + ` requests a second: the guard throttles, and the launcher
 restarts its worker at the new percentage. The light job's lease is not
 renewed and expires: the sidecar ends its MPS client and the launcher stops
@@ -149,6 +155,13 @@ type demo struct {
 	client  *bus.Client
 	id      string
 	workers demoWorkers
+
+	// The supervised job: what colocd run reported, the pid of its
+	// worker now, and how to stop it and wait for it.
+	runRecs  chan launch.Record
+	runPID   int
+	runLease string
+	stopRun  func()
 }
 
 // say records a step and, unless quiet, prints it: the first line after
@@ -245,6 +258,11 @@ func (d *demo) run(ctx context.Context, infPath, trainPath string) (err error) {
 	}
 	defer nc.Close()
 	d.client, d.id = bus.NewClient(nc, bus.WithTimeout(30*time.Second)), s.ID()
+	defer func() { // before the connection and the sidecar go
+		if d.stopRun != nil {
+			d.stopRun() // colocd run stops its worker and releases its lease
+		}
+	}()
 
 	var followers sync.WaitGroup
 	followCtx, stopFollowing := context.WithCancel(ctx)
@@ -417,6 +435,17 @@ func (d *demo) admit(ctx context.Context, a demoAsk, profile []byte) (*bus.Lease
 		d.say(st, lines...)
 		return nil, nil
 	}
+	if a.supervised {
+		pid, err := d.supervise(ctx, dec)
+		if err != nil {
+			return nil, err
+		}
+		st.PIDs = []int{pid}
+		lines = append(lines, fmt.Sprintf("     colocd run starts its worker (pid %d) with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%s, registers it and renews the lease (%s)",
+			pid, dec.Lease.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], a.lease))
+		d.say(st, lines...)
+		return dec.Lease, nil
+	}
 	pid, err := d.workers.start(a.job, dec.Lease.Env)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %s's worker: %w", a.job, err)
@@ -458,7 +487,7 @@ func (d *demo) watch(ctx context.Context, heavy, light *bus.Lease) error {
 		defer sub.Stop()
 		subs[l.JobID] = sub
 	}
-	d.say(demoStep{Kind: "wait", Job: light.JobID}, fmt.Sprintf("%s's launcher will not renew its lease; %s's renews it", light.JobID, heavy.JobID))
+	d.say(demoStep{Kind: "wait", Job: light.JobID}, fmt.Sprintf("%s's launcher will not renew its lease; %s's (colocd run) renews it", light.JobID, heavy.JobID))
 	renew := time.NewTicker(20 * time.Second)
 	defer renew.Stop()
 	poll := time.NewTicker(time.Second)
@@ -474,7 +503,7 @@ func (d *demo) watch(ctx context.Context, heavy, light *bus.Lease) error {
 		case <-rise.C:
 			d.say(demoStep{Kind: "load", RateRPS: demoRiseRPS}, fmt.Sprintf("the server's load rises: %d requests a second arrive from now on", demoRiseRPS))
 		case <-renew.C:
-			if heavyDone {
+			if heavyDone || heavy.ID == d.runLease { // colocd run renews its own
 				continue
 			}
 			if _, err := d.client.Renew(ctx, d.id, &bus.LeaseRef{LeaseID: heavy.ID, Token: heavy.Token}); err != nil {
@@ -541,7 +570,16 @@ func (d *demo) event(ctx context.Context, ev bus.Event, l *bus.Lease) error {
 	switch ev.Type {
 	case bus.EventThrottle:
 		lines := []string{fmt.Sprintf("guard: THROTTLE %s to %d %%: %s", ev.JobID, ev.ActiveThreadPct, commentText(ev.Reason))}
-		if ev.Deadline != nil {
+		if ev.Deadline != nil && d.runRecs != nil && l.ID == d.runLease {
+			old := d.runPID
+			rec, err := d.awaitRestart(ctx, ev)
+			if err != nil {
+				return err
+			}
+			st.PIDs = []int{old, d.runPID}
+			lines = append(lines, fmt.Sprintf("  colocd run restarts the worker at %d %% (pid %d -> %d) and registers it, %.1f s after the event, within the %s deadline",
+				ev.ActiveThreadPct, old, d.runPID, *rec.Seconds, ev.Deadline.Sub(ev.Time).Round(time.Second)))
+		} else if ev.Deadline != nil {
 			old := d.workers.pid(ev.JobID)
 			pid, err := d.workers.restart(ev.JobID, ev.Env)
 			if err != nil {
@@ -671,5 +709,75 @@ func (w *demoWorkers) stopAll() {
 	w.mu.Unlock()
 	for _, j := range jobs {
 		w.stop(j)
+	}
+}
+
+// supervise runs the granted job under launch.Run, colocd run's
+// supervisor: its worker is a sleep that it starts, registers, renews and
+// restarts on a throttle. It returns the worker's pid once registered.
+func (d *demo) supervise(ctx context.Context, dec *bus.Decision) (int, error) {
+	d.runRecs = make(chan launch.Record, 256)
+	d.runLease = dec.Lease.ID
+	granted := false
+	admit := func(context.Context) (*launch.Grant, error) {
+		if granted { // the scenario has one lease; no readmit
+			return nil, errors.New("demo: one lease only")
+		}
+		granted = true
+		return &launch.Grant{Sidecar: d.id, Decision: dec}, nil
+	}
+	cfg := launch.Config{Command: []string{"sleep", "3600"}, Env: os.Environ(), Grace: 5 * time.Second, Processes: 1,
+		OnRecord: func(r launch.Record) {
+			select {
+			case d.runRecs <- r:
+			default: // never that many unread; run must not wait on the demo
+			}
+		}}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = launch.Run(rctx, cfg, d.client, admit)
+	}()
+	d.stopRun = func() { cancel(); <-done }
+	for {
+		select {
+		case r := <-d.runRecs:
+			if r.Event == "started" && len(r.PIDs) > 0 {
+				d.runPID = r.PIDs[0]
+			}
+			if r.Event == "registered" {
+				return d.runPID, nil
+			}
+			if r.Event == "register_failed" || r.Event == "start_failed" {
+				return 0, fmt.Errorf("demo: colocd run: %s", r.Message)
+			}
+		case <-done:
+			return 0, errors.New("demo: colocd run ended before its worker was registered")
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
+	}
+}
+
+// awaitRestart waits for colocd run to restart the supervised worker at a
+// throttle's percentage (it has registered the new worker by then).
+func (d *demo) awaitRestart(ctx context.Context, ev bus.Event) (launch.Record, error) {
+	t := time.NewTimer(time.Until(*ev.Deadline))
+	defer t.Stop()
+	for {
+		select {
+		case r := <-d.runRecs:
+			if r.Event == "started" && len(r.PIDs) > 0 {
+				d.runPID = r.PIDs[0]
+			}
+			if r.Event == "restarted" && r.Pct == ev.ActiveThreadPct && r.Seconds != nil {
+				return r, nil
+			}
+		case <-t.C:
+			return launch.Record{}, fmt.Errorf("demo: colocd run did not restart %s's worker at %d %% by the deadline", ev.JobID, ev.ActiveThreadPct)
+		case <-ctx.Done():
+			return launch.Record{}, context.Cause(ctx)
+		}
 	}
 }
