@@ -573,12 +573,16 @@ const (
 	StateThrottling = "throttling"
 	// StateRevoked: it cannot be renewed, and ends at the deadline.
 	StateRevoked = "revoked"
+	// StateReleased: given back; listed until its processes are gone.
+	StateReleased = "released"
 )
 
 // State says where the lease is, and until when for a throttled or
 // revoked one (zero for an active one).
 func (l *Lease) State() (string, time.Time) {
 	switch {
+	case l.Released:
+		return StateReleased, l.Deadline
 	case l.Revoked:
 		return StateRevoked, l.Deadline
 	case l.awaitingRestart() && !l.Deadline.IsZero():

@@ -223,8 +223,9 @@ type Lease struct {
 	// ActiveThreadPct and PinnedMemLimitMiB do not apply.
 	Instance *Instance `json:"instance,omitempty"`
 	// State is "active"; "throttling" (lowered: its workers must restart
-	// at ActiveThreadPct and be registered by Deadline); or "revoked" (it
-	// ends at Deadline). Set in status and renew answers.
+	// at ActiveThreadPct and be registered by Deadline); "revoked" (it
+	// ends at Deadline); or "released" (given back, listed until its
+	// processes are gone). Set in status and renew answers.
 	State    string     `json:"state,omitempty"`
 	Deadline *time.Time `json:"deadline,omitempty"`
 }

@@ -545,7 +545,7 @@ func (s *Sidecar) afterLeaseChange() {
 	s.fleet.changed()
 	leases := s.adm.Leases()
 	if s.tel != nil {
-		byState := map[string]int64{admission.StateActive: 0, admission.StateThrottling: 0, admission.StateRevoked: 0}
+		byState := map[string]int64{admission.StateActive: 0, admission.StateThrottling: 0, admission.StateRevoked: 0, admission.StateReleased: 0}
 		for _, l := range leases {
 			st, _ := l.State()
 			byState[st]++
