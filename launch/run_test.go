@@ -585,3 +585,21 @@ func TestDeniedStartsNothing(t *testing.T) {
 		t.Errorf("the command ran: %q", got)
 	}
 }
+
+// TestMissingCommand: a command that does not exist exits 127, as a shell
+// says it, with the lease released.
+func TestMissingCommand(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, 100000, "")
+	c := n.client()
+	var recs records
+	cfg, _ := config(t, &recs)
+	cfg.Command = []string{"/no/such/trainer"}
+	res, err := Run(context.Background(), cfg, c, n.admitter(c, "missing-1", 0))
+	if res.Status != 127 || err == nil {
+		t.Errorf("run: %+v, %v; want 127 and the error", res, err)
+	}
+	if len(recs.of("released")) != 1 || len(leases(c)) != 0 {
+		t.Errorf("the lease was not released:\n%s", &recs)
+	}
+}

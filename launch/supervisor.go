@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -138,7 +140,14 @@ func (s *supervisor) run(ctx context.Context) (Result, error) {
 		s.release(exitAt, end)
 		switch {
 		case err != nil:
-			return Result{Status: 1, Restarts: s.restarts}, err
+			// As a shell says it: 127 no such command, 126 not runnable.
+			code := 1
+			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+				code = 127
+			} else if errors.Is(err, fs.ErrPermission) {
+				code = 126
+			}
+			return Result{Status: code, Restarts: s.restarts}, err
 		case end == endExited:
 			return Result{Status: status, Restarts: s.restarts}, nil
 		case end == endSignaled:
