@@ -76,16 +76,24 @@ func newMux(checks Checks, reg *prometheus.Registry) *http.ServeMux {
 // httpServer is the sidecar's HTTP endpoint.
 type httpServer struct {
 	srv *http.Server
-	ln  net.Listener
+	ln  *connLimiter
 }
 
-// listenHTTP binds addr (host:port; port 0 picks one).
+// listenHTTP binds addr (host:port; port 0 picks one), with a deadline on
+// every read and write and at most maxHTTPConns connections.
 func listenHTTP(addr string, h http.Handler) (*httpServer, error) {
-	ln, err := net.Listen("tcp", addr)
+	return listenHTTPMax(addr, h, maxHTTPConns)
+}
+
+func listenHTTPMax(addr string, h http.Handler, max int) (*httpServer, error) {
+	inner, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	return &httpServer{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, ln: ln}, nil
+	ln := newConnLimiter(inner, max)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
+		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: httpMaxHeaderBytes, ConnState: ln.track}
+	return &httpServer{srv: srv, ln: ln}, nil
 }
 
 // Addr is the bound address.

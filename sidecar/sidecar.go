@@ -164,6 +164,7 @@ func (s *Sidecar) readiness() Checks {
 			return nil
 		},
 		"store": func() error { return s.checkStore(context.Background()) },
+		"fds":   checkFDs,
 		"predictor": func() error {
 			if len(s.services()) == 0 {
 				return errors.New("no inference service configured")
