@@ -119,14 +119,18 @@ func (c *Controller) Release(ctx context.Context, leaseID, token string) error {
 func (c *Controller) Register(ctx context.Context, leaseID, token string, pids []int) error {
 	var f fields
 	if len(pids) == 0 || len(pids) > MaxProcesses {
+		// Said at once: no work, and no error text, grows with the list.
 		f.add("pids", fmt.Sprintf("1 to %d process ids", MaxProcesses), strconv.Itoa(len(pids)))
+		return f.err("register")
 	}
+	seen := make(map[int]bool, len(pids))
 	for i, p := range pids {
 		if p < 1 || p > MaxPID {
 			f.add(fmt.Sprintf("pids[%d]", i), fmt.Sprintf("a process id in [1, %d]", MaxPID), strconv.Itoa(p))
-		} else if slices.Contains(pids[:i], p) {
+		} else if seen[p] {
 			f.add(fmt.Sprintf("pids[%d]", i), "a process id not already listed", strconv.Itoa(p))
 		}
+		seen[p] = true
 	}
 	if err := f.err("register"); err != nil {
 		return err

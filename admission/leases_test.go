@@ -357,3 +357,28 @@ func TestRegisterChecksGPUProcesses(t *testing.T) {
 		t.Errorf("leases %+v: the refused registers changed nothing", got)
 	}
 }
+
+// A register of far more PIDs than a job may have (a hostile launcher's
+// 125,000) is refused for its count alone: an error of one line, naming
+// the field, whatever the list holds.
+func TestRegisterHugeListRefusedByCount(t *testing.T) {
+	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
+	ctx := context.Background()
+	d, err := h.c.Decide(ctx, request("gpu-huge"))
+	if err != nil || d.Lease == nil {
+		t.Fatalf("decide: %+v, %v", d, err)
+	}
+	pids := make([]int, 125_000)
+	for i := range pids {
+		pids[i] = 1 + i%7 // repeats and all: not looked at
+	}
+	err = h.c.Register(ctx, d.Lease.ID, tokenOf(d), pids)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "pids") || len(err.Error()) > 200 {
+		t.Errorf("register of %d pids: %v (%d bytes), want a short ErrInvalid naming pids", len(pids), err, len(err.Error()))
+	}
+	// Repeats in a list of allowed length are found, each once.
+	err = h.c.Register(ctx, d.Lease.ID, tokenOf(d), []int{5, 6, 5, 6})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "pids[2]") || !strings.Contains(err.Error(), "pids[3]") {
+		t.Errorf("register with repeats: %v, want pids[2] and pids[3] named", err)
+	}
+}

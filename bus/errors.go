@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Error codes of the NATS API, carried in micro's Nats-Service-Error-Code
@@ -106,8 +107,20 @@ func wireError(err error) (code, desc string) {
 	if strings.TrimSpace(d) == "" {
 		d = "error " + strconv.Itoa(c)
 	}
+	if len(d) > MaxErrorBytes { // a header, inside a message of bounded size
+		cut := MaxErrorBytes
+		for cut > 0 && !utf8.RuneStart(d[cut]) {
+			cut--
+		}
+		d = d[:cut] + "…"
+	}
 	return strconv.Itoa(c), d
 }
+
+// MaxErrorBytes bounds an error's description on the wire: whatever a
+// request made it say (every field it got wrong), the answer fits in a
+// message.
+const MaxErrorBytes = 4096
 
 // parseWireError builds an *Error from micro's error headers.
 func parseWireError(code, desc string) *Error {

@@ -3,7 +3,9 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -58,5 +60,15 @@ func TestWireErrorRoundTrip(t *testing.T) {
 	}
 	if got := parseWireError("teapot", "x"); got.Code != CodeInternal {
 		t.Errorf("non-numeric code parsed as %d", got.Code)
+	}
+}
+
+// An error that says a lot (a request with every field wrong) is cut to
+// MaxErrorBytes on the wire, on a character boundary.
+func TestWireErrorBounded(t *testing.T) {
+	long := BadRequest(strings.Repeat("é field: want x, got y; ", 5000))
+	_, desc := wireError(long)
+	if len(desc) > MaxErrorBytes+len("…") || !utf8.ValidString(desc) || !strings.HasSuffix(desc, "…") {
+		t.Errorf("description of %d bytes (valid UTF-8 %v), want at most %d and cut with …", len(desc), utf8.ValidString(desc), MaxErrorBytes)
 	}
 }
