@@ -348,7 +348,7 @@ func natsOptions(opts ConnectOptions) ([]nats.Option, error) {
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(time.Second),
 	}
-	nopts = append(nopts, logHandlers(opts.Logger)...)
+	nopts = append(nopts, LogHandlers(opts.Logger)...)
 	if opts.Credentials != "" {
 		nopts = append(nopts, nats.UserCredentials(opts.Credentials))
 	}
@@ -368,9 +368,9 @@ func natsOptions(opts ConnectOptions) ([]nats.Option, error) {
 	return append(nopts, opts.Options...), nil
 }
 
-// logHandlers reports the connection's state changes and async errors to
+// LogHandlers reports the connection's state changes and async errors to
 // log (nil: nowhere).
-func logHandlers(log *slog.Logger) []nats.Option {
+func LogHandlers(log *slog.Logger) []nats.Option {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -191,4 +193,58 @@ func TestEmbeddedRefusesTwoStores(t *testing.T) {
 			t.Errorf("%s: %v", acc, err)
 		}
 	}
+}
+
+// A slow consumer on a connection with LogHandlers is an error in the
+// structured log, not a line on stderr.
+func TestLogHandlersLogSlowConsumers(t *testing.T) {
+	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1})
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	nc, err := nats.Connect(ns.ClientURL(), LogHandlers(log)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	block := make(chan struct{})
+	defer close(block)
+	sub, err := nc.Subscribe("flood", func(*nats.Msg) { <-block })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(4, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	for range 64 {
+		if err := nc.Publish("flood", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc.Flush()
+	for end := time.Now().Add(time.Minute); !strings.Contains(buf.String(), "slow consumer"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no slow consumer error in the log a minute on: %q", buf.String())
+		}
+	}
+	if !strings.Contains(buf.String(), "subject=flood") {
+		t.Errorf("log %q does not name the subject", buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the connection's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -286,7 +286,10 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 			return nil, fmt.Errorf("embedded nats server: %w", err)
 		}
 		s.closers = append(s.closers, func(context.Context) error { s.embed.Shutdown(); return nil })
-		s.nc, err = s.embed.Conn(append([]nats.Option{nats.Name("colocd " + s.id)}, s.opts.NATSOptions...)...)
+		// Its async errors (a slow consumer) go to the structured log, not
+		// to stderr.
+		opts := append([]nats.Option{nats.Name("colocd " + s.id)}, bus.LogHandlers(s.log.With("component", "nats"))...)
+		s.nc, err = s.embed.Conn(append(opts, s.opts.NATSOptions...)...)
 	} else {
 		s.nc, err = bus.Connect(c.URL, bus.ConnectOptions{Credentials: c.Credentials, NKeySeedFile: c.NKey,
 			TLS: bus.TLSFiles{CA: c.TLS.CA, Cert: c.TLS.Cert, Key: c.TLS.Key}, Name: "colocd " + s.id,
