@@ -384,14 +384,22 @@ func LogHandlers(log *slog.Logger) []nats.Option {
 		nats.ClosedHandler(func(*nats.Conn) {
 			log.Info("nats connection closed")
 		}),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			subject := ""
-			if sub != nil {
-				subject = sub.Subject
-			}
-			log.Warn("nats async error", "subject", subject, "err", err)
-		}),
+		ErrorLogHandler(log),
 	}
+}
+
+// ErrorLogHandler reports a connection's async errors (a slow consumer's
+// dropped messages) to log, instead of nats.go's default line on stderr.
+// Unlike LogHandlers it reports nothing of the connection's closing, which
+// comes after the owner has returned (an in-process connection's).
+func ErrorLogHandler(log *slog.Logger) nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		subject := ""
+		if sub != nil {
+			subject = sub.Subject
+		}
+		log.Warn("nats async error", "subject", subject, "err", err)
+	})
 }
 
 // writableDir makes dir if need be and checks that files can be written in

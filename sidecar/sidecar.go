@@ -288,7 +288,7 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 		s.closers = append(s.closers, func(context.Context) error { s.embed.Shutdown(); return nil })
 		// Its async errors (a slow consumer) go to the structured log, not
 		// to stderr.
-		opts := append([]nats.Option{nats.Name("colocd " + s.id)}, bus.LogHandlers(s.log.With("component", "nats"))...)
+		opts := []nats.Option{nats.Name("colocd " + s.id), bus.ErrorLogHandler(s.log.With("component", "nats"))}
 		s.nc, err = s.embed.Conn(append(opts, s.opts.NATSOptions...)...)
 	} else {
 		s.nc, err = bus.Connect(c.URL, bus.ConnectOptions{Credentials: c.Credentials, NKeySeedFile: c.NKey,
