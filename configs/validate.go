@@ -317,8 +317,10 @@ func (c *Config) checkServices(ck *checker) {
 		if s.IsEngine() {
 			checkEngine(ck, at, &s, c.Predictor.Requests)
 		} else {
-			if !(s.RateRPS > 0) || math.IsInf(s.RateRPS, 0) {
-				ck.add(at+".rate_rps", "a request rate above 0 (req/s)", fmtFloat(s.RateRPS))
+			// The predictor's own range: a rate outside it would make every
+			// admit a 503 while the sidecar looks ready.
+			if !(s.RateRPS >= predictor.MinRateRPS && s.RateRPS <= predictor.MaxRateRPS) {
+				ck.add(at+".rate_rps", "a request rate in "+predictor.RateRange, fmtFloat(s.RateRPS))
 			}
 			if !(s.SLO.P99MS > 0) || math.IsInf(s.SLO.P99MS, 0) {
 				ck.add(at+".slo.p99_ms", "a latency above 0 (ms)", fmtFloat(s.SLO.P99MS))

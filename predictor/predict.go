@@ -17,6 +17,12 @@ const (
 // MinRateRPS is the lowest request rate accepted: one request per 1,000 s.
 const MinRateRPS = 0.001
 
+// MaxRateRPS is the highest request rate accepted.
+const MaxRateRPS = 1e9
+
+// RateRange is [MinRateRPS, MaxRateRPS] as errors say it.
+const RateRange = "[0.001, 1e9] req/s"
+
 // DefaultRequests is the number of simulated requests when a scenario sets none.
 const DefaultRequests = 2000
 
@@ -139,8 +145,8 @@ func checkRate(c *fieldChecker, prefix string, rate, load float64) {
 	case rate == 0 && load == 0:
 		c.add(prefix+"rate", "a rate in req/s (> 0) or a load fraction", "neither")
 	case rate != 0:
-		if !(rate >= MinRateRPS && rate <= 1e9) {
-			c.add(prefix+"rate", "a rate in [0.001, 1e9] req/s", fmtFloat(rate))
+		if !(rate >= MinRateRPS && rate <= MaxRateRPS) {
+			c.add(prefix+"rate", "a rate in "+RateRange, fmtFloat(rate))
 		}
 	default:
 		if !(load > 0 && load < 1) {
