@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
@@ -141,6 +142,12 @@ func NKeySeedFile(path string) (string, error) {
 	if fi.Mode().Perm()&0o077 != 0 {
 		return "", fmt.Errorf("nkey seed file %s: mode %04o lets others read it: want 0600 (chmod 600 %s)", path, fi.Mode().Perm(), path)
 	}
+	if err := privatePath(path); err != nil {
+		return "", fmt.Errorf("nkey seed file: %w", err)
+	}
+	if err := privatePath(filepath.Dir(path)); err != nil {
+		return "", fmt.Errorf("nkey seed file's directory: %w", err)
+	}
 	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
 	if err != nil {
 		return "", fmt.Errorf("nkey seed file %s: want a user seed (SU…): %w", path, err)
@@ -182,4 +189,24 @@ func createSeedFile(path string) (string, error) {
 		return "", fmt.Errorf("nkey seed file %s: %w", path, err)
 	}
 	return pub, nil
+}
+
+// privatePath refuses a file or directory that someone else could replace
+// or change: owned by another user than this process's (root may own it:
+// a mounted Secret), or writable by everyone (a directory with the sticky
+// bit, like /tmp, lets others add files but not replace ours).
+func privatePath(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if uid := int(st.Uid); uid != os.Geteuid() && uid != 0 {
+			return fmt.Errorf("%s is owned by uid %d, not by this process's %d or root: another user could replace it", path, uid, os.Geteuid())
+		}
+	}
+	if fi.Mode().Perm()&0o002 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+		return fmt.Errorf("%s: mode %04o lets anyone write it: want no write for others (chmod o-w %s)", path, fi.Mode().Perm(), path)
+	}
+	return nil
 }

@@ -418,3 +418,31 @@ func eventsAndLeases(t *testing.T, dial func(*testing.T) (*nats.Conn, *nats.Conn
 	}
 	return side, launcher, ctx, kv, js, events
 }
+
+// A seed file, or the directory it or the store is in, that anyone may
+// write is refused at start, naming the path: another user could swap it.
+func TestPrivatePaths(t *testing.T) {
+	dir := t.TempDir()
+	seed := filepath.Join(dir, "launcher.nk")
+	if _, err := NKeySeedFile(seed); err != nil {
+		t.Fatalf("a new seed file: %v", err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NKeySeedFile(seed); err == nil || !strings.Contains(err.Error(), "lets anyone write it") || !strings.Contains(err.Error(), dir) {
+		t.Errorf("seed in a world-writable directory: %v, want it refused naming %s", err, dir)
+	}
+	if err := writableDir(dir); err == nil || !strings.Contains(err.Error(), "lets anyone write it") {
+		t.Errorf("a world-writable store directory: %v, want it refused", err)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil { // sticky, like /tmp: others cannot replace our files
+		t.Fatal(err)
+	}
+	if _, err := NKeySeedFile(seed); err != nil {
+		t.Errorf("seed in a sticky directory: %v", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+}

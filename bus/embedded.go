@@ -409,6 +409,9 @@ func writableDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	if err := privatePath(dir); err != nil {
+		return err
+	}
 	f, err := os.CreateTemp(dir, ".colocd-write-check-*")
 	if err != nil {
 		return fmt.Errorf("%s is not writable: %w", dir, err)
