@@ -151,7 +151,7 @@ func (m *Model) PredictP99(ctx context.Context, svcs []ServiceSpec, i int, train
 	if lats, ok := m.lookup(key); ok {
 		return lats[i], nil
 	}
-	lats, err := m.simulate(svcs, trainers, mode)
+	lats, err := m.simulate(ctx, svcs, trainers, mode)
 	if err != nil {
 		return Latency{}, err
 	}
@@ -162,8 +162,11 @@ func (m *Model) PredictP99(ctx context.Context, svcs []ServiceSpec, i int, train
 // simulate runs one prediction of every service on a pooled
 // predictor.Predictor, as `colocd predict` does with one --inference per
 // service in their order.
-func (m *Model) simulate(svcs []ServiceSpec, trainers []Trainer, mode predictor.Mode) ([]Latency, error) {
+func (m *Model) simulate(ctx context.Context, svcs []ServiceSpec, trainers []Trainer, mode predictor.Mode) ([]Latency, error) {
 	sc := &predictor.Scenario{
+		// A request whose deadline passes stops its simulation: the work a
+		// hostile profile costs ends with its caller's wait.
+		Done:       ctx.Done(),
 		Inference:  svcs[0].Profile,
 		RateRPS:    svcs[0].RateRPS,
 		BurstSteps: svcs[0].BurstSteps,

@@ -2,8 +2,10 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/colocd/colocd/predictor"
 	"github.com/google/go-cmp/cmp"
@@ -223,5 +225,27 @@ func TestModelOnInstance(t *testing.T) {
 	}
 	if m.key([]ServiceSpec{svc}, trainers, predictor.ModeMPS) == whole.key([]ServiceSpec{svc}, trainers, predictor.ModeMPS) {
 		t.Error("the instance is not in the cache key")
+	}
+}
+
+// A prediction whose caller's deadline passes stops its simulation: a
+// hostile profile (two half-microsecond kernels, the cost of seconds of
+// simulation) costs its caller's wait, not the event cap; nothing is
+// cached, and the next caller with time predicts afresh.
+func TestModelStopsAtTheDeadline(t *testing.T) {
+	m := newTestModel(t)
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: 10}
+	hostile := &predictor.Profile{Format: predictor.ProfileFormat, Name: "hostile", Kind: predictor.KindTraining,
+		Device: predictor.Device{Name: "test GPU", SMs: 100}, MemoryMiB: 10, Ops: []predictor.Op{
+			{Name: "a", DurUS: 0.5, SM: 1, Occupancy: 1}, {Name: "b", DurUS: 0.5, SM: 1, Occupancy: 1}}}
+	trainers := []Trainer{{Profile: hostile, Key: hostile.Key(), Pct: 100}}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	_, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, trainers, predictor.ModeMPS)
+	if !errors.Is(err, predictor.ErrCanceled) {
+		t.Fatalf("a canceled prediction: %v, want predictor.ErrCanceled", err)
+	}
+	if m.Known([]ServiceSpec{svc}, 0, trainers, predictor.ModeMPS) {
+		t.Error("a canceled prediction was cached")
 	}
 }

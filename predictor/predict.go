@@ -51,6 +51,10 @@ type Scenario struct {
 	// Confidence is the level of the reported intervals (0:
 	// DefaultConfidence).
 	Confidence float64
+	// Done, when set and closed, ends the simulation early with
+	// ErrCanceled: a caller whose deadline passed (a request's) stops
+	// paying for it. It is no part of what is predicted.
+	Done <-chan struct{} `json:"-"`
 
 	// BurstSteps, when set (≥ 1), makes the first service an LLM engine
 	// (continuous batching): its profile is one engine step, RateRPS is in
@@ -259,6 +263,7 @@ func (sc *Scenario) ops(p *Profile) []Op {
 // prepare expands the scenario's workloads and draws every service's
 // arrivals (arrivalsFor); pr.rates holds each service's rate.
 func (pr *Predictor) prepare(sc *Scenario) error {
+	pr.ts.stop, pr.soloTS.stop, pr.mps.stop, pr.soloMPS.stop = sc.Done, sc.Done, sc.Done, sc.Done
 	svcs := sc.services()
 	pr.svcOps = pr.svcOps[:0]
 	pr.rates, pr.bursts = pr.rates[:0], pr.bursts[:0]

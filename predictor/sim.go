@@ -16,6 +16,14 @@ var errEmptyUnit = errors.New("workload has no GPU time")
 // take minutes. 200 M events is about two seconds.
 const MaxEvents = 200_000_000
 
+// ErrCanceled is returned when a simulation's Scenario.Done closed before
+// it ended: its deadline passed.
+var ErrCanceled = errors.New("simulation canceled: its deadline passed")
+
+// cancelCheck is how often, in events, a simulation looks whether it was
+// canceled: a few microseconds of work between looks.
+const cancelCheck = 1 << 14
+
 // ErrTooManyEvents is returned when a simulation exceeds MaxEvents.
 var ErrTooManyEvents = errors.New("simulation exceeds 200 million events: the request rate is too low for the number of requests (use fewer requests or a higher rate)")
 
@@ -98,6 +106,10 @@ type simState struct {
 	svc     []svcState
 	pending int // services with requests left
 	res     simResult
+	// stop, when closed, ends the run at its next check (Scenario.Done);
+	// canceled says it did.
+	stop     <-chan struct{}
+	canceled bool
 }
 
 // reset loads the workloads (the first contexts serve arrivals, one per
@@ -152,18 +164,35 @@ func (s *simState) reset(services [][]Op, training [][]Op, arrivals [][]float64)
 	r.latency, r.service = r.svc[0].latency, r.svc[0].service
 	r.progress = growFloats(r.progress, len(training))
 	r.events, r.endUS = 0, 0
+	s.canceled = false
 	return nil
 }
 
 // done reports whether every request has completed, or the event budget
 // is spent (run then reports ErrTooManyEvents).
-func (s *simState) done() bool { return s.pending == 0 || s.res.events > maxEvents }
+func (s *simState) done() bool {
+	if s.pending == 0 || s.res.events > maxEvents {
+		return true
+	}
+	if s.stop != nil && s.res.events%cancelCheck == 0 {
+		select {
+		case <-s.stop:
+			s.canceled = true
+			return true
+		default:
+		}
+	}
+	return false
+}
 
 // maxEvents is MaxEvents; tests lower it.
 var maxEvents = MaxEvents
 
 // result finishes the run, or reports that it ran out of events.
 func (s *simState) result(now float64) (*simResult, error) {
+	if s.canceled {
+		return nil, ErrCanceled
+	}
 	if s.res.events > maxEvents {
 		return nil, ErrTooManyEvents
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // uniformProfile builds a profile of n ops of durUS each, each preceded by gapUS.
@@ -335,5 +336,43 @@ func TestTrainerInLongGapHasFiniteSlowdown(t *testing.T) {
 	}
 	if _, err := json.Marshal(pred); err != nil {
 		t.Errorf("prediction does not encode: %v", err)
+	}
+}
+
+// A simulation whose caller stopped waiting (Scenario.Done closed) ends
+// at its next check with ErrCanceled, in both modes, however much work was
+// left; an open Done changes nothing of the prediction.
+func TestSimulationCanceled(t *testing.T) {
+	inf := uniformProfile("inf", KindInference, 2, 100, 0)
+	train := uniformProfile("train", KindTraining, 1, 2, 0) // 2 µs kernels: up to the event cap
+	closed := make(chan struct{})
+	close(closed)
+	sc := &Scenario{Inference: inf, Training: []*Profile{train}, RateRPS: MinRateRPS, Requests: 10, Seed: 1, Done: closed}
+	var pr Predictor
+	if _, err := pr.PredictTimeslice(sc, testParams); !errors.Is(err, ErrCanceled) {
+		t.Errorf("timeslice: err = %v, want ErrCanceled", err)
+	}
+	mps := &Scenario{Inference: uniformProfile("long", KindInference, 1, 1e6, 0), Training: []*Profile{train}, RateRPS: 1, Requests: 10, Seed: 1, Done: closed}
+	if _, err := pr.PredictMPS(mps, MPSParams{}); !errors.Is(err, ErrCanceled) {
+		t.Errorf("mps: err = %v, want ErrCanceled", err)
+	}
+	// Canceled midway: the scenario would run to the 200 million event cap.
+	stop := make(chan struct{})
+	sc.Done = stop
+	go func() { time.Sleep(20 * time.Millisecond); close(stop) }()
+	if _, err := pr.PredictTimeslice(sc, testParams); !errors.Is(err, ErrCanceled) {
+		t.Errorf("timeslice canceled midway: err = %v, want ErrCanceled", err)
+	}
+	// The predictor is reusable after a cancel, and an open Done is no
+	// part of what is predicted.
+	ok := &Scenario{Inference: inf, Training: []*Profile{uniformProfile("t", KindTraining, 4, 500, 10)}, RateRPS: 50, Requests: 200, Seed: 1}
+	want, err := pr.PredictTimeslice(ok, testParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok.Done = make(chan struct{})
+	got, err := pr.PredictTimeslice(ok, testParams)
+	if err != nil || got.Inference.LatencyMS.P99 != want.Inference.LatencyMS.P99 {
+		t.Errorf("with an open Done: p99 %v (%v), want %v", got.Inference.LatencyMS.P99, err, want.Inference.LatencyMS.P99)
 	}
 }
