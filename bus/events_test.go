@@ -221,3 +221,24 @@ func TestOpenEventsUpdatesLimits(t *testing.T) {
 		}
 	}
 }
+
+// A watch consumer's name is 26 random base32 characters (130 bits), not
+// a nuid that follows the one before: one launcher cannot guess another's.
+func TestWatchConsumerNamesUnguessable(t *testing.T) {
+	e := startServer(t)
+	openEvents(t, e, "gpu-a")
+	c := NewClient(connect(t, e))
+	names := map[string]bool{}
+	for range 3 {
+		wc, err := c.watch(testCtx(t), "gpu-a", WatchRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := wc.cons.CachedInfo().Name
+		wc.close()
+		if len(name) != 26 || names[name] {
+			t.Errorf("consumer %q: want 26 characters, none seen before", name)
+		}
+		names[name] = true
+	}
+}

@@ -2,12 +2,12 @@ package bus
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/nats-io/nuid"
 )
 
 // EndpointWatch is the endpoint that makes a launcher's consumer on the
@@ -78,7 +78,9 @@ func (s *Service) watch(ctx context.Context, req micro.Request) (any, error) {
 		}
 	}
 	cfg := jetstream.ConsumerConfig{
-		Name:              nuid.Next(),
+		// 130 random bits: no launcher can guess another's consumer
+		// (a nuid is sequential from a random prefix).
+		Name:              rand.Text(),
 		FilterSubject:     filter,
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		AckPolicy:         jetstream.AckNonePolicy,
