@@ -7,6 +7,10 @@ PKGS      := ./...
 # at the deadline (golang/go#75804, fixed in go1.27), which failed CI once.
 FUZZTIME  ?= 100000x
 STATICCHECK_VERSION := v0.8.2
+# go-nvml's cgo prologue calls NVML functions the header marks deprecated:
+# hundreds of warnings on every build would hide a real one. Go's default
+# flags, without that warning.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
 .PHONY: build run demo predict replay calibration-study test test-race test-plain harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench fleet clean
