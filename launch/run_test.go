@@ -380,14 +380,7 @@ func TestThrottleRestartsAtNewPercentage(t *testing.T) {
 	c := n.client()
 	var recs records
 	cfg, log := config(t, &recs)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	done := make(chan Result, 1)
-	go func() {
-		res, _ := Run(ctx, cfg, c, n.admitter(c, "thr-1", 0))
-		done <- res
-	}()
-	waitFor(t, "registered", func() bool { return len(recs.of("registered")) == 1 })
+	done, cancel := n.launch(t, cfg, c, "thr-1", 0, &recs)
 	n.slo = (p10 + p100) / 2 / 0.9
 	n.write()
 	waitFor(t, "restarted", func() bool { return len(recs.of("restarted")) == 1 })
@@ -438,13 +431,7 @@ func TestSignalActionLetsTheJobCheckpoint(t *testing.T) {
 	var recs records
 	cfg, log := config(t, &recs)
 	cfg.OnThrottle = Action{Signal: syscall.SIGUSR1}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan Result, 1)
-	go func() {
-		res, _ := Run(ctx, cfg, c, n.admitter(c, "sig-1", 0))
-		done <- res
-	}()
-	waitFor(t, "registered", func() bool { return len(recs.of("registered")) == 1 })
+	done, cancel := n.launch(t, cfg, c, "sig-1", 0, &recs)
 	n.slo = (p10 + p100) / 2 / 0.9
 	n.write()
 	waitFor(t, "restarted", func() bool { return len(log.starts(t)) == 2 })
@@ -465,12 +452,7 @@ func TestRevokeStopsTheCommand(t *testing.T) {
 	c := n.client()
 	var recs records
 	cfg, log := config(t, &recs)
-	done := make(chan Result, 1)
-	go func() {
-		res, _ := Run(context.Background(), cfg, c, n.admitter(c, "rev-1", 0))
-		done <- res
-	}()
-	waitFor(t, "registered", func() bool { return len(recs.of("registered")) == 1 })
+	done, _ := n.launch(t, cfg, c, "rev-1", 0, &recs)
 	n.slo = 0.001
 	n.write()
 	select {
@@ -497,13 +479,7 @@ func TestSidecarRestartKeepsTheCommand(t *testing.T) {
 	var recs records
 	cfg, log := config(t, &recs)
 	cfg.Grace = time.Second
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan Result, 1)
-	go func() {
-		res, _ := Run(ctx, cfg, c, n.admitter(c, "restart-1", 40))
-		done <- res
-	}()
-	waitFor(t, "registered", func() bool { return len(recs.of("registered")) == 1 })
+	done, cancel := n.launch(t, cfg, c, "restart-1", 40, &recs)
 	n.down()
 	time.Sleep(20 * time.Second)
 	n.start()
@@ -535,12 +511,7 @@ func TestUnrenewableLeaseStopsBeforeExpiry(t *testing.T) {
 	var recs records
 	cfg, log := config(t, &recs)
 	cfg.Grace = time.Second
-	done := make(chan Result, 1)
-	go func() {
-		res, _ := Run(context.Background(), cfg, c, n.admitter(c, "lost-1", 6))
-		done <- res
-	}()
-	waitFor(t, "registered", func() bool { return len(recs.of("registered")) == 1 })
+	done, _ := n.launch(t, cfg, c, "lost-1", 6, &recs)
 	n.down()
 	var res Result
 	select {
@@ -602,4 +573,20 @@ func TestMissingCommand(t *testing.T) {
 	if len(recs.of("released")) != 1 || len(leases(c)) != 0 {
 		t.Errorf("the lease was not released:\n%s", &recs)
 	}
+}
+
+// launch runs cfg under a lease for job in the background and returns once
+// its command is registered: done gets run's result, cancel stops it as a
+// signal would (its cause: a SignalCause).
+func (n *node) launch(t *testing.T, cfg Config, c *bus.Client, job string, leaseSeconds int, recs *records) (<-chan Result, context.CancelCauseFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	t.Cleanup(func() { cancel(nil) })
+	done := make(chan Result, 1)
+	go func() {
+		res, _ := Run(ctx, cfg, c, n.admitter(c, job, leaseSeconds))
+		done <- res
+	}()
+	waitFor(t, "registered", func() bool { return len(recs.of("registered")) == 1 })
+	return done, cancel
 }
