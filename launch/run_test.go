@@ -375,14 +375,12 @@ poll:
 // revoke, no eviction.
 func TestThrottleRestartsAtNewPercentage(t *testing.T) {
 	t.Parallel()
-	p10, p100 := p99At(t, 10), p99At(t, 100)
-	n := newNode(t, p100/0.9*1.05, "guard: {deadline: 30s}")
+	n, tighten := throttling(t)
 	c := n.client()
 	var recs records
 	cfg, log := config(t, &recs)
 	done, cancel := n.launch(t, cfg, c, "thr-1", 0, &recs)
-	n.slo = (p10 + p100) / 2 / 0.9
-	n.write()
+	tighten()
 	waitFor(t, "restarted", func() bool { return len(recs.of("restarted")) == 1 })
 	thr := recs.of("throttled")
 	if len(thr) != 1 || thr[0].FromPct != 100 || thr[0].Pct >= 100 || thr[0].Deadline == nil {
@@ -425,15 +423,13 @@ func TestThrottleRestartsAtNewPercentage(t *testing.T) {
 // the command gets SIGUSR1, exits by itself, and is started again.
 func TestSignalActionLetsTheJobCheckpoint(t *testing.T) {
 	t.Parallel()
-	p10, p100 := p99At(t, 10), p99At(t, 100)
-	n := newNode(t, p100/0.9*1.05, "guard: {deadline: 30s}")
+	n, tighten := throttling(t)
 	c := n.client()
 	var recs records
 	cfg, log := config(t, &recs)
 	cfg.OnThrottle = Action{Signal: syscall.SIGUSR1}
 	done, cancel := n.launch(t, cfg, c, "sig-1", 0, &recs)
-	n.slo = (p10 + p100) / 2 / 0.9
-	n.write()
+	tighten()
 	waitFor(t, "restarted", func() bool { return len(log.starts(t)) == 2 })
 	if !strings.Contains(strings.Join(log.lines(t), "\n"), "sig=user defined signal 1") {
 		t.Errorf("the command got no SIGUSR1: %q", log.lines(t))
@@ -589,4 +585,16 @@ func (n *node) launch(t *testing.T, cfg Config, c *bus.Client, job string, lease
 	}()
 	waitFor(t, "registered", func() bool { return len(recs.of("registered")) == 1 })
 	return done, cancel
+}
+
+// throttling is a node whose SLO lets a job run at 100 %, with 30 s to
+// restart after a throttle; tighten lowers the SLO (a hot reload) so that
+// only a lower percentage fits.
+func throttling(t *testing.T) (*node, func()) {
+	p10, p100 := p99At(t, 10), p99At(t, 100)
+	n := newNode(t, p100/0.9*1.05, "guard: {deadline: 30s}")
+	return n, func() {
+		n.slo = (p10 + p100) / 2 / 0.9
+		n.write()
+	}
 }
