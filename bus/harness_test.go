@@ -30,9 +30,9 @@ func startServerIn(t testing.TB, dir string) *Embedded {
 }
 
 // connect opens an in-process connection closed at the end of the test.
-func connect(t testing.TB, e *Embedded) *nats.Conn {
+func connect(t testing.TB, e *Embedded, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	nc, err := e.Conn()
+	nc, err := e.Conn(opts...)
 	if err != nil {
 		t.Fatalf("Conn: %v", err)
 	}

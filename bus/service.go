@@ -26,6 +26,17 @@ const TimeoutHeader = "Colocd-Timeout-Ms"
 // MaxTimeoutMS bounds TimeoutHeader: one hour.
 const MaxTimeoutMS = 3_600_000
 
+// The queue of requests waiting for each endpoint's handler: beyond it
+// the server drops them (a slow consumer, logged), so a flood costs the
+// sidecar at most this much memory per endpoint.
+const (
+	EndpointPendingMsgs  = 4096
+	EndpointPendingBytes = 8 << 20
+	// ProfilePendingBytes is the profile endpoint's: its chunks are up to
+	// a message each.
+	ProfilePendingBytes = 32 << 20
+)
+
 // Handler answers the requests of the NATS API. bus decodes each request
 // and passes a context that carries the caller's trace context (the W3C
 // traceparent header) as the remote parent and, when the caller sent
@@ -130,7 +141,14 @@ func Serve(nc *nats.Conn, id, version string, h Handler, opts ...ServeOption) (*
 		{EndpointWatch, EndpointSubject(id, EndpointWatch), s.watch, nil},
 	}
 	for _, ep := range endpoints {
-		opts := append([]micro.EndpointOpt{micro.WithEndpointSubject(ep.subject)}, ep.opts...)
+		// A flood waits in a bounded queue per endpoint: past it the
+		// server drops requests (their senders time out) instead of the
+		// sidecar's memory growing with them.
+		msgs, bytes := EndpointPendingMsgs, EndpointPendingBytes
+		if ep.name == EndpointProfile {
+			bytes = ProfilePendingBytes
+		}
+		opts := append([]micro.EndpointOpt{micro.WithEndpointSubject(ep.subject), micro.WithEndpointPendingLimits(msgs, bytes)}, ep.opts...)
 		if err := svc.AddEndpoint(ep.name, handle(ep.fn), opts...); err != nil {
 			return nil, errors.Join(fmt.Errorf("serve: add endpoint %s: %w", ep.name, err), svc.Stop())
 		}

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -427,5 +430,66 @@ func TestServeValidates(t *testing.T) {
 				t.Errorf("Serve(%q, %q) succeeded", tt.id, tt.version)
 			}
 		})
+	}
+}
+
+// blockingRenews holds every renew until released, counting them.
+type blockingRenews struct {
+	*fakeHandler
+	release chan struct{}
+	n       atomic.Int64
+}
+
+func (b *blockingRenews) Renew(ctx context.Context, _ *LeaseRef) (*Lease, error) {
+	b.n.Add(1)
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+	return nil, Forbidden("wrong token")
+}
+
+// A flood of renews that nobody waits for, while the handler is stuck,
+// is held in a bounded queue: the handler sees about the queue, the rest
+// are dropped and logged, and the service answers again afterwards.
+func TestEndpointQueueIsBounded(t *testing.T) {
+	e := startServer(t)
+	h := &blockingRenews{fakeHandler: newFakeHandler(), release: make(chan struct{})}
+	var logBuf syncBuffer
+	nc := connect(t, e, ErrorLogHandler(slog.New(slog.NewTextHandler(&logBuf, nil))))
+	serveOn(t, nc, "gpu-a", h)
+	flood := connect(t, e)
+	body := []byte(`{"lease_id":"l-1","token":"x"}`)
+	const sent = EndpointPendingMsgs * 3
+	for i := range sent {
+		if err := flood.PublishRequest(EndpointSubject("gpu-a", EndpointRenew), "_INBOX.flood."+strconv.Itoa(i), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := flood.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(time.Minute); !strings.Contains(logBuf.String(), "slow consumer"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no slow consumer logged a minute into a flood of %d", sent)
+		}
+	}
+	close(h.release)
+	c := NewClient(connect(t, e))
+	probes := int64(0)
+	for end := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		probes++
+		_, err := c.Renew(testCtx(t), "gpu-a", &LeaseRef{LeaseID: "l-1", Token: "x"})
+		if CodeOf(err) == CodeForbidden {
+			break // answered again
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no answer a minute after the flood: %v", err)
+		}
+	}
+	// The queue, the one held, and a few in the client's delivery between
+	// the subscription and its limits: far from the flood.
+	if got := h.n.Load() - probes; got > EndpointPendingMsgs+64 {
+		t.Errorf("the handler saw %d of %d flooded renews, want about the queue (%d) at most", got, sent, EndpointPendingMsgs)
 	}
 }
