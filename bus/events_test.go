@@ -242,3 +242,48 @@ func TestWatchConsumerNamesUnguessable(t *testing.T) {
 		names[name] = true
 	}
 }
+
+// A launcher that asks for many more watches than MaxWatchConsumers uses
+// up nothing: the sidecar keeps at most that many consumers, and another
+// launcher's subscription, made before the flood, still gets its job's
+// next event (its consumer, if deleted, is asked for again from its next
+// sequence).
+func TestWatchFloodKeepsOthersWatching(t *testing.T) {
+	e := startServer(t)
+	pub := openEvents(t, e, "gpu-a")
+	ctx := testCtx(t)
+	honest := NewClient(connect(t, e))
+	sub, err := honest.Events(ctx, "gpu-a", "job-h", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	hostile := NewClient(connect(t, e))
+	for i := range MaxWatchConsumers + 40 {
+		var r WatchReply
+		if err := hostile.call(ctx, "gpu-a", EndpointWatch, &WatchRequest{}, &r); err != nil {
+			t.Fatalf("watch %d: %v", i, err)
+		}
+	}
+	js, err := jetstream.New(connect(t, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, EventStreamName("gpu-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Consumers; n > MaxWatchConsumers {
+		t.Errorf("%d consumers on the stream after %d watches, want at most %d", n, MaxWatchConsumers+40, MaxWatchConsumers)
+	}
+	if err := pub.Publish(ctx, event(EventThrottle, "job-h", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, sub); got.Event.JobID != "job-h" || got.Event.Type != EventThrottle {
+		t.Errorf("the honest launcher got %+v, want its throttle", got)
+	}
+}

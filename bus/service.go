@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -79,6 +80,11 @@ type Service struct {
 	// eventsDomain is the JetStream domain of the events stream, for
 	// launchers on another server ("": none).
 	eventsDomain string
+	// watches are the consumers watch made, oldest first: past
+	// MaxWatchConsumers the oldest goes (its owner, if it still pulls,
+	// asks again from its next sequence and misses nothing).
+	watchMu sync.Mutex
+	watches []string
 }
 
 // ServeOption changes how Serve serves.

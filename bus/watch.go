@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -99,8 +100,34 @@ func (s *Service) watch(ctx context.Context, req micro.Request) (any, error) {
 		return nil, err
 	}
 	stream := EventStreamName(s.id)
+	s.makeRoom(ctx, js, stream)
 	if _, err := js.CreateConsumer(ctx, stream, cfg); err != nil {
 		return nil, Unavailable(fmt.Sprintf("watch: consumer on %s: %v", stream, err))
 	}
+	s.watchMu.Lock()
+	s.watches = append(s.watches, cfg.Name)
+	s.watchMu.Unlock()
 	return &WatchReply{Stream: stream, Consumer: cfg.Name, Domain: s.eventsDomain}, nil
+}
+
+// MaxWatchConsumers bounds the consumers watch keeps on a sidecar's events
+// stream: a launcher that asks for a thousand cannot use up the stream's
+// consumers for everyone else. Past it the oldest is deleted; a launcher
+// still pulling from it asks again from its next sequence (bus.Client's
+// Events does) and misses no event.
+const MaxWatchConsumers = 256
+
+// makeRoom deletes the oldest consumers watch made until one more fits.
+// A consumer already gone (idled out) is only forgotten.
+func (s *Service) makeRoom(ctx context.Context, js jetstream.JetStream, stream string) {
+	s.watchMu.Lock()
+	var drop []string
+	if n := len(s.watches) - MaxWatchConsumers + 1; n > 0 {
+		drop = slices.Clone(s.watches[:n])
+		s.watches = slices.Delete(s.watches, 0, n)
+	}
+	s.watchMu.Unlock()
+	for _, name := range drop {
+		_ = js.DeleteConsumer(ctx, stream, name) // gone already is as good
+	}
 }
