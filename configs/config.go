@@ -64,7 +64,8 @@ type NATS struct {
 	ServerTLS ServerTLS `mapstructure:"server_tls"`
 	// Replicas is how many servers of a JetStream cluster keep each of the
 	// sidecar's buckets and streams (leases, events, profiles, the fleet's
-	// capacity summaries); 1 with the embedded server.
+	// capacity summaries); 1 with the embedded server. 0 (the default)
+	// chooses: 3 on a cluster of three or more servers, else 1.
 	Replicas int `mapstructure:"replicas"`
 	// Leaf makes the embedded server a leaf node of a hub cluster
 	// (docs/fleet.md#leaf-nodes).
@@ -351,7 +352,7 @@ const (
 func Default() Config {
 	return Config{
 		Sidecar: Sidecar{DataDir: "/var/lib/colocd"},
-		NATS:    NATS{Listen: "127.0.0.1:4222", Replicas: 1, Leaf: Leaf{HubDomain: "hub", HubReplicas: 1}},
+		NATS:    NATS{Listen: "127.0.0.1:4222", Replicas: 0, Leaf: Leaf{HubDomain: "hub", HubReplicas: 1}},
 		GPU:     gpu.Default(),
 		Sharing: Sharing{Mode: ModeMPS},
 		MPS: MPS{

@@ -15,7 +15,7 @@ import (
 // defaultYAML spells out every key at its default, as DESIGN.md lists them.
 const defaultYAML = `
 sidecar:   {id: "", data_dir: /var/lib/colocd}
-nats:      {url: "", listen: "127.0.0.1:4222", credentials: "", nkey: "", tls: {ca: "", cert: "", key: ""}, replicas: 1}
+nats:      {url: "", listen: "127.0.0.1:4222", credentials: "", nkey: "", tls: {ca: "", cert: "", key: ""}, replicas: 0}
 gpu:       {backend: auto, device: "0", sms: 0, event_wait: 1s, sim: {name: "NVIDIA H200", memory_mib: 0}}
 sharing:   {mode: mps}
 mps:       {control: nvidia-cuda-mps-control, pipe_dir: /tmp/nvidia-mps, log_dir: /var/log/nvidia-mps,

@@ -171,8 +171,8 @@ func (c *Config) checkNATS(ck *checker) {
 	}
 	ck.hostPort("nats.listen", n.Listen)
 	switch {
-	case n.Replicas < 1 || n.Replicas > 5:
-		ck.add("nats.replicas", "1 to 5 (a JetStream cluster's servers that keep each bucket and stream)", strconv.Itoa(n.Replicas))
+	case n.Replicas < 0 || n.Replicas > 5:
+		ck.add("nats.replicas", "0 (3 on a cluster of three or more servers, else 1) or 1 to 5 (a JetStream cluster's servers that keep each bucket and stream)", strconv.Itoa(n.Replicas))
 	case n.Replicas > 1 && n.URL == "":
 		ck.add("nats.replicas", "1 with the embedded server (nats.url \"\"), which is one server", strconv.Itoa(n.Replicas))
 	}

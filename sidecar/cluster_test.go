@@ -55,7 +55,9 @@ func clusterURL(nodes []*server.Server) string {
 }
 
 // Sidecars as clients of a three-node JetStream cluster, with three
-// replicas of every bucket and stream: a lease lives on all three nodes;
+// replicas of every bucket and stream (gpu-a asks for them, gpu-b's
+// nats.replicas is left at 0, which chooses 3 on a cluster of three): a
+// lease lives on all three nodes;
 // with one node killed the lease renews, a new job is admitted and placed,
 // and nothing is lost.
 func TestThreeNodeCluster(t *testing.T) {
@@ -65,7 +67,10 @@ func TestThreeNodeCluster(t *testing.T) {
 	ctx := context.Background()
 	for _, id := range []string{"gpu-a", "gpu-b"} {
 		cfg := testConfig(t, id, 10000)
-		cfg.NATS.URL, cfg.NATS.NKey, cfg.NATS.Replicas = url, sidecarSeed, 3
+		cfg.NATS.URL, cfg.NATS.NKey = url, sidecarSeed
+		if id == "gpu-a" {
+			cfg.NATS.Replicas = 3
+		}
 		var s *running
 		// The cluster elects its JetStream leader after it starts.
 		if !eventually(ctx, func() bool {
@@ -96,7 +101,8 @@ func TestThreeNodeCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stream := range []string{"KV_" + bus.LeaseBucketName("gpu-a"), bus.EventStreamName("gpu-a"), "KV_" + bus.CapacityBucket} {
+	for _, stream := range []string{"KV_" + bus.LeaseBucketName("gpu-a"), bus.EventStreamName("gpu-a"), "KV_" + bus.CapacityBucket,
+		"KV_" + bus.LeaseBucketName("gpu-b"), bus.EventStreamName("gpu-b")} {
 		st, err := js.Stream(ctx, stream)
 		if err != nil {
 			t.Fatalf("stream %s: %v", stream, err)

@@ -41,7 +41,7 @@ type fleetPublisher struct {
 // its own and opens the bucket when the hub is back.
 func (s *Sidecar) openFleet(ctx context.Context) error {
 	f := s.cfg.Fleet
-	js, replicas := s.js, s.cfg.NATS.Replicas
+	js, replicas := s.js, s.replicas
 	if d := s.hubDomain(); d != "" {
 		var err error
 		if js, err = jetstream.NewWithDomain(s.nc, d); err != nil {

@@ -63,6 +63,9 @@ type Sidecar struct {
 	service *bus.Service
 	http    *httpServer
 	watcher *configs.Watcher
+	// replicas is how many copies of each bucket and stream the sidecar
+	// keeps: nats.replicas, or what 0 (auto) chose.
+	replicas int
 	// applyRejected is the last reload the controller refused (nil after
 	// one it applied); the watcher keeps the file's own rejections.
 	applyRejected atomic.Pointer[configs.Rejection]
@@ -310,16 +313,27 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 }
 
 func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) error {
-	kv, err := bus.OpenKV(ctx, js, bus.LeaseBucketName(s.id), s.cfg.NATS.Replicas)
+	r, auto := s.cfg.NATS.Replicas, s.cfg.NATS.Replicas == 0
+	if auto {
+		r = s.autoReplicas()
+	}
+	kv, err := bus.OpenKV(ctx, js, bus.LeaseBucketName(s.id), r)
+	if err != nil && auto && r > 1 {
+		s.log.Warn("nats.replicas: the cluster did not take 3 copies of the lease bucket; keeping 1 (set nats.replicas to choose)", "err", err)
+		r = 1
+		kv, err = bus.OpenKV(ctx, js, bus.LeaseBucketName(s.id), r)
+	}
 	if err != nil {
 		return fmt.Errorf("lease store: %w", err)
 	}
-	if s.profs, err = bus.OpenProfileStore(ctx, js, s.cfg.NATS.Replicas); err != nil {
+	s.replicas = r
+	s.log.Info("jetstream: buckets and streams kept on replicas servers", "replicas", r)
+	if s.profs, err = bus.OpenProfileStore(ctx, js, s.replicas); err != nil {
 		return fmt.Errorf("profile store: %w", err)
 	}
 	s.js, s.store = js, &kvStore{kv: kv, profs: s.profs}
 	s.purgeDeleteMarkers(ctx)
-	events, err := bus.OpenEvents(ctx, js, s.id, 24*time.Hour, s.cfg.NATS.Replicas)
+	events, err := bus.OpenEvents(ctx, js, s.id, 24*time.Hour, s.replicas)
 	if err != nil {
 		return fmt.Errorf("event stream: %w", err)
 	}
@@ -597,4 +611,18 @@ func (s *Sidecar) configRejected() *bus.ConfigRejection {
 		return nil
 	}
 	return &bus.ConfigRejection{At: last.At.UTC(), Error: last.Err.Error()}
+}
+
+// autoReplicas is nats.replicas 0's choice: one copy on the embedded
+// server; on a remote server, 3 when it is part of a cluster of three or
+// more (its INFO names at least two peers), so that a fleet that forgets
+// the key does not lose its leases with one node; else 1.
+func (s *Sidecar) autoReplicas() int {
+	if s.embed != nil || s.cfg.NATS.URL == "" {
+		return 1
+	}
+	if len(s.nc.Servers()) >= 3 {
+		return 3
+	}
+	return 1
 }

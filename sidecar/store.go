@@ -61,7 +61,7 @@ func (s *Sidecar) repairStore(ctx context.Context) error {
 	s.log.Warn("lease store: the bucket is gone; recreating it from the leases in memory", "bucket", bus.LeaseBucketName(s.id))
 	octx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
-	kv, err := bus.OpenKV(octx, s.js, bus.LeaseBucketName(s.id), s.cfg.NATS.Replicas)
+	kv, err := bus.OpenKV(octx, s.js, bus.LeaseBucketName(s.id), s.replicas)
 	if err != nil {
 		return fmt.Errorf("recreate the lease bucket: %w", err)
 	}
