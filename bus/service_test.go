@@ -460,7 +460,7 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 	serveOn(t, nc, "gpu-a", h)
 	flood := connect(t, e)
 	body := []byte(`{"lease_id":"l-1","token":"x"}`)
-	const sent = EndpointPendingMsgs * 3
+	const sent = EndpointPendingMsgs * 10
 	for i := range sent {
 		if err := flood.PublishRequest(EndpointSubject("gpu-a", EndpointRenew), "_INBOX.flood."+strconv.Itoa(i), body); err != nil {
 			t.Fatal(err)
@@ -487,9 +487,9 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 			t.Fatalf("no answer a minute after the flood: %v", err)
 		}
 	}
-	// The queue, the one held, and a few in the client's delivery between
-	// the subscription and its limits: far from the flood.
-	if got := h.n.Load() - probes; got > EndpointPendingMsgs+64 {
-		t.Errorf("the handler saw %d of %d flooded renews, want about the queue (%d) at most", got, sent, EndpointPendingMsgs)
+	// The queue, the one held, and those already on their way when the
+	// queue filled (more on a busy machine): a bound, far from the flood.
+	if got := h.n.Load() - probes; got > 2*EndpointPendingMsgs {
+		t.Errorf("the handler saw %d of %d flooded renews, want about the queue (%d), at most twice it", got, sent, EndpointPendingMsgs)
 	}
 }
