@@ -6,11 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/colocd/colocd/internal/natstest"
+	"github.com/colocd/colocd/internal/syncio"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -199,7 +199,7 @@ func TestEmbeddedRefusesTwoStores(t *testing.T) {
 // structured log, not a line on stderr.
 func TestLogHandlersLogSlowConsumers(t *testing.T) {
 	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1})
-	var buf syncBuffer
+	var buf syncio.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	nc, err := nats.Connect(ns.ClientURL(), LogHandlers(log)...)
 	if err != nil {
@@ -229,22 +229,4 @@ func TestLogHandlersLogSlowConsumers(t *testing.T) {
 	if !strings.Contains(buf.String(), "subject=flood") {
 		t.Errorf("log %q does not name the subject", buf.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the connection's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/internal/syncio"
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -455,7 +456,7 @@ func (b *blockingRenews) Renew(ctx context.Context, _ *LeaseRef) (*Lease, error)
 func TestEndpointQueueIsBounded(t *testing.T) {
 	e := startServer(t)
 	h := &blockingRenews{fakeHandler: newFakeHandler(), release: make(chan struct{})}
-	var logBuf syncBuffer
+	var logBuf syncio.Buffer
 	nc := connect(t, e, ErrorLogHandler(slog.New(slog.NewTextHandler(&logBuf, nil))))
 	serveOn(t, nc, "gpu-a", h)
 	flood := connect(t, e)

@@ -1,12 +1,11 @@
 package gpu
 
 import (
-	"bytes"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/internal/syncio"
 	"go.uber.org/goleak"
 )
 
@@ -14,27 +13,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// logBuffer collects a logger's output for assertions; safe for the Run
-// goroutine to write while the test reads.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newTestLogger() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
+func newTestLogger() (*slog.Logger, *syncio.Buffer) {
+	b := &syncio.Buffer{}
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
 

@@ -152,8 +152,6 @@ type Config struct {
 	// OnRecord, when set, sees every record (tests, metrics).
 	OnRecord func(Record)
 
-	// procRoot is where processes are read ("/proc"), for tests.
-	procRoot string
 	// backoff is the first pause before asking again (default 2 s).
 	backoff time.Duration
 }
@@ -184,9 +182,6 @@ func (c *Config) fill() error {
 	}
 	if c.Processes <= 0 || c.Processes > maxRegisterPIDs {
 		c.Processes = maxRegisterPIDs
-	}
-	if c.procRoot == "" {
-		c.procRoot = "/proc"
 	}
 	if c.backoff <= 0 {
 		c.backoff = 2 * time.Second

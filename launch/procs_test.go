@@ -7,58 +7,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/colocd/colocd/internal/proc"
 	"github.com/google/go-cmp/cmp"
 )
-
-func TestParseStat(t *testing.T) {
-	tail := " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 0 0"
-	tests := []struct {
-		name string
-		line string
-		want procStat
-		err  bool
-	}{
-		{"plain", "123 (python) S 100 123 123" + tail, procStat{PID: 123, PPID: 100, PGID: 123, Start: 0}, false},
-		{"comm with spaces and parens", "77 (a) b (c)) R 1 70 70 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 99 0", procStat{PID: 77, PPID: 1, PGID: 70, Start: 99}, false},
-		{"no comm", "123 python S 1 1 1", procStat{}, true},
-		{"short", "123 (x) S 1 1", procStat{}, true},
-		{"bad pid", "x (y) S 1 1 1" + tail, procStat{}, true},
-		{"bad ppid", "1 (y) S -4 1 1" + tail, procStat{}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseStat([]byte(tt.line))
-			if (err != nil) != tt.err {
-				t.Fatalf("err %v, want error %v", err, tt.err)
-			}
-			if err != nil && !errors.Is(err, errStat) {
-				t.Errorf("err %v is not errStat", err)
-			}
-			if err == nil && got.PID != tt.want.PID || got.PPID != tt.want.PPID || got.PGID != tt.want.PGID {
-				t.Errorf("got %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-	if got, _ := parseStat([]byte("123 (python) S 100 123 123" + tail)); got.Start != 0 {
-		// field 22 of that line is the 20th after the comm: 0 here.
-		t.Errorf("start %d", got.Start)
-	}
-	if got, _ := parseStat([]byte("5 (x) S 1 5 5 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 0")); got.Start != 4242 {
-		t.Errorf("start %d, want 4242", got.Start)
-	}
-}
-
-func FuzzParseStat(f *testing.F) {
-	f.Add([]byte("123 (python) S 100 123 123 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 0"))
-	f.Add([]byte("1 ((sd-pam)) S 0 1 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1 0"))
-	f.Add([]byte(")("))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		st, err := parseStat(b)
-		if err == nil && (st.PID <= 0 || st.PPID < 0 || st.PGID < 0) {
-			t.Errorf("accepted %q as %+v", b, st)
-		}
-	})
-}
 
 // A fake /proc: the command (10) with a launcher child (11) that started
 // two workers (12, 13), one of which holds the GPU open; 14 left the tree
@@ -66,7 +17,7 @@ func FuzzParseStat(f *testing.F) {
 // else's process with the GPU.
 func TestTreeAndGPU(t *testing.T) {
 	root := t.TempDir()
-	proc := func(pid, ppid, pgid int, start int, gpu bool) {
+	mkproc := func(pid, ppid, pgid int, start int, gpu bool) {
 		dir := filepath.Join(root, strconv.Itoa(pid))
 		if err := os.MkdirAll(filepath.Join(dir, "fd"), 0o755); err != nil {
 			t.Fatal(err)
@@ -80,17 +31,17 @@ func TestTreeAndGPU(t *testing.T) {
 			os.Symlink("/dev/nvidia0", filepath.Join(dir, "fd", "7"))
 		}
 	}
-	proc(1, 0, 1, 1, false)
-	proc(10, 1, 10, 100, false)
-	proc(11, 10, 10, 101, false)
-	proc(13, 11, 10, 103, true)
-	proc(12, 11, 10, 102, false)
-	proc(14, 1, 10, 104, true)
-	proc(20, 1, 20, 50, true)
-	proc(15, 13, 10, 99, false) // a worker listed first: sorted by start time
+	mkproc(1, 0, 1, 1, false)
+	mkproc(10, 1, 10, 100, false)
+	mkproc(11, 10, 10, 101, false)
+	mkproc(13, 11, 10, 103, true)
+	mkproc(12, 11, 10, 102, false)
+	mkproc(14, 1, 10, 104, true)
+	mkproc(20, 1, 20, 50, true)
+	mkproc(15, 13, 10, 99, false) // a worker listed first: sorted by start time
 	os.MkdirAll(filepath.Join(root, "self"), 0o755)
-	pt := procTable{root: root}
-	all, err := pt.all()
+	pt := proc.Table{Root: root}
+	all, err := pt.List()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +54,7 @@ func TestTreeAndGPU(t *testing.T) {
 	}
 	var gpu []int
 	for _, pid := range got {
-		if pt.opensGPU(pid) {
+		if pt.HasOpen(pid, gpuDevices) {
 			gpu = append(gpu, pid)
 		}
 	}

@@ -91,15 +91,3 @@ func until(t time.Time) string {
 	}
 	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
 }
-
-// lockedWriter serialises writes to w.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}

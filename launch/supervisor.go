@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/proc"
+	"github.com/colocd/colocd/internal/syncio"
 )
 
 // Result is how run ended.
@@ -64,7 +66,7 @@ func Run(ctx context.Context, cfg Config, c Client, admit Admitter) (Result, err
 	// file (stderr) is handed to the command as it is, so that it keeps
 	// its terminal.
 	if _, isFile := cfg.Log.(*os.File); cfg.Log != nil && !isFile {
-		lw := &lockedWriter{w: cfg.Log}
+		lw := &syncio.Writer{W: cfg.Log}
 		if cfg.Stderr == cfg.Log {
 			cfg.Stderr = lw
 		}
@@ -73,7 +75,7 @@ func Run(ctx context.Context, cfg Config, c Client, admit Admitter) (Result, err
 		}
 		cfg.Log = lw
 	}
-	s := &supervisor{cfg: cfg, c: c, admit: admit, procs: procTable{root: cfg.procRoot},
+	s := &supervisor{cfg: cfg, c: c, admit: admit, procs: proc.Table{},
 		rep: &reporter{w: cfg.Log, asJSON: cfg.JSON, hook: cfg.OnRecord}}
 	return s.run(ctx)
 }
@@ -83,7 +85,7 @@ type supervisor struct {
 	c     Client
 	admit Admitter
 	rep   *reporter
-	procs procTable
+	procs proc.Table
 
 	// The lease held.
 	sidecar, jobID string
@@ -557,7 +559,7 @@ var pidField = regexp.MustCompile(`pids\[(\d+)\]`)
 
 // gpuProcs reads the command's process tree and picks what to register.
 func (s *supervisor) gpuProcs() []procKey {
-	all, err := s.procs.all()
+	all, err := s.procs.List()
 	root := procKey{pid: s.child.pid}
 	if err != nil {
 		return []procKey{root}
@@ -566,12 +568,12 @@ func (s *supervisor) gpuProcs() []procKey {
 	var gpu []procKey
 	live := map[procKey]bool{}
 	for _, p := range t {
-		k := procKey{p.PID, p.Start}
+		k := procKey{p.PID, p.StartTicks}
 		live[k] = true
 		if p.PID == s.child.pid {
 			root = k
 		}
-		if !s.notGPU[k] && s.procs.opensGPU(p.PID) {
+		if !s.notGPU[k] && s.procs.HasOpen(p.PID, gpuDevices) {
 			gpu = append(gpu, k)
 		}
 	}

@@ -1,18 +1,17 @@
 package sidecar
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/gpu"
+	"github.com/colocd/colocd/internal/syncio"
 )
 
 // stateDevice is a gpu.Device whose State is fixed; its other methods are
@@ -54,7 +53,7 @@ func TestAdmissionDeviceListsProcessesOnARealGPU(t *testing.T) {
 // address the embedded server really listens on (port 0 picks one), not
 // the configured or the default one.
 func TestReadyLineNamesTheURLInUse(t *testing.T) {
-	var buf syncBuffer
+	var buf syncio.Buffer
 	s := start(t, testConfig(t, "gpu-ready", 1e6), Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	url := s.embed.ClientURL()
 	if url == "" || strings.HasSuffix(url, ":0") || strings.HasSuffix(url, ":4222") {
@@ -69,24 +68,6 @@ func TestReadyLineNamesTheURLInUse(t *testing.T) {
 	if !strings.Contains(ready, "nats=\""+url+" (embedded)\"") {
 		t.Errorf("ready line %q does not name %s", ready, url)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the sidecar's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A write whose acknowledgement was lost may have landed. A release whose

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/predictor"
 	"github.com/nats-io/nats.go"
@@ -459,7 +460,7 @@ func newRenewCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "lease %s renewed until %s\n", l.ID, l.ExpiresAt.Format(time.RFC3339))
 			// A renew is where a script that holds a lease by hand sees a
 			// throttle or a revoke it missed.
-			was := os.Getenv(envActiveThreads)
+			was := os.Getenv(admission.EnvActiveThreads) // what admit exported
 			switch {
 			case l.State == "revoked":
 				fmt.Fprintf(cmd.ErrOrStderr(), "colocd: lease %s is revoked: stop its processes by %s\n", l.ID, deadlineOf(l))
@@ -607,10 +608,6 @@ func numOrDash(v *float64) string {
 func printJSONLine(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
 }
-
-// envActiveThreads is the percentage the job's processes started with
-// (admit's export).
-const envActiveThreads = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 
 // deadlineOf is a lease's deadline for a person, or "its next deadline".
 func deadlineOf(l *bus.Lease) string {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/colocd/colocd/launch"
+	"github.com/spf13/cobra"
 )
 
 // TestLauncherRecipesParse: every colocd run line of docs/launchers.md
@@ -47,27 +50,35 @@ func TestLauncherRecipesParse(t *testing.T) {
 	}
 	t.Logf("%d colocd run lines", len(lines))
 	for _, argv := range lines {
-		if len(argv) < 2 || argv[0] != "colocd" || argv[1] != "run" {
-			t.Errorf("%q is not a colocd run", argv)
-			continue
-		}
-		cmd, args, err := newRootCmd().Find(argv[1:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.ParseFlags(args); err != nil {
+		if _, err := parseRunLine(argv); err != nil {
 			t.Errorf("%q: %v", argv, err)
-			continue
-		}
-		if err := cmd.ValidateArgs(cmd.Flags().Args()); err != nil || cmd.ArgsLenAtDash() < 0 {
-			t.Errorf("%q: no command after -- (%v)", argv, err)
-		}
-		if v, _ := cmd.Flags().GetString("on-throttle"); v != "restart" {
-			if _, err := launch.ParseAction(v); err != nil {
-				t.Errorf("%q: --on-throttle: %v", argv, err)
-			}
 		}
 	}
+}
+
+// parseRunLine parses argv ("colocd", "run", …) as the CLI would run it:
+// its flags and their values, a command after --, a valid --on-throttle.
+// It returns the command with its flags parsed.
+func parseRunLine(argv []string) (*cobra.Command, error) {
+	if len(argv) < 2 || argv[0] != "colocd" || argv[1] != "run" {
+		return nil, errors.New("not a colocd run")
+	}
+	cmd, args, err := newRootCmd().Find(argv[1:])
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.ParseFlags(args); err != nil {
+		return nil, err
+	}
+	if err := cmd.ValidateArgs(cmd.Flags().Args()); err != nil || cmd.ArgsLenAtDash() < 0 {
+		return nil, fmt.Errorf("no command after -- (%v)", err)
+	}
+	if v, _ := cmd.Flags().GetString("on-throttle"); v != "restart" {
+		if _, err := launch.ParseAction(v); err != nil {
+			return nil, fmt.Errorf("--on-throttle: %w", err)
+		}
+	}
+	return cmd, nil
 }
 
 // shellWords splits a line as a shell would for these recipes: words,

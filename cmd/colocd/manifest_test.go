@@ -35,24 +35,10 @@ func TestKubernetesJobIsAColocdRun(t *testing.T) {
 		jobs++
 		for _, c := range job.Spec.Template.Spec.Containers {
 			argv := append(slices.Clone(c.Command), c.Args...)
-			if len(argv) < 2 || argv[0] != "colocd" || argv[1] != "run" {
-				t.Errorf("Job %s, container %s: %q is not a colocd run", job.Name, c.Name, argv)
+			cmd, err := parseRunLine(argv)
+			if err != nil {
+				t.Errorf("Job %s, container %s: %q: %v", job.Name, c.Name, argv, err)
 				continue
-			}
-			root := newRootCmd()
-			cmd, args, err := root.Find(argv[1:])
-			if err != nil || cmd.Name() != "run" {
-				t.Fatalf("find run: %v", err)
-			}
-			if err := cmd.ParseFlags(args); err != nil {
-				t.Errorf("Job %s: colocd run does not take its flags: %v", job.Name, err)
-				continue
-			}
-			if err := cmd.ValidateArgs(cmd.Flags().Args()); err != nil {
-				t.Errorf("Job %s: %v", job.Name, err)
-			}
-			if cmd.ArgsLenAtDash() < 0 || len(cmd.Flags().Args()) == 0 {
-				t.Errorf("Job %s: no command after --", job.Name)
 			}
 			if p, _ := cmd.Flags().GetBool("place"); p {
 				hasNode := slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {

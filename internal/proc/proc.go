@@ -131,6 +131,79 @@ func ParseStartTicks(stat string) (uint64, error) {
 	return ticks, nil
 }
 
+// Stat is where a /proc/<pid>/stat line puts a process: its id, its
+// parent's, its process group's, and its start in clock ticks after boot
+// (with the id, the process's identity).
+type Stat struct {
+	PID, PPID, PGID int
+	StartTicks      uint64
+}
+
+// ParseStat parses a /proc/<pid>/stat line (see ParseStartTicks for the
+// command name's parentheses).
+func ParseStat(stat string) (Stat, error) {
+	open, end := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
+	if open < 1 || end < open {
+		return Stat{}, errors.New("stat: want \"pid (comm) state ...\", no command name in parentheses")
+	}
+	var st Stat
+	var err error
+	if st.PID, err = strconv.Atoi(strings.TrimSpace(stat[:open])); err != nil || st.PID < 1 {
+		return Stat{}, fmt.Errorf("stat: pid: want a process id, got %q", truncate(stat[:open]))
+	}
+	if st.StartTicks, err = ParseStartTicks(stat); err != nil {
+		return Stat{}, err
+	}
+	fields := strings.Fields(stat[end+1:]) // state, ppid, pgrp, ...: at least 20, as ParseStartTicks found
+	if st.PPID, err = strconv.Atoi(fields[1]); err != nil || st.PPID < 0 {
+		return Stat{}, fmt.Errorf("stat: ppid: want a process id, got %q", truncate(fields[1]))
+	}
+	if st.PGID, err = strconv.Atoi(fields[2]); err != nil || st.PGID < 0 {
+		return Stat{}, fmt.Errorf("stat: pgrp: want a process group id, got %q", truncate(fields[2]))
+	}
+	return st, nil
+}
+
+// List returns every process of the table; those that exit meanwhile, or
+// whose stat line does not parse, are left out.
+func (t Table) List() ([]Stat, error) {
+	ents, err := os.ReadDir(t.root())
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []Stat
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		line, err := t.read(pid, "stat", 4096)
+		if err != nil {
+			continue
+		}
+		if st, err := ParseStat(string(line)); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// HasOpen reports whether process pid holds open a file whose path
+// starts with prefix (e.g. "/dev/nvidia": a process with a CUDA context).
+func (t Table) HasOpen(pid int, prefix string) bool {
+	dir := filepath.Join(t.root(), strconv.Itoa(pid), "fd")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(target, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseBootTime returns the boot time from /proc/stat's "btime" line.
 func ParseBootTime(stat string) (time.Time, error) {
 	for line := range strings.SplitSeq(stat, "\n") {

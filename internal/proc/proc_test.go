@@ -127,3 +127,40 @@ func FuzzParseBootTime(f *testing.F) {
 		}
 	})
 }
+
+func TestParseStat(t *testing.T) {
+	tail := " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 0"
+	tests := []struct {
+		name string
+		line string
+		want Stat
+		err  bool
+	}{
+		{"plain", "123 (python) S 100 123" + tail, Stat{PID: 123, PPID: 100, PGID: 123, StartTicks: 4242}, false},
+		{"comm with spaces and parens", "77 (a) b (c)) R 1 70" + tail, Stat{PID: 77, PPID: 1, PGID: 70, StartTicks: 4242}, false},
+		{"no comm", "123 python S 1 1 1" + tail, Stat{}, true},
+		{"short", "123 (x) S 1 1", Stat{}, true},
+		{"bad pid", "x (y) S 1 1" + tail, Stat{}, true},
+		{"bad ppid", "1 (y) S -4 1" + tail, Stat{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseStat(tt.line)
+			if (err != nil) != tt.err || got != tt.want {
+				t.Errorf("ParseStat = %+v, %v; want %+v (error %v)", got, err, tt.want, tt.err)
+			}
+		})
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add("123 (python) S 100 123 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 0")
+	f.Add("1 ((sd-pam)) S 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1 0")
+	f.Add(")(")
+	f.Fuzz(func(t *testing.T, line string) {
+		st, err := ParseStat(line)
+		if err == nil && (st.PID < 1 || st.PPID < 0 || st.PGID < 0) {
+			t.Errorf("accepted %q as %+v", line, st)
+		}
+	})
+}
