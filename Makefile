@@ -13,7 +13,7 @@ STATICCHECK_VERSION := v0.8.2
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: build run demo predict replay calibration-study test test-race test-plain harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench fleet clean
+.PHONY: attack build run demo predict replay calibration-study test test-race test-plain harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench fleet clean
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/colocd
@@ -67,7 +67,16 @@ test: lint
 	$(MAKE) -j2 --output-sync=target test-race test-plain
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x $(PKGS)
 	$(MAKE) harness-test
+	$(MAKE) attack
 	$(MAKE) fuzz FUZZTIME=3000x
+
+# The attack suite (docs/security.md#containment): a launcher with valid
+# credentials floods renews, sends slow profiles, opens 5,000 idle HTTP
+# connections and makes 1,000 watches, against a real sidecar, while an
+# honest launcher's figures are checked. Wall-clock goals, so it runs on
+# its own, after the unit tests; a few seconds.
+attack:
+	$(GO) test -tags attack -count=1 -run '^TestAttack' -v ./sidecar/
 
 # The two passes of make test.
 test-race:
@@ -93,6 +102,7 @@ accuracy: build
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags attack $(PKGS)
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -103,6 +113,7 @@ $(STATICCHECK):
 
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) $(PKGS)
+	$(STATICCHECK) -tags attack $(PKGS)
 
 lint: vet fmt-check staticcheck
 

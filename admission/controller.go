@@ -346,8 +346,8 @@ func (c *Controller) evaluate(ctx context.Context, req *Request, key predictor.P
 // simulated within it before, so the new profile is what does not fit.
 func tooManyEvents() error {
 	var f fields
-	f.add("profile", fmt.Sprintf("a training profile the predictor can simulate next to the live leases within its cap of %d kernel events (fewer, longer kernels per iteration)", predictor.MaxEvents),
-		"a profile whose simulation exceeds the cap")
+	f.add("profile", "a training profile the predictor can simulate next to the live leases within its work budget (predictor.max_events; fewer, longer kernels per iteration)",
+		"a profile whose simulation exceeds the budget")
 	return f.err("request")
 }
 

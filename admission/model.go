@@ -38,6 +38,8 @@ type Model struct {
 	// instance is the MIG instance every prediction runs on; nil: the
 	// whole GPU.
 	instance *predictor.Instance
+	// maxEvents is each prediction's work budget (0: the predictor's).
+	maxEvents float64
 
 	mu    sync.Mutex
 	free  []*predictor.Predictor
@@ -49,6 +51,9 @@ type Model struct {
 type cacheEntry struct {
 	key  digest.Key
 	lats []Latency // one per service, in order
+	// err is a refusal to simulate (predictor.ErrTooManyEvents): kept so
+	// that the same inputs again cost nothing.
+	err error
 }
 
 // ModelStats counts cache hits and misses; a miss is one simulation.
@@ -125,6 +130,13 @@ func OnInstance(in predictor.Instance) ModelOption {
 	return func(m *Model) { m.instance = &in }
 }
 
+// WithEventBudget sets each prediction's work budget in estimated kernel
+// events (predictor.Scenario.MaxEvents; 0: predictor.MaxEvents): a
+// request whose profile is over it is refused before it is simulated.
+func WithEventBudget(events float64) ModelOption {
+	return func(m *Model) { m.maxEvents = events }
+}
+
 var _ KnowingPredictor = (*Model)(nil)
 
 // Known reports whether PredictP99 with these inputs would answer from the
@@ -148,14 +160,20 @@ func (m *Model) PredictP99(ctx context.Context, svcs []ServiceSpec, i int, train
 		return Latency{}, fmt.Errorf("predict: service %d of %d", i, len(svcs))
 	}
 	key := m.key(svcs, trainers, mode)
-	if lats, ok := m.lookup(key); ok {
-		return lats[i], nil
+	if e, ok := m.lookup(key); ok {
+		if e.err != nil {
+			return Latency{}, e.err
+		}
+		return e.lats[i], nil
 	}
 	lats, err := m.simulate(ctx, svcs, trainers, mode)
+	if errors.Is(err, predictor.ErrTooManyEvents) {
+		m.insert(key, nil, err) // the same profile again is refused at once
+	}
 	if err != nil {
 		return Latency{}, err
 	}
-	m.insert(key, lats)
+	m.insert(key, lats, nil)
 	return lats[i], nil
 }
 
@@ -171,6 +189,7 @@ func (m *Model) simulate(ctx context.Context, svcs []ServiceSpec, trainers []Tra
 		RateRPS:    svcs[0].RateRPS,
 		BurstSteps: svcs[0].BurstSteps,
 		Requests:   m.requests,
+		MaxEvents:  m.maxEvents,
 		Seed:       m.seed,
 		DeviceSMs:  m.sms,
 		Instance:   m.instance,
@@ -221,6 +240,7 @@ func (m *Model) key(svcs []ServiceSpec, trainers []Trainer, mode predictor.Mode)
 	h.Key(m.calKey)
 	h.String(string(mode))
 	h.Int(m.requests)
+	h.Float64(m.maxEvents)
 	h.Uint64(m.seed)
 	h.Int(m.sms)
 	h.Float64(m.confidence)
@@ -247,26 +267,26 @@ func (m *Model) key(svcs []ServiceSpec, trainers []Trainer, mode predictor.Mode)
 	return h.Sum()
 }
 
-func (m *Model) lookup(key digest.Key) ([]Latency, bool) {
+func (m *Model) lookup(key digest.Key) (*cacheEntry, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el, ok := m.index[key]; ok {
 		m.cache.MoveToFront(el)
 		m.stats.Hits++
-		return el.Value.(*cacheEntry).lats, true
+		return el.Value.(*cacheEntry), true
 	}
 	m.stats.Misses++
 	return nil, false
 }
 
-func (m *Model) insert(key digest.Key, lats []Latency) {
+func (m *Model) insert(key digest.Key, lats []Latency, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el, ok := m.index[key]; ok { // a concurrent caller got there first
 		m.cache.MoveToFront(el)
 		return
 	}
-	m.index[key] = m.cache.PushFront(&cacheEntry{key: key, lats: lats})
+	m.index[key] = m.cache.PushFront(&cacheEntry{key: key, lats: lats, err: err})
 	for m.cache.Len() > DefaultCacheEntries {
 		old := m.cache.Back()
 		m.cache.Remove(old)

@@ -129,7 +129,7 @@ func TestModelCacheEvicts(t *testing.T) {
 	for i := range DefaultCacheEntries + 10 {
 		var k [32]byte
 		k[0], k[1], k[2] = byte(i), byte(i>>8), 1
-		m.insert(k, []Latency{{P99MS: float64(i)}})
+		m.insert(k, []Latency{{P99MS: float64(i)}}, nil)
 	}
 	if s := m.Stats(); s.Entries != DefaultCacheEntries {
 		t.Errorf("%d entries, want %d", s.Entries, DefaultCacheEntries)
@@ -232,20 +232,45 @@ func TestModelOnInstance(t *testing.T) {
 // hostile profile (two half-microsecond kernels, the cost of seconds of
 // simulation) costs its caller's wait, not the event cap; nothing is
 // cached, and the next caller with time predicts afresh.
-func TestModelStopsAtTheDeadline(t *testing.T) {
+// A profile over the work budget is refused before it is simulated, and
+// the refusal is kept: the same profile again is answered from the cache.
+func TestModelRefusesOverBudgetOnce(t *testing.T) {
 	m := newTestModel(t)
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: 10}
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 0.1, SLOP99MS: 10}
+	hostile := &predictor.Profile{Format: predictor.ProfileFormat, Name: "hostile", Kind: predictor.KindTraining,
+		Device: predictor.Device{Name: "test GPU", SMs: 100}, MemoryMiB: 10, Ops: []predictor.Op{
+			{Name: "a", DurUS: 0.5, SM: 1, Occupancy: 1}, {Name: "b", DurUS: 0.5, SM: 1, Occupancy: 1}}}
+	trainers := []Trainer{{Profile: hostile, Key: hostile.Key(), Pct: 100}}
+	for try := range 2 {
+		_, err := m.PredictP99(context.Background(), []ServiceSpec{svc}, 0, trainers, predictor.ModeTimeslice)
+		if !errors.Is(err, predictor.ErrTooManyEvents) {
+			t.Fatalf("try %d: %v, want predictor.ErrTooManyEvents", try, err)
+		}
+	}
+	if st := m.Stats(); st.Hits != 1 || st.Misses != 1 {
+		t.Errorf("stats %+v: want the second refusal from the cache", st)
+	}
+}
+
+func TestModelStopsAtTheDeadline(t *testing.T) {
+	// A budget far above the estimate: the simulation starts, and would
+	// run to the predictor's event cap, seconds, were it not canceled.
+	m, err := NewModel(testCal(), testRequests, 1, 0, 0, WithEventBudget(1e15))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 0.01, SLOP99MS: 10}
 	hostile := &predictor.Profile{Format: predictor.ProfileFormat, Name: "hostile", Kind: predictor.KindTraining,
 		Device: predictor.Device{Name: "test GPU", SMs: 100}, MemoryMiB: 10, Ops: []predictor.Op{
 			{Name: "a", DurUS: 0.5, SM: 1, Occupancy: 1}, {Name: "b", DurUS: 0.5, SM: 1, Occupancy: 1}}}
 	trainers := []Trainer{{Profile: hostile, Key: hostile.Key(), Pct: 100}}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	_, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, trainers, predictor.ModeMPS)
+	_, err = m.PredictP99(ctx, []ServiceSpec{svc}, 0, trainers, predictor.ModeTimeslice)
 	if !errors.Is(err, predictor.ErrCanceled) {
 		t.Fatalf("a canceled prediction: %v, want predictor.ErrCanceled", err)
 	}
-	if m.Known([]ServiceSpec{svc}, 0, trainers, predictor.ModeMPS) {
+	if m.Known([]ServiceSpec{svc}, 0, trainers, predictor.ModeTimeslice) {
 		t.Error("a canceled prediction was cached")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
@@ -55,7 +56,16 @@ type LauncherService struct {
 	// request: a scatter-gather (every sidecar answers) or a pull of
 	// several events.
 	Streamed bool
+	// Threshold, when set, is how long the server keeps a request's way
+	// back open for its answer (nats-server's default: 2 minutes). Lease
+	// calls are answered in milliseconds or dropped (a launcher past its
+	// rate): ResponseThreshold keeps a flood of them from holding the
+	// server's memory for minutes.
+	Threshold time.Duration
 }
+
+// ResponseThreshold is the Threshold of every endpoint but the decisions'.
+const ResponseThreshold = 15 * time.Second
 
 // LauncherServices returns what launchers may ask on the NATS system of
 // sidecar sidecarID: the endpoints of any sidecar, and pulls from the
@@ -72,7 +82,11 @@ func LauncherServices(sidecarID string) []LauncherService {
 	// is a quick "no responders", not a permission error and a timeout.
 	out := make([]LauncherService, 0, 14)
 	for _, ep := range []string{EndpointAdmit, EndpointRenew, EndpointRelease, EndpointRegister, EndpointStatus, EndpointProfile, quoteOneToken, EndpointWatch} {
-		out = append(out, LauncherService{Subject: EndpointSubject("*", ep)})
+		var threshold time.Duration
+		if ep != EndpointAdmit && ep != quoteOneToken {
+			threshold = ResponseThreshold
+		}
+		out = append(out, LauncherService{Subject: EndpointSubject("*", ep), Threshold: threshold})
 	}
 	out = append(out,
 		LauncherService{Subject: QuoteSubject, Streamed: true},
@@ -92,7 +106,7 @@ func LauncherServices(sidecarID string) []LauncherService {
 		// instead, answering every request above with an error of its own.
 		LauncherService{Subject: "$JS.API.INFO"},
 		// The fleet's capacity summaries, through any sidecar.
-		LauncherService{Subject: FleetSubject},
+		LauncherService{Subject: FleetSubject, Threshold: ResponseThreshold},
 	)
 	if sidecarID == "*" {
 		// A hub's launchers read a leaf host's events in the host's own
@@ -106,19 +120,25 @@ func LauncherServices(sidecarID string) []LauncherService {
 	return out
 }
 
-// LauncherPermissions returns what a launcher may publish and subscribe to
-// in the launchers' account: the subjects of LauncherServices, and its
-// inbox. The account boundary is what keeps a launcher away from JetStream;
-// these permissions keep it from answering other launchers' requests in
-// its own account.
-func LauncherPermissions(sidecarID string) *server.Permissions {
+// LauncherPermissions returns what launcher key may publish and subscribe
+// to in the launchers' account: the subjects of LauncherServices, and its
+// own inbox (LauncherInbox(key); every launcher's, _INBOX.>, when key is
+// "", as on a shared server whose users share one permission set). The
+// account boundary is what keeps a launcher away from JetStream; these
+// permissions keep it from answering other launchers' requests in its own
+// account, and from reading their replies.
+func LauncherPermissions(sidecarID, key string) *server.Permissions {
 	var pub []string
 	for _, s := range LauncherServices(sidecarID) {
 		pub = append(pub, s.Subject)
 	}
+	inbox := LauncherInboxPrefix
+	if key != "" {
+		inbox = LauncherInbox(key)
+	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},
-		Subscribe: &server.SubjectPermission{Allow: []string{LauncherInboxPrefix + ".>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{inbox + ".>"}},
 	}
 }
 

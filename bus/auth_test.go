@@ -27,7 +27,7 @@ func authServer(t *testing.T) (*Embedded, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), SidecarID: "gpu-a", LauncherKeys: []string{pub}})
+	e, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), SidecarID: "gpu-a", Launchers: []Launcher{{Name: "test", Key: pub}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +223,7 @@ func TestDocumentedLauncherPermissions(t *testing.T) {
 		t.Setenv(env, pub)
 		keys[env] = pub
 	}
+	t.Setenv("COLOCD_LAUNCHER_INBOX", LauncherInbox(keys["COLOCD_LAUNCHER_NKEY"])+".>")
 	opts, err := server.ProcessConfigFile("../deploy/nats/colocd-auth.conf")
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +239,7 @@ func TestDocumentedLauncherPermissions(t *testing.T) {
 	if sidecar.Account == nil || sidecar.Account.Name != SidecarAccount || launcher.Account == nil || launcher.Account.Name != LauncherAccount {
 		t.Fatalf("sidecar in %v, launcher in %v; want %s and %s", sidecar.Account, launcher.Account, SidecarAccount, LauncherAccount)
 	}
-	want := LauncherPermissions("*")
+	want := LauncherPermissions("*", keys["COLOCD_LAUNCHER_NKEY"])
 	got := launcher.Permissions
 	if !slices.Equal(got.Publish.Allow, want.Publish.Allow) || !slices.Equal(got.Subscribe.Allow, want.Subscribe.Allow) ||
 		len(got.Publish.Deny) != 0 || len(got.Subscribe.Deny) != 0 || got.Response != nil {
@@ -248,11 +249,21 @@ func TestDocumentedLauncherPermissions(t *testing.T) {
 	for _, s := range services {
 		if !sidecar.Account.IsExportService(s.Subject) {
 			t.Errorf("the documented %s account does not export %s", SidecarAccount, s.Subject)
+			continue
+		}
+		want := s.Threshold
+		if want == 0 {
+			want = server.DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD
+		}
+		if got, err := sidecar.Account.ServiceExportResponseThreshold(s.Subject); err != nil || got != want {
+			t.Errorf("the documented export %s keeps its answers' way open %v (%v), want %v", s.Subject, got, err, want)
 		}
 	}
 	if n := launcher.Account.NumServiceImports(); n != len(services) {
 		t.Errorf("the documented %s account imports %d services, want %d", LauncherAccount, n, len(services))
 	}
+	// That every import shares the requester's identity, which the
+	// sidecar queues by, TestBothServersTellTheTenant checks end to end.
 }
 
 // launcherSetups are the two servers a launcher meets: the embedded one and

@@ -253,8 +253,15 @@ func responseError(m *nats.Msg) *Error {
 	if code == "" {
 		return nil
 	}
-	return parseWireError(code, m.Header.Get(micro.ErrorHeader))
+	e := parseWireError(code, m.Header.Get(micro.ErrorHeader))
+	if secs, err := strconv.Atoi(m.Header.Get(RetryAfterHeader)); err == nil && secs > 0 && secs <= maxRetryAfter {
+		e.RetryAfter = time.Duration(secs) * time.Second
+	}
+	return e
 }
+
+// maxRetryAfter bounds the Retry-After a client takes, in seconds.
+const maxRetryAfter = 3600
 
 // isNoResponders reports NATS's "no responders" status message.
 func isNoResponders(m *nats.Msg) bool {

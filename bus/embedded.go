@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
@@ -36,10 +36,14 @@ type EmbeddedOptions struct {
 	// SidecarID is the sidecar whose API the server carries (required):
 	// launchers get LauncherPermissions(SidecarID).
 	SidecarID string
-	// LauncherKeys are the public user NKeys ("U…") launchers connect with.
-	// With none, only in-process connections can authenticate. Nobody
-	// connects anonymously.
-	LauncherKeys []string
+	// Launchers are the identities launchers connect with (SetLaunchers
+	// changes them while the server runs). With none, only in-process
+	// connections can authenticate. Nobody connects anonymously.
+	Launchers []Launcher
+	// MaxLauncherConns bounds each launcher identity's connections at a
+	// time (0: DefaultMaxLauncherConns); MaxConns the server's
+	// (0: DefaultMaxConns).
+	MaxLauncherConns, MaxConns int
 	// TLS, when its Cert is set, makes the listener speak TLS only.
 	TLS ServerTLSFiles
 	// Leaf, when it names URLs, makes the server a leaf node of a hub
@@ -65,6 +69,7 @@ type Embedded struct {
 	listen  bool
 	id      string
 	sidecar nkeys.KeyPair
+	auth    *authenticator
 }
 
 // StartEmbedded starts a nats-server in the process (JetStream on, store in
@@ -86,8 +91,17 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
-	kp, users, err := embeddedUsers(sideAcc, launchAcc, opts.SidecarID, opts.LauncherKeys)
+	kp, err := nkeys.CreateUser()
 	if err != nil {
+		return nil, fmt.Errorf("start embedded nats: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("start embedded nats: %w", err)
+	}
+	auth := &authenticator{sidecarKey: pub, sidecarID: opts.SidecarID,
+		maxConns: cmp.Or(opts.MaxLauncherConns, DefaultMaxLauncherConns)}
+	if err := auth.set(opts.Launchers); err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
 	sopts := &server.Options{
@@ -97,7 +111,12 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		NoSigs:     true,
 		NoLog:      opts.Logger == nil,
 		Accounts:   []*server.Account{sideAcc, launchAcc},
-		Nkeys:      users,
+		// Who connects is the authenticator's to say (launchers.go); the
+		// nonce it checks signatures of is sent to every client.
+		CustomClientAuthentication: auth,
+		AlwaysEnableNonce:          true,
+		MaxConn:                    cmp.Or(opts.MaxConns, DefaultMaxConns),
+		MaxSubs:                    MaxSubsPerConn,
 	}
 	if err := serverTLS(sopts, opts.TLS); err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
@@ -139,6 +158,10 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
+	// The server registers copies of the accounts in sopts: users join those.
+	if err := auth.attach(srv); err != nil {
+		return nil, fmt.Errorf("start embedded nats: %w", err)
+	}
 	if opts.Logger != nil {
 		srv.SetLogger(slogLogger{opts.Logger}, opts.Logger.Enabled(context.Background(), slog.LevelDebug), false)
 	}
@@ -153,8 +176,35 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
-	return &Embedded{srv: srv, listen: !sopts.DontListen, id: opts.SidecarID, sidecar: kp}, nil
+	return &Embedded{srv: srv, listen: !sopts.DontListen, id: opts.SidecarID, sidecar: kp, auth: auth}, nil
 }
+
+// Limits of the embedded server's connections.
+const (
+	// DefaultMaxLauncherConns is how many connections one launcher
+	// identity may hold at a time: a launcher needs one per job.
+	DefaultMaxLauncherConns = 256
+	// DefaultMaxConns is how many connections the server takes in all.
+	DefaultMaxConns = 4096
+	// MaxSubsPerConn bounds one connection's subscriptions: a launcher
+	// needs a few (its inbox, a watch).
+	MaxSubsPerConn = 1024
+)
+
+// SetLaunchers replaces the identities launchers may connect with; the
+// connections of those left out are closed.
+func (e *Embedded) SetLaunchers(ls []Launcher) error { return e.auth.set(ls) }
+
+// Shun closes connection cid of the launcher whose key is key (a flood
+// from it: WithFloodHandler) and refuses that identity's new connections
+// for d; its other connections stay. It returns the launcher's name, or ""
+// when key is no launcher's (nothing is done).
+func (e *Embedded) Shun(key string, cid uint64, d time.Duration) string {
+	return e.auth.shun(key, cid, d)
+}
+
+// Launchers returns the identities launchers may connect with, by name.
+func (e *Embedded) Launchers() []Launcher { return e.auth.list() }
 
 // enableJetStream turns JetStream on for the sidecars' account, and for it
 // alone: the launchers' account must have none of its own.
@@ -175,7 +225,7 @@ func enableJetStream(srv *server.Server) error {
 // Accounts makes the sidecars' and the launchers' accounts of a server that
 // carries sidecar sidecarID's API: the sidecars' account exports
 // LauncherServices to the launchers' account alone, which imports them
-// under the same subjects.
+// under the same subjects, sharing the requester's identity (Tenant).
 func Accounts(sidecarID string) (sidecars, launchers *server.Account, err error) {
 	sidecars, launchers = server.NewAccount(SidecarAccount), server.NewAccount(LauncherAccount)
 	for _, s := range LauncherServices(sidecarID) {
@@ -186,8 +236,17 @@ func Accounts(sidecarID string) (sidecars, launchers *server.Account, err error)
 		if err := sidecars.AddServiceExportWithResponse(s.Subject, resp, []*server.Account{launchers}); err != nil {
 			return nil, nil, fmt.Errorf("export %s: %w", s.Subject, err)
 		}
+		if s.Threshold > 0 {
+			if err := sidecars.SetServiceExportResponseThreshold(s.Subject, s.Threshold); err != nil {
+				return nil, nil, fmt.Errorf("export %s: response threshold: %w", s.Subject, err)
+			}
+		}
 		if err := launchers.AddServiceImport(sidecars, s.Subject, s.Subject); err != nil {
 			return nil, nil, fmt.Errorf("import %s: %w", s.Subject, err)
+		}
+		// The server then tells the sidecar who asked (Tenant).
+		if err := launchers.SetServiceImportSharing(sidecars, s.Subject, true); err != nil {
+			return nil, nil, fmt.Errorf("import %s: share: %w", s.Subject, err)
 		}
 	}
 	return sidecars, launchers, nil
@@ -214,29 +273,6 @@ func moveGlobalStore(storeDir string) error {
 		return fmt.Errorf("store dir: move the global account's store: %w", err)
 	}
 	return nil
-}
-
-// embeddedUsers makes the sidecar's in-process identity and the users of the
-// server: the sidecar in the sidecars' account with every permission, each
-// launcher key in the launchers' account with LauncherPermissions.
-func embeddedUsers(sidecars, launchers *server.Account, sidecarID string, launcherKeys []string) (nkeys.KeyPair, []*server.NkeyUser, error) {
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		return nil, nil, err
-	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		return nil, nil, err
-	}
-	users := []*server.NkeyUser{{Nkey: pub, Account: sidecars, AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeInProcess: {}}}}
-	perms := LauncherPermissions(sidecarID)
-	for i, k := range launcherKeys {
-		if !nkeys.IsValidPublicUserKey(k) {
-			return nil, nil, fmt.Errorf("launcher key %d: want a public user NKey (U…), got %q", i, clip(k))
-		}
-		users = append(users, &server.NkeyUser{Nkey: k, Account: launchers, Permissions: perms})
-	}
-	return kp, users, nil
 }
 
 // Conn returns a connection with the sidecar's own identity, which may do
@@ -349,16 +385,13 @@ func natsOptions(opts ConnectOptions) ([]nats.Option, error) {
 		nats.ReconnectWait(time.Second),
 	}
 	nopts = append(nopts, LogHandlers(opts.Logger)...)
-	if opts.Credentials != "" {
-		nopts = append(nopts, nats.UserCredentials(opts.Credentials))
+	// The key, and the inbox below it that a launcher's permissions allow
+	// (a sidecar's Options set its own).
+	auth, err := LauncherAuth(opts.NKeySeedFile, opts.Credentials)
+	if err != nil {
+		return nil, fmt.Errorf("nkey: %w", err)
 	}
-	if opts.NKeySeedFile != "" {
-		o, err := nats.NkeyOptionFromSeed(opts.NKeySeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("nkey: %w", err)
-		}
-		nopts = append(nopts, o)
-	}
+	nopts = append(nopts, auth...)
 	if opts.TLS.CA != "" {
 		nopts = append(nopts, nats.RootCAs(opts.TLS.CA))
 	}

@@ -25,7 +25,7 @@ func TestEmbeddedListensForOutsideClients(t *testing.T) {
 	}
 	e, err := StartEmbedded(EmbeddedOptions{
 		Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), ServerName: "colocd-test",
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)), SidecarID: "gpu-a", LauncherKeys: []string{pub},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), SidecarID: "gpu-a", Launchers: []Launcher{{Name: "test", Key: pub}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestStartEmbeddedValidates(t *testing.T) {
 	for _, opts := range []EmbeddedOptions{
 		{},
 		{StoreDir: t.TempDir()}, // no sidecar id
-		{StoreDir: t.TempDir(), SidecarID: "gpu-a", LauncherKeys: []string{"SUAAA"}},
+		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Launchers: []Launcher{{Name: "bad", Key: "SUAAA"}}},
 		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Listen: "no-port"},
 		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Listen: "127.0.0.1:http"},
 		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Listen: "127.0.0.1:70000"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -19,10 +20,15 @@ const (
 	CodeNotFound = 404
 	// CodeConflict: the request conflicts with the sidecar's state.
 	CodeConflict = 409
+	// CodeTooManyRequests: the launcher sent more requests than its
+	// share (nats.limits.tenant_rate); Error.RetryAfter says when to ask
+	// again.
+	CodeTooManyRequests = 429
 	// CodeInternal: anything the sidecar did not classify.
 	CodeInternal = 500
 	// CodeUnavailable: the sidecar is not ready (daemon, GPU or predictor
-	// unhealthy); it admits nothing new.
+	// unhealthy; it admits nothing new), or its queue for the request is
+	// full, when Error.RetryAfter is set.
 	CodeUnavailable = 503
 	// CodeTimeout: the request's deadline (the caller's TimeoutHeader, or
 	// the sidecar's admission.decision_timeout) passed before the answer was
@@ -50,6 +56,9 @@ type Error struct {
 	Code int
 	// Description is a sentence naming what was wrong.
 	Description string
+	// RetryAfter, for a 429 or a 503 refused for load, is when the sidecar
+	// said to ask again (its Retry-After header); 0 when it did not say.
+	RetryAfter time.Duration
 }
 
 // Error returns the code and the description.
@@ -71,6 +80,9 @@ func Conflict(desc string) *Error { return &Error{Code: CodeConflict, Descriptio
 
 // Unavailable returns a 503 error (not ready).
 func Unavailable(desc string) *Error { return &Error{Code: CodeUnavailable, Description: desc} }
+
+// TooManyRequests returns a 429 error (past the tenant's rate).
+func TooManyRequests(desc string) *Error { return &Error{Code: CodeTooManyRequests, Description: desc} }
 
 // Timeout returns a 504 error (the deadline passed; nothing was granted).
 func Timeout(desc string) *Error { return &Error{Code: CodeTimeout, Description: desc} }

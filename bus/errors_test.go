@@ -42,10 +42,10 @@ func TestWireErrorRoundTrip(t *testing.T) {
 		desc     string
 		wantBack Error
 	}{
-		{"typed", Forbidden("wrong token"), "403", "wrong token", Error{403, "wrong token"}},
-		{"wrapped keeps the description", fmt.Errorf("ctx: %w", NotFound("lease l")), "404", "lease l", Error{404, "lease l"}},
-		{"plain", errors.New("disk\r\nfull"), "500", "disk  full", Error{500, "disk  full"}},
-		{"empty description", &Error{Code: 409}, "409", "error 409", Error{409, "error 409"}},
+		{"typed", Forbidden("wrong token"), "403", "wrong token", Error{Code: 403, Description: "wrong token"}},
+		{"wrapped keeps the description", fmt.Errorf("ctx: %w", NotFound("lease l")), "404", "lease l", Error{Code: 404, Description: "lease l"}},
+		{"plain", errors.New("disk\r\nfull"), "500", "disk  full", Error{Code: 500, Description: "disk  full"}},
+		{"empty description", &Error{Code: 409}, "409", "error 409", Error{Code: 409, Description: "error 409"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Every decoder of outside input must either succeed or return a 400, never
@@ -138,6 +140,31 @@ func FuzzParseProfileChunk(f *testing.F) {
 		}
 		if n > c.Size || (raw != nil && ProfileRef(raw) != c.Ref) {
 			t.Fatalf("received %d of %d; whole %d bytes for %s", n, c.Size, len(raw), c.Ref)
+		}
+	})
+}
+
+// The tenant of any header: never empty, never longer than the bound, and
+// the fast scan agrees with decoding the header whenever it answers.
+func FuzzTenant(f *testing.F) {
+	f.Add(`{"acc":"COLOCD_LAUNCHERS","user":"UABCDEF","name":"x"}`)
+	f.Add(`{"acc":"A","name":"x\",\"user\":\"UVICTIM"}`)
+	f.Add(`{"user":"a\u0041"}`)
+	f.Add(`not json`)
+	f.Fuzz(func(t *testing.T, v string) {
+		h := nats.Header{}
+		h.Set(RequestInfoHeader, v)
+		got := Tenant(h)
+		if got == "" || len(got) > maxTenantLen+len("account:") {
+			t.Fatalf("Tenant(%q) = %q", v, got)
+		}
+		if u, ok := scanUser(v); ok {
+			var ci struct {
+				User string `json:"user"`
+			}
+			if err := json.Unmarshal([]byte(v), &ci); err == nil && ci.User != u {
+				t.Fatalf("scan %q, decode %q of %q", u, ci.User, v)
+			}
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,8 +44,9 @@ const (
 // and passes a context that carries the caller's trace context (the W3C
 // traceparent header) as the remote parent and, when the caller sent
 // TimeoutHeader, its deadline. Return an *Error to choose the code the
-// client sees; any other error is a 500. micro runs the requests of one
-// endpoint one at a time.
+// client sees; any other error is a 500. Admits and quotes run on a pool of
+// workers, and lease calls on another (fair.go): the methods must be safe
+// for concurrent use.
 type Handler interface {
 	// Admit decides on a request and, for a grant or throttle, returns the
 	// lease with its token.
@@ -84,7 +87,52 @@ type Service struct {
 	// MaxWatchConsumers the oldest goes (its owner, if it still pulls,
 	// asks again from its next sequence and misses nothing).
 	watchMu sync.Mutex
-	watches []string
+	watches []watchRecord
+	// limits bound each tenant's share (fair.go): its request rate per
+	// class of endpoints, and its places in the decide and lease queues.
+	limits          Limits
+	decideQ, leaseQ *fairQueue
+	rates           [numClasses]*rateLimiter
+	log             *slog.Logger
+	onFlood         func(tenant, requestInfo string)
+}
+
+// class is which queue, workers and rate an endpoint's requests share.
+type class int
+
+const (
+	// classDecide: admit and quote, which predict.
+	classDecide class = iota
+	// classLease: renew, release, register, status, quick and frequent.
+	classLease
+	// classOther: watch, profile and fleet, answered on the endpoint's
+	// own goroutine.
+	classOther
+	numClasses
+)
+
+// WithLimits sets the per-tenant limits (zero fields: DefaultLimits).
+func WithLimits(l Limits) ServeOption {
+	return func(s *Service) { s.limits = l }
+}
+
+// WithFloodHandler calls fn, on its own goroutine, when a tenant's
+// refusals pass FloodFactor times its burst within a second: a sender
+// that does not read its answers. requestInfo is the flooding request's
+// RequestInfoHeader (RequestConn reads its connection from it), so that a
+// sidecar that runs the server can close that connection.
+func WithFloodHandler(fn func(tenant, requestInfo string)) ServeOption {
+	return func(s *Service) { s.onFlood = fn }
+}
+
+// WithLogger logs refused requests (rate, queue) at debug level and what
+// the workers cannot answer at warn.
+func WithLogger(l *slog.Logger) ServeOption {
+	return func(s *Service) {
+		if l != nil {
+			s.log = l
+		}
+	}
 }
 
 // ServeOption changes how Serve serves.
@@ -126,25 +174,32 @@ func Serve(nc *nats.Conn, id, version string, h Handler, opts ...ServeOption) (*
 	if err != nil {
 		return nil, fmt.Errorf("serve: add service: %w", err)
 	}
-	s := &Service{id: id, h: h, nc: nc, svc: svc, uploads: NewProfileUploads(nil)}
+	s := &Service{id: id, h: h, nc: nc, svc: svc, uploads: NewProfileUploads(nil), log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(s)
 	}
+	s.limits = s.limits.withDefaults()
+	for c := range s.rates {
+		s.rates[c] = newRateLimiter(s.limits.TenantRate, s.limits.TenantBurst)
+	}
+	s.decideQ = newFairQueue(s.limits.DecideWorkers, s.limits.DecideQueue, s.limits.TenantDecideQueue)
+	s.leaseQ = newFairQueue(s.limits.LeaseWorkers, s.limits.LeaseQueue, s.limits.TenantLeaseQueue)
 	endpoints := []struct {
 		name, subject string
 		fn            func(context.Context, micro.Request) (any, error)
+		class         class
 		opts          []micro.EndpointOpt
 	}{
-		{EndpointAdmit, EndpointSubject(id, EndpointAdmit), body(s.admit), nil},
-		{EndpointRenew, EndpointSubject(id, EndpointRenew), body(s.renew), nil},
-		{EndpointRelease, EndpointSubject(id, EndpointRelease), body(s.release), nil},
-		{EndpointRegister, EndpointSubject(id, EndpointRegister), body(s.register), nil},
-		{EndpointStatus, EndpointSubject(id, EndpointStatus), body(s.status), nil},
-		{EndpointProfile, EndpointSubject(id, EndpointProfile), s.profile, nil},
-		{EndpointQuote, QuoteSubject, body(s.quote), []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
-		{EndpointQuoteOne, EndpointSubject(id, quoteOneToken), body(s.quote), nil},
-		{EndpointFleet, FleetSubject, s.fleet, nil}, // one sidecar of the queue group answers
-		{EndpointWatch, EndpointSubject(id, EndpointWatch), s.watch, nil},
+		{EndpointAdmit, EndpointSubject(id, EndpointAdmit), body(s.admit), classDecide, nil},
+		{EndpointRenew, EndpointSubject(id, EndpointRenew), body(s.renew), classLease, nil},
+		{EndpointRelease, EndpointSubject(id, EndpointRelease), body(s.release), classLease, nil},
+		{EndpointRegister, EndpointSubject(id, EndpointRegister), body(s.register), classLease, nil},
+		{EndpointStatus, EndpointSubject(id, EndpointStatus), body(s.status), classLease, nil},
+		{EndpointProfile, EndpointSubject(id, EndpointProfile), s.profile, classOther, nil},
+		{EndpointQuote, QuoteSubject, body(s.quote), classDecide, []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
+		{EndpointQuoteOne, EndpointSubject(id, quoteOneToken), body(s.quote), classDecide, nil},
+		{EndpointFleet, FleetSubject, s.fleet, classOther, nil}, // one sidecar of the queue group answers
+		{EndpointWatch, EndpointSubject(id, EndpointWatch), s.watch, classOther, nil},
 	}
 	for _, ep := range endpoints {
 		// A flood waits in a bounded queue per endpoint: past it the
@@ -155,7 +210,8 @@ func Serve(nc *nats.Conn, id, version string, h Handler, opts ...ServeOption) (*
 			bytes = ProfilePendingBytes
 		}
 		opts := append([]micro.EndpointOpt{micro.WithEndpointSubject(ep.subject), micro.WithEndpointPendingLimits(msgs, bytes)}, ep.opts...)
-		if err := svc.AddEndpoint(ep.name, handle(ep.fn), opts...); err != nil {
+		if err := svc.AddEndpoint(ep.name, s.handle(ep.name, ep.class, ep.fn), opts...); err != nil {
+			s.closeQueues()
 			return nil, errors.Join(fmt.Errorf("serve: add endpoint %s: %w", ep.name, err), svc.Stop())
 		}
 	}
@@ -174,47 +230,125 @@ func (s *Service) ID() string { return s.id }
 // Info returns micro's description of the service, as $SRV.INFO answers.
 func (s *Service) Info() micro.Info { return s.svc.Info() }
 
-// Stop unsubscribes every endpoint (draining what was already received).
-// Requests in flight finish; to wait for them, drain the connection.
+// Stop unsubscribes every endpoint, answers the requests still queued for
+// a worker with a 503 (nothing was done: ask again), and waits for those
+// a worker runs.
 func (s *Service) Stop() error {
-	if err := s.svc.Stop(); err != nil {
+	err := s.svc.Stop()
+	s.closeQueues()
+	if err != nil {
 		return fmt.Errorf("stop service: %w", err)
 	}
 	return nil
 }
 
-// handle adapts a decode-and-call function to micro: it extracts the trace
-// context and the caller's deadline, answers JSON, or puts the error into
-// micro's error headers.
-func handle(fn func(context.Context, micro.Request) (any, error)) micro.Handler {
+// closeQueues lets the workers answer what is queued, and stops them.
+func (s *Service) closeQueues() {
+	s.decideQ.close()
+	s.leaseQ.close()
+}
+
+// handle adapts a decode-and-call function to micro. On the endpoint's
+// goroutine it only sorts the request (fair.go): a reply subject that is
+// not an inbox is dropped, a tenant past its rate gets a 429 (once a
+// second; the rest of its excess is dropped unanswered), the deadline
+// starts (the caller's TimeoutHeader counts from here, not from when a
+// worker takes the request), and a decision or lease call goes to its
+// tenant's queue, or gets a 503 when that is full. The call itself extracts
+// the trace context, answers JSON, or puts the error into micro's error
+// headers.
+func (s *Service) handle(name string, cl class, fn func(context.Context, micro.Request) (any, error)) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		if !inboxReply(req.Reply()) {
 			return // an answer there could be a JetStream API call in the sidecar's name: dropped unanswered
 		}
 		h := nats.Header(req.Headers())
-		ctx := extractTrace(context.Background(), h)
-		timeout, err := requestTimeout(h)
-		var out any
-		if err == nil {
-			if timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
+		tenant := Tenant(h)
+		if v := s.rates[cl].allow(tenant, time.Now()); !v.ok {
+			if v.flood && s.onFlood != nil {
+				go s.onFlood(tenant, h.Get(RequestInfoHeader))
 			}
-			out, err = fn(ctx, req)
-		}
-		if err == nil {
-			var body []byte
-			if body, err = json.Marshal(out); err == nil {
-				// A failed respond is counted in micro's stats; the caller times out.
-				_ = req.Respond(body)
+			if !v.tell {
 				return
 			}
-			err = fmt.Errorf("encode response: %w", err)
+			wait := v.wait
+			s.log.Warn("requests refused: a launcher is past its rate; until it slows down, one refusal a second is answered and the rest dropped", "endpoint", name, "tenant", tenant)
+			refuse(req, TooManyRequests(fmt.Sprintf("%s: this launcher (%s) sent more than %g requests a second (nats.limits.tenant_rate); retry after %s",
+				name, clipTenant(tenant), s.limits.TenantRate, wait.Round(time.Millisecond))), wait)
+			return
 		}
-		code, desc := wireError(err)
-		_ = req.Error(code, desc, nil)
+		ctx := extractTrace(context.Background(), h)
+		timeout, err := requestTimeout(h)
+		if err != nil {
+			respond(req, nil, err)
+			return
+		}
+		cancel := context.CancelFunc(func() {})
+		if timeout > 0 {
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+		}
+		call := func() {
+			defer cancel()
+			if ctx.Err() != nil {
+				respond(req, nil, Timeout(fmt.Sprintf("%s: the request's deadline passed while it waited for a worker; nothing was done", name)))
+				return
+			}
+			out, err := fn(ctx, req)
+			respond(req, out, err)
+		}
+		var q *fairQueue
+		switch cl {
+		case classDecide:
+			q = s.decideQ
+		case classLease:
+			q = s.leaseQ
+		default:
+			call()
+			return
+		}
+		stopping := func() {
+			cancel()
+			refuse(req, Unavailable(fmt.Sprintf("%s: the sidecar is stopping; nothing was done: ask again", name)), time.Second)
+		}
+		if waiting, err := q.push(tenant, job{run: call, refuse: stopping}); err != nil {
+			cancel()
+			s.log.Debug("request refused: its queue is full", "endpoint", name, "tenant", tenant, "waiting", waiting)
+			refuse(req, Unavailable(fmt.Sprintf("%s: %s (%d requests waiting; this launcher may have at most its share of nats.limits' queues); retry after a second",
+				name, err, waiting)), time.Second)
+		}
 	})
+}
+
+// respond answers req with out as JSON, or with err in micro's error
+// headers.
+func respond(req micro.Request, out any, err error) {
+	if err == nil {
+		var body []byte
+		if body, err = json.Marshal(out); err == nil {
+			// A failed respond is counted in micro's stats; the caller times out.
+			_ = req.Respond(body)
+			return
+		}
+		err = fmt.Errorf("encode response: %w", err)
+	}
+	code, desc := wireError(err)
+	_ = req.Error(code, desc, nil)
+}
+
+// refuse answers req with err and a Retry-After of wait (at least a
+// second).
+func refuse(req micro.Request, err error, wait time.Duration) {
+	code, desc := wireError(err)
+	secs := max(1, int(math.Ceil(wait.Seconds())))
+	_ = req.Error(code, desc, nil, micro.WithHeaders(micro.Headers{RetryAfterHeader: {strconv.Itoa(secs)}}))
+}
+
+// clipTenant shortens a tenant's name for a message.
+func clipTenant(t string) string {
+	if len(t) > 64 {
+		return t[:64] + "…"
+	}
+	return t
 }
 
 // body adapts an endpoint that reads only the request's body.
@@ -342,11 +476,12 @@ func (s *Service) profile(ctx context.Context, req micro.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Tenant = Tenant(nats.Header(req.Headers()))
 	if c.Offset == 0 {
 		if ok, err := s.h.HasProfile(ctx, c.Ref); err != nil {
 			return nil, err
 		} else if ok {
-			s.uploads.Forget(c.Ref)
+			s.uploads.Forget(c.Tenant, c.Ref)
 			return &ProfileUpload{Received: c.Size, ProfileRef: c.Ref}, nil
 		}
 	}

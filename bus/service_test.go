@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/internal/syncio"
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -450,18 +448,31 @@ func (b *blockingRenews) Renew(ctx context.Context, _ *LeaseRef) (*Lease, error)
 	return nil, Forbidden("wrong token")
 }
 
-// A flood of renews that nobody waits for, while the handler is stuck,
-// is held in a bounded queue: the handler sees about the queue, the rest
-// are dropped and logged, and the service answers again afterwards.
+// A flood of renews that nobody waits for, while the handler is stuck and
+// the rate lets them all in, is held in bounded queues: the handler sees
+// at most its workers and the tenant's share of the lease queue, the rest
+// are refused at once (or dropped by the server past the endpoint's
+// queue), and the service answers again afterwards.
 func TestEndpointQueueIsBounded(t *testing.T) {
 	e := startServer(t)
 	h := &blockingRenews{fakeHandler: newFakeHandler(), release: make(chan struct{})}
-	var logBuf syncio.Buffer
-	nc := connect(t, e, ErrorLogHandler(slog.New(slog.NewTextHandler(&logBuf, nil))))
-	serveOn(t, nc, "gpu-a", h)
+	limits := Limits{TenantRate: 1e6, TenantBurst: MaxLimit}
+	s, err := Serve(connect(t, e), "gpu-a", "1.2.3", h, WithLimits(limits))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(h.release)
+		}
+	}
+	t.Cleanup(release) // before Stop: a worker held by the handler lets go
 	flood := connect(t, e)
 	body := []byte(`{"lease_id":"l-1","token":"x"}`)
-	const sent = EndpointPendingMsgs * 10
+	const sent = EndpointPendingMsgs * 3
 	for i := range sent {
 		if err := flood.PublishRequest(EndpointSubject("gpu-a", EndpointRenew), "_INBOX.flood."+strconv.Itoa(i), body); err != nil {
 			t.Fatal(err)
@@ -470,12 +481,21 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 	if err := flood.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(time.Minute); !strings.Contains(logBuf.String(), "slow consumer"); time.Sleep(20 * time.Millisecond) {
+	// Every flooded request is taken off the endpoint's queue: queued for
+	// a worker, refused, or dropped by the connection past its limits.
+	lim := s.limits
+	for end := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		s.leaseQ.mu.Lock()
+		queued := s.leaseQ.n
+		s.leaseQ.mu.Unlock()
+		if queued >= lim.TenantLeaseQueue {
+			break
+		}
 		if time.Now().After(end) {
-			t.Fatalf("no slow consumer logged a minute into a flood of %d", sent)
+			t.Fatalf("%d renews queued a minute into a flood of %d, want the tenant's share %d", queued, sent, lim.TenantLeaseQueue)
 		}
 	}
-	close(h.release)
+	release()
 	c := NewClient(connect(t, e))
 	probes := int64(0)
 	for end := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
@@ -488,9 +508,9 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 			t.Fatalf("no answer a minute after the flood: %v", err)
 		}
 	}
-	// The queue, the one held, and those already on their way when the
-	// queue filled (more on a busy machine): a bound, far from the flood.
-	if got := h.n.Load() - probes; got > 2*EndpointPendingMsgs {
-		t.Errorf("the handler saw %d of %d flooded renews, want about the queue (%d), at most twice it", got, sent, EndpointPendingMsgs)
+	// The workers, the tenant's share of the queue, and what waited in
+	// the endpoint's own queue behind them: a bound, far from the flood.
+	if got, bound := h.n.Load()-probes, int64(lim.LeaseWorkers+lim.TenantLeaseQueue+EndpointPendingMsgs); got > bound {
+		t.Errorf("the handler saw %d of %d flooded renews, want at most %d", got, sent, bound)
 	}
 }

@@ -18,7 +18,7 @@ func TestEmbeddedMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), SidecarID: "gpu-a", LauncherKeys: []string{pub},
+	e, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), SidecarID: "gpu-a", Launchers: []Launcher{{Name: "test", Key: pub}},
 		TLS: ServerTLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}})
 	if err != nil {
 		t.Fatal(err)

@@ -35,7 +35,15 @@ const ProfileChunkBytes = 256 << 10
 // Limits of ProfileUploads.
 const (
 	// MaxProfileUploads is how many profiles a sidecar reassembles at once.
-	MaxProfileUploads = 4
+	MaxProfileUploads = 8
+	// MaxTenantUploads is how many of them one launcher identity may have
+	// in progress.
+	MaxTenantUploads = 2
+	// MinUploadRate is the bytes a second below which an upload, once
+	// UploadGrace old, gives its place to a new one when all are taken: a
+	// launcher that trickles bytes cannot hold the places.
+	MinUploadRate = 64 << 10
+	UploadGrace   = 5 * time.Second
 	// ProfileUploadIdle is how long an unfinished upload is kept without a
 	// new chunk.
 	ProfileUploadIdle = time.Minute
@@ -53,6 +61,8 @@ type ProfileUpload struct {
 
 // ProfileChunk is one chunk as the sidecar receives it.
 type ProfileChunk struct {
+	// Tenant is who sent it (Tenant); an upload is its sender's alone.
+	Tenant string
 	Ref    string
 	Size   int
 	Offset int
@@ -97,10 +107,16 @@ type ProfileUploads struct {
 }
 
 type upload struct {
-	size int
-	buf  []byte
-	last time.Time
+	tenant string
+	size   int
+	buf    []byte
+	start  time.Time
+	last   time.Time
 }
+
+// uploadKey is an upload's place in the map: its sender's and its
+// reference, so that no launcher starts another's upload over.
+func uploadKey(c ProfileChunk) string { return c.Tenant + "\x00" + c.Ref }
 
 // NewProfileUploads returns an empty reassembler; now is the clock (nil:
 // time.Now).
@@ -121,12 +137,13 @@ func (u *ProfileUploads) Add(c ProfileChunk) (received int, raw []byte, err erro
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.now()
-	for ref, p := range u.pending {
+	for k, p := range u.pending {
 		if now.Sub(p.last) > ProfileUploadIdle {
-			delete(u.pending, ref)
+			delete(u.pending, k)
 		}
 	}
-	p := u.pending[c.Ref]
+	key := uploadKey(c)
+	p := u.pending[key]
 	if p != nil && c.Offset == 0 {
 		p = nil // a chunk at offset 0 starts the upload over (a retry)
 	}
@@ -134,15 +151,17 @@ func (u *ProfileUploads) Add(c ProfileChunk) (received int, raw []byte, err erro
 		if c.Offset != 0 {
 			return 0, nil, Conflict(fmt.Sprintf("profile upload %s: no upload in progress: start at offset 0", c.Ref))
 		}
-		if _, restart := u.pending[c.Ref]; !restart && len(u.pending) >= MaxProfileUploads {
-			return 0, nil, Unavailable(fmt.Sprintf("profile upload %s: %d uploads in progress, the most a sidecar takes: retry shortly: %v", c.Ref, MaxProfileUploads, ErrUploadsBusy))
+		if _, restart := u.pending[key]; !restart {
+			if err := u.makeRoomLocked(c, now); err != nil {
+				return 0, nil, err
+			}
 		}
-		p = &upload{size: c.Size, buf: make([]byte, 0, min(c.Size, 2*ProfileChunkBytes))}
-		u.pending[c.Ref] = p
+		p = &upload{tenant: c.Tenant, size: c.Size, buf: make([]byte, 0, min(c.Size, 2*ProfileChunkBytes)), start: now}
+		u.pending[key] = p
 	}
 	switch {
 	case c.Size != p.size:
-		delete(u.pending, c.Ref)
+		delete(u.pending, key)
 		return 0, nil, BadRequest(fmt.Sprintf("%s header: %d, but the upload of %s began with %d: start again", HeaderProfileSize, c.Size, c.Ref, p.size))
 	case c.Offset != len(p.buf):
 		return len(p.buf), nil, Conflict(fmt.Sprintf("profile upload %s: chunk at offset %d, want offset %d", c.Ref, c.Offset, len(p.buf)))
@@ -152,7 +171,7 @@ func (u *ProfileUploads) Add(c ProfileChunk) (received int, raw []byte, err erro
 	if len(p.buf) < p.size {
 		return len(p.buf), nil, nil
 	}
-	delete(u.pending, c.Ref)
+	delete(u.pending, key)
 	sum := sha256.Sum256(p.buf)
 	if got := ProfileRefPrefix + hex.EncodeToString(sum[:]); got != c.Ref {
 		return 0, nil, BadRequest(fmt.Sprintf("profile upload: the bytes hash to %s, not %s: start again", got, c.Ref))
@@ -160,11 +179,44 @@ func (u *ProfileUploads) Add(c ProfileChunk) (received int, raw []byte, err erro
 	return len(p.buf), p.buf, nil
 }
 
-// Forget drops the upload of ref, if one is in progress.
-func (u *ProfileUploads) Forget(ref string) {
+// makeRoomLocked finds a place for c's new upload: within its sender's
+// share, and, when every place is taken, in place of the slowest upload
+// that is past UploadGrace and below MinUploadRate.
+func (u *ProfileUploads) makeRoomLocked(c ProfileChunk, now time.Time) error {
+	mine := 0
+	for _, p := range u.pending {
+		if p.tenant == c.Tenant {
+			mine++
+		}
+	}
+	if mine >= MaxTenantUploads {
+		return Unavailable(fmt.Sprintf("profile upload %s: this launcher has %d uploads in progress, its share: finish one first: %v", c.Ref, mine, ErrUploadsBusy))
+	}
+	if len(u.pending) < MaxProfileUploads {
+		return nil
+	}
+	slowest, rate := "", float64(MinUploadRate)
+	for k, p := range u.pending {
+		age := now.Sub(p.start)
+		if age < UploadGrace {
+			continue
+		}
+		if r := float64(len(p.buf)) / age.Seconds(); r < rate {
+			slowest, rate = k, r
+		}
+	}
+	if slowest == "" {
+		return Unavailable(fmt.Sprintf("profile upload %s: %d uploads in progress, the most a sidecar takes: retry shortly: %v", c.Ref, MaxProfileUploads, ErrUploadsBusy))
+	}
+	delete(u.pending, slowest) // its next chunk is a 409: it starts again
+	return nil
+}
+
+// Forget drops tenant's upload of ref, if one is in progress.
+func (u *ProfileUploads) Forget(tenant, ref string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	delete(u.pending, ref)
+	delete(u.pending, uploadKey(ProfileChunk{Tenant: tenant, Ref: ref}))
 }
 
 // Pending returns how many uploads are in progress.

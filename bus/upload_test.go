@@ -74,6 +74,7 @@ func TestProfileUploads(t *testing.T) {
 	for i := range MaxProfileUploads {
 		r := []byte(strings.Repeat("y", 100+i))
 		c, _ := ParseProfileChunk(chunkHeaders(ProfileRef(r), len(r), 0), r[:50])
+		c.Tenant = "launcher-" + strconv.Itoa(i)
 		if _, _, err := u.Add(c); err != nil && i < MaxProfileUploads-1 {
 			t.Fatalf("upload %d: %v", i, err)
 		} else if err != nil && CodeOf(err) != CodeUnavailable {
@@ -207,5 +208,44 @@ func TestUploadProfile(t *testing.T) {
 	}
 	if e := responseError(resp); e == nil || e.Code != CodeBadRequest || !strings.Contains(e.Description, HeaderProfileSize) {
 		t.Errorf("a chunk with a bad size: %v", e)
+	}
+}
+
+// One launcher holds at most its share of the upload places, and a
+// launcher that trickles bytes gives its place up to a new upload once
+// every place is taken.
+func TestProfileUploadsShareAndMinimumRate(t *testing.T) {
+	now := time.Unix(0, 0)
+	u := NewProfileUploads(func() time.Time { return now })
+	start := func(tenant string, i int) error {
+		r := []byte(strings.Repeat("z", 1000+i))
+		c, _ := ParseProfileChunk(chunkHeaders(ProfileRef(r), len(r), 0), r[:1])
+		c.Tenant = tenant
+		_, _, err := u.Add(c)
+		return err
+	}
+	for i := range MaxTenantUploads {
+		if err := start("hostile", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := start("hostile", 99); CodeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "share") {
+		t.Errorf("past its share: %v, want a 503 naming the share", err)
+	}
+	// Others fill the rest, one byte each: every place taken.
+	for i := MaxTenantUploads; i < MaxProfileUploads; i++ {
+		if err := start("other-"+strconv.Itoa(i), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := start("late", 200); CodeOf(err) != CodeUnavailable {
+		t.Errorf("every place taken, none past its grace: %v, want a 503", err)
+	}
+	// Past the grace, all of them below the minimum rate: a new upload
+	// takes the slowest's place, and the honest upload completes.
+	now = now.Add(UploadGrace + time.Second)
+	raw := bytes.Repeat([]byte("honest "), 3000)
+	if whole, err := sendAll(t, u, raw, 4096); err != nil || !bytes.Equal(whole, raw) {
+		t.Errorf("an upload while trickling uploads held every place: %v", err)
 	}
 }

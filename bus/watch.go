@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -100,12 +101,13 @@ func (s *Service) watch(ctx context.Context, req micro.Request) (any, error) {
 		return nil, err
 	}
 	stream := EventStreamName(s.id)
-	s.makeRoom(ctx, js, stream)
+	tenant := Tenant(nats.Header(req.Headers()))
+	s.makeRoom(ctx, js, stream, tenant)
 	if _, err := js.CreateConsumer(ctx, stream, cfg); err != nil {
 		return nil, Unavailable(fmt.Sprintf("watch: consumer on %s: %v", stream, err))
 	}
 	s.watchMu.Lock()
-	s.watches = append(s.watches, cfg.Name)
+	s.watches = append(s.watches, watchRecord{name: cfg.Name, tenant: tenant})
 	s.watchMu.Unlock()
 	return &WatchReply{Stream: stream, Consumer: cfg.Name, Domain: s.eventsDomain}, nil
 }
@@ -114,16 +116,40 @@ func (s *Service) watch(ctx context.Context, req micro.Request) (any, error) {
 // stream: a launcher that asks for a thousand cannot use up the stream's
 // consumers for everyone else. Past it the oldest is deleted; a launcher
 // still pulling from it asks again from its next sequence (bus.Client's
-// Events does) and misses no event.
+// Events does) and misses no event. Each tenant keeps at most
+// Limits.TenantWatches of them: past that its own oldest goes, so one
+// launcher's watches never delete another's.
 const MaxWatchConsumers = 256
 
-// makeRoom deletes the oldest consumers watch made until one more fits.
-// A consumer already gone (idled out) is only forgotten.
-func (s *Service) makeRoom(ctx context.Context, js jetstream.JetStream, stream string) {
+// watchRecord is a consumer watch made, and for whom.
+type watchRecord struct {
+	name, tenant string
+}
+
+// makeRoom deletes tenant's oldest consumers until one more is within its
+// share, then the oldest of all until one more fits. A consumer already
+// gone (idled out) is only forgotten.
+func (s *Service) makeRoom(ctx context.Context, js jetstream.JetStream, stream, tenant string) {
 	s.watchMu.Lock()
 	var drop []string
+	mine := 0
+	for _, w := range s.watches {
+		if w.tenant == tenant {
+			mine++
+		}
+	}
+	s.watches = slices.DeleteFunc(s.watches, func(w watchRecord) bool {
+		if w.tenant == tenant && mine >= s.limits.TenantWatches {
+			mine--
+			drop = append(drop, w.name)
+			return true
+		}
+		return false
+	})
 	if n := len(s.watches) - MaxWatchConsumers + 1; n > 0 {
-		drop = slices.Clone(s.watches[:n])
+		for _, w := range s.watches[:n] {
+			drop = append(drop, w.name)
+		}
 		s.watches = slices.Delete(s.watches, 0, n)
 	}
 	s.watchMu.Unlock()

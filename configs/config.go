@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/gpu"
 	"github.com/colocd/colocd/observe"
 )
@@ -70,6 +71,9 @@ type NATS struct {
 	// Leaf makes the embedded server a leaf node of a hub cluster
 	// (docs/fleet.md#leaf-nodes).
 	Leaf Leaf `mapstructure:"leaf"`
+	// Limits bound each launcher identity's share of the sidecar (package
+	// bus owns them: docs/security.md#containment).
+	Limits bus.Limits `mapstructure:"limits"`
 }
 
 // Leaf connects the embedded server to a hub cluster as a leaf node: the
@@ -114,6 +118,21 @@ type Launchers struct {
 	// NKeys are more launchers' public user NKeys ("U…"), for teams that
 	// keep their own seed.
 	NKeys []string `mapstructure:"nkeys"`
+	// Dir holds one public key per launcher identity, NAME.pub, as
+	// `colocd launcher add NAME` writes them; "" means
+	// <data_dir>/launchers. The sidecar reads it again while it runs.
+	Dir string `mapstructure:"dir"`
+	// MaxConnections bounds one identity's connections at a time (0:
+	// 256).
+	MaxConnections int `mapstructure:"max_connections"`
+}
+
+// LauncherDir is the directory of the launcher identities' public keys.
+func (c *Config) LauncherDir() string {
+	if c.NATS.Launchers.Dir != "" {
+		return c.NATS.Launchers.Dir
+	}
+	return filepath.Join(c.Sidecar.DataDir, "launchers")
 }
 
 // LauncherNKeyFile is the path of the launchers' seed file.
@@ -181,6 +200,11 @@ type Predictor struct {
 	// SLO: the p99 the simulated requests (and the calibration's parameter
 	// intervals) make likely at this level. 0 holds the point estimate.
 	Confidence float64 `mapstructure:"confidence"`
+	// MaxEvents is each prediction's work budget, in kernel events
+	// estimated before simulating: a training profile whose prediction is
+	// estimated above it is refused with a 400 naming the profile, before
+	// any simulation. 0 means predictor.MaxEvents (200 million).
+	MaxEvents int `mapstructure:"max_events"`
 }
 
 // Service is one inference service on this GPU, whose SLO admission

@@ -175,6 +175,7 @@ func resolvePaths(c *Config, dir string, fromFile func(key string) bool) {
 	resolve("nats.tls.cert", &c.NATS.TLS.Cert)
 	resolve("nats.tls.key", &c.NATS.TLS.Key)
 	resolve("nats.launchers.nkey_file", &c.NATS.Launchers.NKeyFile)
+	resolve("nats.launchers.dir", &c.NATS.Launchers.Dir)
 	resolve("nats.server_tls.cert", &c.NATS.ServerTLS.Cert)
 	resolve("nats.server_tls.key", &c.NATS.ServerTLS.Key)
 	resolve("nats.server_tls.client_ca", &c.NATS.ServerTLS.ClientCA)

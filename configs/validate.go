@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/gpu"
 	"github.com/colocd/colocd/internal/field"
 	"github.com/colocd/colocd/observe"
@@ -37,6 +38,9 @@ func invalid(problems []*Problem) error {
 
 // Limits of the keys without a natural bound.
 const (
+	// MinEventBudget is the least predictor.max_events: below it a real
+	// training profile next to a sparse service would be refused.
+	MinEventBudget = 10_000_000
 	// MaxRequests bounds predictor.requests: a prediction's cost grows
 	// with it, and a decision must stay fast.
 	MaxRequests = 1_000_000
@@ -191,6 +195,12 @@ func (c *Config) checkNATS(ck *checker) {
 			ck.add(fmt.Sprintf("nats.launchers.nkeys[%d]", i), `a public user NKey: "U" and 55 base32 characters (nsc or nk -gen user prints one)`, quote(k))
 		}
 	}
+	if n.Launchers.MaxConnections < 0 || n.Launchers.MaxConnections > bus.MaxLimit {
+		ck.add("nats.launchers.max_connections", fmt.Sprintf("0 (256) or a count from 1 to %d", bus.MaxLimit), strconv.Itoa(n.Launchers.MaxConnections))
+	}
+	if err := n.Limits.Validate("nats.limits."); err != nil {
+		ck.nested(err)
+	}
 	c.checkLeaf(ck)
 }
 
@@ -285,6 +295,9 @@ func (c *Config) checkPredictor(ck *checker) {
 		}
 	}
 	ck.intIn("predictor.requests", p.Requests, 1, MaxRequests, fmt.Sprintf("a count from 1 to %d", MaxRequests))
+	if p.MaxEvents != 0 && (p.MaxEvents < MinEventBudget || p.MaxEvents > predictor.MaxEvents) {
+		ck.add("predictor.max_events", fmt.Sprintf("0 (%d) or a count of events from %d to %d (the simulation's own cap)", predictor.MaxEvents, MinEventBudget, predictor.MaxEvents), strconv.Itoa(p.MaxEvents))
+	}
 	if c := p.Confidence; c != 0 && !(c >= 0.5 && c < 1) {
 		ck.add("predictor.confidence", "a level in [0.5, 1), or 0 to hold the point estimate", fmt.Sprintf("%g", c))
 	}

@@ -121,11 +121,11 @@ func (n *node) down() {
 // client connects as a launcher that reconnects for good.
 func (n *node) client() *bus.Client {
 	n.t.Helper()
-	auth, err := nats.NkeyOptionFromSeed(n.s.LauncherNKeyFile())
+	auth, err := bus.LauncherAuth(n.s.LauncherNKeyFile(), "")
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	nc, err := nats.Connect(n.s.ClientURL(), auth, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
+	nc, err := nats.Connect(n.s.ClientURL(), append(auth, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))...)
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -630,6 +630,9 @@ func (pr *Predictor) PredictMPS(sc *Scenario, p MPSParams) (*Prediction, error) 
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
+	if err := sc.checkBudget(ModeMPS); err != nil {
+		return nil, err
+	}
 	pcts, err := sc.mpsPercentages()
 	if err != nil {
 		return nil, err

@@ -37,6 +37,10 @@ type Scenario struct {
 	Load    float64
 	// Requests is the number of simulated requests (DefaultRequests when 0).
 	Requests int
+	// MaxEvents is the work budget: a scenario whose EventEstimate is
+	// above it is refused before it is simulated, with ErrTooManyEvents
+	// (0: MaxEvents).
+	MaxEvents float64
 	// Seed makes the arrivals reproducible.
 	Seed uint64
 
@@ -338,6 +342,9 @@ func (pr *Predictor) Predict(sc *Scenario, mode Mode, cal *Calibration) (*Predic
 // PredictTimeslice predicts the scenario under time slicing with params.
 func (pr *Predictor) PredictTimeslice(sc *Scenario, params TimesliceParams) (*Prediction, error) {
 	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	if err := sc.checkBudget(ModeTimeslice); err != nil {
 		return nil, err
 	}
 	if err := params.Validate(); err != nil {

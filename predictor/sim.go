@@ -253,3 +253,103 @@ func (s *simState) finish(now float64) *simResult {
 	}
 	return &s.res
 }
+
+// EventEstimate is about how much work a prediction of sc under mode
+// simulates, in kernel events, found without simulating: every service's
+// requests' ops, and the trainers' ops. Time-slicing steps every trainer
+// kernel over the time the requests span, at the trainer's solo speed (it
+// runs no faster co-located); MPS steps them one by one only while a
+// request is in flight (taken as busyFactor times its solo time), and skips
+// whole iterations while a trainer runs alone. On real profiles it is
+// within a factor of a few of the events simulated; a profile of
+// sub-microsecond kernels shows here as billions. It is 0 for a scenario
+// with no inference profile.
+func (sc *Scenario) EventEstimate(mode Mode) float64 {
+	if sc.Inference == nil {
+		return 0
+	}
+	n, horizonUS, events, busyUS := float64(sc.requests()), sc.horizonS()*1e6, 0.0, 0.0
+	for _, p := range sc.services() {
+		if p != nil {
+			ops := sc.ops(p)
+			events += n * float64(len(ops))
+			busyUS += n * unitUS(ops) * busyFactor
+		}
+	}
+	for _, t := range sc.Training {
+		if t == nil {
+			continue
+		}
+		ops := sc.ops(t)
+		unit := max(unitUS(ops), MinUnitUS)
+		perUS := float64(len(ops)) / unit
+		switch mode {
+		case ModeMPS:
+			events += min(busyUS, horizonUS)*perUS + horizonUS/unit
+		default:
+			events += horizonUS * perUS
+		}
+	}
+	return events
+}
+
+// busyFactor is how much longer than solo EventEstimate takes a request to
+// be in flight co-located.
+const busyFactor = 4
+
+// requests is the number of requests simulated per service.
+func (sc *Scenario) requests() int {
+	if sc.Requests <= 0 {
+		return DefaultRequests
+	}
+	return sc.Requests
+}
+
+// horizonS is about how long the simulated requests span, in seconds: the
+// sparsest service's requests at its rate (a load is a rate of the
+// service's solo unit).
+func (sc *Scenario) horizonS() float64 {
+	n, out := float64(sc.requests()), 0.0
+	span := func(p *Profile, rate, load float64) {
+		if p == nil {
+			return
+		}
+		if rate <= 0 && load > 0 {
+			if u := unitUS(sc.ops(p)); u > 0 {
+				rate = load / u * 1e6
+			}
+		}
+		if rate > 0 {
+			out = max(out, n/rate)
+		}
+	}
+	span(sc.Inference, sc.RateRPS, sc.Load)
+	for _, o := range sc.Others {
+		span(o.Profile, o.RateRPS, o.Load)
+	}
+	return out
+}
+
+// unitUS is the solo length of a unit of ops (a request or an iteration):
+// its gaps and kernels.
+func unitUS(ops []Op) float64 {
+	u := 0.0
+	for _, op := range ops {
+		u += op.GapUS + op.DurUS
+	}
+	return u
+}
+
+// checkBudget refuses a scenario whose EventEstimate is above its
+// MaxEvents, before any simulation.
+func (sc *Scenario) checkBudget(mode Mode) error {
+	budget := sc.MaxEvents
+	if budget <= 0 {
+		budget = MaxEvents
+	}
+	if est := sc.EventEstimate(mode); est > budget {
+		return fmt.Errorf("%w: about %.3g events estimated before simulating, over the budget of %.3g (%s: the trainers' kernels a microsecond over the %.3g s the requests span)",
+			ErrTooManyEvents, est, budget, mode, sc.horizonS())
+	}
+	return nil
+}

@@ -339,6 +339,39 @@ func TestTrainerInLongGapHasFiniteSlowdown(t *testing.T) {
 	}
 }
 
+// A scenario whose estimated events are over its budget is refused before
+// anything is simulated, in both modes, however long it would run; one
+// within the budget is predicted, and its estimate is within a factor of
+// ten of the events it simulated.
+func TestEventBudgetRefusesBeforeSimulating(t *testing.T) {
+	inf := uniformProfile("inf", KindInference, 2, 100, 0)
+	hostile := uniformProfile("hostile", KindTraining, 2, 0.5, 0) // half-microsecond kernels
+	sc := &Scenario{Inference: inf, Training: []*Profile{hostile}, RateRPS: 8, Requests: 2000, Seed: 1}
+	if est := sc.EventEstimate(ModeTimeslice); est < MaxEvents {
+		t.Fatalf("estimate %.3g, want above the budget %d", est, MaxEvents)
+	}
+	var pr Predictor
+	if _, err := pr.PredictTimeslice(sc, testParams); !errors.Is(err, ErrTooManyEvents) || !strings.Contains(err.Error(), "estimated before simulating") {
+		t.Errorf("timeslice: %v, want ErrTooManyEvents before simulating", err)
+	}
+	sc.TrainingPct = []float64{50}
+	if _, err := pr.PredictMPS(sc, MPSParams{}); !errors.Is(err, ErrTooManyEvents) {
+		t.Errorf("mps: %v, want ErrTooManyEvents", err)
+	}
+	ok := &Scenario{Inference: inf, Training: []*Profile{uniformProfile("t", KindTraining, 4, 500, 10)}, RateRPS: 50, Requests: 200, Seed: 1}
+	pred, err := pr.PredictTimeslice(ok, testParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if est, got := ok.EventEstimate(ModeTimeslice), float64(pred.Events); est > 10*got || got > 10*est {
+		t.Errorf("estimate %.3g for %.3g simulated events: want within a factor of ten", est, got)
+	}
+	ok.MaxEvents = ok.EventEstimate(ModeTimeslice) / 2 // a tighter budget refuses it
+	if _, err := pr.PredictTimeslice(ok, testParams); !errors.Is(err, ErrTooManyEvents) {
+		t.Errorf("under a budget of half its estimate: %v, want ErrTooManyEvents", err)
+	}
+}
+
 // A simulation whose caller stopped waiting (Scenario.Done closed) ends
 // at its next check with ErrCanceled, in both modes, however much work was
 // left; an open Done changes nothing of the prediction.
@@ -347,12 +380,13 @@ func TestSimulationCanceled(t *testing.T) {
 	train := uniformProfile("train", KindTraining, 1, 2, 0) // 2 µs kernels: up to the event cap
 	closed := make(chan struct{})
 	close(closed)
-	sc := &Scenario{Inference: inf, Training: []*Profile{train}, RateRPS: MinRateRPS, Requests: 10, Seed: 1, Done: closed}
+	// A budget above the estimate, so that the simulation starts.
+	sc := &Scenario{Inference: inf, Training: []*Profile{train}, RateRPS: MinRateRPS, Requests: 10, Seed: 1, Done: closed, MaxEvents: 1e12}
 	var pr Predictor
 	if _, err := pr.PredictTimeslice(sc, testParams); !errors.Is(err, ErrCanceled) {
 		t.Errorf("timeslice: err = %v, want ErrCanceled", err)
 	}
-	mps := &Scenario{Inference: uniformProfile("long", KindInference, 1, 1e6, 0), Training: []*Profile{train}, RateRPS: 1, Requests: 10, Seed: 1, Done: closed}
+	mps := &Scenario{Inference: uniformProfile("long", KindInference, 1, 1e6, 0), Training: []*Profile{train}, RateRPS: 1, Requests: 10, Seed: 1, Done: closed, MaxEvents: 1e12}
 	if _, err := pr.PredictMPS(mps, MPSParams{}); !errors.Is(err, ErrCanceled) {
 		t.Errorf("mps: err = %v, want ErrCanceled", err)
 	}

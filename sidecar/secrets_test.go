@@ -26,7 +26,13 @@ func TestSecretsNeverTravel(t *testing.T) {
 	var mu sync.Mutex
 	var seen [][]byte
 	arrived := make(chan struct{}, 64) // one per answer seen, as far as there is room
-	if _, err := sniffer.Subscribe(bus.LauncherInboxPrefix+".>", func(m *nats.Msg) {
+	// The widest it may read: its identity's inbox (the default seed's,
+	// which the client below shares; others' it may not subscribe to).
+	pub, err := bus.NKeySeedFile(s.LauncherNKeyFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sniffer.Subscribe(bus.LauncherInbox(pub)+".>", func(m *nats.Msg) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, append([]byte(nil), m.Data...))

@@ -133,9 +133,12 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 		return nil, err
 	}
 	s.checks = s.readiness()
-	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s}, bus.WithFleetDomain(s.hubDomain()), bus.WithEventsDomain(s.eventsDomain())); err != nil {
+	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s}, bus.WithFleetDomain(s.hubDomain()), bus.WithEventsDomain(s.eventsDomain()),
+		bus.WithLimits(cfg.NATS.Limits), bus.WithLogger(s.log.With("component", "api")), bus.WithFloodHandler(s.onFlood)); err != nil {
 		return nil, fmt.Errorf("serve nats api: %w", err)
 	}
+	// Run stops it first; a sidecar that never ran stops it on Close.
+	s.closers = append(s.closers, func(context.Context) error { return s.service.Stop() })
 	if s.http, err = listenHTTP(cfg.Telemetry.HTTP, newMux(s.checks, s.tel.Registry)); err != nil {
 		return nil, fmt.Errorf("telemetry.http %s: %w", cfg.Telemetry.HTTP, err)
 	}
@@ -238,7 +241,7 @@ func (s *Sidecar) openModel() error {
 	if err != nil {
 		return fmt.Errorf("predictor.calibration: %w", err)
 	}
-	var opts []admission.ModelOption
+	opts := []admission.ModelOption{admission.WithEventBudget(float64(s.cfg.Predictor.MaxEvents))}
 	if in := instanceOf(s.gpuInfo); in != nil {
 		opts = append(opts, admission.OnInstance(*in))
 	} else if s.gpuInfo.MIG != nil {
@@ -277,12 +280,12 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 				return nil, fmt.Errorf("nats.leaf.hub_domain: %w", err)
 			}
 		}
-		var pub string
-		if pub, err = bus.NKeySeedFile(s.cfg.LauncherNKeyFile()); err != nil {
-			return nil, fmt.Errorf("nats.launchers.nkey_file: %w", err)
+		var launchers []bus.Launcher
+		if launchers, err = s.launchers(); err != nil {
+			return nil, err
 		}
 		s.embed, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(s.cfg.Sidecar.DataDir, "nats"),
-			ServerName: "colocd-" + s.id, Logger: serverLog, SidecarID: s.id, LauncherKeys: append([]string{pub}, c.Launchers.NKeys...),
+			ServerName: "colocd-" + s.id, Logger: serverLog, SidecarID: s.id, Launchers: launchers, MaxLauncherConns: c.Launchers.MaxConnections,
 			TLS:  bus.ServerTLSFiles{Cert: c.ServerTLS.Cert, Key: c.ServerTLS.Key, ClientCA: c.ServerTLS.ClientCA},
 			Leaf: s.leafOptions()})
 		if err != nil {
@@ -459,11 +462,11 @@ func (s *Sidecar) ClientURL() string {
 // with a remote server, opts must carry the identity.
 func (s *Sidecar) Conn(opts ...nats.Option) (*nats.Conn, error) {
 	if s.embed != nil {
-		auth, err := nats.NkeyOptionFromSeed(s.cfg.LauncherNKeyFile())
+		auth, err := bus.LauncherAuth(s.cfg.LauncherNKeyFile(), "")
 		if err != nil {
 			return nil, fmt.Errorf("launcher nkey: %w", err)
 		}
-		return s.embed.ConnAs(append([]nats.Option{auth}, opts...)...)
+		return s.embed.ConnAs(append(auth, opts...)...)
 	}
 	return nats.Connect(s.cfg.NATS.URL, opts...)
 }
@@ -495,6 +498,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	g.Go(func() error { return s.guardLoop(gctx) })
 	g.Go(func() error { return s.fleet.run(gctx) })
 	g.Go(func() error { return s.http.serve(gctx) })
+	if s.embed != nil {
+		g.Go(func() error { return s.watchLaunchers(gctx) })
+	}
 	if s.watcher != nil {
 		updates, cancel := s.watcher.Subscribe()
 		g.Go(func() error { defer cancel(); return s.watcher.Run(gctx) })

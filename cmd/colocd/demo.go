@@ -248,11 +248,11 @@ func (d *demo) run(ctx context.Context, infPath, trainPath string) (err error) {
 		}
 	}()
 
-	nkey, err := nats.NkeyOptionFromSeed(s.LauncherNKeyFile())
+	auth, err := bus.LauncherAuth(s.LauncherNKeyFile(), "")
 	if err != nil {
 		return fmt.Errorf("demo: the launcher's key: %w", err)
 	}
-	nc, err := nats.Connect(s.ClientURL(), nkey, nats.Name("colocd demo launcher"))
+	nc, err := nats.Connect(s.ClientURL(), append(auth, nats.Name("colocd demo launcher"))...)
 	if err != nil {
 		return fmt.Errorf("demo: connect: %w", err)
 	}

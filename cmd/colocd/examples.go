@@ -57,6 +57,12 @@ var examples = map[string]string{
 	"colocd demo": `  # from the repository's root: about a minute, nothing left behind
   colocd demo
   colocd demo --json > demo.json`,
+	"colocd launcher": `  colocd launcher add team-vision --out team-vision.nk
+  colocd launcher list`,
+	"colocd launcher add": `  # the seed goes to the team alone; the sidecar lets it in within seconds
+  colocd launcher add team-vision --config /etc/colocd/colocd.yaml --out team-vision.nk`,
+	"colocd launcher remove": `  colocd launcher remove team-vision --config /etc/colocd/colocd.yaml`,
+	"colocd launcher list":   `  colocd launcher list --json`,
 	"colocd version": `  colocd version
   colocd version --json`,
 }

@@ -77,18 +77,18 @@ func (f *launcherFlags) connect(needSidecar bool) (*bus.Client, *nats.Conn, erro
 	if f.persistent {
 		opts = append(opts, runOptions...)
 	}
-	switch {
-	case f.creds != "" && f.nkey != "":
+	if f.creds != "" && f.nkey != "" {
 		return nil, nil, fmt.Errorf("--creds and --nkey: want one of the two (%s, %s)", envCreds, envNKey)
-	case f.creds != "":
-		opts = append(opts, nats.UserCredentials(f.creds))
-	case f.nkey != "":
-		o, err := nats.NkeyOptionFromSeed(f.nkey)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--nkey %s: %w", f.nkey, err)
-		}
-		opts = append(opts, o)
 	}
+	auth, err := bus.LauncherAuth(f.nkey, f.creds)
+	if err != nil {
+		flag := "--nkey"
+		if f.creds != "" {
+			flag = "--creds"
+		}
+		return nil, nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	opts = append(opts, auth...)
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return nil, nil, fmt.Errorf("--tls-cert and --tls-key: want both or neither (%s, %s)", envTLSCert, envTLSKey)
 	}

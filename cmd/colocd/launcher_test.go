@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -257,5 +259,52 @@ func TestAdmitWithoutAnswer(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, append(args, "--token", m[2])...); err == nil || !strings.Contains(err.Error(), "--request-id") {
 		t.Errorf("--token without --request-id: %v", err)
+	}
+}
+
+// colocd launcher add writes the seed for its owner and the public key for
+// the sidecar; list shows it; remove takes it away; a name twice, or a
+// seed file that exists, is refused without writing anything.
+func TestLauncherIdentityCommands(t *testing.T) {
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "team-a.nk")
+	stdout, _, err := runCLI(t, "launcher", "add", "team-a", "--dir", dir, "--out", out, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var added struct {
+		Name, Key string
+		SeedFile  string `json:"seed_file"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &added); err != nil || added.Name != "team-a" || !strings.HasPrefix(added.Key, "U") {
+		t.Fatalf("add printed %q (%v)", stdout, err)
+	}
+	fi, err := os.Stat(out)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("seed file: %v, %v; want mode 0600", fi, err)
+	}
+	if pub, err := bus.NKeySeedFile(out); err != nil || pub != added.Key {
+		t.Errorf("the seed's key %q (%v), want %q", pub, err, added.Key)
+	}
+	if _, _, err := runCLI(t, "launcher", "add", "team-a", "--dir", dir, "--out", out+".2"); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("adding team-a twice: %v", err)
+	}
+	if _, err := os.Stat(out + ".2"); err == nil {
+		t.Error("a refused add left a seed file")
+	}
+	if _, _, err := runCLI(t, "launcher", "add", "team-b", "--dir", dir, "--out", out); err == nil || !strings.Contains(err.Error(), "--out") {
+		t.Errorf("an existing --out: %v", err)
+	}
+	if _, _, err := runCLI(t, "launcher", "add", "../evil", "--dir", dir, "--out", out+".3"); err == nil || !strings.Contains(err.Error(), "launcher name") {
+		t.Errorf("a name with a path in it: %v", err)
+	}
+	stdout, _, err = runCLI(t, "launcher", "list", "--dir", dir)
+	if err != nil || !strings.Contains(stdout, "team-a") || !strings.Contains(stdout, added.Key) || strings.Contains(stdout, "team-b") {
+		t.Errorf("list: %q, %v", stdout, err)
+	}
+	if _, _, err := runCLI(t, "launcher", "remove", "team-a", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	if stdout, _, err = runCLI(t, "launcher", "list", "--dir", dir, "--json"); err != nil || strings.TrimSpace(stdout) != "[]" {
+		t.Errorf("list after remove: %q, %v", stdout, err)
 	}
 }

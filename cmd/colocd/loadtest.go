@@ -273,8 +273,12 @@ var errBadAnswer = errors.New("bad answer")
 // loadtest is one run: the target, the request every admit starts from,
 // and the connection flags the launchers use.
 type loadtest struct {
-	f         *loadtestFlags
-	lf        launcherFlags // the resolved connection (embedded: the sidecar's)
+	f  *loadtestFlags
+	lf launcherFlags // the resolved connection (embedded: the sidecar's)
+	// seeds, with --embedded, are one identity's seed file per launcher
+	// (the sampler takes the default's): each gets its own fair share, as
+	// launchers of different jobs would.
+	seeds     []string
 	req       bus.AdmitRequest
 	jobPrefix string
 }
@@ -295,10 +299,11 @@ func runLoadtest(ctx context.Context, f *loadtestFlags, stderr io.Writer) (*load
 		rep.Sidecar, rep.Server = lt.lf.sidecar, lt.lf.server
 		return rep, lt.run(ctx, rep)
 	}
-	s, stop, err := startEmbedded(ctx, f, stderr)
+	s, seeds, stop, err := startEmbedded(ctx, f, stderr)
 	if err != nil {
 		return nil, err
 	}
+	lt.seeds = seeds
 	lt.lf.server, lt.lf.nkey, lt.lf.sidecar = s.ClientURL(), s.LauncherNKeyFile(), s.ID()
 	lt.lf.creds, lt.lf.tlsCA, lt.lf.tlsCert, lt.lf.tlsKey = "", "", "", ""
 	rep.Target, rep.Sidecar, rep.Server = "embedded", s.ID(), s.ClientURL()
@@ -324,10 +329,14 @@ func runLoadtest(ctx context.Context, f *loadtestFlags, stderr io.Writer) (*load
 // startEmbedded starts an in-process sidecar on a simulated H200 with an
 // embedded NATS server on a loopback port, and waits until it is ready.
 // stop ends it and removes its data directory.
-func startEmbedded(ctx context.Context, f *loadtestFlags, stderr io.Writer) (*sidecar.Sidecar, func() error, error) {
+func startEmbedded(ctx context.Context, f *loadtestFlags, stderr io.Writer) (_ *sidecar.Sidecar, seeds []string, _ func() error, _ error) {
 	dir, err := os.MkdirTemp("", "colocd-loadtest-")
 	if err != nil {
-		return nil, nil, fmt.Errorf("embedded sidecar: %w", err)
+		return nil, nil, nil, fmt.Errorf("embedded sidecar: %w", err)
+	}
+	if seeds, err = launcherIdentities(dir, f.launchers); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, nil, fmt.Errorf("embedded sidecar: %w", err)
 	}
 	c := configs.Default()
 	c.Sidecar.ID = "loadtest"
@@ -348,7 +357,7 @@ func startEmbedded(ctx context.Context, f *loadtestFlags, stderr io.Writer) (*si
 	s, err := sidecar.New(ctx, &c, sidecar.Options{Logger: logger, Version: semver(version)})
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, nil, fmt.Errorf("embedded sidecar: %w", err)
+		return nil, nil, nil, fmt.Errorf("embedded sidecar: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
@@ -362,11 +371,29 @@ func startEmbedded(ctx context.Context, f *loadtestFlags, stderr io.Writer) (*si
 	for s.Ready() != nil {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			err := s.Ready()
-			return nil, nil, errors.Join(fmt.Errorf("embedded sidecar not ready: %w", err), stop())
+			return nil, nil, nil, errors.Join(fmt.Errorf("embedded sidecar not ready: %w", err), stop())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return s, stop, nil
+	return s, seeds, stop, nil
+}
+
+// launcherIdentities makes n launcher identities in dataDir's launchers
+// directory and returns their seed files.
+func launcherIdentities(dataDir string, n int) ([]string, error) {
+	seeds := make([]string, n)
+	for i := range n {
+		name := "loadtest-" + strconv.Itoa(i)
+		seed, _, err := bus.AddLauncher(filepath.Join(dataDir, "launchers"), name)
+		if err != nil {
+			return nil, err
+		}
+		seeds[i] = filepath.Join(dataDir, name+".nk")
+		if err := os.WriteFile(seeds[i], seed, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return seeds, nil
 }
 
 // run connects the launchers and the sampler, runs the load for the
@@ -382,8 +409,12 @@ func (lt *loadtest) run(ctx context.Context, rep *loadReport) error {
 			c.nc.Close()
 		}
 	}()
-	for range lt.f.launchers + 1 { // the last is the sampler's
-		c, nc, err := lt.lf.connect(true)
+	for i := range lt.f.launchers + 1 { // the last is the sampler's
+		lf := lt.lf
+		if i < len(lt.seeds) {
+			lf.nkey = lt.seeds[i]
+		}
+		c, nc, err := lf.connect(true)
 		if err != nil {
 			return err
 		}

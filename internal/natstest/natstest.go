@@ -69,6 +69,9 @@ func Users(t testing.TB, dir string) (sidecarSeed, launcherSeed string) {
 			t.Fatal(err)
 		}
 		t.Setenv(env, pub)
+		if env == "COLOCD_LAUNCHER_NKEY" {
+			t.Setenv("COLOCD_LAUNCHER_INBOX", "_INBOX."+pub+".>")
+		}
 	}
 	return sidecarSeed, launcherSeed
 }

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/configs"
+	"github.com/spf13/cobra"
+)
+
+// newLauncherCmd manages the launcher identities of an embedded server
+// (docs/security.md#launchers): one NKey per launcher or team.
+func newLauncherCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "launcher",
+		Short: "Add, remove and list the identities launchers connect with",
+		Long: `Each launcher (or team) connects with its own NKey: the sidecar knows who sent
+each request and gives each identity its fair share; no identity can read
+another's replies; one can be removed without touching the others. The
+sidecar keeps the public keys in nats.launchers.dir (<data_dir>/launchers)
+and reads it again every two seconds: an identity added can connect at
+once, and one removed is disconnected.`,
+		Args: cobra.NoArgs,
+	}
+	var path, dir string
+	var asJSON bool
+	cmd.PersistentFlags().StringVar(&path, "config", "/etc/colocd/colocd.yaml", "the sidecar's config file, for nats.launchers.dir")
+	cmd.PersistentFlags().StringVar(&dir, "dir", "", "the launchers directory (default: the config's nats.launchers.dir)")
+	launchersDir := func() (string, error) {
+		if dir != "" {
+			return dir, nil
+		}
+		cfg, err := configs.LoadWith(path, nil)
+		if err != nil {
+			return "", err
+		}
+		return cfg.LauncherDir(), nil
+	}
+	var out string
+	add := &cobra.Command{
+		Use:   "add NAME --out FILE",
+		Short: "Make a launcher identity: its seed goes to FILE, its public key to the launchers directory",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := launchersDir()
+			if err != nil {
+				return fmt.Errorf("launcher add: %w", err)
+			}
+			if out == "" {
+				out = args[0] + ".nk"
+			}
+			// The seed file first, so that a key never sits in the
+			// directory without its seed.
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("launcher add: --out %s exists: choose another file", out)
+			}
+			if err != nil {
+				return fmt.Errorf("launcher add: --out: %w", err)
+			}
+			seed, l, err := bus.AddLauncher(d, args[0])
+			if err != nil {
+				f.Close()
+				os.Remove(out)
+				return fmt.Errorf("launcher add: %w", err)
+			}
+			_, werr := f.Write(append(seed, '\n'))
+			if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+				_ = bus.RemoveLauncher(d, args[0])
+				_ = os.Remove(out)
+				return fmt.Errorf("launcher add: %s: %w", out, err)
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"name": l.Name, "key": l.Key, "seed_file": absPath(out)})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "launcher %s: key %s\nits seed is in %s (mode 0600): give it to the launcher alone, e.g.\n  export %s=%s\n",
+				l.Name, l.Key, out, envNKey, shellQuote(absPath(out)))
+			return nil
+		},
+	}
+	add.Flags().StringVar(&out, "out", "", "the file the seed is written to, mode 0600 (default NAME.nk; must not exist)")
+	remove := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove a launcher identity: its connections are closed and it cannot connect again",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := launchersDir()
+			if err != nil {
+				return fmt.Errorf("launcher remove: %w", err)
+			}
+			if err := bus.RemoveLauncher(d, args[0]); err != nil {
+				return fmt.Errorf("launcher remove: %w", err)
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"name": args[0], "removed": true})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "launcher %s removed; a running sidecar disconnects it within seconds\n", args[0])
+			return nil
+		},
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the launcher identities of the launchers directory",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := launchersDir()
+			if err != nil {
+				return fmt.Errorf("launcher list: %w", err)
+			}
+			ls, err := bus.ReadLaunchers(d)
+			if err != nil {
+				return fmt.Errorf("launcher list: %w", err)
+			}
+			if asJSON {
+				type entry struct {
+					Name string `json:"name"`
+					Key  string `json:"key"`
+				}
+				es := make([]entry, 0, len(ls))
+				for _, l := range ls {
+					es = append(es, entry{l.Name, l.Key})
+				}
+				return printJSON(cmd.OutOrStdout(), es)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tKEY")
+			for _, l := range ls {
+				fmt.Fprintf(w, "%s\t%s\n", l.Name, l.Key)
+			}
+			return w.Flush()
+		},
+	}
+	for _, c := range []*cobra.Command{add, remove, list} {
+		c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	}
+	cmd.AddCommand(add, remove, list)
+	return cmd
+}
+
+// absPath is path made absolute, or path when that fails.
+func absPath(path string) string {
+	if a, err := filepath.Abs(path); err == nil {
+		return a
+	}
+	return path
+}

@@ -1,0 +1,111 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/colocd/colocd/bus"
+)
+
+// DefaultLauncher names the identity whose seed the sidecar makes at its
+// first start (nats.launchers.nkey_file), for a first try on one machine.
+// Give each team its own instead: `colocd launcher add NAME`.
+const DefaultLauncher = "default"
+
+// launcherPoll is how often the launchers directory is read again.
+const launcherPoll = 2 * time.Second
+
+// FloodShun is how long a launcher identity that flooded the sidecar (far
+// past its rate, not reading the answers) may not connect again; the
+// flooding connection is closed at once.
+const FloodShun = 30 * time.Second
+
+// onFlood closes the connection a flood came from and shuns its identity
+// for FloodShun (the embedded server only: on a remote one the flood is
+// dropped, unanswered, and the server's operators are told in the log).
+func (s *Sidecar) onFlood(tenant, requestInfo string) {
+	if s.embed == nil {
+		s.log.Warn("a launcher floods the sidecar: its excess is dropped; close it on the NATS server", "tenant", tenant)
+		return
+	}
+	cid := bus.RequestConn(requestInfo)
+	if name := s.embed.Shun(tenant, cid, FloodShun); name != "" {
+		s.log.Warn("a launcher flooded the sidecar: its connection is closed and it may not connect again for a while",
+			"launcher", name, "connection", cid, "shunned_for", FloodShun)
+	}
+}
+
+// launchers returns the identities that may connect as launchers: the
+// default seed's, nats.launchers.nkeys, and the launchers directory's.
+func (s *Sidecar) launchers() ([]bus.Launcher, error) {
+	pub, err := bus.NKeySeedFile(s.cfg.LauncherNKeyFile())
+	if err != nil {
+		return nil, fmt.Errorf("nats.launchers.nkey_file: %w", err)
+	}
+	out := []bus.Launcher{{Name: DefaultLauncher, Key: pub}}
+	for i, k := range s.cfg.NATS.Launchers.NKeys {
+		out = append(out, bus.Launcher{Name: "nats.launchers.nkeys[" + strconv.Itoa(i) + "]", Key: k})
+	}
+	dir, err := bus.ReadLaunchers(s.cfg.LauncherDir())
+	if err != nil {
+		return nil, fmt.Errorf("nats.launchers.dir: %w", err)
+	}
+	return append(out, dir...), nil
+}
+
+// watchLaunchers reads the launchers directory every launcherPoll and
+// hands a changed set to the embedded server, which closes the
+// connections of removed identities. A directory that cannot be read (a
+// bad file in it) keeps the identities of before, with an error in the
+// log.
+func (s *Sidecar) watchLaunchers(ctx context.Context) error {
+	last, _ := s.launchers()
+	var failed string
+	t := time.NewTicker(launcherPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		ls, err := s.launchers()
+		if err != nil {
+			if err.Error() != failed {
+				s.log.Error("launchers: keeping the identities of before", "err", err)
+				failed = err.Error()
+			}
+			continue
+		}
+		failed = ""
+		if slices.Equal(ls, last) {
+			continue
+		}
+		if err := s.embed.SetLaunchers(ls); err != nil {
+			s.log.Error("launchers: keeping the identities of before", "err", err)
+			continue
+		}
+		added, removed := diffLaunchers(last, ls)
+		s.log.Info("launchers changed", "added", added, "removed", removed)
+		last = ls
+	}
+}
+
+// diffLaunchers names the identities in next and not in prev, and the
+// reverse.
+func diffLaunchers(prev, next []bus.Launcher) (added, removed []string) {
+	for _, l := range next {
+		if !slices.Contains(prev, l) {
+			added = append(added, l.Name)
+		}
+	}
+	for _, l := range prev {
+		if !slices.Contains(next, l) {
+			removed = append(removed, l.Name)
+		}
+	}
+	return added, removed
+}
