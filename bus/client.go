@@ -185,7 +185,10 @@ func (c *Client) call(ctx context.Context, sidecarID, endpoint string, in, out a
 // roundTrip sends msg to a sidecar's endpoint and decodes the answer into
 // out (nil: the answer is ignored).
 func (c *Client) roundTrip(ctx context.Context, sidecarID, endpoint string, msg *nats.Msg, out any) error {
-	resp, err := c.nc.RequestMsgWithContext(ctx, msg)
+	resp, resent, err := c.requestAcrossReconnects(ctx, msg)
+	if resent && endpoint == EndpointRelease && CodeOf(errOf(resp)) == CodeNotFound {
+		return nil // the first send released it before its server went away
+	}
 	if errors.Is(err, nats.ErrNoResponders) {
 		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, ErrNoSidecar)
 	}
@@ -206,6 +209,85 @@ func (c *Client) roundTrip(ctx context.Context, sidecarID, endpoint string, msg 
 	}
 	return nil
 }
+
+// errOf is the *Error an answer carries, as an error (nil for none).
+func errOf(m *nats.Msg) error {
+	if m == nil {
+		return nil
+	}
+	if e := responseError(m); e != nil {
+		return e
+	}
+	return nil
+}
+
+// reconnectPoll is how often a request waiting for its answer looks
+// whether the connection came back from a disconnect meanwhile.
+const reconnectPoll = 50 * time.Millisecond
+
+// requestAcrossReconnects sends msg and waits for its answer until ctx
+// ends. A request that went out before the connection dropped may have
+// been lost with its server: when the connection has reconnected while
+// the request waits, it is sent again at once (resent), not after the
+// caller's timeout and backoff. Every request of the API may be sent
+// twice: an admit with the same request_id and token gets the same
+// decision, renew and register are idempotent, and a second release
+// finds the lease gone (roundTrip takes that as done). A resent request
+// that finds no responders within resubscribeGrace of the reconnect is
+// asked again: the sidecar's connection may come back after the caller's.
+func (c *Client) requestAcrossReconnects(ctx context.Context, msg *nats.Msg) (resp *nats.Msg, resent bool, err error) {
+	var back time.Time // when the connection came back, for a resent request
+	for {
+		reconnects := c.nc.Stats().Reconnects
+		actx, cancel := context.WithCancel(ctx)
+		type answer struct {
+			m   *nats.Msg
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			m, err := c.nc.RequestMsgWithContext(actx, msg)
+			done <- answer{m, err}
+		}()
+		tick := time.NewTicker(reconnectPoll)
+		again := false
+		var a answer
+	wait:
+		for {
+			select {
+			case a = <-done:
+				break wait
+			case <-tick.C:
+				if c.nc.Stats().Reconnects != reconnects && c.nc.IsConnected() {
+					cancel()
+					a = <-done
+					again = a.err != nil && ctx.Err() == nil
+					break wait
+				}
+			}
+		}
+		tick.Stop()
+		cancel()
+		if !again && resent && errors.Is(a.err, nats.ErrNoResponders) && time.Since(back) < resubscribeGrace {
+			// Back before the sidecar's own connection: its subscriptions
+			// return with it in a moment.
+			select {
+			case <-ctx.Done():
+				return a.m, resent, a.err
+			case <-time.After(reconnectPoll):
+			}
+			continue
+		}
+		if !again {
+			return a.m, resent, a.err
+		}
+		resent, back = true, time.Now()
+	}
+}
+
+// resubscribeGrace is how long after a reconnect a resent request's "no
+// responders" is taken for a sidecar not yet back, and asked again.
+const resubscribeGrace = 5 * time.Second
 
 // sentUnanswered reports whether a request's error says it may have gone
 // out without an answer coming back: a timeout, the caller giving up, or the

@@ -201,6 +201,10 @@ func (s *supervisor) acquire(ctx context.Context, patient, readmit bool) (*Grant
 			return nil, err
 		}
 		pause := wait/2 + rand.N(wait/2+1)
+		var be *bus.Error
+		if errors.As(err, &be) && be.RetryAfter > pause {
+			pause = be.RetryAfter // the sidecar said when
+		}
 		msg := fmt.Sprintf("%s; asking again in %s", why, pause.Round(100*time.Millisecond))
 		if !until.IsZero() {
 			msg += fmt.Sprintf(" (waiting until %s)", until.Format(time.TimeOnly))
@@ -217,10 +221,12 @@ func (s *supervisor) acquire(ctx context.Context, patient, readmit bool) (*Grant
 	}
 }
 
-// retryable reports an admit error that waiting may cure.
+// retryable reports an admit error that waiting may cure: a sidecar not
+// ready or busy (503, 429 past the launcher's rate), a deadline, no
+// answer.
 func retryable(err error) bool {
 	switch bus.CodeOf(err) {
-	case bus.CodeUnavailable, bus.CodeTimeout:
+	case bus.CodeUnavailable, bus.CodeTimeout, bus.CodeTooManyRequests:
 		return true
 	}
 	return errors.Is(err, bus.ErrNoSidecar) || errors.Is(err, bus.ErrNoAnswer) || errors.Is(err, bus.ErrEveryOfferLost)

@@ -49,6 +49,7 @@ type loadtestFlags struct {
 	launchers      int
 	duration       time.Duration
 	profile        string
+	sendProfile    string
 	serviceProfile string
 	memoryMiB      int
 	maxJobs        int
@@ -103,7 +104,8 @@ when a lease of the run is still live after it.`,
 	fs := cmd.Flags()
 	fs.IntVar(&f.launchers, "launchers", 50, "concurrent launchers, each with its own connection")
 	fs.DurationVar(&f.duration, "duration", 30*time.Second, "how long launchers start new cycles (a cycle under way finishes)")
-	fs.StringVar(&f.profile, "profile", "testdata/profiles/v100-train-step.json", "the training profile every admit sends inline")
+	fs.StringVar(&f.profile, "profile", "testdata/profiles/v100-train-step.json", "the training profile every admit sends")
+	fs.StringVar(&f.sendProfile, "send-profile", sendAuto, "how admits send the profile, as colocd run does: auto (by reference when large: uploaded once, before the load), inline or ref")
 	fs.IntVar(&f.memoryMiB, "memory-mib", 1000, "GPU memory each admit asks for, MiB")
 	fs.IntVar(&f.maxJobs, "max-jobs", 0, "--embedded: the sidecar's admission.max_jobs (0: the default, 4); otherwise the bound to check the sampled leases against (0: not checked)")
 	fs.BoolVar(&f.embedded, "embedded", false, "start an in-process sidecar and load it over TCP loopback")
@@ -150,6 +152,8 @@ type loadReport struct {
 	AdmitsPerS  float64 `json:"admits_per_s"`
 	CyclesPerS  float64 `json:"cycles_per_s"`
 	ProfileSize int     `json:"profile_bytes"`
+	// ProfileSent is "inline" or "ref" (uploaded once, before the load).
+	ProfileSent string `json:"profile_sent"`
 	// Outcomes counts the admits' decisions (grant, throttle, deny);
 	// DenyCodes the deny reasons.
 	Outcomes  map[string]int `json:"outcomes"`
@@ -289,7 +293,7 @@ func runLoadtest(ctx context.Context, f *loadtestFlags, stderr io.Writer) (*load
 	lt := &loadtest{f: f, lf: f.lf, jobPrefix: "lt-" + strings.ToLower(rand.Text()[:8])}
 	lt.req = bus.AdmitRequest{Job: bus.Job{ID: lt.jobPrefix, Owner: "loadtest"}, MemoryMiB: f.memoryMiB, Processes: 1,
 		Compute: bus.Compute{MinPct: 10, MaxPct: 100}}
-	if err := fillAdmitRequest(&lt.req, f.profile, 0, sendInline); err != nil {
+	if err := fillAdmitRequest(&lt.req, f.profile, 0, f.sendProfile); err != nil {
 		return nil, err
 	}
 	lt.req.RequestID = "" // Admit draws one per cycle
@@ -421,6 +425,14 @@ func (lt *loadtest) run(ctx context.Context, rep *loadReport) error {
 		conns = append(conns, conn{c, nc})
 	}
 	sampler := conns[len(conns)-1].c
+	// The profile as colocd run sends it: uploaded once when large.
+	if err := sendProfile(ctx, sampler, lt.lf.sidecar, &lt.req, lt.f.sendProfile, io.Discard); err != nil {
+		return err
+	}
+	rep.ProfileSent = "inline"
+	if lt.req.ProfileRef != "" {
+		rep.ProfileSent = "ref"
+	}
 	total := newTally()
 	stopSampling := make(chan struct{})
 	sampled := make(chan *tally, 1)
@@ -614,7 +626,7 @@ func summarize(op string, ds []time.Duration) opStats {
 // print writes the report as text.
 func (rep *loadReport) print(w io.Writer) error {
 	fmt.Fprintf(w, "colocd loadtest: %d launchers for %.1f s against sidecar %s (%s, %s)\n", rep.Launchers, rep.DurationS, commentText(rep.Sidecar), rep.Target, commentText(rep.Server))
-	fmt.Fprintf(w, "admits: %d (%.1f/s), cycles %d (%.1f/s); profile %d bytes inline\n", rep.Admits, rep.AdmitsPerS, rep.Cycles, rep.CyclesPerS, rep.ProfileSize)
+	fmt.Fprintf(w, "admits: %d (%.1f/s), cycles %d (%.1f/s); profile %d bytes, sent %s\n", rep.Admits, rep.AdmitsPerS, rep.Cycles, rep.CyclesPerS, rep.ProfileSize, rep.ProfileSent)
 	fmt.Fprintf(w, "outcomes: %s; deny reasons: %s\n", countList(rep.Outcomes), countList(rep.DenyCodes))
 	fmt.Fprintf(w, "errors: %d%s\n", rep.Errors, parenList(rep.ErrorsByCode))
 	for _, e := range rep.FirstErrors {
