@@ -251,6 +251,9 @@ const inlineProfileMax = 64 << 10
 // (reopen) when it was lost. Large profiles go to profs, once each.
 type kvStore struct {
 	profs *bus.ProfileStore
+	// health hears of every write's outcome (nil: no one): a store that
+	// reads but cannot write makes the sidecar not ready.
+	health *servingHealth
 
 	mu   sync.Mutex
 	kv   *bus.KV
@@ -331,10 +334,21 @@ func (s *kvStore) Save(ctx context.Context, l *admission.Lease) error {
 	case errors.Is(err, bus.ErrExists), errors.Is(err, bus.ErrConflict):
 		return fmt.Errorf("save lease %s: %w: %w", l.ID, admission.ErrConflict, err)
 	case err != nil:
-		return fmt.Errorf("save lease %s: %w", l.ID, err)
+		err = fmt.Errorf("save lease %s: %w", l.ID, err)
+		s.wrote(err)
+		return err
 	}
+	s.wrote(nil)
 	l.Revision = rev
 	return nil
+}
+
+// wrote tells health of a write's outcome; a conflict is no failure of the
+// store's.
+func (s *kvStore) wrote(err error) {
+	if s.health != nil {
+		s.health.wrote(err, time.Now())
+	}
 }
 
 func (s *kvStore) Delete(ctx context.Context, l *admission.Lease) error {
@@ -353,6 +367,7 @@ func (s *kvStore) Delete(ctx context.Context, l *admission.Lease) error {
 	case errors.Is(err, bus.ErrConflict):
 		return fmt.Errorf("delete lease %s: %w: %w", l.ID, admission.ErrConflict, err)
 	}
+	s.wrote(err)
 	return err
 }
 

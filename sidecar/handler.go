@@ -305,6 +305,13 @@ func (h *handler) decide(ctx context.Context, name string, r *bus.AdmitRequest, 
 			h.s.tel.metrics.decisions.Add(ctx, 1, metricAttrs("outcome", string(d.Outcome), "code", string(d.Code)))
 		}
 	}
+	if name == spanAdmit {
+		code := 0
+		if err != nil {
+			code = bus.CodeOf(busError(err))
+		}
+		h.s.serving.admitted(code, err, time.Now())
+	}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())

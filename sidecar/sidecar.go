@@ -70,6 +70,8 @@ type Sidecar struct {
 	// one it applied); the watcher keeps the file's own rejections.
 	applyRejected atomic.Pointer[configs.Rejection]
 	checks        Checks
+	// serving is what the requests tell of readiness (serving.go).
+	serving servingHealth
 
 	mu      sync.Mutex
 	specs   []admission.ServiceSpec
@@ -169,8 +171,14 @@ func (s *Sidecar) readiness() Checks {
 			}
 			return nil
 		},
-		"store": func() error { return s.checkStore(context.Background()) },
-		"fds":   checkFDs,
+		"store": func() error {
+			if err := s.checkStore(context.Background()); err != nil {
+				return err
+			}
+			return s.serving.checkWrites(time.Now())
+		},
+		"admits": func() error { return s.serving.checkAdmits(time.Now()) },
+		"fds":    checkFDs,
 		"predictor": func() error {
 			if len(s.services()) == 0 {
 				return errors.New("no inference service configured")
@@ -334,7 +342,7 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	if s.profs, err = bus.OpenProfileStore(ctx, js, s.replicas); err != nil {
 		return fmt.Errorf("profile store: %w", err)
 	}
-	s.js, s.store = js, &kvStore{kv: kv, profs: s.profs}
+	s.js, s.store = js, &kvStore{kv: kv, profs: s.profs, health: &s.serving}
 	s.purgeDeleteMarkers(ctx)
 	events, err := bus.OpenEvents(ctx, js, s.id, 24*time.Hour, s.replicas)
 	if err != nil {
