@@ -60,11 +60,10 @@ func (tt *tenants) dial(t *testing.T, seed string, extra ...nats.Option) *nats.C
 	return nc
 }
 
-// The server tells the sidecar who sent each request, and a launcher's own
-// header of that name does not survive the crossing.
-func TestTenantIsTheAuthenticatedLauncher(t *testing.T) {
-	tt := twoTenants(t)
-	side := connect(t, tt.e)
+// tenantsOfStatus answers gpu-a's status on side, and sends the tenant of
+// each request it answers.
+func tenantsOfStatus(t *testing.T, side *nats.Conn) <-chan string {
+	t.Helper()
 	got := make(chan string, 4)
 	sub, err := side.Subscribe(EndpointSubject("gpu-a", EndpointStatus), func(m *nats.Msg) {
 		got <- Tenant(m.Header)
@@ -77,6 +76,15 @@ func TestTenantIsTheAuthenticatedLauncher(t *testing.T) {
 	if err := side.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	return got
+}
+
+// The server tells the sidecar who sent each request, and a launcher's own
+// header of that name does not survive the crossing.
+func TestTenantIsTheAuthenticatedLauncher(t *testing.T) {
+	tt := twoTenants(t)
+	side := connect(t, tt.e)
+	got := tenantsOfStatus(t, side)
 	for _, c := range []struct {
 		seed, want string
 	}{{tt.seedA, tt.keyA}, {tt.seedB, tt.keyB}} {
@@ -447,18 +455,7 @@ func TestBothServersTellTheTenant(t *testing.T) {
 	for _, setup := range launcherSetups {
 		t.Run(setup.name, func(t *testing.T) {
 			side, launcher := setup.dial(t)
-			got := make(chan string, 1)
-			sub, err := side.Subscribe(EndpointSubject("gpu-a", EndpointStatus), func(m *nats.Msg) {
-				got <- Tenant(m.Header)
-				_ = m.Respond([]byte("{}"))
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = sub.Unsubscribe() })
-			if err := side.Flush(); err != nil {
-				t.Fatal(err)
-			}
+			got := tenantsOfStatus(t, side)
 			if _, err := launcher.Request(EndpointSubject("gpu-a", EndpointStatus), nil, 10*time.Second); err != nil {
 				t.Fatal(err)
 			}

@@ -43,6 +43,13 @@ func hostileIdentity(t *testing.T, dataDir string) string {
 
 func dialAs(t *testing.T, s *running, seed string) *bus.Client {
 	t.Helper()
+	return bus.NewClient(connAs(t, s, seed), bus.WithTimeout(60*time.Second))
+}
+
+// connAs is a connection of the launcher whose seed is seed, closed when
+// the test ends.
+func connAs(t *testing.T, s *running, seed string) *nats.Conn {
+	t.Helper()
 	auth, err := bus.LauncherAuth(seed, "")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +59,7 @@ func dialAs(t *testing.T, s *running, seed string) *bus.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	return bus.NewClient(nc, bus.WithTimeout(60*time.Second))
+	return nc
 }
 
 // hostileProfile is a distinct profile of half-microsecond kernels: seconds
@@ -130,15 +137,7 @@ func TestAttackRenewFloodKeepsHonestRenews(t *testing.T) {
 		t.Fatalf("admit: %+v, %v", d, err)
 	}
 	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
-	auth, err := bus.LauncherAuth(seed, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(s.ClientURL(), auth...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := connAs(t, s, seed)
 	stop := make(chan struct{})
 	flooded := make(chan int)
 	go func() {
