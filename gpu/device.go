@@ -20,6 +20,23 @@ type Device interface {
 	Events() <-chan Event
 }
 
+// ProcessSource says where the PIDs a device's State lists come from. A
+// caller asks the device (a type assertion to ProcessSource) instead of
+// testing its backend: a device that does not implement it lists no
+// host's processes.
+type ProcessSource interface {
+	// HostProcesses reports whether State's processes are the host's own
+	// (NVML: the PIDs launchers register can be checked against them),
+	// not made up (a simulated device).
+	HostProcesses() bool
+}
+
+// HostProcesses reports whether dev lists the host's own processes.
+func HostProcesses(dev Device) bool {
+	p, ok := dev.(ProcessSource)
+	return ok && p.HostProcesses()
+}
+
 // Handle is a Device with its lifecycle, as Open returns it: the owner runs
 // Run in a goroutine and calls Close after Run has returned or to stop it.
 type Handle interface {

@@ -182,6 +182,10 @@ func deviceHandle(lib Library, sel Selector) (nvmlDevice, error) {
 // Info returns the device's identity.
 func (d *NVMLDevice) Info() Info { return d.info }
 
+// HostProcesses is true: NVML lists the host's compute processes and MPS
+// clients.
+func (d *NVMLDevice) HostProcesses() bool { return true }
+
 // Health returns the device's health as of the last event Run saw.
 func (d *NVMLDevice) Health() Health { return d.mon.current() }
 

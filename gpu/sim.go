@@ -171,6 +171,10 @@ func nameGB(name string) (uint64, bool) {
 // Info returns the simulated device's identity.
 func (s *SimDevice) Info() Info { return s.info }
 
+// HostProcesses is false: the simulated device's processes are the ones
+// it was told of, not the host's.
+func (s *SimDevice) HostProcesses() bool { return false }
+
 // Health returns the simulated device's health as of the last change Run
 // applied.
 func (s *SimDevice) Health() Health { return s.mon.current() }

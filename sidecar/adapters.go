@@ -88,9 +88,10 @@ func (a instancesAdapter) Lendable(ctx context.Context) ([]admission.Instance, e
 	return out, nil
 }
 
-// admissionDevice is the adapter admission gets for dev.
-func admissionDevice(dev gpu.Device, backend gpu.Backend) admission.Device {
-	if backend == gpu.BackendNVML {
+// admissionDevice is the adapter admission gets for dev: one that lists
+// compute processes when dev's are the host's (gpu.HostProcesses).
+func admissionDevice(dev gpu.Device) admission.Device {
+	if gpu.HostProcesses(dev) {
 		return processAdapter{deviceAdapter{dev}}
 	}
 	return deviceAdapter{dev}

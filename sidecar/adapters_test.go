@@ -15,37 +15,58 @@ import (
 )
 
 // stateDevice is a gpu.Device whose State is fixed; its other methods are
-// not used here.
+// not used here. host says whether it lists the host's processes.
 type stateDevice struct {
 	gpu.Device
-	st  gpu.State
-	err error
+	st   gpu.State
+	err  error
+	host bool
 }
 
 func (d stateDevice) State(context.Context) (gpu.State, error) { return d.st, d.err }
+func (d stateDevice) HostProcesses() bool                      { return d.host }
 
-// TestAdmissionDeviceListsProcessesOnARealGPU: on NVML, register is checked
-// against the GPU's compute processes and MPS clients; a simulated GPU,
-// which knows no launcher's processes, does not list them.
+// TestAdmissionDeviceListsProcessesOnARealGPU: a device that lists the
+// host's processes (NVML) has register checked against its compute
+// processes and MPS clients; a simulated GPU, which knows no launcher's
+// processes, does not list them.
 func TestAdmissionDeviceListsProcessesOnARealGPU(t *testing.T) {
 	dev := stateDevice{st: gpu.State{
 		Processes:    []gpu.Process{{PID: 900}},               // the MPS server
 		MPSProcesses: []gpu.Process{{PID: 4242}, {PID: 4243}}, // its clients
 	}}
-	if _, ok := admissionDevice(dev, gpu.BackendSim).(admission.ProcessLister); ok {
-		t.Error("a simulated GPU lists processes")
+	if _, ok := admissionDevice(dev).(admission.ProcessLister); ok {
+		t.Error("a device of made-up processes lists processes")
 	}
-	pl, ok := admissionDevice(dev, gpu.BackendNVML).(admission.ProcessLister)
+	dev.host = true
+	pl, ok := admissionDevice(dev).(admission.ProcessLister)
 	if !ok {
-		t.Fatal("an NVML GPU does not list processes")
+		t.Fatal("a device of the host's processes does not list them")
 	}
 	pids, err := pl.ComputePIDs(context.Background())
 	if err != nil || fmt.Sprint(pids) != "[900 4242 4243]" {
 		t.Errorf("pids %v, %v", pids, err)
 	}
 	dev.err = errors.New("gpu lost")
-	if _, err := admissionDevice(dev, gpu.BackendNVML).(admission.ProcessLister).ComputePIDs(context.Background()); err == nil {
+	if _, err := admissionDevice(dev).(admission.ProcessLister).ComputePIDs(context.Background()); err == nil {
 		t.Error("a failed read gave pids")
+	}
+}
+
+// The real backends say what they list: NVML the host's processes, the
+// simulated device made-up ones.
+func TestBackendsSayWhoseProcesses(t *testing.T) {
+	var nvml *gpu.NVMLDevice
+	if !nvml.HostProcesses() {
+		t.Error("NVML does not list the host's processes")
+	}
+	sim, err := gpu.NewSim(gpu.Default(), gpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	if gpu.HostProcesses(sim) {
+		t.Error("the simulated device lists the host's processes")
 	}
 }
 

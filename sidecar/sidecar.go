@@ -356,7 +356,7 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	s.watched = newWatchedServices(s.log.With("component", "metrics"), s.cfg.Services)
 	s.observations = newObservationLog(s.cfg.Sidecar.DataDir, predictor.Device{Name: s.gpuInfo.Name, SMs: s.gpuInfo.SMs}, s.log.With("component", "observations"))
 	deps := admission.Deps{
-		Device:    admissionDevice(s.gpu, s.gpuInfo.Backend),
+		Device:    admissionDevice(s.gpu),
 		Store:     s.store,
 		Events:    &eventSink{events: events, metrics: s.tel.metrics, after: s.afterLeaseChange, log: s.log.With("component", "leases")},
 		Predictor: &tracedPredictor{inner: s.model, tracer: s.tel.Tracer, metrics: s.tel.metrics},
@@ -366,7 +366,7 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	// The launchers' processes are the host's own when the GPU or the MPS
 	// daemon is real; a fully simulated device knows only made-up PIDs.
 	var clock admission.ProcessClock
-	if s.gpuInfo.Backend == gpu.BackendNVML || s.daemon != nil && s.sim.mps == nil {
+	if gpu.HostProcesses(s.gpu) || s.daemon != nil && s.sim.mps == nil {
 		clock = hostProcesses{}
 		deps.Processes = clock
 	}
