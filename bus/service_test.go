@@ -511,8 +511,10 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 		}
 	}
 	// The workers, the tenant's share of the queue, and what waited in
-	// the endpoint's own queue behind them: a bound, far from the flood.
-	if got, bound := h.n.Load()-probes, int64(lim.LeaseWorkers+lim.TenantLeaseQueue+EndpointPendingMsgs); got > bound {
+	// the endpoint's own queue behind them, with those already on their
+	// way when it filled (more on a busy machine: at most as many again):
+	// a bound, far from the flood.
+	if got, bound := h.n.Load()-probes, int64(lim.LeaseWorkers+lim.TenantLeaseQueue+2*EndpointPendingMsgs); got > bound {
 		t.Errorf("the handler saw %d of %d flooded renews, want at most %d", got, sent, bound)
 	}
 }

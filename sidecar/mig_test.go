@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
@@ -88,8 +89,11 @@ func TestMIGFreeInstanceOverNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	// (Until the released lease and its processes are gone, an admit would
-	// co-locate the job.)
-	if !eventually(ctx, func() bool {
+	// co-locate the job.) Bounded, so that a view that never catches up
+	// fails with the leases instead of hanging the package.
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !eventually(wctx, func() bool {
 		lend, err := s.sim.gpu.Lendable(ctx)
 		return err == nil && len(s.adm.Leases()) == 2 && len(lend[0].Processes) == 0
 	}) {

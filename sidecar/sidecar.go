@@ -72,6 +72,9 @@ type Sidecar struct {
 	checks        Checks
 	// serving is what the requests tell of readiness (serving.go).
 	serving servingHealth
+	// viewMu orders afterLeaseChange's reads of the leases with what it
+	// shows of them.
+	viewMu sync.Mutex
 
 	mu      sync.Mutex
 	specs   []admission.ServiceSpec
@@ -575,6 +578,11 @@ func (s *Sidecar) afterLeaseChange() {
 		return
 	}
 	s.fleet.changed()
+	// Read and shown under one lock: two changes at once (requests run in
+	// parallel) must not show the older read last, or the simulated
+	// device would keep a released lease's processes until the next change.
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
 	leases := s.adm.Leases()
 	if s.tel != nil {
 		byState := map[string]int64{admission.StateActive: 0, admission.StateThrottling: 0, admission.StateRevoked: 0, admission.StateReleased: 0}
