@@ -277,7 +277,7 @@ func (s *Service) handle(name string, cl class, fn func(context.Context, micro.R
 				name, clipTenant(tenant), s.limits.TenantRate, wait.Round(time.Millisecond))), wait)
 			return
 		}
-		ctx := extractTrace(context.Background(), h)
+		ctx := context.WithValue(extractTrace(context.Background(), h), tenantKey{}, tenant)
 		timeout, err := requestTimeout(h)
 		if err != nil {
 			respond(req, nil, err)
@@ -476,7 +476,7 @@ func (s *Service) profile(ctx context.Context, req micro.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Tenant = Tenant(nats.Header(req.Headers()))
+	c.Tenant = tenantOf(ctx)
 	if c.Offset == 0 {
 		if ok, err := s.h.HasProfile(ctx, c.Ref); err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 
@@ -66,6 +67,18 @@ func Tenant(h nats.Header) string {
 	default:
 		return TenantUnknown
 	}
+}
+
+// tenantKey carries the tenant handle read in a request's context, so that
+// an endpoint need not read the header again.
+type tenantKey struct{}
+
+// tenantOf is the tenant handle put in ctx (TenantLocal when none).
+func tenantOf(ctx context.Context) string {
+	if t, ok := ctx.Value(tenantKey{}).(string); ok {
+		return t
+	}
+	return TenantLocal
 }
 
 // maxTenantLen bounds a tenant's name: an NKey is 56 characters.

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -101,7 +100,7 @@ func (s *Service) watch(ctx context.Context, req micro.Request) (any, error) {
 		return nil, err
 	}
 	stream := EventStreamName(s.id)
-	tenant := Tenant(nats.Header(req.Headers()))
+	tenant := tenantOf(ctx)
 	s.makeRoom(ctx, js, stream, tenant)
 	if _, err := js.CreateConsumer(ctx, stream, cfg); err != nil {
 		return nil, Unavailable(fmt.Sprintf("watch: consumer on %s: %v", stream, err))
