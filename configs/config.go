@@ -6,6 +6,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/gpu"
+	"github.com/colocd/colocd/mps"
 	"github.com/colocd/colocd/observe"
 )
 
@@ -15,16 +16,16 @@ import (
 // Admission change while colocd runs (see Watcher); the other sections are
 // read once at startup. Reference: docs/configuration.md.
 type Config struct {
-	Sidecar   Sidecar    `mapstructure:"sidecar"`
-	NATS      NATS       `mapstructure:"nats"`
-	GPU       gpu.Config `mapstructure:"gpu"`
-	Sharing   Sharing    `mapstructure:"sharing"`
-	MPS       MPS        `mapstructure:"mps"`
-	Predictor Predictor  `mapstructure:"predictor"`
-	Services  []Service  `mapstructure:"services"`
-	Admission Admission  `mapstructure:"admission"`
-	Fleet     Fleet      `mapstructure:"fleet"`
-	Telemetry Telemetry  `mapstructure:"telemetry"`
+	Sidecar   Sidecar      `mapstructure:"sidecar"`
+	NATS      NATS         `mapstructure:"nats"`
+	GPU       gpu.Config   `mapstructure:"gpu"`
+	Sharing   Sharing      `mapstructure:"sharing"`
+	MPS       mps.Settings `mapstructure:"mps"`
+	Predictor Predictor    `mapstructure:"predictor"`
+	Services  []Service    `mapstructure:"services"`
+	Admission Admission    `mapstructure:"admission"`
+	Fleet     Fleet        `mapstructure:"fleet"`
+	Telemetry Telemetry    `mapstructure:"telemetry"`
 
 	// lines: where each key stood in the file Load read, so that Validate's
 	// problems name their line.
@@ -157,33 +158,6 @@ type Sharing struct {
 	// percentage: grant, throttle or deny) or timeslice (the driver's
 	// round-robin: grant or deny).
 	Mode string `mapstructure:"mode"`
-}
-
-// MPS configures the MPS control daemon of this GPU (docs/mps.md). It is
-// used in sharing mode mps only.
-type MPS struct {
-	// Control is the control program, a path or a name in PATH, or "sim"
-	// for the built-in simulated daemon; see Config.MPSSimulated.
-	Control string `mapstructure:"control"`
-	// PipeDir is CUDA_MPS_PIPE_DIRECTORY, shared with every client.
-	PipeDir string `mapstructure:"pipe_dir"`
-	// LogDir is CUDA_MPS_LOG_DIRECTORY.
-	LogDir string `mapstructure:"log_dir"`
-	// ManageDaemon lets colocd start a daemon when none runs and restart
-	// one it started; off, colocd only attaches.
-	ManageDaemon bool `mapstructure:"manage_daemon"`
-	// DefaultActiveThreadPct is set_default_active_thread_percentage.
-	DefaultActiveThreadPct int `mapstructure:"default_active_thread_pct"`
-	// PinnedMemLimitMiB is set_default_device_pinned_mem_limit for the
-	// GPU; 0 leaves the daemon's value.
-	PinnedMemLimitMiB int `mapstructure:"pinned_mem_limit_mib"`
-	// ClientPriority is set_default_client_priority: 0 normal, 1 below
-	// normal.
-	ClientPriority int `mapstructure:"client_priority"`
-	// QuitOnClose quits, on shutdown, a daemon this colocd started.
-	QuitOnClose bool `mapstructure:"quit_on_close"`
-	// CommandTimeout bounds one control command.
-	CommandTimeout time.Duration `mapstructure:"command_timeout"`
 }
 
 // Predictor configures the latency predictions admission decides on.
@@ -362,12 +336,6 @@ const (
 	TracingNone    = "none"
 	TracingConsole = "console"
 	TracingOTLP    = "otlp"
-
-	// MPSControlSim selects the built-in simulated MPS daemon.
-	MPSControlSim = "sim"
-	// DefaultMPSControl is NVIDIA's control program, the default of
-	// mps.control.
-	DefaultMPSControl = "nvidia-cuda-mps-control"
 )
 
 // Default returns the configuration colocd starts from before the file, the
@@ -375,18 +343,11 @@ const (
 // on its own.
 func Default() Config {
 	return Config{
-		Sidecar: Sidecar{DataDir: "/var/lib/colocd"},
-		NATS:    NATS{Listen: "127.0.0.1:4222", Replicas: 0, Leaf: Leaf{HubDomain: "hub", HubReplicas: 1}},
-		GPU:     gpu.Default(),
-		Sharing: Sharing{Mode: ModeMPS},
-		MPS: MPS{
-			Control:                DefaultMPSControl,
-			PipeDir:                "/tmp/nvidia-mps",
-			LogDir:                 "/var/log/nvidia-mps",
-			ManageDaemon:           true,
-			DefaultActiveThreadPct: 100,
-			CommandTimeout:         10 * time.Second,
-		},
+		Sidecar:   Sidecar{DataDir: "/var/lib/colocd"},
+		NATS:      NATS{Listen: "127.0.0.1:4222", Replicas: 0, Leaf: Leaf{HubDomain: "hub", HubReplicas: 1}},
+		GPU:       gpu.Default(),
+		Sharing:   Sharing{Mode: ModeMPS},
+		MPS:       mps.DefaultSettings(),
 		Predictor: Predictor{Requests: 2000, Seed: 1, Confidence: 0.95},
 		Admission: Admission{
 			Headroom:         0.1,
@@ -401,20 +362,4 @@ func Default() Config {
 		Fleet:     Fleet{Heartbeat: 10 * time.Second, TTL: 30 * time.Second},
 		Telemetry: Telemetry{HTTP: "127.0.0.1:9464", Tracing: TracingNone},
 	}
-}
-
-// MPSSimulated reports whether the sidecar should use the built-in
-// simulated MPS daemon, given whether the GPU in use is simulated (backend
-// sim, or auto on a machine without a driver). mps.control "sim" always
-// simulates; the default control program simulates exactly when the GPU
-// does, so that one file works with and without a GPU; any other program
-// (a path to a fake control binary, say) is always run.
-func (c *Config) MPSSimulated(gpuSimulated bool) bool {
-	switch c.MPS.Control {
-	case MPSControlSim:
-		return true
-	case DefaultMPSControl:
-		return gpuSimulated
-	}
-	return false
 }

@@ -88,31 +88,6 @@ func TestDefaultValues(t *testing.T) {
 	}
 }
 
-func TestMPSSimulated(t *testing.T) {
-	tests := []struct {
-		name         string
-		control      string
-		gpuSimulated bool
-		want         bool
-	}{
-		{"default control, real GPU", DefaultMPSControl, false, false},
-		{"default control, simulated GPU", DefaultMPSControl, true, true},
-		{"sim, real GPU", MPSControlSim, false, true},
-		{"sim, simulated GPU", MPSControlSim, true, true},
-		{"fake binary, simulated GPU", "/tmp/fake/nvidia-cuda-mps-control", true, false},
-		{"other name, real GPU", "my-mps-control", false, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := Default()
-			c.MPS.Control = tt.control
-			if got := c.MPSSimulated(tt.gpuSimulated); got != tt.want {
-				t.Errorf("MPSSimulated(%v) = %v, want %v", tt.gpuSimulated, got, tt.want)
-			}
-		})
-	}
-}
-
 // TestExample checks that configs/colocd.yaml, which `make run` uses, loads,
 // validates and says what its comments say.
 func TestExample(t *testing.T) {
@@ -128,8 +103,8 @@ func TestExample(t *testing.T) {
 		got, want any
 	}{
 		{"gpu.backend", c.GPU.Backend, BackendAuto},
-		{"simulated MPS without a GPU", c.MPSSimulated(true), true},
-		{"real MPS on a GPU host", c.MPSSimulated(false), false},
+		{"simulated MPS without a GPU", c.MPS.Simulated(true), true},
+		{"real MPS on a GPU host", c.MPS.Simulated(false), false},
 		{"sharing.mode", c.Sharing.Mode, ModeMPS},
 		{"nats.url", c.NATS.URL, ""},
 		{"nats.listen", c.NATS.Listen, "127.0.0.1:4222"},

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/gpu"
 	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/mps"
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
 )
@@ -263,27 +263,18 @@ func (c *Config) checkGPU(ck *checker) {
 	}
 }
 
+// checkMPS is package mps's own check of its section, and the one rule
+// that needs the gpu section too.
 func (c *Config) checkMPS(ck *checker) {
-	m := c.MPS
-	if m.Control == "" {
-		ck.add("mps.control", `"sim", a program name in PATH or a path`, `""`)
-	}
-	for _, d := range []struct{ key, path string }{{"mps.pipe_dir", m.PipeDir}, {"mps.log_dir", m.LogDir}} {
-		if !filepath.IsAbs(d.path) || filepath.Clean(d.path) != d.path {
-			ck.add(d.key, "a clean absolute path", quote(d.path))
-		}
+	if err := c.MPS.Validate(); err != nil {
+		ck.nested(err)
 	}
 	// One MPS daemon per MIG device, each on its own pipe directory: the
 	// shared default would put the sidecars of a GPU's MIG devices on one
 	// daemon, without an error.
-	if sel, err := gpu.ParseSelector(c.GPU.Device); err == nil && sel.IsMIG() && c.Sharing.Mode == ModeMPS && m.PipeDir == Default().MPS.PipeDir {
-		ck.add("mps.pipe_dir", "a directory of this MIG device's own MPS daemon (each MIG device has one; not the default "+quote(m.PipeDir)+")", quote(m.PipeDir))
-	}
-	ck.intIn("mps.default_active_thread_pct", m.DefaultActiveThreadPct, 1, 100, "a percentage from 1 to 100")
-	ck.intIn("mps.pinned_mem_limit_mib", m.PinnedMemLimitMiB, 0, math.MaxInt32, "0 (no limit) or a size in MiB")
-	ck.intIn("mps.client_priority", m.ClientPriority, 0, 1, "0 (normal) or 1 (below normal)")
-	if m.CommandTimeout <= 0 || m.CommandTimeout > 10*time.Minute {
-		ck.add("mps.command_timeout", "a duration above 0 and at most 10m", m.CommandTimeout.String())
+	pipe := c.MPS.PipeDir
+	if sel, err := gpu.ParseSelector(c.GPU.Device); err == nil && sel.IsMIG() && c.Sharing.Mode == ModeMPS && pipe == mps.DefaultSettings().PipeDir {
+		ck.add("mps.pipe_dir", "a directory of this MIG device's own MPS daemon (each MIG device has one; not the default "+quote(pipe)+")", quote(pipe))
 	}
 }
 

@@ -86,12 +86,13 @@ func (d Defaults) Validate() error {
 // log directories, a managed daemon started with -d, and timeouts that let a
 // healthy daemon answer under load while a hung one is noticed in seconds.
 func DefaultConfig() Config {
+	s := DefaultSettings()
 	return Config{
-		Binary:            "nvidia-cuda-mps-control",
-		PipeDir:           "/tmp/nvidia-mps",
-		LogDir:            "/var/log/nvidia-mps",
-		Manage:            true,
-		CommandTimeout:    10 * time.Second,
+		Binary:            s.Control,
+		PipeDir:           s.PipeDir,
+		LogDir:            s.LogDir,
+		Manage:            s.ManageDaemon,
+		CommandTimeout:    s.CommandTimeout,
 		ProbeInterval:     5 * time.Second,
 		ProbeTimeout:      3 * time.Second,
 		StartTimeout:      30 * time.Second,

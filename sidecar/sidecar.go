@@ -213,24 +213,16 @@ func (s *Sidecar) openGPU(ctx context.Context) error {
 
 func (s *Sidecar) openMPS(ctx context.Context) error {
 	c := s.cfg.MPS
-	defaults := mps.Defaults{ActiveThreadPct: mps.Percentage(c.DefaultActiveThreadPct), PinnedMemLimit: mps.MemLimit(c.PinnedMemLimitMiB) * mps.MiB}
-	prio := mps.Priority(c.ClientPriority)
-	defaults.ClientPriority = &prio
 	uuid := mps.UUID(s.gpuInfo.UUID)
-	if s.cfg.MPSSimulated(s.sim.gpu != nil) {
-		sim, err := mps.NewSim(mps.SimConfig{Device: uuid, Defaults: defaults})
+	if c.Simulated(s.sim.gpu != nil) {
+		sim, err := mps.NewSim(mps.SimConfig{Device: uuid, Defaults: c.Defaults()})
 		if err != nil {
 			return fmt.Errorf("simulated mps daemon: %w", err)
 		}
 		s.daemon, s.sim.mps = sim, sim
 		s.log.Warn("mps daemon is SIMULATED in process: percentages and clients are the sidecar's own grants", "gpu", s.gpuInfo.Name)
 	} else {
-		mc := mps.DefaultConfig()
-		mc.Binary, mc.PipeDir, mc.LogDir, mc.Device = c.Control, c.PipeDir, c.LogDir, uuid
-		mc.Manage, mc.QuitOnClose, mc.Defaults = c.ManageDaemon, c.QuitOnClose, defaults
-		if c.CommandTimeout > 0 {
-			mc.CommandTimeout = c.CommandTimeout
-		}
+		mc := c.Config(uuid)
 		mc.Logger = s.log.With("component", "mps")
 		ctl, err := mps.New(mc)
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/mps"
 	"github.com/colocd/colocd/sidecar"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -347,7 +348,7 @@ func startEmbedded(ctx context.Context, f *loadtestFlags, stderr io.Writer) (_ *
 	c.Sidecar.DataDir = dir
 	c.NATS.Listen = "127.0.0.1:0"
 	c.GPU.Backend = configs.BackendSim
-	c.MPS.Control = configs.MPSControlSim
+	c.MPS.Control = mps.SimControl
 	c.MPS.PipeDir, c.MPS.LogDir = filepath.Join(dir, "mps-pipe"), filepath.Join(dir, "mps-log")
 	c.Telemetry.HTTP = "127.0.0.1:0"
 	c.Services = []configs.Service{{Name: "inference", Profile: f.serviceProfile, RateRPS: 8, SLO: configs.SLO{P99MS: 10000}}}
