@@ -51,13 +51,15 @@ type EmbeddedOptions struct {
 	Leaf LeafOptions
 }
 
-// ServerTLSFiles names the PEM files of a TLS listener.
+// ServerTLSFiles names the PEM files of a TLS listener; it is also the
+// nats.server_tls section of colocd's configuration.
 type ServerTLSFiles struct {
 	// Cert and Key are the server's certificate and key; both or neither.
-	Cert, Key string
+	Cert string `mapstructure:"cert"`
+	Key  string `mapstructure:"key"`
 	// ClientCA, when set, makes TLS mutual: a client must present a
 	// certificate this CA signed (and still authenticate with its NKey).
-	ClientCA string
+	ClientCA string `mapstructure:"client_ca"`
 }
 
 // Embedded is a nats-server running inside colocd, with JetStream on and
@@ -322,13 +324,15 @@ func (s slogLogger) Errorf(format string, v ...any)  { s.l.Error(fmt.Sprintf(for
 func (s slogLogger) Debugf(format string, v ...any)  { s.l.Debug(fmt.Sprintf(format, v...)) }
 func (s slogLogger) Tracef(format string, v ...any)  { s.l.Debug(fmt.Sprintf(format, v...)) }
 
-// TLSFiles names PEM files for a TLS connection.
+// TLSFiles names PEM files for a TLS connection; it is also the tls
+// section of colocd's configuration (nats.tls, nats.leaf.tls).
 type TLSFiles struct {
 	// CA verifies the server's certificate (default: system roots).
-	CA string
+	CA string `mapstructure:"ca"`
 	// Cert and Key are the client's certificate and key, for mutual TLS;
 	// both or neither.
-	Cert, Key string
+	Cert string `mapstructure:"cert"`
+	Key  string `mapstructure:"key"`
 }
 
 // ConnectOptions configures Connect.

@@ -59,11 +59,11 @@ type NATS struct {
 	// NKey is an NKey seed file.
 	NKey string `mapstructure:"nkey"`
 	// TLS holds the files of a TLS connection to a remote server.
-	TLS TLS `mapstructure:"tls"`
+	TLS bus.TLSFiles `mapstructure:"tls"`
 	// Launchers says who may connect to the embedded server (URL "").
 	Launchers Launchers `mapstructure:"launchers"`
 	// ServerTLS makes the embedded server's listener speak TLS.
-	ServerTLS ServerTLS `mapstructure:"server_tls"`
+	ServerTLS bus.ServerTLSFiles `mapstructure:"server_tls"`
 	// Replicas is how many servers of a JetStream cluster keep each of the
 	// sidecar's buckets and streams (leases, events, profiles, the fleet's
 	// capacity summaries); 1 with the embedded server. 0 (the default)
@@ -91,22 +91,13 @@ type Leaf struct {
 	Credentials string `mapstructure:"credentials"`
 	// TLS holds the CA that signs the hub's certificate and, for mutual
 	// TLS, this host's certificate and key.
-	TLS TLS `mapstructure:"tls"`
+	TLS bus.TLSFiles `mapstructure:"tls"`
 	// HubDomain is the hub's JetStream domain, where the fleet's capacity
 	// summaries live.
 	HubDomain string `mapstructure:"hub_domain"`
 	// HubReplicas is how many of the hub's servers keep the fleet's bucket
 	// when this host is the one that creates it.
 	HubReplicas int `mapstructure:"hub_replicas"`
-}
-
-// ServerTLS names the PEM files of the embedded server's TLS listener: its
-// certificate and key and, for mutual TLS, the CA of the clients'
-// certificates.
-type ServerTLS struct {
-	Cert     string `mapstructure:"cert"`
-	Key      string `mapstructure:"key"`
-	ClientCA string `mapstructure:"client_ca"`
 }
 
 // Launchers are the identities the embedded NATS server lets in from
@@ -142,14 +133,6 @@ func (c *Config) LauncherNKeyFile() string {
 		return c.NATS.Launchers.NKeyFile
 	}
 	return filepath.Join(c.Sidecar.DataDir, "launcher.nk")
-}
-
-// TLS names the PEM files of a TLS client: the CA that signs the server's
-// certificate and, for mutual TLS, the client's certificate and key.
-type TLS struct {
-	CA   string `mapstructure:"ca"`
-	Cert string `mapstructure:"cert"`
-	Key  string `mapstructure:"key"`
 }
 
 // Sharing says how training shares the GPU with inference.

@@ -207,7 +207,7 @@ func (c *Config) checkNATS(ck *checker) {
 // clientFiles checks a NATS client's login and TLS files, under prefix
 // ("nats." or "nats.leaf."): credentials or an NKey seed, not both, each an
 // existing file, and a certificate with its key.
-func (ck *checker) clientFiles(prefix, creds, nkey string, t TLS) {
+func (ck *checker) clientFiles(prefix, creds, nkey string, t bus.TLSFiles) {
 	if creds != "" && nkey != "" {
 		ck.add(prefix+"nkey", "unset when "+prefix+"credentials is set (one authentication method)", quote(nkey))
 	}

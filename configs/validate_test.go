@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/observe"
 )
 
@@ -23,11 +24,11 @@ func TestValidateValid(t *testing.T) {
 		{"defaults with a service", func(*Config) {}},
 		{"remote NATS cluster with mutual TLS", func(c *Config) {
 			c.NATS.URL = "tls://a.example:4222, tls://b.example:4222"
-			c.NATS.TLS = TLS{CA: pem, Cert: pem, Key: pem}
+			c.NATS.TLS = bus.TLSFiles{CA: pem, Cert: pem, Key: pem}
 			c.NATS.Credentials = pem
 		}},
 		{"embedded server as a leaf of a hub, over mutual TLS", func(c *Config) {
-			c.NATS.Leaf = Leaf{URL: "tls://hub-1:7422, nats-leaf://hub-2:7422", NKey: pem, TLS: TLS{CA: pem, Cert: pem, Key: pem}, HubDomain: "fleet-hub", HubReplicas: 3}
+			c.NATS.Leaf = Leaf{URL: "tls://hub-1:7422, nats-leaf://hub-2:7422", NKey: pem, TLS: bus.TLSFiles{CA: pem, Cert: pem, Key: pem}, HubDomain: "fleet-hub", HubReplicas: 3}
 		}},
 		{"GPU by UUID, nvml, no sim name needed", func(c *Config) {
 			c.GPU.Backend, c.GPU.Device, c.GPU.Sim.Name = BackendNVML, "GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40", ""
@@ -90,7 +91,7 @@ func TestValidateEachProblem(t *testing.T) {
 		}, "nats.leaf.nkey", "unset"},
 		{"leaf nkey missing", func(c *Config) { c.NATS.Leaf.URL, c.NATS.Leaf.NKey = "nats-leaf://hub:7422", "/nonexistent/seed.nk" }, "nats.leaf.nkey", "NKey seed file"},
 		{"leaf tls cert without key", func(c *Config) {
-			c.NATS.Leaf = Leaf{URL: "tls://hub:7422", NKey: pem, TLS: TLS{Cert: pem}, HubDomain: "hub", HubReplicas: 1}
+			c.NATS.Leaf = Leaf{URL: "tls://hub:7422", NKey: pem, TLS: bus.TLSFiles{Cert: pem}, HubDomain: "hub", HubReplicas: 1}
 		}, "nats.leaf.tls.key", "the client key file"},
 		{"hub replicas", func(c *Config) { c.NATS.Leaf.HubReplicas = 7 }, "nats.leaf.hub_replicas", "1 to 5"},
 		{"hub domain with a dot", func(c *Config) { c.NATS.Leaf.HubDomain = "hub.a" }, "nats.leaf.hub_domain", "JetStream domain"},

@@ -18,7 +18,7 @@ func (s *Sidecar) leafOptions() bus.LeafOptions {
 		urls = append(urls, strings.TrimSpace(u))
 	}
 	return bus.LeafOptions{URLs: urls, NKeySeedFile: l.NKey, Credentials: l.Credentials,
-		TLS: bus.TLSFiles{CA: l.TLS.CA, Cert: l.TLS.Cert, Key: l.TLS.Key}}
+		TLS: l.TLS}
 }
 
 // isLeaf reports whether the embedded server is a leaf node of a hub.

@@ -289,7 +289,7 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 		}
 		s.embed, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(s.cfg.Sidecar.DataDir, "nats"),
 			ServerName: "colocd-" + s.id, Logger: serverLog, SidecarID: s.id, Launchers: launchers, MaxLauncherConns: c.Launchers.MaxConnections,
-			TLS:  bus.ServerTLSFiles{Cert: c.ServerTLS.Cert, Key: c.ServerTLS.Key, ClientCA: c.ServerTLS.ClientCA},
+			TLS:  c.ServerTLS,
 			Leaf: s.leafOptions()})
 		if err != nil {
 			return nil, fmt.Errorf("embedded nats server: %w", err)
@@ -301,7 +301,7 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 		s.nc, err = s.embed.Conn(append(opts, s.opts.NATSOptions...)...)
 	} else {
 		s.nc, err = bus.Connect(c.URL, bus.ConnectOptions{Credentials: c.Credentials, NKeySeedFile: c.NKey,
-			TLS: bus.TLSFiles{CA: c.TLS.CA, Cert: c.TLS.Cert, Key: c.TLS.Key}, Name: "colocd " + s.id,
+			TLS: c.TLS, Name: "colocd " + s.id,
 			Logger: s.log.With("component", "nats"),
 			// Replies to the sidecar arrive outside the launchers' inbox
 			// prefix, where no launcher may subscribe (docs/security.md).
