@@ -128,7 +128,7 @@ func TestSendProfileFallsBackInline(t *testing.T) {
 func TestLauncherOverMutualTLS(t *testing.T) {
 	pki := testpki.Write(t, t.TempDir())
 	s := startSidecar(t, "gpu-tls", func(c *configs.Config) {
-		c.NATS.ServerTLS = configs.ServerTLS{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}
+		c.NATS.ServerTLS = bus.ServerTLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}
 	})
 	args := []string{"status", "--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "gpu-tls", "--timeout", "5s"}
 	if out, _, err := runCLI(t, append(args, "--tls-ca", pki.CA, "--tls-cert", pki.ClientCert, "--tls-key", pki.ClientKey)...); err != nil || !strings.Contains(out, "sidecar gpu-tls") {
