@@ -335,7 +335,9 @@ type TLSFiles struct {
 	Key  string `mapstructure:"key"`
 }
 
-// ConnectOptions configures Connect.
+// ConnectOptions configures Connect: every colocd connection to a NATS
+// server that is not the embedded one in the same process (the sidecar's,
+// the launcher commands', the fleet's, the load test's) is made by Connect.
 type ConnectOptions struct {
 	// Credentials is a NATS .creds file (JWT and NKey seed).
 	Credentials string
@@ -346,6 +348,14 @@ type ConnectOptions struct {
 	TLS TLSFiles
 	// Name is the connection name servers show.
 	Name string
+	// Timeout bounds each attempt to reach a server (0: 2 s).
+	Timeout time.Duration
+	// OneShot is for a command that asks once and exits: the first
+	// connect fails at once when no server answers, and a lost connection
+	// is retried a bounded number of times. Without it the connection
+	// retries the first connect and reconnects forever, as a long-lived
+	// process (the sidecar, colocd run) must.
+	OneShot bool
 	// Logger receives connection events (disconnect, reconnect, async
 	// errors); nil logs nothing.
 	Logger *slog.Logger
@@ -353,28 +363,35 @@ type ConnectOptions struct {
 	Options []nats.Option
 }
 
-// Connect connects to a remote server or cluster at url (comma-separated
-// URLs allowed). The connection retries the first connect and reconnects
-// forever, so a sidecar started before its NATS server waits for it; check
-// nc.IsConnected for readiness. Its handlers are set before it is returned,
-// so a micro service added afterwards chains them.
+// ErrConnectOptions is wrapped by Connect's errors about its options (as
+// opposed to the server): which files, and how they go together.
+var ErrConnectOptions = errors.New("bad connect options")
+
+// Connect connects to a server or cluster at url (comma-separated URLs
+// allowed), as the identity in opts: a launcher's NKey seed or .creds file
+// also sets the inbox prefix its permissions allow (LauncherAuth). Unless
+// opts.OneShot, the connection retries the first connect and reconnects
+// forever, with jitter, so that a sidecar started before its NATS server
+// waits for it (check nc.IsConnected for readiness) and a fleet's clients
+// do not all come back at once. Its handlers are set before it is
+// returned, so a micro service added afterwards chains them.
 func Connect(url string, opts ConnectOptions) (*nats.Conn, error) {
 	if url == "" {
 		return nil, errors.New("connect nats: url is empty (use the embedded server)")
 	}
 	nopts, err := natsOptions(opts)
 	if err != nil {
-		return nil, fmt.Errorf("connect nats: %w", err)
+		return nil, fmt.Errorf("connect nats: %w: %w", ErrConnectOptions, err)
 	}
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect nats: %w", err)
+		return nil, fmt.Errorf("connect nats %s: %w", url, err)
 	}
 	return nc, nil
 }
 
-// natsOptions turns ConnectOptions into nats.go options: reconnect forever,
-// logging handlers, credentials and TLS, then the caller's extras.
+// natsOptions turns ConnectOptions into nats.go options: the reconnect
+// policy, logging handlers, credentials and TLS, then the caller's extras.
 func natsOptions(opts ConnectOptions) ([]nats.Option, error) {
 	if opts.Credentials != "" && opts.NKeySeedFile != "" {
 		return nil, errors.New("credentials and nkey are exclusive")
@@ -382,18 +399,24 @@ func natsOptions(opts ConnectOptions) ([]nats.Option, error) {
 	if (opts.TLS.Cert == "") != (opts.TLS.Key == "") {
 		return nil, errors.New("tls cert and key go together")
 	}
-	nopts := []nats.Option{
-		nats.Name(opts.Name),
-		nats.MaxReconnects(-1),
-		nats.RetryOnFailedConnect(true),
-		nats.ReconnectWait(time.Second),
+	nopts := []nats.Option{nats.Name(opts.Name)}
+	if opts.Timeout > 0 {
+		nopts = append(nopts, nats.Timeout(opts.Timeout))
+	}
+	if !opts.OneShot {
+		nopts = append(nopts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+			nats.ReconnectWait(time.Second), nats.ReconnectJitter(500*time.Millisecond, time.Second))
 	}
 	nopts = append(nopts, LogHandlers(opts.Logger)...)
 	// The key, and the inbox below it that a launcher's permissions allow
 	// (a sidecar's Options set its own).
 	auth, err := LauncherAuth(opts.NKeySeedFile, opts.Credentials)
 	if err != nil {
-		return nil, fmt.Errorf("nkey: %w", err)
+		which := "nkey"
+		if opts.Credentials != "" {
+			which = "credentials"
+		}
+		return nil, fmt.Errorf("%s: %w", which, err)
 	}
 	nopts = append(nopts, auth...)
 	if opts.TLS.CA != "" {
