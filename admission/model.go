@@ -1,14 +1,15 @@
 package admission
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
+	"github.com/colocd/colocd/internal/cache"
 	"github.com/colocd/colocd/internal/digest"
 	"github.com/colocd/colocd/predictor"
 )
@@ -41,15 +42,14 @@ type Model struct {
 	// maxEvents is each prediction's work budget (0: the predictor's).
 	maxEvents float64
 
-	mu    sync.Mutex
-	free  []*predictor.Predictor
-	cache *list.List // of *cacheEntry, most recent first
-	index map[digest.Key]*list.Element
-	stats ModelStats
+	cache        *cache.LRU[digest.Key, *cacheEntry]
+	hits, misses atomic.Uint64
+
+	mu   sync.Mutex
+	free []*predictor.Predictor
 }
 
 type cacheEntry struct {
-	key  digest.Key
 	lats []Latency // one per service, in order
 	// err is a refusal to simulate (predictor.ErrTooManyEvents): kept so
 	// that the same inputs again cost nothing.
@@ -108,8 +108,7 @@ func NewModel(cal *predictor.Calibration, requests int, seed uint64, sms int, co
 	m := &Model{
 		cal: cal, calPoint: calPoint, requests: requests, seed: seed, sms: sms, confidence: confidence,
 		calKey: sha256.Sum256(calJSON),
-		cache:  list.New(),
-		index:  map[digest.Key]*list.Element{},
+		cache:  cache.New[digest.Key, *cacheEntry](DefaultCacheEntries),
 	}
 	for _, o := range opts {
 		o(m)
@@ -142,11 +141,7 @@ var _ KnowingPredictor = (*Model)(nil)
 // Known reports whether PredictP99 with these inputs would answer from the
 // cache. It does not count as a hit or a miss.
 func (m *Model) Known(svcs []ServiceSpec, _ int, trainers []Trainer, mode predictor.Mode) bool {
-	key := m.key(svcs, trainers, mode)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, ok := m.index[key]
-	return ok
+	return m.cache.Contains(m.key(svcs, trainers, mode))
 }
 
 // PredictP99 predicts svcs[i]'s p99 latency with every service of svcs and
@@ -268,30 +263,17 @@ func (m *Model) key(svcs []ServiceSpec, trainers []Trainer, mode predictor.Mode)
 }
 
 func (m *Model) lookup(key digest.Key) (*cacheEntry, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if el, ok := m.index[key]; ok {
-		m.cache.MoveToFront(el)
-		m.stats.Hits++
-		return el.Value.(*cacheEntry), true
+	e, ok := m.cache.Get(key)
+	if ok {
+		m.hits.Add(1)
+	} else {
+		m.misses.Add(1)
 	}
-	m.stats.Misses++
-	return nil, false
+	return e, ok
 }
 
 func (m *Model) insert(key digest.Key, lats []Latency, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if el, ok := m.index[key]; ok { // a concurrent caller got there first
-		m.cache.MoveToFront(el)
-		return
-	}
-	m.index[key] = m.cache.PushFront(&cacheEntry{key: key, lats: lats, err: err})
-	for m.cache.Len() > DefaultCacheEntries {
-		old := m.cache.Back()
-		m.cache.Remove(old)
-		delete(m.index, old.Value.(*cacheEntry).key)
-	}
+	m.cache.Add(key, &cacheEntry{lats: lats, err: err}, 1)
 }
 
 func (m *Model) acquire() *predictor.Predictor {
@@ -313,18 +295,10 @@ func (m *Model) release(pr *predictor.Predictor) {
 
 // Stats returns the cache counters.
 func (m *Model) Stats() ModelStats {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s := m.stats
-	s.Entries = m.cache.Len()
-	return s
+	n, _ := m.cache.Len()
+	return ModelStats{Hits: m.hits.Load(), Misses: m.misses.Load(), Entries: n}
 }
 
 // Purge empties the cache (a calibration or profile file changed in place;
 // benchmarks of cold decisions).
-func (m *Model) Purge() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.cache.Init()
-	clear(m.index)
-}
+func (m *Model) Purge() { m.cache.Purge() }

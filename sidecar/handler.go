@@ -1,19 +1,18 @@
 package sidecar
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/cache"
 	"github.com/colocd/colocd/predictor"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -26,7 +25,7 @@ var _ bus.Handler = (*handler)(nil)
 // wire types, traces each call and records its metrics.
 type handler struct {
 	s        *Sidecar
-	profiles profileCache
+	profiles *profileCache
 }
 
 // busError maps admission's errors to the API's codes.
@@ -66,19 +65,11 @@ func busError(err error) error {
 // parsedBytes estimates it), least recently used out first: a few large
 // profiles cannot hold hundreds of megabytes, and a profile larger than the
 // whole budget is parsed for each request and not kept.
-type profileCache struct {
-	budget int // bytes; 0 is profileCacheBytes
+type profileCache = cache.LRU[[32]byte, parsedProfile]
 
-	mu    sync.Mutex
-	m     map[[32]byte]*list.Element // of *profileEntry
-	lru   list.List                  // most recent first
-	bytes int                        // sum of the entries' size
-}
-
-type profileEntry struct {
-	sum  [32]byte
-	pp   parsedProfile
-	size int
+// newProfileCache returns an empty profile cache of budget bytes.
+func newProfileCache(budget int) *profileCache {
+	return cache.New[[32]byte, parsedProfile](budget)
 }
 
 type parsedProfile struct {
@@ -111,57 +102,14 @@ func parsedBytes(p *predictor.Profile) int {
 	return n
 }
 
-func (c *profileCache) get(sum [32]byte) (parsedProfile, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.m[sum]
-	if !ok {
-		return parsedProfile{}, false
-	}
-	c.lru.MoveToFront(el)
-	return el.Value.(*profileEntry).pp, true
-}
-
-// parse parses raw, whose SHA-256 is sum, and keeps the result if it fits.
-func (c *profileCache) parse(sum [32]byte, raw []byte) (parsedProfile, error) {
+// parseProfile parses raw, whose SHA-256 is sum, and keeps the result in
+// profiles if it fits.
+func parseProfile(profiles *profileCache, sum [32]byte, raw []byte) (parsedProfile, error) {
 	p, err := predictor.ParseProfile(raw)
 	if err != nil {
 		return parsedProfile{}, err
 	}
-	pp := parsedProfile{p: p, key: p.Key()}
-	size, budget := parsedBytes(p), c.budget
-	if budget == 0 {
-		budget = profileCacheBytes
-	}
-	if size > budget {
-		return pp, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[[32]byte]*list.Element{}
-	}
-	if el, ok := c.m[sum]; ok { // parsed meanwhile by another request
-		c.lru.MoveToFront(el)
-		return el.Value.(*profileEntry).pp, nil
-	}
-	for c.bytes+size > budget {
-		old := c.lru.Back()
-		e := old.Value.(*profileEntry)
-		c.lru.Remove(old)
-		delete(c.m, e.sum)
-		c.bytes -= e.size
-	}
-	c.m[sum] = c.lru.PushFront(&profileEntry{sum: sum, pp: pp, size: size})
-	c.bytes += size
-	return pp, nil
-}
-
-// held returns how many profiles the cache holds and their estimated size.
-func (c *profileCache) held() (n, bytes int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m), c.bytes
+	return profiles.Add(sum, parsedProfile{p: p, key: p.Key()}, parsedBytes(p)), nil
 }
 
 // profile returns the request's profile, parsed: the inline one, or the one
@@ -173,10 +121,10 @@ func (h *handler) profile(ctx context.Context, r *bus.AdmitRequest) (parsedProfi
 		return parsedProfile{}, bus.BadRequest("profile, profile_ref: want one of the two, got both")
 	case inline:
 		sum := sha256.Sum256(r.Profile)
-		if pp, ok := h.profiles.get(sum); ok {
+		if pp, ok := h.profiles.Get(sum); ok {
 			return pp, nil
 		}
-		pp, err := h.profiles.parse(sum, r.Profile)
+		pp, err := parseProfile(h.profiles, sum, r.Profile)
 		if err != nil {
 			return parsedProfile{}, bus.BadRequest("profile: " + err.Error())
 		}
@@ -186,7 +134,7 @@ func (h *handler) profile(ctx context.Context, r *bus.AdmitRequest) (parsedProfi
 		if err != nil {
 			return parsedProfile{}, bus.BadRequest(err.Error())
 		}
-		if pp, ok := h.profiles.get(sum); ok {
+		if pp, ok := h.profiles.Get(sum); ok {
 			return pp, nil
 		}
 		raw, err := h.s.profs.Get(ctx, r.ProfileRef)
@@ -200,7 +148,7 @@ func (h *handler) profile(ctx context.Context, r *bus.AdmitRequest) (parsedProfi
 		case err != nil:
 			return parsedProfile{}, bus.Unavailable(err.Error())
 		}
-		pp, err := h.profiles.parse(sum, raw)
+		pp, err := parseProfile(h.profiles, sum, raw)
 		if err != nil {
 			return parsedProfile{}, bus.BadRequest("profile_ref " + r.ProfileRef + ": " + err.Error())
 		}
@@ -396,7 +344,7 @@ func (h *handler) PutProfile(ctx context.Context, raw []byte) (string, error) {
 	if h.s.profs == nil {
 		return "", bus.Unavailable("profile upload: the sidecar has no profile store")
 	}
-	pp, err := h.profiles.parse(sha256.Sum256(raw), raw)
+	pp, err := parseProfile(h.profiles, sha256.Sum256(raw), raw)
 	if err != nil {
 		return "", bus.BadRequest("profile upload: " + err.Error())
 	}

@@ -50,7 +50,7 @@ func TestMemoryAfterDistinctLargeProfiles(t *testing.T) {
 		t.Skip("the race detector's shadow memory is what it would measure: make test runs it in its plain pass")
 	}
 	const profiles, budget = 200, 16 << 20
-	h := &handler{profiles: profileCache{budget: budget}}
+	h := &handler{profiles: newProfileCache(budget)}
 	var p map[string]any
 	if err := json.Unmarshal(bigTrainingProfile(t, 250<<10), &p); err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestMemoryAfterDistinctLargeProfiles(t *testing.T) {
 		parsed, size = parsedBytes(pp.p), len(raw)
 	}
 	after, rssAfter := heapInUse(), vmRSS()
-	n, held := h.profiles.held()
+	n, held := h.profiles.Len()
 	t.Logf("%d profiles of %d bytes (%d parsed): the cache holds %d (%.1f MiB); heap in use %.1f → %.1f MiB; VmRSS %d → %d MiB",
 		profiles, size, parsed, n, float64(held)/(1<<20), float64(before)/(1<<20), float64(after)/(1<<20), rssBefore>>20, rssAfter>>20)
 	if held > budget || n != budget/parsed {
@@ -90,7 +90,7 @@ func TestMemoryAfterDistinctLargeProfiles(t *testing.T) {
 		t.Fatal(ok)
 	}
 	p["name"] = "copy-0"
-	if _, ok := h.profiles.get(sha256.Sum256(mustMarshal(t, p))); ok {
+	if _, ok := h.profiles.Get(sha256.Sum256(mustMarshal(t, p))); ok {
 		t.Error("the least recently used profile is still cached")
 	}
 }

@@ -138,7 +138,7 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 		return nil, err
 	}
 	s.checks = s.readiness()
-	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s}, bus.WithFleetDomain(s.hubDomain()), bus.WithEventsDomain(s.eventsDomain()),
+	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s, profiles: newProfileCache(profileCacheBytes)}, bus.WithFleetDomain(s.hubDomain()), bus.WithEventsDomain(s.eventsDomain()),
 		bus.WithLimits(cfg.NATS.Limits), bus.WithLogger(s.log.With("component", "api")), bus.WithFloodHandler(s.onFlood)); err != nil {
 		return nil, fmt.Errorf("serve nats api: %w", err)
 	}
