@@ -1,0 +1,101 @@
+package layers
+
+import (
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/colocd/colocd"
+
+// floors: every package of the module, by its path below the module, on
+// its floor (docs/architecture.md#floors). A package may import packages
+// on its own floor and below. A path ending in "/" covers every package
+// below it.
+var floors = map[string]int{
+	// 0: helpers that know nothing of GPUs or NATS.
+	"internal/": 0,
+	// The simulated inference server stands on the adapters' floor: it
+	// serves the metrics observe reads, with latencies from the model.
+	"internal/simserver": 2,
+	// 1: the model of the GPU and its workloads.
+	"predictor": 1, "predictor/kineto": 1, "predictor/calibrate": 1,
+	// 2: the decision, and one adapter per outside thing (NATS, NVML, the
+	// MPS daemon, the inference server's metrics), and the configuration
+	// that composes their sections; the launcher's side.
+	"admission": 2, "bus": 2, "gpu": 2, "mps": 2, "mps/internal/fakemps": 2, "observe": 2, "configs": 2, "launch": 2,
+	// 3: what wires them into a running sidecar.
+	"sidecar": 3,
+	// 4: the command: flags and wiring.
+	"cmd/colocd": 4,
+	// Not part of the product: the deployment files' checks.
+	"deploy": 4,
+}
+
+// floorOf returns rel's floor and whether the table names it.
+func floorOf(rel string) (int, bool) {
+	if f, ok := floors[rel]; ok {
+		return f, true
+	}
+	for prefix, f := range floors {
+		if strings.HasSuffix(prefix, "/") && strings.HasPrefix(rel, prefix) {
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+func TestNoPackageImportsAFloorAbove(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "tools" || name == "bin" || name == "node_modules") {
+			return filepath.SkipDir
+		}
+		pkg, err := build.ImportDir(path, 0)
+		if err != nil {
+			return nil // no Go files here
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		own, ok := floorOf(rel)
+		if !ok {
+			t.Errorf("package %s is on no floor: add it to floors here and in docs/architecture.md", rel)
+			return nil
+		}
+		seen++
+		for _, imp := range pkg.Imports {
+			dep, ok := strings.CutPrefix(imp, module+"/")
+			if !ok {
+				continue
+			}
+			if f, known := floorOf(dep); known && f > own {
+				t.Errorf("%s (floor %d) imports %s (floor %d): a package imports only its own floor and below", rel, own, dep, f)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen < 10 {
+		t.Fatalf("found %d packages under %s: the walk missed the module", seen, root)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("%s is not the module's root: %v", root, err)
+	}
+}
