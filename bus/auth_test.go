@@ -207,7 +207,8 @@ func TestNKeySeedFile(t *testing.T) {
 // (JetStream on, loopback) and returns it with the seed files of its
 // sidecar and launcher users.
 func documentedServer(t *testing.T) (ns *server.Server, sidecarSeed, launcherSeed string) {
-	return natstest.DocumentedServer(t, "../deploy/nats/colocd-auth.conf")
+	ns, k := natstest.DocumentedServer(t, "../deploy/nats/colocd-auth.conf")
+	return ns, k.SidecarSeed, k.LauncherSeed
 }
 
 // The accounts, exports, imports and launcher permissions documented for a

@@ -17,8 +17,9 @@ import (
 // out without the resend.
 func TestRequestResentAfterReconnect(t *testing.T) {
 	dir := t.TempDir()
-	sidecarSeed, launcherSeed := natstest.Users(t, dir)
-	opts := natstest.Documented(t, "../deploy/nats/colocd-auth.conf", filepath.Join(dir, "js"))
+	keys := natstest.Users(t, dir)
+	sidecarSeed, launcherSeed := keys.SidecarSeed, keys.LauncherSeed
+	opts := natstest.Documented(t, "../deploy/nats/colocd-auth.conf", filepath.Join(dir, "js"), keys)
 	opts.Port = natstest.FreePort(t)
 	ns := natstest.Start(t, opts)
 	fast := nats.ReconnectWait(50 * time.Millisecond)

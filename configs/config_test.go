@@ -29,6 +29,7 @@ telemetry: {http: "127.0.0.1:9464", tracing: none}
 `
 
 func TestDefaultsRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tests := []struct {
 		name string
@@ -54,6 +55,7 @@ func TestDefaultsRoundTrip(t *testing.T) {
 }
 
 func TestDefaultValues(t *testing.T) {
+	t.Parallel()
 	d := Default()
 	tests := []struct {
 		name      string
@@ -91,6 +93,7 @@ func TestDefaultValues(t *testing.T) {
 // TestExample checks that configs/colocd.yaml, which `make run` uses, loads,
 // validates and says what its comments say.
 func TestExample(t *testing.T) {
+	t.Parallel()
 	c, err := Load("colocd.yaml")
 	if err != nil {
 		t.Fatal(err)

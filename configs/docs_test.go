@@ -14,6 +14,7 @@ import (
 // profile, a calibration, the data directory) replaced by ones that exist
 // here.
 func TestDocumentedConfigsAreValid(t *testing.T) {
+	t.Parallel()
 	pages, err := filepath.Glob("../docs/servers/*.md")
 	if err != nil {
 		t.Fatal(err)

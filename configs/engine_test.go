@@ -10,6 +10,7 @@ import (
 // An engine service loads from YAML with its busy fraction, burst and step
 // SLO; a request SLO on it is reported at its line.
 func TestLoadEngine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	yaml := fmt.Sprintf("services:\n  - name: llama\n    profile: %s\n    engine: {busy: 0.6, burst_steps: 64}\n    slo: {step_p99_ms: 40}\n", absPath(t, inferenceProfile))
 	c, err := Load(writeFile(t, filepath.Join(dir, "ok.yaml"), yaml))

@@ -14,6 +14,7 @@ import (
 )
 
 func TestEnvName(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, key, want string }{
 		{"section key", "nats.url", "COLOCD_NATS_URL"},
 		{"nested key", "admission.lease.max", "COLOCD_ADMISSION_LEASE_MAX"},
@@ -122,6 +123,7 @@ func valueAt(v reflect.Value, key string) any {
 }
 
 func TestLoadUnknownKeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tests := []struct {
 		name      string
@@ -153,6 +155,7 @@ func TestLoadUnknownKeys(t *testing.T) {
 }
 
 func TestLoadTypeErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tests := []struct {
 		name, yaml, key, got string
@@ -186,6 +189,7 @@ func TestLoadTypeErrors(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tests := []struct {
 		name, path, want string
@@ -282,6 +286,7 @@ services:
 // key are refused by name and line, with every other problem, and a problem
 // found by Validate after loading names its line too.
 func TestLoadStrictKeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tests := []struct {
 		name, yaml string
@@ -321,6 +326,7 @@ func TestLoadStrictKeys(t *testing.T) {
 // TestLoadMergeKeys: YAML merge keys and anchors load as before; a key that
 // the merged mapping also sets is overridden, not repeated.
 func TestLoadMergeKeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	profile := absPath(t, inferenceProfile)
 	path := writeFile(t, filepath.Join(dir, "merge.yaml"), fmt.Sprintf(`services:
@@ -360,6 +366,7 @@ func TestOverriddenKeyHasNoLine(t *testing.T) {
 // TestLoadServiceMetrics: a service's metrics section decodes into the
 // observe package's own type, and its problems name their key and line.
 func TestLoadServiceMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// service is a file with one service whose metrics section is metrics
 	// (lines from line 7 on).
@@ -408,6 +415,7 @@ func TestLoadServiceMetrics(t *testing.T) {
 // TestLoadMapKeysInLowerCase: a label name in upper case, which the decoder
 // would silently lower, is refused by name and line.
 func TestLoadMapKeysInLowerCase(t *testing.T) {
+	t.Parallel()
 	path := writeFile(t, filepath.Join(t.TempDir(), "labels.yaml"), fmt.Sprintf(`services:
   - name: chat
     profile: %s

@@ -13,6 +13,7 @@ import (
 // the default Default() has and the environment variable Load reads, so
 // that neither drifts from the code.
 func TestReferenceMatchesTheConfig(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)

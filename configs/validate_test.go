@@ -15,6 +15,7 @@ import (
 )
 
 func TestValidateValid(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pem := writeFile(t, filepath.Join(dir, "x.pem"), "pem")
 	tests := []struct {
@@ -63,6 +64,7 @@ func TestValidateValid(t *testing.T) {
 // TestValidateEachProblem breaks one key at a time from a valid
 // configuration: exactly that key is reported, with what it takes.
 func TestValidateEachProblem(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pem := writeFile(t, filepath.Join(dir, "x.pem"), "pem")
 	badCal := writeFile(t, filepath.Join(dir, "cal.json"), `{"format": "colocd.calibration/v1", "timeslice": {"slice_us": -1}}`)
@@ -194,6 +196,7 @@ func TestValidateEachProblem(t *testing.T) {
 
 // TestValidateAllAtOnce: every problem is reported in one error.
 func TestValidateAllAtOnce(t *testing.T) {
+	t.Parallel()
 	c := validConfig(t)
 	c.GPU.Backend = "cuda"
 	c.Sharing.Mode = "mig"

@@ -118,6 +118,7 @@ func headroomIs(w *Watcher, h float64) func() bool {
 }
 
 func TestWatcherReload(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		change func(t *testing.T, path string, rec *logRecorder)
@@ -180,6 +181,7 @@ func TestWatcherReload(t *testing.T) {
 // TestWatcherConfigMap swaps a Kubernetes ConfigMap volume's ..data
 // symlink, as the kubelet does: the file itself is never written.
 func TestWatcherConfigMap(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "..2024_01_01", "colocd.yaml"), configYAML(t, 0.1, ""))
 	symlink := func(target, link string) {
@@ -206,6 +208,7 @@ func TestWatcherConfigMap(t *testing.T) {
 // TestWatcherKeepsOldOnInvalid: a file that does not load or validate is
 // refused, logged with the reason, and the next valid file is taken.
 func TestWatcherKeepsOldOnInvalid(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, content, logs string
 	}{
@@ -235,6 +238,7 @@ func TestWatcherKeepsOldOnInvalid(t *testing.T) {
 // TestWatcherRestartOnlyKeys: hot keys apply, restart-only keys keep their
 // running values, and a warning names them.
 func TestWatcherRestartOnlyKeys(t *testing.T) {
+	t.Parallel()
 	path := writeFile(t, filepath.Join(t.TempDir(), "colocd.yaml"), configYAML(t, 0.1, ""))
 	w, rec := runWatcher(t, path)
 
@@ -259,6 +263,7 @@ services:
 }
 
 func TestWatcherLifecycle(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := writeFile(t, filepath.Join(dir, "colocd.yaml"), configYAML(t, 0.1, ""))
 
@@ -322,6 +327,7 @@ func TestWatcherLifecycle(t *testing.T) {
 }
 
 func TestRestartKeys(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		mutate func(*Config)
@@ -351,6 +357,7 @@ func TestRestartKeys(t *testing.T) {
 }
 
 func TestHotReloadable(t *testing.T) {
+	t.Parallel()
 	for _, k := range Keys() {
 		want := k == "services" || strings.HasPrefix(k, "admission.")
 		if got := HotReloadable(k); got != want {

@@ -31,6 +31,7 @@ func (d stateDevice) HostProcesses() bool                      { return d.host }
 // processes and MPS clients; a simulated GPU, which knows no launcher's
 // processes, does not list them.
 func TestAdmissionDeviceListsProcessesOnARealGPU(t *testing.T) {
+	t.Parallel()
 	dev := stateDevice{st: gpu.State{
 		Processes:    []gpu.Process{{PID: 900}},               // the MPS server
 		MPSProcesses: []gpu.Process{{PID: 4242}, {PID: 4243}}, // its clients
@@ -56,6 +57,7 @@ func TestAdmissionDeviceListsProcessesOnARealGPU(t *testing.T) {
 // The real backends say what they list: NVML the host's processes, the
 // simulated device made-up ones.
 func TestBackendsSayWhoseProcesses(t *testing.T) {
+	t.Parallel()
 	var nvml *gpu.NVMLDevice
 	if !nvml.HostProcesses() {
 		t.Error("NVML does not list the host's processes")
@@ -74,6 +76,7 @@ func TestBackendsSayWhoseProcesses(t *testing.T) {
 // address the embedded server really listens on (port 0 picks one), not
 // the configured or the default one.
 func TestReadyLineNamesTheURLInUse(t *testing.T) {
+	t.Parallel()
 	var buf syncio.Buffer
 	s := start(t, testConfig(t, "gpu-ready", 1e6), Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	url := s.embed.ClientURL()
@@ -96,6 +99,7 @@ func TestReadyLineNamesTheURLInUse(t *testing.T) {
 // (a revision conflict): the lease is released all the same, not stuck. A
 // save that landed unacknowledged is found in the store by its bytes.
 func TestStoreWritesThatLandedUnacknowledged(t *testing.T) {
+	t.Parallel()
 	s := start(t, testConfig(t, "gpu-ack", 1e6), Options{})
 	c := client(t, s)
 	ctx := context.Background()

@@ -25,7 +25,8 @@ import (
 func natsCluster(t testing.TB, n int) (nodes []*server.Server, sidecarSeed, launcherSeed string) {
 	t.Helper()
 	dir := t.TempDir()
-	sidecarSeed, launcherSeed = natstest.Users(t, dir)
+	keys := natstest.Users(t, dir)
+	sidecarSeed, launcherSeed = keys.SidecarSeed, keys.LauncherSeed
 	ports := make([]int, n)
 	for i := range ports {
 		ports[i] = natstest.FreePort(t)
@@ -36,7 +37,7 @@ func natsCluster(t testing.TB, n int) (nodes []*server.Server, sidecarSeed, laun
 	}
 	for i := range n {
 		name := fmt.Sprintf("n%d", i+1)
-		opts := natstest.Documented(t, "../deploy/nats/colocd-auth.conf", filepath.Join(dir, name))
+		opts := natstest.Documented(t, "../deploy/nats/colocd-auth.conf", filepath.Join(dir, name), keys)
 		opts.ServerName = name
 		opts.Cluster = server.ClusterOpts{Name: "colocd", Host: "127.0.0.1", Port: ports[i]}
 		opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
@@ -61,6 +62,7 @@ func clusterURL(nodes []*server.Server) string {
 // with one node killed the lease renews, a new job is admitted and placed,
 // and nothing is lost.
 func TestThreeNodeCluster(t *testing.T) {
+	t.Parallel()
 	nodes, sidecarSeed, launcherSeed := natsCluster(t, 3)
 	url := clusterURL(nodes)
 	var sidecars []*running
@@ -164,19 +166,21 @@ type hub struct {
 	dir                       string
 	port, leafPort            int
 	sidecarSeed, launcherSeed string
+	keys                      natstest.Keys
 	ns                        *server.Server
 }
 
 func startHub(t *testing.T) *hub {
 	t.Helper()
 	h := &hub{t: t, dir: t.TempDir(), port: natstest.FreePort(t), leafPort: natstest.FreePort(t)}
-	h.sidecarSeed, h.launcherSeed = natstest.Users(t, h.dir)
+	h.keys = natstest.Users(t, h.dir)
+	h.sidecarSeed, h.launcherSeed = h.keys.SidecarSeed, h.keys.LauncherSeed
 	h.start()
 	return h
 }
 
 func (h *hub) start() {
-	opts := natstest.Documented(h.t, "../deploy/nats/colocd-auth.conf", filepath.Join(h.dir, "js"))
+	opts := natstest.Documented(h.t, "../deploy/nats/colocd-auth.conf", filepath.Join(h.dir, "js"), h.keys)
 	opts.Port, opts.JetStreamDomain = h.port, bus.DefaultHubDomain
 	opts.LeafNode.Host, opts.LeafNode.Port = "127.0.0.1", h.leafPort
 	h.ns = natstest.Start(h.t, opts)
@@ -195,6 +199,7 @@ func (h *hub) leafURL() string { return "nats-leaf://127.0.0.1:" + strconv.Itoa(
 // the hub is down a local launcher still admits there; when the hub is
 // back the summary catches up and the hub's launcher sees both jobs.
 func TestLeafNode(t *testing.T) {
+	t.Parallel()
 	h := startHub(t)
 	cfg := testConfig(t, "gpu-leaf", 10000)
 	cfg.NATS.Leaf = configs.Leaf{URL: h.leafURL(), NKey: h.sidecarSeed, HubDomain: bus.DefaultHubDomain, HubReplicas: 1}

@@ -57,6 +57,7 @@ func dashboardMetrics(t *testing.T) []string {
 // running sidecar that has decided, leased, expired and watched its
 // service's server: a renamed metric breaks this test, not the dashboard.
 func TestDashboardQueriesExistingMetrics(t *testing.T) {
+	t.Parallel()
 	want := dashboardMetrics(t)
 	url, _, _ := loadServer(t, 100) // 100 requests a scrape: enough for a p99 in a 2 s window
 	cfg := testConfig(t, "gpu-dash", 10000)

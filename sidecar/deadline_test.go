@@ -15,6 +15,7 @@ import (
 // wire; a deadline is a 504 before anything else, so a lease store call that
 // ran out of the caller's time is not reported as an unhealthy store.
 func TestBusErrorCodes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		err  error
@@ -38,6 +39,7 @@ func TestBusErrorCodes(t *testing.T) {
 }
 
 func TestAdmissionConfigDeadlineKeys(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "gpu-a", 1000)
 	cfg.Admission.DecisionTimeout = 3 * time.Second
 	cfg.Admission.Lease.FirstTerm = 45 * time.Second
@@ -50,6 +52,7 @@ func TestAdmissionConfigDeadlineKeys(t *testing.T) {
 // TestFirstTermOverNATS: a grant lives for admission.lease.first_term until
 // the launcher renews it; then it has the length it asked for.
 func TestFirstTermOverNATS(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "gpu-a", 1000)
 	cfg.Admission.Lease.FirstTerm = 30 * time.Second
 	s := start(t, cfg, Options{})

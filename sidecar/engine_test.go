@@ -11,6 +11,7 @@ import (
 // An engine's config becomes admission's service at its busy fraction's
 // step rate, with its burst and its step SLO.
 func TestServiceSpecsEngine(t *testing.T) {
+	t.Parallel()
 	const profile = "../testdata/profiles/mi300x-vllm-decode-step.json"
 	cfg := configs.Default()
 	cfg.Services = []configs.Service{

@@ -131,6 +131,7 @@ func nextBusEvent(t *testing.T, sub *bus.EventSubscription) bus.Event {
 // sidecar's own test binary, without the lease's id in its environment)
 // cannot be registered, so it cannot be evicted.
 func TestThrottleIgnoredEvictsThroughTheDaemon(t *testing.T) {
+	t.Parallel()
 	w := newMPSWorld(t, 2*time.Second)
 	ctx := context.Background()
 	d, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-e", 10, 100))
@@ -183,6 +184,7 @@ func TestThrottleIgnoredEvictsThroughTheDaemon(t *testing.T) {
 // before the throttle as restarted; the replaced one is kept to evict at
 // the deadline.
 func TestThrottleHonouredKeepsTheLease(t *testing.T) {
+	t.Parallel()
 	w := newMPSWorld(t, time.Hour)
 	ctx := context.Background()
 	d, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-h", 10, 100))
@@ -217,6 +219,7 @@ func TestThrottleHonouredKeepsTheLease(t *testing.T) {
 // each job's processes through the daemon; the inference server's client
 // is never touched, and nothing is admitted until the fault clears.
 func TestMPSFaultRevokesEveryLease(t *testing.T) {
+	t.Parallel()
 	w := newMPSWorld(t, time.Hour)
 	ctx := context.Background()
 	inference := w.worker("") // started before any lease: the inference server

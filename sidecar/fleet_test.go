@@ -13,6 +13,7 @@ import (
 // A sidecar keeps its capacity summary in the fleet's bucket: at start,
 // after a lease changes, and gone after a clean stop.
 func TestCapacitySummary(t *testing.T) {
+	t.Parallel()
 	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
 	c := client(t, s)
 	nc := sidecarConn(t, s)
@@ -51,6 +52,7 @@ func TestCapacitySummary(t *testing.T) {
 // permissions reads every sidecar's summary, and a sidecar that stops
 // cleanly withdraws its own.
 func TestCapacitySummariesOnASharedServer(t *testing.T) {
+	t.Parallel()
 	url, sidecarSeed, launcherSeed := externalNATS(t)
 	var running []*running
 	for _, id := range []string{"gpu-a", "gpu-b"} {
@@ -89,6 +91,7 @@ func TestCapacitySummariesOnASharedServer(t *testing.T) {
 // highest percentage; a full sidecar drops out of the ranking; two jobs
 // that race for the last slot both land, on different GPUs.
 func TestPlace(t *testing.T) {
+	t.Parallel()
 	url, sidecarSeed, launcherSeed := externalNATS(t)
 	slo := map[string]float64{"gpu-a": 10000, "gpu-b": p99At(t, 50) * 1.02 / 0.9, "gpu-c": 1}
 	for _, id := range []string{"gpu-a", "gpu-b", "gpu-c"} {
@@ -142,6 +145,7 @@ func TestPlace(t *testing.T) {
 // Two jobs that race for one GPU's last slot both land: the admit that
 // loses (a deny) tries the next quote.
 func TestPlaceLostRace(t *testing.T) {
+	t.Parallel()
 	url, sidecarSeed, launcherSeed := externalNATS(t)
 	for _, id := range []string{"gpu-a", "gpu-b"} {
 		cfg := testConfig(t, id, 10000)

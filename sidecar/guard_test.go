@@ -50,6 +50,7 @@ func slowServer(t *testing.T, perScrape, lowMS, highMS float64) string {
 // fits with room to spare. The observation, not the prediction, throttles
 // the lease; status and /metrics show the correction.
 func TestObservedP99ThrottlesWhenThePredictorIsLow(t *testing.T) {
+	t.Parallel()
 	pred := p99At(t, 100)
 	url := slowServer(t, 7, 1.5*pred, 1.6*pred) // 7 requests a second, under the configured 8
 	cfg := testConfig(t, "gpu-slow", pred/0.9*1.2)
@@ -138,6 +139,7 @@ func simulatedServer(t *testing.T, s *running, arrivals []time.Duration) string 
 // them, and its lease lives on past the deadline, at the lower
 // percentage, with no revoke.
 func TestLoadDoublesThrottleHonoured(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "gpu-doubles", p99AtRate(t, 100, 4)/0.9*1.05) // a job at 100 % fits at 4 req/s, just
 	cfg.Services[0].RateRPS = 4
 	cfg.Admission.Guard.Deadline = 3 * time.Second
@@ -201,6 +203,7 @@ func TestLoadDoublesThrottleHonoured(t *testing.T) {
 // last good window is older than three intervals nothing observed is used
 // any more: predictions fall back to the configured rate.
 func TestMetricsDownFallsBackToTheConfiguredRate(t *testing.T) {
+	t.Parallel()
 	var down atomic.Bool
 	var mu sync.Mutex
 	req := 0.0

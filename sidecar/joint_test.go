@@ -28,6 +28,7 @@ func p99Two(t *testing.T, a, b int) float64 {
 // both jobs with their percentages and speeds, and status shows the live
 // lease lowered.
 func TestAdmitMakesRoomOverNATS(t *testing.T) {
+	t.Parallel()
 	alone, both, low := p99At(t, 100), p99Two(t, 100, 10), p99Two(t, 10, 10)
 	limit := alone + 0.3*(both-alone)
 	if !(low < limit && limit < both) {

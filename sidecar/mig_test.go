@@ -27,6 +27,7 @@ func migConfig(t *testing.T) *configs.Config {
 // co-locates under MPS on the sidecar's own instance; a release frees it;
 // a restart keeps the lease on its instance.
 func TestMIGFreeInstanceOverNATS(t *testing.T) {
+	t.Parallel()
 	cfg := migConfig(t)
 	s := start(t, cfg, Options{})
 	c := client(t, s)

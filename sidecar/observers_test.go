@@ -66,6 +66,7 @@ func loadServer(t *testing.T, perScrape float64) (url string, scrapes <-chan int
 // than its configured rate is predicted at the observed rate, in status and
 // in a quote, and status shows what the server reports.
 func TestObservedLoadRaisesPredictions(t *testing.T) {
+	t.Parallel()
 	url, scrapes := vllmServer(t, 500) // 500 requests a second at 1 s scrapes, against 8 configured
 	cfg := testConfig(t, "gpu-observed", 1e6)
 	cfg.Services[0].Metrics = observe.Endpoint{URL: url, Preset: "vllm", Interval: time.Second}
@@ -112,6 +113,7 @@ func TestObservedLoadRaisesPredictions(t *testing.T) {
 // observer, a changed one moves it to the new server, and a removed one
 // stops it.
 func TestWatchedServicesFollowReloads(t *testing.T) {
+	t.Parallel()
 	urlA, scrapesA := vllmServer(t, 10)
 	urlB, scrapesB := vllmServer(t, 10)
 	svc := func(url string) []configs.Service {
@@ -159,6 +161,7 @@ func TestWatchedServicesFollowReloads(t *testing.T) {
 // configured rate gets a throttle (or revoke) event when the server's own
 // metrics show a load at which it no longer fits.
 func TestGuardThrottlesOnObservedLoad(t *testing.T) {
+	t.Parallel()
 	low, high := p99AtRate(t, 100, 8), p99AtRate(t, 100, 10)
 	if !(high > low) {
 		t.Fatalf("p99 %g at 10 req/s, not above %g at 8", high, low)

@@ -22,6 +22,7 @@ func testMeasurement(t *testing.T, end time.Time, tr *predictor.Profile) admissi
 // A line cut off by a crash costs only itself; the profiles folder is
 // bounded across restarts.
 func TestObservationLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	inf, err := predictor.LoadProfile(serviceProfile)
 	if err != nil {
@@ -69,6 +70,7 @@ func TestObservationLog(t *testing.T) {
 
 // An engine's windows (steps, not requests) are not logged for calibration.
 func TestObservationLogSkipsEngines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	inf, err := predictor.LoadProfile(serviceProfile)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 // keeps running, and throttles the live lease that no longer fits, with an
 // event on the stream the launcher reads. An invalid edit changes nothing.
 func TestSLOHotReloadThrottlesLease(t *testing.T) {
+	t.Parallel()
 	p10, p100 := p99At(t, 10), p99At(t, 100)
 	r := newReloading(t, p100/0.9*1.05, "") // room for a job at 100 %
 	s, c, path := r.s, r.c, r.path
@@ -67,6 +68,7 @@ func TestSLOHotReloadThrottlesLease(t *testing.T) {
 
 // An edit the sidecar rejects shows in status until an edit is applied.
 func TestRejectedReloadShowsInStatus(t *testing.T) {
+	t.Parallel()
 	r := newReloading(t, 10000, "")
 	ctx := context.Background()
 	status := func() *bus.Status {
@@ -98,6 +100,7 @@ func TestRejectedReloadShowsInStatus(t *testing.T) {
 // admission config, and some; every key outside services and admission is
 // for a restart.
 func TestHotKeysAreWhatAdmissionApplies(t *testing.T) {
+	t.Parallel()
 	hot := admission.HotFields()
 	base := configs.Default()
 	adm := reflect.ValueOf(&base.Admission).Elem()
@@ -280,6 +283,7 @@ func (r *reloading) renewedFor(l *bus.Lease) time.Duration {
 // TestEveryHotKeyReloads edits each admission key in the file of a
 // running sidecar and sees the next decision (or lease) change.
 func TestEveryHotKeyReloads(t *testing.T) {
+	t.Parallel()
 	near := func(got, want time.Duration) bool { return got > want-30*time.Second && got <= want+time.Second }
 	t.Run("max_jobs", func(t *testing.T) {
 		r := newReloading(t, 1e6, "max_jobs: 3")

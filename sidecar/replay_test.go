@@ -314,6 +314,7 @@ func (w *replayWorld) replay(t testing.TB, policy string) replayResult {
 // and checks what the guard is for: with it, fewer minutes over the SLO
 // than with static admission, and work still done.
 func TestGuardReplay(t *testing.T) {
+	t.Parallel()
 	if raceEnabled {
 		// Thousands of simulations: ten times slower under the race
 		// detector, which the other guard tests already run it under.

@@ -17,6 +17,7 @@ import (
 // sees the answers, and neither the lease token nor the request_id is in
 // any of them; nor are they in the lease store.
 func TestSecretsNeverTravel(t *testing.T) {
+	t.Parallel()
 	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
 	sniffer, err := s.Conn()
 	if err != nil {

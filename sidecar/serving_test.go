@@ -8,6 +8,7 @@ import (
 )
 
 func TestServingHealth(t *testing.T) {
+	t.Parallel()
 	var h servingHealth
 	now := time.Unix(1000, 0)
 	boom := errors.New("predict: boom")

@@ -182,6 +182,7 @@ func p99Of(t testing.TB, path string, pct int, rate float64) float64 {
 // TestDecisions causes each outcome for a real reason, and checks that a
 // decision's predicted p99 is what the predictor says for the same inputs.
 func TestDecisions(t *testing.T) {
+	t.Parallel()
 	p10, p100 := p99At(t, 10), p99At(t, 100)
 	if !(p10 < p100) {
 		t.Fatalf("p99 at 10 %% = %v, at 100 %% = %v: the scenario has no room to throttle", p10, p100)
@@ -236,6 +237,7 @@ func TestDecisions(t *testing.T) {
 // (Direct admits, not quotes: a quote's answers are collected for a fixed
 // wait, which a loaded CI machine can overrun.)
 func TestProfileByReference(t *testing.T) {
+	t.Parallel()
 	s := start(t, testConfig(t, "", (p99At(t, 10)+p99At(t, 100))/2/0.9), Options{})
 	c := client(t, s)
 	ctx := context.Background()
@@ -307,6 +309,7 @@ func TestProfileByReference(t *testing.T) {
 }
 
 func TestLeaseLifecycle(t *testing.T) {
+	t.Parallel()
 	s := start(t, testConfig(t, "gpu-a", 1000), Options{})
 	c := client(t, s)
 	ctx := context.Background()
@@ -384,6 +387,7 @@ func TestLeaseLifecycle(t *testing.T) {
 // stream: a launcher that listens sees it as it happens, and one that was
 // not listening can still read it.
 func TestExpiry(t *testing.T) {
+	t.Parallel()
 	s := start(t, testConfig(t, "gpu-a", 1000), Options{})
 	c := client(t, s)
 	ctx := context.Background()
@@ -427,6 +431,7 @@ func TestExpiry(t *testing.T) {
 
 // Fifty launchers race for a GPU that takes three jobs: exactly three win.
 func TestConcurrentAdmitsRespectCapacity(t *testing.T) {
+	t.Parallel()
 	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
 	c := client(t, s)
 	var wg sync.WaitGroup
@@ -462,6 +467,7 @@ func TestConcurrentAdmitsRespectCapacity(t *testing.T) {
 // had, and their tokens still work; records in the store that are no lease
 // are skipped.
 func TestRestartKeepsLeases(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, "gpu-a", 10000)
 	first := start(t, cfg, Options{})
 	c := client(t, first)
@@ -528,8 +534,8 @@ func TestRestartKeepsLeases(t *testing.T) {
 // users are told to deploy (deploy/nats/colocd-auth.conf), and returns its
 // URL and the seed files of its sidecar and launcher users.
 func externalNATS(t *testing.T) (url, sidecarSeed, launcherSeed string) {
-	ns, sidecarSeed, launcherSeed := natstest.DocumentedServer(t, "../deploy/nats/colocd-auth.conf")
-	return ns.ClientURL(), sidecarSeed, launcherSeed
+	ns, k := natstest.DocumentedServer(t, "../deploy/nats/colocd-auth.conf")
+	return ns.ClientURL(), k.SidecarSeed, k.LauncherSeed
 }
 
 // launcherClient connects to url with a launcher's seed.
@@ -546,6 +552,7 @@ func launcherClient(t testing.TB, url, seed string) *bus.Client {
 // Every sidecar answers a quote; none takes a lease for it. Both sidecars
 // are users of one nats-server that has the documented permissions.
 func TestQuoteFromTwoSidecars(t *testing.T) {
+	t.Parallel()
 	url, sidecarSeed, launcherSeed := externalNATS(t)
 	cfgA := testConfig(t, "gpu-a", 10000)
 	cfgB := testConfig(t, "gpu-b", 1) // an SLO no co-location can meet
@@ -579,6 +586,7 @@ func TestQuoteFromTwoSidecars(t *testing.T) {
 // The launcher's traceparent is the decision span's parent; the decision
 // span has the prediction spans as children and the decision's attributes.
 func TestDecisionTraced(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	s := start(t, testConfig(t, "gpu-a", 10000), Options{TracerProvider: tp})
@@ -624,6 +632,7 @@ func TestDecisionTraced(t *testing.T) {
 }
 
 func TestHTTPEndpoints(t *testing.T) {
+	t.Parallel()
 	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
 	if _, err := client(t, s).Admit(context.Background(), s.ID(), admitReq("job-m", 10, 100)); err != nil {
 		t.Fatal(err)
@@ -654,6 +663,7 @@ func TestHTTPEndpoints(t *testing.T) {
 // A GPU fault makes the sidecar unready and new admissions fail with 503;
 // the lease it had stays.
 func TestUnhealthyGPUDenies503(t *testing.T) {
+	t.Parallel()
 	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
 	c := client(t, s)
 	ctx := context.Background()
@@ -694,6 +704,7 @@ func TestUnhealthyGPUDenies503(t *testing.T) {
 // estimate meets at 100 % but its upper end does not is a throttle, and
 // the wire carries both figures as the predictor gives them.
 func TestDecisionHoldsUpperBound(t *testing.T) {
+	t.Parallel()
 	inf, tr, cal := testModel(t)
 	at := func(pct int) (point, upper float64) {
 		var pr predictor.Predictor

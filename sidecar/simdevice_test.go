@@ -26,6 +26,7 @@ type shown struct {
 // lease that ends gives both back. The window is the one admission uses,
 // passed in: here not the default minute, so that a hard-coded one fails.
 func TestSimDeviceShowsLeases(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		g, err := gpu.NewSim(gpu.Config{Backend: gpu.BackendSim, Device: "0"}, gpu.Options{})

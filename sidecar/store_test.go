@@ -13,6 +13,7 @@ import (
 // store loop recreates it from memory: the lease is stored again and its
 // renewals work, without a restart.
 func TestLostBucketIsRecreated(t *testing.T) {
+	t.Parallel()
 	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
 	c := client(t, s)
 	ctx := context.Background()

@@ -43,6 +43,7 @@ func bigTrainingProfile(t *testing.T, over int) []byte {
 // sidecar and admits with its reference; what it uploads must be a valid
 // training profile, and nothing else reaches the store.
 func TestProfileUploadThroughTheSidecar(t *testing.T) {
+	t.Parallel()
 	s := start(t, testConfig(t, "", 1e6), Options{})
 	c := client(t, s)
 	ctx := context.Background()

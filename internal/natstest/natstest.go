@@ -46,13 +46,24 @@ func Start(t testing.TB, opts *server.Options) *server.Server {
 	return ns
 }
 
+// Keys are the documented sidecar and launcher users of one test: their
+// seed files and the definitions of their public keys, the variables the
+// documented config reads.
+type Keys struct {
+	SidecarSeed, LauncherSeed string
+	// vars defines COLOCD_SIDECAR_NKEY, COLOCD_LAUNCHER_NKEY and
+	// COLOCD_LAUNCHER_INBOX.
+	vars string
+}
+
 // Users writes the seed files of the documented sidecar and launcher users
-// in dir (mode 0600) and puts their public keys in the environment
-// variables the documented config reads them from.
-func Users(t testing.TB, dir string) (sidecarSeed, launcherSeed string) {
+// in dir (mode 0600). It leaves the environment alone, so that tests that
+// use it run in parallel.
+func Users(t testing.TB, dir string) Keys {
 	t.Helper()
-	sidecarSeed, launcherSeed = filepath.Join(dir, "sidecar.nk"), filepath.Join(dir, "launcher.nk")
-	for env, path := range map[string]string{"COLOCD_SIDECAR_NKEY": sidecarSeed, "COLOCD_LAUNCHER_NKEY": launcherSeed} {
+	k := Keys{SidecarSeed: filepath.Join(dir, "sidecar.nk"), LauncherSeed: filepath.Join(dir, "launcher.nk")}
+	var vars strings.Builder
+	for _, u := range []struct{ name, path string }{{"COLOCD_SIDECAR_NKEY", k.SidecarSeed}, {"COLOCD_LAUNCHER_NKEY", k.LauncherSeed}} {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
 			t.Fatal(err)
@@ -65,23 +76,34 @@ func Users(t testing.TB, dir string) (sidecarSeed, launcherSeed string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, append(seed, '\n'), 0o600); err != nil {
+		if err := os.WriteFile(u.path, append(seed, '\n'), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		t.Setenv(env, pub)
-		if env == "COLOCD_LAUNCHER_NKEY" {
-			t.Setenv("COLOCD_LAUNCHER_INBOX", "_INBOX."+pub+".>")
+		fmt.Fprintf(&vars, "%s: %q\n", u.name, pub)
+		if u.name == "COLOCD_LAUNCHER_NKEY" {
+			fmt.Fprintf(&vars, "COLOCD_LAUNCHER_INBOX: %q\n", "_INBOX."+pub+".>")
 		}
 	}
-	return sidecarSeed, launcherSeed
+	k.vars = vars.String()
+	return k
 }
 
-// Documented reads the config file at path (Users must have set its
-// environment first) and points it at loopback, a free client port and
+// Documented reads the documented config at path with k's keys, and points it at loopback, a free client port and
 // JetStream stored in storeDir.
-func Documented(t testing.TB, path, storeDir string) *server.Options {
+func Documented(t testing.TB, path, storeDir string, k Keys) *server.Options {
 	t.Helper()
-	opts, err := server.ProcessConfigFile(path)
+	// The documented file reads the keys from the environment; a copy
+	// after their definitions reads them from the file instead (an
+	// included file would not see them), and leaves the environment alone.
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(t.TempDir(), "server.conf")
+	if err := os.WriteFile(wrapper, append([]byte(k.vars), doc...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(wrapper)
 	if err != nil {
 		t.Fatal(fmt.Errorf("%s: %w", path, err))
 	}
@@ -91,13 +113,12 @@ func Documented(t testing.TB, path, storeDir string) *server.Options {
 }
 
 // DocumentedServer runs one server with the documented config at path,
-// JetStream on, and returns it with the seed files of its sidecar and
-// launcher users.
-func DocumentedServer(t testing.TB, path string) (ns *server.Server, sidecarSeed, launcherSeed string) {
+// JetStream on, and returns it with its users' keys.
+func DocumentedServer(t testing.TB, path string) (*server.Server, Keys) {
 	t.Helper()
 	dir := t.TempDir()
-	sidecarSeed, launcherSeed = Users(t, dir)
-	return Start(t, Documented(t, path, filepath.Join(dir, "js"))), sidecarSeed, launcherSeed
+	k := Users(t, dir)
+	return Start(t, Documented(t, path, filepath.Join(dir, "js"), k)), k
 }
 
 // FreePort returns a loopback port nothing listens on, from below the
