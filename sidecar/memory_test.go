@@ -1,3 +1,8 @@
+//go:build !race
+
+// The race detector's shadow memory is what these tests would measure:
+// make test runs this file in its plain pass.
+
 package sidecar
 
 import (
@@ -46,9 +51,6 @@ func vmRSS() uint64 {
 // fill). Before, the cache kept 128 profiles whatever their size, so 16
 // distinct profiles of the 16 MiB a reference may name held 1 GB.
 func TestMemoryAfterDistinctLargeProfiles(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector's shadow memory is what it would measure: make test runs it in its plain pass")
-	}
 	const profiles, budget = 200, 16 << 20
 	h := &handler{profiles: newProfileCache(budget)}
 	var p map[string]any
