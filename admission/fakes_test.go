@@ -184,3 +184,6 @@ func p99At(t testing.TB, mode predictor.Mode, svc ServiceSpec, trainers []*predi
 	}
 	return pred.Inference.LatencyMS.P99
 }
+
+// pol is the policy a decision would be made by now (a fresh snapshot's).
+func (h *harness) pol() *policy { return h.c.snapshot().pol }

@@ -100,7 +100,7 @@ func (c *Controller) config() Config {
 func (c *Controller) replanLive(ctx context.Context, why string) ([]Event, error) {
 	for attempt := 1; ; attempt++ {
 		s := c.snapshot()
-		pcts, revoked, note, err := s.eval.replan(ctx, s.live)
+		pcts, revoked, note, err := s.pol.replan(ctx, s.live)
 		if err != nil {
 			return nil, fmt.Errorf("re-evaluate leases: %w", err)
 		}
