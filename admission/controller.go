@@ -69,10 +69,10 @@ func (c *Controller) validate(req *Request) (predictor.ProfileKey, error) {
 	return req.profileKey(), req.validate(vouched)
 }
 
-// entry is a live lease and its profile's content hash, computed once.
+// entry is a lease in the book: the lease and its profile's key, and
+// whether its record is being written.
 type entry struct {
-	lease Lease
-	key   predictor.ProfileKey
+	liveLease
 	// writing: the lease's record is being written, without c.mu; only
 	// that writer changes the lease until it clears this (write.go).
 	writing bool
@@ -167,7 +167,7 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 		if done || err != nil {
 			return d, err
 		}
-		if d, err = s.pol.decide(ctx, &req, key, s); err != nil {
+		if d, err = s.pol.decide(ctx, &req, key, &s.view); err != nil {
 			return d, err
 		}
 		c.mu.Lock()
@@ -267,7 +267,7 @@ func (c *Controller) Quote(ctx context.Context, req Request) (Decision, error) {
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	s := c.snapshot()
-	d, err := s.pol.decide(ctx, &req, key, s)
+	d, err := s.pol.decide(ctx, &req, key, &s.view)
 	if err == nil {
 		if err = ctxErr("quote", ctx); err != nil {
 			return Decision{}, err
@@ -297,7 +297,7 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key predicto
 	}
 	// The lease holds its capacity while its record is created without
 	// the lock (write.go), and leaves again if the store refuses it.
-	e := &entry{lease: l, key: key}
+	e := &entry{liveLease: liveLease{lease: l, key: key}}
 	c.leases[l.ID] = e
 	c.byRequest[l.RequestHash] = l.ID
 	c.changedLocked()

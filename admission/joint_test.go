@@ -392,10 +392,11 @@ func TestRaiseSharesTheRoomJointly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	joint, notes, room, err := s.pol.raisePlan(ctx, s.live)
+	r, err := s.pol.raisePlan(ctx, s.live)
 	if err != nil {
 		t.Fatal(err)
 	}
+	joint, notes, room := r.pcts, r.notes, r.room
 	pg, err := eval(ctx, greedy)
 	if err != nil {
 		t.Fatal(err)
@@ -436,10 +437,11 @@ func TestRaiseJointBudget(t *testing.T) {
 		s.pol.predictor = sleepyPredictor{Predictor: h.model, d: 200 * time.Millisecond}
 		h.model.Purge()
 		start := time.Now()
-		got, notes, _, err := s.pol.raisePlan(ctx, s.live)
+		r, err := s.pol.raisePlan(ctx, s.live)
 		if err != nil {
 			t.Fatal(err)
 		}
+		got, notes := r.pcts, r.notes
 		if took := time.Since(start); !slices.Equal(got, greedy) || notes != nil || took > jointBudget+10*time.Second {
 			t.Errorf("plan %v after %s, want one at a time (%v) soon after the %s budget", got, took, greedy, jointBudget)
 		}

@@ -32,6 +32,25 @@ type policy struct {
 	log       *slog.Logger
 }
 
+// liveLease is a live lease as the policy sees it: a copy of the lease, and
+// its profile's content hash, computed once.
+type liveLease struct {
+	lease Lease
+	key   predictor.ProfileKey
+}
+
+// copy is a copy of l that shares none of its slices.
+func (l *liveLease) copy() liveLease { return liveLease{lease: l.lease.clone(), key: l.key} }
+
+// view is the state of the leases a policy decides on, at now.
+type view struct {
+	now  time.Time
+	live []liveLease // the co-located leases, oldest first: the trainers of a prediction
+	// lent are the leases that hold a MIG instance whole: they run next to
+	// no service, so no prediction counts them.
+	lent []liveLease
+}
+
 // newPolicy returns the policy for cfg, reading the world through deps'
 // predictor, device, daemon and MIG instances (never its store, events or
 // evictor).
@@ -39,16 +58,16 @@ func newPolicy(cfg Config, deps Deps, log *slog.Logger) *policy {
 	return &policy{cfg: cfg, predictor: deps.Predictor, device: deps.Device, daemon: deps.Daemon, instances: deps.Instances, log: log}
 }
 
-// decide makes the decision for a valid request on snapshot s: health, a
+// decide makes the decision for a valid request on view v: health, a
 // free MIG instance, max_jobs, memory, then the percentage search and, for
 // a job that does not fit next to the live leases, room made by lowering
 // them (makeRoom).
-func (pol *policy) decide(ctx context.Context, req *Request, key predictor.ProfileKey, s *snapshot) (Decision, error) {
+func (pol *policy) decide(ctx context.Context, req *Request, key predictor.ProfileKey, v *view) (Decision, error) {
 	if ok, why := pol.device.Healthy(); !ok {
 		return unavailable(CodeGPUUnhealthy, "the GPU is unhealthy: "+why)
 	}
 	// A free MIG instance is the best grant, and needs no MPS daemon.
-	if d, ok := pol.lend(ctx, req, s); ok {
+	if d, ok := pol.lend(ctx, req, v); ok {
 		return d, nil
 	}
 	if pol.cfg.Mode == predictor.ModeMPS {
@@ -56,7 +75,7 @@ func (pol *policy) decide(ctx context.Context, req *Request, key predictor.Profi
 			return unavailable(CodeDaemonUnhealthy, "the MPS daemon is unhealthy: "+why)
 		}
 	}
-	if n := len(s.live); n >= pol.cfg.MaxJobs {
+	if n := len(v.live); n >= pol.cfg.MaxJobs {
 		jobs := fmt.Sprintf("%d training jobs", n)
 		if n == 1 {
 			jobs = "1 training job"
@@ -64,14 +83,14 @@ func (pol *policy) decide(ctx context.Context, req *Request, key predictor.Profi
 		return Decision{Outcome: Deny, Code: CodeMaxJobs, Message: "the GPU already runs " + jobs +
 			", the most admission.max_jobs allows"}, nil
 	}
-	if d, denied, err := pol.checkMemory(ctx, req, s.live, s.now); denied || err != nil {
+	if d, denied, err := pol.checkMemory(ctx, req, v.live, v.now); denied || err != nil {
 		return d, err
 	}
 	grid := []int{100}
 	if pol.cfg.Mode == predictor.ModeMPS {
 		grid = pctGrid(req.MinPct, req.MaxPct, pol.cfg.PctStep)
 	}
-	others := trainersOf(s.live)
+	others := trainersOf(v.live)
 	results := make([][]ServicePrediction, len(grid))
 	var rmu sync.Mutex
 	trainersAt := func(i int) []Trainer {
@@ -98,8 +117,8 @@ func (pol *policy) decide(ctx context.Context, req *Request, key predictor.Profi
 	if best >= 0 {
 		d.Pct = grid[best]
 	}
-	if best < 0 && pol.cfg.Mode == predictor.ModeMPS && len(s.live) > 0 {
-		return pol.makeRoom(ctx, req, key, s.live, s.now, d)
+	if best < 0 && pol.cfg.Mode == predictor.ModeMPS && len(v.live) > 0 {
+		return pol.makeRoom(ctx, req, key, v.live, v.now, d)
 	}
 	return d, nil
 }
@@ -116,7 +135,7 @@ func tooManyEvents() error {
 
 // checkMemory denies a job whose memory does not fit: NVML's free memory,
 // less the reserve, less the memory of leases not yet visible to NVML.
-func (pol *policy) checkMemory(ctx context.Context, req *Request, live []entry, now time.Time) (Decision, bool, error) {
+func (pol *policy) checkMemory(ctx context.Context, req *Request, live []liveLease, now time.Time) (Decision, bool, error) {
 	free, err := pol.device.FreeMemoryMiB(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -140,7 +159,7 @@ func (pol *policy) checkMemory(ctx context.Context, req *Request, live []entry, 
 
 // pendingMiB is the memory of the leases of live that NVML cannot see yet
 // (notYetVisible): what the device's free memory still counts as free.
-func (pol *policy) pendingMiB(live []entry, now time.Time) int {
+func (pol *policy) pendingMiB(live []liveLease, now time.Time) int {
 	pending := 0
 	for i := range live {
 		if e := &live[i]; pol.notYetVisible(&e.lease, now) {
@@ -219,7 +238,7 @@ func (pol *policy) outcome(grid []int, best int, results [][]ServicePrediction) 
 	}
 }
 
-func trainersOf(live []entry) []Trainer {
+func trainersOf(live []liveLease) []Trainer {
 	ts := make([]Trainer, len(live))
 	for i, e := range live {
 		ts[i] = Trainer{Profile: e.lease.Profile, Key: e.key, Pct: e.lease.Pct}

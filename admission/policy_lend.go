@@ -8,14 +8,14 @@ import (
 )
 
 // lend grants the job a free MIG instance whole when there is one: not
-// held by a lease that counts (s.lent), with no process and no more than
+// held by a lease that counts (v.lent), with no process and no more than
 // IdleInstanceMiB in use, and the job's memory free on it. Of those, the
 // one with the most SMs (then the least memory) goes: the job runs fastest
 // there. ok is false when none is free, or the instances cannot be read
 // (logged): the job then shares the inference server's device as ever.
 // The services' predictions are those with the co-located leases alone,
 // which the grant does not change.
-func (pol *policy) lend(ctx context.Context, req *Request, s *snapshot) (Decision, bool) {
+func (pol *policy) lend(ctx context.Context, req *Request, v *view) (Decision, bool) {
 	if pol.instances == nil {
 		return Decision{}, false
 	}
@@ -24,7 +24,7 @@ func (pol *policy) lend(ctx context.Context, req *Request, s *snapshot) (Decisio
 		pol.log.Warn("reading the MIG instances to lend failed: the job is decided as a co-location", "err", err)
 		return Decision{}, false
 	}
-	free := freeInstances(insts, s, req.memoryMiB())
+	free := freeInstances(insts, v, req.memoryMiB())
 	if len(free) == 0 {
 		return Decision{}, false
 	}
@@ -35,26 +35,26 @@ func (pol *policy) lend(ctx context.Context, req *Request, s *snapshot) (Decisio
 	d := Decision{Outcome: Grant, Code: CodeFreeInstance, Pct: 100, Instance: g,
 		Message: fmt.Sprintf("MIG instance %s (%s: %d SMs, %d MiB) is free: the job gets it whole, shares it with nobody, and no service's latency changes",
 			g.Profile, g.UUID, g.SMs, g.MemoryMiB)}
-	if preds, _, err := pol.predictAll(ctx, trainersOf(s.live)); err == nil {
+	if preds, _, err := pol.predictAll(ctx, trainersOf(v.live)); err == nil {
 		d.Predictions = preds
 	}
 	return d, true
 }
 
 // freeInstances are those of insts a job that needs need MiB may be lent
-// on snapshot s: held by no lease, not faulted, running nothing, and with
+// on view v: held by no lease, not faulted, running nothing, and with
 // room for it.
-func freeInstances(insts []Instance, s *snapshot, need int) []Instance {
+func freeInstances(insts []Instance, v *view, need int) []Instance {
 	var free []Instance
 	for _, in := range insts {
-		if !s.holds(in.UUID) && in.Fault == "" && len(in.PIDs) == 0 && in.UsedMiB <= IdleInstanceMiB && need <= in.FreeMiB {
+		if !v.holds(in.UUID) && in.Fault == "" && len(in.PIDs) == 0 && in.UsedMiB <= IdleInstanceMiB && need <= in.FreeMiB {
 			free = append(free, in)
 		}
 	}
 	return free
 }
 
-// holds reports whether a lease of the snapshot holds MIG instance uuid.
-func (s *snapshot) holds(uuid string) bool {
-	return slices.ContainsFunc(s.lent, func(e entry) bool { return e.lease.Instance.UUID == uuid })
+// holds reports whether a lease of the view holds MIG instance uuid.
+func (v *view) holds(uuid string) bool {
+	return slices.ContainsFunc(v.lent, func(e liveLease) bool { return e.lease.Instance.UUID == uuid })
 }

@@ -7,20 +7,28 @@ import (
 	"slices"
 )
 
-// raisePlan returns each lease's percentage after a raise, and whether any
-// is higher. With two or more leases that may rise, the room is shared by
-// joint allocation (jointRaise); otherwise, or when the predictor gives no
-// throughput, the leases are raised one at a time (greedyRaise).
-//
-// notes, when not nil, say for each lease how the room was shared (its
-// raise event's reason ends with it).
-func (pol *policy) raisePlan(ctx context.Context, live []entry) (pcts []int, notes []string, room bool, err error) {
-	pcts, notes, room, err = pol.jointRaise(ctx, live)
+// raising is what a raise check says, lease by lease in the order of those
+// planned for: each one's percentage after the raise, whether any is
+// higher (room), and notes, when not nil, saying for each lease how the
+// room was shared (its raise event's reason ends with it).
+type raising struct {
+	pcts  []int
+	notes []string
+	room  bool
+}
+
+// raisePlan says how far the live leases may rise now. With two or more
+// leases that may rise, the room is shared by joint allocation
+// (jointRaise); otherwise, or when the predictor gives no throughput, the
+// leases are raised one at a time (greedyRaise). Whether a lease is
+// raised, once the room has held, is the controller's (raise.go).
+func (pol *policy) raisePlan(ctx context.Context, live []liveLease) (raising, error) {
+	pcts, notes, room, err := pol.jointRaise(ctx, live)
 	if err == nil || !errors.Is(err, errNotJoint) {
-		return pcts, notes, room, err
+		return raising{pcts: pcts, notes: notes, room: room}, err
 	}
 	pcts, room, err = pol.greedyRaise(ctx, live)
-	return pcts, nil, room, err
+	return raising{pcts: pcts, room: room}, err
 }
 
 // errNotJoint says a raise is not one for joint allocation.
@@ -61,7 +69,7 @@ func movesFrom(cur int, grid []int, minMove int) []int {
 // allocation: each lease between its percentage and its ceiling (the
 // others where they are), valued at its weight × throughput. The leases'
 // memory and slots are theirs already, so only the SLO slack is priced.
-func (pol *policy) jointRaise(ctx context.Context, live []entry) ([]int, []string, bool, error) {
+func (pol *policy) jointRaise(ctx context.Context, live []liveLease) ([]int, []string, bool, error) {
 	n := 0
 	for i := range live {
 		if pol.raisable(&live[i].lease) {
@@ -105,7 +113,7 @@ func (pol *policy) jointRaise(ctx context.Context, live []entry) ([]int, []strin
 }
 
 // currentPcts is each lease's percentage.
-func currentPcts(live []entry) []int {
+func currentPcts(live []liveLease) []int {
 	pcts := make([]int, len(live))
 	for i, e := range live {
 		pcts[i] = e.lease.Pct
@@ -116,7 +124,7 @@ func currentPcts(live []entry) []int {
 // greedyRaise raises the leases one at a time, highest priority first,
 // then oldest (victimOrder backwards), each to the largest percentage up
 // to its ceiling at which everything still fits.
-func (pol *policy) greedyRaise(ctx context.Context, live []entry) ([]int, bool, error) {
+func (pol *policy) greedyRaise(ctx context.Context, live []liveLease) ([]int, bool, error) {
 	pcts := currentPcts(live)
 	order := victimOrder(live)
 	slices.Reverse(order)

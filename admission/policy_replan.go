@@ -10,28 +10,39 @@ import (
 	"github.com/colocd/colocd/predictor"
 )
 
-// replan returns each live lease's new percentage and whether it is
-// revoked, and a note on how the leases were lowered when that was by
-// joint allocation (jointLower).
-func (pol *policy) replan(ctx context.Context, live []entry) ([]int, []bool, string, error) {
+// plan is what a re-plan of the live leases says, lease by lease in the
+// order of those planned for: each one's new percentage and whether it is
+// revoked; note says how they were lowered when that was by joint
+// allocation ("" otherwise).
+type plan struct {
+	pcts    []int
+	revoked []bool
+	note    string
+}
+
+// replan re-plans the live leases against the policy's config (the SLOs,
+// loads and corrections of the moment): by the rule of UpdateServices,
+// or by joint allocation where that only lowers leases and does better
+// (jointLower).
+func (pol *policy) replan(ctx context.Context, live []liveLease) (plan, error) {
 	pcts, revoked, err := pol.replanBy(ctx, live)
 	if err != nil || slices.Contains(revoked, true) || slices.Equal(pcts, currentPcts(live)) {
-		return pcts, revoked, "", err
+		return plan{pcts: pcts, revoked: revoked}, err
 	}
 	// Lowering is enough: share what is left jointly when that applies.
 	jp, note, err := pol.jointLower(ctx, live, pcts)
 	switch {
 	case err == nil:
-		return jp, revoked, note, nil
+		return plan{pcts: jp, revoked: revoked, note: note}, nil
 	case errors.Is(err, errNotJoint):
-		return pcts, revoked, "", nil
+		return plan{pcts: pcts, revoked: revoked}, nil
 	default:
-		return nil, nil, "", err
+		return plan{}, err
 	}
 }
 
 // replanBy is replan by the rule of UpdateServices.
-func (pol *policy) replanBy(ctx context.Context, live []entry) ([]int, []bool, error) {
+func (pol *policy) replanBy(ctx context.Context, live []liveLease) ([]int, []bool, error) {
 	pcts := currentPcts(live)
 	revoked := make([]bool, len(live))
 	eval := func(ctx context.Context, pcts []int) (probe, error) {
@@ -91,7 +102,7 @@ func (pol *policy) replanBy(ctx context.Context, live []entry) ([]int, []bool, e
 // when that does not hold, when the allocation is worth no more weighted
 // throughput than the rule's plan, when the predictor gives no throughput,
 // or when the allocation takes longer than jointBudget.
-func (pol *policy) jointLower(ctx context.Context, live []entry, byRule []int) ([]int, string, error) {
+func (pol *policy) jointLower(ctx context.Context, live []liveLease, byRule []int) ([]int, string, error) {
 	if pol.cfg.Mode != predictor.ModeMPS {
 		return nil, "", errNotJoint
 	}
@@ -135,7 +146,7 @@ func (pol *policy) jointLower(ctx context.Context, live []entry, byRule []int) (
 
 // victimOrder is the order in which a re-plan lowers or revokes leases:
 // lowest job priority first, then newest first.
-func victimOrder(live []entry) []int {
+func victimOrder(live []liveLease) []int {
 	order := make([]int, len(live))
 	for i := range order {
 		order[i] = i

@@ -27,7 +27,7 @@ const roomShare = 0.8
 // weighted throughput than the live leases give now without it; the
 // decision's Joint then says which leases go down, and the commit throttles
 // them (commitRoomLocked). Otherwise deny stands, its message saying why.
-func (pol *policy) makeRoom(ctx context.Context, req *Request, key predictor.ProfileKey, live []entry, now time.Time, deny Decision) (Decision, error) {
+func (pol *policy) makeRoom(ctx context.Context, req *Request, key predictor.ProfileKey, live []liveLease, now time.Time, deny Decision) (Decision, error) {
 	n := len(live)
 	ts := make([]Trainer, n+1)
 	jobs := make([]jointJob, n+1)

@@ -33,17 +33,17 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 	c.raiseAt = now.Add(raiseCheck)
 	s := c.snapshotLocked()
 	c.mu.Unlock()
-	pcts, notes, _, err := s.pol.raisePlan(ctx, s.live)
+	r, err := s.pol.raisePlan(ctx, s.live)
 	if err != nil {
 		return nil, fmt.Errorf("raise: %w", err)
 	}
 	c.mu.Lock()
 	room := map[string]time.Time{}
-	ripe := slices.Clone(pcts)
+	ripe := slices.Clone(r.pcts)
 	ripeAny := false
 	for i, e := range s.live {
 		id := e.lease.ID
-		if pcts[i] <= e.lease.Pct {
+		if r.pcts[i] <= e.lease.Pct {
 			continue
 		}
 		since, ok := c.raiseRoom[id]
@@ -62,7 +62,7 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 		c.mu.Unlock()
 		return nil, nil
 	}
-	events, serr := c.applyRaise(ctx, s.live, ripe, notes, now)
+	events, serr := c.applyRaise(ctx, s.live, ripe, r.notes, now)
 	c.mu.Unlock()
 	c.signal()
 	perr := c.publish(ctx, events)
@@ -71,7 +71,7 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 
 // applyRaise stores the raised leases and returns their raise events.
 // c.mu is held, and released while a lease's record is written.
-func (c *Controller) applyRaise(ctx context.Context, planned []entry, pcts []int, notes []string, now time.Time) ([]Event, error) {
+func (c *Controller) applyRaise(ctx context.Context, planned []liveLease, pcts []int, notes []string, now time.Time) ([]Event, error) {
 	var events []Event
 	var errs []error
 	for i := range planned {

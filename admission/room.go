@@ -22,7 +22,7 @@ func (c *Controller) commitRoomLocked(ctx context.Context, s *snapshot, d Decisi
 	if len(lower) == 0 {
 		return nil, true, nil
 	}
-	planned := make([]entry, 0, len(lower))
+	planned := make([]liveLease, 0, len(lower))
 	pcts := make([]int, 0, len(lower))
 	for _, sh := range lower {
 		for _, e := range s.live {
@@ -55,7 +55,7 @@ func (c *Controller) commitRoomLocked(ctx context.Context, s *snapshot, d Decisi
 			d.Joint.Shares[len(d.Joint.Shares)-1].JobID, d.Joint.Shares[len(d.Joint.Shares)-1].Weight, d.Joint.Before, d.Joint.Utility),
 		deadline: now.Add(c.cfg.ThrottleGrace),
 	}
-	events, err := c.applyPlan(ctx, planned, pcts, make([]bool, len(planned)), time.Now(), why)
+	events, err := c.applyPlan(ctx, planned, plan{pcts: pcts, revoked: make([]bool, len(planned))}, time.Now(), why)
 	if err != nil {
 		return events, false, err
 	}

@@ -77,7 +77,8 @@ type planWhy struct {
 // holds the leases the plan was made for, applied by id to those still
 // live. A lease the store refuses keeps its old state and gets no event.
 // c.mu is held, and released while a lease's record is written.
-func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int, revoked []bool, now time.Time, why planWhy) ([]Event, error) {
+func (c *Controller) applyPlan(ctx context.Context, planned []liveLease, p plan, now time.Time, why planWhy) ([]Event, error) {
+	pcts, revoked := p.pcts, p.revoked
 	deadline := why.deadline
 	var events []Event
 	var errs []error

@@ -60,15 +60,13 @@ const maxInstances = 7
 // request_id decides afresh.
 var ErrTimeout = errors.New("decision deadline exceeded")
 
-// snapshot is what one evaluation relies on, copied under c.mu.
+// snapshot is what one evaluation relies on, copied under c.mu: the
+// leases the policy decides on (view), the policy at the config of the
+// moment, and the generation a commit checks.
 type snapshot struct {
 	gen   uint64
 	freed uint64
-	now   time.Time
-	live  []entry // copies of the live co-located leases, oldest first
-	// lent are copies of the leases that hold a MIG instance whole: they
-	// run next to no service, so no prediction counts them.
-	lent []entry
+	view
 	// pol is the policy at the snapshot's config (policyLocked): the
 	// evaluation runs on it, never on the live controller.
 	pol *policy
@@ -77,9 +75,9 @@ type snapshot struct {
 // snapshotLocked copies the config and the live leases. c.mu is held.
 func (c *Controller) snapshotLocked() *snapshot {
 	now := time.Now()
-	s := &snapshot{gen: c.gen, freed: c.freed, now: now, live: []entry{}, pol: c.policyLocked()}
+	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}}, pol: c.policyLocked()}
 	for _, e := range c.liveLocked(now) {
-		cp := entry{lease: e.lease.clone(), key: e.key}
+		cp := e.copy()
 		if e.lease.Instance != nil {
 			s.lent = append(s.lent, cp)
 		} else {

@@ -81,7 +81,7 @@ func (c *Controller) Summarize(ctx context.Context, typical Request) (Summary, e
 	}
 	if fc.instances != nil {
 		if insts, err := fc.instances.Lendable(ctx); err == nil {
-			sum.FreeInstances = len(freeInstances(insts, s, typical.memoryMiB()))
+			sum.FreeInstances = len(freeInstances(insts, &s.view, typical.memoryMiB()))
 		}
 	}
 	if d, err := c.Quote(ctx, typical); err == nil && d.Outcome != Deny {
