@@ -16,9 +16,10 @@ import (
 // is granted (health, max_jobs, memory, the percentage search, and room
 // made by lowering live leases), how the live leases are re-planned when
 // the SLOs, the observed load or the observed latency move, and how far
-// lowered leases may rise again. It decides on a snapshot — its config
-// (the services at their observed loads and corrections, their SLOs, the
-// headroom and the limits) and copies of the live leases — and answers
+// lowered leases may rise again. It decides on what a snapshot gives it —
+// its config (the services at their observed loads and corrections, their
+// SLOs, the headroom and the limits) and a view of the live leases, copied
+// — and answers
 // with a Decision or new percentages; the Controller applies them to its
 // leases. It holds no lock, no store and no lease, and changes nothing: it
 // reads the world only through the predictor and the device (health, free
