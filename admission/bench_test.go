@@ -203,7 +203,7 @@ func BenchmarkJointAllocation(b *testing.B) {
 				jobs = append(jobs, jointJob{weight: w, grid: g, memoryMiB: 4096})
 			}
 			ctx := context.Background()
-			eval := h.c.jointEvalOf(ts)
+			eval := h.pol().jointEvalOf(ts)
 			lim := jointLimits{memoryMiB: 1 << 20, slots: 3}
 			if !cold {
 				if _, err := allocate(ctx, jobs, lim, eval, 1); err != nil {
@@ -254,7 +254,7 @@ func BenchmarkDecideMakesRoom(b *testing.B) {
 				for i, p := range pcts {
 					ts[i].Pct = p
 				}
-				preds, _, err := h.c.predictAll(ctx, ts[:len(pcts)])
+				preds, _, err := h.pol().predictAll(ctx, ts[:len(pcts)])
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -16,6 +16,10 @@ import (
 )
 
 // Controller admits training jobs onto one GPU and keeps their leases.
+// It owns the lease book: the leases and their store, expiry, idempotency,
+// snapshots and commits, events. What to decide is its policy's (policy.go):
+// each decision, re-plan and raise is the policy's answer on a snapshot,
+// which the controller applies.
 //
 // A decision predicts every inference service with the live leases as
 // trainers at their percentages plus the candidate. Each service is predicted
@@ -65,10 +69,10 @@ func (c *Controller) validate(req *Request) (predictor.ProfileKey, error) {
 	return req.profileKey(), req.validate(vouched)
 }
 
-// entry is a live lease and its profile's content hash, computed once.
+// entry is a lease in the book: the lease and its profile's key, and
+// whether its record is being written.
 type entry struct {
-	lease Lease
-	key   predictor.ProfileKey
+	liveLease
 	// writing: the lease's record is being written, without c.mu; only
 	// that writer changes the lease until it clears this (write.go).
 	writing bool
@@ -163,7 +167,7 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 		if done || err != nil {
 			return d, err
 		}
-		if d, err = s.eval.evaluate(ctx, &req, key, s); err != nil {
+		if d, err = s.pol.decide(ctx, &req, key, &s.view); err != nil {
 			return d, err
 		}
 		c.mu.Lock()
@@ -208,7 +212,7 @@ func (c *Controller) recalledLocked(rk, fp [32]byte, now time.Time) (Decision, b
 // remembers the decision. c.mu is held (and released while a store write
 // is waited for or made).
 func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request, key predictor.ProfileKey, rk, fp [32]byte, d Decision) (Decision, bool, []Event, error) {
-	if err := c.ctxErr("decide", ctx); err != nil {
+	if err := ctxErr("decide", ctx); err != nil {
 		return Decision{}, true, nil, err
 	}
 	if d, done, err := c.recalledLocked(rk, fp, time.Now()); done || err != nil {
@@ -223,7 +227,7 @@ func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request
 		evs, ok, err := c.commitRoomLocked(ctx, s, d, now)
 		events = evs
 		if err != nil && ctx.Err() != nil {
-			return Decision{}, true, events, c.ctxErr("decide", ctx)
+			return Decision{}, true, events, ctxErr("decide", ctx)
 		}
 		if err != nil {
 			d, err := unavailable(CodeStoreUnavailable, "lowering the live leases to make room failed, so nothing was granted: "+err.Error())
@@ -232,7 +236,7 @@ func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request
 		if !ok {
 			return Decision{}, false, events, nil
 		}
-		if err := c.ctxErr("decide", ctx); err != nil {
+		if err := ctxErr("decide", ctx); err != nil {
 			return Decision{}, true, events, err
 		}
 		now = time.Now()
@@ -263,9 +267,9 @@ func (c *Controller) Quote(ctx context.Context, req Request) (Decision, error) {
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	s := c.snapshot()
-	d, err := s.eval.evaluate(ctx, &req, key, s)
+	d, err := s.pol.decide(ctx, &req, key, &s.view)
 	if err == nil {
-		if err = c.ctxErr("quote", ctx); err != nil {
+		if err = ctxErr("quote", ctx); err != nil {
 			return Decision{}, err
 		}
 	}
@@ -276,184 +280,6 @@ func (c *Controller) Quote(ctx context.Context, req Request) (Decision, error) {
 // ErrUnavailable.
 func unavailable(code ReasonCode, msg string) (Decision, error) {
 	return Decision{Outcome: Deny, Code: code, Message: msg}, fmt.Errorf("%w: %s", ErrUnavailable, msg)
-}
-
-// evaluate makes the decision for a valid request on snapshot s, without
-// the lock: c is s.eval, a frozen controller.
-func (c *Controller) evaluate(ctx context.Context, req *Request, key predictor.ProfileKey, s *snapshot) (Decision, error) {
-	if ok, why := c.deps.Device.Healthy(); !ok {
-		return unavailable(CodeGPUUnhealthy, "the GPU is unhealthy: "+why)
-	}
-	// A free MIG instance is the best grant, and needs no MPS daemon.
-	if d, ok := c.lend(ctx, req, s); ok {
-		return d, nil
-	}
-	if c.cfg.Mode == predictor.ModeMPS {
-		if ok, why := c.deps.Daemon.Healthy(); !ok {
-			return unavailable(CodeDaemonUnhealthy, "the MPS daemon is unhealthy: "+why)
-		}
-	}
-	if n := len(s.live); n >= c.cfg.MaxJobs {
-		jobs := fmt.Sprintf("%d training jobs", n)
-		if n == 1 {
-			jobs = "1 training job"
-		}
-		return Decision{Outcome: Deny, Code: CodeMaxJobs, Message: "the GPU already runs " + jobs +
-			", the most admission.max_jobs allows"}, nil
-	}
-	if d, denied, err := c.checkMemory(ctx, req, s.live, s.now); denied || err != nil {
-		return d, err
-	}
-	grid := []int{100}
-	if c.cfg.Mode == predictor.ModeMPS {
-		grid = pctGrid(req.MinPct, req.MaxPct, c.cfg.PctStep)
-	}
-	others := trainersOf(s.live)
-	results := make([][]ServicePrediction, len(grid))
-	var rmu sync.Mutex
-	trainersAt := func(i int) []Trainer {
-		return append(slices.Clone(others), Trainer{Profile: req.Profile, Key: key, Pct: grid[i]})
-	}
-	eval := func(ctx context.Context, i int) (probe, error) {
-		preds, p, err := c.predictAll(ctx, trainersAt(i))
-		rmu.Lock()
-		results[i] = preds
-		rmu.Unlock()
-		return p, err
-	}
-	best, err := searchGrid(ctx, grid, c.cfg.SearchWorkers, eval, func(i int) bool { return c.known(trainersAt(i)) })
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		return Decision{}, c.ctxErr("decide", ctx)
-	case errors.Is(err, predictor.ErrTooManyEvents):
-		return Decision{}, tooManyEvents()
-	default:
-		return unavailable(CodePredictorUnhealthy, "the prediction failed: "+err.Error())
-	}
-	d := c.outcome(grid, best, results)
-	if best >= 0 {
-		d.Pct = grid[best]
-	}
-	if best < 0 && c.cfg.Mode == predictor.ModeMPS && len(s.live) > 0 {
-		return c.makeRoom(ctx, req, key, s.live, s.now, d)
-	}
-	return d, nil
-}
-
-// tooManyEvents is the 400 of a request whose profile makes the simulation
-// exceed the predictor's event cap: the live leases and the services were
-// simulated within it before, so the new profile is what does not fit.
-func tooManyEvents() error {
-	var f fields
-	f.add("profile", "a training profile the predictor can simulate next to the live leases within its work budget (predictor.max_events; fewer, longer kernels per iteration)",
-		"a profile whose simulation exceeds the budget")
-	return f.err("request")
-}
-
-// checkMemory denies a job whose memory does not fit: NVML's free memory,
-// less the reserve, less the memory of leases not yet visible to NVML.
-func (c *Controller) checkMemory(ctx context.Context, req *Request, live []entry, now time.Time) (Decision, bool, error) {
-	free, err := c.deps.Device.FreeMemoryMiB(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return Decision{}, true, c.ctxErr("decide", ctx)
-		}
-		d, err := unavailable(CodeGPUUnhealthy, "reading the GPU's free memory failed: "+err.Error())
-		return d, true, err
-	}
-	pending := c.pendingMiB(live, now)
-	need, avail := req.memoryMiB(), free-c.cfg.MemoryReserveMiB-pending
-	if need <= avail {
-		return Decision{}, false, nil
-	}
-	msg := fmt.Sprintf("the job needs %d MiB of GPU memory but only %d MiB is available (%d MiB free, less the %d MiB reserve",
-		need, max(avail, 0), free, c.cfg.MemoryReserveMiB)
-	if pending > 0 {
-		msg += fmt.Sprintf(", less %d MiB granted to jobs that have not started yet", pending)
-	}
-	return Decision{Outcome: Deny, Code: CodeInsufficientMemory, Message: msg + ")"}, true, nil
-}
-
-// pendingMiB is the memory of the leases of live that NVML cannot see yet
-// (notYetVisible): what the device's free memory still counts as free.
-func (c *Controller) pendingMiB(live []entry, now time.Time) int {
-	pending := 0
-	for i := range live {
-		if e := &live[i]; c.notYetVisible(&e.lease, now) {
-			pending += e.lease.MemoryMiB
-		}
-	}
-	return pending
-}
-
-// notYetVisible reports whether NVML cannot see l's memory yet: granted less
-// than VisibilityWindow ago and no PIDs registered. Once the launcher
-// registers its processes (or the window passes) the memory counts through
-// NVML's free figure instead.
-func (c *Controller) notYetVisible(l *Lease, now time.Time) bool {
-	return len(l.PIDs) == 0 && now.Sub(l.CreatedAt) < c.cfg.VisibilityWindow
-}
-
-// predictAll predicts every service with trainers; the probe says whether
-// all stay within their limits, and by how much the worst does not.
-func (c *Controller) predictAll(ctx context.Context, trainers []Trainer) ([]ServicePrediction, probe, error) {
-	preds := make([]ServicePrediction, len(c.cfg.Services))
-	p := probe{fits: true}
-	for i, svc := range c.cfg.Services {
-		lat, err := c.deps.Predictor.PredictP99(ctx, c.cfg.Services, i, trainers, c.cfg.Mode)
-		if err != nil {
-			return nil, probe{}, err
-		}
-		corr := svc.correction()
-		preds[i] = ServicePrediction{Service: svc.Name, RateRPS: svc.RateRPS, SLOP99MS: svc.SLOP99MS, SoloP99MS: lat.SoloP99MS,
-			PredictedP99MS: lat.P99MS, UpperP99MS: lat.P99HighMS, Correction: corr, Step: svc.BurstSteps > 0}
-		limit := c.limit(svc)
-		p.fits = p.fits && lat.held()*corr <= limit
-		p.score = max(p.score, lat.held()*corr/limit)
-		p.soloScore = max(p.soloScore, lat.SoloP99MS*corr/limit)
-		if i == 0 {
-			p.throughput = lat.Throughput
-		}
-	}
-	return preds, p, nil
-}
-
-// known reports whether the predictor has every service's prediction with
-// trainers at hand (false when it cannot tell).
-func (c *Controller) known(trainers []Trainer) bool {
-	kp, ok := c.deps.Predictor.(KnowingPredictor)
-	if !ok {
-		return false
-	}
-	for i := range c.cfg.Services {
-		if !kp.Known(c.cfg.Services, i, trainers, c.cfg.Mode) {
-			return false
-		}
-	}
-	return true
-}
-
-// limit is the p99 a service may reach: (1 − headroom) × SLO.
-func (c *Controller) limit(svc ServiceSpec) float64 { return (1 - c.cfg.Headroom) * svc.SLOP99MS }
-
-// outcome turns the search's result into a decision.
-func (c *Controller) outcome(grid []int, best int, results [][]ServicePrediction) Decision {
-	top := len(grid) - 1
-	switch {
-	case best == top:
-		return Decision{Outcome: Grant, Code: CodeFits, Predictions: results[top],
-			Message: c.fitsMessage(results[top], grid[top])}
-	case best >= 0:
-		return Decision{Outcome: Throttle, Code: CodeThrottledToFit, Predictions: results[best],
-			Message: c.throttleMessage(grid, best, results)}
-	case c.cfg.Mode == predictor.ModeTimeslice:
-		return Decision{Outcome: Deny, Code: CodeTimesliceNoFit, Predictions: results[0],
-			Message: "under time slicing, " + c.violation(results[0])}
-	default:
-		return Decision{Outcome: Deny, Code: CodeSLOViolation, Predictions: results[0],
-			Message: fmt.Sprintf("%s even at %d %%", c.violation(results[0]), grid[0])}
-	}
 }
 
 // grantLocked creates and stores the lease of a grant or throttle. The
@@ -471,14 +297,14 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key predicto
 	}
 	// The lease holds its capacity while its record is created without
 	// the lock (write.go), and leaves again if the store refuses it.
-	e := &entry{lease: l, key: key}
+	e := &entry{liveLease: liveLease{lease: l, key: key}}
 	c.leases[l.ID] = e
 	c.byRequest[l.RequestHash] = l.ID
 	c.changedLocked()
 	if err := c.writeLocked(e, func() error { return c.deps.Store.Save(ctx, &l) }); err != nil {
 		c.forget(&e.lease)
 		if ctx.Err() != nil {
-			return Decision{}, c.ctxErr("decide", ctx)
+			return Decision{}, ctxErr("decide", ctx)
 		}
 		return unavailable(CodeStoreUnavailable, "storing the lease failed: "+err.Error())
 	}
@@ -537,14 +363,6 @@ func (c *Controller) liveLocked(now time.Time) []*entry {
 // instance whole: the trainers next to the services. c.mu is held.
 func (c *Controller) colocatedLocked(now time.Time) []*entry {
 	return slices.DeleteFunc(c.liveLocked(now), func(e *entry) bool { return e.lease.Instance != nil })
-}
-
-func trainersOf(live []entry) []Trainer {
-	ts := make([]Trainer, len(live))
-	for i, e := range live {
-		ts[i] = Trainer{Profile: e.lease.Profile, Key: e.key, Pct: e.lease.Pct}
-	}
-	return ts
 }
 
 // signal wakes Run: a lease's expiry may now be earlier than its timer.

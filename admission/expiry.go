@@ -262,7 +262,7 @@ func (c *Controller) Restore(ctx context.Context) error {
 			}
 		}
 		clamped := clampStored(l.clone(), now, leaseMax, leaseDefault)
-		leases[l.ID] = &entry{lease: clamped, key: l.Profile.Key()}
+		leases[l.ID] = &entry{liveLease: liveLease{lease: clamped, key: l.Profile.Key()}}
 		if l.RequestHash != ([32]byte{}) {
 			byRequest[l.RequestHash] = l.ID
 		}

@@ -131,14 +131,7 @@ func newHarnessWith(t testing.TB, m *Model, mode predictor.Mode, slo float64, ed
 		dev: &fakeDevice{free: 80000}, daemon: &fakeDaemon{}, store: NewMemStore(),
 		events: &fakeEvents{}, model: m,
 	}
-	cfg := Config{
-		Mode:     mode,
-		Services: []ServiceSpec{{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: slo}},
-		Headroom: 0.1, MaxJobs: 4, MemoryReserveMiB: 2048, PctStep: 10, PipeDir: "/tmp/nvidia-mps",
-		// Out of the way of tests about other things: the leases they ask
-		// for are at most an hour. TestFirstTerm tests the default.
-		LeaseFirstTerm: time.Hour,
-	}
+	cfg := testConfig(mode, slo)
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -148,6 +141,19 @@ func newHarnessWith(t testing.TB, m *Model, mode predictor.Mode, slo float64, ed
 	}
 	h.c = c
 	return h
+}
+
+// testConfig is the tests' config: bert at 100 req/s with a p99 SLO of slo
+// ms, 10 % headroom, four jobs, a 2 GiB reserve and a 10 % step.
+func testConfig(mode predictor.Mode, slo float64) Config {
+	return Config{
+		Mode:     mode,
+		Services: []ServiceSpec{{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: slo}},
+		Headroom: 0.1, MaxJobs: 4, MemoryReserveMiB: 2048, PctStep: 10, PipeDir: "/tmp/nvidia-mps",
+		// Out of the way of tests about other things: the leases they ask
+		// for are at most an hour. TestFirstTerm tests the default.
+		LeaseFirstTerm: time.Hour,
+	}
 }
 
 // request returns a valid request for a small trainer; its lease token is
@@ -184,3 +190,6 @@ func p99At(t testing.TB, mode predictor.Mode, svc ServiceSpec, trainers []*predi
 	}
 	return pred.Inference.LatencyMS.P99
 }
+
+// pol is the policy a decision would be made by now (a fresh snapshot's).
+func (h *harness) pol() *policy { return h.c.snapshot().pol }

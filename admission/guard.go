@@ -82,10 +82,10 @@ func guardKey(services []ServiceSpec) []float64 {
 func (c *Controller) revokeAll(ctx context.Context, fault string) ([]Event, error) {
 	c.mu.Lock()
 	now := time.Now()
-	var planned []entry
+	var planned []liveLease
 	for _, e := range c.colocatedLocked(now) { // a lent instance has faults of its own (lent)
 		if !e.lease.Revoked || e.lease.ExpiresAt.After(now) {
-			planned = append(planned, entry{lease: e.lease.clone(), key: e.key})
+			planned = append(planned, e.copy())
 		}
 	}
 	if len(planned) == 0 {
@@ -98,7 +98,7 @@ func (c *Controller) revokeAll(ctx context.Context, fault string) ([]Event, erro
 		revoked[i], pcts[i] = true, planned[i].lease.Pct
 	}
 	reason := "the GPU or its MPS server failed (" + fault + "): every training job on it must stop now"
-	events, serr := c.applyPlan(ctx, planned, pcts, revoked, now, planWhy{revoke: reason, deadline: now, force: true})
+	events, serr := c.applyPlan(ctx, planned, plan{pcts: pcts, revoked: revoked}, now, planWhy{revoke: reason, deadline: now, force: true})
 	c.mu.Unlock()
 	c.signal()
 	perr := c.publish(ctx, events)
@@ -145,7 +145,7 @@ func (c *Controller) revokeLentFaults(ctx context.Context) ([]Event, error) {
 			continue
 		}
 		reason := fmt.Sprintf("MIG instance %s (%s) faulted, %s: the job on it must stop now", in.Profile, in.UUID, faults[in.UUID])
-		evs, err := c.applyPlan(ctx, []entry{{lease: e.lease.clone(), key: e.key}}, []int{e.lease.Pct}, []bool{true}, now,
+		evs, err := c.applyPlan(ctx, []liveLease{e.copy()}, plan{pcts: []int{e.lease.Pct}, revoked: []bool{true}}, now,
 			planWhy{op: "revoke on a faulted instance", revoke: reason, deadline: now, force: true})
 		events = append(events, evs...)
 		errs = append(errs, err)

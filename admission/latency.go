@@ -45,13 +45,13 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 		trainers[i] = Trainer{Profile: e.lease.Profile, Key: e.key, Pct: e.lease.running()}
 	}
 	changed := false
-	for i, svc := range s.eval.cfg.Services {
+	for i, svc := range s.pol.cfg.Services {
 		win, ok := lo.ObservedWindow(svc.Name)
 		p99, since := win.P99MS, win.Since
 		if !ok || !(p99 > 0) || math.IsInf(p99, 0) || since.Before(moved) {
 			continue
 		}
-		lat, err := s.eval.deps.Predictor.PredictP99(ctx, s.eval.cfg.Services, i, trainers, s.eval.cfg.Mode)
+		lat, err := s.pol.predictor.PredictP99(ctx, s.pol.cfg.Services, i, trainers, s.pol.cfg.Mode)
 		if err != nil {
 			return changed, fmt.Errorf("predict %s for the observed window: %w", svc.Name, err)
 		}
@@ -68,7 +68,7 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 			c.measured = map[string]Measurement{}
 		}
 		if m := c.measured[svc.Name]; !m.Window.Since.Equal(since) {
-			c.measured[svc.Name] = Measurement{Window: win, PredictedP99MS: lat.P99MS, RateRPS: svc.RateRPS, Mode: s.eval.cfg.Mode, Trainers: trainers, serviceKey: svc.profileKey(), burst: svc.BurstSteps}
+			c.measured[svc.Name] = Measurement{Window: win, PredictedP99MS: lat.P99MS, RateRPS: svc.RateRPS, Mode: s.pol.cfg.Mode, Trainers: trainers, serviceKey: svc.profileKey(), burst: svc.BurstSteps}
 		}
 		if c.movedAt.Equal(moved) && c.corrections[svc.Name] != corr && (corr > 1 || c.corrections[svc.Name] > 1) {
 			if c.corrections == nil {

@@ -100,7 +100,7 @@ func (c *Controller) config() Config {
 func (c *Controller) replanLive(ctx context.Context, why string) ([]Event, error) {
 	for attempt := 1; ; attempt++ {
 		s := c.snapshot()
-		pcts, revoked, note, err := s.eval.replan(ctx, s.live)
+		p, err := s.pol.replan(ctx, s.live)
 		if err != nil {
 			return nil, fmt.Errorf("re-evaluate leases: %w", err)
 		}
@@ -111,10 +111,10 @@ func (c *Controller) replanLive(ctx context.Context, why string) ([]Event, error
 			continue
 		}
 		throttle := why
-		if note != "" {
-			throttle += " (" + note + ")"
+		if p.note != "" {
+			throttle += " (" + p.note + ")"
 		}
-		events, serr := c.applyPlan(ctx, s.live, pcts, revoked, now, planWhy{
+		events, serr := c.applyPlan(ctx, s.live, p, now, planWhy{
 			throttle: throttle, revoke: why + ", the leases do not fit even with every job at its min_pct; the jobs of lowest priority, newest first, must stop",
 			deadline: now.Add(c.cfg.ThrottleGrace)})
 		c.mu.Unlock()

@@ -423,7 +423,7 @@ func TestAdmissionArrivalsVersusFirstComeFirstServed(t *testing.T) {
 		for i, p := range ps {
 			ts[i], jobs[i] = Trainer{Profile: p, Key: p.Key()}, jointJob{weight: arrivals[i].weight}
 		}
-		pr, err := h.c.jointEvalOf(ts)(ctx, pcts)
+		pr, err := h.pol().jointEvalOf(ts)(ctx, pcts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -61,144 +61,6 @@ func (c *Controller) UpdateServices(ctx context.Context, services []ServiceSpec,
 	return r.Events, nil
 }
 
-// replan returns each live lease's new percentage and whether it is
-// revoked, and a note on how the leases were lowered when that was by
-// joint allocation (jointLower). It predicts: call it on a frozen
-// controller, without the lock.
-func (c *Controller) replan(ctx context.Context, live []entry) ([]int, []bool, string, error) {
-	pcts, revoked, err := c.replanBy(ctx, live)
-	if err != nil || slices.Contains(revoked, true) || slices.Equal(pcts, currentPcts(live)) {
-		return pcts, revoked, "", err
-	}
-	// Lowering is enough: share what is left jointly when that applies.
-	jp, note, err := c.jointLower(ctx, live, pcts)
-	switch {
-	case err == nil:
-		return jp, revoked, note, nil
-	case errors.Is(err, errNotJoint):
-		return pcts, revoked, "", nil
-	default:
-		return nil, nil, "", err
-	}
-}
-
-// replanBy is replan by the rule of UpdateServices.
-func (c *Controller) replanBy(ctx context.Context, live []entry) ([]int, []bool, error) {
-	pcts := currentPcts(live)
-	revoked := make([]bool, len(live))
-	eval := func(ctx context.Context, pcts []int) (probe, error) {
-		var ts []Trainer
-		for i, e := range live {
-			if !revoked[i] {
-				ts = append(ts, Trainer{Profile: e.lease.Profile, Key: e.key, Pct: pcts[i]})
-			}
-		}
-		_, p, err := c.predictAll(ctx, ts)
-		return p, err
-	}
-	if p, err := eval(ctx, pcts); p.fits || err != nil {
-		return pcts, revoked, err
-	}
-	order := victimOrder(live)
-	if c.cfg.Mode == predictor.ModeMPS {
-		for _, i := range order {
-			if live[i].lease.Revoked {
-				continue
-			}
-			grid := pctGrid(max(live[i].lease.MinPct, 1), pcts[i], c.cfg.PctStep)
-			best, err := searchGrid(ctx, grid, c.cfg.SearchWorkers, func(ctx context.Context, k int) (probe, error) {
-				trial := slices.Clone(pcts)
-				trial[i] = grid[k]
-				return eval(ctx, trial)
-			}, nil)
-			if err != nil {
-				return nil, nil, err
-			}
-			if best >= 0 {
-				pcts[i] = grid[best]
-				return pcts, revoked, nil
-			}
-			pcts[i] = grid[0]
-		}
-	}
-	for _, i := range order {
-		if live[i].lease.Revoked {
-			continue
-		}
-		revoked[i] = true
-		if p, err := eval(ctx, pcts); p.fits || err != nil {
-			return pcts, revoked, err
-		}
-	}
-	return pcts, revoked, nil
-}
-
-// jointLower lowers the live leases to what fits by joint allocation, each
-// between its min_pct and its percentage, valued at weight × throughput,
-// when the rule of UpdateServices would only lower (to byRule, not
-// revoke), two or more leases may go down, and they share one
-// job.priority (priorities are a strict order, which the rule keeps;
-// weights share within one). Any lowering the SLOs need is made, whatever
-// Config.MinMovePct. It gives up (errNotJoint: the rule's plan stands)
-// when that does not hold, when the allocation is worth no more weighted
-// throughput than the rule's plan, when the predictor gives no throughput,
-// or when the allocation takes longer than jointBudget.
-func (c *Controller) jointLower(ctx context.Context, live []entry, byRule []int) ([]int, string, error) {
-	if c.cfg.Mode != predictor.ModeMPS {
-		return nil, "", errNotJoint
-	}
-	ts := make([]Trainer, len(live))
-	jobs := make([]jointJob, len(live))
-	n := 0
-	priority, seen := 0, false
-	for i, e := range live {
-		l := &e.lease
-		ts[i] = Trainer{Profile: l.Profile, Key: e.key}
-		jobs[i] = jointJob{weight: c.weight(l.Weight), grid: []int{l.Pct}, memoryMiB: l.MemoryMiB}
-		if l.Revoked {
-			continue
-		}
-		if seen && l.Priority != priority {
-			return nil, "", errNotJoint
-		}
-		priority, seen = l.Priority, true
-		if low := min(max(l.MinPct, 1), l.Pct); low < l.Pct {
-			jobs[i].grid = pctGrid(low, l.Pct, c.cfg.PctStep)
-			n++
-		}
-	}
-	if n < 2 {
-		return nil, "", errNotJoint
-	}
-	plan, rule, err := c.allocateLive(ctx, ts, jobs, byRule) // rule: cached, the rule's last prediction
-	switch {
-	case err == nil:
-	case errors.Is(err, errNoThroughput), errors.Is(err, errJointInfeasible), errors.Is(err, errNotJoint):
-		return nil, "", errNotJoint
-	default:
-		return nil, "", err
-	}
-	if ru := utility(jobs, rule); !(plan.utility > ru*(1+1e-9)) {
-		return nil, "", errNotJoint
-	}
-	return plan.pcts, fmt.Sprintf("what is left was shared by joint allocation among %d leases (%s): a weighted throughput of %.3f, against %.3f by lowering the newest first",
-		len(live), sloPrice(plan.prices.SLO), plan.utility, utility(jobs, rule)), nil
-}
-
-// victimOrder is the order in which a re-plan lowers or revokes leases:
-// lowest job priority first, then newest first.
-func victimOrder(live []entry) []int {
-	order := make([]int, len(live))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		la, lb := &live[a].lease, &live[b].lease
-		return cmp.Or(cmp.Compare(la.Priority, lb.Priority), lb.CreatedAt.Compare(la.CreatedAt), cmp.Compare(lb.ID, la.ID))
-	})
-	return order
-}
-
 // planWhy is what a plan's events say and when they are due: throttle
 // opens a throttle's reason, revoke is a revoke's.
 type planWhy struct {
@@ -215,7 +77,8 @@ type planWhy struct {
 // holds the leases the plan was made for, applied by id to those still
 // live. A lease the store refuses keeps its old state and gets no event.
 // c.mu is held, and released while a lease's record is written.
-func (c *Controller) applyPlan(ctx context.Context, planned []entry, pcts []int, revoked []bool, now time.Time, why planWhy) ([]Event, error) {
+func (c *Controller) applyPlan(ctx context.Context, planned []liveLease, p plan, now time.Time, why planWhy) ([]Event, error) {
+	pcts, revoked := p.pcts, p.revoked
 	deadline := why.deadline
 	var events []Event
 	var errs []error
@@ -291,18 +154,18 @@ func (c *Controller) Status(ctx context.Context) (Status, error) {
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	s := c.snapshot()
-	fc := s.eval
+	fc := s.pol
 	st := Status{Mode: fc.cfg.Mode, Daemon: Health{OK: true, Reason: "not used"}}
-	st.GPU.OK, st.GPU.Reason = fc.deps.Device.Healthy()
+	st.GPU.OK, st.GPU.Reason = fc.device.Healthy()
 	if fc.cfg.Mode == predictor.ModeMPS {
-		st.Daemon.OK, st.Daemon.Reason = fc.deps.Daemon.Healthy()
+		st.Daemon.OK, st.Daemon.Reason = fc.daemon.Healthy()
 	}
 	for _, e := range append(slices.Clone(s.live), s.lent...) {
 		st.Leases = append(st.Leases, e.lease.public())
 	}
 	preds, _, err := fc.predictAll(ctx, trainersOf(s.live))
 	if err != nil {
-		if cerr := c.ctxErr("status", ctx); cerr != nil {
+		if cerr := ctxErr("status", ctx); cerr != nil {
 			return st, cerr
 		}
 		return st, fmt.Errorf("status: %w", err)

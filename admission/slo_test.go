@@ -164,28 +164,3 @@ func TestWarmDecisionRunsNoSimulation(t *testing.T) {
 		t.Errorf("cold %+v, warm %+v", cold, warm)
 	}
 }
-
-// A job of lower priority is throttled before a newer one of higher
-// priority; among equals the newest goes first (TestUpdateServices).
-func TestReplanTakesLowestPriorityFirst(t *testing.T) {
-	ctx := context.Background()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	slo := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet"), trainingProfile("resnet")}, []float64{50, 100}) / 0.9 * (1 + 1e-9)
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, predictor.ModeMPS, 100, nil)
-		low := request("low")
-		low.Priority = -1
-		a := mustDecide(t, h, low, Grant)
-		time.Sleep(time.Second)
-		high := request("high")
-		high.Priority = 5
-		mustDecide(t, h, high, Grant)
-		evs, err := h.c.UpdateServices(ctx, withSLO(h, slo), 0.1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) != 1 || evs[0].Type != EventThrottle || evs[0].LeaseID != a.Lease.ID || evs[0].Pct != 50 {
-			t.Fatalf("events %+v, want the older, lower-priority lease throttled to 50 %%", evs)
-		}
-	})
-}

@@ -60,26 +60,24 @@ const maxInstances = 7
 // request_id decides afresh.
 var ErrTimeout = errors.New("decision deadline exceeded")
 
-// snapshot is what one evaluation relies on, copied under c.mu.
+// snapshot is what one evaluation relies on, copied under c.mu: the
+// leases the policy decides on (view), the policy at the config of the
+// moment, and the generation a commit checks.
 type snapshot struct {
 	gen   uint64
 	freed uint64
-	now   time.Time
-	live  []entry // copies of the live co-located leases, oldest first
-	// lent are copies of the leases that hold a MIG instance whole: they
-	// run next to no service, so no prediction counts them.
-	lent []entry
-	// eval is a controller frozen at the snapshot's config (see frozen):
-	// the evaluation's methods run on it, never on the live controller.
-	eval *Controller
+	view
+	// pol is the policy at the snapshot's config (policyLocked): the
+	// evaluation runs on it, never on the live controller.
+	pol *policy
 }
 
 // snapshotLocked copies the config and the live leases. c.mu is held.
 func (c *Controller) snapshotLocked() *snapshot {
 	now := time.Now()
-	s := &snapshot{gen: c.gen, freed: c.freed, now: now, live: []entry{}, eval: c.frozen()}
+	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}}, pol: c.policyLocked()}
 	for _, e := range c.liveLocked(now) {
-		cp := entry{lease: e.lease.clone(), key: e.key}
+		cp := e.copy()
 		if e.lease.Instance != nil {
 			s.lent = append(s.lent, cp)
 		} else {
@@ -96,15 +94,14 @@ func (c *Controller) snapshot() *snapshot {
 	return c.snapshotLocked()
 }
 
-// frozen returns a controller that holds only a copy of c's config and its
-// dependencies: no leases, no lock in use. The decision's methods (limits,
-// messages, predictions) read c.cfg, which Reconfigure changes under
-// c.mu; on the frozen copy they read the snapshot's config without the lock.
+// policyLocked returns the policy at a copy of c's config, with each
+// service at its observed load and correction (observed.go). Reconfigure
+// changes c.cfg under c.mu; the policy reads its own copy without the lock.
 // c.mu is held.
-func (c *Controller) frozen() *Controller {
+func (c *Controller) policyLocked() *policy {
 	cfg := c.cfg
 	cfg.Services = c.observedServices(cfg.Services)
-	return &Controller{deps: c.deps, log: c.log, cfg: cfg}
+	return newPolicy(cfg, c.deps, c.log)
 }
 
 // unchangedLocked reports whether the config and the live leases at now are
@@ -164,7 +161,7 @@ func (c *Controller) withDeadline(ctx context.Context) (context.Context, context
 
 // ctxErr returns nil while ctx is live; once it is done, ErrTimeout for a
 // deadline and the context's error otherwise (the caller went away).
-func (c *Controller) ctxErr(op string, ctx context.Context) error {
+func ctxErr(op string, ctx context.Context) error {
 	err := ctx.Err()
 	switch {
 	case err == nil:

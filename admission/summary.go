@@ -43,19 +43,19 @@ func (c *Controller) Summarize(ctx context.Context, typical Request) (Summary, e
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	s := c.snapshot()
-	fc := s.eval
+	fc := s.pol
 	sum := Summary{Healthy: true, Leases: len(s.live), MaxJobs: fc.cfg.MaxJobs, Margin: 1}
 	// One snapshot for all: the predictions, the limits they are held to
 	// and the leases.
 	preds, _, err := fc.predictAll(ctx, trainersOf(s.live))
-	gpuOK, gpuWhy := fc.deps.Device.Healthy()
+	gpuOK, gpuWhy := fc.device.Healthy()
 	daemonOK, daemonWhy := true, ""
 	if fc.cfg.Mode == predictor.ModeMPS {
-		daemonOK, daemonWhy = fc.deps.Daemon.Healthy()
+		daemonOK, daemonWhy = fc.daemon.Healthy()
 	}
 	switch {
 	case ctx.Err() != nil:
-		return Summary{}, c.ctxErr("summarize", ctx)
+		return Summary{}, ctxErr("summarize", ctx)
 	case err != nil:
 		sum.Healthy, sum.Reason = false, "prediction: "+err.Error()
 	case !gpuOK:
@@ -74,20 +74,20 @@ func (c *Controller) Summarize(ctx context.Context, typical Request) (Summary, e
 		sum.Margins = append(sum.Margins, m)
 		sum.Margin = min(sum.Margin, m)
 	}
-	if free, err := fc.deps.Device.FreeMemoryMiB(ctx); err == nil {
+	if free, err := fc.device.FreeMemoryMiB(ctx); err == nil {
 		sum.AvailableMiB = max(free-fc.cfg.MemoryReserveMiB-fc.pendingMiB(s.live, s.now), 0)
 	} else if sum.Healthy {
 		sum.Healthy, sum.Reason = false, "reading the GPU's free memory failed: "+err.Error()
 	}
-	if fc.deps.Instances != nil {
-		if insts, err := fc.deps.Instances.Lendable(ctx); err == nil {
-			sum.FreeInstances = len(freeInstances(insts, s, typical.memoryMiB()))
+	if fc.instances != nil {
+		if insts, err := fc.instances.Lendable(ctx); err == nil {
+			sum.FreeInstances = len(freeInstances(insts, &s.view, typical.memoryMiB()))
 		}
 	}
 	if d, err := c.Quote(ctx, typical); err == nil && d.Outcome != Deny {
 		sum.TypicalPct = d.Pct
 	} else if ctx.Err() != nil {
-		return Summary{}, c.ctxErr("summarize", ctx)
+		return Summary{}, ctxErr("summarize", ctx)
 	}
 	return sum, nil
 }

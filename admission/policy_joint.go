@@ -365,9 +365,8 @@ func chooseAll(jobs []jointJob, lim jointLimits, cv jointCurves, pr JointPrices)
 
 // jointEvalOf predicts with the real predictor, as a decision does: the
 // trainers ts (their profiles) at the percentages asked, those at 0 left
-// out. c is a frozen controller (a snapshot's): it predicts without the
-// lock.
-func (c *Controller) jointEvalOf(ts []Trainer) jointEval {
+// out.
+func (pol *policy) jointEvalOf(ts []Trainer) jointEval {
 	return func(ctx context.Context, pcts []int) (jointProbe, error) {
 		var run []Trainer
 		var at []int
@@ -379,7 +378,7 @@ func (c *Controller) jointEvalOf(ts []Trainer) jointEval {
 				at = append(at, j)
 			}
 		}
-		_, pr, err := c.predictAll(ctx, run)
+		_, pr, err := pol.predictAll(ctx, run)
 		if err != nil {
 			return jointProbe{}, err
 		}
@@ -403,12 +402,12 @@ const jointBudget = 2 * time.Second
 // SLO slack is shared. It also predicts the allocation also, to compare
 // with. A cold allocation of several real trainers takes seconds, and the
 // guard must not wait on it when load rises: past jointBudget it returns
-// errNotJoint. c is a frozen controller: it predicts without the lock.
-func (c *Controller) allocateLive(ctx context.Context, ts []Trainer, jobs []jointJob, also []int) (jointPlan, jointProbe, error) {
+// errNotJoint.
+func (pol *policy) allocateLive(ctx context.Context, ts []Trainer, jobs []jointJob, also []int) (jointPlan, jointProbe, error) {
 	jctx, cancel := context.WithTimeout(ctx, jointBudget)
 	defer cancel()
-	eval := c.jointEvalOf(ts)
-	plan, err := allocate(jctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(jobs)}, eval, c.cfg.SearchWorkers)
+	eval := pol.jointEvalOf(ts)
+	plan, err := allocate(jctx, jobs, jointLimits{memoryMiB: math.MaxInt32, slots: len(jobs)}, eval, pol.cfg.SearchWorkers)
 	var other jointProbe
 	if err == nil {
 		other, err = eval(jctx, also)

@@ -193,14 +193,14 @@ func TestDecideMatchesLinearScan(t *testing.T) {
 		}
 		for _, workers := range []int{1, 4} {
 			t.Run(fmt.Sprintf("slo=%g/workers=%d", slo, workers), func(t *testing.T) {
-				h := newHarness(t, predictor.ModeMPS, slo, func(c *Config) { c.SearchWorkers = workers })
-				d, err := h.c.Decide(context.Background(), request("r1"))
+				f := newTestPolicy(t, predictor.ModeMPS, slo, func(c *Config) { c.SearchWorkers = workers })
+				d, err := f.decide(t, request("r1"), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				got := -1
-				if d.Lease != nil {
-					got = d.Lease.Pct
+				if d.Outcome != Deny {
+					got = d.Pct
 					if i := slices.Index(grid, got); d.Predictions[0].PredictedP99MS != p99[i] {
 						t.Errorf("predicted p99 %v at %d %%, the predictor says %v", d.Predictions[0].PredictedP99MS, got, p99[i])
 					}
@@ -255,14 +255,14 @@ func TestDecideHoldsUpperBound(t *testing.T) {
 			stricter++
 		}
 		t.Run(fmt.Sprintf("slo=%g", slo), func(t *testing.T) {
-			h := newHarnessWith(t, m, predictor.ModeMPS, slo, nil)
-			d, err := h.c.Decide(context.Background(), request("r1"))
+			f := newTestPolicyWith(t, m, predictor.ModeMPS, slo, nil)
+			d, err := f.decide(t, request("r1"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := -1
-			if d.Lease != nil {
-				got = d.Lease.Pct
+			if d.Outcome != Deny {
+				got = d.Pct
 				i := slices.Index(grid, got)
 				if sp := d.Predictions[0]; sp.PredictedP99MS != point[i] || sp.UpperP99MS != upper[i] {
 					t.Errorf("at %d %%: predicted %v up to %v, the predictor says %v up to %v", got, sp.PredictedP99MS, sp.UpperP99MS, point[i], upper[i])
@@ -289,27 +289,27 @@ func TestDecideHoldsUpperBound(t *testing.T) {
 func TestDecidePredictsServicesTogether(t *testing.T) {
 	first := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: 12}
 	second := ServiceSpec{Name: "gpt", Profile: inferenceProfile("gpt"), RateRPS: 60, SLOP99MS: 12}
-	decide := func(svcs []ServiceSpec) (Decision, *harness) {
-		h := newHarness(t, predictor.ModeMPS, 12, func(c *Config) { c.Services = svcs })
-		d, err := h.c.Decide(context.Background(), request("r1"))
+	decide := func(svcs []ServiceSpec) (Decision, *policyFixture) {
+		f := newTestPolicy(t, predictor.ModeMPS, 12, func(c *Config) { c.Services = svcs })
+		d, err := f.decide(t, request("r1"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d, h
+		return d, f
 	}
 	alone, _ := decide([]ServiceSpec{first})
-	both, h := decide([]ServiceSpec{first, second})
-	if alone.Lease == nil || both.Lease == nil {
-		t.Fatalf("decisions %s (%s) and %s (%s): want a lease in both", alone.Outcome, alone.Message, both.Outcome, both.Message)
+	both, f := decide([]ServiceSpec{first, second})
+	if alone.Outcome == Deny || both.Outcome == Deny {
+		t.Fatalf("decisions %s (%s) and %s (%s): want a grant in both", alone.Outcome, alone.Message, both.Outcome, both.Message)
 	}
-	t.Logf("granted %d %% next to one service, %d %% next to two", alone.Lease.Pct, both.Lease.Pct)
-	if !(both.Lease.Pct < alone.Lease.Pct) {
-		t.Errorf("granted %d %% next to two services, %d %% next to one: want less", both.Lease.Pct, alone.Lease.Pct)
+	t.Logf("granted %d %% next to one service, %d %% next to two", alone.Pct, both.Pct)
+	if !(both.Pct < alone.Pct) {
+		t.Errorf("granted %d %% next to two services, %d %% next to one: want less", both.Pct, alone.Pct)
 	}
 	cal := testCal()
 	sc := &predictor.Scenario{Inference: first.Profile, RateRPS: first.RateRPS, Requests: testRequests, Seed: 1,
 		Others:   []predictor.OtherService{{Profile: second.Profile, RateRPS: second.RateRPS}},
-		Training: []*predictor.Profile{trainingProfile("resnet")}, TrainingPct: []float64{float64(both.Lease.Pct)}}
+		Training: []*predictor.Profile{trainingProfile("resnet")}, TrainingPct: []float64{float64(both.Pct)}}
 	var pr predictor.Predictor
 	pred, err := pr.PredictMPS(sc, cal.MPS.Params())
 	if err != nil {
@@ -324,7 +324,7 @@ func TestDecidePredictsServicesTogether(t *testing.T) {
 		}
 	}
 	// Every percentage the search tried cost one simulation for both services.
-	if st := h.model.Stats(); st.Hits < st.Misses {
+	if st := f.model.Stats(); st.Hits < st.Misses {
 		t.Errorf("%d simulations and %d cache hits: the second service's figure should come with the first's", st.Misses, st.Hits)
 	}
 }
@@ -336,15 +336,15 @@ func TestDecideEngineStepSLO(t *testing.T) {
 	step := inferenceProfile("bert") // one engine step, for the test
 	decide := func(slo float64) (Decision, ServiceSpec) {
 		svc := ServiceSpec{Name: "llama", Profile: step, RateRPS: 0.5 * 1e6 / step.SoloUS(), SLOP99MS: slo, BurstSteps: 16}
-		h := newHarness(t, predictor.ModeMPS, 12, func(c *Config) { c.Services = []ServiceSpec{svc} })
-		d, err := h.c.Decide(context.Background(), request("r1"))
+		f := newTestPolicy(t, predictor.ModeMPS, 12, func(c *Config) { c.Services = []ServiceSpec{svc} })
+		d, err := f.decide(t, request("r1"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d, svc
 	}
 	loose, svc := decide(100)
-	if loose.Lease == nil {
+	if loose.Outcome == Deny {
 		t.Fatalf("%s: %s", loose.Outcome, loose.Message)
 	}
 	sp := loose.Predictions[0]
@@ -352,7 +352,7 @@ func TestDecideEngineStepSLO(t *testing.T) {
 		t.Errorf("step %v, message %q: want the step p99 and the step SLO named", sp.Step, loose.Message)
 	}
 	sc := &predictor.Scenario{Inference: step, RateRPS: svc.RateRPS, BurstSteps: 16, Requests: testRequests, Seed: 1,
-		Training: []*predictor.Profile{trainingProfile("resnet")}, TrainingPct: []float64{float64(loose.Lease.Pct)}}
+		Training: []*predictor.Profile{trainingProfile("resnet")}, TrainingPct: []float64{float64(loose.Pct)}}
 	var pr predictor.Predictor
 	pred, err := pr.PredictMPS(sc, testCal().MPS.Params())
 	if err != nil {
@@ -363,7 +363,7 @@ func TestDecideEngineStepSLO(t *testing.T) {
 	}
 	// Between the solo step and the granted one: a limit there throttles.
 	tight, _ := decide((sp.SoloP99MS + sp.PredictedP99MS) / 2 / 0.9)
-	if tight.Lease == nil || !(tight.Lease.Pct < loose.Lease.Pct) {
-		t.Errorf("tight step SLO: %s %s, want a lower percentage than %d %%", tight.Outcome, tight.Message, loose.Lease.Pct)
+	if tight.Outcome == Deny || !(tight.Pct < loose.Pct) {
+		t.Errorf("tight step SLO: %s %s, want a lower percentage than %d %%", tight.Outcome, tight.Message, loose.Pct)
 	}
 }

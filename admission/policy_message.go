@@ -12,30 +12,30 @@ import (
 // over) its limit, with figures a person can check against `colocd predict`.
 
 // fitsMessage explains a grant.
-func (c *Controller) fitsMessage(preds []ServicePrediction, pct int) string {
-	sp := c.tightest(preds)
-	if c.cfg.Mode == predictor.ModeTimeslice {
-		return fmt.Sprintf("under time slicing, predicted %s %s stays within %s", subject(sp), p99Text(sp), c.limitText(sp))
+func (pol *policy) fitsMessage(preds []ServicePrediction, pct int) string {
+	sp := pol.tightest(preds)
+	if pol.cfg.Mode == predictor.ModeTimeslice {
+		return fmt.Sprintf("under time slicing, predicted %s %s stays within %s", subject(sp), p99Text(sp), pol.limitText(sp))
 	}
-	return fmt.Sprintf("predicted %s %s stays within %s at %d %%", subject(sp), p99Text(sp), c.limitText(sp), pct)
+	return fmt.Sprintf("predicted %s %s stays within %s at %d %%", subject(sp), p99Text(sp), pol.limitText(sp), pct)
 }
 
 // throttleMessage explains a throttle: what fails one step higher, and the
 // figure at the granted percentage.
-func (c *Controller) throttleMessage(grid []int, best int, results [][]ServicePrediction) string {
-	at := c.tightest(results[best])
+func (pol *policy) throttleMessage(grid []int, best int, results [][]ServicePrediction) string {
+	at := pol.tightest(results[best])
 	msg := fmt.Sprintf("throttled to %d %% (asked up to %d %%)", grid[best], grid[len(grid)-1])
 	if next := results[best+1]; next != nil {
-		sp := c.tightest(next)
-		msg += fmt.Sprintf(": at %d %% predicted %s %s would exceed %s", grid[best+1], subject(sp), p99Text(sp), c.limitText(sp))
+		sp := pol.tightest(next)
+		msg += fmt.Sprintf(": at %d %% predicted %s %s would exceed %s", grid[best+1], subject(sp), p99Text(sp), pol.limitText(sp))
 	}
 	return msg + fmt.Sprintf("; at %d %% %s is %s", grid[best], subject(at), p99Text(at))
 }
 
 // violation describes the service furthest over its limit.
-func (c *Controller) violation(preds []ServicePrediction) string {
-	sp := c.tightest(preds)
-	return fmt.Sprintf("predicted %s %s exceeds %s", subject(sp), p99Text(sp), c.limitText(sp))
+func (pol *policy) violation(preds []ServicePrediction) string {
+	sp := pol.tightest(preds)
+	return fmt.Sprintf("predicted %s %s exceeds %s", subject(sp), p99Text(sp), pol.limitText(sp))
 }
 
 // subject names what a prediction bounds: "bert p99", or an engine's
@@ -66,7 +66,7 @@ func p99Text(sp ServicePrediction) string {
 }
 
 // tightest is the prediction with the highest ratio of p99 to its limit.
-func (c *Controller) tightest(preds []ServicePrediction) ServicePrediction {
+func (pol *policy) tightest(preds []ServicePrediction) ServicePrediction {
 	var best ServicePrediction
 	ratio := -1.0
 	for _, sp := range preds {
@@ -79,16 +79,16 @@ func (c *Controller) tightest(preds []ServicePrediction) ServicePrediction {
 
 // limitText names the limit a prediction is held to: "SLO 15 ms", or
 // "13.5 ms (SLO 15 ms less 10 % headroom)".
-func (c *Controller) limitText(sp ServicePrediction) string {
+func (pol *policy) limitText(sp ServicePrediction) string {
 	slo := "SLO " + strconv.FormatFloat(sp.SLOP99MS, 'g', -1, 64) + " ms"
 	if sp.Step {
 		slo = "step " + slo
 	}
-	if c.cfg.Headroom == 0 {
+	if pol.cfg.Headroom == 0 {
 		return slo
 	}
-	return fmt.Sprintf("%s ms (%s less %s %% headroom)", fmtMS((1-c.cfg.Headroom)*sp.SLOP99MS), slo,
-		strconv.FormatFloat(c.cfg.Headroom*100, 'g', 4, 64))
+	return fmt.Sprintf("%s ms (%s less %s %% headroom)", fmtMS((1-pol.cfg.Headroom)*sp.SLOP99MS), slo,
+		strconv.FormatFloat(pol.cfg.Headroom*100, 'g', 4, 64))
 }
 
 // fmtMS prints a latency with about three significant figures.

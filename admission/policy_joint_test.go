@@ -115,7 +115,7 @@ func TestJointAllocationAgainstExhaustiveSearch(t *testing.T) {
 				ps = append(ps, profiles[i])
 			}
 			h, ts := jointSetup(t, ps, tt.step)
-			eval := h.c.jointEvalOf(ts)
+			eval := h.pol().jointEvalOf(ts)
 			var jobs []jointJob
 			for j := range ps {
 				grid := pctGrid(tt.step, 100, tt.step)
@@ -158,12 +158,12 @@ func TestJointAllocationInfeasible(t *testing.T) {
 	profiles := jointProfiles()
 	h := newHarness(t, predictor.ModeMPS, 0.001, nil) // a limit below the solo p99
 	ts := []Trainer{{Profile: profiles[0], Key: profiles[0].Key()}}
-	_, err := allocate(ctx, []jointJob{{weight: 1, grid: []int{10, 20}, memoryMiB: 1}}, jointLimits{memoryMiB: 10, slots: 1}, h.c.jointEvalOf(ts), 1)
+	_, err := allocate(ctx, []jointJob{{weight: 1, grid: []int{10, 20}, memoryMiB: 1}}, jointLimits{memoryMiB: 10, slots: 1}, h.pol().jointEvalOf(ts), 1)
 	if err != errJointInfeasible {
 		t.Errorf("err = %v, want errJointInfeasible", err)
 	}
 	for _, bad := range []jointJob{{weight: 0, grid: []int{10}}, {weight: 1}} {
-		if _, err := allocate(ctx, []jointJob{bad}, jointLimits{}, h.c.jointEvalOf(ts), 1); err == nil {
+		if _, err := allocate(ctx, []jointJob{bad}, jointLimits{}, h.pol().jointEvalOf(ts), 1); err == nil {
 			t.Errorf("job %+v: want an error", bad)
 		}
 	}
@@ -190,7 +190,7 @@ func TestJointVersusFirstComeFirstServed(t *testing.T) {
 		ps = append(ps, profiles[a.profile])
 	}
 	h, ts := jointSetup(t, ps, 10)
-	full := h.c.jointEvalOf(ts)
+	full := h.pol().jointEvalOf(ts)
 	grid := pctGrid(10, 100, 10)
 	lim := jointLimits{memoryMiB: 1 << 20, slots: 4}
 
@@ -386,16 +386,17 @@ func TestRaiseSharesTheRoomJointly(t *testing.T) {
 		t.Fatalf("%d live leases, want 2", len(s.live))
 	}
 	ts := []Trainer{{Profile: s.live[0].lease.Profile, Key: s.live[0].key}, {Profile: s.live[1].lease.Profile, Key: s.live[1].key}}
-	eval := s.eval.jointEvalOf(ts)
+	eval := s.pol.jointEvalOf(ts)
 	current := currentPcts(s.live)
-	greedy, _, err := s.eval.greedyRaise(ctx, s.live)
+	greedy, _, err := s.pol.greedyRaise(ctx, s.live)
 	if err != nil {
 		t.Fatal(err)
 	}
-	joint, notes, room, err := s.eval.raisePlan(ctx, s.live)
+	r, err := s.pol.raisePlan(ctx, s.live)
 	if err != nil {
 		t.Fatal(err)
 	}
+	joint, notes, room := r.pcts, r.notes, r.room
 	pg, err := eval(ctx, greedy)
 	if err != nil {
 		t.Fatal(err)
@@ -429,17 +430,18 @@ func TestRaiseJointBudget(t *testing.T) {
 		ctx := context.Background()
 		h, _, _ := twoLowered(t)
 		s := h.c.snapshot()
-		greedy, _, err := s.eval.greedyRaise(ctx, s.live)
+		greedy, _, err := s.pol.greedyRaise(ctx, s.live)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.eval.deps.Predictor = sleepyPredictor{Predictor: h.model, d: 200 * time.Millisecond}
+		s.pol.predictor = sleepyPredictor{Predictor: h.model, d: 200 * time.Millisecond}
 		h.model.Purge()
 		start := time.Now()
-		got, notes, _, err := s.eval.raisePlan(ctx, s.live)
+		r, err := s.pol.raisePlan(ctx, s.live)
 		if err != nil {
 			t.Fatal(err)
 		}
+		got, notes := r.pcts, r.notes
 		if took := time.Since(start); !slices.Equal(got, greedy) || notes != nil || took > jointBudget+10*time.Second {
 			t.Errorf("plan %v after %s, want one at a time (%v) soon after the %s budget", got, took, greedy, jointBudget)
 		}
@@ -458,8 +460,8 @@ func TestGuardLowersJointly(t *testing.T) {
 	dense, narrow := granted[0].Lease.Profile, granted[1].Lease.Profile
 	slo := both(50, 30) / 0.9
 	s := h.c.snapshot()
-	h.c.cfg.Services = withSLO(h, slo) // the rule's plan, on a frozen copy with the new SLO
-	rule, _, err := h.c.frozen().replanBy(ctx, s.live)
+	h.c.cfg.Services = withSLO(h, slo) // the rule's plan, by a policy with the new SLO
+	rule, _, err := h.pol().replanBy(ctx, s.live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +476,7 @@ func TestGuardLowersJointly(t *testing.T) {
 	}
 	joint := []int{got[ids[0]], got[ids[1]]}
 	ts := []Trainer{{Profile: dense, Key: dense.Key()}, {Profile: narrow, Key: narrow.Key()}}
-	eval := h.c.jointEvalOf(ts)
+	eval := h.pol().jointEvalOf(ts)
 	pr, err := eval(ctx, rule)
 	if err != nil {
 		t.Fatal(err)
