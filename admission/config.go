@@ -9,36 +9,149 @@ import (
 	"github.com/colocd/colocd/predictor"
 )
 
-// Config is the controller's configuration. Fields documented with a
-// default take it when zero.
+// Settings are the admission section of colocd's configuration file
+// (docs/configuration.md#admission): the knobs an operator sets, all of
+// which a reload applies to a running controller (Reconfigure). Config
+// embeds them; zero fields documented with a default take it in New.
+type Settings struct {
+	// Headroom in [0,1): a service's predicted p99 must stay within
+	// (1 − Headroom) × its SLO.
+	Headroom float64 `mapstructure:"headroom"`
+	// MaxJobs bounds the live co-located leases (default 4); a lease that
+	// holds a MIG instance whole (Lease.Instance) is not one.
+	MaxJobs int `mapstructure:"max_jobs"`
+	// MemoryReserveMiB is device memory never granted, on top of what
+	// the device reports used (≥ 0).
+	MemoryReserveMiB int `mapstructure:"memory_reserve_mib"`
+	// PctStep is the step of the percentage grid the search walks
+	// (default 5).
+	PctStep int `mapstructure:"pct_step"`
+	// MaxWeight caps what a job's declared job.weight counts for in a
+	// joint allocation (default MaxWeight, 1000). Launchers declare
+	// weights and colocd cannot check them: 1 makes every job count the
+	// same.
+	MaxWeight float64 `mapstructure:"max_weight"`
+	// DecisionTimeout caps how long a decision (admit, quote) or a status
+	// prediction may take, whatever the caller's own deadline (default
+	// 5s). Past it the request fails with ErrTimeout and nothing is
+	// granted.
+	DecisionTimeout time.Duration `mapstructure:"decision_timeout"`
+	// Lease bounds lease durations.
+	Lease LeaseTerms `mapstructure:"lease"`
+	// Guard says how running leases are enforced.
+	Guard GuardSettings `mapstructure:"guard"`
+}
+
+// LeaseTerms bound how long a grant lives before it must be renewed.
+type LeaseTerms struct {
+	// Default is the length of a lease that asks for none (default 5m).
+	Default time.Duration `mapstructure:"default"`
+	// Max is the longest a lease may ask for (default 1h; longer requests
+	// are clamped).
+	Max time.Duration `mapstructure:"max"`
+	// FirstTerm is how long a new lease lives before its first renew or
+	// register (default 1m; a shorter lease keeps its own length). Either
+	// extends it to its full duration: a grant whose launcher gave up
+	// before the answer arrived frees its capacity after this term.
+	FirstTerm time.Duration `mapstructure:"first_term"`
+}
+
+// GuardSettings say how the leases re-planned at run time are enforced.
+type GuardSettings struct {
+	// Deadline is how long a launcher has to act on a throttle or revoke
+	// event (default 2m): to register workers restarted at the new
+	// percentage, or to stop. Past it the lease is revoked and evicted.
+	Deadline time.Duration `mapstructure:"deadline"`
+	// RaiseAfter is how long the margin must hold before a lowered lease
+	// is offered a higher percentage with a raise event (default 5m).
+	RaiseAfter time.Duration `mapstructure:"raise_after"`
+	// MinMovePct is the smallest change of a live lease's percentage that
+	// a raise, or an admit's joint allocation, makes (default PctStep): a
+	// move costs the launcher a restart of its workers. A throttle the
+	// SLOs need is made whatever its size.
+	MinMovePct int `mapstructure:"min_move_pct"`
+}
+
+// DefaultSettings are the file's defaults: every default above, a tenth
+// of each SLO kept free and 2 GiB of memory never granted.
+func DefaultSettings() Settings {
+	return Settings{
+		Headroom:         0.1,
+		MaxJobs:          DefaultMaxJobs,
+		MemoryReserveMiB: 2048,
+		PctStep:          DefaultPctStep,
+		MaxWeight:        MaxWeight,
+		DecisionTimeout:  DefaultDecisionTimeout,
+		Lease:            LeaseTerms{Default: DefaultLeaseDefault, Max: DefaultLeaseMax, FirstTerm: DefaultLeaseFirstTerm},
+		Guard:            GuardSettings{Deadline: DefaultThrottleGrace, RaiseAfter: DefaultRaiseAfter},
+	}
+}
+
+// Validate names every bad key of the section ("admission.max_jobs"), in a
+// *ValidationError. Zero fields are not filled in first: in the file each
+// key has its value.
+func (s Settings) Validate() error {
+	var c fields
+	s.check(&c)
+	return c.err("admission settings")
+}
+
+// check adds the settings' problems to c.
+func (s Settings) check(c *fields) {
+	if !(s.Headroom >= 0 && s.Headroom < 1) {
+		c.add("admission.headroom", "a fraction in [0, 1)", fmt.Sprint(s.Headroom))
+	}
+	if s.MaxJobs < 1 {
+		c.add("admission.max_jobs", "a count ≥ 1", fmt.Sprint(s.MaxJobs))
+	}
+	if s.MemoryReserveMiB < 0 || s.MemoryReserveMiB > math.MaxInt32 {
+		c.add("admission.memory_reserve_mib", "a size in MiB ≥ 0", fmt.Sprint(s.MemoryReserveMiB))
+	}
+	if s.PctStep < 1 || s.PctStep > 100 {
+		c.add("admission.pct_step", "a percentage step from 1 to 100", fmt.Sprint(s.PctStep))
+	}
+	if !(s.MaxWeight >= 1 && s.MaxWeight <= MaxWeight) {
+		c.add("admission.max_weight", "a weight from 1 to 1000", fmt.Sprint(s.MaxWeight))
+	}
+	if s.Guard.MinMovePct < 0 || s.Guard.MinMovePct > 100 {
+		c.add("admission.guard.min_move_pct", "a percentage from 0 (one pct_step) to 100", fmt.Sprint(s.Guard.MinMovePct))
+	}
+	for _, d := range []struct {
+		key     string
+		v       time.Duration
+		min     time.Duration
+		max     time.Duration
+		maxText string
+	}{
+		{"admission.decision_timeout", s.DecisionTimeout, time.Second, 10 * time.Minute, "10m"},
+		{"admission.lease.default", s.Lease.Default, time.Second, math.MaxInt64, ""},
+		{"admission.lease.max", s.Lease.Max, time.Second, math.MaxInt64, ""},
+		{"admission.lease.first_term", s.Lease.FirstTerm, time.Second, math.MaxInt64, ""},
+		{"admission.guard.deadline", s.Guard.Deadline, time.Second, time.Hour, "1h"},
+		{"admission.guard.raise_after", s.Guard.RaiseAfter, time.Second, 24 * time.Hour, "24h"},
+	} {
+		switch {
+		case d.v >= d.min && d.v <= d.max:
+		case d.maxText != "":
+			c.add(d.key, "a duration from 1s to "+d.maxText, d.v.String())
+		default:
+			c.add(d.key, "a duration of at least 1s", d.v.String())
+		}
+	}
+	if s.Lease.Default > s.Lease.Max && s.Lease.Max >= time.Second {
+		c.add("admission.lease.default", fmt.Sprintf("a duration at most admission.lease.max (%v)", s.Lease.Max), s.Lease.Default.String())
+	}
+}
+
+// Config is the controller's configuration: the file's admission section
+// (Settings, which a reload applies) and what the sidecar knows of the GPU
+// and its services. Fields documented with a default take it when zero.
 type Config struct {
+	Settings
 	// Mode is the GPU's sharing mode: predictor.ModeMPS or ModeTimeslice.
 	Mode predictor.Mode
 	// Services are the inference services on this GPU (at least one).
 	Services []ServiceSpec
-	// Headroom in [0,1): a service's predicted p99 must stay within
-	// (1 − Headroom) × its SLO.
-	Headroom float64
-	// MaxJobs bounds the live co-located leases (default 4); a lease that
-	// holds a MIG instance whole (Lease.Instance) is not one.
-	MaxJobs int
-	// MemoryReserveMiB is device memory never granted (≥ 0).
-	MemoryReserveMiB int
-	// PctStep is the step of the percentage grid the search walks (default 5).
-	PctStep int
-	// LeaseDefault is the length of a lease that asks for none (default 5m);
-	// LeaseMax the longest a lease may ask for (default 1h; longer requests
-	// are clamped).
-	LeaseDefault, LeaseMax time.Duration
-	// LeaseFirstTerm is how long a new lease lives before its first renew or
-	// register (default 1m; a shorter lease keeps its own length). Either
-	// extends it to its full duration: a grant whose launcher gave up
-	// before the answer arrived frees its capacity after this term.
-	LeaseFirstTerm time.Duration
-	// DecisionTimeout caps how long a decision (admit, quote) or a status
-	// prediction may take, whatever the caller's own deadline (default 5s).
-	// Past it the request fails with ErrTimeout and nothing is granted.
-	DecisionTimeout time.Duration
 	// PipeDir is the MPS pipe directory given to clients (required in MPS mode).
 	PipeDir string
 	// VisibleDevice is the MIG device's UUID ("MIG-…") when the GPU
@@ -49,22 +162,6 @@ type Config struct {
 	// registered PIDs is "not yet visible" to NVML, so its memory is
 	// subtracted from NVML's free memory (default 60s). See docs/admission.md.
 	VisibilityWindow time.Duration
-	// RaiseAfter is how long the margin must hold before a lowered lease is
-	// offered a higher percentage with a raise event (default 5m).
-	RaiseAfter time.Duration
-	// MinMovePct is the smallest change of a live lease's percentage that
-	// a raise, or an admit's joint allocation, makes (default PctStep): a
-	// move costs the launcher a restart of its workers. A throttle the SLOs
-	// need is made whatever its size.
-	MinMovePct int
-	// MaxWeight caps what a job's declared job.weight counts for in a joint
-	// allocation (default MaxWeight, 1000). Launchers declare weights and
-	// colocd cannot check them: 1 makes every job count the same.
-	MaxWeight float64
-	// ThrottleGrace is how long a launcher has to act on a throttle or
-	// revoke event (default 2m): to register workers restarted at the new
-	// percentage, or to stop. Past it the lease is revoked and evicted.
-	ThrottleGrace time.Duration
 	// IdempotencyTTL is how long a request_id's decision is remembered
 	// (default 10m); IdempotencyMax bounds how many are (default 1024).
 	IdempotencyTTL time.Duration
@@ -104,19 +201,19 @@ func (cfg Config) withDefaults() Config {
 	}
 	def(&cfg.MaxJobs, DefaultMaxJobs)
 	def(&cfg.PctStep, DefaultPctStep)
-	def(&cfg.MinMovePct, cfg.PctStep)
+	def(&cfg.Guard.MinMovePct, cfg.PctStep)
 	if cfg.MaxWeight == 0 {
 		cfg.MaxWeight = MaxWeight
 	}
 	def(&cfg.IdempotencyMax, DefaultIdempotencyMax)
 	def(&cfg.SearchWorkers, 1)
-	defD(&cfg.LeaseDefault, DefaultLeaseDefault)
-	defD(&cfg.LeaseMax, DefaultLeaseMax)
-	defD(&cfg.LeaseFirstTerm, DefaultLeaseFirstTerm)
+	defD(&cfg.Lease.Default, DefaultLeaseDefault)
+	defD(&cfg.Lease.Max, DefaultLeaseMax)
+	defD(&cfg.Lease.FirstTerm, DefaultLeaseFirstTerm)
 	defD(&cfg.DecisionTimeout, DefaultDecisionTimeout)
 	defD(&cfg.VisibilityWindow, DefaultVisibilityWindow)
-	defD(&cfg.ThrottleGrace, DefaultThrottleGrace)
-	defD(&cfg.RaiseAfter, DefaultRaiseAfter)
+	defD(&cfg.Guard.Deadline, DefaultThrottleGrace)
+	defD(&cfg.Guard.RaiseAfter, DefaultRaiseAfter)
 	defD(&cfg.IdempotencyTTL, DefaultIdempotencyTTL)
 	cfg.Services = slices.Clone(cfg.Services)
 	for i := range cfg.Services {
@@ -141,52 +238,28 @@ func (cfg Config) Validate() error {
 	default:
 		c.add("mode", `"mps" or "timeslice"`, fmt.Sprintf("%q", cfg.Mode))
 	}
-	checkServices(&c, cfg.Services, cfg.Headroom)
+	cfg.Settings.check(&c)
+	checkServices(&c, cfg.Services)
 	positive := func(field string, v int) {
 		if v < 1 {
 			c.add(field, "a count ≥ 1", fmt.Sprint(v))
 		}
 	}
-	positive("max_jobs", cfg.MaxJobs)
 	positive("idempotency_max", cfg.IdempotencyMax)
 	positive("search_workers", cfg.SearchWorkers)
-	if cfg.MemoryReserveMiB < 0 {
-		c.add("memory_reserve_mib", "MiB ≥ 0", fmt.Sprint(cfg.MemoryReserveMiB))
-	}
-	if cfg.PctStep < 1 || cfg.PctStep > 100 {
-		c.add("pct_step", "a percentage step in [1, 100]", fmt.Sprint(cfg.PctStep))
-	}
-	if !(cfg.MaxWeight >= 1 && cfg.MaxWeight <= MaxWeight) {
-		c.add("max_weight", "a weight in [1, 1000]", fmt.Sprint(cfg.MaxWeight))
-	}
-	if cfg.MinMovePct < 1 || cfg.MinMovePct > 100 {
-		c.add("min_move_pct", "a percentage in [1, 100]", fmt.Sprint(cfg.MinMovePct))
-	}
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{
-		{"lease.default", cfg.LeaseDefault}, {"lease.max", cfg.LeaseMax}, {"lease.first_term", cfg.LeaseFirstTerm},
-		{"decision_timeout", cfg.DecisionTimeout},
-		{"visibility_window", cfg.VisibilityWindow}, {"throttle_grace", cfg.ThrottleGrace}, {"raise_after", cfg.RaiseAfter},
-		{"idempotency_ttl", cfg.IdempotencyTTL},
-	} {
+	}{{"visibility_window", cfg.VisibilityWindow}, {"idempotency_ttl", cfg.IdempotencyTTL}} {
 		if d.v < time.Second {
 			c.add(d.field, "a duration ≥ 1s", d.v.String())
 		}
 	}
-	if cfg.LeaseDefault > cfg.LeaseMax {
-		c.add("lease.default", fmt.Sprintf("a duration ≤ lease.max (%s)", cfg.LeaseMax), cfg.LeaseDefault.String())
-	}
 	return c.err("config")
 }
 
-// checkServices checks the services and the headroom (what UpdateServices
-// may change).
-func checkServices(c *fields, services []ServiceSpec, headroom float64) {
-	if !(headroom >= 0 && headroom < 1) {
-		c.add("headroom", "a fraction in [0, 1)", fmt.Sprint(headroom))
-	}
+// checkServices checks the services (what UpdateServices may change).
+func checkServices(c *fields, services []ServiceSpec) {
 	if len(services) == 0 {
 		c.add("services", "at least one inference service", "none")
 	}

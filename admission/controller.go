@@ -293,7 +293,7 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key predicto
 		ID: rand.Text(), TokenHash: req.TokenHash, JobID: req.JobID, Owner: req.Owner, RequestHash: requestKey(req.RequestID),
 		Priority: req.Priority, Weight: req.Weight, Checkpointable: req.Checkpointable, Pct: d.Pct, MinPct: req.MinPct, MaxPct: max(d.Pct, req.MaxPct), RunningPct: d.Pct,
 		MemoryMiB: req.memoryMiB(), Processes: req.Processes, Profile: req.Profile, CreatedAt: now,
-		ExpiresAt: now.Add(min(dur, c.cfg.LeaseFirstTerm)), Duration: dur, Instance: d.Instance,
+		ExpiresAt: now.Add(min(dur, c.cfg.Lease.FirstTerm)), Duration: dur, Instance: d.Instance,
 	}
 	// The lease holds its capacity while its record is created without
 	// the lock (write.go), and leaves again if the store refuses it.
@@ -323,10 +323,10 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key predicto
 // leaseDuration is the requested length, the default for 0, clamped to max.
 func (c *Controller) leaseDuration(secs int) time.Duration {
 	if secs == 0 {
-		return c.cfg.LeaseDefault
+		return c.cfg.Lease.Default
 	}
-	if int64(secs) >= int64(c.cfg.LeaseMax/time.Second) {
-		return c.cfg.LeaseMax
+	if int64(secs) >= int64(c.cfg.Lease.Max/time.Second) {
+		return c.cfg.Lease.Max
 	}
 	return time.Duration(secs) * time.Second
 }

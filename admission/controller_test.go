@@ -274,7 +274,7 @@ func TestNewChecksConfig(t *testing.T) {
 		{"training profile as a service", func(c *Config, _ *Deps) { c.Services[0].Profile = trainingProfile("x") }, "services[0].profile.kind"},
 		{"slo", func(c *Config, _ *Deps) { c.Services[0].SLOP99MS = 0 }, "services[0].slo.p99_ms"},
 		{"pct step", func(c *Config, _ *Deps) { c.PctStep = 101 }, "pct_step"},
-		{"lease default above max", func(c *Config, _ *Deps) { c.LeaseDefault = 2 * DefaultLeaseMax }, "lease.default"},
+		{"lease default above max", func(c *Config, _ *Deps) { c.Lease.Default = 2 * DefaultLeaseMax }, "lease.default"},
 		{"negative reserve", func(c *Config, _ *Deps) { c.MemoryReserveMiB = -1 }, "memory_reserve_mib"},
 		{"no daemon in mps mode", func(_ *Config, d *Deps) { d.Daemon = nil }, "Daemon"},
 		{"no daemon needed for time slicing", func(c *Config, d *Deps) { c.Mode, d.Daemon = predictor.ModeTimeslice, nil }, ""},

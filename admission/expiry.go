@@ -229,7 +229,7 @@ func (c *Controller) Restore(ctx context.Context) error {
 	}
 	now := time.Now()
 	c.mu.Lock()
-	leaseMax, leaseDefault := c.cfg.LeaseMax, c.cfg.LeaseDefault
+	leaseMax, leaseDefault := c.cfg.Lease.Max, c.cfg.Lease.Default
 	c.mu.Unlock()
 	leases := map[string]*entry{}
 	byRequest := map[[32]byte]string{}

@@ -222,7 +222,7 @@ func testRestoreTreatsTheStoreAsUntrusted(t *testing.T) {
 		t.Fatalf("restored %v, want the good and the forged lease", got)
 	}
 	f := got["forged"]
-	if limit := now.Add(h2.c.cfg.LeaseMax); f.ExpiresAt.After(limit) || f.Duration > h2.c.cfg.LeaseMax {
+	if limit := now.Add(h2.c.cfg.Lease.Max); f.ExpiresAt.After(limit) || f.Duration > h2.c.cfg.Lease.Max {
 		t.Errorf("forged lease expires %s (duration %s), want at most lease.max from now", f.ExpiresAt, f.Duration)
 	}
 	if f.Pct == 100 && !f.Revoked {

@@ -149,10 +149,13 @@ func testConfig(mode predictor.Mode, slo float64) Config {
 	return Config{
 		Mode:     mode,
 		Services: []ServiceSpec{{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: slo}},
-		Headroom: 0.1, MaxJobs: 4, MemoryReserveMiB: 2048, PctStep: 10, PipeDir: "/tmp/nvidia-mps",
-		// Out of the way of tests about other things: the leases they ask
-		// for are at most an hour. TestFirstTerm tests the default.
-		LeaseFirstTerm: time.Hour,
+		PipeDir:  "/tmp/nvidia-mps",
+		Settings: Settings{
+			Headroom: 0.1, MaxJobs: 4, MemoryReserveMiB: 2048, PctStep: 10,
+			// Out of the way of tests about other things: the leases they
+			// ask for are at most an hour. TestFirstTerm tests the default.
+			Lease: LeaseTerms{FirstTerm: time.Hour},
+		},
 	}
 }
 

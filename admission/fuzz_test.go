@@ -33,7 +33,7 @@ func FuzzRequestEnv(f *testing.F) {
 	f.Add(math.MinInt, one, math.MinInt, math.MaxInt, math.MinInt, math.MinInt)
 	// lease.max above a year, so that lease_seconds is bounded by
 	// validation alone, not by the clamp.
-	h := newHarness(f, predictor.ModeMPS, 100, func(c *Config) { c.LeaseMax = 2 * 365 * 24 * time.Hour })
+	h := newHarness(f, predictor.ModeMPS, 100, func(c *Config) { c.Lease.Max = 2 * 365 * 24 * time.Hour })
 	fuzzed := map[string]bool{"memory_mib": true, "profile.memory_mib": true, "compute.min_pct": true,
 		"compute.max_pct": true, "lease_seconds": true, "job.priority": true}
 	f.Fuzz(func(t *testing.T, memory int, profileMemory uint64, minPct, maxPct, leaseSeconds, priority int) {
@@ -60,8 +60,8 @@ func FuzzRequestEnv(f *testing.F) {
 		if got, want := env[EnvPinnedMemory], fmt.Sprintf("0=%dM", mem); got != want || strings.Contains(got, "-") {
 			t.Fatalf("%s=%q, want %q and no sign", EnvPinnedMemory, got, want)
 		}
-		if d := h.c.leaseDuration(r.LeaseSeconds); d <= 0 || d > h.c.cfg.LeaseMax {
-			t.Fatalf("lease_seconds %d: a lease of %v, want (0, %v]", r.LeaseSeconds, d, h.c.cfg.LeaseMax)
+		if d := h.c.leaseDuration(r.LeaseSeconds); d <= 0 || d > h.c.cfg.Lease.Max {
+			t.Fatalf("lease_seconds %d: a lease of %v, want (0, %v]", r.LeaseSeconds, d, h.c.cfg.Lease.Max)
 		}
 		if d := time.Duration(r.LeaseSeconds) * time.Second; d/time.Second != time.Duration(r.LeaseSeconds) {
 			t.Fatalf("lease_seconds %d overflows a time.Duration", r.LeaseSeconds)

@@ -55,7 +55,7 @@ func (c *Controller) Renew(ctx context.Context, leaseID, token string) (Lease, e
 		return Lease{}, fmt.Errorf("renew: lease %q was revoked and ends at %s: %w", leaseID, e.lease.ExpiresAt.Format(time.RFC3339), ErrConflict)
 	}
 	l := e.lease.clone()
-	l.ExpiresAt = now.Add(min(l.Duration, c.cfg.LeaseMax))
+	l.ExpiresAt = now.Add(min(l.Duration, c.cfg.Lease.Max))
 	if err := c.update(ctx, "renew", e, l); err != nil { // wakes the expiry loop
 		return Lease{}, err
 	}
@@ -172,7 +172,7 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	l := e.lease.clone()
 	// The processes this register replaces must end: by the throttle's
 	// deadline, or the grace after now. They stay tracked until evicted.
-	due := now.Add(c.cfg.ThrottleGrace)
+	due := now.Add(c.cfg.Guard.Deadline)
 	if l.awaitingRestart() {
 		due = l.Deadline
 	}
@@ -187,7 +187,7 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 			len(l.Retired), leaseID, MaxProcesses, ErrConflict)
 	}
 	l.PIDs, l.Starts, l.StartIDs, l.RegisteredAt, l.RunningPct = slices.Clone(pids), host.at, host.ids, now, l.Pct
-	if full := now.Add(min(l.Duration, c.cfg.LeaseMax)); !l.Revoked && full.After(l.ExpiresAt) {
+	if full := now.Add(min(l.Duration, c.cfg.Lease.Max)); !l.Revoked && full.After(l.ExpiresAt) {
 		l.ExpiresAt = full
 	}
 	if err := c.update(ctx, "register", e, l); err != nil { // wakes the expiry loop

@@ -162,7 +162,7 @@ func TestLeaseOperations(t *testing.T) {
 
 func testLeaseOperations(t *testing.T) {
 	ctx := context.Background()
-	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.LeaseMax = 15 * time.Minute })
+	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.Lease.Max = 15 * time.Minute })
 	d := mustDecide(t, h, request("r1"), Grant)
 	id, tok := d.Lease.ID, tokenOf(d)
 	if id == "" || d.Lease.TokenHash != ([32]byte{}) {
@@ -212,7 +212,7 @@ func testLeaseOperations(t *testing.T) {
 	if want := time.Now().Add(10 * time.Minute); !l.ExpiresAt.Equal(want) || l.Revision <= before.Revision {
 		t.Errorf("renewed to %s (revision %d), want %s", l.ExpiresAt, l.Revision, want)
 	}
-	h.c.cfg.LeaseMax = 7 * time.Minute
+	h.c.cfg.Lease.Max = 7 * time.Minute
 	if l, _ = h.c.Renew(ctx, id, tok); !l.ExpiresAt.Equal(time.Now().Add(7 * time.Minute)) {
 		t.Errorf("renew past max: expires %s", l.ExpiresAt)
 	}

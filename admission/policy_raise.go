@@ -37,20 +37,20 @@ var errNotJoint = errors.New("not a joint raise")
 // raisable reports whether a lease may be raised now, by at least
 // Config.MinMovePct.
 func (pol *policy) raisable(l *Lease) bool {
-	return !l.Revoked && !l.awaitingRestart() && l.ceiling()-l.Pct >= pol.cfg.MinMovePct
+	return !l.Revoked && !l.awaitingRestart() && l.ceiling()-l.Pct >= pol.cfg.Guard.MinMovePct
 }
 
 // raiseGrid is what a raisable lease may rise to: its percentage, then
 // those of its grid at least Config.MinMovePct above it.
 func (pol *policy) raiseGrid(l *Lease) []int {
-	return movesFrom(l.Pct, pctGrid(l.Pct, l.ceiling(), pol.cfg.PctStep), pol.cfg.MinMovePct)
+	return movesFrom(l.Pct, pctGrid(l.Pct, l.ceiling(), pol.cfg.PctStep), pol.cfg.Guard.MinMovePct)
 }
 
 // lowerGrid is what a live lease may be lowered to to make room for an
 // admit: down to its min_pct, at least Config.MinMovePct below its
 // percentage, then the percentage itself.
 func (pol *policy) lowerGrid(l *Lease) []int {
-	return movesFrom(l.Pct, pctGrid(min(max(l.MinPct, 1), l.Pct), l.Pct, pol.cfg.PctStep), pol.cfg.MinMovePct)
+	return movesFrom(l.Pct, pctGrid(min(max(l.MinPct, 1), l.Pct), l.Pct, pol.cfg.PctStep), pol.cfg.Guard.MinMovePct)
 }
 
 // movesFrom keeps of grid (ascending, holding cur) cur and the

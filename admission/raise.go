@@ -51,7 +51,7 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 			since = now
 		}
 		room[id] = since
-		if now.Sub(since) < c.cfg.RaiseAfter {
+		if now.Sub(since) < c.cfg.Guard.RaiseAfter {
 			ripe[i] = e.lease.Pct // not yet: the room must hold
 			continue
 		}

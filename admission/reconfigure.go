@@ -10,13 +10,10 @@ import (
 )
 
 // hotFields are the Config fields Reconfigure changes on a running
-// controller, and the only ones: the others keep the value New was given
-// until a restart. Reconfigure copies exactly these, so the list cannot
-// claim a field it does not change (TestHotFieldsAreWhatReconfigureChanges).
-var hotFields = []string{
-	"Services", "Headroom", "MaxJobs", "MemoryReserveMiB", "PctStep",
-	"LeaseDefault", "LeaseMax", "LeaseFirstTerm", "DecisionTimeout", "ThrottleGrace", "RaiseAfter", "MinMovePct", "MaxWeight",
-}
+// controller, and the only ones: the services and the file's admission
+// section whole (Settings). The others keep the value New was given until a
+// restart (TestHotFieldsAreWhatReconfigureChanges).
+var hotFields = []string{"Services", "Settings"}
 
 // HotFields returns the names of the Config fields Reconfigure applies
 // without a restart.
@@ -24,7 +21,9 @@ func HotFields() []string { return slices.Clone(hotFields) }
 
 // Reconfigured says what a Reconfigure did.
 type Reconfigured struct {
-	// Changed are the hot fields whose values changed, in Config's order.
+	// Changed are the hot fields whose values changed, in Config's order:
+	// "Services", and each setting by its path below Config
+	// ("Headroom", "Lease.Max").
 	Changed []string
 	// NeedRestart are the other fields cfg changed: they keep their old
 	// values until the sidecar restarts.
@@ -61,10 +60,14 @@ func (c *Controller) Reconfigure(ctx context.Context, cfg Config) (Reconfigured,
 			r.NeedRestart = append(r.NeedRestart, name)
 			continue
 		}
+		if name == "Settings" {
+			r.Changed = append(r.Changed, changedLeaves(cur.Field(i), next.Field(i), "")...)
+		} else {
+			r.Changed = append(r.Changed, name)
+		}
 		// One field at a time: readers of the fields that do not change
 		// (Mode, PipeDir) go on without the lock.
 		cur.Field(i).Set(next.Field(i))
-		r.Changed = append(r.Changed, name)
 	}
 	if len(r.Changed) > 0 {
 		c.freedLocked()
@@ -79,6 +82,23 @@ func (c *Controller) Reconfigure(ctx context.Context, cfg Config) (Reconfigured,
 		return r, fmt.Errorf("reconfigure: %w", err)
 	}
 	return r, nil
+}
+
+// changedLeaves lists the paths of the fields below a and b (structs of
+// one type) whose values differ, prefix first.
+func changedLeaves(a, b reflect.Value, prefix string) []string {
+	var out []string
+	for i := range a.NumField() {
+		path := prefix + a.Type().Field(i).Name
+		switch {
+		case reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()):
+		case a.Field(i).Kind() == reflect.Struct:
+			out = append(out, changedLeaves(a.Field(i), b.Field(i), path+".")...)
+		default:
+			out = append(out, path)
+		}
+	}
+	return out
 }
 
 // Config returns the configuration in effect (after defaults and the
@@ -116,7 +136,7 @@ func (c *Controller) replanLive(ctx context.Context, why string) ([]Event, error
 		}
 		events, serr := c.applyPlan(ctx, s.live, p, now, planWhy{
 			throttle: throttle, revoke: why + ", the leases do not fit even with every job at its min_pct; the jobs of lowest priority, newest first, must stop",
-			deadline: now.Add(c.cfg.ThrottleGrace)})
+			deadline: now.Add(c.cfg.Guard.Deadline)})
 		c.mu.Unlock()
 		c.signal()
 		perr := c.publish(ctx, events)

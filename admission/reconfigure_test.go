@@ -11,9 +11,9 @@ import (
 	"github.com/colocd/colocd/predictor"
 )
 
-// otherValue is, per Config field, a valid value other than newHarness's.
-// A field missing here fails the test: a new field must say whether a
-// reload applies it.
+// otherValue is, per Config field (a setting by its path below Config), a
+// valid value other than newHarness's. A field missing here fails the
+// test: a new field must say whether a reload applies it.
 var otherValue = map[string]any{
 	"Mode":             predictor.ModeTimeslice,
 	"Services":         []ServiceSpec{otherService()},
@@ -21,16 +21,16 @@ var otherValue = map[string]any{
 	"MaxJobs":          2,
 	"MemoryReserveMiB": 4096,
 	"PctStep":          25,
-	"LeaseDefault":     7 * time.Minute,
-	"LeaseMax":         2 * time.Hour,
-	"LeaseFirstTerm":   30 * time.Second,
+	"Lease.Default":    7 * time.Minute,
+	"Lease.Max":        2 * time.Hour,
+	"Lease.FirstTerm":  30 * time.Second,
 	"DecisionTimeout":  9 * time.Second,
 	"PipeDir":          "/run/nvidia-mps",
 	"VisibleDevice":    "MIG-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40",
 	"VisibilityWindow": 3 * time.Minute,
-	"ThrottleGrace":    4 * time.Minute,
-	"RaiseAfter":       7 * time.Minute,
-	"MinMovePct":       20,
+	"Guard.Deadline":   4 * time.Minute,
+	"Guard.RaiseAfter": 7 * time.Minute,
+	"Guard.MinMovePct": 20,
 	"MaxWeight":        7.0,
 	"IdempotencyTTL":   time.Hour,
 	"IdempotencyMax":   99,
@@ -48,30 +48,60 @@ func otherService() ServiceSpec {
 // a field in HotFields takes its new value at once, any other keeps its
 // old one and is reported as needing a restart.
 func TestHotFieldsAreWhatReconfigureChanges(t *testing.T) {
-	typ := reflect.TypeFor[Config]()
-	for i := range typ.NumField() {
-		name := typ.Field(i).Name
-		t.Run(name, func(t *testing.T) {
-			v, ok := otherValue[name]
+	t.Parallel()
+	// Each leaf: its path below Config, the top-level field it is in, and
+	// how to reach it in a Config.
+	type leaf struct {
+		path, top string
+		index     []int
+	}
+	var leaves []leaf
+	var walk func(typ reflect.Type, prefix, top string, index []int)
+	walk = func(typ reflect.Type, prefix, top string, index []int) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			idx := append(slices.Clone(index), i)
+			t := top
+			if t == "" {
+				t = f.Name
+			}
+			switch {
+			case f.Anonymous:
+				walk(f.Type, prefix, t, idx)
+			case f.Type.Kind() == reflect.Struct && top != "":
+				walk(f.Type, prefix+f.Name+".", t, idx)
+			default:
+				leaves = append(leaves, leaf{prefix + f.Name, t, idx})
+			}
+		}
+	}
+	walk(reflect.TypeFor[Config](), "", "", nil)
+	for _, l := range leaves {
+		t.Run(l.path, func(t *testing.T) {
+			t.Parallel()
+			v, ok := otherValue[l.path]
 			if !ok {
-				t.Fatalf("Config.%s has no other value in this test: say whether a reload applies it (hotFields)", name)
+				t.Fatalf("Config.%s has no other value in this test: say whether a reload applies it (hotFields)", l.path)
 			}
 			h := newHarness(t, predictor.ModeMPS, 1e6, nil)
 			cfg := h.c.config()
-			reflect.ValueOf(&cfg).Elem().Field(i).Set(reflect.ValueOf(v))
+			reflect.ValueOf(&cfg).Elem().FieldByIndex(l.index).Set(reflect.ValueOf(v))
 			r, err := h.c.Reconfigure(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := reflect.ValueOf(h.c.config()).Field(i).Interface()
-			hot := slices.Contains(HotFields(), name)
+			got := reflect.ValueOf(h.c.config()).FieldByIndex(l.index).Interface()
+			hot := slices.Contains(HotFields(), l.top)
 			switch {
-			case hot && (!reflect.DeepEqual(got, v) || !slices.Equal(r.Changed, []string{name}) || r.NeedRestart != nil):
-				t.Errorf("hot field: now %v, changed %v, need restart %v; want %v, [%s], none", got, r.Changed, r.NeedRestart, v, name)
-			case !hot && (reflect.DeepEqual(got, v) || r.Changed != nil || !slices.Equal(r.NeedRestart, []string{name})):
-				t.Errorf("restart field: now %v, changed %v, need restart %v; want the old value, none, [%s]", got, r.Changed, r.NeedRestart, name)
+			case hot && (!reflect.DeepEqual(got, v) || !slices.Equal(r.Changed, []string{l.path}) || r.NeedRestart != nil):
+				t.Errorf("hot field: now %v, changed %v, need restart %v; want %v, [%s], none", got, r.Changed, r.NeedRestart, v, l.path)
+			case !hot && (reflect.DeepEqual(got, v) || r.Changed != nil || !slices.Equal(r.NeedRestart, []string{l.path})):
+				t.Errorf("restart field: now %v, changed %v, need restart %v; want the old value, none, [%s]", got, r.Changed, r.NeedRestart, l.path)
 			}
 		})
+	}
+	if len(leaves) != len(otherValue) {
+		t.Errorf("%d fields, %d other values: a value here names no field", len(leaves), len(otherValue))
 	}
 }
 

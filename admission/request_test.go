@@ -82,7 +82,7 @@ func TestRequestValidate(t *testing.T) {
 }
 
 func TestLeaseDuration(t *testing.T) {
-	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.LeaseDefault, c.LeaseMax = 300e9, 3600e9 })
+	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.Lease.Default, c.Lease.Max = 300e9, 3600e9 })
 	tests := []struct {
 		secs int
 		want float64 // seconds

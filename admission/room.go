@@ -53,7 +53,7 @@ func (c *Controller) commitRoomLocked(ctx context.Context, s *snapshot, d Decisi
 		op: "make room",
 		throttle: fmt.Sprintf("to make room for job %s (weight %g) by joint allocation, which takes the leases' weighted throughput from %.3f to %.3f",
 			d.Joint.Shares[len(d.Joint.Shares)-1].JobID, d.Joint.Shares[len(d.Joint.Shares)-1].Weight, d.Joint.Before, d.Joint.Utility),
-		deadline: now.Add(c.cfg.ThrottleGrace),
+		deadline: now.Add(c.cfg.Guard.Deadline),
 	}
 	events, err := c.applyPlan(ctx, planned, plan{pcts: pcts, revoked: make([]bool, len(planned))}, time.Now(), why)
 	if err != nil {

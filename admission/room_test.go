@@ -146,7 +146,7 @@ func TestAdmitRoomRefused(t *testing.T) {
 		minPct int
 	}{
 		{"lease at its min_pct", nil, 100},
-		{"moves below min_move_pct", func(c *Config) { c.MinMovePct = 95 }, 10},
+		{"moves below min_move_pct", func(c *Config) { c.Guard.MinMovePct = 95 }, 10},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h, _, req := roomSetup(t, tt.edit, tt.minPct)
@@ -231,7 +231,7 @@ func leasesFit(t *testing.T, h *harness) []int {
 // admit decided meanwhile does not take the room the raise took.
 func TestRaiseTakesCapacityWhileItIsWritten(t *testing.T) {
 	ctx := context.Background()
-	h, dense, req := roomSetup(t, func(c *Config) { c.RaiseAfter = time.Second }, 10)
+	h, dense, req := roomSetup(t, func(c *Config) { c.Guard.RaiseAfter = time.Second }, 10)
 	id := dense.Lease.ID
 	// The dense lease was lowered to 10 % earlier and its workers
 	// restarted; alone it has room to rise.
@@ -393,7 +393,7 @@ func TestAdmissionArrivalsVersusFirstComeFirstServed(t *testing.T) {
 	limit := max(alone, low) * 1.05
 	run := func(minMove int) ([]int, float64, bool) {
 		h := newHarness(t, predictor.ModeMPS, limit/0.9, func(c *Config) {
-			c.PctStep, c.MinMovePct, c.DecisionTimeout = 10, minMove, 10*time.Minute
+			c.PctStep, c.Guard.MinMovePct, c.DecisionTimeout = 10, minMove, 10*time.Minute
 		})
 		var ids []string
 		for i, a := range arrivals {

@@ -48,7 +48,10 @@ import (
 // capacity.
 func (c *Controller) UpdateServices(ctx context.Context, services []ServiceSpec, headroom float64) ([]Event, error) {
 	var f fields
-	checkServices(&f, services, headroom)
+	checkServices(&f, services)
+	if !(headroom >= 0 && headroom < 1) {
+		f.add("headroom", "a fraction in [0, 1)", fmt.Sprint(headroom))
+	}
 	if err := f.err("services"); err != nil {
 		return nil, err
 	}

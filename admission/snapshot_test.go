@@ -396,7 +396,7 @@ func TestFirstTerm(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.LeaseFirstTerm = 0 }) // the default
+				h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.Lease.FirstTerm = 0 }) // the default
 				h.events.ch = make(chan Event, 4)
 				stop := runController(t, h.c)
 				defer stop()

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/colocd/colocd/admission"
+
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/gpu"
 	"github.com/colocd/colocd/mps"
@@ -16,16 +18,16 @@ import (
 // Admission change while colocd runs (see Watcher); the other sections are
 // read once at startup. Reference: docs/configuration.md.
 type Config struct {
-	Sidecar   Sidecar      `mapstructure:"sidecar"`
-	NATS      NATS         `mapstructure:"nats"`
-	GPU       gpu.Config   `mapstructure:"gpu"`
-	Sharing   Sharing      `mapstructure:"sharing"`
-	MPS       mps.Settings `mapstructure:"mps"`
-	Predictor Predictor    `mapstructure:"predictor"`
-	Services  []Service    `mapstructure:"services"`
-	Admission Admission    `mapstructure:"admission"`
-	Fleet     Fleet        `mapstructure:"fleet"`
-	Telemetry Telemetry    `mapstructure:"telemetry"`
+	Sidecar   Sidecar            `mapstructure:"sidecar"`
+	NATS      NATS               `mapstructure:"nats"`
+	GPU       gpu.Config         `mapstructure:"gpu"`
+	Sharing   Sharing            `mapstructure:"sharing"`
+	MPS       mps.Settings       `mapstructure:"mps"`
+	Predictor Predictor          `mapstructure:"predictor"`
+	Services  []Service          `mapstructure:"services"`
+	Admission admission.Settings `mapstructure:"admission"`
+	Fleet     Fleet              `mapstructure:"fleet"`
+	Telemetry Telemetry          `mapstructure:"telemetry"`
 
 	// lines: where each key stood in the file Load read, so that Validate's
 	// problems name their line.
@@ -228,62 +230,6 @@ type SLO struct {
 	StepP99MS float64 `mapstructure:"step_p99_ms"`
 }
 
-// Admission holds the knobs of the admission decision.
-type Admission struct {
-	// Headroom is the fraction of each SLO kept free: a prediction must
-	// stay within (1 - Headroom) × p99_ms.
-	Headroom float64 `mapstructure:"headroom"`
-	// MaxJobs bounds the live leases on this GPU.
-	MaxJobs int `mapstructure:"max_jobs"`
-	// MemoryReserveMiB is GPU memory never granted, on top of what NVML
-	// reports used.
-	MemoryReserveMiB int `mapstructure:"memory_reserve_mib"`
-	// PctStep is the granularity of granted active-thread percentages.
-	PctStep int `mapstructure:"pct_step"`
-	// MaxWeight caps what a job's declared job.weight counts for when
-	// trainers share the GPU by joint allocation: launchers declare
-	// weights and colocd cannot check them, so 1 makes every job count
-	// the same.
-	MaxWeight float64 `mapstructure:"max_weight"`
-	// DecisionTimeout caps how long one decision (admit, quote) or status
-	// may take, whatever deadline the caller sent; past it the request is
-	// a 504 and nothing is granted.
-	DecisionTimeout time.Duration `mapstructure:"decision_timeout"`
-	// Lease bounds lease durations.
-	Lease Lease `mapstructure:"lease"`
-	// Guard says how running leases are enforced.
-	Guard Guard `mapstructure:"guard"`
-}
-
-// Guard says how colocd enforces the leases it re-plans at run time.
-type Guard struct {
-	// Deadline is how long a launcher has, after a throttle or revoke
-	// event, to register workers restarted at the new percentage (or to
-	// stop); past it colocd revokes the lease and evicts the job's
-	// processes.
-	Deadline time.Duration `mapstructure:"deadline"`
-	// RaiseAfter is how long the margin must hold before a lowered lease is
-	// offered a higher percentage with a raise event.
-	RaiseAfter time.Duration `mapstructure:"raise_after"`
-	// MinMovePct is the smallest change of a live lease's percentage that
-	// a raise, or an admit's joint allocation, makes (0: one pct_step):
-	// each move costs the launcher a restart of its workers. A throttle
-	// the SLOs need is made whatever its size.
-	MinMovePct int `mapstructure:"min_move_pct"`
-}
-
-// Lease bounds how long a grant lives before it must be renewed.
-type Lease struct {
-	// Default is the duration of a lease whose request asks for none.
-	Default time.Duration `mapstructure:"default"`
-	// Max caps the duration a request may ask for.
-	Max time.Duration `mapstructure:"max"`
-	// FirstTerm is how long a new lease lives until its first renew or
-	// register extends it to its full duration, so that a grant nobody
-	// received frees its capacity soon.
-	FirstTerm time.Duration `mapstructure:"first_term"`
-}
-
 // Fleet configures the capacity summary the sidecar keeps in the fleet's
 // KV bucket (docs/fleet.md).
 type Fleet struct {
@@ -332,16 +278,7 @@ func Default() Config {
 		Sharing:   Sharing{Mode: ModeMPS},
 		MPS:       mps.DefaultSettings(),
 		Predictor: Predictor{Requests: 2000, Seed: 1, Confidence: 0.95},
-		Admission: Admission{
-			Headroom:         0.1,
-			MaxJobs:          4,
-			MemoryReserveMiB: 2048,
-			PctStep:          5,
-			MaxWeight:        1000,
-			DecisionTimeout:  5 * time.Second,
-			Lease:            Lease{Default: 5 * time.Minute, Max: time.Hour, FirstTerm: time.Minute},
-			Guard:            Guard{Deadline: 2 * time.Minute, RaiseAfter: 5 * time.Minute},
-		},
+		Admission: admission.DefaultSettings(),
 		Fleet:     Fleet{Heartbeat: 10 * time.Second, TTL: 30 * time.Second},
 		Telemetry: Telemetry{HTTP: "127.0.0.1:9464", Tracing: TracingNone},
 	}

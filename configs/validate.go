@@ -365,38 +365,10 @@ func checkEngine(ck *checker, at string, s *Service, requests int) {
 	}
 }
 
+// checkAdmission is package admission's own check of its section.
 func (c *Config) checkAdmission(ck *checker) {
-	a := c.Admission
-	if !(a.Headroom >= 0 && a.Headroom < 1) {
-		ck.add("admission.headroom", "a fraction in [0, 1)", fmtFloat(a.Headroom))
-	}
-	ck.intIn("admission.max_jobs", a.MaxJobs, 1, math.MaxInt32, "a count ≥ 1")
-	ck.intIn("admission.memory_reserve_mib", a.MemoryReserveMiB, 0, math.MaxInt32, "a size in MiB ≥ 0")
-	ck.intIn("admission.pct_step", a.PctStep, 1, 100, "a percentage step from 1 to 100")
-	if !(a.MaxWeight >= 1 && a.MaxWeight <= 1000) {
-		ck.add("admission.max_weight", "a weight from 1 to 1000", fmtFloat(a.MaxWeight))
-	}
-	if a.Lease.Max <= 0 {
-		ck.add("admission.lease.max", "a duration above 0", a.Lease.Max.String())
-	}
-	switch {
-	case a.Lease.Default <= 0:
-		ck.add("admission.lease.default", "a duration above 0", a.Lease.Default.String())
-	case a.Lease.Max > 0 && a.Lease.Default > a.Lease.Max:
-		ck.add("admission.lease.default", fmt.Sprintf("a duration at most admission.lease.max (%v)", a.Lease.Max), a.Lease.Default.String())
-	}
-	if a.Lease.FirstTerm < time.Second {
-		ck.add("admission.lease.first_term", "a duration of at least 1s", a.Lease.FirstTerm.String())
-	}
-	if a.Guard.Deadline < time.Second || a.Guard.Deadline > time.Hour {
-		ck.add("admission.guard.deadline", "a duration from 1s to 1h", a.Guard.Deadline.String())
-	}
-	if a.Guard.RaiseAfter < time.Second || a.Guard.RaiseAfter > 24*time.Hour {
-		ck.add("admission.guard.raise_after", "a duration from 1s to 24h", a.Guard.RaiseAfter.String())
-	}
-	ck.intIn("admission.guard.min_move_pct", a.Guard.MinMovePct, 0, 100, "a percentage from 0 (one pct_step) to 100")
-	if a.DecisionTimeout < time.Second || a.DecisionTimeout > 10*time.Minute {
-		ck.add("admission.decision_timeout", "a duration from 1s to 10m", a.DecisionTimeout.String())
+	if err := c.Admission.Validate(); err != nil {
+		ck.nested(err)
 	}
 }
 

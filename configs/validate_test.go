@@ -169,8 +169,8 @@ func TestValidateEachProblem(t *testing.T) {
 		{"min move -1", func(c *Config) { c.Admission.Guard.MinMovePct = -1 }, "admission.guard.min_move_pct", "0 (one pct_step) to 100"},
 		{"min move 101", func(c *Config) { c.Admission.Guard.MinMovePct = 101 }, "admission.guard.min_move_pct", "0 (one pct_step) to 100"},
 		{"lease default above max", func(c *Config) { c.Admission.Lease.Default = 2 * time.Hour }, "admission.lease.default", "at most admission.lease.max"},
-		{"lease default zero", func(c *Config) { c.Admission.Lease.Default = 0 }, "admission.lease.default", "above 0"},
-		{"lease max zero", func(c *Config) { c.Admission.Lease.Max = 0 }, "admission.lease.max", "above 0"},
+		{"lease default zero", func(c *Config) { c.Admission.Lease.Default = 0 }, "admission.lease.default", "at least 1s"},
+		{"lease max zero", func(c *Config) { c.Admission.Lease.Max = 0 }, "admission.lease.max", "at least 1s"},
 		{"telemetry http", func(c *Config) { c.Telemetry.HTTP = "9464" }, "telemetry.http", "host:port"},
 		{"telemetry tracing", func(c *Config) { c.Telemetry.Tracing = "jaeger" }, "telemetry.tracing", "none, console, otlp"},
 	}

@@ -44,8 +44,8 @@ func TestAdmissionConfigDeadlineKeys(t *testing.T) {
 	cfg.Admission.DecisionTimeout = 3 * time.Second
 	cfg.Admission.Lease.FirstTerm = 45 * time.Second
 	a := admissionConfig(cfg, nil, "")
-	if a.DecisionTimeout != 3*time.Second || a.LeaseFirstTerm != 45*time.Second {
-		t.Errorf("decision timeout %s, first term %s; want 3s and 45s", a.DecisionTimeout, a.LeaseFirstTerm)
+	if a.DecisionTimeout != 3*time.Second || a.Lease.FirstTerm != 45*time.Second {
+		t.Errorf("decision timeout %s, first term %s; want 3s and 45s", a.DecisionTimeout, a.Lease.FirstTerm)
 	}
 }
 

@@ -258,7 +258,7 @@ func (w *replayWorld) replay(t testing.TB, policy string) replayResult {
 			observe.Config{Interval: 5 * time.Second})
 		deps.Observer = replayObserver{obs: obs, forecast: policy == "forecast"}
 	}
-	c, err := admission.New(admission.Config{Mode: predictor.ModeMPS, PipeDir: "/tmp/nvidia-mps", PctStep: 10, Headroom: 0.1, MaxJobs: 1,
+	c, err := admission.New(admission.Config{Mode: predictor.ModeMPS, PipeDir: "/tmp/nvidia-mps", Settings: admission.Settings{PctStep: 10, Headroom: 0.1, MaxJobs: 1},
 		Services: []admission.ServiceSpec{{Name: "chat", Profile: w.inf, RateRPS: replayRate, SLOP99MS: replaySLO}}}, deps)
 	if err != nil {
 		t.Fatal(err)

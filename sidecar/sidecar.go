@@ -396,11 +396,8 @@ const maxSearchWorkers = 8
 
 // admissionConfig maps the configuration onto the controller's.
 func admissionConfig(cfg *configs.Config, specs []admission.ServiceSpec, visible string) admission.Config {
-	a := cfg.Admission
-	return admission.Config{Mode: predictor.Mode(cfg.Sharing.Mode), Services: specs, Headroom: a.Headroom, MaxJobs: a.MaxJobs,
-		MemoryReserveMiB: a.MemoryReserveMiB, PctStep: a.PctStep, LeaseDefault: a.Lease.Default, LeaseMax: a.Lease.Max,
-		LeaseFirstTerm: a.Lease.FirstTerm, DecisionTimeout: a.DecisionTimeout, ThrottleGrace: a.Guard.Deadline, RaiseAfter: a.Guard.RaiseAfter,
-		MinMovePct: a.Guard.MinMovePct, MaxWeight: a.MaxWeight, PipeDir: cfg.MPS.PipeDir, VisibleDevice: visible,
+	return admission.Config{Settings: cfg.Admission, Mode: predictor.Mode(cfg.Sharing.Mode), Services: specs,
+		PipeDir: cfg.MPS.PipeDir, VisibleDevice: visible,
 		// A cold decision is a handful of simulations; on the many-core hosts
 		// GPUs sit in, predicting neighbouring percentages at once cuts its
 		// latency (the answer is the same: the search equals a linear scan).
