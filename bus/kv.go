@@ -12,15 +12,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Errors of KV, for callers to branch on with errors.Is.
+// Errors of KV, for callers to branch on with errors.Is. They are the
+// store's own (a key, a revision): the lease book's conflicts and missing
+// leases are admission's ErrConflict and ErrNotFound, to which the sidecar's
+// store adapter maps these.
 var (
 	// ErrExists: Create found the key already there.
 	ErrExists = errors.New("kv: key exists")
-	// ErrConflict: the key's revision is not the one given (compare-and-swap
-	// lost).
-	ErrConflict = errors.New("kv: revision conflict")
-	// ErrNotFound: the key does not exist or was deleted.
-	ErrNotFound = errors.New("kv: key not found")
+	// ErrRevisionMismatch: the key's revision is not the one given
+	// (compare-and-swap lost).
+	ErrRevisionMismatch = errors.New("kv: revision conflict")
+	// ErrNoKey: the key does not exist or was deleted.
+	ErrNoKey = errors.New("kv: key not found")
 )
 
 // KV is a JetStream key-value bucket with create-only writes and
@@ -80,7 +83,7 @@ func (k *KV) Create(ctx context.Context, key string, value []byte) (uint64, erro
 }
 
 // Update replaces the value of key if its revision is still rev, and
-// returns the new revision; ErrConflict otherwise (also when the key is
+// returns the new revision; ErrRevisionMismatch otherwise (also when the key is
 // gone).
 func (k *KV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	if rev == 0 {
@@ -93,11 +96,11 @@ func (k *KV) Update(ctx context.Context, key string, value []byte, rev uint64) (
 	return n, nil
 }
 
-// Get returns the value and revision of key; ErrNotFound when it has none.
+// Get returns the value and revision of key; ErrNoKey when it has none.
 func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	e, err := k.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, 0, fmt.Errorf("kv get %q: %w", key, ErrNotFound)
+		return nil, 0, fmt.Errorf("kv get %q: %w", key, ErrNoKey)
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("kv get %q: %w", key, err)
@@ -105,7 +108,7 @@ func (k *KV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	return e.Value(), e.Revision(), nil
 }
 
-// Delete removes key if its revision is still rev (ErrConflict otherwise);
+// Delete removes key if its revision is still rev (ErrRevisionMismatch otherwise);
 // rev 0 deletes whatever the revision.
 func (k *KV) Delete(ctx context.Context, key string, rev uint64) error {
 	var opts []jetstream.KVDeleteOpt
@@ -145,16 +148,16 @@ func (k *KV) List(ctx context.Context) ([]Entry, error) {
 
 // Unacknowledged reports whether a KV write's error leaves it open whether
 // the write landed: no acknowledgement came in time (a deadline, a timeout,
-// no answer from the stream), unlike a refusal such as ErrConflict. The
+// no answer from the stream), unlike a refusal such as ErrRevisionMismatch. The
 // caller reads the key to learn which.
 func Unacknowledged(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
-// mapCAS maps JetStream's revision mismatch to ErrConflict.
+// mapCAS maps JetStream's revision mismatch to ErrRevisionMismatch.
 func mapCAS(err error) error {
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return ErrConflict
+		return ErrRevisionMismatch
 	}
 	return err
 }

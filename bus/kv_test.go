@@ -38,18 +38,18 @@ func TestKVCompareAndSwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Update(ctx, "l-1", []byte("stale"), rev1); !errors.Is(err, ErrConflict) {
-		t.Errorf("Update with stale revision: got %v, want ErrConflict", err)
+	if _, err := kv.Update(ctx, "l-1", []byte("stale"), rev1); !errors.Is(err, ErrRevisionMismatch) {
+		t.Errorf("Update with stale revision: got %v, want ErrRevisionMismatch", err)
 	}
-	if _, err := kv.Update(ctx, "l-missing", []byte("x"), rev1); !errors.Is(err, ErrConflict) {
-		t.Errorf("Update of a missing key: got %v, want ErrConflict", err)
+	if _, err := kv.Update(ctx, "l-missing", []byte("x"), rev1); !errors.Is(err, ErrRevisionMismatch) {
+		t.Errorf("Update of a missing key: got %v, want ErrRevisionMismatch", err)
 	}
 	val, rev, err := kv.Get(ctx, "l-1")
 	if err != nil || string(val) != "v2" || rev != rev2 {
 		t.Errorf("Get = %q, %d, %v; want v2, %d", val, rev, err, rev2)
 	}
-	if err := kv.Delete(ctx, "l-1", rev1); !errors.Is(err, ErrConflict) {
-		t.Errorf("Delete with stale revision: got %v, want ErrConflict", err)
+	if err := kv.Delete(ctx, "l-1", rev1); !errors.Is(err, ErrRevisionMismatch) {
+		t.Errorf("Delete with stale revision: got %v, want ErrRevisionMismatch", err)
 	}
 	if _, err := kv.Create(ctx, "l-2", []byte("w")); err != nil {
 		t.Fatal(err)
@@ -57,11 +57,11 @@ func TestKVCompareAndSwap(t *testing.T) {
 	if err := kv.Delete(ctx, "l-1", rev2); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := kv.Get(ctx, "l-1"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get after Delete: got %v, want ErrNotFound", err)
+	if _, _, err := kv.Get(ctx, "l-1"); !errors.Is(err, ErrNoKey) {
+		t.Errorf("Get after Delete: got %v, want ErrNoKey", err)
 	}
-	if _, _, err := kv.Get(ctx, "never"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get of a missing key: got %v, want ErrNotFound", err)
+	if _, _, err := kv.Get(ctx, "never"); !errors.Is(err, ErrNoKey) {
+		t.Errorf("Get of a missing key: got %v, want ErrNoKey", err)
 	}
 	// A deleted key can be created again.
 	rev3, err := kv.Create(ctx, "l-1", []byte("v3"))

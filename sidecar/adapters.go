@@ -332,7 +332,7 @@ func (s *kvStore) Save(ctx context.Context, l *admission.Lease) error {
 		}
 	}
 	switch {
-	case errors.Is(err, bus.ErrExists), errors.Is(err, bus.ErrConflict):
+	case errors.Is(err, bus.ErrExists), errors.Is(err, bus.ErrRevisionMismatch):
 		return fmt.Errorf("save lease %s: %w: %w", l.ID, admission.ErrConflict, err)
 	case err != nil:
 		err = fmt.Errorf("save lease %s: %w", l.ID, err)
@@ -359,13 +359,13 @@ func (s *kvStore) Delete(ctx context.Context, l *admission.Lease) error {
 	// A delete whose acknowledgement was lost landed all the same when the
 	// key is gone; a retry of it then finds the revision moved (its own
 	// delete marker). Either way the lease is deleted.
-	if (bus.Unacknowledged(err) || errors.Is(err, bus.ErrConflict)) && s.gone(ctx, l.ID) {
+	if (bus.Unacknowledged(err) || errors.Is(err, bus.ErrRevisionMismatch)) && s.gone(ctx, l.ID) {
 		return nil
 	}
 	switch {
-	case errors.Is(err, bus.ErrNotFound):
+	case errors.Is(err, bus.ErrNoKey):
 		return fmt.Errorf("delete lease %s: %w", l.ID, admission.ErrNotFound)
-	case errors.Is(err, bus.ErrConflict):
+	case errors.Is(err, bus.ErrRevisionMismatch):
 		return fmt.Errorf("delete lease %s: %w: %w", l.ID, admission.ErrConflict, err)
 	}
 	s.wrote(err)
@@ -386,7 +386,7 @@ func (s *kvStore) landed(ctx context.Context, id string, want []byte) (uint64, b
 // gone reports whether lease id has no record in the store now.
 func (s *kvStore) gone(ctx context.Context, id string) bool {
 	_, _, err := s.settle(ctx, id)
-	return errors.Is(err, bus.ErrNotFound)
+	return errors.Is(err, bus.ErrNoKey)
 }
 
 // settle reads lease id as the store has it now, with a deadline of its
