@@ -18,6 +18,7 @@ import (
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/simserver"
+	"github.com/colocd/colocd/internal/termtext"
 	"github.com/colocd/colocd/launch"
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
@@ -415,7 +416,7 @@ func (d *demo) admit(ctx context.Context, a demoAsk, profile []byte) (*bus.Lease
 	if dec.ActiveThreadPct > 0 {
 		verdict += fmt.Sprintf(" at %d %%", dec.ActiveThreadPct)
 	}
-	lines = append(lines, fmt.Sprintf("  -> %s (%s): %s", verdict, dec.Reason.Code, commentText(dec.Reason.Message)))
+	lines = append(lines, fmt.Sprintf("  -> %s (%s): %s", verdict, dec.Reason.Code, termtext.Line(dec.Reason.Message)))
 	if j := dec.Joint; j != nil {
 		for _, jj := range j.Jobs {
 			if jj.LeaseID != "" && jj.Pct != jj.WasPct {
@@ -569,7 +570,7 @@ func (d *demo) event(ctx context.Context, ev bus.Event, l *bus.Lease) error {
 	st := demoStep{Kind: "guard", Job: ev.JobID, Pct: ev.ActiveThreadPct, Event: &ev}
 	switch ev.Type {
 	case bus.EventThrottle:
-		lines := []string{fmt.Sprintf("guard: THROTTLE %s to %d %%: %s", ev.JobID, ev.ActiveThreadPct, commentText(ev.Reason))}
+		lines := []string{fmt.Sprintf("guard: THROTTLE %s to %d %%: %s", ev.JobID, ev.ActiveThreadPct, termtext.Line(ev.Reason))}
 		if ev.Deadline != nil && d.runRecs != nil && l.ID == d.runLease {
 			old := d.runPID
 			rec, err := d.awaitRestart(ctx, ev)
@@ -596,7 +597,7 @@ func (d *demo) event(ctx context.Context, ev bus.Event, l *bus.Lease) error {
 		return nil
 	case bus.EventRevoke:
 		st.PIDs = []int{d.workers.pid(ev.JobID)}
-		d.say(st, fmt.Sprintf("guard: REVOKE %s: %s", ev.JobID, commentText(ev.Reason)), "  the launcher stops the worker")
+		d.say(st, fmt.Sprintf("guard: REVOKE %s: %s", ev.JobID, termtext.Line(ev.Reason)), "  the launcher stops the worker")
 		d.workers.stop(ev.JobID)
 		return nil
 	case bus.EventExpire:
@@ -604,11 +605,11 @@ func (d *demo) event(ctx context.Context, ev bus.Event, l *bus.Lease) error {
 		pid := d.workers.pid(ev.JobID)
 		d.workers.stop(ev.JobID)
 		st.PIDs = []int{pid}
-		d.say(st, fmt.Sprintf("EXPIRE %s: %s", ev.JobID, commentText(ev.Reason)),
+		d.say(st, fmt.Sprintf("EXPIRE %s: %s", ev.JobID, termtext.Line(ev.Reason)),
 			fmt.Sprintf("  the sidecar ended its MPS client (terminate_client) and freed its %d %%; the launcher stops the worker (pid %d)", ev.ActiveThreadPct, pid))
 		return nil
 	case bus.EventRaise:
-		d.say(st, fmt.Sprintf("raise offered to %s: %d %% (%s); the launcher keeps its percentage", ev.JobID, ev.ActiveThreadPct, commentText(ev.Reason)))
+		d.say(st, fmt.Sprintf("raise offered to %s: %d %% (%s); the launcher keeps its percentage", ev.JobID, ev.ActiveThreadPct, termtext.Line(ev.Reason)))
 	}
 	return nil
 }

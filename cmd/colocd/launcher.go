@@ -16,6 +16,7 @@ import (
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/termtext"
 	"github.com/colocd/colocd/predictor"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -147,7 +148,7 @@ return the same decision instead of a second lease (default: a random id).`,
 					return err
 				}
 				if d.Decision == bus.DecisionDeny {
-					return deniedError{fmt.Errorf("admit: denied (%s): %s", commentText(d.Reason.Code), commentText(d.Reason.Message))}
+					return deniedError{fmt.Errorf("admit: denied (%s): %s", termtext.Line(d.Reason.Code), termtext.Line(d.Reason.Message))}
 				}
 				return nil
 			}
@@ -362,7 +363,7 @@ func newQuoteCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "sidecar\tdecision\treason")
 			for _, d := range ds {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", commentText(d.Sidecar), commentText(d.Decision), commentText(d.Reason.Message))
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", termtext.Line(d.Sidecar), termtext.Line(d.Decision), termtext.Line(d.Reason.Message))
 				printJointCost(tw, d.Joint)
 			}
 			return tw.Flush()
@@ -388,7 +389,7 @@ func printJointCost(w io.Writer, j *bus.Joint) {
 			continue
 		}
 		fmt.Fprintf(w, "\t\t  job %s: %d %% → %d %%, %.0f %% → %.0f %% of its solo speed (weight %g)\n",
-			commentText(job.JobID), job.WasPct, job.Pct, 100*job.WasThroughput, 100*job.Throughput, job.Weight)
+			termtext.Line(job.JobID), job.WasPct, job.Pct, 100*job.WasThroughput, 100*job.Throughput, job.Weight)
 	}
 	fmt.Fprintf(w, "\t\t  weighted throughput: %.3f → %.3f (SLO slack priced at %.3g)\n", j.WeightedThroughputBefore, j.WeightedThroughput, j.Prices.SLO)
 }
@@ -466,7 +467,7 @@ func newRenewCmd() *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "colocd: lease %s is revoked: stop its processes by %s\n", l.ID, deadlineOf(l))
 			case was != "" && l.Instance == nil && was != strconv.Itoa(l.ActiveThreadPct):
 				fmt.Fprintf(cmd.ErrOrStderr(), "colocd: lease %s is now at %d %% (the job's processes started at %s %%): restart them with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d and register them by %s, or use colocd run, which does\n",
-					l.ID, l.ActiveThreadPct, commentText(was), l.ActiveThreadPct, deadlineOf(l))
+					l.ID, l.ActiveThreadPct, termtext.Line(was), l.ActiveThreadPct, deadlineOf(l))
 			}
 			return nil
 		})
@@ -542,10 +543,10 @@ func printStatus(w io.Writer, st *bus.Status) error {
 	if !st.Ready {
 		ready = "NOT READY"
 	}
-	fmt.Fprintf(w, "sidecar %s (%s, mode %s): %s\n", commentText(st.Sidecar), commentText(st.GPU.Name), commentText(st.Mode), ready)
-	fmt.Fprintf(w, "gpu %s: %d of %d MiB free\n", commentText(st.GPU.UUID), st.GPU.MemoryFreeMiB, st.GPU.MemoryTotalMiB)
+	fmt.Fprintf(w, "sidecar %s (%s, mode %s): %s\n", termtext.Line(st.Sidecar), termtext.Line(st.GPU.Name), termtext.Line(st.Mode), ready)
+	fmt.Fprintf(w, "gpu %s: %d of %d MiB free\n", termtext.Line(st.GPU.UUID), st.GPU.MemoryFreeMiB, st.GPU.MemoryTotalMiB)
 	if r := st.ConfigRejected; r != nil {
-		fmt.Fprintf(w, "config: the edit at %s was rejected, the configuration before it is in force: %s\n", r.At.Format(time.RFC3339), commentText(r.Error))
+		fmt.Fprintf(w, "config: the edit at %s was rejected, the configuration before it is in force: %s\n", r.At.Format(time.RFC3339), termtext.Line(r.Error))
 	}
 	names := make([]string, 0, len(st.Health))
 	for n := range st.Health {
@@ -553,7 +554,7 @@ func printStatus(w io.Writer, st *bus.Status) error {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %s: %s\n", commentText(n), commentText(st.Health[n]))
+		fmt.Fprintf(w, "  %s: %s\n", termtext.Line(n), termtext.Line(st.Health[n]))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -561,9 +562,9 @@ func printStatus(w io.Writer, st *bus.Status) error {
 	for _, s := range st.Services {
 		orate, op99, state := "—", "—", "not configured"
 		if o := s.Observed; o != nil {
-			orate, op99, state = numOrDash(o.RateRPS), numOrDash(o.P99MS), commentText(o.State)
+			orate, op99, state = numOrDash(o.RateRPS), numOrDash(o.P99MS), termtext.Line(o.State)
 		}
-		guard := commentText(s.Guard)
+		guard := termtext.Line(s.Guard)
 		if s.Correction > 1 {
 			guard += fmt.Sprintf(" ×%.2f", s.Correction)
 		}
@@ -571,7 +572,7 @@ func printStatus(w io.Writer, st *bus.Status) error {
 		if s.PredictedP99UpperMS > 0 {
 			upper = fmt.Sprintf("%.2f", s.PredictedP99UpperMS)
 		}
-		name := commentText(s.Name)
+		name := termtext.Line(s.Name)
 		if s.SLOMetric == "step" { // an LLM engine: steps/s and step latencies
 			name += " (steps)"
 		}
@@ -585,13 +586,13 @@ func printStatus(w io.Writer, st *bus.Status) error {
 	for _, l := range st.Leases {
 		on, pct := "shared", strconv.Itoa(l.ActiveThreadPct)
 		if l.Instance != nil {
-			on, pct = "MIG "+commentText(l.Instance.Profile)+" "+commentText(l.Instance.UUID)+" (whole)", "—"
+			on, pct = "MIG "+termtext.Line(l.Instance.Profile)+" "+termtext.Line(l.Instance.UUID)+" (whole)", "—"
 		}
-		state := commentText(l.State)
+		state := termtext.Line(l.State)
 		if l.Deadline != nil {
 			state += " until " + l.Deadline.Format(time.TimeOnly)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", commentText(l.ID), commentText(l.JobID), commentText(l.Owner), pct, state, l.ExpiresAt.Format(time.RFC3339), l.PIDs, on)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", termtext.Line(l.ID), termtext.Line(l.JobID), termtext.Line(l.Owner), pct, state, l.ExpiresAt.Format(time.RFC3339), l.PIDs, on)
 	}
 	return tw.Flush()
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/termtext"
 	"github.com/colocd/colocd/sidecar"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -625,12 +626,12 @@ func summarize(op string, ds []time.Duration) opStats {
 
 // print writes the report as text.
 func (rep *loadReport) print(w io.Writer) error {
-	fmt.Fprintf(w, "colocd loadtest: %d launchers for %.1f s against sidecar %s (%s, %s)\n", rep.Launchers, rep.DurationS, commentText(rep.Sidecar), rep.Target, commentText(rep.Server))
+	fmt.Fprintf(w, "colocd loadtest: %d launchers for %.1f s against sidecar %s (%s, %s)\n", rep.Launchers, rep.DurationS, termtext.Line(rep.Sidecar), rep.Target, termtext.Line(rep.Server))
 	fmt.Fprintf(w, "admits: %d (%.1f/s), cycles %d (%.1f/s); profile %d bytes, sent %s\n", rep.Admits, rep.AdmitsPerS, rep.Cycles, rep.CyclesPerS, rep.ProfileSize, rep.ProfileSent)
 	fmt.Fprintf(w, "outcomes: %s; deny reasons: %s\n", countList(rep.Outcomes), countList(rep.DenyCodes))
 	fmt.Fprintf(w, "errors: %d%s\n", rep.Errors, parenList(rep.ErrorsByCode))
 	for _, e := range rep.FirstErrors {
-		fmt.Fprintf(w, "  %s\n", commentText(e))
+		fmt.Fprintf(w, "  %s\n", termtext.Line(e))
 	}
 	maxJobs := "not checked"
 	if rep.Leases.MaxJobs > 0 {
@@ -671,7 +672,7 @@ func countList(m map[string]int) string {
 	slices.Sort(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", commentText(k), m[k])
+		parts[i] = fmt.Sprintf("%s %d", termtext.Line(k), m[k])
 	}
 	return strings.Join(parts, ", ")
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/termtext"
 )
 
 func newPlaceCmd() *cobra.Command {
@@ -57,7 +58,7 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "# placed on %s: %d sidecars summarised, %d could take it, %d quoted, admitted at the %s tried\n",
-				commentText(p.Sidecar), p.Summaries, len(p.Candidates), len(p.Quotes), ordinal(len(p.Tried)))
+				termtext.Line(p.Sidecar), p.Summaries, len(p.Candidates), len(p.Quotes), ordinal(len(p.Tried)))
 			lf.sidecar = p.Sidecar
 			token := ""
 			if p.Decision.Lease != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/colocd/colocd/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -55,7 +56,7 @@ container image's HEALTHCHECK, which has no curl.`,
 					return err
 				}
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%d %s\n", r.Status, commentText(r.Body))
+				fmt.Fprintf(cmd.OutOrStdout(), "%d %s\n", r.Status, termtext.Line(r.Body))
 			}
 			if !r.OK {
 				return fmt.Errorf("probe: %s answered %d", target, r.Status)

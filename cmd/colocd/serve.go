@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/termtext"
 	"github.com/colocd/colocd/sidecar"
 	"github.com/spf13/cobra"
 )
@@ -55,7 +56,7 @@ SIGINT or SIGTERM shut it down gracefully; no lease is lost.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "colocd serving sidecar %s: nats %s, http %s\n", s.ID(), orEmbedded(s.ClientURL(), cfg.NATS.URL), s.HTTPAddr())
 			if f := s.LauncherNKeyFile(); f != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "launchers connect with: export %s=%s %s=%s\n", envNKey, shellQuote(f), envSidecar, shellQuote(s.ID()))
+				fmt.Fprintf(cmd.OutOrStdout(), "launchers connect with: export %s=%s %s=%s\n", envNKey, termtext.ShellQuote(f), envSidecar, termtext.ShellQuote(s.ID()))
 			}
 			return s.Run(cmd.Context())
 		},

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/colocd/colocd/internal/termtext"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -74,7 +75,7 @@ func printSweep(w io.Writer, r *sweepResult) {
 	}
 	col := func(v float64) int { return int(math.Round(v / top * sweepWidth)) }
 	slo := -1
-	head := fmt.Sprintf("# %s p99 of %s against the training job's MPS active-thread percentage", r.Metric, commentText(r.Service))
+	head := fmt.Sprintf("# %s p99 of %s against the training job's MPS active-thread percentage", r.Metric, termtext.Line(r.Service))
 	if r.SLOMS > 0 {
 		slo = col(r.SLOMS)
 		head += fmt.Sprintf(", SLO %.2f ms (:)", r.SLOMS)

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/termtext"
 )
 
 func newWatchCmd() *cobra.Command {
@@ -77,12 +78,12 @@ sequence N (the seq of a line printed earlier, plus one).`,
 // eventLine is an event as one line for a person.
 func eventLine(rec bus.EventRecord) string {
 	ev := rec.Event
-	s := fmt.Sprintf("%s  seq %d  %s  job %s  lease %s", ev.Time.Format(time.RFC3339), rec.Seq, ev.Type, commentText(ev.JobID), commentText(ev.LeaseID))
+	s := fmt.Sprintf("%s  seq %d  %s  job %s  lease %s", ev.Time.Format(time.RFC3339), rec.Seq, ev.Type, termtext.Line(ev.JobID), termtext.Line(ev.LeaseID))
 	if ev.ActiveThreadPct > 0 {
 		s += fmt.Sprintf("  to %d %%", ev.ActiveThreadPct)
 	}
 	if ev.Deadline != nil {
 		s += "  deadline " + ev.Deadline.Format(time.RFC3339)
 	}
-	return s + "  " + commentText(ev.Reason)
+	return s + "  " + termtext.Line(ev.Reason)
 }
