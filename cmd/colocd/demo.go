@@ -406,7 +406,7 @@ func (d *demo) admit(ctx context.Context, a demoAsk, profile []byte) (*bus.Lease
 		Compute: bus.Compute{MinPct: a.minPct, MaxPct: a.maxPct}, LeaseSeconds: int(a.lease.Seconds()), Checkpointable: true}
 	dec, err := d.client.Admit(ctx, d.id, req)
 	if err != nil {
-		return nil, fmt.Errorf("demo: admit %s: %w", a.job, describeBusError(err))
+		return nil, fmt.Errorf("demo: admit %s: %w", a.job, launch.Describe(err))
 	}
 	lines := []string{fmt.Sprintf("%s asks for %d-%d %% of the GPU's threads and %d GiB: %s", a.job, a.minPct, a.maxPct, a.memoryMiB>>10, a.what)}
 	for _, p := range dec.Predictions {
@@ -453,7 +453,7 @@ func (d *demo) admit(ctx context.Context, a demoAsk, profile []byte) (*bus.Lease
 	}
 	st.PIDs = []int{pid}
 	if err := d.client.Register(ctx, d.id, &bus.RegisterRequest{LeaseID: dec.Lease.ID, Token: dec.Lease.Token, PIDs: []int{pid}}); err != nil {
-		return nil, fmt.Errorf("demo: register %s: %w", a.job, describeBusError(err))
+		return nil, fmt.Errorf("demo: register %s: %w", a.job, launch.Describe(err))
 	}
 	lines = append(lines, fmt.Sprintf("     its worker (pid %d) starts with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%s and is registered; lease for %s",
 		pid, dec.Lease.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], a.lease))
@@ -483,7 +483,7 @@ func (d *demo) watch(ctx context.Context, heavy, light *bus.Lease) error {
 	for _, l := range []*bus.Lease{heavy, light} {
 		sub, err := d.client.Events(ctx, d.id, l.JobID, 1)
 		if err != nil {
-			return fmt.Errorf("demo: events of %s: %w", l.JobID, describeBusError(err))
+			return fmt.Errorf("demo: events of %s: %w", l.JobID, launch.Describe(err))
 		}
 		defer sub.Stop()
 		subs[l.JobID] = sub
@@ -508,7 +508,7 @@ func (d *demo) watch(ctx context.Context, heavy, light *bus.Lease) error {
 				continue
 			}
 			if _, err := d.client.Renew(ctx, d.id, &bus.LeaseRef{LeaseID: heavy.ID, Token: heavy.Token}); err != nil {
-				return fmt.Errorf("demo: renew %s: %w", heavy.JobID, describeBusError(err))
+				return fmt.Errorf("demo: renew %s: %w", heavy.JobID, launch.Describe(err))
 			}
 		case <-poll.C:
 			if throttled && lightDone && time.Since(lastThrottle) >= demoQuiet {
@@ -587,7 +587,7 @@ func (d *demo) event(ctx context.Context, ev bus.Event, l *bus.Lease) error {
 				return fmt.Errorf("demo: %s's worker: %w", ev.JobID, err)
 			}
 			if err := d.client.Register(ctx, d.id, &bus.RegisterRequest{LeaseID: l.ID, Token: l.Token, PIDs: []int{pid}}); err != nil {
-				return fmt.Errorf("demo: register %s: %w", ev.JobID, describeBusError(err))
+				return fmt.Errorf("demo: register %s: %w", ev.JobID, launch.Describe(err))
 			}
 			st.PIDs = []int{old, pid}
 			lines = append(lines, fmt.Sprintf("  the launcher restarts the worker from its checkpoint at %d %% (pid %d -> %d) and registers it, within the %s deadline",
@@ -618,7 +618,7 @@ func (d *demo) event(ctx context.Context, ev bus.Event, l *bus.Lease) error {
 func (d *demo) final(ctx context.Context) error {
 	st, err := d.client.Status(ctx, d.id)
 	if err != nil {
-		return fmt.Errorf("demo: status: %w", describeBusError(err))
+		return fmt.Errorf("demo: status: %w", launch.Describe(err))
 	}
 	lines := []string{"colocd status at the end:"}
 	for _, s := range st.Services {

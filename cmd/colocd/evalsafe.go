@@ -12,6 +12,7 @@ import (
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/termtext"
+	"github.com/colocd/colocd/launch"
 )
 
 // What `colocd admit` prints is eval'd by a shell, and it comes from a reply
@@ -101,7 +102,7 @@ func checkDecision(d *bus.Decision, sidecar string) error {
 // comments, then one `export KEY='value'` per variable, sorted. token is the
 // lease's secret, which the launcher drew itself.
 func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) error {
-	if err := checkDecision(d, lf.sidecar); err != nil {
+	if err := checkDecision(d, lf.Sidecar); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "# %s (%s): %s\n", d.Decision, d.Reason.Code, termtext.Line(d.Reason.Message))
@@ -126,14 +127,14 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 	} else {
 		fmt.Fprintf(w, "# lease %s for job %s at %d %% until %s\n", l.ID, termtext.Line(l.JobID), l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339))
 	}
-	env := map[string]string{envLease: l.ID, envToken: token, envSidecar: lf.sidecar, envServer: lf.server}
-	if lf.nkey != "" {
-		env[envNKey] = lf.nkey
+	env := map[string]string{launch.EnvLease: l.ID, launch.EnvToken: token, launch.EnvSidecar: lf.Sidecar, launch.EnvServer: lf.Server}
+	if lf.NKey != "" {
+		env[launch.EnvNKey] = lf.NKey
 	}
-	if lf.creds != "" {
-		env[envCreds] = lf.creds
+	if lf.Creds != "" {
+		env[launch.EnvCreds] = lf.Creds
 	}
-	for k, v := range map[string]string{envTLSCA: lf.tlsCA, envTLSCert: lf.tlsCert, envTLSKey: lf.tlsKey} {
+	for k, v := range map[string]string{launch.EnvTLSCA: lf.TLSCA, launch.EnvTLSCert: lf.TLSCert, launch.EnvTLSKey: lf.TLSKey} {
 		if v != "" {
 			env[k] = v
 		}

@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/launch"
 	"github.com/nats-io/nats.go"
 )
 
@@ -150,7 +151,7 @@ func FuzzPrintAdmit(f *testing.F) {
 			Predictions: []bus.ServicePrediction{{Service: service}},
 			Lease:       &bus.Lease{ID: id, Token: token, JobID: job, ActiveThreadPct: 50, Env: map[string]string{envKey: envVal}}}
 		var out strings.Builder
-		_ = printAdmit(&out, d, launcherFlags{sidecar: "gpu-x", server: "nats://x"}, token)
+		_ = printAdmit(&out, d, launcherFlags{Endpoint: launch.Endpoint{Sidecar: "gpu-x", Server: "nats://x"}}, token)
 		for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
 			switch {
 			case line == "":

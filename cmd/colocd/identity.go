@@ -11,6 +11,7 @@ import (
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/termtext"
+	"github.com/colocd/colocd/launch"
 	"github.com/spf13/cobra"
 )
 
@@ -80,7 +81,7 @@ once, and one removed is disconnected.`,
 				return printJSON(cmd.OutOrStdout(), map[string]string{"name": l.Name, "key": l.Key, "seed_file": absPath(out)})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "launcher %s: key %s\nits seed is in %s (mode 0600): give it to the launcher alone, e.g.\n  export %s=%s\n",
-				l.Name, l.Key, out, envNKey, termtext.ShellQuote(absPath(out)))
+				l.Name, l.Key, out, launch.EnvNKey, termtext.ShellQuote(absPath(out)))
 			return nil
 		},
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -97,29 +96,6 @@ func TestLauncherCommands(t *testing.T) {
 	_, _, err = runCLI(t, "status", "--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "no-such-gpu")
 	if err == nil || !strings.Contains(err.Error(), "no sidecar answered") {
 		t.Errorf("status of a missing sidecar: %v", err)
-	}
-}
-
-// TestSendProfileFallsBackInline: with no JetStream to hold the profile,
-// auto sends it inline and says why; ref fails with the reason.
-func TestSendProfileFallsBackInline(t *testing.T) {
-	nc := plainNATS(t) // JetStream off
-	c := bus.NewClient(nc, bus.WithTimeout(2*time.Second))
-	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", refAbove(c)) + `"}`)
-	req := &bus.AdmitRequest{Profile: big}
-	var warn strings.Builder
-	if err := sendProfile(context.Background(), c, "", req, sendAuto, &warn); err != nil {
-		t.Fatalf("auto: %v", err)
-	}
-	if string(req.Profile) != string(big) || req.ProfileRef != "" || !strings.Contains(warn.String(), "sending the profile inline") {
-		t.Errorf("auto without JetStream: ref %q, warning %q", req.ProfileRef, warn.String())
-	}
-	if err := sendProfile(context.Background(), c, "", req, sendRef, &warn); err == nil || !strings.Contains(err.Error(), "--send-profile ref") {
-		t.Errorf("ref without JetStream: %v", err)
-	}
-	small := &bus.AdmitRequest{Profile: json.RawMessage(`{}`)}
-	if err := sendProfile(context.Background(), c, "", small, sendAuto, &warn); err != nil || small.ProfileRef != "" {
-		t.Errorf("a small profile goes inline without asking the store: %v %q", err, small.ProfileRef)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/termtext"
+	"github.com/colocd/colocd/launch"
 	"github.com/colocd/colocd/sidecar"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -106,7 +107,7 @@ when a lease of the run is still live after it.`,
 	fs.IntVar(&f.launchers, "launchers", 50, "concurrent launchers, each with its own connection")
 	fs.DurationVar(&f.duration, "duration", 30*time.Second, "how long launchers start new cycles (a cycle under way finishes)")
 	fs.StringVar(&f.profile, "profile", "testdata/profiles/v100-train-step.json", "the training profile every admit sends")
-	fs.StringVar(&f.sendProfile, "send-profile", sendAuto, "how admits send the profile, as colocd run does: auto (by reference when large: uploaded once, before the load), inline or ref")
+	fs.StringVar(&f.sendProfile, "send-profile", launch.SendAuto, "how admits send the profile, as colocd run does: auto (by reference when large: uploaded once, before the load), inline or ref")
 	fs.IntVar(&f.memoryMiB, "memory-mib", 1000, "GPU memory each admit asks for, MiB")
 	fs.IntVar(&f.maxJobs, "max-jobs", 0, "--embedded: the sidecar's admission.max_jobs (0: the default, 4); otherwise the bound to check the sampled leases against (0: not checked)")
 	fs.BoolVar(&f.embedded, "embedded", false, "start an in-process sidecar and load it over TCP loopback")
@@ -294,14 +295,14 @@ func runLoadtest(ctx context.Context, f *loadtestFlags, stderr io.Writer) (*load
 	lt := &loadtest{f: f, lf: f.lf, jobPrefix: "lt-" + strings.ToLower(rand.Text()[:8])}
 	lt.req = bus.AdmitRequest{Job: bus.Job{ID: lt.jobPrefix, Owner: "loadtest"}, MemoryMiB: f.memoryMiB, Processes: 1,
 		Compute: bus.Compute{MinPct: 10, MaxPct: 100}}
-	if err := fillAdmitRequest(&lt.req, f.profile, 0, f.sendProfile); err != nil {
+	if err := launch.FillRequest(&lt.req, f.profile, 0, f.sendProfile); err != nil {
 		return nil, err
 	}
 	lt.req.RequestID = "" // Admit draws one per cycle
 	rep := &loadReport{Target: "external", Launchers: f.launchers, ProfileSize: len(lt.req.Profile), Baseline: pingSubject + " round trip (answered by the NATS micro library, no colocd code)"}
 	rep.Leases.MaxJobs = f.maxJobs
 	if !f.embedded {
-		rep.Sidecar, rep.Server = lt.lf.sidecar, lt.lf.server
+		rep.Sidecar, rep.Server = lt.lf.Sidecar, lt.lf.Server
 		return rep, lt.run(ctx, rep)
 	}
 	s, seeds, stop, err := startEmbedded(ctx, f, stderr)
@@ -309,8 +310,8 @@ func runLoadtest(ctx context.Context, f *loadtestFlags, stderr io.Writer) (*load
 		return nil, err
 	}
 	lt.seeds = seeds
-	lt.lf.server, lt.lf.nkey, lt.lf.sidecar = s.ClientURL(), s.LauncherNKeyFile(), s.ID()
-	lt.lf.creds, lt.lf.tlsCA, lt.lf.tlsCert, lt.lf.tlsKey = "", "", "", ""
+	lt.lf.Server, lt.lf.NKey, lt.lf.Sidecar = s.ClientURL(), s.LauncherNKeyFile(), s.ID()
+	lt.lf.Creds, lt.lf.TLSCA, lt.lf.TLSCert, lt.lf.TLSKey = "", "", "", ""
 	rep.Target, rep.Sidecar, rep.Server = "embedded", s.ID(), s.ClientURL()
 	if rep.Leases.MaxJobs == 0 {
 		rep.Leases.MaxJobs = configs.Default().Admission.MaxJobs
@@ -372,7 +373,7 @@ func startEmbedded(ctx context.Context, f *loadtestFlags, stderr io.Writer) (_ *
 		err := <-done
 		return errors.Join(err, os.RemoveAll(dir))
 	}
-	deadline := time.Now().Add(f.lf.timeout)
+	deadline := time.Now().Add(f.lf.Timeout)
 	for s.Ready() != nil {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			err := s.Ready()
@@ -417,9 +418,9 @@ func (lt *loadtest) run(ctx context.Context, rep *loadReport) error {
 	for i := range lt.f.launchers + 1 { // the last is the sampler's
 		lf := lt.lf
 		if i < len(lt.seeds) {
-			lf.nkey = lt.seeds[i]
+			lf.NKey = lt.seeds[i]
 		}
-		c, nc, err := lf.connect(true)
+		c, nc, err := lf.Dial(true)
 		if err != nil {
 			return err
 		}
@@ -427,7 +428,7 @@ func (lt *loadtest) run(ctx context.Context, rep *loadReport) error {
 	}
 	sampler := conns[len(conns)-1].c
 	// The profile as colocd run sends it: uploaded once when large.
-	if err := sendProfile(ctx, sampler, lt.lf.sidecar, &lt.req, lt.f.sendProfile, io.Discard); err != nil {
+	if err := launch.SendProfile(ctx, sampler, lt.lf.Sidecar, &lt.req, lt.f.sendProfile, io.Discard); err != nil {
 		return err
 	}
 	rep.ProfileSent = "inline"
@@ -487,7 +488,7 @@ func (lt *loadtest) launcher(ctx context.Context, i int, c *bus.Client, nc *nats
 func (lt *loadtest) cycle(t *tally, c *bus.Client, jobID string) bool {
 	req := lt.req // a fresh request id and token per cycle, drawn by Admit
 	req.Job.ID = jobID
-	sid := lt.lf.sidecar
+	sid := lt.lf.Sidecar
 	var d *bus.Decision
 	if !lt.call(t, opAdmit, func(ctx context.Context) (err error) {
 		d, err = c.Admit(ctx, sid, &req)
@@ -516,7 +517,7 @@ func (lt *loadtest) cycle(t *tally, c *bus.Client, jobID string) bool {
 // call times one round trip, bounded by --timeout. It is not cut short by
 // the end of the run or an interrupt, so that a granted lease is released.
 func (lt *loadtest) call(t *tally, op string, f func(ctx context.Context) error) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), lt.lf.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), lt.lf.Timeout)
 	defer cancel()
 	t0 := time.Now()
 	err := f(ctx)
@@ -531,7 +532,7 @@ func (lt *loadtest) sample(c *bus.Client, stop <-chan struct{}, ls *leaseStats) 
 	for {
 		var st *bus.Status
 		if lt.call(t, opStatus, func(ctx context.Context) (err error) {
-			st, err = c.Status(ctx, lt.lf.sidecar)
+			st, err = c.Status(ctx, lt.lf.Sidecar)
 			return err
 		}) {
 			ls.Samples++
@@ -555,7 +556,7 @@ func (lt *loadtest) sample(c *bus.Client, stop <-chan struct{}, ls *leaseStats) 
 func (lt *loadtest) leftAfter(c *bus.Client, t *tally, ls *leaseStats) {
 	var st *bus.Status
 	if !lt.call(t, opStatus, func(ctx context.Context) (err error) {
-		st, err = c.Status(ctx, lt.lf.sidecar)
+		st, err = c.Status(ctx, lt.lf.Sidecar)
 		return err
 	}) {
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/termtext"
+	"github.com/colocd/colocd/launch"
 )
 
 func newPlaceCmd() *cobra.Command {
@@ -50,16 +51,16 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 					af.retryHint(cmd.ErrOrStderr(), p.Tried[len(p.Tried)-1], err)
 				}
 				if p != nil && p.Summaries > 0 && noOffer(err) {
-					return deniedError{describeBusError(err)}
+					return deniedError{launch.Describe(err)}
 				}
-				return describeBusError(err)
+				return launch.Describe(err)
 			}
 			if lf.asJSON {
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "# placed on %s: %d sidecars summarised, %d could take it, %d quoted, admitted at the %s tried\n",
 				termtext.Line(p.Sidecar), p.Summaries, len(p.Candidates), len(p.Quotes), ordinal(len(p.Tried)))
-			lf.sidecar = p.Sidecar
+			lf.Sidecar = p.Sidecar
 			token := ""
 			if p.Decision.Lease != nil {
 				token = p.Decision.Lease.Token

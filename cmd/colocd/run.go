@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
@@ -61,10 +59,10 @@ one line on stderr (--json: one JSON object a line).`,
 			if node != "" && !place {
 				return usageError{errors.New("run: --node: only with --place")}
 			}
-			if !place && lf.sidecar == "" {
-				return usageError{errors.New("run: --sidecar: want the sidecar's id (env " + envSidecar + "), or --place to choose one from the fleet")}
+			if !place && lf.Sidecar == "" {
+				return usageError{errors.New("run: --sidecar: want the sidecar's id (env " + launch.EnvSidecar + "), or --place to choose one from the fleet")}
 			}
-			lf.persistent = true
+			lf.Persistent = true
 			client, nc, err := af.prepare(cmd, &lf, !place)
 			if err != nil {
 				return fmt.Errorf("run: %w", err)
@@ -75,15 +73,15 @@ one line on stderr (--json: one JSON object a line).`,
 			cfg.Log, cfg.JSON = cmd.ErrOrStderr(), lf.asJSON
 			cfg.Processes = af.req.Processes
 			ctx := bus.TraceFromEnv(cmd.Context(), os.Getenv)
-			res, err := launch.Run(ctx, cfg, client, runAdmitter(client, &af.req, lf.sidecar, place, bus.PlaceOptions{K: k, Node: node}))
+			res, err := launch.Run(ctx, cfg, client, runAdmitter(client, &af.req, lf.Sidecar, place, bus.PlaceOptions{K: k, Node: node}))
 			var de *launch.DeniedError
 			switch {
 			case errors.As(err, &de):
 				return deniedError{fmt.Errorf("run: %w", err)}
 			case err != nil && noOffer(err):
-				return deniedError{fmt.Errorf("run: no GPU would take the job: %w", describeBusError(err))}
+				return deniedError{fmt.Errorf("run: no GPU would take the job: %w", launch.Describe(err))}
 			case err != nil:
-				return statusError{code: res.Status, err: fmt.Errorf("run: %w", describeBusError(err))}
+				return statusError{code: res.Status, err: fmt.Errorf("run: %w", launch.Describe(err))}
 			case res.Status != 0:
 				return statusError{code: res.Status}
 			}
@@ -102,7 +100,7 @@ one line on stderr (--json: one JSON object a line).`,
 	fs.BoolVar(&cfg.Readmit, "readmit", false, "after a revoke or a lost lease, ask for a new lease with backoff and start CMD again, instead of exiting 75 or 69")
 	fs.DurationVar(&cfg.WaitForSlot, "wait-for-slot", 0, "after a deny (or a sidecar busy or away), ask again with backoff and jitter for up to this long before exiting 3")
 	fs.DurationVar(&cfg.RegisterEvery, "register-every", launch.DefaultRegisterEvery, "how often CMD's processes are read again and, when they changed, registered")
-	fs.BoolVar(&cfg.PassToken, "pass-token", false, "put the lease token in CMD's environment ("+envToken+"); by default CMD never sees it")
+	fs.BoolVar(&cfg.PassToken, "pass-token", false, "put the lease token in CMD's environment ("+launch.EnvToken+"); by default CMD never sees it")
 	return cmd
 }
 
@@ -140,7 +138,3 @@ func runAdmitter(c *bus.Client, base *bus.AdmitRequest, sidecar string, place bo
 		}
 	}
 }
-
-// runOptions are the connection options of a long-lived launcher: it
-// reconnects for as long as it runs.
-var runOptions = []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.ReconnectJitter(500*time.Millisecond, time.Second)}

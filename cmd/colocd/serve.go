@@ -8,6 +8,7 @@ import (
 
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/termtext"
+	"github.com/colocd/colocd/launch"
 	"github.com/colocd/colocd/sidecar"
 	"github.com/spf13/cobra"
 )
@@ -56,7 +57,7 @@ SIGINT or SIGTERM shut it down gracefully; no lease is lost.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "colocd serving sidecar %s: nats %s, http %s\n", s.ID(), orEmbedded(s.ClientURL(), cfg.NATS.URL), s.HTTPAddr())
 			if f := s.LauncherNKeyFile(); f != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "launchers connect with: export %s=%s %s=%s\n", envNKey, termtext.ShellQuote(f), envSidecar, termtext.ShellQuote(s.ID()))
+				fmt.Fprintf(cmd.OutOrStdout(), "launchers connect with: export %s=%s %s=%s\n", launch.EnvNKey, termtext.ShellQuote(f), launch.EnvSidecar, termtext.ShellQuote(s.ID()))
 			}
 			return s.Run(cmd.Context())
 		},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/simserver"
+	"github.com/colocd/colocd/launch"
 	"github.com/colocd/colocd/predictor"
 	"github.com/spf13/cobra"
 )
@@ -73,17 +74,17 @@ interrupt.`,
 			defer wg.Wait()
 			defer cancel()
 			jobs := &simJobs{}
-			if lf.sidecar != "" {
-				client, nc, err := lf.connect(true)
+			if lf.Sidecar != "" {
+				client, nc, err := lf.Dial(true)
 				if err != nil {
 					return fmt.Errorf("simserve: %w", err)
 				}
 				defer nc.Close()
 				wg.Go(func() {
 					jobs.follow(ctx, poll, func(ctx context.Context) ([]simserver.Trainer, error) {
-						st, err := client.Status(ctx, lf.sidecar)
+						st, err := client.Status(ctx, lf.Sidecar)
 						if err != nil {
-							return nil, describeBusError(err)
+							return nil, launch.Describe(err)
 						}
 						return runningTrainers(st, tr), nil
 					}, cmd.ErrOrStderr())

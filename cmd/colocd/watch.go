@@ -8,6 +8,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/termtext"
+	"github.com/colocd/colocd/launch"
 )
 
 func newWatchCmd() *cobra.Command {
@@ -30,8 +31,8 @@ sequence N (the seq of a line printed earlier, plus one).`,
 			if all && from > 0 {
 				return usageError{fmt.Errorf("watch: --all and --from-seq: want one of them")}
 			}
-			lf.persistent = true
-			client, nc, err := lf.connect(true)
+			lf.Persistent = true
+			client, nc, err := lf.Dial(true)
 			if err != nil {
 				return fmt.Errorf("watch: %w", err)
 			}
@@ -39,14 +40,14 @@ sequence N (the seq of a line printed earlier, plus one).`,
 			var sub *bus.EventSubscription
 			switch {
 			case all:
-				sub, err = client.Events(cmd.Context(), lf.sidecar, job, 1)
+				sub, err = client.Events(cmd.Context(), lf.Sidecar, job, 1)
 			case from > 0:
-				sub, err = client.Events(cmd.Context(), lf.sidecar, job, from)
+				sub, err = client.Events(cmd.Context(), lf.Sidecar, job, from)
 			default:
-				sub, err = client.EventsSince(cmd.Context(), lf.sidecar, job, time.Now())
+				sub, err = client.EventsSince(cmd.Context(), lf.Sidecar, job, time.Now())
 			}
 			if err != nil {
-				return fmt.Errorf("watch: %w", describeBusError(err))
+				return fmt.Errorf("watch: %w", launch.Describe(err))
 			}
 			defer sub.Stop()
 			w := cmd.OutOrStdout()
@@ -63,7 +64,7 @@ sequence N (the seq of a line printed earlier, plus one).`,
 				fmt.Fprintln(w, eventLine(rec))
 			}
 			if err := sub.Err(); err != nil {
-				return fmt.Errorf("watch: %w", describeBusError(err))
+				return fmt.Errorf("watch: %w", launch.Describe(err))
 			}
 			return cmd.Context().Err()
 		},
