@@ -17,12 +17,12 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
-	"github.com/colocd/colocd/internal/simserver"
 	"github.com/colocd/colocd/internal/termtext"
 	"github.com/colocd/colocd/launch"
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
 	"github.com/colocd/colocd/sidecar"
+	"github.com/colocd/colocd/simserver"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -204,7 +204,7 @@ func (d *demo) run(ctx context.Context, infPath, trainPath string) (err error) {
 
 	// The simulated inference server, with the jobs the sidecar's status
 	// shows running.
-	jobs := &simJobs{}
+	jobs := &simserver.Jobs{}
 	srvURL, stopSrv, err := d.startServer(inf, jobs)
 	if err != nil {
 		return err
@@ -269,12 +269,12 @@ func (d *demo) run(ctx context.Context, infPath, trainPath string) (err error) {
 	followCtx, stopFollowing := context.WithCancel(ctx)
 	defer func() { stopFollowing(); followers.Wait() }()
 	followers.Go(func() {
-		jobs.follow(followCtx, 500*time.Millisecond, func(ctx context.Context) ([]simserver.Trainer, error) {
+		jobs.Follow(followCtx, 500*time.Millisecond, func(ctx context.Context) ([]simserver.Trainer, error) {
 			st, err := d.client.Status(ctx, d.id)
 			if err != nil {
 				return nil, err
 			}
-			return runningTrainers(st, tr), nil
+			return simserver.TrainersOf(st, tr), nil
 		}, io.Discard)
 	})
 
@@ -314,7 +314,7 @@ func (d *demo) logTail(path string) {
 
 // startServer serves the simulated inference server's vLLM metrics page
 // on a free port: demoRPS requests a second, demoRiseRPS after demoRiseAt.
-func (d *demo) startServer(inf *predictor.Profile, jobs *simJobs) (string, func(), error) {
+func (d *demo) startServer(inf *predictor.Profile, jobs *simserver.Jobs) (string, func(), error) {
 	cal, err := predictor.ResolveCalibration("", "NVIDIA H200")
 	if err != nil {
 		return "", nil, fmt.Errorf("demo: %w", err)
@@ -325,11 +325,11 @@ func (d *demo) startServer(inf *predictor.Profile, jobs *simJobs) (string, func(
 	}
 	srv, err := simserver.New(simserver.Config{Preset: "vllm", ModelName: demoService, Arrivals: arrivals, Start: d.start,
 		Latency:  &simserver.Model{Inference: inf, Calibration: cal, Mode: predictor.ModeMPS, Requests: 1000, Seed: 1, SMs: cal.Device.SMs},
-		Trainers: jobs.now, Seed: 1})
+		Trainers: jobs.Now, Seed: 1})
 	if err != nil {
 		return "", nil, fmt.Errorf("demo: the simulated server: %w", err)
 	}
-	hs, addr, _, err := simHTTP("127.0.0.1:0", srv)
+	hs, addr, _, err := simserver.Listen("127.0.0.1:0", srv)
 	if err != nil {
 		return "", nil, fmt.Errorf("demo: the simulated server: %w", err)
 	}
