@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/predictor/sweep"
 	"github.com/spf13/cobra"
 )
 
@@ -75,19 +76,19 @@ latency (TPOT) SLOs are written on.`,
 				if predictor.Mode(mode) != predictor.ModeMPS {
 					return usageError{fmt.Errorf("predict: --sweep: want --mode mps, got %q", mode)}
 				}
-				r, err := sweep(&pr, &sc, cal, sweepStep, sloMS)
+				r, err := sweep.Run(&pr, &sc, cal, sweepStep, sloMS)
 				if err != nil {
 					return err
 				}
 				if svgPath != "" {
-					if err := writeSweepSVG(svgPath, r); err != nil {
+					if err := r.WriteSVG(svgPath); err != nil {
 						return err
 					}
 				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), r)
 				}
-				printSweep(cmd.OutOrStdout(), r)
+				r.WriteText(cmd.OutOrStdout())
 				return nil
 			}
 			pred, err := pr.Predict(&sc, predictor.Mode(mode), cal)
