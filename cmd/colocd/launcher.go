@@ -49,6 +49,15 @@ func envOr(key, def string) string {
 	return def
 }
 
+// writeEnv prints a decision's shell lines (launch.WriteEnv); a deny exits 3.
+func writeEnv(w io.Writer, d *bus.Decision, lf *launcherFlags, token string) error {
+	err := launch.WriteEnv(w, d, &lf.Endpoint, token)
+	if errors.Is(err, launch.ErrDenied) {
+		return deniedError{err}
+	}
+	return err
+}
+
 // printJSON writes v as indented JSON: what every --json flag prints.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -99,7 +108,7 @@ return the same decision instead of a second lease (default: a random id).`,
 			if d.Lease != nil {
 				token = d.Lease.Token
 			}
-			return printAdmit(cmd.OutOrStdout(), d, lf, token)
+			return writeEnv(cmd.OutOrStdout(), d, &lf, token)
 		},
 	}
 	lf.register(cmd, true)

@@ -65,7 +65,7 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 			if p.Decision.Lease != nil {
 				token = p.Decision.Lease.Token
 			}
-			return printAdmit(cmd.OutOrStdout(), p.Decision, lf, token)
+			return writeEnv(cmd.OutOrStdout(), p.Decision, &lf, token)
 		},
 	}
 	lf.register(cmd, false)

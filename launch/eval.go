@@ -1,4 +1,4 @@
-package main
+package launch
 
 import (
 	"errors"
@@ -12,7 +12,6 @@ import (
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/termtext"
-	"github.com/colocd/colocd/launch"
 )
 
 // What `colocd admit` prints is eval'd by a shell, and it comes from a reply
@@ -36,14 +35,17 @@ var (
 	migRe = regexp.MustCompile(`^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
-// errHostileReply marks a reply that cannot have come from a colocd sidecar.
-var errHostileReply = errors.New("the reply is not a valid colocd decision (refusing to print it for eval)")
+// ErrHostileReply marks a reply that cannot have come from a colocd sidecar.
+var ErrHostileReply = errors.New("the reply is not a valid colocd decision (refusing to print it for eval)")
 
-// checkDecision verifies every field of an admit's reply that printAdmit
+// ErrDenied marks the answer no: WriteEnv printed why, and no export.
+var ErrDenied = errors.New("denied")
+
+// CheckDecision verifies every field of an admit's reply that WriteEnv
 // prints; the error names the field.
-func checkDecision(d *bus.Decision, sidecar string) error {
+func CheckDecision(d *bus.Decision, sidecar string) error {
 	bad := func(field, want string, got any) error {
-		return fmt.Errorf("%w: %s: want %s, got %q", errHostileReply, field, want, termtext.Clip(fmt.Sprint(got)))
+		return fmt.Errorf("%w: %s: want %s, got %q", ErrHostileReply, field, want, termtext.Clip(fmt.Sprint(got)))
 	}
 	switch d.Decision {
 	case bus.DecisionGrant, bus.DecisionThrottle, bus.DecisionDeny:
@@ -98,11 +100,14 @@ func checkDecision(d *bus.Decision, sidecar string) error {
 	return nil
 }
 
-// printAdmit writes a checked decision as shell lines a launcher can eval:
-// comments, then one `export KEY='value'` per variable, sorted. token is the
-// lease's secret, which the launcher drew itself.
-func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) error {
-	if err := checkDecision(d, lf.Sidecar); err != nil {
+// WriteEnv writes a checked decision as shell lines a launcher can eval
+// (colocd admit, colocd place): comments, then one `export KEY='value'` per
+// variable, sorted: the lease's environment and ep's connection, so that
+// the launcher commands that follow find both. token is the lease's
+// secret, which the launcher drew itself. A deny is an error wrapping
+// ErrDenied, after its comments.
+func WriteEnv(w io.Writer, d *bus.Decision, ep *Endpoint, token string) error {
+	if err := CheckDecision(d, ep.Sidecar); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "# %s (%s): %s\n", d.Decision, d.Reason.Code, termtext.Line(d.Reason.Message))
@@ -118,7 +123,7 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 		fmt.Fprintf(w, "# %s: predicted %s %.2f ms%s, SLO %.2f ms, solo %.2f ms\n", termtext.Line(p.Service), what, p.PredictedP99MS, upper, p.SLOP99MS, p.SoloP99MS)
 	}
 	if d.Decision == bus.DecisionDeny {
-		return deniedError{fmt.Errorf("denied (%s): %s", d.Reason.Code, termtext.Line(d.Reason.Message))}
+		return fmt.Errorf("%w (%s): %s", ErrDenied, d.Reason.Code, termtext.Line(d.Reason.Message))
 	}
 	l := d.Lease
 	if in := l.Instance; in != nil {
@@ -127,14 +132,14 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 	} else {
 		fmt.Fprintf(w, "# lease %s for job %s at %d %% until %s\n", l.ID, termtext.Line(l.JobID), l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339))
 	}
-	env := map[string]string{launch.EnvLease: l.ID, launch.EnvToken: token, launch.EnvSidecar: lf.Sidecar, launch.EnvServer: lf.Server}
-	if lf.NKey != "" {
-		env[launch.EnvNKey] = lf.NKey
+	env := map[string]string{EnvLease: l.ID, EnvToken: token, EnvSidecar: ep.Sidecar, EnvServer: ep.Server}
+	if ep.NKey != "" {
+		env[EnvNKey] = ep.NKey
 	}
-	if lf.Creds != "" {
-		env[launch.EnvCreds] = lf.Creds
+	if ep.Creds != "" {
+		env[EnvCreds] = ep.Creds
 	}
-	for k, v := range map[string]string{launch.EnvTLSCA: lf.TLSCA, launch.EnvTLSCert: lf.TLSCert, launch.EnvTLSKey: lf.TLSKey} {
+	for k, v := range map[string]string{EnvTLSCA: ep.TLSCA, EnvTLSCert: ep.TLSCert, EnvTLSKey: ep.TLSKey} {
 		if v != "" {
 			env[k] = v
 		}
