@@ -120,14 +120,6 @@ func Run(ctx context.Context, cfg Config) ([]Step, error) {
 	return d.steps, err
 }
 
-// orDash is v to two decimals, or a dash when it is unknown.
-func orDash(v *float64) string {
-	if v == nil {
-		return "—"
-	}
-	return fmt.Sprintf("%.2f", *v)
-}
-
 // scenario is one run of the demo.
 type scenario struct {
 	out io.Writer
@@ -374,7 +366,7 @@ func (d *scenario) waitObserved(ctx context.Context, window time.Duration) error
 		if err == nil && len(st.Services) == 1 {
 			if o := st.Services[0].Observed; o != nil && o.State == string(observe.StateFresh) && o.RateRPS != nil && o.WindowSeconds >= window.Seconds() {
 				d.say(Step{Kind: "load", RateRPS: *o.RateRPS},
-					fmt.Sprintf("the sidecar reads the server's /metrics: %.1f requests a second over %.0f s (%s forecast 30 s ahead), p99 %s ms with nothing beside it", *o.RateRPS, o.WindowSeconds, orDash(o.ForecastRPS), orDash(o.P99MS)))
+					fmt.Sprintf("the sidecar reads the server's /metrics: %.1f requests a second over %.0f s (%s forecast 30 s ahead), p99 %s ms with nothing beside it", *o.RateRPS, o.WindowSeconds, termtext.Num(o.ForecastRPS), termtext.Num(o.P99MS)))
 				return nil
 			}
 		}
@@ -512,7 +504,7 @@ func (d *scenario) watch(ctx context.Context, heavy, light *bus.Lease) error {
 				seen = true
 				d.say(Step{Kind: "load", RateRPS: *svc.Observed.RateRPS},
 					fmt.Sprintf("the server's /metrics show %.1f requests a second (%s forecast 30 s ahead), above the configured %d:",
-						*svc.Observed.RateRPS, orDash(svc.Observed.ForecastRPS), configuredRPS),
+						*svc.Observed.RateRPS, termtext.Num(svc.Observed.ForecastRPS), configuredRPS),
 					fmt.Sprintf("  the sidecar now predicts at %.1f req/s: p99 %.1f ms with the leases as they run", svc.PredictedAtRPS, svc.PredictedP99MS))
 			}
 		case rec, ok := <-subs[heavy.JobID].C():
@@ -611,7 +603,7 @@ func (d *scenario) final(ctx context.Context) error {
 	for _, s := range st.Services {
 		obs := "-"
 		if s.Observed != nil && s.Observed.P99MS != nil {
-			obs = fmt.Sprintf("%.1f ms at %s req/s", *s.Observed.P99MS, orDash(s.Observed.RateRPS))
+			obs = fmt.Sprintf("%.1f ms at %s req/s", *s.Observed.P99MS, termtext.Num(s.Observed.RateRPS))
 		}
 		lines = append(lines, fmt.Sprintf("  %s: predicted p99 %.1f ms at %.1f req/s, observed %s, SLO %.0f ms (guard: %s)", s.Name, s.PredictedP99MS, s.PredictedAtRPS, obs, s.SLOP99MS, s.Guard))
 	}

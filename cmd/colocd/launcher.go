@@ -92,7 +92,7 @@ return the same decision instead of a second lease (default: a random id).`,
 			defer nc.Close()
 			d, err := client.Admit(cmd.Context(), lf.Sidecar, &af.req)
 			if err != nil {
-				af.retryHint(cmd.ErrOrStderr(), lf.Sidecar, err)
+				launch.RetryHint(cmd.ErrOrStderr(), lf.Sidecar, &af.req, err)
 				return fmt.Errorf("admit: %w", launch.Describe(err))
 			}
 			if lf.asJSON {
@@ -132,19 +132,6 @@ type admitFlags struct {
 // which may choose another sidecar, has no --token).
 func (f *admitFlags) registerRetry(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.token, "token", "", "with --request-id: the lease token of an earlier admit whose outcome is unknown, so that the retry gets that admit's decision (printed when no answer came)")
-}
-
-// retryHint tells, on stderr, how to retry an admit at sidecar that got no
-// answer: the sidecar may hold a lease, which only the same request_id and
-// token get back (a new admit would take a second one).
-func (f *admitFlags) retryHint(w io.Writer, sidecar string, err error) {
-	if !errors.Is(err, bus.ErrNoAnswer) || sidecar == "" {
-		return
-	}
-	fmt.Fprintf(w, "colocd: no answer from %s: it may hold a lease for job %s. Get that decision with colocd admit, the same job flags, and\n"+
-		"  --sidecar %s --request-id %s --token %s\n"+
-		"or let the lease expire. An admit without them may take a second lease.\n",
-		sidecar, f.req.Job.ID, sidecar, f.req.RequestID, f.req.Token())
 }
 
 // prepare fills the request from the flags, connects, and sends the profile
@@ -229,7 +216,7 @@ func newQuoteCmd() *cobra.Command {
 			fmt.Fprintln(tw, "sidecar\tdecision\treason")
 			for _, d := range ds {
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", termtext.Line(d.Sidecar), termtext.Line(d.Decision), termtext.Line(d.Reason.Message))
-				printJointCost(tw, d.Joint)
+				launch.WriteJointCost(tw, d.Joint)
 			}
 			return tw.Flush()
 		},
@@ -239,24 +226,6 @@ func newQuoteCmd() *cobra.Command {
 	af.register(cmd)
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to collect answers at most; the quote ends sooner once every sidecar with a live capacity summary answered")
 	return cmd
-}
-
-// printJointCost prints, under a quote's row, what a joint allocation
-// gives each job: the live leases' percentages and speeds now and after,
-// then the job's own.
-func printJointCost(w io.Writer, j *bus.Joint) {
-	if j == nil {
-		return
-	}
-	for _, job := range j.Jobs {
-		if job.LeaseID == "" {
-			fmt.Fprintf(w, "\t\t  this job: %d %%, %.0f %% of its solo speed (weight %g)\n", job.Pct, 100*job.Throughput, job.Weight)
-			continue
-		}
-		fmt.Fprintf(w, "\t\t  job %s: %d %% → %d %%, %.0f %% → %.0f %% of its solo speed (weight %g)\n",
-			termtext.Line(job.JobID), job.WasPct, job.Pct, 100*job.WasThroughput, 100*job.Throughput, job.Weight)
-	}
-	fmt.Fprintf(w, "\t\t  weighted throughput: %.3f → %.3f (SLO slack priced at %.3g)\n", j.WeightedThroughputBefore, j.WeightedThroughput, j.Prices.SLO)
 }
 
 // leaseFlags are the lease id and token, defaulting to what admit exported.
@@ -396,77 +365,11 @@ func newStatusCmd() *cobra.Command {
 			if lf.asJSON {
 				return printJSON(cmd.OutOrStdout(), st)
 			}
-			return printStatus(cmd.OutOrStdout(), st)
+			return launch.WriteStatus(cmd.OutOrStdout(), st)
 		},
 	}
 	lf.register(cmd, true)
 	return cmd
-}
-
-func printStatus(w io.Writer, st *bus.Status) error {
-	ready := "ready"
-	if !st.Ready {
-		ready = "NOT READY"
-	}
-	fmt.Fprintf(w, "sidecar %s (%s, mode %s): %s\n", termtext.Line(st.Sidecar), termtext.Line(st.GPU.Name), termtext.Line(st.Mode), ready)
-	fmt.Fprintf(w, "gpu %s: %d of %d MiB free\n", termtext.Line(st.GPU.UUID), st.GPU.MemoryFreeMiB, st.GPU.MemoryTotalMiB)
-	if r := st.ConfigRejected; r != nil {
-		fmt.Fprintf(w, "config: the edit at %s was rejected, the configuration before it is in force: %s\n", r.At.Format(time.RFC3339), termtext.Line(r.Error))
-	}
-	names := make([]string, 0, len(st.Health))
-	for n := range st.Health {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %s: %s\n", termtext.Line(n), termtext.Line(st.Health[n]))
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "service\trate req/s\tSLO p99 ms\tpredicted p99 ms\tup to ms\tat req/s\tobserved req/s\tobserved p99 ms\tmetrics\tguard")
-	for _, s := range st.Services {
-		orate, op99, state := "—", "—", "not configured"
-		if o := s.Observed; o != nil {
-			orate, op99, state = numOrDash(o.RateRPS), numOrDash(o.P99MS), termtext.Line(o.State)
-		}
-		guard := termtext.Line(s.Guard)
-		if s.Correction > 1 {
-			guard += fmt.Sprintf(" ×%.2f", s.Correction)
-		}
-		upper := "—"
-		if s.PredictedP99UpperMS > 0 {
-			upper = fmt.Sprintf("%.2f", s.PredictedP99UpperMS)
-		}
-		name := termtext.Line(s.Name)
-		if s.SLOMetric == "step" { // an LLM engine: steps/s and step latencies
-			name += " (steps)"
-		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%s\t%.2f\t%s\t%s\t%s\t%s\n", name, s.RateRPS, s.SLOP99MS, s.PredictedP99MS,
-			upper, s.PredictedAtRPS, orate, op99, state, guard)
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "lease\tjob\towner\tpct\tstate\texpires\tpids\ton")
-	for _, l := range st.Leases {
-		on, pct := "shared", strconv.Itoa(l.ActiveThreadPct)
-		if l.Instance != nil {
-			on, pct = "MIG "+termtext.Line(l.Instance.Profile)+" "+termtext.Line(l.Instance.UUID)+" (whole)", "—"
-		}
-		state := termtext.Line(l.State)
-		if l.Deadline != nil {
-			state += " until " + l.Deadline.Format(time.TimeOnly)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", termtext.Line(l.ID), termtext.Line(l.JobID), termtext.Line(l.Owner), pct, state, l.ExpiresAt.Format(time.RFC3339), l.PIDs, on)
-	}
-	return tw.Flush()
-}
-
-func numOrDash(v *float64) string {
-	if v == nil {
-		return "—"
-	}
-	return fmt.Sprintf("%.2f", *v)
 }
 
 // printJSONLine writes v as one line of JSON: what a command that streams

@@ -48,7 +48,7 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 			}
 			if err != nil {
 				if p != nil && len(p.Tried) > 0 {
-					af.retryHint(cmd.ErrOrStderr(), p.Tried[len(p.Tried)-1], err)
+					launch.RetryHint(cmd.ErrOrStderr(), p.Tried[len(p.Tried)-1], &af.req, err)
 				}
 				if p != nil && p.Summaries > 0 && noOffer(err) {
 					return deniedError{launch.Describe(err)}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -73,7 +72,7 @@ one line on stderr (--json: one JSON object a line).`,
 			cfg.Log, cfg.JSON = cmd.ErrOrStderr(), lf.asJSON
 			cfg.Processes = af.req.Processes
 			ctx := bus.TraceFromEnv(cmd.Context(), os.Getenv)
-			res, err := launch.Run(ctx, cfg, client, runAdmitter(client, &af.req, lf.Sidecar, place, bus.PlaceOptions{K: k, Node: node}))
+			res, err := launch.Run(ctx, cfg, client, launch.NewAdmitter(client, &af.req, lf.Sidecar, place, bus.PlaceOptions{K: k, Node: node}))
 			var de *launch.DeniedError
 			switch {
 			case errors.As(err, &de):
@@ -102,39 +101,4 @@ one line on stderr (--json: one JSON object a line).`,
 	fs.DurationVar(&cfg.RegisterEvery, "register-every", launch.DefaultRegisterEvery, "how often CMD's processes are read again and, when they changed, registered")
 	fs.BoolVar(&cfg.PassToken, "pass-token", false, "put the lease token in CMD's environment ("+launch.EnvToken+"); by default CMD never sees it")
 	return cmd
-}
-
-// runAdmitter asks for a lease once per call: at the sidecar, or placed on
-// the fleet. The first call sends the request as the flags made it; each
-// later one is a new request (a deny is remembered under its id). A request
-// that got no answer is sent again as it was, so that a lease the sidecar
-// granted comes back instead of a second one.
-func runAdmitter(c *bus.Client, base *bus.AdmitRequest, sidecar string, place bool, po bus.PlaceOptions) launch.Admitter {
-	calls := 0
-	return func(ctx context.Context) (*launch.Grant, error) {
-		req := *base
-		req.TokenSHA256 = ""
-		if calls > 0 {
-			req.RequestID = ""
-		}
-		calls++
-		for try := 1; ; try++ {
-			var g launch.Grant
-			var err error
-			if place {
-				var p *bus.Placement
-				p, err = c.Place(ctx, &req, po)
-				if p != nil {
-					g = launch.Grant{Sidecar: p.Sidecar, Decision: p.Decision}
-				}
-			} else {
-				g.Sidecar = sidecar
-				g.Decision, err = c.Admit(ctx, sidecar, &req)
-			}
-			if errors.Is(err, bus.ErrNoAnswer) && try < 3 && ctx.Err() == nil {
-				continue
-			}
-			return &g, err
-		}
-	}
 }

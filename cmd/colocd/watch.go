@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
-	"github.com/colocd/colocd/internal/termtext"
 	"github.com/colocd/colocd/launch"
 )
 
@@ -61,7 +60,7 @@ sequence N (the seq of a line printed earlier, plus one).`,
 					}
 					continue
 				}
-				fmt.Fprintln(w, eventLine(rec))
+				fmt.Fprintln(w, launch.EventLine(rec))
 			}
 			if err := sub.Err(); err != nil {
 				return fmt.Errorf("watch: %w", launch.Describe(err))
@@ -74,17 +73,4 @@ sequence N (the seq of a line printed earlier, plus one).`,
 	cmd.Flags().BoolVar(&all, "all", false, "start with the oldest event the sidecar keeps")
 	cmd.Flags().Uint64Var(&from, "from-seq", 0, "start at this stream sequence")
 	return cmd
-}
-
-// eventLine is an event as one line for a person.
-func eventLine(rec bus.EventRecord) string {
-	ev := rec.Event
-	s := fmt.Sprintf("%s  seq %d  %s  job %s  lease %s", ev.Time.Format(time.RFC3339), rec.Seq, ev.Type, termtext.Line(ev.JobID), termtext.Line(ev.LeaseID))
-	if ev.ActiveThreadPct > 0 {
-		s += fmt.Sprintf("  to %d %%", ev.ActiveThreadPct)
-	}
-	if ev.Deadline != nil {
-		s += "  deadline " + ev.Deadline.Format(time.RFC3339)
-	}
-	return s + "  " + termtext.Line(ev.Reason)
 }

@@ -1,6 +1,7 @@
 package termtext
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 )
@@ -43,4 +44,12 @@ func Clip(s string) string {
 // nothing is special, and a quote in s closes, escapes and reopens.
 func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Num is a figure to two decimals, or a dash when it is unknown (nil).
+func Num(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", *v)
 }

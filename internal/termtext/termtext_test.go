@@ -41,3 +41,13 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+func TestNum(t *testing.T) {
+	v := 12.345
+	if got := Num(&v); got != "12.35" {
+		t.Errorf("Num(12.345) = %q, want 12.35", got)
+	}
+	if got := Num(nil); got != "—" {
+		t.Errorf("Num(nil) = %q, want a dash", got)
+	}
+}

@@ -1,0 +1,160 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/termtext"
+)
+
+// What the launcher commands (colocd admit, quote, status, watch, run)
+// show a person of a sidecar's answers; every word from the wire goes
+// through termtext.
+
+// RetryHint tells w how to retry req at sidecar when err says no answer
+// came: the sidecar may hold a lease, which only the same request_id and
+// token get back (a new admit would take a second one).
+func RetryHint(w io.Writer, sidecar string, req *bus.AdmitRequest, err error) {
+	if !errors.Is(err, bus.ErrNoAnswer) || sidecar == "" {
+		return
+	}
+	fmt.Fprintf(w, "colocd: no answer from %s: it may hold a lease for job %s. Get that decision with colocd admit, the same job flags, and\n"+
+		"  --sidecar %s --request-id %s --token %s\n"+
+		"or let the lease expire. An admit without them may take a second lease.\n",
+		sidecar, req.Job.ID, sidecar, req.RequestID, req.Token())
+}
+
+// WriteJointCost prints, under a quote's row, what a joint allocation
+// gives each job: the live leases' percentages and speeds now and after,
+// then the job's own.
+func WriteJointCost(w io.Writer, j *bus.Joint) {
+	if j == nil {
+		return
+	}
+	for _, job := range j.Jobs {
+		if job.LeaseID == "" {
+			fmt.Fprintf(w, "\t\t  this job: %d %%, %.0f %% of its solo speed (weight %g)\n", job.Pct, 100*job.Throughput, job.Weight)
+			continue
+		}
+		fmt.Fprintf(w, "\t\t  job %s: %d %% → %d %%, %.0f %% → %.0f %% of its solo speed (weight %g)\n",
+			termtext.Line(job.JobID), job.WasPct, job.Pct, 100*job.WasThroughput, 100*job.Throughput, job.Weight)
+	}
+	fmt.Fprintf(w, "\t\t  weighted throughput: %.3f → %.3f (SLO slack priced at %.3g)\n", j.WeightedThroughputBefore, j.WeightedThroughput, j.Prices.SLO)
+}
+
+// WriteStatus writes a sidecar's status for a person: its GPU, health and
+// any rejected configuration, a table of its services (predicted beside
+// observed) and one of its leases.
+func WriteStatus(w io.Writer, st *bus.Status) error {
+	ready := "ready"
+	if !st.Ready {
+		ready = "NOT READY"
+	}
+	fmt.Fprintf(w, "sidecar %s (%s, mode %s): %s\n", termtext.Line(st.Sidecar), termtext.Line(st.GPU.Name), termtext.Line(st.Mode), ready)
+	fmt.Fprintf(w, "gpu %s: %d of %d MiB free\n", termtext.Line(st.GPU.UUID), st.GPU.MemoryFreeMiB, st.GPU.MemoryTotalMiB)
+	if r := st.ConfigRejected; r != nil {
+		fmt.Fprintf(w, "config: the edit at %s was rejected, the configuration before it is in force: %s\n", r.At.Format(time.RFC3339), termtext.Line(r.Error))
+	}
+	names := make([]string, 0, len(st.Health))
+	for n := range st.Health {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %s: %s\n", termtext.Line(n), termtext.Line(st.Health[n]))
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "service\trate req/s\tSLO p99 ms\tpredicted p99 ms\tup to ms\tat req/s\tobserved req/s\tobserved p99 ms\tmetrics\tguard")
+	for _, s := range st.Services {
+		orate, op99, state := "—", "—", "not configured"
+		if o := s.Observed; o != nil {
+			orate, op99, state = termtext.Num(o.RateRPS), termtext.Num(o.P99MS), termtext.Line(o.State)
+		}
+		guard := termtext.Line(s.Guard)
+		if s.Correction > 1 {
+			guard += fmt.Sprintf(" ×%.2f", s.Correction)
+		}
+		upper := "—"
+		if s.PredictedP99UpperMS > 0 {
+			upper = fmt.Sprintf("%.2f", s.PredictedP99UpperMS)
+		}
+		name := termtext.Line(s.Name)
+		if s.SLOMetric == "step" { // an LLM engine: steps/s and step latencies
+			name += " (steps)"
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%s\t%.2f\t%s\t%s\t%s\t%s\n", name, s.RateRPS, s.SLOP99MS, s.PredictedP99MS,
+			upper, s.PredictedAtRPS, orate, op99, state, guard)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "lease\tjob\towner\tpct\tstate\texpires\tpids\ton")
+	for _, l := range st.Leases {
+		on, pct := "shared", strconv.Itoa(l.ActiveThreadPct)
+		if l.Instance != nil {
+			on, pct = "MIG "+termtext.Line(l.Instance.Profile)+" "+termtext.Line(l.Instance.UUID)+" (whole)", "—"
+		}
+		state := termtext.Line(l.State)
+		if l.Deadline != nil {
+			state += " until " + l.Deadline.Format(time.TimeOnly)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", termtext.Line(l.ID), termtext.Line(l.JobID), termtext.Line(l.Owner), pct, state, l.ExpiresAt.Format(time.RFC3339), l.PIDs, on)
+	}
+	return tw.Flush()
+}
+
+// EventLine is an event as one line for a person.
+func EventLine(rec bus.EventRecord) string {
+	ev := rec.Event
+	s := fmt.Sprintf("%s  seq %d  %s  job %s  lease %s", ev.Time.Format(time.RFC3339), rec.Seq, ev.Type, termtext.Line(ev.JobID), termtext.Line(ev.LeaseID))
+	if ev.ActiveThreadPct > 0 {
+		s += fmt.Sprintf("  to %d %%", ev.ActiveThreadPct)
+	}
+	if ev.Deadline != nil {
+		s += "  deadline " + ev.Deadline.Format(time.RFC3339)
+	}
+	return s + "  " + termtext.Line(ev.Reason)
+}
+
+// NewAdmitter asks for a lease once per call: at the sidecar, or placed on
+// the fleet. The first call sends the request as the flags made it; each
+// later one is a new request (a deny is remembered under its id). A request
+// that got no answer is sent again as it was, so that a lease the sidecar
+// granted comes back instead of a second one.
+func NewAdmitter(c *bus.Client, base *bus.AdmitRequest, sidecar string, place bool, po bus.PlaceOptions) Admitter {
+	calls := 0
+	return func(ctx context.Context) (*Grant, error) {
+		req := *base
+		req.TokenSHA256 = ""
+		if calls > 0 {
+			req.RequestID = ""
+		}
+		calls++
+		for try := 1; ; try++ {
+			var g Grant
+			var err error
+			if place {
+				var p *bus.Placement
+				p, err = c.Place(ctx, &req, po)
+				if p != nil {
+					g = Grant{Sidecar: p.Sidecar, Decision: p.Decision}
+				}
+			} else {
+				g.Sidecar = sidecar
+				g.Decision, err = c.Admit(ctx, sidecar, &req)
+			}
+			if errors.Is(err, bus.ErrNoAnswer) && try < 3 && ctx.Err() == nil {
+				continue
+			}
+			return &g, err
+		}
+	}
+}
