@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/demo"
+	"github.com/colocd/colocd/internal/buildinfo"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -42,7 +43,7 @@ why. It ends within --timeout and removes everything it made.`,
 			out := cmd.OutOrStdout()
 			interrupted := func() bool { return cmd.Context().Err() != nil }
 			steps, err := demo.Run(ctx, demo.Config{Inference: infPath, Training: trainPath, Out: out, Log: cmd.ErrOrStderr(), Quiet: asJSON,
-				Interrupted: interrupted, Version: semver(version)})
+				Interrupted: interrupted, Version: buildinfo.Semver(version)})
 			if err != nil && interrupted() {
 				err = errors.New("demo: interrupted; everything it started is stopped and removed")
 			}

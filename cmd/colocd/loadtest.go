@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/colocd/colocd/internal/buildinfo"
 	"github.com/colocd/colocd/launch"
 	"github.com/colocd/colocd/loadtest"
 )
@@ -39,7 +40,7 @@ when a lease of the run is still live after it.`,
 			if err := checkLoadtest(cmd, &cfg); err != nil {
 				return fmt.Errorf("loadtest: %w", err)
 			}
-			cfg.Endpoint, cfg.Version, cfg.Log = lf.Endpoint, semver(version), cmd.ErrOrStderr()
+			cfg.Endpoint, cfg.Version, cfg.Log = lf.Endpoint, buildinfo.Semver(version), cmd.ErrOrStderr()
 			rep, err := loadtest.Run(cmd.Context(), cfg)
 			if err != nil {
 				return fmt.Errorf("loadtest: %w", err)

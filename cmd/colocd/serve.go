@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/buildinfo"
 	"github.com/colocd/colocd/internal/termtext"
 	"github.com/colocd/colocd/launch"
 	"github.com/colocd/colocd/sidecar"
@@ -51,7 +52,7 @@ SIGINT or SIGTERM shut it down gracefully; no lease is lost.`,
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("serve: %s: %w", path, err)
 			}
-			s, err := sidecar.New(cmd.Context(), cfg, sidecar.Options{Logger: logger, Version: semver(version), ConfigPath: path, Overrides: overrides})
+			s, err := sidecar.New(cmd.Context(), cfg, sidecar.Options{Logger: logger, Version: buildinfo.Semver(version), ConfigPath: path, Overrides: overrides})
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
@@ -75,15 +76,6 @@ func orEmbedded(embedded, url string) string {
 		return embedded + " (embedded)"
 	}
 	return url
-}
-
-// semver turns the build's version into the SemVer the micro service needs.
-func semver(v string) string {
-	v = strings.TrimPrefix(v, "v")
-	if v == "" || v == "dev" {
-		return "0.0.0-dev"
-	}
-	return v
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
