@@ -1,14 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
-	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 
 	"github.com/colocd/colocd/predictor/calibrate"
@@ -63,7 +58,7 @@ those records as a measurements file.`,
 			if !(opts.Noise >= 0 && opts.Noise <= 1) {
 				return fmt.Errorf("calibrate: --noise: want a fraction in (0, 1] (0: %g), got %g", calibrate.DefaultNoise, opts.Noise)
 			}
-			m, err := loadMeasurements(cmd.OutOrStdout(), measPath, obsDir, measOut)
+			m, err := calibrate.Load(cmd.OutOrStdout(), measPath, obsDir, measOut)
 			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
@@ -121,35 +116,4 @@ func parseWeights(kv map[string]string) (map[string]float64, error) {
 		return nil, fmt.Errorf("--weight: %w", err)
 	}
 	return w, nil
-}
-
-// loadMeasurements reads the measurements file, or turns an observations
-// directory into measurements (saying what it left out, and writing them
-// to measOut when set).
-func loadMeasurements(w io.Writer, measPath, obsDir, measOut string) (*calibrate.Measurements, error) {
-	if measPath != "" {
-		if measOut != "" {
-			return nil, errors.New("--measurements-out: want it only with --from-observations")
-		}
-		return calibrate.LoadMeasurements(measPath)
-	}
-	m, skipped, err := calibrate.FromObservations(obsDir)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(w, "%d measurement records from %s", len(m.Records), obsDir)
-	for _, why := range slices.Sorted(maps.Keys(skipped)) {
-		fmt.Fprintf(w, "; %d windows left out: %s", skipped[why], why)
-	}
-	fmt.Fprintln(w)
-	if measOut != "" {
-		data, err := json.MarshalIndent(m, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(measOut, append(data, '\n'), 0o644); err != nil {
-			return nil, fmt.Errorf("--measurements-out: %w", err)
-		}
-	}
-	return m, nil
 }
