@@ -158,3 +158,25 @@ func NewAdmitter(c *bus.Client, base *bus.AdmitRequest, sidecar string, place bo
 		}
 	}
 }
+
+// RenewNotice tells w what a renewed lease l asks of a script that holds it
+// by hand, where a renew is how it sees a throttle or a revoke it missed:
+// stop its processes, or restart them at l's percentage when they started
+// at was (the percentage admit exported; "" when unknown).
+func RenewNotice(w io.Writer, l *bus.Lease, was string) {
+	switch {
+	case l.State == "revoked":
+		fmt.Fprintf(w, "colocd: lease %s is revoked: stop its processes by %s\n", l.ID, deadlineOf(l))
+	case was != "" && l.Instance == nil && was != strconv.Itoa(l.ActiveThreadPct):
+		fmt.Fprintf(w, "colocd: lease %s is now at %d %% (the job's processes started at %s %%): restart them with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d and register them by %s, or use colocd run, which does\n",
+			l.ID, l.ActiveThreadPct, termtext.Line(was), l.ActiveThreadPct, deadlineOf(l))
+	}
+}
+
+// deadlineOf is a lease's deadline for a person, or "its next deadline".
+func deadlineOf(l *bus.Lease) string {
+	if l.Deadline == nil {
+		return "the deadline of its event"
+	}
+	return l.Deadline.Format(time.RFC3339)
+}

@@ -29,3 +29,27 @@ func TestWriteJointCost(t *testing.T) {
 		t.Errorf("no joint allocation printed %q", b.String())
 	}
 }
+
+// A renew tells a script holding a lease by hand of a revoke, and of a
+// percentage other than the one its processes started at; a lent instance
+// or an unknown start says nothing.
+func TestRenewNotice(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		l    bus.Lease
+		was  string
+		want string
+	}{
+		{"revoked", bus.Lease{ID: "L1", State: "revoked"}, "", "lease L1 is revoked: stop its processes by the deadline of its event"},
+		{"throttled", bus.Lease{ID: "L1", ActiveThreadPct: 20}, "50", "lease L1 is now at 20 % (the job's processes started at 50 %)"},
+		{"same", bus.Lease{ID: "L1", ActiveThreadPct: 50}, "50", ""},
+		{"lent instance", bus.Lease{ID: "L1", ActiveThreadPct: 100, Instance: &bus.Instance{}}, "50", ""},
+		{"unknown start", bus.Lease{ID: "L1", ActiveThreadPct: 20}, "", ""},
+	} {
+		var b strings.Builder
+		RenewNotice(&b, &tc.l, tc.was)
+		if (tc.want == "") != (b.Len() == 0) || !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.name, b.String(), tc.want)
+		}
+	}
+}

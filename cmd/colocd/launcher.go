@@ -293,16 +293,7 @@ func newRenewCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), l)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "lease %s renewed until %s\n", l.ID, l.ExpiresAt.Format(time.RFC3339))
-			// A renew is where a script that holds a lease by hand sees a
-			// throttle or a revoke it missed.
-			was := os.Getenv(admission.EnvActiveThreads) // what admit exported
-			switch {
-			case l.State == "revoked":
-				fmt.Fprintf(cmd.ErrOrStderr(), "colocd: lease %s is revoked: stop its processes by %s\n", l.ID, deadlineOf(l))
-			case was != "" && l.Instance == nil && was != strconv.Itoa(l.ActiveThreadPct):
-				fmt.Fprintf(cmd.ErrOrStderr(), "colocd: lease %s is now at %d %% (the job's processes started at %s %%): restart them with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d and register them by %s, or use colocd run, which does\n",
-					l.ID, l.ActiveThreadPct, termtext.Line(was), l.ActiveThreadPct, deadlineOf(l))
-			}
+			launch.RenewNotice(cmd.ErrOrStderr(), l, os.Getenv(admission.EnvActiveThreads)) // what admit exported
 			return nil
 		})
 }
@@ -376,12 +367,4 @@ func newStatusCmd() *cobra.Command {
 // (watch) prints with --json.
 func printJSONLine(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
-}
-
-// deadlineOf is a lease's deadline for a person, or "its next deadline".
-func deadlineOf(l *bus.Lease) string {
-	if l.Deadline == nil {
-		return "the deadline of its event"
-	}
-	return l.Deadline.Format(time.RFC3339)
 }
