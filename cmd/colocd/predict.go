@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -49,15 +48,15 @@ service_ms ("step" in the table) is the step latency, what inter-token
 latency (TPOT) SLOs are written on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := setRates(&sc, len(infPaths), rates, loads); err != nil {
-				return err
+			if err := sc.SpreadRates(len(infPaths), rates, loads); err != nil {
+				return fmt.Errorf("predict: %w", err)
 			}
-			cal, err := loadScenario(&sc, predictor.Mode(mode), infPaths, trainPaths, calPath)
+			cal, err := predictor.LoadScenario(&sc, predictor.Mode(mode), infPaths, trainPaths, calPath)
 			if err != nil {
-				return err
+				return fmt.Errorf("predict: %w", err)
 			}
-			if err := setBursts(&sc, bursts); err != nil {
-				return err
+			if err := sc.SpreadBursts(bursts); err != nil {
+				return fmt.Errorf("predict: %w", err)
 			}
 			var pr predictor.Predictor
 			if svgPath != "" && !sweepOn {
@@ -119,103 +118,4 @@ latency (TPOT) SLOs are written on.`,
 	f.Float64Var(&sloMS, "slo-p99-ms", 0, "with --sweep: the service's p99 SLO (the step p99 for an engine), in ms")
 	cmd.MarkFlagsMutuallyExclusive("rate", "load")
 	return cmd
-}
-
-// setRates spreads --rate or --load over the services: one value for all,
-// or one per service.
-func setRates(sc *predictor.Scenario, services int, rates, loads []float64) error {
-	vals, flag := rates, "--rate"
-	if len(loads) > 0 {
-		vals, flag = loads, "--load"
-	}
-	if len(vals) == 0 || services == 0 {
-		return nil // Validate names what is missing
-	}
-	if len(vals) != 1 && len(vals) != services {
-		return fmt.Errorf("predict: %s: want one value for every service or one per --inference (%d), got %d", flag, services, len(vals))
-	}
-	at := func(j int) float64 { return vals[min(j, len(vals)-1)] }
-	sc.Others = nil
-	for j := range services {
-		r, l := 0.0, 0.0
-		if flag == "--rate" {
-			r = at(j)
-		} else {
-			l = at(j)
-		}
-		if j == 0 {
-			sc.RateRPS, sc.Load = r, l
-			continue
-		}
-		sc.Others = append(sc.Others, predictor.OtherService{RateRPS: r, Load: l})
-	}
-	return nil
-}
-
-// setBursts spreads --burst-steps over the services: one value for all, or
-// one per service. The services are loaded.
-func setBursts(sc *predictor.Scenario, bursts []float64) error {
-	services := 1 + len(sc.Others)
-	if len(bursts) == 0 {
-		return nil
-	}
-	if len(bursts) != 1 && len(bursts) != services {
-		return fmt.Errorf("predict: --burst-steps: want one value for every service or one per --inference (%d), got %d", services, len(bursts))
-	}
-	at := func(j int) float64 { return bursts[min(j, len(bursts)-1)] }
-	sc.BurstSteps = at(0)
-	for j := range sc.Others {
-		sc.Others[j].BurstSteps = at(j + 1)
-	}
-	return nil
-}
-
-// loadScenario checks the flags, loads the profiles into sc and returns the
-// calibration to predict with.
-func loadScenario(sc *predictor.Scenario, mode predictor.Mode, infPaths []string, trainPaths []string, calPath string) (*predictor.Calibration, error) {
-	if len(infPaths) == 0 || infPaths[0] == "" {
-		return nil, errors.New("predict: --inference: want the path of an inference profile")
-	}
-	switch mode {
-	case predictor.ModeTimeslice:
-		if len(sc.TrainingPct) > 0 || sc.InferencePct != 100 {
-			return nil, errors.New("predict: --pct and --inference-pct: want --mode mps (time slicing has no percentages)")
-		}
-	case predictor.ModeMPS:
-	default:
-		return nil, fmt.Errorf("predict: --mode: want timeslice or mps, got %q", mode)
-	}
-	inf, err := predictor.LoadProfile(infPaths[0])
-	if err != nil {
-		return nil, fmt.Errorf("predict: --inference: %w", err)
-	}
-	sc.Inference = inf
-	for j, path := range infPaths[1:] {
-		p, err := predictor.LoadProfile(path)
-		if err != nil {
-			return nil, fmt.Errorf("predict: --inference %s: %w", path, err)
-		}
-		if j >= len(sc.Others) { // no rate given: Validate names it
-			sc.Others = append(sc.Others, predictor.OtherService{})
-		}
-		sc.Others[j].Profile = p
-	}
-	cal, err := predictor.ResolveCalibration(calPath, inf.Device.Name)
-	if err != nil {
-		return nil, fmt.Errorf("predict: --calibration: %w", err)
-	}
-	if sc.DeviceSMs == 0 {
-		sc.DeviceSMs = cal.Device.SMs
-	}
-	for _, p := range trainPaths {
-		t, err := predictor.LoadProfile(p)
-		if err != nil {
-			return nil, fmt.Errorf("predict: --training: %w", err)
-		}
-		sc.Training = append(sc.Training, t)
-	}
-	if sc.Requests <= 0 {
-		return nil, fmt.Errorf("predict: --requests: want a count ≥ 1, got %d", sc.Requests)
-	}
-	return cal, nil
 }
