@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 
 	"github.com/colocd/colocd/configs"
@@ -33,7 +31,7 @@ admission values in the file are reloaded live when it changes.
 SIGINT or SIGTERM shut it down gracefully; no lease is lost.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := newLogger(cmd.ErrOrStderr(), level, format)
+			logger, err := sidecar.NewLogger(cmd.ErrOrStderr(), level, format)
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
@@ -76,19 +74,4 @@ func orEmbedded(embedded, url string) string {
 		return embedded + " (embedded)"
 	}
 	return url
-}
-
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", level)
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
 }
