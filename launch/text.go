@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -179,4 +180,37 @@ func deadlineOf(l *bus.Lease) string {
 		return "the deadline of its event"
 	}
 	return l.Deadline.Format(time.RFC3339)
+}
+
+// Quote asks every sidecar what it would decide for req, without a lease:
+// every live sidecar's capacity summary says how many answers to expect,
+// so that the quote ends when they are in, not at wait. The decisions come
+// in sidecar order.
+func Quote(ctx context.Context, c *bus.Client, req *bus.AdmitRequest, wait time.Duration) ([]*bus.Decision, error) {
+	var expect []string
+	rctx, cancel := context.WithTimeout(ctx, wait)
+	if caps, _, err := c.Capacities(rctx); err == nil {
+		for _, cp := range caps {
+			expect = append(expect, cp.Sidecar)
+		}
+	}
+	cancel()
+	ds, err := c.QuoteExpect(ctx, req, wait, expect)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ds, func(a, b *bus.Decision) int { return strings.Compare(a.Sidecar, b.Sidecar) })
+	return ds, nil
+}
+
+// WriteQuotes writes a quote's decisions as a table, each with the cost
+// of its joint allocation under its row.
+func WriteQuotes(w io.Writer, ds []*bus.Decision) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "sidecar\tdecision\treason")
+	for _, d := range ds {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", termtext.Line(d.Sidecar), termtext.Line(d.Decision), termtext.Line(d.Reason.Message))
+		WriteJointCost(tw, d.Joint)
+	}
+	return tw.Flush()
 }

@@ -53,3 +53,22 @@ func TestRenewNotice(t *testing.T) {
 		}
 	}
 }
+
+// A quote's table has a row per sidecar, words from the wire on one line,
+// and the joint cost under a row that has one.
+func TestWriteQuotes(t *testing.T) {
+	var b strings.Builder
+	err := WriteQuotes(&b, []*bus.Decision{
+		{Sidecar: "gpu-a", Decision: bus.DecisionGrant, Reason: bus.Reason{Message: "fits\nrm -rf"}},
+		{Sidecar: "gpu-b", Decision: bus.DecisionDeny, Reason: bus.Reason{Message: "max jobs"},
+			Joint: &bus.Joint{Jobs: []bus.JointJob{{JobID: "j", Weight: 1, Pct: 50, Throughput: 0.5}}}},
+	})
+	want := "sidecar  decision  reason\n" +
+		"gpu-a    grant     fitsrm -rf\n" +
+		"gpu-b    deny      max jobs\n" +
+		"                     this job: 50 %, 50 % of its solo speed (weight 1)\n" +
+		"                     weighted throughput: 0.000 → 0.000 (SLO slack priced at 0)\n"
+	if got := b.String(); err != nil || got != want {
+		t.Errorf("got\n%q\nwant\n%q (%v)", got, want, err)
+	}
+}

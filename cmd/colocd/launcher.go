@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/colocd/colocd/admission"
@@ -194,31 +191,14 @@ func newQuoteCmd() *cobra.Command {
 				return fmt.Errorf("quote: %w", err)
 			}
 			defer nc.Close()
-			// Every live sidecar's summary says how many answers to
-			// expect: the quote ends when they are in, not at --wait.
-			var expect []string
-			rctx, cancel := context.WithTimeout(cmd.Context(), wait)
-			if caps, _, err := client.Capacities(rctx); err == nil {
-				for _, c := range caps {
-					expect = append(expect, c.Sidecar)
-				}
-			}
-			cancel()
-			ds, err := client.QuoteExpect(cmd.Context(), &af.req, wait, expect)
+			ds, err := launch.Quote(cmd.Context(), client, &af.req, wait)
 			if err != nil {
 				return fmt.Errorf("quote: %w", launch.Describe(err))
 			}
-			slices.SortFunc(ds, func(a, b *bus.Decision) int { return strings.Compare(a.Sidecar, b.Sidecar) })
 			if lf.asJSON {
 				return printJSON(cmd.OutOrStdout(), ds)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "sidecar\tdecision\treason")
-			for _, d := range ds {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", termtext.Line(d.Sidecar), termtext.Line(d.Decision), termtext.Line(d.Reason.Message))
-				launch.WriteJointCost(tw, d.Joint)
-			}
-			return tw.Flush()
+			return launch.WriteQuotes(cmd.OutOrStdout(), ds)
 		},
 	}
 	lf.register(cmd, false)
