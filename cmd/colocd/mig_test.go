@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/migplan"
 )
 
 // mig layouts prints the H200's 38 maximal layouts from the cited table,
@@ -14,7 +16,7 @@ func TestMIGLayouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var layouts []migLayoutJSON
+	var layouts []migplan.LayoutInfo
 	if err := json.Unmarshal([]byte(out), &layouts); err != nil {
 		t.Fatalf("decode: %v\n%s", err, out)
 	}
@@ -25,7 +27,7 @@ func TestMIGLayouts(t *testing.T) {
 	for _, l := range layouts {
 		if l.Layout == "4g.71gb+3g.71gb" {
 			found = true
-			want := []migInstanceJSON{{Profile: "4g.71gb", Start: 0, MemorySlices: 4, Slices: 4, SMs: 64, MemoryMiB: 71168},
+			want := []migplan.InstanceInfo{{Profile: "4g.71gb", Start: 0, MemorySlices: 4, Slices: 4, SMs: 64, MemoryMiB: 71168},
 				{Profile: "3g.71gb", Start: 4, MemorySlices: 4, Slices: 3, SMs: 60, MemoryMiB: 71168}}
 			if l.Slices != 7 || len(l.Instances) != 2 || l.Instances[0] != want[0] || l.Instances[1] != want[1] {
 				t.Errorf("4g+3g: %+v, want %+v in 7 compute slices", l, want)
