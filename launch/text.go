@@ -214,3 +214,29 @@ func WriteQuotes(w io.Writer, ds []*bus.Decision) error {
 	}
 	return tw.Flush()
 }
+
+// NoOffer reports whether a placement's error means no GPU would take the
+// job (no candidate, no quote that grants, every offer lost), not a
+// failure.
+func NoOffer(err error) bool {
+	return errors.Is(err, bus.ErrNoSidecar) || errors.Is(err, bus.ErrEveryOfferLost)
+}
+
+// PlacedLine is the comment colocd place prints above admit's lines: where
+// the job went and how the fleet was asked.
+func PlacedLine(p *bus.Placement) string {
+	return fmt.Sprintf("# placed on %s: %d sidecars summarised, %d could take it, %d quoted, admitted at the %s tried",
+		termtext.Line(p.Sidecar), p.Summaries, len(p.Candidates), len(p.Quotes), ordinal(len(p.Tried)))
+}
+
+func ordinal(n int) string {
+	switch n {
+	case 1:
+		return "first"
+	case 2:
+		return "second"
+	case 3:
+		return "third"
+	}
+	return fmt.Sprintf("%dth", n)
+}

@@ -1,6 +1,8 @@
 package launch
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -70,5 +72,16 @@ func TestWriteQuotes(t *testing.T) {
 		"                     weighted throughput: 0.000 → 0.000 (SLO slack priced at 0)\n"
 	if got := b.String(); err != nil || got != want {
 		t.Errorf("got\n%q\nwant\n%q (%v)", got, want, err)
+	}
+}
+
+func TestPlacedLineAndNoOffer(t *testing.T) {
+	p := &bus.Placement{Sidecar: "gpu\n-b", Summaries: 5, Candidates: make([]string, 3), Quotes: make([]*bus.Decision, 2), Tried: []string{"gpu-a", "gpu-b"}}
+	want := "# placed on gpu-b: 5 sidecars summarised, 3 could take it, 2 quoted, admitted at the second tried"
+	if got := PlacedLine(p); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if !NoOffer(fmt.Errorf("place: %w", bus.ErrEveryOfferLost)) || !NoOffer(bus.ErrNoSidecar) || NoOffer(errors.New("timeout")) {
+		t.Error("NoOffer: want every offer lost and no sidecar, and nothing else")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
-	"github.com/colocd/colocd/internal/termtext"
 	"github.com/colocd/colocd/launch"
 )
 
@@ -50,7 +49,7 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 				if p != nil && len(p.Tried) > 0 {
 					launch.RetryHint(cmd.ErrOrStderr(), p.Tried[len(p.Tried)-1], &af.req, err)
 				}
-				if p != nil && p.Summaries > 0 && noOffer(err) {
+				if p != nil && p.Summaries > 0 && launch.NoOffer(err) {
 					return deniedError{launch.Describe(err)}
 				}
 				return launch.Describe(err)
@@ -58,8 +57,7 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 			if lf.asJSON {
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "# placed on %s: %d sidecars summarised, %d could take it, %d quoted, admitted at the %s tried\n",
-				termtext.Line(p.Sidecar), p.Summaries, len(p.Candidates), len(p.Quotes), ordinal(len(p.Tried)))
+			fmt.Fprintln(cmd.OutOrStdout(), launch.PlacedLine(p))
 			lf.Sidecar = p.Sidecar
 			token := ""
 			if p.Decision.Lease != nil {
@@ -73,18 +71,6 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 	cmd.Flags().IntVar(&k, "k", bus.DefaultPlaceK, "how many of the best-ranked sidecars to quote")
 	registerNode(cmd, &node)
 	return cmd
-}
-
-func ordinal(n int) string {
-	switch n {
-	case 1:
-		return "first"
-	case 2:
-		return "second"
-	case 3:
-		return "third"
-	}
-	return fmt.Sprintf("%dth", n)
 }
 
 // envNode is the node a pod runs on, for --node (in Kubernetes, from the

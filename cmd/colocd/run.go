@@ -77,7 +77,7 @@ one line on stderr (--json: one JSON object a line).`,
 			switch {
 			case errors.As(err, &de):
 				return deniedError{fmt.Errorf("run: %w", err)}
-			case err != nil && noOffer(err):
+			case err != nil && launch.NoOffer(err):
 				return deniedError{fmt.Errorf("run: no GPU would take the job: %w", launch.Describe(err))}
 			case err != nil:
 				return statusError{code: res.Status, err: fmt.Errorf("run: %w", launch.Describe(err))}
