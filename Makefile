@@ -82,7 +82,7 @@ attack:
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
 test-plain:
-	$(GO) test -count=1 -run '^(TestFit.*|TestSummaryMatchesTrace|TestIntervalsCoverLongRun|TestGuardReplay|TestEngineArrivalsBounded|TestJointAllocationAgainstExhaustiveSearch|TestJointVersusFirstComeFirstServed|TestMemoryAfterDistinctLargeProfiles|TestDemo|TestProfileImport|TestProfileImportErrors|TestProfileImportJSON|TestCalibrateRoundTrip|TestCalibrateFromObservations)$$' ./predictor/ ./predictor/calibrate/ ./sidecar/ ./admission/ ./cmd/colocd/
+	$(GO) test -count=1 -run '^(TestFit.*|TestSummaryMatchesTrace|TestIntervalsCoverLongRun|TestGuardReplay|TestEngineArrivalsBounded|TestJointAllocationAgainstExhaustiveSearch|TestJointVersusFirstComeFirstServed|TestMemoryAfterDistinctLargeProfiles|TestDemo|TestProfileImport|TestProfileImportErrors|TestProfileImportJSON|TestCalibrateRoundTrip|TestCalibrateFromObservations)$$' ./predictor/ ./predictor/calibrate/ ./sidecar/ ./admission/ ./cmd/colocd/ ./demo/
 
 # The GPU harness's logic (no torch, no GPU needed), run against the real binary.
 harness-test: build

@@ -372,3 +372,31 @@ func (a *authenticator) list() []Launcher {
 	slices.SortFunc(out, func(x, y Launcher) int { return strings.Compare(x.Name, y.Name) })
 	return out
 }
+
+// AddLauncherSeedFile makes a launcher identity name in dir (AddLauncher)
+// and writes its seed to seedPath, mode 0600, which must not exist: the
+// seed file first, so that a key never sits in the directory without its
+// seed, and neither is left when either fails. Its errors name colocd
+// launcher add's --out.
+func AddLauncherSeedFile(dir, name, seedPath string) (Launcher, error) {
+	f, err := os.OpenFile(seedPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return Launcher{}, fmt.Errorf("--out %s exists: choose another file", seedPath)
+	}
+	if err != nil {
+		return Launcher{}, fmt.Errorf("--out: %w", err)
+	}
+	seed, l, err := AddLauncher(dir, name)
+	if err != nil {
+		f.Close()
+		os.Remove(seedPath)
+		return Launcher{}, err
+	}
+	_, werr := f.Write(append(seed, '\n'))
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		_ = RemoveLauncher(dir, name)
+		_ = os.Remove(seedPath)
+		return Launcher{}, fmt.Errorf("%s: %w", seedPath, err)
+	}
+	return l, nil
+}

@@ -44,13 +44,9 @@ func (e *DeniedError) Error() string {
 	return fmt.Sprintf("denied (%s): %s", e.Decision.Reason.Code, oneLine(e.Decision.Reason.Message))
 }
 
-// Env names the supervisor sets or withholds.
-const (
-	envLeaseID  = "COLOCD_LEASE_ID"
-	envToken    = "COLOCD_LEASE_TOKEN"
-	envSidecar  = "COLOCD_SIDECAR"
-	envRestarts = "COLOCD_RUN_RESTARTS"
-)
+// envRestarts is how many times the supervisor restarted the command; it
+// also sets or withholds EnvLease, EnvSidecar and EnvToken.
+const envRestarts = "COLOCD_RUN_RESTARTS"
 
 // Run owns one lease for the life of one command: it asks with admit,
 // runs cfg.Command under the lease and follows it (docs/cli.md#run). It
@@ -484,7 +480,7 @@ func (s *supervisor) childEnv() []string {
 	var env []string
 	for _, kv := range s.cfg.Env {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "CUDA_MPS_") || strings.HasPrefix(k, "COLOCD_LEASE_") || k == envSidecar || k == envRestarts {
+		if strings.HasPrefix(k, "CUDA_MPS_") || strings.HasPrefix(k, "COLOCD_LEASE_") || k == EnvSidecar || k == envRestarts {
 			continue
 		}
 		if _, ok := s.env[k]; ok {
@@ -500,12 +496,12 @@ func (s *supervisor) childEnv() []string {
 	for _, k := range keys {
 		env = append(env, k+"="+s.env[k])
 	}
-	if _, ok := s.env[envLeaseID]; !ok {
-		env = append(env, envLeaseID+"="+s.ref.LeaseID)
+	if _, ok := s.env[EnvLease]; !ok {
+		env = append(env, EnvLease+"="+s.ref.LeaseID)
 	}
-	env = append(env, envSidecar+"="+s.sidecar, envRestarts+"="+strconv.Itoa(s.restarts))
+	env = append(env, EnvSidecar+"="+s.sidecar, envRestarts+"="+strconv.Itoa(s.restarts))
 	if s.cfg.PassToken {
-		env = append(env, envToken+"="+s.ref.Token)
+		env = append(env, EnvToken+"="+s.ref.Token)
 	}
 	return env
 }

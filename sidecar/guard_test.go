@@ -14,10 +14,10 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
-	"github.com/colocd/colocd/internal/simserver"
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
 	"github.com/colocd/colocd/predictor/calibrate"
+	"github.com/colocd/colocd/simserver"
 )
 
 // slowServer serves a vLLM metrics page on which perScrape requests
@@ -114,6 +114,7 @@ func simulatedServer(t *testing.T, s *running, arrivals []time.Duration) string 
 	t.Helper()
 	inf, tr, cal := testModel(t)
 	model := &simserver.Model{Inference: inf, Calibration: cal, Mode: predictor.ModeMPS, Requests: testRequests, Seed: 1, SMs: 132}
+	trKey := tr.Key()
 	srv, err := simserver.New(simserver.Config{Preset: "vllm", ModelName: "m", Arrivals: arrivals, Start: time.Now(), Latency: model,
 		Trainers: func() []simserver.Trainer {
 			clients, err := s.sim.mps.Clients(context.Background())
@@ -122,7 +123,7 @@ func simulatedServer(t *testing.T, s *running, arrivals []time.Duration) string 
 			}
 			var out []simserver.Trainer
 			for _, c := range clients {
-				out = append(out, simserver.Trainer{Profile: tr, Pct: int(c.ActiveThreadPct)})
+				out = append(out, simserver.Trainer{Profile: tr, Key: trKey, Pct: int(c.ActiveThreadPct)})
 			}
 			return out
 		}})

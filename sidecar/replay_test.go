@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/admission"
-	"github.com/colocd/colocd/internal/simserver"
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/simserver"
 )
 
 // The guard replay: the Azure LLM inference trace's arrivals, in simulated
@@ -176,6 +176,7 @@ func (l *launcher) step(ctx context.Context, now time.Time, events []admission.E
 type replayWorld struct {
 	arrivals []time.Duration
 	inf, tr  *predictor.Profile
+	trKey    predictor.ProfileKey // tr's, computed once: the model's cache key
 	cal      *predictor.Calibration
 	latency  *simserver.Model
 }
@@ -208,6 +209,7 @@ func newReplayWorld(t testing.TB) *replayWorld {
 	if w.tr, err = predictor.LoadProfile(trainProfile); err != nil {
 		t.Fatal(err)
 	}
+	w.trKey = w.tr.Key()
 	if w.cal, err = predictor.CalibrationPreset("NVIDIA H200"); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +232,7 @@ func (w *replayWorld) replay(t testing.TB, policy string) replayResult {
 		if l == nil || l.running == 0 {
 			return nil
 		}
-		return []simserver.Trainer{{Profile: w.tr, Pct: l.running}}
+		return []simserver.Trainer{{Profile: w.tr, Key: w.trKey, Pct: l.running}}
 	}
 	perMinute := map[int][]float64{}
 	srv, err := simserver.New(simserver.Config{Preset: "vllm", ModelName: "chat", Arrivals: w.arrivals, Start: start, Latency: w.latency,

@@ -1,20 +1,10 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
-	"math"
-	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/colocd/colocd/predictor/calibrate"
 
@@ -68,14 +58,14 @@ those records as a measurements file.`,
 			if !(opts.Noise >= 0 && opts.Noise <= 1) {
 				return fmt.Errorf("calibrate: --noise: want a fraction in (0, 1] (0: %g), got %g", calibrate.DefaultNoise, opts.Noise)
 			}
-			m, err := loadMeasurements(cmd.OutOrStdout(), measPath, obsDir, measOut)
+			m, err := calibrate.Load(cmd.OutOrStdout(), measPath, obsDir, measOut)
 			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
 			if out == "" {
 				return nil
 			}
-			cal, err := fitAll(cmd.Context(), m, opts, cmd.ErrOrStderr())
+			cal, err := calibrate.FitAll(cmd.Context(), m, opts, cmd.ErrOrStderr())
 			if err != nil {
 				return fmt.Errorf("calibrate: %w", err)
 			}
@@ -89,7 +79,7 @@ those records as a measurements file.`,
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), cal)
 			}
-			return printCalibration(cmd.OutOrStdout(), cal, out)
+			return calibrate.WriteReport(cmd.OutOrStdout(), cal, out)
 		},
 	}
 	f := cmd.Flags()
@@ -126,179 +116,4 @@ func parseWeights(kv map[string]string) (map[string]float64, error) {
 		return nil, fmt.Errorf("--weight: %w", err)
 	}
 	return w, nil
-}
-
-// loadMeasurements reads the measurements file, or turns an observations
-// directory into measurements (saying what it left out, and writing them
-// to measOut when set).
-func loadMeasurements(w io.Writer, measPath, obsDir, measOut string) (*calibrate.Measurements, error) {
-	if measPath != "" {
-		if measOut != "" {
-			return nil, errors.New("--measurements-out: want it only with --from-observations")
-		}
-		return calibrate.LoadMeasurements(measPath)
-	}
-	m, skipped, err := calibrate.FromObservations(obsDir)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(w, "%d measurement records from %s", len(m.Records), obsDir)
-	for _, why := range slices.Sorted(maps.Keys(skipped)) {
-		fmt.Fprintf(w, "; %d windows left out: %s", skipped[why], why)
-	}
-	fmt.Fprintln(w)
-	if measOut != "" {
-		data, err := json.MarshalIndent(m, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(measOut, append(data, '\n'), 0o644); err != nil {
-			return nil, fmt.Errorf("--measurements-out: %w", err)
-		}
-	}
-	return m, nil
-}
-
-// fitAll fits each mode that has records and returns one calibration.
-func fitAll(ctx context.Context, m *calibrate.Measurements, opts calibrate.FitOptions, progress io.Writer) (*predictor.Calibration, error) {
-	cal := &predictor.Calibration{Format: predictor.CalibrationFormat, Device: m.Device}
-	var fitted bool
-	// A fit simulates every record many times (and once more per record
-	// with cross-validation): say what runs, and how long it took.
-	step := func(mode predictor.Mode, what string) func() {
-		n := 0
-		for _, r := range m.Records {
-			if r.Mode == mode {
-				n++
-			}
-		}
-		if n == 0 {
-			return func() {}
-		}
-		cv := ""
-		if opts.CrossValidate {
-			cv = fmt.Sprintf(", then %d leave-one-out refits", n)
-		}
-		fmt.Fprintf(progress, "colocd calibrate: fitting %s on %d records%s…\n", what, n, cv)
-		start := time.Now()
-		return func() {
-			fmt.Fprintf(progress, "colocd calibrate: %s done in %s\n", what, time.Since(start).Round(100*time.Millisecond))
-		}
-	}
-	done := step(predictor.ModeTimeslice, "time slicing")
-	ts, err := calibrate.FitTimeslice(ctx, m, opts)
-	done()
-	if err == nil {
-		cal.Timeslice, cal.Fit, fitted = ts.Timeslice, ts.Fit, true
-	} else if !errors.Is(err, calibrate.ErrNoRecords) {
-		return nil, err
-	}
-	done = step(predictor.ModeMPS, "mps")
-	mp, err := calibrate.FitMPS(ctx, m, opts)
-	done()
-	if err == nil {
-		cal.MPS, fitted = mp, true
-	} else if !errors.Is(err, calibrate.ErrNoRecords) {
-		return nil, err
-	}
-	if !fitted {
-		return nil, fmt.Errorf("%w: no record has mode timeslice or mps", calibrate.ErrNoRecords)
-	}
-	return cal, nil
-}
-
-// printCalibration writes the fitted values and a per-metric table for each
-// mode fitted.
-func printCalibration(w io.Writer, cal *predictor.Calibration, out string) error {
-	fmt.Fprintf(w, "%s → %s\n", cal.Source, out)
-	if ts := cal.Timeslice; ts != nil && cal.Fit != nil {
-		fmt.Fprintf(w, "\ntime slicing: slice %.1f µs, switch %.1f µs, hold-over %.1f µs\n", ts.SliceUS, ts.SwitchUS, ts.HoldoverUS)
-		if len(cal.Fit.Unidentified) > 0 {
-			fmt.Fprintf(w, "not identified by these records: %s\n", strings.Join(cal.Fit.Unidentified, ", "))
-		}
-		if err := printParameters(w, cal.Fit); err != nil {
-			return err
-		}
-		if err := printFit(w, cal.Fit); err != nil {
-			return err
-		}
-	}
-	if m := cal.MPS; m != nil && m.Fit != nil {
-		c := m.Params()
-		fmt.Fprintf(w, "\nmps: contention dram %.4f, l2 %.4f, kernels %.4f\n", c.DRAM, c.L2, c.Kernels)
-		if err := printParameters(w, m.Fit); err != nil {
-			return err
-		}
-		if err := printFit(w, m.Fit); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// printFit writes a fit's MAPE line and its per-metric table.
-func printFit(w io.Writer, fit *predictor.FitReport) error {
-	fmt.Fprintf(w, "%d records, %d metrics: MAPE in-sample %.2f %%", fit.Records, fit.Metrics, 100*fit.MAPE)
-	if fit.CVMAPE != nil {
-		fmt.Fprintf(w, ", %s %.2f %%", fit.CV, 100**fit.CVMAPE)
-	}
-	seeds := "seeds"
-	if fit.Seeds == 1 {
-		seeds = "seed"
-	}
-	fmt.Fprintf(w, " (%d model evaluations, %d %s per record)\n", fit.Evaluations, fit.Seeds, seeds)
-	if len(fit.Weights) > 0 {
-		var parts []string
-		for _, k := range slices.Sorted(maps.Keys(fit.Weights)) {
-			parts = append(parts, fmt.Sprintf("%s=%g", k, fit.Weights[k]))
-		}
-		fmt.Fprintf(w, "objective weights: %s\n", strings.Join(parts, ", "))
-	}
-	for _, warn := range fit.Warnings {
-		fmt.Fprintf(w, "WARNING: %s\n", warn)
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "record\tmetric\tmeasured\tpredicted\terror\tleft-out predicted\tleft-out error")
-	for _, r := range fit.PerRecord {
-		for _, m := range r.Metrics {
-			cvp, cve := "—", "—"
-			if m.CVPredicted != nil {
-				cvp, cve = fmt.Sprintf("%.3f", *m.CVPredicted), pctErr(*m.CVPredicted, m.Measured)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%s\t%s\t%s\n", r.Name, m.Field, m.Measured, m.Predicted, pctErr(m.Predicted, m.Measured), cvp, cve)
-		}
-	}
-	return tw.Flush()
-}
-
-// printParameters writes each fitted parameter with its 95 % interval,
-// what pins it and its prior.
-func printParameters(w io.Writer, fit *predictor.FitReport) error {
-	if len(fit.Parameters) == 0 {
-		return nil
-	}
-	bound := func(v *float64) string {
-		if v == nil {
-			return "open"
-		}
-		return fmt.Sprintf("%.4g", *v)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "parameter	value	95 % interval	pinned by	prior (median, ±2 sd)")
-	for _, p := range fit.Parameters {
-		prior := "none"
-		if t, ok := fit.Prior[p.Name]; ok {
-			prior = fmt.Sprintf("%.0f (%.0f – %.0f)", t.Centre, t.Centre*math.Exp(-2*t.LogSD), t.Centre*math.Exp(2*t.LogSD))
-		}
-		fmt.Fprintf(tw, "%s\t%.4g\t%s – %s\t%s\t%s\n", p.Name, p.Value, bound(p.Low), bound(p.High), p.PinnedBy, prior)
-	}
-	return tw.Flush()
-}
-
-func pctErr(pred, meas float64) string {
-	if math.IsNaN(pred) {
-		return "—"
-	}
-	return fmt.Sprintf("%+.1f %%", 100*(pred-meas)/meas)
 }

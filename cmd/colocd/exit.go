@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-
-	"github.com/colocd/colocd/bus"
 )
 
 // Exit statuses (docs/cli.md#exit-status): a launcher's script tells "no
@@ -68,10 +66,4 @@ func exitCode(err error) int {
 		return exitDenied
 	}
 	return exitError
-}
-
-// noOffer reports whether place's error means no GPU would take the job
-// (no candidate, no quote that grants, every offer lost), not a failure.
-func noOffer(err error) bool {
-	return errors.Is(err, bus.ErrNoSidecar) || errors.Is(err, bus.ErrEveryOfferLost)
 }

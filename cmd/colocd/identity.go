@@ -1,15 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/termtext"
+	"github.com/colocd/colocd/launch"
 	"github.com/spf13/cobra"
 )
 
@@ -54,32 +53,15 @@ once, and one removed is disconnected.`,
 			if out == "" {
 				out = args[0] + ".nk"
 			}
-			// The seed file first, so that a key never sits in the
-			// directory without its seed.
-			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("launcher add: --out %s exists: choose another file", out)
-			}
+			l, err := bus.AddLauncherSeedFile(d, args[0], out)
 			if err != nil {
-				return fmt.Errorf("launcher add: --out: %w", err)
-			}
-			seed, l, err := bus.AddLauncher(d, args[0])
-			if err != nil {
-				f.Close()
-				os.Remove(out)
 				return fmt.Errorf("launcher add: %w", err)
-			}
-			_, werr := f.Write(append(seed, '\n'))
-			if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
-				_ = bus.RemoveLauncher(d, args[0])
-				_ = os.Remove(out)
-				return fmt.Errorf("launcher add: %s: %w", out, err)
 			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), map[string]string{"name": l.Name, "key": l.Key, "seed_file": absPath(out)})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "launcher %s: key %s\nits seed is in %s (mode 0600): give it to the launcher alone, e.g.\n  export %s=%s\n",
-				l.Name, l.Key, out, envNKey, shellQuote(absPath(out)))
+				l.Name, l.Key, out, launch.EnvNKey, termtext.ShellQuote(absPath(out)))
 			return nil
 		},
 	}

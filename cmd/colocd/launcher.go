@@ -1,61 +1,41 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
-	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/internal/termtext"
+	"github.com/colocd/colocd/launch"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
 
-// Environment variables the launcher commands read and `colocd admit` sets.
-const (
-	envServer  = "COLOCD_SERVER"
-	envSidecar = "COLOCD_SIDECAR"
-	envLease   = "COLOCD_LEASE_ID"
-	envToken   = "COLOCD_LEASE_TOKEN"
-	envNKey    = "COLOCD_NKEY"
-	envCreds   = "COLOCD_CREDS"
-	envTLSCA   = "COLOCD_TLS_CA"
-	envTLSCert = "COLOCD_TLS_CERT"
-	envTLSKey  = "COLOCD_TLS_KEY"
-)
-
 // launcherFlags are the connection flags every launcher command shares.
 type launcherFlags struct {
-	server, sidecar, creds, nkey string
-	tlsCA, tlsCert, tlsKey       string
-	timeout                      time.Duration
-	asJSON                       bool
-	// persistent: reconnect for as long as the command runs (colocd run).
-	persistent bool
+	launch.Endpoint
+	asJSON bool
 }
 
 func (f *launcherFlags) register(cmd *cobra.Command, needSidecar bool) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.server, "server", envOr(envServer, nats.DefaultURL), "NATS server URL (env "+envServer+")")
-	fs.StringVar(&f.creds, "creds", os.Getenv(envCreds), "NATS credentials file (env "+envCreds+")")
-	fs.StringVar(&f.nkey, "nkey", os.Getenv(envNKey), "NKey seed file, e.g. the launcher.nk colocd serve writes (env "+envNKey+")")
-	fs.StringVar(&f.tlsCA, "tls-ca", os.Getenv(envTLSCA), "PEM file of the CA that signed the server's certificate (env "+envTLSCA+")")
-	fs.StringVar(&f.tlsCert, "tls-cert", os.Getenv(envTLSCert), "PEM client certificate, for mutual TLS (env "+envTLSCert+")")
-	fs.StringVar(&f.tlsKey, "tls-key", os.Getenv(envTLSKey), "PEM client key, for mutual TLS (env "+envTLSKey+")")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the sidecar")
+	fs.StringVar(&f.Server, "server", envOr(launch.EnvServer, nats.DefaultURL), "NATS server URL (env "+launch.EnvServer+")")
+	fs.StringVar(&f.Creds, "creds", os.Getenv(launch.EnvCreds), "NATS credentials file (env "+launch.EnvCreds+")")
+	fs.StringVar(&f.NKey, "nkey", os.Getenv(launch.EnvNKey), "NKey seed file, e.g. the launcher.nk colocd serve writes (env "+launch.EnvNKey+")")
+	fs.StringVar(&f.TLSCA, "tls-ca", os.Getenv(launch.EnvTLSCA), "PEM file of the CA that signed the server's certificate (env "+launch.EnvTLSCA+")")
+	fs.StringVar(&f.TLSCert, "tls-cert", os.Getenv(launch.EnvTLSCert), "PEM client certificate, for mutual TLS (env "+launch.EnvTLSCert+")")
+	fs.StringVar(&f.TLSKey, "tls-key", os.Getenv(launch.EnvTLSKey), "PEM client key, for mutual TLS (env "+launch.EnvTLSKey+")")
+	fs.DurationVar(&f.Timeout, "timeout", 10*time.Second, "how long to wait for the sidecar")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
 	if needSidecar {
-		fs.StringVar(&f.sidecar, "sidecar", os.Getenv(envSidecar), "sidecar id (the GPU UUID by default; env "+envSidecar+")")
+		fs.StringVar(&f.Sidecar, "sidecar", os.Getenv(launch.EnvSidecar), "sidecar id (the GPU UUID by default; env "+launch.EnvSidecar+")")
 	}
 }
 
@@ -66,43 +46,13 @@ func envOr(key, def string) string {
 	return def
 }
 
-// connect opens the NATS connection and a bus client.
-func (f *launcherFlags) connect(needSidecar bool) (*bus.Client, *nats.Conn, error) {
-	if needSidecar {
-		if err := bus.ValidateSidecarID(f.sidecar); err != nil {
-			return nil, nil, fmt.Errorf("--sidecar: %w", err)
-		}
+// writeEnv prints a decision's shell lines (launch.WriteEnv); a deny exits 3.
+func writeEnv(w io.Writer, d *bus.Decision, lf *launcherFlags, token string) error {
+	err := launch.WriteEnv(w, d, &lf.Endpoint, token)
+	if errors.Is(err, launch.ErrDenied) {
+		return deniedError{err}
 	}
-	opts := []nats.Option{nats.Name("colocd launcher"), nats.Timeout(f.timeout)}
-	if f.persistent {
-		opts = append(opts, runOptions...)
-	}
-	if f.creds != "" && f.nkey != "" {
-		return nil, nil, fmt.Errorf("--creds and --nkey: want one of the two (%s, %s)", envCreds, envNKey)
-	}
-	auth, err := bus.LauncherAuth(f.nkey, f.creds)
-	if err != nil {
-		flag := "--nkey"
-		if f.creds != "" {
-			flag = "--creds"
-		}
-		return nil, nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	opts = append(opts, auth...)
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, nil, fmt.Errorf("--tls-cert and --tls-key: want both or neither (%s, %s)", envTLSCert, envTLSKey)
-	}
-	if f.tlsCA != "" {
-		opts = append(opts, nats.RootCAs(f.tlsCA))
-	}
-	if f.tlsCert != "" {
-		opts = append(opts, nats.ClientCert(f.tlsCert, f.tlsKey))
-	}
-	nc, err := nats.Connect(f.server, opts...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--server %s: %w", f.server, err)
-	}
-	return bus.NewClient(nc, bus.WithTimeout(f.timeout)), nc, nil
+	return err
 }
 
 // printJSON writes v as indented JSON: what every --json flag prints.
@@ -137,17 +87,17 @@ return the same decision instead of a second lease (default: a random id).`,
 				return fmt.Errorf("admit: %w", err)
 			}
 			defer nc.Close()
-			d, err := client.Admit(cmd.Context(), lf.sidecar, &af.req)
+			d, err := client.Admit(cmd.Context(), lf.Sidecar, &af.req)
 			if err != nil {
-				af.retryHint(cmd.ErrOrStderr(), lf.sidecar, err)
-				return fmt.Errorf("admit: %w", describeBusError(err))
+				launch.RetryHint(cmd.ErrOrStderr(), lf.Sidecar, &af.req, err)
+				return fmt.Errorf("admit: %w", launch.Describe(err))
 			}
 			if lf.asJSON {
 				if err := printJSON(cmd.OutOrStdout(), d); err != nil {
 					return err
 				}
 				if d.Decision == bus.DecisionDeny {
-					return deniedError{fmt.Errorf("admit: denied (%s): %s", commentText(d.Reason.Code), commentText(d.Reason.Message))}
+					return deniedError{fmt.Errorf("admit: denied (%s): %s", termtext.Line(d.Reason.Code), termtext.Line(d.Reason.Message))}
 				}
 				return nil
 			}
@@ -155,7 +105,7 @@ return the same decision instead of a second lease (default: a random id).`,
 			if d.Lease != nil {
 				token = d.Lease.Token
 			}
-			return printAdmit(cmd.OutOrStdout(), d, lf, token)
+			return writeEnv(cmd.OutOrStdout(), d, &lf, token)
 		},
 	}
 	lf.register(cmd, true)
@@ -181,23 +131,10 @@ func (f *admitFlags) registerRetry(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.token, "token", "", "with --request-id: the lease token of an earlier admit whose outcome is unknown, so that the retry gets that admit's decision (printed when no answer came)")
 }
 
-// retryHint tells, on stderr, how to retry an admit at sidecar that got no
-// answer: the sidecar may hold a lease, which only the same request_id and
-// token get back (a new admit would take a second one).
-func (f *admitFlags) retryHint(w io.Writer, sidecar string, err error) {
-	if !errors.Is(err, bus.ErrNoAnswer) || sidecar == "" {
-		return
-	}
-	fmt.Fprintf(w, "colocd: no answer from %s: it may hold a lease for job %s. Get that decision with colocd admit, the same job flags, and\n"+
-		"  --sidecar %s --request-id %s --token %s\n"+
-		"or let the lease expire. An admit without them may take a second lease.\n",
-		sidecar, f.req.Job.ID, sidecar, f.req.RequestID, f.req.Token())
-}
-
 // prepare fills the request from the flags, connects, and sends the profile
 // the way --send-profile says; the caller closes the connection.
 func (f *admitFlags) prepare(cmd *cobra.Command, lf *launcherFlags, needSidecar bool) (*bus.Client, *nats.Conn, error) {
-	if err := fillAdmitRequest(&f.req, f.profilePath, f.lease, f.sendMode); err != nil {
+	if err := launch.FillRequest(&f.req, f.profilePath, f.lease, f.sendMode); err != nil {
 		return nil, nil, err
 	}
 	if f.token != "" {
@@ -208,11 +145,11 @@ func (f *admitFlags) prepare(cmd *cobra.Command, lf *launcherFlags, needSidecar 
 			return nil, nil, fmt.Errorf("--%w", err)
 		}
 	}
-	client, nc, err := lf.connect(needSidecar)
+	client, nc, err := lf.Dial(needSidecar)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := sendProfile(cmd.Context(), client, lf.sidecar, &f.req, f.sendMode, cmd.ErrOrStderr()); err != nil {
+	if err := launch.SendProfile(cmd.Context(), client, lf.Sidecar, &f.req, f.sendMode, cmd.ErrOrStderr()); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
@@ -229,100 +166,13 @@ func (f *admitFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&req.Job.Priority, "priority", 0, "job priority")
 	fs.Float64Var(&req.Job.Weight, "weight", 0, "what a unit of the job's throughput is worth against other jobs', in (0, 1000] (default 1)")
 	fs.StringVar(profilePath, "profile", "", "the job's training profile, colocd.profile/v1 (required)")
-	fs.StringVar(sendMode, "send-profile", sendAuto, "how the profile travels: inline (in the request), ref (uploaded through the sidecar, or with no --sidecar put in the colocd_profiles object store, then named by its sha256), or auto (ref only when the profile would not fit in one message)")
+	fs.StringVar(sendMode, "send-profile", launch.SendAuto, "how the profile travels: inline (in the request), ref (uploaded through the sidecar, or with no --sidecar put in the colocd_profiles object store, then named by its sha256), or auto (ref only when the profile would not fit in one message)")
 	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "GPU memory the job needs, MiB (required unless the profile has memory_mib)")
 	fs.IntVar(&req.Processes, "processes", 1, "GPU processes the job starts")
 	fs.IntVar(&req.Compute.MinPct, "min-pct", 10, "lowest MPS active-thread percentage the job accepts")
 	fs.IntVar(&req.Compute.MaxPct, "max-pct", 100, "highest MPS active-thread percentage the job wants")
 	fs.DurationVar(lease, "lease", 0, "lease duration (default: the sidecar's)")
 	fs.BoolVar(&req.Checkpointable, "checkpointable", false, "say that the job can restart from a checkpoint (informational: any lease may be throttled, which is always a restart)")
-}
-
-// How --send-profile sends the profile.
-const (
-	sendAuto   = "auto"
-	sendInline = "inline"
-	sendRef    = "ref"
-)
-
-// refAbove is the size above which auto sends a profile by reference: when
-// it would not fit in one message beside the rest of the request.
-func refAbove(c *bus.Client) int {
-	return int(c.MaxPayload()) * 3 / 4
-}
-
-// sendProfile replaces the inline profile by a reference when mode says
-// so: uploaded through the sidecar asked (which checks and stores it; any
-// launcher may), or, with no sidecar named (a quote to all), put in the
-// object store directly (a launcher identity allowed to write it). In auto
-// mode a failure is not an error: the profile goes inline, as it always
-// could, and warn says why.
-func sendProfile(ctx context.Context, c *bus.Client, sidecar string, req *bus.AdmitRequest, mode string, warn io.Writer) error {
-	if mode == sendInline || (mode == sendAuto && len(req.Profile) <= refAbove(c)) {
-		return nil
-	}
-	var ref string
-	var err error
-	if sidecar != "" {
-		ref, err = c.UploadProfile(ctx, sidecar, req.Profile)
-	} else {
-		ref, err = c.PutProfile(ctx, req.Profile)
-	}
-	if err != nil && mode == sendAuto && ctx.Err() == nil {
-		fmt.Fprintf(warn, "colocd: sending the profile inline: %v\n", describeBusError(err))
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("--send-profile %s: %w", mode, describeBusError(err))
-	}
-	req.Profile, req.ProfileRef = nil, ref
-	return nil
-}
-
-// fillAdmitRequest loads the profile inline and fills the defaults.
-func fillAdmitRequest(req *bus.AdmitRequest, profilePath string, lease time.Duration, sendMode string) error {
-	if req.Job.ID == "" {
-		return errors.New("--job: want the job's id")
-	}
-	if sendMode != sendAuto && sendMode != sendInline && sendMode != sendRef {
-		return fmt.Errorf("--send-profile: want auto, inline or ref, got %q", sendMode)
-	}
-	if profilePath == "" {
-		return errors.New("--profile: want the path of the job's training profile")
-	}
-	p, err := predictor.LoadProfile(profilePath)
-	if err != nil {
-		return fmt.Errorf("--profile: %w", err)
-	}
-	if p.Kind != predictor.KindTraining {
-		return fmt.Errorf("--profile: want a training profile, got kind %q", p.Kind)
-	}
-	if req.MemoryMiB == 0 && p.MemoryMiB == 0 {
-		return fmt.Errorf("--memory-mib: want the GPU memory the job needs, in MiB (%s has no memory_mib to take it from)", profilePath)
-	}
-	if req.Profile, err = json.Marshal(p); err != nil {
-		return fmt.Errorf("--profile: %w", err)
-	}
-	if lease < 0 || lease%time.Second != 0 {
-		return fmt.Errorf("--lease: want a whole number of seconds ≥ 0, got %s", lease)
-	}
-	req.LeaseSeconds = int(lease / time.Second)
-	if req.RequestID == "" {
-		req.RequestID = rand.Text() // 130 bits: nobody can guess it
-	}
-	return nil
-}
-
-// describeBusError turns a sidecar's error into a sentence with its code.
-func describeBusError(err error) error {
-	var be *bus.Error
-	switch {
-	case errors.Is(err, bus.ErrNoSidecar):
-		return fmt.Errorf("no sidecar answered (is colocd serve running with that --sidecar id?): %w", err)
-	case errors.As(err, &be):
-		return fmt.Errorf("sidecar refused (%d): %s", be.Code, be.Description)
-	}
-	return err
 }
 
 func newQuoteCmd() *cobra.Command {
@@ -341,74 +191,39 @@ func newQuoteCmd() *cobra.Command {
 				return fmt.Errorf("quote: %w", err)
 			}
 			defer nc.Close()
-			// Every live sidecar's summary says how many answers to
-			// expect: the quote ends when they are in, not at --wait.
-			var expect []string
-			rctx, cancel := context.WithTimeout(cmd.Context(), wait)
-			if caps, _, err := client.Capacities(rctx); err == nil {
-				for _, c := range caps {
-					expect = append(expect, c.Sidecar)
-				}
-			}
-			cancel()
-			ds, err := client.QuoteExpect(cmd.Context(), &af.req, wait, expect)
+			ds, err := launch.Quote(cmd.Context(), client, &af.req, wait)
 			if err != nil {
-				return fmt.Errorf("quote: %w", describeBusError(err))
+				return fmt.Errorf("quote: %w", launch.Describe(err))
 			}
-			slices.SortFunc(ds, func(a, b *bus.Decision) int { return strings.Compare(a.Sidecar, b.Sidecar) })
 			if lf.asJSON {
 				return printJSON(cmd.OutOrStdout(), ds)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "sidecar\tdecision\treason")
-			for _, d := range ds {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", commentText(d.Sidecar), commentText(d.Decision), commentText(d.Reason.Message))
-				printJointCost(tw, d.Joint)
-			}
-			return tw.Flush()
+			return launch.WriteQuotes(cmd.OutOrStdout(), ds)
 		},
 	}
 	lf.register(cmd, false)
-	cmd.Flags().StringVar(&lf.sidecar, "sidecar", os.Getenv(envSidecar), "the sidecar a profile sent by reference is uploaded through (env "+envSidecar+"); the quote still asks every sidecar. Without it, ref puts the profile in the object store directly")
+	cmd.Flags().StringVar(&lf.Sidecar, "sidecar", os.Getenv(launch.EnvSidecar), "the sidecar a profile sent by reference is uploaded through (env "+launch.EnvSidecar+"); the quote still asks every sidecar. Without it, ref puts the profile in the object store directly")
 	af.register(cmd)
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to collect answers at most; the quote ends sooner once every sidecar with a live capacity summary answered")
 	return cmd
-}
-
-// printJointCost prints, under a quote's row, what a joint allocation
-// gives each job: the live leases' percentages and speeds now and after,
-// then the job's own.
-func printJointCost(w io.Writer, j *bus.Joint) {
-	if j == nil {
-		return
-	}
-	for _, job := range j.Jobs {
-		if job.LeaseID == "" {
-			fmt.Fprintf(w, "\t\t  this job: %d %%, %.0f %% of its solo speed (weight %g)\n", job.Pct, 100*job.Throughput, job.Weight)
-			continue
-		}
-		fmt.Fprintf(w, "\t\t  job %s: %d %% → %d %%, %.0f %% → %.0f %% of its solo speed (weight %g)\n",
-			commentText(job.JobID), job.WasPct, job.Pct, 100*job.WasThroughput, 100*job.Throughput, job.Weight)
-	}
-	fmt.Fprintf(w, "\t\t  weighted throughput: %.3f → %.3f (SLO slack priced at %.3g)\n", j.WeightedThroughputBefore, j.WeightedThroughput, j.Prices.SLO)
 }
 
 // leaseFlags are the lease id and token, defaulting to what admit exported.
 type leaseFlags struct{ id, token string }
 
 func (f *leaseFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.id, "lease", os.Getenv(envLease), "lease id (env "+envLease+")")
+	cmd.Flags().StringVar(&f.id, "lease", os.Getenv(launch.EnvLease), "lease id (env "+launch.EnvLease+")")
 	// The token's default is read when the command runs, not shown: help
 	// must not print a secret from the environment.
-	cmd.Flags().StringVar(&f.token, "token", "", "lease token (default: env "+envToken+")")
+	cmd.Flags().StringVar(&f.token, "token", "", "lease token (default: env "+launch.EnvToken+")")
 }
 
 func (f *leaseFlags) ref() (*bus.LeaseRef, error) {
 	if f.token == "" {
-		f.token = os.Getenv(envToken)
+		f.token = os.Getenv(launch.EnvToken)
 	}
 	if f.id == "" || f.token == "" {
-		return nil, fmt.Errorf("--lease and --token: want the lease id and token that admit printed (or %s and %s in the environment)", envLease, envToken)
+		return nil, fmt.Errorf("--lease and --token: want the lease id and token that admit printed (or %s and %s in the environment)", launch.EnvLease, launch.EnvToken)
 	}
 	return &bus.LeaseRef{LeaseID: f.id, Token: f.token}, nil
 }
@@ -431,13 +246,13 @@ func leaseCmd(use, short string, args cobra.PositionalArgs,
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
-			client, nc, err := lf.connect(true)
+			client, nc, err := lf.Dial(true)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			defer nc.Close()
 			if err := do(cmd, client, lf, ref, args); err != nil {
-				return fmt.Errorf("%s: %w", name, describeBusError(err))
+				return fmt.Errorf("%s: %w", name, launch.Describe(err))
 			}
 			return nil
 		},
@@ -450,7 +265,7 @@ func leaseCmd(use, short string, args cobra.PositionalArgs,
 func newRenewCmd() *cobra.Command {
 	return leaseCmd("renew [--lease ID --token T]", "Extend a lease", cobra.NoArgs,
 		func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *bus.LeaseRef, _ []string) error {
-			l, err := c.Renew(cmd.Context(), lf.sidecar, ref)
+			l, err := c.Renew(cmd.Context(), lf.Sidecar, ref)
 			if err != nil {
 				return err
 			}
@@ -458,16 +273,7 @@ func newRenewCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), l)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "lease %s renewed until %s\n", l.ID, l.ExpiresAt.Format(time.RFC3339))
-			// A renew is where a script that holds a lease by hand sees a
-			// throttle or a revoke it missed.
-			was := os.Getenv(admission.EnvActiveThreads) // what admit exported
-			switch {
-			case l.State == "revoked":
-				fmt.Fprintf(cmd.ErrOrStderr(), "colocd: lease %s is revoked: stop its processes by %s\n", l.ID, deadlineOf(l))
-			case was != "" && l.Instance == nil && was != strconv.Itoa(l.ActiveThreadPct):
-				fmt.Fprintf(cmd.ErrOrStderr(), "colocd: lease %s is now at %d %% (the job's processes started at %s %%): restart them with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d and register them by %s, or use colocd run, which does\n",
-					l.ID, l.ActiveThreadPct, commentText(was), l.ActiveThreadPct, deadlineOf(l))
-			}
+			launch.RenewNotice(cmd.ErrOrStderr(), l, os.Getenv(admission.EnvActiveThreads)) // what admit exported
 			return nil
 		})
 }
@@ -475,7 +281,7 @@ func newRenewCmd() *cobra.Command {
 func newReleaseCmd() *cobra.Command {
 	return leaseCmd("release [--lease ID --token T]", "Give a lease back", cobra.NoArgs,
 		func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *bus.LeaseRef, _ []string) error {
-			if err := c.Release(cmd.Context(), lf.sidecar, ref); err != nil {
+			if err := c.Release(cmd.Context(), lf.Sidecar, ref); err != nil {
 				return err
 			}
 			return printDone(cmd.OutOrStdout(), lf, "lease %s released\n", ref.LeaseID)
@@ -494,7 +300,7 @@ func newRegisterCmd() *cobra.Command {
 				}
 			}
 			req := &bus.RegisterRequest{LeaseID: ref.LeaseID, Token: ref.Token, PIDs: pids}
-			if err := c.Register(cmd.Context(), lf.sidecar, req); err != nil {
+			if err := c.Register(cmd.Context(), lf.Sidecar, req); err != nil {
 				return err
 			}
 			return printDone(cmd.OutOrStdout(), lf, "lease %s: registered %d processes\n", ref.LeaseID, len(pids))
@@ -518,101 +324,27 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show a sidecar's services, predictions, leases and health",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, nc, err := lf.connect(true)
+			client, nc, err := lf.Dial(true)
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
 			}
 			defer nc.Close()
-			st, err := client.Status(cmd.Context(), lf.sidecar)
+			st, err := client.Status(cmd.Context(), lf.Sidecar)
 			if err != nil {
-				return fmt.Errorf("status: %w", describeBusError(err))
+				return fmt.Errorf("status: %w", launch.Describe(err))
 			}
 			if lf.asJSON {
 				return printJSON(cmd.OutOrStdout(), st)
 			}
-			return printStatus(cmd.OutOrStdout(), st)
+			return launch.WriteStatus(cmd.OutOrStdout(), st)
 		},
 	}
 	lf.register(cmd, true)
 	return cmd
 }
 
-func printStatus(w io.Writer, st *bus.Status) error {
-	ready := "ready"
-	if !st.Ready {
-		ready = "NOT READY"
-	}
-	fmt.Fprintf(w, "sidecar %s (%s, mode %s): %s\n", commentText(st.Sidecar), commentText(st.GPU.Name), commentText(st.Mode), ready)
-	fmt.Fprintf(w, "gpu %s: %d of %d MiB free\n", commentText(st.GPU.UUID), st.GPU.MemoryFreeMiB, st.GPU.MemoryTotalMiB)
-	if r := st.ConfigRejected; r != nil {
-		fmt.Fprintf(w, "config: the edit at %s was rejected, the configuration before it is in force: %s\n", r.At.Format(time.RFC3339), commentText(r.Error))
-	}
-	names := make([]string, 0, len(st.Health))
-	for n := range st.Health {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %s: %s\n", commentText(n), commentText(st.Health[n]))
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "service\trate req/s\tSLO p99 ms\tpredicted p99 ms\tup to ms\tat req/s\tobserved req/s\tobserved p99 ms\tmetrics\tguard")
-	for _, s := range st.Services {
-		orate, op99, state := "—", "—", "not configured"
-		if o := s.Observed; o != nil {
-			orate, op99, state = numOrDash(o.RateRPS), numOrDash(o.P99MS), commentText(o.State)
-		}
-		guard := commentText(s.Guard)
-		if s.Correction > 1 {
-			guard += fmt.Sprintf(" ×%.2f", s.Correction)
-		}
-		upper := "—"
-		if s.PredictedP99UpperMS > 0 {
-			upper = fmt.Sprintf("%.2f", s.PredictedP99UpperMS)
-		}
-		name := commentText(s.Name)
-		if s.SLOMetric == "step" { // an LLM engine: steps/s and step latencies
-			name += " (steps)"
-		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%s\t%.2f\t%s\t%s\t%s\t%s\n", name, s.RateRPS, s.SLOP99MS, s.PredictedP99MS,
-			upper, s.PredictedAtRPS, orate, op99, state, guard)
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "lease\tjob\towner\tpct\tstate\texpires\tpids\ton")
-	for _, l := range st.Leases {
-		on, pct := "shared", strconv.Itoa(l.ActiveThreadPct)
-		if l.Instance != nil {
-			on, pct = "MIG "+commentText(l.Instance.Profile)+" "+commentText(l.Instance.UUID)+" (whole)", "—"
-		}
-		state := commentText(l.State)
-		if l.Deadline != nil {
-			state += " until " + l.Deadline.Format(time.TimeOnly)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", commentText(l.ID), commentText(l.JobID), commentText(l.Owner), pct, state, l.ExpiresAt.Format(time.RFC3339), l.PIDs, on)
-	}
-	return tw.Flush()
-}
-
-func numOrDash(v *float64) string {
-	if v == nil {
-		return "—"
-	}
-	return fmt.Sprintf("%.2f", *v)
-}
-
 // printJSONLine writes v as one line of JSON: what a command that streams
 // (watch) prints with --json.
 func printJSONLine(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
-}
-
-// deadlineOf is a lease's deadline for a person, or "its next deadline".
-func deadlineOf(l *bus.Lease) string {
-	if l.Deadline == nil {
-		return "the deadline of its event"
-	}
-	return l.Deadline.Format(time.RFC3339)
 }

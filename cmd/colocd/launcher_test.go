@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -100,29 +99,6 @@ func TestLauncherCommands(t *testing.T) {
 	}
 }
 
-// TestSendProfileFallsBackInline: with no JetStream to hold the profile,
-// auto sends it inline and says why; ref fails with the reason.
-func TestSendProfileFallsBackInline(t *testing.T) {
-	nc := plainNATS(t) // JetStream off
-	c := bus.NewClient(nc, bus.WithTimeout(2*time.Second))
-	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", refAbove(c)) + `"}`)
-	req := &bus.AdmitRequest{Profile: big}
-	var warn strings.Builder
-	if err := sendProfile(context.Background(), c, "", req, sendAuto, &warn); err != nil {
-		t.Fatalf("auto: %v", err)
-	}
-	if string(req.Profile) != string(big) || req.ProfileRef != "" || !strings.Contains(warn.String(), "sending the profile inline") {
-		t.Errorf("auto without JetStream: ref %q, warning %q", req.ProfileRef, warn.String())
-	}
-	if err := sendProfile(context.Background(), c, "", req, sendRef, &warn); err == nil || !strings.Contains(err.Error(), "--send-profile ref") {
-		t.Errorf("ref without JetStream: %v", err)
-	}
-	small := &bus.AdmitRequest{Profile: json.RawMessage(`{}`)}
-	if err := sendProfile(context.Background(), c, "", small, sendAuto, &warn); err != nil || small.ProfileRef != "" {
-		t.Errorf("a small profile goes inline without asking the store: %v %q", err, small.ProfileRef)
-	}
-}
-
 // A sidecar whose embedded listener speaks mutual TLS: the launcher
 // commands reach it with --tls-ca, --tls-cert, --tls-key and --nkey.
 func TestLauncherOverMutualTLS(t *testing.T) {
@@ -136,29 +112,6 @@ func TestLauncherOverMutualTLS(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, append(args, "--tls-ca", pki.CA)...); err == nil {
 		t.Error("status without a client certificate succeeded")
-	}
-}
-
-// A quote's joint allocation is printed under its row: each live job's
-// percentage and speed now and after, the job's own, and the weighted
-// throughput. A job id from the wire loses its control characters.
-func TestPrintJointCost(t *testing.T) {
-	var b strings.Builder
-	printJointCost(&b, &bus.Joint{Prices: bus.JointPrices{SLO: 1.39}, WeightedThroughput: 2.163, WeightedThroughputBefore: 0.789,
-		Jobs: []bus.JointJob{
-			{JobID: "job-a\x1b[2J", LeaseID: "L1", Weight: 1, Pct: 10, WasPct: 100, Throughput: 0.07, WasThroughput: 0.79},
-			{JobID: "job-b", Weight: 3, Pct: 90, Throughput: 0.7},
-		}})
-	want := "\t\t  job job-a[2J: 100 % → 10 %, 79 % → 7 % of its solo speed (weight 1)\n" +
-		"\t\t  this job: 90 %, 70 % of its solo speed (weight 3)\n" +
-		"\t\t  weighted throughput: 0.789 → 2.163 (SLO slack priced at 1.39)\n"
-	if got := b.String(); got != want {
-		t.Errorf("got\n%q\nwant\n%q", got, want)
-	}
-	b.Reset()
-	printJointCost(&b, nil)
-	if b.Len() != 0 {
-		t.Errorf("no joint allocation printed %q", b.String())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/launch"
 )
 
 func newPlaceCmd() *cobra.Command {
@@ -46,24 +47,23 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 			}
 			if err != nil {
 				if p != nil && len(p.Tried) > 0 {
-					af.retryHint(cmd.ErrOrStderr(), p.Tried[len(p.Tried)-1], err)
+					launch.RetryHint(cmd.ErrOrStderr(), p.Tried[len(p.Tried)-1], &af.req, err)
 				}
-				if p != nil && p.Summaries > 0 && noOffer(err) {
-					return deniedError{describeBusError(err)}
+				if p != nil && p.Summaries > 0 && launch.NoOffer(err) {
+					return deniedError{launch.Describe(err)}
 				}
-				return describeBusError(err)
+				return launch.Describe(err)
 			}
 			if lf.asJSON {
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "# placed on %s: %d sidecars summarised, %d could take it, %d quoted, admitted at the %s tried\n",
-				commentText(p.Sidecar), p.Summaries, len(p.Candidates), len(p.Quotes), ordinal(len(p.Tried)))
-			lf.sidecar = p.Sidecar
+			fmt.Fprintln(cmd.OutOrStdout(), launch.PlacedLine(p))
+			lf.Sidecar = p.Sidecar
 			token := ""
 			if p.Decision.Lease != nil {
 				token = p.Decision.Lease.Token
 			}
-			return printAdmit(cmd.OutOrStdout(), p.Decision, lf, token)
+			return writeEnv(cmd.OutOrStdout(), p.Decision, &lf, token)
 		},
 	}
 	lf.register(cmd, false)
@@ -71,18 +71,6 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 	cmd.Flags().IntVar(&k, "k", bus.DefaultPlaceK, "how many of the best-ranked sidecars to quote")
 	registerNode(cmd, &node)
 	return cmd
-}
-
-func ordinal(n int) string {
-	switch n {
-	case 1:
-		return "first"
-	case 2:
-		return "second"
-	case 3:
-		return "third"
-	}
-	return fmt.Sprintf("%dth", n)
 }
 
 // envNode is the node a pod runs on, for --node (in Kubernetes, from the

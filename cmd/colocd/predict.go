@@ -1,14 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"math"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/predictor/sweep"
 	"github.com/spf13/cobra"
 )
 
@@ -51,15 +48,15 @@ service_ms ("step" in the table) is the step latency, what inter-token
 latency (TPOT) SLOs are written on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := setRates(&sc, len(infPaths), rates, loads); err != nil {
-				return err
+			if err := sc.SpreadRates(len(infPaths), rates, loads); err != nil {
+				return fmt.Errorf("predict: %w", err)
 			}
-			cal, err := loadScenario(&sc, predictor.Mode(mode), infPaths, trainPaths, calPath)
+			cal, err := predictor.LoadScenario(&sc, predictor.Mode(mode), infPaths, trainPaths, calPath)
 			if err != nil {
-				return err
+				return fmt.Errorf("predict: %w", err)
 			}
-			if err := setBursts(&sc, bursts); err != nil {
-				return err
+			if err := sc.SpreadBursts(bursts); err != nil {
+				return fmt.Errorf("predict: %w", err)
 			}
 			var pr predictor.Predictor
 			if svgPath != "" && !sweepOn {
@@ -75,19 +72,19 @@ latency (TPOT) SLOs are written on.`,
 				if predictor.Mode(mode) != predictor.ModeMPS {
 					return usageError{fmt.Errorf("predict: --sweep: want --mode mps, got %q", mode)}
 				}
-				r, err := sweep(&pr, &sc, cal, sweepStep, sloMS)
+				r, err := sweep.Run(&pr, &sc, cal, sweepStep, sloMS)
 				if err != nil {
 					return err
 				}
 				if svgPath != "" {
-					if err := writeSweepSVG(svgPath, r); err != nil {
+					if err := r.WriteSVG(svgPath); err != nil {
 						return err
 					}
 				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), r)
 				}
-				printSweep(cmd.OutOrStdout(), r)
+				r.WriteText(cmd.OutOrStdout())
 				return nil
 			}
 			pred, err := pr.Predict(&sc, predictor.Mode(mode), cal)
@@ -97,7 +94,7 @@ latency (TPOT) SLOs are written on.`,
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), pred)
 			}
-			return printPrediction(cmd.OutOrStdout(), pred, cal)
+			return pred.WriteText(cmd.OutOrStdout(), cal)
 		},
 	}
 	f := cmd.Flags()
@@ -121,191 +118,4 @@ latency (TPOT) SLOs are written on.`,
 	f.Float64Var(&sloMS, "slo-p99-ms", 0, "with --sweep: the service's p99 SLO (the step p99 for an engine), in ms")
 	cmd.MarkFlagsMutuallyExclusive("rate", "load")
 	return cmd
-}
-
-// setRates spreads --rate or --load over the services: one value for all,
-// or one per service.
-func setRates(sc *predictor.Scenario, services int, rates, loads []float64) error {
-	vals, flag := rates, "--rate"
-	if len(loads) > 0 {
-		vals, flag = loads, "--load"
-	}
-	if len(vals) == 0 || services == 0 {
-		return nil // Validate names what is missing
-	}
-	if len(vals) != 1 && len(vals) != services {
-		return fmt.Errorf("predict: %s: want one value for every service or one per --inference (%d), got %d", flag, services, len(vals))
-	}
-	at := func(j int) float64 { return vals[min(j, len(vals)-1)] }
-	sc.Others = nil
-	for j := range services {
-		r, l := 0.0, 0.0
-		if flag == "--rate" {
-			r = at(j)
-		} else {
-			l = at(j)
-		}
-		if j == 0 {
-			sc.RateRPS, sc.Load = r, l
-			continue
-		}
-		sc.Others = append(sc.Others, predictor.OtherService{RateRPS: r, Load: l})
-	}
-	return nil
-}
-
-// setBursts spreads --burst-steps over the services: one value for all, or
-// one per service. The services are loaded.
-func setBursts(sc *predictor.Scenario, bursts []float64) error {
-	services := 1 + len(sc.Others)
-	if len(bursts) == 0 {
-		return nil
-	}
-	if len(bursts) != 1 && len(bursts) != services {
-		return fmt.Errorf("predict: --burst-steps: want one value for every service or one per --inference (%d), got %d", services, len(bursts))
-	}
-	at := func(j int) float64 { return bursts[min(j, len(bursts)-1)] }
-	sc.BurstSteps = at(0)
-	for j := range sc.Others {
-		sc.Others[j].BurstSteps = at(j + 1)
-	}
-	return nil
-}
-
-// loadScenario checks the flags, loads the profiles into sc and returns the
-// calibration to predict with.
-func loadScenario(sc *predictor.Scenario, mode predictor.Mode, infPaths []string, trainPaths []string, calPath string) (*predictor.Calibration, error) {
-	if len(infPaths) == 0 || infPaths[0] == "" {
-		return nil, errors.New("predict: --inference: want the path of an inference profile")
-	}
-	switch mode {
-	case predictor.ModeTimeslice:
-		if len(sc.TrainingPct) > 0 || sc.InferencePct != 100 {
-			return nil, errors.New("predict: --pct and --inference-pct: want --mode mps (time slicing has no percentages)")
-		}
-	case predictor.ModeMPS:
-	default:
-		return nil, fmt.Errorf("predict: --mode: want timeslice or mps, got %q", mode)
-	}
-	inf, err := predictor.LoadProfile(infPaths[0])
-	if err != nil {
-		return nil, fmt.Errorf("predict: --inference: %w", err)
-	}
-	sc.Inference = inf
-	for j, path := range infPaths[1:] {
-		p, err := predictor.LoadProfile(path)
-		if err != nil {
-			return nil, fmt.Errorf("predict: --inference %s: %w", path, err)
-		}
-		if j >= len(sc.Others) { // no rate given: Validate names it
-			sc.Others = append(sc.Others, predictor.OtherService{})
-		}
-		sc.Others[j].Profile = p
-	}
-	cal, err := predictor.ResolveCalibration(calPath, inf.Device.Name)
-	if err != nil {
-		return nil, fmt.Errorf("predict: --calibration: %w", err)
-	}
-	if sc.DeviceSMs == 0 {
-		sc.DeviceSMs = cal.Device.SMs
-	}
-	for _, p := range trainPaths {
-		t, err := predictor.LoadProfile(p)
-		if err != nil {
-			return nil, fmt.Errorf("predict: --training: %w", err)
-		}
-		sc.Training = append(sc.Training, t)
-	}
-	if sc.Requests <= 0 {
-		return nil, fmt.Errorf("predict: --requests: want a count ≥ 1, got %d", sc.Requests)
-	}
-	return cal, nil
-}
-
-// printPrediction writes the prediction as a table a person reads.
-func printPrediction(w io.Writer, p *predictor.Prediction, cal *predictor.Calibration) error {
-	for _, in := range p.Services {
-		if in.BurstSteps > 0 {
-			fmt.Fprintf(w, "%s (engine) at %.2f steps/s (busy %.2f of the time, bursts of %g steps), %d steps, mode %s\n",
-				in.Name, in.RateRPS, in.Load, in.BurstSteps, in.Requests, p.Mode)
-			continue
-		}
-		fmt.Fprintf(w, "%s at %.2f req/s (load %.2f of solo capacity), %d requests, mode %s\n", in.Name, in.RateRPS, in.Load, in.Requests, p.Mode)
-	}
-	if ts := p.Timeslice; ts != nil {
-		fmt.Fprintf(w, "device: slice %.0f µs, switch %.0f µs, hold-over %.0f µs\n", ts.SliceUS, ts.SwitchUS, ts.HoldoverUS)
-	}
-	if m := p.MPS; m != nil {
-		pcts := make([]string, len(m.TrainingPct))
-		for i, v := range m.TrainingPct {
-			pcts[i] = fmt.Sprintf("%g %%", v)
-		}
-		c := m.Coefficients
-		fmt.Fprintf(w, "mps: inference %g %%, training [%s] of %d SMs; contention dram %.3g, l2 %.3g, kernels %.3g\n",
-			m.InferencePct, strings.Join(pcts, ", "), m.SMs, c.DRAM, c.L2, c.Kernels)
-		if m.EstimatedOps > 0 {
-			fmt.Fprintf(w, "note: %d ops had no DRAM/L2 intensities; estimated from kernel names (docs/predictor.md)\n", m.EstimatedOps)
-		}
-	}
-	fmt.Fprintf(w, "calibration: %s\n", cal.Source)
-	for _, in := range p.Services {
-		if err := printService(w, in, len(p.Services) > 1); err != nil {
-			return err
-		}
-	}
-	if len(p.Training) == 0 {
-		return nil
-	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "training\tsolo iteration ms\tco-located ms\tslowdown\tthroughput\titerations/s")
-	for _, t := range p.Training {
-		fmt.Fprintf(tw, "%s\t%17s\t%13s\t%7.3fx\t%9.1f %%\t%12s\n", t.Name, msOrDash(t.SoloIterationMS), msOrDash(t.IterationMS), t.Slowdown,
-			100*t.Throughput, msOrDash(t.IterationsPerS))
-	}
-	return tw.Flush()
-}
-
-// printService writes one service's table (named, when there are several).
-func printService(w io.Writer, in predictor.InferencePrediction, named bool) error {
-	fmt.Fprintln(w)
-	title := "inference (ms)"
-	if named {
-		title = in.Name + " (ms)"
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s\t\t    mean\t     p50\t     p90\t     p95\t     p99\n", title)
-	row := func(what, when string, q predictor.Percentiles) {
-		fmt.Fprintf(tw, "%s\t%s\t%8.3f\t%8.3f\t%8.3f\t%8.3f\t%8.3f\n", what, when, q.Mean, q.P50, q.P90, q.P95, q.P99)
-	}
-	span := func(when string, iv predictor.Intervals) {
-		var cells []string
-		for _, k := range predictor.PercentileKeys {
-			r, _ := iv.Get(k)
-			cells = append(cells, fmt.Sprintf("%.3f–%.3f", r[0], r[1]))
-		}
-		fmt.Fprintf(tw, "\t%s\t%s\n", when, strings.Join(cells, "\t"))
-	}
-	ivName := fmt.Sprintf("%g %% interval", 100*in.LatencyInterval.Confidence)
-	if in.ParameterUncertainty {
-		ivName += " (with the calibration's)"
-	}
-	row("latency", "solo", in.SoloLatencyMS)
-	row("latency", "co-located", in.LatencyMS)
-	span(ivName, in.LatencyInterval)
-	service := "service"
-	if in.BurstSteps > 0 {
-		service = "step"
-	}
-	row(service, "solo", in.SoloServiceMS)
-	row(service, "co-located", in.ServiceMS)
-	span(ivName, in.ServiceInterval)
-	return tw.Flush()
-}
-
-func msOrDash(v *float64) string {
-	if v == nil || math.IsInf(*v, 0) {
-		return "—"
-	}
-	return fmt.Sprintf("%.3f", *v)
 }

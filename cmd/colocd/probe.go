@@ -3,21 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"time"
 
+	"github.com/colocd/colocd/internal/termtext"
+	"github.com/colocd/colocd/sidecar"
 	"github.com/spf13/cobra"
 )
-
-// probeResult is what colocd probe found.
-type probeResult struct {
-	URL    string `json:"url"`
-	Status int    `json:"status"`
-	OK     bool   `json:"ok"`
-	Body   string `json:"body,omitempty"`
-}
 
 func newProbeCmd() *cobra.Command {
 	var (
@@ -38,24 +30,16 @@ container image's HEALTHCHECK, which has no curl.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-			if err != nil {
-				return fmt.Errorf("probe: --url: %w", err)
-			}
-			resp, err := http.DefaultClient.Do(req)
+			r, err := sidecar.Probe(ctx, target)
 			if err != nil {
 				return fmt.Errorf("probe: %w", err)
 			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			line, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
-			r := probeResult{URL: target, Status: resp.StatusCode, OK: resp.StatusCode/100 == 2, Body: line}
 			if asJSON {
 				if err := printJSON(cmd.OutOrStdout(), r); err != nil {
 					return err
 				}
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%d %s\n", r.Status, commentText(r.Body))
+				fmt.Fprintf(cmd.OutOrStdout(), "%d %s\n", r.Status, termtext.Line(r.Body))
 			}
 			if !r.OK {
 				return fmt.Errorf("probe: %s answered %d", target, r.Status)

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/colocd/colocd/predictor/kineto"
@@ -62,9 +61,9 @@ docs/profiles.md for the rules.`,
 				return fmt.Errorf("profile import: %w", err)
 			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), importSummaryOf(p, out))
+				return printJSON(cmd.OutOrStdout(), kineto.Summarize(p, out))
 			}
-			printImportSummary(cmd.OutOrStdout(), cmd.ErrOrStderr(), p, out)
+			kineto.Summarize(p, out).WriteText(cmd.OutOrStdout(), cmd.ErrOrStderr())
 			return nil
 		},
 	}
@@ -79,49 +78,6 @@ docs/profiles.md for the rules.`,
 	f.BoolVar(&opts.Waves, "waves", false, "write each kernel's rounds of thread blocks (ops[].waves), which turns on the MPS head-of-line wait next to this workload (not yet checked against a measurement)")
 	f.StringVarP(&out, "out", "o", "", "profile file to write (required)")
 	return cmd
-}
-
-// importSummary is profile import's --json: what printImportSummary says.
-type importSummary struct {
-	Name   string   `json:"name"`
-	Kind   string   `json:"kind"`
-	Ops    int      `json:"ops"`
-	SpanMS float64  `json:"span_ms"`
-	Device string   `json:"device,omitempty"`
-	SMs    int      `json:"sms,omitempty"`
-	Unit   string   `json:"unit,omitempty"`
-	Out    string   `json:"out"`
-	Notes  []string `json:"notes"`
-}
-
-func importSummaryOf(p *predictor.Profile, out string) importSummary {
-	s := importSummary{Name: p.Name, Kind: string(p.Kind), Ops: len(p.Ops), SpanMS: p.SoloUS() / 1000,
-		Device: p.Device.Name, SMs: p.Device.SMs, Out: out, Notes: append([]string{}, p.Notes...)}
-	if p.Source != nil {
-		s.Unit = p.Source.Unit
-	}
-	return s
-}
-
-// printImportSummary writes one line about the profile to stdout and its
-// notes to stderr.
-func printImportSummary(stdout, stderr io.Writer, p *predictor.Profile, out string) {
-	dev := "device unknown"
-	if p.Device.Name != "" {
-		dev = p.Device.Name
-	}
-	if p.Device.SMs > 0 {
-		dev += fmt.Sprintf(" (%d SMs)", p.Device.SMs)
-	}
-	unit := ""
-	if p.Source != nil && p.Source.Unit != "" {
-		unit = ", " + p.Source.Unit
-	}
-	fmt.Fprintf(stdout, "%s: %s, %d ops, span %.3f ms, %s%s → %s\n",
-		p.Name, p.Kind, len(p.Ops), p.SoloUS()/1000, dev, unit, out)
-	for _, n := range p.Notes {
-		fmt.Fprintf(stderr, "note: %s\n", n)
-	}
 }
 
 // validated is one file of profile validate --json.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/predictor/kineto"
 )
 
 const kinetoDir = "../../testdata/kineto"
@@ -197,7 +198,7 @@ func TestProfileImportJSON(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "p.json")
 	stdout, _, err := runCLI(t, "profile", "import", "--json", "--format", "kineto", "--out", out, kinetoDir+"/v100-training-5steps.json.gz")
-	var got importSummary
+	var got kineto.Summary
 	if err != nil || json.Unmarshal([]byte(stdout), &got) != nil {
 		t.Fatalf("import --json: %v\n%s", err, stdout)
 	}

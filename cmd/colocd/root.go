@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/colocd/colocd/internal/buildinfo"
 	"github.com/spf13/cobra"
 )
 
@@ -50,7 +51,7 @@ func newRootCmd() *cobra.Command {
 		Short:         "Co-locate training jobs on inference GPUs without breaking latency SLOs",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       readBuildInfo().short(),
+		Version:       buildinfo.Read(version).Short(),
 	}
 	root.SetVersionTemplate("colocd {{.Version}}\n")
 	root.AddCommand(newServeCmd(), newProfileCmd(), newPredictCmd(), newCalibrateCmd(),

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
@@ -61,10 +58,10 @@ one line on stderr (--json: one JSON object a line).`,
 			if node != "" && !place {
 				return usageError{errors.New("run: --node: only with --place")}
 			}
-			if !place && lf.sidecar == "" {
-				return usageError{errors.New("run: --sidecar: want the sidecar's id (env " + envSidecar + "), or --place to choose one from the fleet")}
+			if !place && lf.Sidecar == "" {
+				return usageError{errors.New("run: --sidecar: want the sidecar's id (env " + launch.EnvSidecar + "), or --place to choose one from the fleet")}
 			}
-			lf.persistent = true
+			lf.Persistent = true
 			client, nc, err := af.prepare(cmd, &lf, !place)
 			if err != nil {
 				return fmt.Errorf("run: %w", err)
@@ -75,15 +72,15 @@ one line on stderr (--json: one JSON object a line).`,
 			cfg.Log, cfg.JSON = cmd.ErrOrStderr(), lf.asJSON
 			cfg.Processes = af.req.Processes
 			ctx := bus.TraceFromEnv(cmd.Context(), os.Getenv)
-			res, err := launch.Run(ctx, cfg, client, runAdmitter(client, &af.req, lf.sidecar, place, bus.PlaceOptions{K: k, Node: node}))
+			res, err := launch.Run(ctx, cfg, client, launch.NewAdmitter(client, &af.req, lf.Sidecar, place, bus.PlaceOptions{K: k, Node: node}))
 			var de *launch.DeniedError
 			switch {
 			case errors.As(err, &de):
 				return deniedError{fmt.Errorf("run: %w", err)}
-			case err != nil && noOffer(err):
-				return deniedError{fmt.Errorf("run: no GPU would take the job: %w", describeBusError(err))}
+			case err != nil && launch.NoOffer(err):
+				return deniedError{fmt.Errorf("run: no GPU would take the job: %w", launch.Describe(err))}
 			case err != nil:
-				return statusError{code: res.Status, err: fmt.Errorf("run: %w", describeBusError(err))}
+				return statusError{code: res.Status, err: fmt.Errorf("run: %w", launch.Describe(err))}
 			case res.Status != 0:
 				return statusError{code: res.Status}
 			}
@@ -102,45 +99,6 @@ one line on stderr (--json: one JSON object a line).`,
 	fs.BoolVar(&cfg.Readmit, "readmit", false, "after a revoke or a lost lease, ask for a new lease with backoff and start CMD again, instead of exiting 75 or 69")
 	fs.DurationVar(&cfg.WaitForSlot, "wait-for-slot", 0, "after a deny (or a sidecar busy or away), ask again with backoff and jitter for up to this long before exiting 3")
 	fs.DurationVar(&cfg.RegisterEvery, "register-every", launch.DefaultRegisterEvery, "how often CMD's processes are read again and, when they changed, registered")
-	fs.BoolVar(&cfg.PassToken, "pass-token", false, "put the lease token in CMD's environment ("+envToken+"); by default CMD never sees it")
+	fs.BoolVar(&cfg.PassToken, "pass-token", false, "put the lease token in CMD's environment ("+launch.EnvToken+"); by default CMD never sees it")
 	return cmd
 }
-
-// runAdmitter asks for a lease once per call: at the sidecar, or placed on
-// the fleet. The first call sends the request as the flags made it; each
-// later one is a new request (a deny is remembered under its id). A request
-// that got no answer is sent again as it was, so that a lease the sidecar
-// granted comes back instead of a second one.
-func runAdmitter(c *bus.Client, base *bus.AdmitRequest, sidecar string, place bool, po bus.PlaceOptions) launch.Admitter {
-	calls := 0
-	return func(ctx context.Context) (*launch.Grant, error) {
-		req := *base
-		req.TokenSHA256 = ""
-		if calls > 0 {
-			req.RequestID = ""
-		}
-		calls++
-		for try := 1; ; try++ {
-			var g launch.Grant
-			var err error
-			if place {
-				var p *bus.Placement
-				p, err = c.Place(ctx, &req, po)
-				if p != nil {
-					g = launch.Grant{Sidecar: p.Sidecar, Decision: p.Decision}
-				}
-			} else {
-				g.Sidecar = sidecar
-				g.Decision, err = c.Admit(ctx, sidecar, &req)
-			}
-			if errors.Is(err, bus.ErrNoAnswer) && try < 3 && ctx.Err() == nil {
-				continue
-			}
-			return &g, err
-		}
-	}
-}
-
-// runOptions are the connection options of a long-lived launcher: it
-// reconnects for as long as it runs.
-var runOptions = []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.ReconnectJitter(500*time.Millisecond, time.Second)}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/launch"
 )
 
 // TestRunCommand is the acceptance path from a shell: colocd run keeps the
@@ -87,7 +88,7 @@ func TestRunUsage(t *testing.T) {
 // TestHelpShowsNoSecret: a lease token in the environment never appears in
 // a command's help.
 func TestHelpShowsNoSecret(t *testing.T) {
-	t.Setenv(envToken, "secret-token-in-the-env")
+	t.Setenv(launch.EnvToken, "secret-token-in-the-env")
 	for _, cmd := range []string{"renew", "release", "register", "run", "watch"} {
 		out, _, _ := runCLI(t, cmd, "--help")
 		if strings.Contains(out, "secret-token-in-the-env") {

@@ -2,11 +2,12 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/buildinfo"
+	"github.com/colocd/colocd/internal/termtext"
+	"github.com/colocd/colocd/launch"
 	"github.com/colocd/colocd/sidecar"
 	"github.com/spf13/cobra"
 )
@@ -30,7 +31,7 @@ admission values in the file are reloaded live when it changes.
 SIGINT or SIGTERM shut it down gracefully; no lease is lost.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := newLogger(cmd.ErrOrStderr(), level, format)
+			logger, err := sidecar.NewLogger(cmd.ErrOrStderr(), level, format)
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
@@ -49,13 +50,13 @@ SIGINT or SIGTERM shut it down gracefully; no lease is lost.`,
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("serve: %s: %w", path, err)
 			}
-			s, err := sidecar.New(cmd.Context(), cfg, sidecar.Options{Logger: logger, Version: semver(version), ConfigPath: path, Overrides: overrides})
+			s, err := sidecar.New(cmd.Context(), cfg, sidecar.Options{Logger: logger, Version: buildinfo.Semver(version), ConfigPath: path, Overrides: overrides})
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "colocd serving sidecar %s: nats %s, http %s\n", s.ID(), orEmbedded(s.ClientURL(), cfg.NATS.URL), s.HTTPAddr())
 			if f := s.LauncherNKeyFile(); f != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "launchers connect with: export %s=%s %s=%s\n", envNKey, shellQuote(f), envSidecar, shellQuote(s.ID()))
+				fmt.Fprintf(cmd.OutOrStdout(), "launchers connect with: export %s=%s %s=%s\n", launch.EnvNKey, termtext.ShellQuote(f), launch.EnvSidecar, termtext.ShellQuote(s.ID()))
 			}
 			return s.Run(cmd.Context())
 		},
@@ -73,28 +74,4 @@ func orEmbedded(embedded, url string) string {
 		return embedded + " (embedded)"
 	}
 	return url
-}
-
-// semver turns the build's version into the SemVer the micro service needs.
-func semver(v string) string {
-	v = strings.TrimPrefix(v, "v")
-	if v == "" || v == "dev" {
-		return "0.0.0-dev"
-	}
-	return v
-}
-
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", level)
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
 }

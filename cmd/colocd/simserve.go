@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
 	"sync"
 	"time"
 
-	"github.com/colocd/colocd/bus"
-	"github.com/colocd/colocd/internal/simserver"
+	"github.com/colocd/colocd/launch"
 	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/simserver"
 	"github.com/spf13/cobra"
 )
 
@@ -64,7 +60,7 @@ interrupt.`,
 			if err != nil {
 				return fmt.Errorf("simserve: --calibration: %w", err)
 			}
-			arrivals, err := simArrivals(tracePath, rate, duration, compress)
+			arrivals, err := simserver.Arrivals(tracePath, rate, duration, compress)
 			if err != nil {
 				return fmt.Errorf("simserve: %w", err)
 			}
@@ -72,30 +68,33 @@ interrupt.`,
 			var wg sync.WaitGroup
 			defer wg.Wait()
 			defer cancel()
-			jobs := &simJobs{}
-			if lf.sidecar != "" {
-				client, nc, err := lf.connect(true)
+			jobs := &simserver.Jobs{}
+			if lf.Sidecar != "" {
+				client, nc, err := lf.Dial(true)
 				if err != nil {
 					return fmt.Errorf("simserve: %w", err)
 				}
 				defer nc.Close()
 				wg.Go(func() {
-					jobs.follow(ctx, poll, func(ctx context.Context) ([]simserver.Trainer, error) {
-						st, err := client.Status(ctx, lf.sidecar)
+					jobs.Follow(ctx, poll, func(ctx context.Context) ([]simserver.Trainer, error) {
+						st, err := client.Status(ctx, lf.Sidecar)
 						if err != nil {
-							return nil, describeBusError(err)
+							return nil, launch.Describe(err)
 						}
-						return runningTrainers(st, tr), nil
+						return simserver.TrainersOf(st, tr), nil
 					}, cmd.ErrOrStderr())
 				})
 			}
 			srv, err := simserver.New(simserver.Config{Preset: preset, ModelName: model, Arrivals: arrivals, Start: time.Now(),
 				Latency:  &simserver.Model{Inference: inf, Calibration: cal, Mode: predictor.ModeMPS, Requests: requests, Seed: 1, SMs: cal.Device.SMs},
-				Trainers: jobs.now, ErrorFactor: errFact, Seed: 1})
+				Trainers: jobs.Now, ErrorFactor: errFact, Seed: 1})
 			if err != nil {
 				return fmt.Errorf("simserve: %w", err)
 			}
-			return serveSim(ctx, cmd.OutOrStdout(), listen, srv, arrivals, linger)
+			if err := simserver.Serve(ctx, cmd.OutOrStdout(), listen, srv, arrivals, linger); err != nil {
+				return fmt.Errorf("simserve: %w", err)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -115,112 +114,4 @@ interrupt.`,
 	f.DurationVar(&linger, "linger", time.Minute, "how long to go on serving after the last request")
 	lf.register(cmd, true)
 	return cmd
-}
-
-// simArrivals reads the trace (compressed) or draws Poisson arrivals.
-func simArrivals(tracePath string, rate float64, d time.Duration, compress float64) ([]time.Duration, error) {
-	if tracePath == "" {
-		a := simserver.Poisson(rate, d, 1)
-		if len(a) == 0 {
-			return nil, fmt.Errorf("--rate %g for --duration %s: no request", rate, d)
-		}
-		return a, nil
-	}
-	f, err := os.Open(tracePath)
-	if err != nil {
-		return nil, fmt.Errorf("--trace: %w", err)
-	}
-	defer f.Close()
-	a, err := simserver.ParseTrace(f)
-	if err != nil {
-		return nil, fmt.Errorf("--trace %s: %w", tracePath, err)
-	}
-	return simserver.Compress(a, compress), nil
-}
-
-// runningTrainers are the jobs a sidecar's status shows on the shared GPU,
-// each as a tr job at its lease's percentage: the leases with registered
-// processes, less those holding a lent instance, which shares nothing.
-func runningTrainers(st *bus.Status, tr *predictor.Profile) []simserver.Trainer {
-	var out []simserver.Trainer
-	for _, l := range st.Leases {
-		if len(l.PIDs) > 0 && l.Instance == nil {
-			out = append(out, simserver.Trainer{Profile: tr, Pct: l.ActiveThreadPct})
-		}
-	}
-	return out
-}
-
-// simJobs are the training jobs the simulated server runs next to.
-type simJobs struct {
-	mu   sync.Mutex
-	jobs []simserver.Trainer
-}
-
-func (j *simJobs) now() []simserver.Trainer {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.jobs
-}
-
-// follow reads the jobs every poll until ctx ends; a failed read keeps the
-// last jobs and is reported once until a read succeeds again.
-func (j *simJobs) follow(ctx context.Context, poll time.Duration, read func(context.Context) ([]simserver.Trainer, error), warn io.Writer) {
-	t := time.NewTicker(max(poll, 100*time.Millisecond))
-	defer t.Stop()
-	failing := false
-	for {
-		jobs, err := read(ctx)
-		switch {
-		case err != nil && !failing:
-			fmt.Fprintf(warn, "simserve: reading the sidecar's leases: %v (keeping the last ones)\n", err)
-			failing = true
-		case err == nil:
-			failing = false
-			j.mu.Lock()
-			j.jobs = jobs
-			j.mu.Unlock()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// serveSim serves the page until linger after the last request, or until
-// ctx ends.
-func serveSim(ctx context.Context, out io.Writer, listen string, srv *simserver.Server, arrivals []time.Duration, linger time.Duration) error {
-	hs, addr, done, err := simHTTP(listen, srv)
-	if err != nil {
-		return fmt.Errorf("simserve: --listen: %w", err)
-	}
-	fmt.Fprintf(out, "simulated server: http://%s/metrics, %d requests over %s\n", addr, len(arrivals), arrivals[len(arrivals)-1].Round(time.Second))
-	end := time.NewTimer(arrivals[len(arrivals)-1] + linger)
-	defer end.Stop()
-	select {
-	case <-ctx.Done():
-	case <-end.C:
-	case err := <-done:
-		return fmt.Errorf("simserve: %w", err)
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return hs.Shutdown(sctx)
-}
-
-// simHTTP serves srv's metrics page at /metrics on listen until the
-// server is closed; done gets what Serve returned.
-func simHTTP(listen string, srv *simserver.Server) (hs *http.Server, addr net.Addr, done <-chan error, err error) {
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", srv)
-	hs = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	return hs, ln.Addr(), served, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/internal/simserver"
 	"github.com/colocd/colocd/observe"
 )
 
@@ -85,35 +83,5 @@ func TestSimserveErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.want)
 		}
-	}
-}
-
-// follow keeps the last jobs read while reads fail, and says so once.
-func TestSimJobsFollow(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	reads := 0
-	var warn strings.Builder
-	j := &simJobs{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		j.follow(ctx, time.Millisecond, func(context.Context) ([]simserver.Trainer, error) {
-			reads++
-			switch {
-			case reads == 1:
-				return []simserver.Trainer{{Pct: 40}}, nil
-			case reads < 5:
-				return nil, errors.New("no responders")
-			}
-			cancel()
-			return []simserver.Trainer{{Pct: 40}, {Pct: 20}}, nil
-		}, &warn)
-	}()
-	<-done
-	if got := j.now(); len(got) != 2 || got[1].Pct != 20 {
-		t.Errorf("jobs %+v, want the last read's", got)
-	}
-	if n := strings.Count(warn.String(), "no responders"); n != 1 {
-		t.Errorf("warned %d times, want once:\n%s", n, warn.String())
 	}
 }

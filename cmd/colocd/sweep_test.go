@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/predictor/sweep"
 )
 
 // predict --sweep predicts the service at every step of the trainer's
@@ -20,7 +22,7 @@ func TestPredictSweep(t *testing.T) {
 	args := []string{"predict", "--inference", profilesDir + "/v100-infer-200.json", "--training", profilesDir + "/v100-train-step.json",
 		"--mode", "mps", "--rate", "8", "--requests", "300", "--sweep"}
 	out, _, err := runCLI(t, append(args, "--json", "--slo-p99-ms", "100")...)
-	var r sweepResult
+	var r sweep.Result
 	if err != nil || json.Unmarshal([]byte(out), &r) != nil || len(r.Points) != 20 || r.Points[0].Pct != 5 || r.Points[19].Pct != 100 {
 		t.Fatalf("sweep --json: %v\n%s", err, out)
 	}
@@ -61,7 +63,7 @@ func TestPredictSweepSVG(t *testing.T) {
 	args := []string{"predict", "--inference", profilesDir + "/v100-infer-200.json", "--training", profilesDir + "/v100-train-step.json",
 		"--mode", "mps", "--rate", "8", "--requests", "300", "--slo-p99-ms", "100"}
 	out, _, err := runCLI(t, append(args, "--sweep", "--json", "--svg", path)...)
-	var r sweepResult
+	var r sweep.Result
 	if err != nil || json.Unmarshal([]byte(out), &r) != nil || r.Chosen == 0 {
 		t.Fatalf("sweep --svg --json: %v\n%s", err, out)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/launch"
 )
 
 func newWatchCmd() *cobra.Command {
@@ -29,8 +30,8 @@ sequence N (the seq of a line printed earlier, plus one).`,
 			if all && from > 0 {
 				return usageError{fmt.Errorf("watch: --all and --from-seq: want one of them")}
 			}
-			lf.persistent = true
-			client, nc, err := lf.connect(true)
+			lf.Persistent = true
+			client, nc, err := lf.Dial(true)
 			if err != nil {
 				return fmt.Errorf("watch: %w", err)
 			}
@@ -38,14 +39,14 @@ sequence N (the seq of a line printed earlier, plus one).`,
 			var sub *bus.EventSubscription
 			switch {
 			case all:
-				sub, err = client.Events(cmd.Context(), lf.sidecar, job, 1)
+				sub, err = client.Events(cmd.Context(), lf.Sidecar, job, 1)
 			case from > 0:
-				sub, err = client.Events(cmd.Context(), lf.sidecar, job, from)
+				sub, err = client.Events(cmd.Context(), lf.Sidecar, job, from)
 			default:
-				sub, err = client.EventsSince(cmd.Context(), lf.sidecar, job, time.Now())
+				sub, err = client.EventsSince(cmd.Context(), lf.Sidecar, job, time.Now())
 			}
 			if err != nil {
-				return fmt.Errorf("watch: %w", describeBusError(err))
+				return fmt.Errorf("watch: %w", launch.Describe(err))
 			}
 			defer sub.Stop()
 			w := cmd.OutOrStdout()
@@ -59,10 +60,10 @@ sequence N (the seq of a line printed earlier, plus one).`,
 					}
 					continue
 				}
-				fmt.Fprintln(w, eventLine(rec))
+				fmt.Fprintln(w, launch.EventLine(rec))
 			}
 			if err := sub.Err(); err != nil {
-				return fmt.Errorf("watch: %w", describeBusError(err))
+				return fmt.Errorf("watch: %w", launch.Describe(err))
 			}
 			return cmd.Context().Err()
 		},
@@ -72,17 +73,4 @@ sequence N (the seq of a line printed earlier, plus one).`,
 	cmd.Flags().BoolVar(&all, "all", false, "start with the oldest event the sidecar keeps")
 	cmd.Flags().Uint64Var(&from, "from-seq", 0, "start at this stream sequence")
 	return cmd
-}
-
-// eventLine is an event as one line for a person.
-func eventLine(rec bus.EventRecord) string {
-	ev := rec.Event
-	s := fmt.Sprintf("%s  seq %d  %s  job %s  lease %s", ev.Time.Format(time.RFC3339), rec.Seq, ev.Type, commentText(ev.JobID), commentText(ev.LeaseID))
-	if ev.ActiveThreadPct > 0 {
-		s += fmt.Sprintf("  to %d %%", ev.ActiveThreadPct)
-	}
-	if ev.Deadline != nil {
-		s += "  deadline " + ev.Deadline.Format(time.RFC3339)
-	}
-	return s + "  " + commentText(ev.Reason)
 }

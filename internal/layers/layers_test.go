@@ -18,17 +18,17 @@ const module = "github.com/colocd/colocd"
 var floors = map[string]int{
 	// 0: helpers that know nothing of GPUs or NATS.
 	"internal/": 0,
-	// The simulated inference server stands on the adapters' floor: it
-	// serves the metrics observe reads, with latencies from the model.
-	"internal/simserver": 2,
 	// 1: the model of the GPU and its workloads.
-	"predictor": 1, "predictor/kineto": 1, "predictor/calibrate": 1,
+	"predictor": 1, "predictor/kineto": 1, "predictor/calibrate": 1, "predictor/sweep": 1,
 	// 2: the decision, and one adapter per outside thing (NATS, NVML, the
 	// MPS daemon, the inference server's metrics), and the configuration
-	// that composes their sections; the launcher's side.
+	// that composes their sections; the launcher's side; the simulated
+	// inference server; the MIG layout planner.
 	"admission": 2, "bus": 2, "gpu": 2, "mps": 2, "mps/internal/fakemps": 2, "observe": 2, "configs": 2, "launch": 2,
-	// 3: what wires them into a running sidecar.
-	"sidecar": 3,
+	"simserver": 2, "migplan": 2,
+	// 3: what wires them into a running sidecar, and the programs that
+	// drive one.
+	"sidecar": 3, "demo": 3, "loadtest": 3,
 	// 4: the command: flags and wiring.
 	"cmd/colocd": 4,
 	// Not part of the product: the deployment files' checks.

@@ -3,6 +3,7 @@
 // latency from colocd's own predictor for the training jobs that run next
 // to it, times an error factor (so that the predictor can be wrong and
 // only observation catches it), and serves its metrics in a real server's
-// Prometheus format. The guard's tests and replays, and `colocd simserve`,
-// run against it.
+// Prometheus format. `colocd simserve` and `colocd demo` serve it over
+// HTTP, next to a sidecar whose leases it follows; the guard's tests and
+// replays run against it in process.
 package simserver

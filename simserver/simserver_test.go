@@ -14,7 +14,7 @@ import (
 	"github.com/colocd/colocd/predictor"
 )
 
-const azureTrace = "../../testdata/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
+const azureTrace = "../testdata/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
 
 func TestParseTrace(t *testing.T) {
 	got, err := ParseTrace(strings.NewReader("TIMESTAMP,ContextTokens,GeneratedTokens\n" +
@@ -80,7 +80,7 @@ func FuzzParseTrace(f *testing.F) {
 
 func testModel(t *testing.T) *Model {
 	t.Helper()
-	inf, err := predictor.LoadProfile("../../testdata/profiles/v100-infer-200.json")
+	inf, err := predictor.LoadProfile("../testdata/profiles/v100-infer-200.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,18 @@
-package main
+package demo
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/colocd/colocd/bus"
 )
+
+const profilesDir = "../testdata/profiles"
 
 // The demo runs its whole scenario against a real sidecar, NATS server and
 // simulated inference server: a grant, a deny for memory, a throttle, a
@@ -22,15 +26,19 @@ func TestDemo(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	out, errOut, err := runCLI(t, "demo", "--inference", profilesDir+"/v100-infer-200.json", "--training", profilesDir+"/v100-train-step.json", "--json")
-	if err != nil {
-		t.Fatalf("demo: %v\n%s\n%s", err, out, errOut)
+	var errOut strings.Builder
+	got, err := Run(context.Background(), Config{Inference: profilesDir + "/v100-infer-200.json", Training: profilesDir + "/v100-train-step.json",
+		Quiet: true, Log: &errOut, Version: "0.0.0-dev"})
+	// The account as --json prints it and reads back.
+	out, jerr := json.Marshal(got)
+	if err != nil || jerr != nil {
+		t.Fatalf("demo: %v %v\n%s\n%s", err, jerr, out, errOut.String())
 	}
-	var steps []demoStep
-	if err := json.Unmarshal([]byte(out), &steps); err != nil {
+	var steps []Step
+	if err := json.Unmarshal(out, &steps); err != nil {
 		t.Fatalf("demo --json: %v\n%s", err, out)
 	}
-	admits := map[string]demoStep{}
+	admits := map[string]Step{}
 	seen := map[int]bool{}
 	var pids []int
 	var expired, restarted bool
@@ -50,13 +58,13 @@ func TestDemo(t *testing.T) {
 			// A throttle by the guard once the load rose, below what the job
 			// was admitted at, that the launcher answered by restarting its
 			// worker (the old pid, then a new one).
-			if ev := s.Event; ev != nil && ev.Type == bus.EventThrottle && ev.Deadline != nil && s.AtSeconds >= demoRiseAt.Seconds() &&
+			if ev := s.Event; ev != nil && ev.Type == bus.EventThrottle && ev.Deadline != nil && s.AtSeconds >= riseAt.Seconds() &&
 				s.Pct < admits[s.Job].Pct && len(s.PIDs) == 2 && s.PIDs[0] != s.PIDs[1] && s.PIDs[1] != 0 {
 				restarted = true
 			}
 		}
 	}
-	for _, a := range demoAsks {
+	for _, a := range asks {
 		s, ok := admits[a.job]
 		if !ok || s.Decision != a.want || s.Reason == nil || s.Reason.Code != a.wantCode {
 			t.Errorf("%s: %+v, want %s (%s)", a.job, s, a.want, a.wantCode)
@@ -64,8 +72,8 @@ func TestDemo(t *testing.T) {
 		}
 		// What was predicted, against which SLO, for every decision the
 		// SLO made.
-		if a.wantCode != "insufficient_memory" && (len(s.Predictions) != 1 || s.Predictions[0].SLOP99MS != demoSLOMS || !(s.Predictions[0].PredictedP99MS > s.Predictions[0].SoloP99MS)) {
-			t.Errorf("%s: predictions %+v, want the service's against its %d ms SLO", a.job, s.Predictions, demoSLOMS)
+		if a.wantCode != "insufficient_memory" && (len(s.Predictions) != 1 || s.Predictions[0].SLOP99MS != SLOMS || !(s.Predictions[0].PredictedP99MS > s.Predictions[0].SoloP99MS)) {
+			t.Errorf("%s: predictions %+v, want the service's against its %d ms SLO", a.job, s.Predictions, SLOMS)
 		}
 	}
 	if !expired || !restarted {

@@ -1,10 +1,13 @@
 package simserver
 
 import (
+	"cmp"
+	"container/list"
 	"fmt"
 	"math"
 	"sync"
 
+	"github.com/colocd/colocd/internal/digest"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -12,11 +15,30 @@ import (
 // active-thread percentage its processes were started with.
 type Trainer struct {
 	Profile *predictor.Profile
-	Pct     int
+	// Key is Profile.Key(), computed once per profile; the zero key makes
+	// the model compute it on every call, which walks every op.
+	Key predictor.ProfileKey
+	Pct int
 }
 
+// key is Key, or Profile.Key() when the caller left it zero.
+func (t *Trainer) key() predictor.ProfileKey {
+	if t.Key != (predictor.ProfileKey{}) {
+		return t.Key
+	}
+	return t.Profile.Key()
+}
+
+// CacheEntries bounds a Model's cache: the loads a run meets (rates in
+// rateStep steps, the trainers' profiles and percentages) are far fewer.
+const CacheEntries = 1024
+
 // Model is colocd's predictor for one inference service, with its
-// predictions cached: the server asks it once per distinct load.
+// predictions cached: the server asks it once per distinct load. The cache
+// is a least-recently-used list of CacheEntries, keyed by the load's
+// content (the rate step, and each trainer's profile digest and
+// percentage in order), so that equal profiles share entries and a long
+// run's memory stays bounded.
 type Model struct {
 	Inference   *predictor.Profile
 	Calibration *predictor.Calibration
@@ -27,9 +49,18 @@ type Model struct {
 	// SMs is the device's SM count (0: the profile's).
 	SMs int
 
+	// capacity bounds the cache (0: CacheEntries); tests lower it.
+	capacity int
+
 	mu    sync.Mutex
-	cache map[string]predictor.Percentiles
+	lru   *list.List // of *cached, most recent first
+	index map[digest.Key]*list.Element
 	pr    predictor.Predictor
+}
+
+type cached struct {
+	key digest.Key
+	p   predictor.Percentiles
 }
 
 // rateStep is the rate resolution of the model: rates within it share a
@@ -40,14 +71,19 @@ const rateStep = 0.25
 // completion) at rate with trainers.
 func (m *Model) Latency(rate float64, trainers []Trainer) (predictor.Percentiles, error) {
 	rate = max(rateStep, math.Ceil(rate/rateStep)*rateStep)
-	key := fmt.Sprint(rate)
-	for _, t := range trainers {
-		key += fmt.Sprintf("/%p:%d", t.Profile, t.Pct)
+	var h digest.Hasher
+	h.Float64(rate)
+	h.Int(len(trainers))
+	for i := range trainers {
+		h.Key(trainers[i].key())
+		h.Int(trainers[i].Pct)
 	}
+	key := h.Sum()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p, ok := m.cache[key]; ok {
-		return p, nil
+	if e, ok := m.index[key]; ok {
+		m.lru.MoveToFront(e)
+		return e.Value.(*cached).p, nil
 	}
 	sc := &predictor.Scenario{Inference: m.Inference, RateRPS: rate, Requests: m.Requests, Seed: m.Seed, DeviceSMs: m.SMs}
 	for _, t := range trainers {
@@ -60,11 +96,25 @@ func (m *Model) Latency(rate float64, trainers []Trainer) (predictor.Percentiles
 	if err != nil {
 		return predictor.Percentiles{}, fmt.Errorf("predict the server's latency at %g req/s: %w", rate, err)
 	}
-	if m.cache == nil {
-		m.cache = map[string]predictor.Percentiles{}
+	if m.lru == nil {
+		m.lru, m.index = list.New(), map[digest.Key]*list.Element{}
 	}
-	m.cache[key] = pred.Inference.LatencyMS
+	m.index[key] = m.lru.PushFront(&cached{key: key, p: pred.Inference.LatencyMS})
+	if m.lru.Len() > cmp.Or(m.capacity, CacheEntries) {
+		old := m.lru.Remove(m.lru.Back()).(*cached)
+		delete(m.index, old.key)
+	}
 	return pred.Inference.LatencyMS, nil
+}
+
+// cacheLen is how many predictions the model holds.
+func (m *Model) cacheLen() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lru == nil {
+		return 0
+	}
+	return m.lru.Len()
 }
 
 // draw returns a latency from the distribution through the percentiles:

@@ -1,4 +1,4 @@
-package main
+package sweep
 
 import (
 	"bytes"
@@ -21,10 +21,10 @@ var (
 	sweepChosen = color.RGBA{R: 44, G: 160, B: 44, A: 255}
 )
 
-// sweepPlot draws the sweep: the p99 at each percentage, the SLO as a
+// plot draws the sweep: the p99 at each percentage, the SLO as a
 // dashed line, the percentage chosen as a vertical line, and the points
 // over the SLO in its colour.
-func sweepPlot(r *sweepResult) (*plot.Plot, error) {
+func (r *Result) plot() (*plot.Plot, error) {
 	p := plot.New()
 	sans := func(f *font.Font) { f.Variant = "Sans" }
 	for _, f := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
@@ -107,10 +107,9 @@ func sweepPlot(r *sweepResult) (*plot.Plot, error) {
 	return p, nil
 }
 
-// writeSweepSVG writes the sweep's chart to path as SVG, through a
-// whole or not at all.
-func writeSweepSVG(path string, r *sweepResult) error {
-	p, err := sweepPlot(r)
+// WriteSVG writes the sweep's chart to path as SVG, whole or not at all.
+func (r *Result) WriteSVG(path string) error {
+	p, err := r.plot()
 	if err != nil {
 		return fmt.Errorf("predict: --svg: %w", err)
 	}

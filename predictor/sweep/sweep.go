@@ -1,4 +1,4 @@
-package main
+package sweep
 
 import (
 	"fmt"
@@ -6,35 +6,39 @@ import (
 	"math"
 	"strings"
 
+	"github.com/colocd/colocd/internal/termtext"
 	"github.com/colocd/colocd/predictor"
 )
 
-// sweepPoint is one row of predict --sweep: the service's p99 with the
+// Point is one row of a sweep (predict --sweep): the service's p99 with the
 // training job at Pct.
-type sweepPoint struct {
+type Point struct {
 	Pct   int     `json:"pct"`
 	P99MS float64 `json:"p99_ms"`
 }
 
-// sweepResult is predict --sweep --json.
-type sweepResult struct {
-	Service string       `json:"service"`
-	Metric  string       `json:"metric"` // "latency" (a request service) or "step" (an engine)
-	SLOMS   float64      `json:"slo_p99_ms,omitempty"`
-	Chosen  int          `json:"chosen_pct"` // the highest percentage within the SLO; 0: none, or no SLO given
-	Points  []sweepPoint `json:"points"`
+// Result is a sweep: the service, its metric, the SLO, the percentage
+// chosen and every point (predict --sweep --json).
+type Result struct {
+	Service string  `json:"service"`
+	Metric  string  `json:"metric"` // "latency" (a request service) or "step" (an engine)
+	SLOMS   float64 `json:"slo_p99_ms,omitempty"`
+	Chosen  int     `json:"chosen_pct"` // the highest percentage within the SLO; 0: none, or no SLO given
+	Points  []Point `json:"points"`
 }
 
-// sweep predicts the first service's p99 with the one training job at
-// every step from step to 100 % (MPS).
-func sweep(pr *predictor.Predictor, sc *predictor.Scenario, cal *predictor.Calibration, step int, slo float64) (*sweepResult, error) {
+// Run predicts the first service's p99 with the one training job at every
+// step from step to 100 % (MPS), and chooses the highest percentage whose
+// p99 is within slo (0: none chosen). Its errors name the flags of colocd
+// predict.
+func Run(pr *predictor.Predictor, sc *predictor.Scenario, cal *predictor.Calibration, step int, slo float64) (*Result, error) {
 	if len(sc.Training) != 1 {
 		return nil, fmt.Errorf("predict: --sweep: want exactly one --training job, got %d", len(sc.Training))
 	}
 	if step < 1 || step > 100 {
 		return nil, fmt.Errorf("predict: --sweep-step: want 1 to 100, got %d", step)
 	}
-	r := &sweepResult{Metric: "latency", SLOMS: slo}
+	r := &Result{Metric: "latency", SLOMS: slo}
 	if sc.BurstSteps > 0 {
 		r.Metric = "step"
 	}
@@ -50,7 +54,7 @@ func sweep(pr *predictor.Predictor, sc *predictor.Scenario, cal *predictor.Calib
 		if r.Metric == "step" {
 			p99 = pred.Inference.ServiceMS.P99
 		}
-		r.Points = append(r.Points, sweepPoint{Pct: pct, P99MS: p99})
+		r.Points = append(r.Points, Point{Pct: pct, P99MS: p99})
 		if slo > 0 && p99 <= slo {
 			r.Chosen = pct
 		}
@@ -58,13 +62,13 @@ func sweep(pr *predictor.Predictor, sc *predictor.Scenario, cal *predictor.Calib
 	return r, nil
 }
 
-// sweepWidth is the chart's width in characters.
-const sweepWidth = 48
+// chartWidth is the chart's width in characters.
+const chartWidth = 48
 
-// printSweep draws the sweep in the terminal: a bar per percentage, the
+// WriteText draws the sweep in the terminal: a bar per percentage, the
 // SLO as a column of ':' (a bar that passes it ends in '!'), and the
 // percentage chosen.
-func printSweep(w io.Writer, r *sweepResult) {
+func (r *Result) WriteText(w io.Writer) {
 	top := r.SLOMS
 	for _, p := range r.Points {
 		top = math.Max(top, p.P99MS)
@@ -72,9 +76,9 @@ func printSweep(w io.Writer, r *sweepResult) {
 	if top <= 0 {
 		top = 1
 	}
-	col := func(v float64) int { return int(math.Round(v / top * sweepWidth)) }
+	col := func(v float64) int { return int(math.Round(v / top * chartWidth)) }
 	slo := -1
-	head := fmt.Sprintf("# %s p99 of %s against the training job's MPS active-thread percentage", r.Metric, commentText(r.Service))
+	head := fmt.Sprintf("# %s p99 of %s against the training job's MPS active-thread percentage", r.Metric, termtext.Line(r.Service))
 	if r.SLOMS > 0 {
 		slo = col(r.SLOMS)
 		head += fmt.Sprintf(", SLO %.2f ms (:)", r.SLOMS)
@@ -84,7 +88,7 @@ func printSweep(w io.Writer, r *sweepResult) {
 	for _, p := range r.Points {
 		n := col(p.P99MS)
 		var b strings.Builder
-		for i := range sweepWidth + 1 {
+		for i := range chartWidth + 1 {
 			switch {
 			case i < n && i == slo:
 				b.WriteByte('!')

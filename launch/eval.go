@@ -1,4 +1,4 @@
-package main
+package launch
 
 import (
 	"errors"
@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/termtext"
 )
 
 // What `colocd admit` prints is eval'd by a shell, and it comes from a reply
@@ -35,14 +35,17 @@ var (
 	migRe = regexp.MustCompile(`^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
-// errHostileReply marks a reply that cannot have come from a colocd sidecar.
-var errHostileReply = errors.New("the reply is not a valid colocd decision (refusing to print it for eval)")
+// ErrHostileReply marks a reply that cannot have come from a colocd sidecar.
+var ErrHostileReply = errors.New("the reply is not a valid colocd decision (refusing to print it for eval)")
 
-// checkDecision verifies every field of an admit's reply that printAdmit
+// ErrDenied marks the answer no: WriteEnv printed why, and no export.
+var ErrDenied = errors.New("denied")
+
+// CheckDecision verifies every field of an admit's reply that WriteEnv
 // prints; the error names the field.
-func checkDecision(d *bus.Decision, sidecar string) error {
+func CheckDecision(d *bus.Decision, sidecar string) error {
 	bad := func(field, want string, got any) error {
-		return fmt.Errorf("%w: %s: want %s, got %q", errHostileReply, field, want, clipText(fmt.Sprint(got)))
+		return fmt.Errorf("%w: %s: want %s, got %q", ErrHostileReply, field, want, termtext.Clip(fmt.Sprint(got)))
 	}
 	switch d.Decision {
 	case bus.DecisionGrant, bus.DecisionThrottle, bus.DecisionDeny:
@@ -74,7 +77,7 @@ func checkDecision(d *bus.Decision, sidecar string) error {
 		}
 		// Quoted, a newline would still be safe to eval, but it would split
 		// one export over two lines for whatever reads the output by line.
-		if len(v) > 4096 || strings.ContainsFunc(v, lineBreaking) {
+		if len(v) > 4096 || strings.ContainsFunc(v, termtext.LineBreaking) {
 			return bad("lease.env."+k, "a value of at most 4096 bytes without control characters", v)
 		}
 		if k == admission.EnvLeaseID && v != l.ID {
@@ -97,14 +100,17 @@ func checkDecision(d *bus.Decision, sidecar string) error {
 	return nil
 }
 
-// printAdmit writes a checked decision as shell lines a launcher can eval:
-// comments, then one `export KEY='value'` per variable, sorted. token is the
-// lease's secret, which the launcher drew itself.
-func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) error {
-	if err := checkDecision(d, lf.sidecar); err != nil {
+// WriteEnv writes a checked decision as shell lines a launcher can eval
+// (colocd admit, colocd place): comments, then one `export KEY='value'` per
+// variable, sorted: the lease's environment and ep's connection, so that
+// the launcher commands that follow find both. token is the lease's
+// secret, which the launcher drew itself. A deny is an error wrapping
+// ErrDenied, after its comments.
+func WriteEnv(w io.Writer, d *bus.Decision, ep *Endpoint, token string) error {
+	if err := CheckDecision(d, ep.Sidecar); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "# %s (%s): %s\n", d.Decision, d.Reason.Code, commentText(d.Reason.Message))
+	fmt.Fprintf(w, "# %s (%s): %s\n", d.Decision, d.Reason.Code, termtext.Line(d.Reason.Message))
 	for _, p := range d.Predictions {
 		upper := ""
 		if p.PredictedP99UpperMS > p.PredictedP99MS {
@@ -114,26 +120,26 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 		if p.SLOMetric == "step" {
 			what = "step p99"
 		}
-		fmt.Fprintf(w, "# %s: predicted %s %.2f ms%s, SLO %.2f ms, solo %.2f ms\n", commentText(p.Service), what, p.PredictedP99MS, upper, p.SLOP99MS, p.SoloP99MS)
+		fmt.Fprintf(w, "# %s: predicted %s %.2f ms%s, SLO %.2f ms, solo %.2f ms\n", termtext.Line(p.Service), what, p.PredictedP99MS, upper, p.SLOP99MS, p.SoloP99MS)
 	}
 	if d.Decision == bus.DecisionDeny {
-		return deniedError{fmt.Errorf("denied (%s): %s", d.Reason.Code, commentText(d.Reason.Message))}
+		return fmt.Errorf("%w (%s): %s", ErrDenied, d.Reason.Code, termtext.Line(d.Reason.Message))
 	}
 	l := d.Lease
 	if in := l.Instance; in != nil {
-		fmt.Fprintf(w, "# lease %s for job %s holds MIG instance %s (%s, %d SMs, %d MiB) whole until %s\n", l.ID, commentText(l.JobID),
-			commentText(in.Profile), in.UUID, in.SMs, in.MemoryMiB, l.ExpiresAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "# lease %s for job %s holds MIG instance %s (%s, %d SMs, %d MiB) whole until %s\n", l.ID, termtext.Line(l.JobID),
+			termtext.Line(in.Profile), in.UUID, in.SMs, in.MemoryMiB, l.ExpiresAt.Format(time.RFC3339))
 	} else {
-		fmt.Fprintf(w, "# lease %s for job %s at %d %% until %s\n", l.ID, commentText(l.JobID), l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "# lease %s for job %s at %d %% until %s\n", l.ID, termtext.Line(l.JobID), l.ActiveThreadPct, l.ExpiresAt.Format(time.RFC3339))
 	}
-	env := map[string]string{envLease: l.ID, envToken: token, envSidecar: lf.sidecar, envServer: lf.server}
-	if lf.nkey != "" {
-		env[envNKey] = lf.nkey
+	env := map[string]string{EnvLease: l.ID, EnvToken: token, EnvSidecar: ep.Sidecar, EnvServer: ep.Server}
+	if ep.NKey != "" {
+		env[EnvNKey] = ep.NKey
 	}
-	if lf.creds != "" {
-		env[envCreds] = lf.creds
+	if ep.Creds != "" {
+		env[EnvCreds] = ep.Creds
 	}
-	for k, v := range map[string]string{envTLSCA: lf.tlsCA, envTLSCert: lf.tlsCert, envTLSKey: lf.tlsKey} {
+	for k, v := range map[string]string{EnvTLSCA: ep.TLSCA, EnvTLSCert: ep.TLSCert, EnvTLSKey: ep.TLSKey} {
 		if v != "" {
 			env[k] = v
 		}
@@ -149,49 +155,12 @@ func printAdmit(w io.Writer, d *bus.Decision, lf launcherFlags, token string) er
 	// The launcher's own values (token, server, paths) are checked as the
 	// reply's are: one export per line, whatever a flag or a file held.
 	for _, k := range keys {
-		if strings.ContainsFunc(env[k], lineBreaking) {
-			return fmt.Errorf("admit: %s: want a value without control characters, got %q", k, clipText(env[k]))
+		if strings.ContainsFunc(env[k], termtext.LineBreaking) {
+			return fmt.Errorf("admit: %s: want a value without control characters, got %q", k, termtext.Clip(env[k]))
 		}
 	}
 	for _, k := range keys {
-		fmt.Fprintf(w, "export %s=%s\n", k, shellQuote(env[k]))
+		fmt.Fprintf(w, "export %s=%s\n", k, termtext.ShellQuote(env[k]))
 	}
 	return nil
-}
-
-// lineBreaking reports the runes that would split an export over lines or
-// garble a terminal: control characters and the Unicode line and
-// paragraph separators.
-func lineBreaking(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }
-
-// commentText makes s safe on one line of a shell comment or a terminal:
-// control characters (newlines, escapes) and the Unicode line and paragraph
-// separators are dropped, and the text is clipped.
-func commentText(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if lineBreaking(r) {
-			return -1
-		}
-		return r
-	}, s)
-	return clipText(s)
-}
-
-// clipText bounds what is quoted back to the user.
-func clipText(s string) string {
-	const max = 512
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && s[cut]&0xC0 == 0x80 { // not inside a UTF-8 sequence
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-// shellQuote single-quotes s for a POSIX shell: inside single quotes nothing
-// is special, and a quote in s closes, escapes and reopens.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

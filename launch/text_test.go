@@ -1,0 +1,87 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/colocd/colocd/bus"
+)
+
+// A quote's joint allocation is printed under its row: each live job's
+// percentage and speed now and after, the job's own, and the weighted
+// throughput. A job id from the wire loses its control characters.
+func TestWriteJointCost(t *testing.T) {
+	var b strings.Builder
+	WriteJointCost(&b, &bus.Joint{Prices: bus.JointPrices{SLO: 1.39}, WeightedThroughput: 2.163, WeightedThroughputBefore: 0.789,
+		Jobs: []bus.JointJob{
+			{JobID: "job-a\x1b[2J", LeaseID: "L1", Weight: 1, Pct: 10, WasPct: 100, Throughput: 0.07, WasThroughput: 0.79},
+			{JobID: "job-b", Weight: 3, Pct: 90, Throughput: 0.7},
+		}})
+	want := "\t\t  job job-a[2J: 100 % → 10 %, 79 % → 7 % of its solo speed (weight 1)\n" +
+		"\t\t  this job: 90 %, 70 % of its solo speed (weight 3)\n" +
+		"\t\t  weighted throughput: 0.789 → 2.163 (SLO slack priced at 1.39)\n"
+	if got := b.String(); got != want {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
+	b.Reset()
+	WriteJointCost(&b, nil)
+	if b.Len() != 0 {
+		t.Errorf("no joint allocation printed %q", b.String())
+	}
+}
+
+// A renew tells a script holding a lease by hand of a revoke, and of a
+// percentage other than the one its processes started at; a lent instance
+// or an unknown start says nothing.
+func TestRenewNotice(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		l    bus.Lease
+		was  string
+		want string
+	}{
+		{"revoked", bus.Lease{ID: "L1", State: "revoked"}, "", "lease L1 is revoked: stop its processes by the deadline of its event"},
+		{"throttled", bus.Lease{ID: "L1", ActiveThreadPct: 20}, "50", "lease L1 is now at 20 % (the job's processes started at 50 %)"},
+		{"same", bus.Lease{ID: "L1", ActiveThreadPct: 50}, "50", ""},
+		{"lent instance", bus.Lease{ID: "L1", ActiveThreadPct: 100, Instance: &bus.Instance{}}, "50", ""},
+		{"unknown start", bus.Lease{ID: "L1", ActiveThreadPct: 20}, "", ""},
+	} {
+		var b strings.Builder
+		RenewNotice(&b, &tc.l, tc.was)
+		if (tc.want == "") != (b.Len() == 0) || !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.name, b.String(), tc.want)
+		}
+	}
+}
+
+// A quote's table has a row per sidecar, words from the wire on one line,
+// and the joint cost under a row that has one.
+func TestWriteQuotes(t *testing.T) {
+	var b strings.Builder
+	err := WriteQuotes(&b, []*bus.Decision{
+		{Sidecar: "gpu-a", Decision: bus.DecisionGrant, Reason: bus.Reason{Message: "fits\nrm -rf"}},
+		{Sidecar: "gpu-b", Decision: bus.DecisionDeny, Reason: bus.Reason{Message: "max jobs"},
+			Joint: &bus.Joint{Jobs: []bus.JointJob{{JobID: "j", Weight: 1, Pct: 50, Throughput: 0.5}}}},
+	})
+	want := "sidecar  decision  reason\n" +
+		"gpu-a    grant     fitsrm -rf\n" +
+		"gpu-b    deny      max jobs\n" +
+		"                     this job: 50 %, 50 % of its solo speed (weight 1)\n" +
+		"                     weighted throughput: 0.000 → 0.000 (SLO slack priced at 0)\n"
+	if got := b.String(); err != nil || got != want {
+		t.Errorf("got\n%q\nwant\n%q (%v)", got, want, err)
+	}
+}
+
+func TestPlacedLineAndNoOffer(t *testing.T) {
+	p := &bus.Placement{Sidecar: "gpu\n-b", Summaries: 5, Candidates: make([]string, 3), Quotes: make([]*bus.Decision, 2), Tried: []string{"gpu-a", "gpu-b"}}
+	want := "# placed on gpu-b: 5 sidecars summarised, 3 could take it, 2 quoted, admitted at the second tried"
+	if got := PlacedLine(p); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if !NoOffer(fmt.Errorf("place: %w", bus.ErrEveryOfferLost)) || !NoOffer(bus.ErrNoSidecar) || NoOffer(errors.New("timeout")) {
+		t.Error("NoOffer: want every offer lost and no sidecar, and nothing else")
+	}
+}
