@@ -52,20 +52,17 @@ replay:
 calibration-study:
 	$(GO) test -count=1 -run '^TestCalibrationStudy$$' -v ./predictor/calibrate/ -args -study
 
-# The one command CI and newcomers run. The calibration fits do less under
-# the race detector (a fit takes some 20 s there, its cross-validation ten
-# times that), so they run again in full without it, as do the guard's
-# replay, the predictor's slow numeric checks, the command's trace imports
-# and calibrations, the sidecar's memory test and the demo (skipped under
-# it: single-threaded CPU work, or wall time): that pass runs beside the
-# race pass, whose tests wait on timers and sockets a
-# third of the time (make -j2, each one's output kept together). Each fuzz
-# target runs 3,000 inputs beyond its corpus. Every benchmark runs once, so
-# that none rots between two `make bench` (figures come from `make bench`
-# alone).
+# The one command CI and newcomers run. Tests that the race detector makes
+# too slow or would measure wrongly (the calibration fits, the guard's
+# replay, the predictor's slow numeric checks, the demo's minute of wall
+# time, memory figures) live in files tagged //go:build !race: the race pass
+# leaves them out, and the plain pass runs exactly those (found by their
+# tag, not named here), beside the race pass (make -j2, each one's output
+# kept together), with every benchmark once, so that none rots between two
+# `make bench` (figures come from `make bench` alone). Each fuzz target
+# runs 3,000 inputs beyond its corpus.
 test: lint
 	$(MAKE) -j2 --output-sync=target test-race test-plain
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x $(PKGS)
 	$(MAKE) harness-test
 	$(MAKE) attack
 	$(MAKE) fuzz FUZZTIME=3000x
@@ -78,11 +75,14 @@ test: lint
 attack:
 	$(GO) test -tags attack -count=1 -run '^TestAttack' -v ./sidecar/
 
-# The two passes of make test.
+# The two passes of make test. NORACE_* are the files tagged !race, their
+# packages and their tests.
+NORACE_FILES := $(shell grep -rl --include='*_test.go' '^//go:build !race' . 2>/dev/null)
+NORACE_TESTS := $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\).*/\1/p' $(NORACE_FILES) /dev/null | sort -u | paste -sd'|' -)
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
 test-plain:
-	$(GO) test -count=1 -run '^(TestFit.*|TestSummaryMatchesTrace|TestIntervalsCoverLongRun|TestGuardReplay|TestEngineArrivalsBounded|TestJointAllocationAgainstExhaustiveSearch|TestJointVersusFirstComeFirstServed|TestMemoryAfterDistinctLargeProfiles|TestDemo|TestProfileImport|TestProfileImportErrors|TestProfileImportJSON|TestCalibrateRoundTrip|TestCalibrateFromObservations)$$' ./predictor/ ./predictor/calibrate/ ./sidecar/ ./admission/ ./cmd/colocd/ ./demo/
+	$(GO) test -count=1 -run '^($(NORACE_TESTS))$$' -bench . -benchtime 1x $(PKGS)
 
 # The GPU harness's logic (no torch, no GPU needed), run against the real binary.
 harness-test: build

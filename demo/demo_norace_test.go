@@ -1,3 +1,8 @@
+//go:build !race
+
+// A minute of wall time, most of it waiting: make test runs this file in its
+// plain pass, beside the race pass.
+
 package demo
 
 import (
@@ -21,9 +26,6 @@ const profilesDir = "../testdata/profiles"
 // leaves nothing in the temporary directory. It takes about 70 s of
 // wall time, so it runs in make test's plain pass.
 func TestDemo(t *testing.T) {
-	if raceEnabled {
-		t.Skip("a minute of wall time: make test runs it without the race detector (test-plain)")
-	}
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	var errOut strings.Builder

@@ -1,6 +1,0 @@
-//go:build !race
-
-package main
-
-// raceEnabled is true when the race detector is on.
-const raceEnabled = false
