@@ -350,12 +350,8 @@ type ConnectOptions struct {
 	Name string
 	// Timeout bounds each attempt to reach a server (0: 2 s).
 	Timeout time.Duration
-	// OneShot is for a command that asks once and exits: the first
-	// connect fails at once when no server answers, and a lost connection
-	// is retried a bounded number of times. Without it the connection
-	// retries the first connect and reconnects forever, as a long-lived
-	// process (the sidecar, colocd run) must.
-	OneShot bool
+	// Policy says what the connection does when no server answers.
+	Policy ConnectPolicy
 	// Logger receives connection events (disconnect, reconnect, async
 	// errors); nil logs nothing.
 	Logger *slog.Logger
@@ -363,25 +359,49 @@ type ConnectOptions struct {
 	Options []nats.Option
 }
 
-// ErrConnectOptions is wrapped by Connect's errors about its options (as
-// opposed to the server): which files, and how they go together.
-var ErrConnectOptions = errors.New("bad connect options")
+// ConnectPolicy says what a connection does when no server answers.
+type ConnectPolicy int
+
+const (
+	// WaitForServer retries the first connect and reconnects forever: a
+	// sidecar started before its NATS server waits for it.
+	WaitForServer ConnectPolicy = iota
+	// StayConnected fails at once when no server answers the first
+	// connect, then reconnects forever: a launcher that holds a lease
+	// (colocd run) must not lose it to a server's restart.
+	StayConnected
+	// OneShot fails at once, and retries a lost connection a bounded
+	// number of times (nats.go's default): a command that asks once.
+	OneShot
+)
+
+// OptionsError is Connect's error about its options (as opposed to the
+// server): Field names the option ("nkey", "credentials", "tls"), Err says
+// what is wrong with it.
+type OptionsError struct {
+	Field string
+	Err   error
+}
+
+func (e *OptionsError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns the problem with the options.
+func (e *OptionsError) Unwrap() error { return e.Err }
 
 // Connect connects to a server or cluster at url (comma-separated URLs
 // allowed), as the identity in opts: a launcher's NKey seed or .creds file
-// also sets the inbox prefix its permissions allow (LauncherAuth). Unless
-// opts.OneShot, the connection retries the first connect and reconnects
-// forever, with jitter, so that a sidecar started before its NATS server
-// waits for it (check nc.IsConnected for readiness) and a fleet's clients
-// do not all come back at once. Its handlers are set before it is
-// returned, so a micro service added afterwards chains them.
+// also sets the inbox prefix its permissions allow (LauncherAuth).
+// Reconnects wait a second with jitter, so that a fleet's clients do not
+// all come back at once; opts.Policy says how long they go on (with
+// WaitForServer, check nc.IsConnected for readiness). Its handlers are set
+// before it is returned, so a micro service added afterwards chains them.
 func Connect(url string, opts ConnectOptions) (*nats.Conn, error) {
 	if url == "" {
 		return nil, errors.New("connect nats: url is empty (use the embedded server)")
 	}
 	nopts, err := natsOptions(opts)
 	if err != nil {
-		return nil, fmt.Errorf("connect nats: %w: %w", ErrConnectOptions, err)
+		return nil, fmt.Errorf("connect nats: %w", err)
 	}
 	nc, err := nats.Connect(url, nopts...)
 	if err != nil {
@@ -394,18 +414,21 @@ func Connect(url string, opts ConnectOptions) (*nats.Conn, error) {
 // policy, logging handlers, credentials and TLS, then the caller's extras.
 func natsOptions(opts ConnectOptions) ([]nats.Option, error) {
 	if opts.Credentials != "" && opts.NKeySeedFile != "" {
-		return nil, errors.New("credentials and nkey are exclusive")
+		return nil, &OptionsError{"nkey", errors.New("credentials and nkey are exclusive")}
 	}
 	if (opts.TLS.Cert == "") != (opts.TLS.Key == "") {
-		return nil, errors.New("tls cert and key go together")
+		return nil, &OptionsError{"tls", errors.New("tls cert and key go together")}
 	}
 	nopts := []nats.Option{nats.Name(opts.Name)}
 	if opts.Timeout > 0 {
 		nopts = append(nopts, nats.Timeout(opts.Timeout))
 	}
-	if !opts.OneShot {
-		nopts = append(nopts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
-			nats.ReconnectWait(time.Second), nats.ReconnectJitter(500*time.Millisecond, time.Second))
+	nopts = append(nopts, nats.ReconnectWait(time.Second), nats.ReconnectJitter(500*time.Millisecond, time.Second))
+	switch opts.Policy {
+	case WaitForServer:
+		nopts = append(nopts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	case StayConnected:
+		nopts = append(nopts, nats.MaxReconnects(-1))
 	}
 	nopts = append(nopts, LogHandlers(opts.Logger)...)
 	// The key, and the inbox below it that a launcher's permissions allow
@@ -416,7 +439,7 @@ func natsOptions(opts ConnectOptions) ([]nats.Option, error) {
 		if opts.Credentials != "" {
 			which = "credentials"
 		}
-		return nil, fmt.Errorf("%s: %w", which, err)
+		return nil, &OptionsError{which, err}
 	}
 	nopts = append(nopts, auth...)
 	if opts.TLS.CA != "" {

@@ -24,7 +24,6 @@ import (
 	"github.com/colocd/colocd/predictor"
 	"github.com/colocd/colocd/sidecar"
 	"github.com/colocd/colocd/simserver"
-	"github.com/nats-io/nats.go"
 )
 
 // The demo's service and load: a real inference trace's kernels under an
@@ -228,11 +227,7 @@ func (d *scenario) run(ctx context.Context, infPath, trainPath string) (err erro
 		}
 	}()
 
-	auth, err := bus.LauncherAuth(s.LauncherNKeyFile(), "")
-	if err != nil {
-		return fmt.Errorf("demo: the launcher's key: %w", err)
-	}
-	nc, err := nats.Connect(s.ClientURL(), append(auth, nats.Name("colocd demo launcher"))...)
+	nc, err := bus.Connect(s.ClientURL(), bus.ConnectOptions{Name: "colocd demo launcher", NKeySeedFile: s.LauncherNKeyFile(), Policy: bus.StayConnected})
 	if err != nil {
 		return fmt.Errorf("demo: connect: %w", err)
 	}

@@ -43,44 +43,36 @@ type Endpoint struct {
 	Persistent bool
 }
 
-// persistentOptions are the connection options of a long-lived launcher.
-var persistentOptions = []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.ReconnectJitter(500*time.Millisecond, time.Second)}
-
-// Dial opens the NATS connection and a bus client on it; needSidecar
-// checks the sidecar's id first. The caller closes the connection.
+// Dial opens the NATS connection (bus.Connect) and a bus client on it;
+// needSidecar checks the sidecar's id first. The caller closes the
+// connection.
 func (e *Endpoint) Dial(needSidecar bool) (*bus.Client, *nats.Conn, error) {
 	if needSidecar {
 		if err := bus.ValidateSidecarID(e.Sidecar); err != nil {
 			return nil, nil, fmt.Errorf("--sidecar: %w", err)
 		}
 	}
-	opts := []nats.Option{nats.Name("colocd launcher"), nats.Timeout(e.Timeout)}
-	if e.Persistent {
-		opts = append(opts, persistentOptions...)
-	}
 	if e.Creds != "" && e.NKey != "" {
 		return nil, nil, fmt.Errorf("--creds and --nkey: want one of the two (%s, %s)", EnvCreds, EnvNKey)
 	}
-	auth, err := bus.LauncherAuth(e.NKey, e.Creds)
-	if err != nil {
+	if (e.TLSCert == "") != (e.TLSKey == "") {
+		return nil, nil, fmt.Errorf("--tls-cert and --tls-key: want both or neither (%s, %s)", EnvTLSCert, EnvTLSKey)
+	}
+	policy := bus.OneShot
+	if e.Persistent {
+		policy = bus.StayConnected
+	}
+	nc, err := bus.Connect(e.Server, bus.ConnectOptions{Name: "colocd launcher", Timeout: e.Timeout, Policy: policy,
+		NKeySeedFile: e.NKey, Credentials: e.Creds, TLS: bus.TLSFiles{CA: e.TLSCA, Cert: e.TLSCert, Key: e.TLSKey}})
+	var bad *bus.OptionsError
+	switch {
+	case errors.As(err, &bad):
 		flag := "--nkey"
 		if e.Creds != "" {
 			flag = "--creds"
 		}
-		return nil, nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	opts = append(opts, auth...)
-	if (e.TLSCert == "") != (e.TLSKey == "") {
-		return nil, nil, fmt.Errorf("--tls-cert and --tls-key: want both or neither (%s, %s)", EnvTLSCert, EnvTLSKey)
-	}
-	if e.TLSCA != "" {
-		opts = append(opts, nats.RootCAs(e.TLSCA))
-	}
-	if e.TLSCert != "" {
-		opts = append(opts, nats.ClientCert(e.TLSCert, e.TLSKey))
-	}
-	nc, err := nats.Connect(e.Server, opts...)
-	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", flag, bad.Err)
+	case err != nil:
 		return nil, nil, fmt.Errorf("--server %s: %w", e.Server, err)
 	}
 	return bus.NewClient(nc, bus.WithTimeout(e.Timeout)), nc, nil

@@ -468,7 +468,7 @@ func (s *Sidecar) Conn(opts ...nats.Option) (*nats.Conn, error) {
 		}
 		return s.embed.ConnAs(append(auth, opts...)...)
 	}
-	return nats.Connect(s.cfg.NATS.URL, opts...)
+	return bus.Connect(s.cfg.NATS.URL, bus.ConnectOptions{Policy: bus.OneShot, Options: opts})
 }
 
 // LauncherNKeyFile is the seed file launchers connect to the embedded
