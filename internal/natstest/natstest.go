@@ -5,10 +5,12 @@ package natstest
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,10 +50,26 @@ func Start(t testing.TB, opts *server.Options) *server.Server {
 
 // Users writes the seed files of the documented sidecar and launcher users
 // in dir (mode 0600) and puts their public keys in the environment
-// variables the documented config reads them from.
+// variables the documented config reads them from. A test that uses it
+// cannot run in parallel; Seeds and DocumentedWith leave the environment
+// alone.
 func Users(t testing.TB, dir string) (sidecarSeed, launcherSeed string) {
 	t.Helper()
+	sidecarSeed, launcherSeed, vars := Seeds(t, dir)
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
+		t.Setenv(name, vars[name])
+	}
+	return sidecarSeed, launcherSeed
+}
+
+// Seeds writes the seed files of the documented sidecar and launcher users
+// in dir (mode 0600) and returns them with the variables the documented
+// config reads their public keys from (COLOCD_SIDECAR_NKEY,
+// COLOCD_LAUNCHER_NKEY, COLOCD_LAUNCHER_INBOX), for DocumentedWith.
+func Seeds(t testing.TB, dir string) (sidecarSeed, launcherSeed string, vars map[string]string) {
+	t.Helper()
 	sidecarSeed, launcherSeed = filepath.Join(dir, "sidecar.nk"), filepath.Join(dir, "launcher.nk")
+	vars = map[string]string{}
 	for env, path := range map[string]string{"COLOCD_SIDECAR_NKEY": sidecarSeed, "COLOCD_LAUNCHER_NKEY": launcherSeed} {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
@@ -68,12 +86,12 @@ func Users(t testing.TB, dir string) (sidecarSeed, launcherSeed string) {
 		if err := os.WriteFile(path, append(seed, '\n'), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		t.Setenv(env, pub)
+		vars[env] = pub
 		if env == "COLOCD_LAUNCHER_NKEY" {
-			t.Setenv("COLOCD_LAUNCHER_INBOX", "_INBOX."+pub+".>")
+			vars["COLOCD_LAUNCHER_INBOX"] = "_INBOX." + pub + ".>"
 		}
 	}
-	return sidecarSeed, launcherSeed
+	return sidecarSeed, launcherSeed, vars
 }
 
 // Documented reads the config file at path (Users must have set its
@@ -90,14 +108,38 @@ func Documented(t testing.TB, path, storeDir string) *server.Options {
 	return opts
 }
 
+// DocumentedWith is Documented with vars (from Seeds) defined at the top of
+// a copy of the config instead of read from the environment, so that tests
+// with users of their own can run in parallel. A variable the config
+// defines itself still wins over the environment, as nats-server resolves
+// a config's own variables first.
+func DocumentedWith(t testing.TB, path, storeDir string, vars map[string]string) *server.Options {
+	t.Helper()
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
+		fmt.Fprintf(&b, "%s: %s\n", name, strconv.Quote(vars[name]))
+	}
+	b.Write(doc)
+	rendered := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(rendered, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return Documented(t, rendered, storeDir)
+}
+
 // DocumentedServer runs one server with the documented config at path,
 // JetStream on, and returns it with the seed files of its sidecar and
-// launcher users.
+// launcher users. It leaves the environment alone: tests that use it may
+// run in parallel.
 func DocumentedServer(t testing.TB, path string) (ns *server.Server, sidecarSeed, launcherSeed string) {
 	t.Helper()
 	dir := t.TempDir()
-	sidecarSeed, launcherSeed = Users(t, dir)
-	return Start(t, Documented(t, path, filepath.Join(dir, "js"))), sidecarSeed, launcherSeed
+	sidecarSeed, launcherSeed, vars := Seeds(t, dir)
+	return Start(t, DocumentedWith(t, path, filepath.Join(dir, "js"), vars)), sidecarSeed, launcherSeed
 }
 
 // FreePort returns a loopback port nothing listens on, from below the
