@@ -31,6 +31,7 @@ func predictMPS(t *testing.T, sc *Scenario, p MPSParams) *Prediction {
 }
 
 func TestMPSSoloIsExact(t *testing.T) {
+	t.Parallel()
 	inf := mpsProfile("inf", KindInference, 20, 150, 30, 0.8, 0.4, 0.3)
 	pred := predictMPS(t, &Scenario{Inference: inf, Load: 0.6, Requests: 3000, Seed: 3}, MPSParams{DRAM: 1, L2: 1, Kernels: 1})
 	for _, k := range PercentileKeys {
@@ -54,6 +55,7 @@ func TestMPSSoloIsExact(t *testing.T) {
 // A kernel that fills the GPU alone, capped at p % of 132 SMs, gets
 // floor(p·1.32) SMs: it takes 132/floor(p·1.32) times as long.
 func TestMPSCappedKernel(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		pct  float64
@@ -74,6 +76,7 @@ func TestMPSCappedKernel(t *testing.T) {
 }
 
 func TestMPSSharing(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name          string
 		inf, train    *Profile
@@ -111,6 +114,7 @@ func TestMPSSharing(t *testing.T) {
 // The admission search binary-searches the training percentage: inference
 // p99 must not rise as the percentage goes down.
 func TestMPSMonotoneInTrainingPct(t *testing.T) {
+	t.Parallel()
 	inf, err := LoadProfile("../testdata/profiles/v100-infer-200.json")
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +131,7 @@ func TestMPSMonotoneInTrainingPct(t *testing.T) {
 		load  float64
 	}{{"v100 step, load 0.3", train, 0.3}, {"v100 step, load 0.6", train, 0.6}, {"gappy trainer, load 0.5", gappy, 0.5}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			var pr Predictor
 			prev := math.Inf(1)
 			for pct := 100.0; pct >= 10; pct -= 5 {
@@ -146,6 +151,7 @@ func TestMPSMonotoneInTrainingPct(t *testing.T) {
 }
 
 func TestMPSScenarioErrors(t *testing.T) {
+	t.Parallel()
 	inf := mpsProfile("inf", KindInference, 1, 100, 0, 1, 0, 0)
 	tr := mpsProfile("t", KindTraining, 1, 100, 0, 1, 0, 0)
 	tests := []struct {
@@ -173,6 +179,7 @@ func TestMPSScenarioErrors(t *testing.T) {
 // Skipping a lone trainer's whole iterations gives what stepping through
 // their kernels gives (up to float rounding).
 func TestMPSSkipAloneIterationsChangesNothing(t *testing.T) {
+	// Not parallel: it switches the package's skipAloneIterations.
 	inf := mpsProfile("inf", KindInference, 10, 300, 50, 0.8, 0.5, 0.4)
 	train := mpsProfile("train", KindTraining, 20, 200, 30, 0.7, 0.6, 0.3)
 	sc := &Scenario{Inference: inf, Training: []*Profile{train}, RateRPS: 5, Requests: 300, Seed: 2, TrainingPct: []float64{40}}
@@ -290,6 +297,7 @@ func FuzzMPS(f *testing.F) {
 // the same predictions and event counts with it and without, on real
 // profiles under several percentages, two trainers and several services.
 func TestMPSPairGapsChangeNothing(t *testing.T) {
+	// Not parallel: it switches the package's pairGaps.
 	inf, train := benchProfiles(t)
 	gappy := mpsProfile("gappy", KindTraining, 20, 200, 300, 0.7, 0.6, 0.3) // gaps longer than the hold
 	params := MPSParams{DRAM: 0.5, L2: 0.25, Kernels: 0.1}

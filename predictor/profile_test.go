@@ -12,6 +12,7 @@ import (
 )
 
 func TestProfileValidateNamesEveryField(t *testing.T) {
+	t.Parallel()
 	doc := `{"format":"colocd.profile/v0","name":"x","kind":"serving","device":{"sms":-1},"memory_mib":-5,
 		"ops":[{"dur_us":-1,"gap_us":2,"sm":1.5,"occupancy":0.5},{"dur_us":3,"gap_us":-2,"sm":0.5,"occupancy":-0.1,"dram":2,"l2":0.3}]}`
 	_, err := ParseProfile([]byte(doc))
@@ -35,6 +36,7 @@ func TestProfileValidateNamesEveryField(t *testing.T) {
 }
 
 func TestProfileParseErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, doc, want string
 	}{
@@ -64,6 +66,7 @@ func TestProfileParseErrors(t *testing.T) {
 // events per simulated second bounded: each violation names its field and
 // says what was expected; a value at the bound is valid.
 func TestProfileValidateBounds(t *testing.T) {
+	t.Parallel()
 	neg := -1.0
 	ops := func(n int, dur, gap float64) []Op {
 		out := make([]Op, n)
@@ -137,6 +140,7 @@ func TestProfileValidateBounds(t *testing.T) {
 // after a launch gap of min(1 µs, I/n); the rest of the idle time in L
 // long gaps falling as 1/j, the largest before the first kernel.
 func TestSummaryExpansion(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		p         Profile
@@ -215,6 +219,7 @@ func TestSummaryExpansion(t *testing.T) {
 }
 
 func TestProfileSaveLoadRoundTrip(t *testing.T) {
+	t.Parallel()
 	d := 0.3
 	p := &Profile{Format: ProfileFormat, Name: "rt <a>", Kind: KindTraining, Device: Device{Name: "NVIDIA H200", SMs: 132},
 		Ops: []Op{{Name: "k<float>", DurUS: 10.5, GapUS: 1, SM: 0.5, Occupancy: 0.25, DRAM: &d}}}

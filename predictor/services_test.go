@@ -10,6 +10,7 @@ import (
 // figure (no trainer) already counts the other service, and a trainer adds
 // to both. Every service sees at least the scenario's requests.
 func TestServicesShareTheGPU(t *testing.T) {
+	t.Parallel()
 	a := gappyProfile("a", KindInference, 6, 200, 20, 1)
 	b := gappyProfile("b", KindInference, 10, 300, 50, 2)
 	tr := gappyProfile("tr", KindTraining, 30, 400, 100, 3)
@@ -72,6 +73,7 @@ func TestServicesShareTheGPU(t *testing.T) {
 }
 
 func TestOtherServiceValidation(t *testing.T) {
+	t.Parallel()
 	a := gappyProfile("a", KindInference, 6, 200, 20, 1)
 	tr := gappyProfile("tr", KindTraining, 30, 400, 100, 3)
 	sc := &Scenario{Inference: a, Load: 0.3, Others: []OtherService{{Profile: tr, RateRPS: 5}, {Profile: a}, {Profile: nil, Load: 2}}}
