@@ -11,6 +11,7 @@ import (
 )
 
 func TestLoadMeasurementsResolvesPaths(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	inf := uniformProfile("inf", predictor.KindInference, 2, 100, 5)
 	if err := predictor.SaveProfile(filepath.Join(dir, "inf.json"), inf); err != nil {
@@ -41,6 +42,7 @@ func TestLoadMeasurementsResolvesPaths(t *testing.T) {
 }
 
 func TestParseMeasurementsErrors(t *testing.T) {
+	t.Parallel()
 	inline := `{"format":"colocd.profile/v1","name":"i","kind":"inference","summary":{"latency_ms":2,"gpu_util":0.5,"mem_util":0.1}}`
 	tests := []struct {
 		name, doc string
@@ -80,6 +82,7 @@ func TestParseMeasurementsErrors(t *testing.T) {
 }
 
 func TestCalibrationLoadMerges(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(path, []byte(`{"format":"colocd.calibration/v1","source":"mps only","mps":{"coefficients":{"dram":0.4}}}`), 0o644)
 	c, err := predictor.LoadCalibration(path)
