@@ -38,6 +38,7 @@ func (s *scripted) fail(err error) {
 // less than MaxAge, expired after, and no data again until two scrapes
 // after an outage (no delta spans it).
 func TestObserverStates(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		src := &scripted{step: 10}
 		o, stop := runObserver(t, src, Config{Interval: 5 * time.Second, Window: time.Minute, MaxAge: 15 * time.Second})
@@ -69,6 +70,7 @@ func TestObserverStates(t *testing.T) {
 // TestObserverForecasts: a load that grows scrape after scrape is forecast
 // above its current windowed rate.
 func TestObserverForecasts(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		src := &scripted{step: 10}
 		o, stop := runObserver(t, src, Config{Interval: 5 * time.Second, Window: time.Minute, Horizon: 15 * time.Second})

@@ -148,6 +148,7 @@ func scrapeWindow(t *testing.T, sc *Scraper, srv *server, pages ...string) Stats
 // TestPresets: each server's own page, read twice 10 s apart with 100 more
 // requests, gives 10 req/s, and percentiles interpolated in its buckets.
 func TestPresets(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		preset   string
 		page     func(float64) string
@@ -185,6 +186,7 @@ func TestPresets(t *testing.T) {
 // TestScrapeFaults: a restart, a missing series, NaN, an oversized page
 // and a failing server each end as the window or the error says.
 func TestScrapeFaults(t *testing.T) {
+	t.Parallel()
 	vllm, _ := PresetNamed("vllm")
 	srv, url := startServer(t)
 	sc := &Scraper{URL: url, Preset: vllm}
@@ -221,6 +223,7 @@ func TestScrapeFaults(t *testing.T) {
 // TestTGIBeforeTheFirstRequest: TGI creates its series on first use, so a
 // page without them is zero requests, not an error.
 func TestTGIBeforeTheFirstRequest(t *testing.T) {
+	t.Parallel()
 	tgi, _ := PresetNamed("tgi")
 	srv, url := startServer(t)
 	srv.set("# HELP tgi_queue_size Current queue size\n# TYPE tgi_queue_size gauge\ntgi_queue_size 0\n")
@@ -231,6 +234,7 @@ func TestTGIBeforeTheFirstRequest(t *testing.T) {
 }
 
 func TestGenericPreset(t *testing.T) {
+	t.Parallel()
 	if _, err := Generic("", "x"); err == nil {
 		t.Error("a generic preset without a histogram")
 	}
@@ -267,6 +271,7 @@ func FuzzParse(f *testing.F) {
 }
 
 func TestEndpointValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		e    Endpoint
@@ -297,6 +302,7 @@ func TestEndpointValidate(t *testing.T) {
 // TestScrapeOfAHangingServer: a server that never finishes its page costs
 // a scrape no more than the context allows.
 func TestScrapeOfAHangingServer(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("# TYPE vllm:request_success_total counter\n"))

@@ -44,6 +44,7 @@ func tgiStepPage(n float64) string {
 // more steps in 10 s are 100 steps/s, and the percentiles are the step
 // histogram's, not the requests'.
 func TestStepPresets(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		preset   string
 		page     func(float64) string
@@ -78,6 +79,7 @@ func TestStepPresets(t *testing.T) {
 
 // A preset with no step counter cannot observe an engine, and says which can.
 func TestStepPresetMissing(t *testing.T) {
+	t.Parallel()
 	_, err := Endpoint{URL: "http://x/metrics", Preset: "triton", Steps: true}.Observer(nil)
 	if err == nil || !strings.Contains(err.Error(), "[tgi vllm generic]") {
 		t.Errorf("err = %v, want one naming [tgi vllm generic]", err)
@@ -90,6 +92,7 @@ func TestStepPresetMissing(t *testing.T) {
 // Before TGI's first decode step there are only prefill series: that is
 // no step yet, not a wrong metric name.
 func TestTGIStepsBeforeTheFirstDecode(t *testing.T) {
+	t.Parallel()
 	tgi, _ := PresetNamed("tgi")
 	srv, url := startServer(t)
 	page := strings.ReplaceAll(tgiStepPage(100), `method="decode"`, `method="prefill"`)
@@ -107,6 +110,7 @@ func TestTGIStepsBeforeTheFirstDecode(t *testing.T) {
 // The p99's sureness counts steps, not the tokens vLLM's inter-token
 // histogram counts (32 a step): all of a step's tokens take its time.
 func TestStepSurenessCountsSteps(t *testing.T) {
+	t.Parallel()
 	p, _ := PresetNamed("vllm")
 	srv, url := startServer(t)
 	labels := map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}
