@@ -7,12 +7,14 @@ import (
 )
 
 func TestDefaultIsValid(t *testing.T) {
+	t.Parallel()
 	if err := Default().Validate(); err != nil {
 		t.Fatalf("Default().Validate() = %v", err)
 	}
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		mutate     func(c *Config)
@@ -81,6 +83,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestConfigErrorText(t *testing.T) {
+	t.Parallel()
 	err := Config{Backend: "cuda", Device: "0", Sim: SimConfig{Name: "x"}}.Validate()
 	want := `invalid gpu configuration: gpu.backend: want one of auto, nvml, sim, got "cuda"`
 	if err == nil || err.Error() != want {

@@ -13,6 +13,7 @@ import (
 // A sidecar on one MIG device reads the MIG devices it may lend: their
 // identity and SMs once, their memory and processes on every read.
 func TestLendableNVML(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	migs := withMIG(t, x, 0, "3g.71gb", "4g.71gb")
 	migs[1].GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
@@ -52,6 +53,7 @@ func TestLendableNVML(t *testing.T) {
 }
 
 func TestLendableNVMLErrors(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	migs := withMIG(t, x, 0, "3g.71gb", "4g.71gb")
 	other := withMIG(t, x, 1, "7g.141gb")
@@ -85,6 +87,7 @@ func TestLendableNVMLErrors(t *testing.T) {
 // of gpu.grant_instances are lent, and a grant reserved on one shows as its
 // process and memory only.
 func TestSimMIG(t *testing.T) {
+	t.Parallel()
 	c := Default()
 	c.Backend, c.Device = BackendSim, "0:1:0"
 	c.Sim.MIG = []string{"3g.71gb", "4g.71gb"}
@@ -139,6 +142,7 @@ func TestSimMIG(t *testing.T) {
 // instance faulted (and leaves the guarded device healthy unless it is
 // named too); an application's XID marks nothing.
 func TestLendableFaults(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name      string
 		gi        uint32
@@ -177,6 +181,7 @@ func TestLendableFaults(t *testing.T) {
 }
 
 func TestMIGConfigErrors(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		set  func(c *Config)

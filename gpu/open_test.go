@@ -10,6 +10,7 @@ import (
 )
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	noDriver := func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }
 	noPermission := func() nvml.Return { return nvml.ERROR_NO_PERMISSION }
 	tests := []struct {
@@ -86,6 +87,7 @@ func TestOpen(t *testing.T) {
 // must fail cleanly with ErrNoDriver (a crash here is the bug it guards
 // against), and auto must fall back to the simulated device.
 func TestOpenRealLibrary(t *testing.T) {
+	// Not parallel: it loads and initialises the process's one NVML library.
 	cfg := testConfig("0")
 	cfg.Backend = BackendNVML
 	h, err := Open(context.Background(), cfg, Options{})
@@ -108,6 +110,7 @@ func TestOpenRealLibrary(t *testing.T) {
 }
 
 func TestOpenErrorReturnsNilHandle(t *testing.T) {
+	t.Parallel()
 	noDriver := func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }
 	tests := []struct {
 		name    string

@@ -8,6 +8,7 @@ import (
 )
 
 func TestSMCount(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		device string // as NVML reports it
@@ -62,6 +63,7 @@ func TestSMCount(t *testing.T) {
 }
 
 func TestResolveSMs(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		device     string
