@@ -39,6 +39,7 @@ func withDefaults(cfg Config) Config {
 }
 
 func TestEnsureStartsDaemonAndAppliesDefaults(t *testing.T) {
+	t.Parallel()
 	for _, supervise := range []bool{false, true} {
 		name := map[bool]string{false: "background -d", true: "supervised -f"}[supervise]
 		t.Run(name, func(t *testing.T) {
@@ -80,6 +81,7 @@ func TestEnsureStartsDaemonAndAppliesDefaults(t *testing.T) {
 }
 
 func TestEnsureAttachesToForeignDaemon(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	pid := f.start()
 	cfg := f.config()
@@ -111,6 +113,7 @@ func TestEnsureAttachesToForeignDaemon(t *testing.T) {
 // restart) attaches to the daemon the first one started: it owns it (and
 // would restart it) but did not start it, so Close never quits it.
 func TestRestartedColocdReattaches(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	cfg := withDefaults(f.config())
 	cfg.QuitOnClose = true
@@ -145,6 +148,7 @@ func TestRestartedColocdReattaches(t *testing.T) {
 }
 
 func TestEnsureWithoutManageOnlyAttaches(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	cfg := f.config()
 	cfg.Manage = false
@@ -160,6 +164,7 @@ func TestEnsureWithoutManageOnlyAttaches(t *testing.T) {
 // TestEnsureDoesNotStartASecondDaemon: a daemon that runs but hangs is an
 // error, not a reason to start another on the same pipe directory.
 func TestEnsureDoesNotStartASecondDaemon(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.start()
 	cfg := f.config()
@@ -175,6 +180,7 @@ func TestEnsureDoesNotStartASecondDaemon(t *testing.T) {
 }
 
 func TestEnsureStartFailure(t *testing.T) {
+	t.Parallel()
 	for _, supervise := range []bool{false, true} {
 		t.Run(strconv.FormatBool(supervise), func(t *testing.T) {
 			f := newFake(t)
@@ -196,6 +202,7 @@ func TestEnsureStartFailure(t *testing.T) {
 // TestEnsureReplacesStalePIDFile: a PID file left by a crashed daemon names
 // a dead process; Ensure starts a new daemon.
 func TestEnsureReplacesStalePIDFile(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
@@ -212,6 +219,7 @@ func TestEnsureReplacesStalePIDFile(t *testing.T) {
 }
 
 func TestProcessAliveChecksProgram(t *testing.T) {
+	t.Parallel()
 	if ok, why := processAlive(PID(os.Getpid()), "nvidia-cuda-mps-control"); ok || !strings.Contains(why, "another program") {
 		t.Fatalf("processAlive(test process) = %v, %q; want another program", ok, why)
 	}
@@ -221,6 +229,7 @@ func TestProcessAliveChecksProgram(t *testing.T) {
 }
 
 func TestCloseQuitsSupervisedChild(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	cfg := f.config()
 	cfg.Supervise, cfg.QuitOnClose = true, true

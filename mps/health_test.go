@@ -112,6 +112,7 @@ func (l *testLogger) has(msg string) bool {
 }
 
 func TestHealthFaultFromServerStatus(t *testing.T) {
+	t.Parallel()
 	c, f := running(t)
 	if err := c.StartServer(testCtx(t), 0); err != nil {
 		t.Fatal(err)
@@ -131,6 +132,7 @@ func TestHealthFaultFromServerStatus(t *testing.T) {
 }
 
 func TestHealthFaultFromLogs(t *testing.T) {
+	t.Parallel()
 	for _, file := range []string{"server.log", "control.log"} {
 		t.Run(file, func(t *testing.T) {
 			f := newFake(t)
@@ -156,6 +158,7 @@ func TestHealthFaultFromLogs(t *testing.T) {
 }
 
 func TestHealthUnresponsiveAndUnknown(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.start()
 	cfg := f.config()
@@ -184,6 +187,7 @@ func TestHealthUnresponsiveAndUnknown(t *testing.T) {
 // TestHealthRestartsOwnedDaemon: a daemon colocd started dies; the loop
 // reports it down, restarts it and applies the defaults again.
 func TestHealthRestartsOwnedDaemon(t *testing.T) {
+	t.Parallel()
 	for _, supervise := range []bool{false, true} {
 		name := map[bool]string{false: "background", true: "supervised"}[supervise]
 		t.Run(name, func(t *testing.T) {
@@ -230,6 +234,7 @@ func TestHealthRestartsOwnedDaemon(t *testing.T) {
 // TestHealthRestartBacksOff: while starts fail the daemon stays down, and
 // it comes back once they succeed.
 func TestHealthRestartBacksOff(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	c := f.control(withDefaults(f.config()))
 	if err := c.Ensure(testCtx(t)); err != nil {
@@ -253,6 +258,7 @@ func TestHealthRestartBacksOff(t *testing.T) {
 // runs again clears it. The hour-long backoff needs no clock: the probes
 // run one by one, well inside it.
 func TestHealthKeepsRestartFailure(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.touch("fake-fail-start", "")
 	cfg := f.config()
@@ -291,6 +297,7 @@ func TestHealthKeepsRestartFailure(t *testing.T) {
 }
 
 func TestHealthDoesNotRestartForeignDaemon(t *testing.T) {
+	t.Parallel()
 	c, f := running(t)
 	events, cancel := c.Subscribe()
 	defer cancel()
@@ -310,6 +317,7 @@ func TestHealthDoesNotRestartForeignDaemon(t *testing.T) {
 }
 
 func TestHealthNoRestartAfterClose(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	c := f.control(f.config())
 	ctx := testCtx(t)
@@ -333,6 +341,7 @@ func TestHealthNoRestartAfterClose(t *testing.T) {
 }
 
 func TestHealthTrackerDropsOldest(t *testing.T) {
+	t.Parallel()
 	var tr healthTracker
 	events, cancel := tr.subscribe()
 	states := []State{StateReady, StateFault}
@@ -361,6 +370,7 @@ func TestHealthTrackerDropsOldest(t *testing.T) {
 }
 
 func TestStateText(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[State]string{StateUnknown: "unknown", StateReady: "ready", StateFault: "fault", StateUnresponsive: "unresponsive", StateDown: "down", State(9): "state(9)"} {
 		if b, _ := s.MarshalText(); string(b) != want {
 			t.Fatalf("%d: %q, want %q", int(s), b, want)
@@ -371,6 +381,7 @@ func TestStateText(t *testing.T) {
 // TestRunStartsDaemonAfterFailedEnsure: with Manage, a daemon that could
 // not be started by Ensure (say, at boot) is started by the health loop.
 func TestRunStartsDaemonAfterFailedEnsure(t *testing.T) {
+	t.Parallel()
 	for _, supervise := range []bool{false, true} {
 		t.Run(map[bool]string{false: "background", true: "supervised"}[supervise], func(t *testing.T) {
 			testRunStartsDaemonAfterFailedEnsure(t, supervise)

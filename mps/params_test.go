@@ -6,6 +6,7 @@ import (
 )
 
 func TestParamValidate(t *testing.T) {
+	t.Parallel()
 	const uuid = "GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab"
 	tests := []struct {
 		name string
@@ -62,6 +63,7 @@ func TestParamValidate(t *testing.T) {
 }
 
 func TestParseOutsideText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		parse func(string) error
@@ -102,6 +104,7 @@ func pctErr(s string) error  { _, err := ParsePercentage(s); return err }
 func uuidErr(s string) error { _, err := ParseUUID(s); return err }
 
 func TestSafeLine(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		line string
@@ -127,6 +130,7 @@ func TestSafeLine(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	bad := UUID("GPU-x\nquit")
 	pct := Percentage(101)
 	prio := Priority(3)
@@ -162,6 +166,7 @@ func TestConfigValidate(t *testing.T) {
 // The pinned-memory default names the GPU by UUID; a daemon of a MIG
 // device sees that device alone, as device 0, and the default names it so.
 func TestDefaultDevice(t *testing.T) {
+	t.Parallel()
 	for dev, want := range map[UUID]Device{
 		"": DeviceIndex(0),
 		"GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab": DeviceUUID("GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab"),

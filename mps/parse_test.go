@@ -24,6 +24,7 @@ func wantOutputError(t *testing.T, err error, out string) {
 }
 
 func TestParsePIDLines(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		out  string
@@ -60,6 +61,7 @@ func TestParsePIDLines(t *testing.T) {
 }
 
 func TestParseServerStatus(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		out  string
@@ -89,6 +91,7 @@ func TestParseServerStatus(t *testing.T) {
 }
 
 func TestParsePS(t *testing.T) {
+	t.Parallel()
 	const header = "PID ID SERVER DEVICE NAMESPACE COMMAND\n"
 	tests := []struct {
 		name string
@@ -151,6 +154,7 @@ func TestParsePS(t *testing.T) {
 // NVIDIA's MPS documentation (testdata/documented/README.md): inferred, not
 // captured on hardware.
 func TestParseDocumentedFormats(t *testing.T) {
+	t.Parallel()
 	read := func(name string) string {
 		data, err := os.ReadFile("testdata/documented/" + name)
 		if err != nil {
@@ -174,6 +178,7 @@ func TestParseDocumentedFormats(t *testing.T) {
 }
 
 func TestParseValues(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		parse func(string) (any, error)
@@ -222,6 +227,7 @@ func memOutF(s string) (any, error) { return parseMemLimit(verbGetDefaultPinnedM
 func prioOut(s string) (any, error) { return parsePriority(s) }
 
 func TestParseTerminateAndEmpty(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		out     string
@@ -251,6 +257,7 @@ func TestParseTerminateAndEmpty(t *testing.T) {
 }
 
 func TestOutputErrorQuotesAPrefix(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 10*maxQuoted)
 	err := &OutputError{Command: "ps", Output: long, Reason: "r"}
 	if len(err.Error()) > 2*maxQuoted {
