@@ -11,6 +11,7 @@ import (
 )
 
 func TestParseStartTicks(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		stat    string
@@ -40,6 +41,7 @@ func TestParseStartTicks(t *testing.T) {
 }
 
 func TestStartTimeOfFakeTable(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "stat"), []byte("cpu  1 2 3\nbtime 1000\nprocesses 5\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -81,6 +83,7 @@ func TestStartTimeOfFakeTable(t *testing.T) {
 // now (within /proc's one-second precision), and differently from this
 // process, which started earlier.
 func TestStartTimeOfRealProcess(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc on this system")
 	}
@@ -129,6 +132,7 @@ func FuzzParseBootTime(f *testing.F) {
 }
 
 func TestParseStat(t *testing.T) {
+	t.Parallel()
 	tail := " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 0"
 	tests := []struct {
 		name string
