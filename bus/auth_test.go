@@ -68,6 +68,7 @@ func (v *violations) waitFor(t *testing.T, subject string) {
 }
 
 func TestAnonymousClientsAreRefused(t *testing.T) {
+	t.Parallel()
 	e, _ := authServer(t)
 	nc, err := nats.Connect(e.ClientURL(), nats.MaxReconnects(0))
 	if err == nil {
@@ -91,6 +92,7 @@ func TestAnonymousClientsAreRefused(t *testing.T) {
 // nothing else: it cannot answer in the sidecar's name, read the sidecar's
 // traffic, or touch the lease bucket and the events stream.
 func TestLauncherCanOnlyAsk(t *testing.T) {
+	t.Parallel()
 	e, seed := authServer(t)
 	h := newFakeHandler()
 	serve(t, e, "gpu-a", h)
@@ -174,6 +176,7 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 }
 
 func TestNKeySeedFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "launcher.nk")
 	pub, err := NKeySeedFile(path)
@@ -214,20 +217,17 @@ func documentedServer(t *testing.T) (ns *server.Server, sidecarSeed, launcherSee
 // shared server are the ones the embedded server uses (with wildcards for
 // the sidecar).
 func TestDocumentedLauncherPermissions(t *testing.T) {
+	t.Parallel()
 	keys := map[string]string{}
 	for _, env := range []string{"COLOCD_SIDECAR_NKEY", "COLOCD_LAUNCHER_NKEY"} {
 		pub, err := NKeySeedFile(filepath.Join(t.TempDir(), "k.nk"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Setenv(env, pub)
 		keys[env] = pub
 	}
-	t.Setenv("COLOCD_LAUNCHER_INBOX", LauncherInbox(keys["COLOCD_LAUNCHER_NKEY"])+".>")
-	opts, err := server.ProcessConfigFile("../deploy/nats/colocd-auth.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys["COLOCD_LAUNCHER_INBOX"] = LauncherInbox(keys["COLOCD_LAUNCHER_NKEY"]) + ".>"
+	opts := natstest.DocumentedWith(t, "../deploy/nats/colocd-auth.conf", t.TempDir(), keys)
 	users := map[string]*server.NkeyUser{}
 	for _, u := range opts.Nkeys {
 		users[u.Nkey] = u
@@ -305,6 +305,7 @@ var launcherSetups = []struct {
 // documented configuration, the answer crosses back into the launchers'
 // account, which has no JetStream.
 func TestLauncherCannotAimJetStream(t *testing.T) {
+	t.Parallel()
 	for _, tc := range launcherSetups {
 		t.Run(tc.name, func(t *testing.T) {
 			side, nc, ctx, kv, js, events := eventsAndLeases(t, tc.dial)
@@ -370,6 +371,7 @@ func TestLauncherCannotAimJetStream(t *testing.T) {
 // at all: on the embedded server and on the documented configuration the
 // create goes unanswered, and the leases stay.
 func TestLauncherCannotPushIntoJetStream(t *testing.T) {
+	t.Parallel()
 	for _, tc := range launcherSetups {
 		t.Run(tc.name, func(t *testing.T) {
 			_, nc, ctx, kv, js, events := eventsAndLeases(t, tc.dial)
@@ -433,6 +435,7 @@ func eventsAndLeases(t *testing.T, dial func(*testing.T) (*nats.Conn, *nats.Conn
 // A seed file, or the directory it or the store is in, that anyone may
 // write is refused at start, naming the path: another user could swap it.
 func TestPrivatePaths(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	seed := filepath.Join(dir, "launcher.nk")
 	if _, err := NKeySeedFile(seed); err != nil {

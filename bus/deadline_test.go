@@ -13,6 +13,7 @@ import (
 // (TimeoutHeader), and the handler's context ends no later than that after
 // the request arrived; a quote sends its wait.
 func TestCallerDeadlineTravels(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	h := newFakeHandler()
 	serve(t, e, "gpu-a", h)
@@ -63,6 +64,7 @@ func TestCallerDeadlineTravels(t *testing.T) {
 // TestNoTimeoutHeaderNoDeadline: a request without the header (nats req)
 // gets a context without a deadline; the sidecar's cap applies.
 func TestNoTimeoutHeaderNoDeadline(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	h := newFakeHandler()
 	serve(t, e, "gpu-a", h)
@@ -77,6 +79,7 @@ func TestNoTimeoutHeaderNoDeadline(t *testing.T) {
 }
 
 func TestBadTimeoutHeaderIsABadRequest(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	h := newFakeHandler()
 	serve(t, e, "gpu-a", h)

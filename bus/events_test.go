@@ -47,6 +47,7 @@ func event(typ, job string, sec int) Event {
 }
 
 func TestEventsResumeFromSequence(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	pub := openEvents(t, e, "gpu-a")
 	ctx := testCtx(t)
@@ -106,6 +107,7 @@ func TestEventsResumeFromSequence(t *testing.T) {
 }
 
 func TestEventsSinceAndAllJobs(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	pub := openEvents(t, e, "gpu-a")
 	ctx := testCtx(t)
@@ -153,6 +155,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 }
 
 func TestEventsContextEndsSubscription(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	openEvents(t, e, "gpu-a")
 	c := NewClient(connect(t, e))
@@ -170,6 +173,7 @@ func TestEventsContextEndsSubscription(t *testing.T) {
 }
 
 func TestEventsErrors(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	pub := openEvents(t, e, "gpu-a")
 	ctx := testCtx(t)
@@ -196,6 +200,7 @@ func TestEventsErrors(t *testing.T) {
 }
 
 func TestOpenEventsUpdatesLimits(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	js, err := jetstream.New(connect(t, e))
 	if err != nil {
@@ -225,6 +230,7 @@ func TestOpenEventsUpdatesLimits(t *testing.T) {
 // A watch consumer's name is 26 random base32 characters (130 bits), not
 // a nuid that follows the one before: one launcher cannot guess another's.
 func TestWatchConsumerNamesUnguessable(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	openEvents(t, e, "gpu-a")
 	c := NewClient(connect(t, e))
@@ -249,6 +255,7 @@ func TestWatchConsumerNamesUnguessable(t *testing.T) {
 // next event (its consumer, if deleted, is asked for again from its next
 // sequence).
 func TestWatchFloodKeepsOthersWatching(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	pub := openEvents(t, e, "gpu-a")
 	ctx := testCtx(t)

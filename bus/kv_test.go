@@ -23,6 +23,7 @@ func openKV(t *testing.T, e *Embedded, bucket string) *KV {
 }
 
 func TestKVCompareAndSwap(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	kv := openKV(t, e, LeaseBucketName("GPU-1234"))
 	ctx := testCtx(t)
@@ -91,6 +92,7 @@ func TestKVCompareAndSwap(t *testing.T) {
 }
 
 func TestKVEmptyList(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	kv := openKV(t, e, "empty")
 	entries, err := kv.List(testCtx(t))
@@ -100,6 +102,7 @@ func TestKVEmptyList(t *testing.T) {
 }
 
 func TestKVSurvivesServerRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bucket := LeaseBucketName("gpu-a")
 
@@ -137,6 +140,7 @@ func TestKVSurvivesServerRestart(t *testing.T) {
 // Deleted keys leave markers; PurgeDeletes removes them and keeps the live
 // keys, and Check tells a bucket that is there from one that is gone.
 func TestPurgeDeletesAndCheck(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	js, err := jetstream.New(connect(t, e))
 	if err != nil {

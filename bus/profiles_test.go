@@ -10,6 +10,7 @@ import (
 )
 
 func TestProfileStore(t *testing.T) {
+	// Not parallel: it lowers the package's maxProfileBytes.
 	e := startServer(t)
 	js, err := jetstream.New(connect(t, e))
 	if err != nil {
@@ -84,6 +85,7 @@ func TestProfileStore(t *testing.T) {
 }
 
 func TestParseProfileRef(t *testing.T) {
+	t.Parallel()
 	good := ProfileRef([]byte("x"))
 	tests := []struct {
 		ref string

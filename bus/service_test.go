@@ -22,6 +22,7 @@ import (
 )
 
 func TestRoundTripEveryEndpoint(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	h := newFakeHandler()
 	serve(t, e, "gpu-a", h)
@@ -121,6 +122,7 @@ func (f failing) Release(context.Context, *LeaseRef) error                { retu
 func (f failing) Status(context.Context) (*Status, error)                 { return nil, f.statusErr }
 
 func TestErrorsTravelInHeaders(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	serve(t, e, "gpu-a", failing{
 		fakeHandler: newFakeHandler(),
@@ -162,6 +164,7 @@ func TestErrorsTravelInHeaders(t *testing.T) {
 }
 
 func TestBadRequestNamesTheField(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	h := newFakeHandler()
 	serve(t, e, "gpu-a", h)
@@ -199,6 +202,7 @@ func TestBadRequestNamesTheField(t *testing.T) {
 }
 
 func TestNoSidecar(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	c := NewClient(connect(t, e))
 	ctx := testCtx(t)
@@ -215,6 +219,7 @@ func TestNoSidecar(t *testing.T) {
 }
 
 func TestClientRejectsBadSidecarID(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	c := NewClient(connect(t, e))
 	for _, id := range []string{"", "a.b", "*", ">", "a b"} {
@@ -241,6 +246,7 @@ func (q quoteHandler) Quote(ctx context.Context, req *AdmitRequest) (*Decision, 
 }
 
 func TestQuoteIsAnsweredByEverySidecar(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	serve(t, e, "gpu-a", quoteHandler{fakeHandler: newFakeHandler(), decision: DecisionGrant})
 	serve(t, e, "gpu-b", quoteHandler{fakeHandler: newFakeHandler(), decision: DecisionDeny})
@@ -265,6 +271,7 @@ func TestQuoteIsAnsweredByEverySidecar(t *testing.T) {
 }
 
 func TestQuoteOnlyErrors(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	serve(t, e, "gpu-c", quoteHandler{fakeHandler: newFakeHandler(), err: Unavailable("predictor not ready")})
 	c := NewClient(connect(t, e))
@@ -288,6 +295,7 @@ func (h tracingHandler) Admit(ctx context.Context, req *AdmitRequest) (*Decision
 }
 
 func TestTraceContextPropagates(t *testing.T) {
+	t.Parallel()
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
@@ -326,6 +334,7 @@ func TestTraceContextPropagates(t *testing.T) {
 }
 
 func TestNoTraceContextWithoutSpan(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	h := newFakeHandler()
 	serve(t, e, "gpu-a", h)
@@ -363,6 +372,7 @@ func gather(t *testing.T, nc *nats.Conn, subject string, n int) []*nats.Msg {
 }
 
 func TestDiscovery(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	serve(t, e, "gpu-a", newFakeHandler())
 	serve(t, e, "gpu-b", newFakeHandler())
@@ -413,6 +423,7 @@ func TestDiscovery(t *testing.T) {
 }
 
 func TestServeValidates(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	nc := connect(t, e)
 	tests := []struct{ name, id, version string }{
@@ -455,6 +466,7 @@ func (b *blockingRenews) Renew(ctx context.Context, _ *LeaseRef) (*Lease, error)
 // are refused at once (or dropped by the server past the endpoint's
 // queue), and the service answers again afterwards.
 func TestEndpointQueueIsBounded(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	h := &blockingRenews{fakeHandler: newFakeHandler(), release: make(chan struct{})}
 	limits := Limits{TenantRate: 1e6, TenantBurst: MaxLimit}
