@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 // A sidecar on one MIG device reads the MIG devices it may lend: their
@@ -76,9 +78,7 @@ func TestLendableNVMLErrors(t *testing.T) {
 			if err == nil {
 				d.Close()
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
+			fieldtest.WantText(t, err, tt.want)
 		})
 	}
 }
@@ -206,9 +206,7 @@ func TestMIGConfigErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := Default()
 			tt.set(&c)
-			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
+			fieldtest.WantText(t, c.Validate(), tt.want)
 		})
 	}
 	// A layout whose instances fit only in one arrangement is accepted.

@@ -3,6 +3,8 @@ package mps
 import (
 	"errors"
 	"testing"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 func TestParamValidate(t *testing.T) {
@@ -152,10 +154,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			tt.edit(&cfg)
-			err := cfg.Validate()
-			if err == nil || !contains(err.Error(), tt.field) {
-				t.Fatalf("Validate() = %v, want an error naming %q", err, tt.field)
-			}
+			fieldtest.WantText(t, cfg.Validate(), tt.field)
 		})
 	}
 	if err := DefaultConfig().Validate(); err != nil {

@@ -7,13 +7,12 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 // The pages below follow each server's exposition exactly as its source
@@ -285,17 +284,10 @@ func TestEndpointValidate(t *testing.T) {
 		{"preset with names", Endpoint{URL: "http://h/metrics", Preset: "tgi", Counter: "x"}, []string{"m.histogram"}},
 	}
 	for _, tt := range tests {
-		err := tt.e.Validate("m")
-		var got []string
-		var l *field.List
-		if errors.As(err, &l) {
-			for _, e := range l.Errors {
-				got = append(got, e.Path)
-			}
-		}
-		if !slices.Equal(got, tt.want) {
-			t.Errorf("%s: %v, want problems at %v", tt.name, err, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fieldtest.WantPaths(t, tt.e.Validate("m"), tt.want...)
+		})
 	}
 }
 

@@ -2,10 +2,11 @@ package predictor
 
 import (
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 // An H200's instances (SMs from NVIDIA's MIG user guide, bandwidth = memory
@@ -136,9 +137,7 @@ func TestInstanceErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var pr Predictor
 			_, err := pr.PredictMPS(&Scenario{Inference: inf, RateRPS: 1, Instance: &tt.in}, MPSParams{})
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
+			fieldtest.WantText(t, err, tt.want)
 		})
 	}
 }

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"math"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 // mpsProfile builds a profile of n identical ops with the given SM demand and
@@ -169,9 +170,7 @@ func TestMPSScenarioErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var pr Predictor
 			_, err := pr.PredictMPS(&tt.sc, tt.p)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
+			fieldtest.WantText(t, err, tt.want)
 		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 func TestProfileValidateNamesEveryField(t *testing.T) {
@@ -20,19 +22,10 @@ func TestProfileValidateNamesEveryField(t *testing.T) {
 	if !errors.As(err, &ve) {
 		t.Fatalf("err = %v, want a ValidationError", err)
 	}
-	var got []string
-	for _, f := range ve.Errors {
-		got = append(got, f.Path)
-	}
-	want := []string{"format", "kind", "device.sms", "memory_mib", "ops[0].dur_us", "ops[0].sm", "ops[1].gap_us", "ops[1].occupancy", "ops[1].dram"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("fields %v, want %v", got, want)
-	}
-	if msg := err.Error(); !strings.Contains(msg, `format: want "colocd.profile/v1", got "colocd.profile/v0"`) ||
-		!strings.Contains(msg, "ops[0].dur_us: want a duration ≥ 0 and ≤ 3.6e9 µs (one hour), got -1") ||
-		!strings.Contains(msg, "ops[0].sm: want a fraction in (0,1]: the share of the SMs the kernel fills alone, got 1.5") {
-		t.Errorf("message does not say what was expected: %s", msg)
-	}
+	fieldtest.WantPaths(t, err, "format", "kind", "device.sms", "memory_mib", "ops[0].dur_us", "ops[0].sm", "ops[1].gap_us", "ops[1].occupancy", "ops[1].dram")
+	fieldtest.WantText(t, err, `format: want "colocd.profile/v1", got "colocd.profile/v0"`,
+		"ops[0].dur_us: want a duration ≥ 0 and ≤ 3.6e9 µs (one hour), got -1",
+		"ops[0].sm: want a fraction in (0,1]: the share of the SMs the kernel fills alone, got 1.5")
 }
 
 func TestProfileParseErrors(t *testing.T) {
@@ -55,9 +48,7 @@ func TestProfileParseErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseProfile([]byte(tt.doc))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
+			fieldtest.WantText(t, err, tt.want)
 		})
 	}
 }

@@ -1,8 +1,9 @@
 package predictor
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 // Two inference services on one GPU are each other's co-runners, in both
@@ -78,14 +79,10 @@ func TestOtherServiceValidation(t *testing.T) {
 	tr := gappyProfile("tr", KindTraining, 30, 400, 100, 3)
 	sc := &Scenario{Inference: a, Load: 0.3, Others: []OtherService{{Profile: tr, RateRPS: 5}, {Profile: a}, {Profile: nil, Load: 2}}}
 	err := sc.Validate()
-	for _, want := range []string{
+	fieldtest.WantText(t, err,
 		`others[0].profile.kind: want "inference", got "training"`,
 		"others[1].rate: want a rate in req/s (> 0) or a load fraction, got neither",
 		"others[2].profile: want an inference profile",
 		"others[2].load: want a fraction of solo capacity in (0,1), got 2",
-	} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("err = %v, want it to contain %q", err, want)
-		}
-	}
+	)
 }

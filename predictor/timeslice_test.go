@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 // uniformProfile builds a profile of n ops of durUS each, each preceded by gapUS.
@@ -241,22 +243,7 @@ func TestTimesliceErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var pr Predictor
 			_, err := pr.PredictTimeslice(&tt.sc, tt.p)
-			var ve *ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("err = %v, want a ValidationError", err)
-			}
-			var got []string
-			for _, f := range ve.Errors {
-				got = append(got, f.Path)
-			}
-			if len(got) != len(tt.fields) {
-				t.Fatalf("fields %v, want %v", got, tt.fields)
-			}
-			for i := range got {
-				if got[i] != tt.fields[i] {
-					t.Errorf("fields %v, want %v", got, tt.fields)
-				}
-			}
+			fieldtest.WantPaths(t, err, tt.fields...)
 		})
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 func TestParseStartTicks(t *testing.T) {
@@ -28,9 +29,7 @@ func TestParseStartTicks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseStartTicks(tt.stat)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
-				}
+				fieldtest.WantText(t, err, tt.wantErr)
 				return
 			}
 			if err != nil || got != tt.want {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/internal/fieldtest"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -72,11 +73,7 @@ func TestParseMeasurementsErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseMeasurements([]byte(tt.doc), t.TempDir())
-			for _, w := range tt.want {
-				if err == nil || !strings.Contains(err.Error(), w) {
-					t.Errorf("err = %v, want it to contain %q", err, w)
-				}
-			}
+			fieldtest.WantText(t, err, tt.want...)
 		})
 	}
 }
@@ -94,11 +91,7 @@ func TestCalibrationLoadMerges(t *testing.T) {
 		t.Errorf("merged calibration %+v: want the default time-slicing values, the file's mps section, and a source that says so", c)
 	}
 	_, err = predictor.ParseCalibration([]byte(`{"format":"colocd.calibration/v1","timeslice":{"slice_us":0,"switch_us":-1,"holdover_us":1},"mps":{"coefficients":{"l2":-2}}}`))
-	for _, w := range []string{"timeslice.slice_us: want a slice in [1, 1e6] µs, got 0", "timeslice.switch_us", "mps.coefficients.l2"} {
-		if err == nil || !strings.Contains(err.Error(), w) {
-			t.Errorf("err = %v, want it to contain %q", err, w)
-		}
-	}
+	fieldtest.WantText(t, err, "timeslice.slice_us: want a slice in [1, 1e6] µs, got 0", "timeslice.switch_us", "mps.coefficients.l2")
 }
 
 func FuzzParseMeasurements(f *testing.F) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/internal/fieldtest"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -74,9 +75,7 @@ func TestCheckFitOptions(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
+			fieldtest.WantText(t, err, tt.want)
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/colocd/colocd/internal/fieldtest"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -512,11 +513,7 @@ func TestImportKinetoErrors(t *testing.T) {
 			if tt.wantIs == nil && (errors.Is(err, ErrInvalidTrace) || errors.Is(err, ErrUnitNotFound)) {
 				t.Errorf("got %v, want an options error, not a trace error", err)
 			}
-			for _, s := range tt.wantText {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("got %q, want it to contain %q", err, s)
-				}
-			}
+			fieldtest.WantText(t, err, tt.wantText...)
 		})
 	}
 }
