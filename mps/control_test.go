@@ -18,11 +18,8 @@ const testUUID = UUID("GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab")
 func running(t *testing.T) (*Control, *fake) {
 	t.Helper()
 	f := newFake(t)
-	f.start()
-	c := f.control(f.config())
-	if err := c.Ensure(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
+	c := f.startedControl(nil)
+	ensure(t, c)
 	return c, f
 }
 
@@ -110,8 +107,7 @@ func TestClientsListsPIDsForEviction(t *testing.T) {
 func TestRejectedBeforeAnyCommandRuns(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.start()
-	c := f.control(f.config())
+	c := f.startedControl(nil)
 	ctx := testCtx(t)
 	evil := UUID(string(testUUID) + "\nquit")
 	calls := []struct {
@@ -159,10 +155,7 @@ func alivePID(p PID) bool { return alive(p) }
 func TestHungDaemonTimesOut(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.start()
-	cfg := f.config()
-	cfg.CommandTimeout = 300 * time.Millisecond
-	c := f.control(cfg)
+	c := f.startedControl(func(c *Config) { c.CommandTimeout = hangTimeout })
 	f.touch("fake-hang", "")
 	start := time.Now()
 	_, err := c.ServerPIDs(testCtx(t))
@@ -183,8 +176,7 @@ func TestHungDaemonTimesOut(t *testing.T) {
 func TestCancelledContextStopsCommand(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.start()
-	c := f.control(f.config())
+	c := f.startedControl(nil)
 	f.touch("fake-hang", "ps")
 	ctx, cancel := context.WithCancel(testCtx(t))
 	time.AfterFunc(100*time.Millisecond, cancel)

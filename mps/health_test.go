@@ -30,6 +30,15 @@ func runLoop(t *testing.T, run func(context.Context) error) (stop func()) {
 	return stop
 }
 
+// watch runs c's health loop until the test ends (or stop) and returns
+// the health events it sends.
+func watch(t *testing.T, c *Control) (events <-chan Health, stop func()) {
+	t.Helper()
+	events, cancel := c.Subscribe()
+	t.Cleanup(cancel)
+	return events, runLoop(t, c.Run)
+}
+
 // waitState reads events until one has state s, and returns it.
 func waitState(t *testing.T, events <-chan Health, s State) Health {
 	t.Helper()
@@ -117,9 +126,7 @@ func TestHealthFaultFromServerStatus(t *testing.T) {
 	if err := c.StartServer(testCtx(t), 0); err != nil {
 		t.Fatal(err)
 	}
-	events, cancel := c.Subscribe()
-	defer cancel()
-	runLoop(t, c.Run)
+	events, _ := watch(t, c)
 	f.touch("fake-fault", "")
 	h := waitState(t, events, StateFault)
 	if !strings.Contains(h.Reason, "reports FAULT") || len(h.Servers) != 1 || h.Servers[0].State != ServerFault || h.Ready() {
@@ -140,12 +147,8 @@ func TestHealthFaultFromLogs(t *testing.T) {
 			// Lines written before colocd looked are history.
 			f.appendLog(file, "[2026-02-06 09:34:10.000 Control   261] Server 95 exited with status 1")
 			c := f.control(f.config())
-			if err := c.Ensure(testCtx(t)); err != nil {
-				t.Fatal(err)
-			}
-			events, cancel := c.Subscribe()
-			defer cancel()
-			runLoop(t, c.Run)
+			ensure(t, c)
+			events, _ := watch(t, c)
 			f.appendLog("control.log", "[2026-02-06 09:34:17.770 Control   261] set_default_active_thread_percentage 40")
 			f.appendLog(file, "[2026-02-06 09:34:18.000 Server   337] Server encountered a fatal exception. Shutting down")
 			h := waitState(t, events, StateFault)
@@ -160,16 +163,9 @@ func TestHealthFaultFromLogs(t *testing.T) {
 func TestHealthUnresponsiveAndUnknown(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.start()
-	cfg := f.config()
-	cfg.ProbeTimeout = 300 * time.Millisecond
-	c := f.control(cfg)
-	if err := c.Ensure(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	events, cancel := c.Subscribe()
-	defer cancel()
-	runLoop(t, c.Run)
+	c := f.startedControl(func(c *Config) { c.ProbeTimeout = hangTimeout })
+	ensure(t, c)
+	events, _ := watch(t, c)
 	f.touch("fake-hang", "get_server_list")
 	if h := waitState(t, events, StateUnresponsive); !strings.Contains(h.Reason, "timed out") {
 		t.Fatalf("Health = %+v", h)
@@ -197,13 +193,9 @@ func TestHealthRestartsOwnedDaemon(t *testing.T) {
 			cfg.Supervise = supervise
 			cfg.Logger = slog.New(logs)
 			c := f.control(cfg)
-			if err := c.Ensure(testCtx(t)); err != nil {
-				t.Fatal(err)
-			}
+			ensure(t, c)
 			first := f.daemonPID()
-			events, cancel := c.Subscribe()
-			defer cancel()
-			stop := runLoop(t, c.Run)
+			events, stop := watch(t, c)
 			f.touch("fake-crash", "")
 			if h := waitState(t, events, StateDown); !strings.Contains(h.Reason, "starting it") {
 				t.Fatalf("Health = %+v", h)
@@ -237,12 +229,8 @@ func TestHealthRestartBacksOff(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
 	c := f.control(withDefaults(f.config()))
-	if err := c.Ensure(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	events, cancel := c.Subscribe()
-	defer cancel()
-	runLoop(t, c.Run)
+	ensure(t, c)
+	events, _ := watch(t, c)
 	f.touch("fake-fail-start", "")
 	f.touch("fake-crash", "")
 	waitState(t, events, StateDown)
@@ -299,9 +287,7 @@ func TestHealthKeepsRestartFailure(t *testing.T) {
 func TestHealthDoesNotRestartForeignDaemon(t *testing.T) {
 	t.Parallel()
 	c, f := running(t)
-	events, cancel := c.Subscribe()
-	defer cancel()
-	runLoop(t, c.Run)
+	events, _ := watch(t, c)
 	f.touch("fake-crash", "")
 	h := waitState(t, events, StateDown)
 	if !strings.Contains(h.Reason, "not started by colocd") {
@@ -324,9 +310,7 @@ func TestHealthNoRestartAfterClose(t *testing.T) {
 	if err := c.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	events, cancel := c.Subscribe()
-	defer cancel()
-	runLoop(t, c.Run)
+	events, _ := watch(t, c)
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
