@@ -49,6 +49,19 @@ func (v *violations) handler() nats.Option {
 	})
 }
 
+// launcherConn connects to e as a launcher with the seed file seed; what
+// the server refuses it lands in the returned violations.
+func launcherConn(t *testing.T, e *Embedded, seed string) (*nats.Conn, *violations) {
+	t.Helper()
+	v := &violations{}
+	nc, err := Connect(e.ClientURL(), ConnectOptions{Name: "launcher", NKeySeedFile: seed, Options: []nats.Option{v.handler()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, v
+}
+
 // waitFor waits until an error mentioning subject arrived.
 func (v *violations) waitFor(t *testing.T, subject string) {
 	t.Helper()
@@ -104,12 +117,7 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var v violations
-	nc, err := Connect(e.ClientURL(), ConnectOptions{Name: "launcher", NKeySeedFile: seed, Options: []nats.Option{v.handler()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, v := launcherConn(t, e, seed)
 	c := NewClient(nc, WithTimeout(5*time.Second))
 
 	// Allowed: the API, discovery, and the job's events.

@@ -14,9 +14,7 @@ import (
 // the request arrived; a quote sends its wait.
 func TestCallerDeadlineTravels(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	e, h := servedFake(t)
 	c := NewClient(connect(t, e))
 
 	tests := []struct {
@@ -65,9 +63,7 @@ func TestCallerDeadlineTravels(t *testing.T) {
 // gets a context without a deadline; the sidecar's cap applies.
 func TestNoTimeoutHeaderNoDeadline(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	e, h := servedFake(t)
 	nc := connect(t, e)
 	if _, err := nc.Request(EndpointSubject("gpu-a", EndpointStatus), []byte(`{}`), 5*time.Second); err != nil {
 		t.Fatal(err)
@@ -80,9 +76,7 @@ func TestNoTimeoutHeaderNoDeadline(t *testing.T) {
 
 func TestBadTimeoutHeaderIsABadRequest(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	e, h := servedFake(t)
 	nc := connect(t, e)
 	for _, v := range []string{"soon", "0", "-5", "1.5", "3600001", "99999999999999999999"} {
 		t.Run(v, func(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"github.com/colocd/colocd/internal/syncio"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestEmbeddedListensForOutsideClients(t *testing.T) {
@@ -166,10 +165,7 @@ func TestEmbeddedMovesTheGlobalAccountsStore(t *testing.T) {
 	old.WaitForShutdown()
 
 	e := startServerIn(t, dir)
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
 	if err != nil {
 		t.Fatalf("lease bucket after the move: %v", err)

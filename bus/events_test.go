@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // openEvents opens sidecar id's events stream and serves its API, whose
@@ -15,10 +13,7 @@ import (
 func openEvents(t *testing.T, e *Embedded, id string) *Events {
 	t.Helper()
 	serve(t, e, id, newFakeHandler())
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	ev, err := OpenEvents(testCtx(t), js, id, time.Hour, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -202,10 +197,7 @@ func TestEventsErrors(t *testing.T) {
 func TestOpenEventsUpdatesLimits(t *testing.T) {
 	t.Parallel()
 	e := startServer(t)
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	ctx := testCtx(t)
 	for _, age := range []time.Duration{time.Hour, 30 * time.Second, 0} {
 		ev, err := OpenEvents(ctx, js, "GPU-5f2d/1", age, 1)
@@ -272,10 +264,7 @@ func TestWatchFloodKeepsOthersWatching(t *testing.T) {
 			t.Fatalf("watch %d: %v", i, err)
 		}
 	}
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	st, err := js.Stream(ctx, EventStreamName("gpu-a"))
 	if err != nil {
 		t.Fatal(err)

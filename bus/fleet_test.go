@@ -177,12 +177,7 @@ func TestLauncherReadsCapacities(t *testing.T) {
 	if err := caps.Publish(ctx, testCapacity("gpu-a")); err != nil {
 		t.Fatal(err)
 	}
-	var v violations
-	nc, err := Connect(e.ClientURL(), ConnectOptions{Name: "launcher", NKeySeedFile: seed, Options: []nats.Option{v.handler()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, v := launcherConn(t, e, seed)
 	got, bad, err := NewClient(nc, WithTimeout(5*time.Second)).Capacities(ctx)
 	if err != nil || len(got) != 1 || len(bad) != 0 || got[0].Sidecar != "gpu-a" {
 		t.Fatalf("launcher read %v %v %v", got, bad, err)

@@ -11,10 +11,7 @@ import (
 
 func openKV(t *testing.T, e *Embedded, bucket string) *KV {
 	t.Helper()
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	kv, err := OpenKV(testCtx(t), js, bucket, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -142,10 +139,7 @@ func TestKVSurvivesServerRestart(t *testing.T) {
 func TestPurgeDeletesAndCheck(t *testing.T) {
 	t.Parallel()
 	e := startServer(t)
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	ctx := testCtx(t)
 	kv, err := OpenKV(ctx, js, "purge", 1)
 	if err != nil {

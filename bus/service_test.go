@@ -23,9 +23,7 @@ import (
 
 func TestRoundTripEveryEndpoint(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	e, h := servedFake(t)
 	c := NewClient(connect(t, e))
 	ctx := testCtx(t)
 	ref := &LeaseRef{LeaseID: "l-1", Token: "secret"}
@@ -49,10 +47,7 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 		}
 		wantReq := *sent
 		wantReq.token = "" // never on the wire
-		req, _ := h.last("admit")
-		if diff := cmp.Diff(&wantReq, req, cmp.AllowUnexported(AdmitRequest{})); diff != "" {
-			t.Errorf("the handler's request (-want +got):\n%s", diff)
-		}
+		h.wantLast(t, "admit", &wantReq, cmp.AllowUnexported(AdmitRequest{}))
 	})
 	t.Run("renew", func(t *testing.T) {
 		got, err := c.Renew(ctx, "gpu-a", ref)
@@ -62,29 +57,20 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 		if diff := cmp.Diff(testLease(), got); diff != "" {
 			t.Errorf("lease (-want +got):\n%s", diff)
 		}
-		req, _ := h.last("renew")
-		if diff := cmp.Diff(ref, req); diff != "" {
-			t.Errorf("the handler's request (-want +got):\n%s", diff)
-		}
+		h.wantLast(t, "renew", ref)
 	})
 	t.Run("release", func(t *testing.T) {
 		if err := c.Release(ctx, "gpu-a", ref); err != nil {
 			t.Fatal(err)
 		}
-		req, _ := h.last("release")
-		if diff := cmp.Diff(ref, req); diff != "" {
-			t.Errorf("the handler's request (-want +got):\n%s", diff)
-		}
+		h.wantLast(t, "release", ref)
 	})
 	t.Run("register", func(t *testing.T) {
 		reg := &RegisterRequest{LeaseID: "l-1", Token: "secret", PIDs: []int{4242, 4243}}
 		if err := c.Register(ctx, "gpu-a", reg); err != nil {
 			t.Fatal(err)
 		}
-		req, _ := h.last("register")
-		if diff := cmp.Diff(reg, req); diff != "" {
-			t.Errorf("the handler's request (-want +got):\n%s", diff)
-		}
+		h.wantLast(t, "register", reg)
 	})
 	t.Run("status", func(t *testing.T) {
 		got, err := c.Status(ctx, "gpu-a")
@@ -165,9 +151,7 @@ func TestErrorsTravelInHeaders(t *testing.T) {
 
 func TestBadRequestNamesTheField(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	e, h := servedFake(t)
 	nc := connect(t, e)
 
 	tests := []struct {
@@ -335,9 +319,7 @@ func TestTraceContextPropagates(t *testing.T) {
 
 func TestNoTraceContextWithoutSpan(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	e, h := servedFake(t)
 	c := NewClient(connect(t, e))
 	if _, err := c.Status(testCtx(t), "gpu-a"); err != nil {
 		t.Fatal(err)
