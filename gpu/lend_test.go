@@ -17,15 +17,9 @@ import (
 func TestLendableNVML(t *testing.T) {
 	t.Parallel()
 	x := newDGX(t)
-	migs := withMIG(t, x, 0, "3g.71gb", "4g.71gb")
+	migs, c := lendingMIG(t, x)
 	migs[1].GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
-	c := testConfig("0:1:0")
-	c.GrantInstances = []string{migs[1].uuid}
-	d, err := OpenNVML(context.Background(), x, c, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openMockWith(t, x, c)
 	got, err := d.Lendable(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -157,14 +151,8 @@ func TestLendableFaults(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			x := newDGX(t)
-			migs := withMIG(t, x, 0, "3g.71gb", "4g.71gb")
-			c := testConfig("0:1:0")
-			c.GrantInstances = []string{migs[1].uuid}
-			d, err := OpenNVML(context.Background(), x, c, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
+			_, c := lendingMIG(t, x)
+			d := openMockWith(t, x, c)
 			d.handleEvent(nvml.EventData{Device: x.device(0), EventType: nvml.EventTypeXidCriticalError, EventData: tt.xid, GpuInstanceId: tt.gi}, slog.New(slog.DiscardHandler))
 			lend, err := d.Lendable(context.Background())
 			if err != nil {

@@ -26,6 +26,17 @@ type migDevice struct {
 // profile name (H200 profiles from colocd's cited table), GPU instance ids
 // from 1 and compute instance 0, at MIG device indexes 0, 2, 4, … (NVML's
 // indexes may have gaps).
+// lendingMIG makes GPU 0 of x a MIG GPU with a 3g and a 4g instance and
+// returns them with the config of a device on the 3g one (0:1:0) that
+// may lend the 4g one.
+func lendingMIG(t *testing.T, x *dgx) ([]*migDevice, Config) {
+	t.Helper()
+	migs := withMIG(t, x, 0, "3g.71gb", "4g.71gb")
+	c := testConfig("0:1:0")
+	c.GrantInstances = []string{migs[1].uuid}
+	return migs, c
+}
+
 func withMIG(t *testing.T, x *dgx, i int, names ...string) []*migDevice {
 	t.Helper()
 	parent := x.device(i)
