@@ -144,17 +144,46 @@ func scrapeWindow(t *testing.T, sc *Scraper, srv *server, pages ...string) Stats
 	return s
 }
 
+// scrapePages serves each page in turn to a Scraper with p and labels
+// and returns the window's stats, as scrapeWindow does.
+func scrapePages(t *testing.T, p *Preset, labels map[string]string, pages ...string) Stats {
+	t.Helper()
+	srv, url := startServer(t)
+	return scrapeWindow(t, &Scraper{URL: url, Preset: p, Labels: labels}, srv, pages...)
+}
+
+// figure is one number a test read, and what it wants.
+type figure struct {
+	name      string
+	got, want float64
+}
+
+// wantNear fails t for each figure more than a millionth off what it
+// wants.
+func wantNear(t *testing.T, figures ...figure) {
+	t.Helper()
+	for _, f := range figures {
+		if math.Abs(f.got-f.want) > 1e-6*f.want {
+			t.Errorf("%s = %g, want %g", f.name, f.got, f.want)
+		}
+	}
+}
+
+// presetCase is a server's page under a preset (n requests or steps so
+// far), and the percentiles a window of two of its pages reads.
+type presetCase struct {
+	preset   string
+	page     func(n float64) string
+	labels   map[string]string
+	p50, p99 float64 // ms
+	mean     float64 // ms; a step preset's is not checked
+}
+
 // TestPresets: each server's own page, read twice 10 s apart with 100 more
 // requests, gives 10 req/s, and percentiles interpolated in its buckets.
 func TestPresets(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		preset   string
-		page     func(float64) string
-		labels   map[string]string
-		p50, p99 float64 // ms
-		mean     float64
-	}{
+	tests := []presetCase{
 		// 40 % ≤ 1 s, 80 % ≤ 2.5 s: p50 = 1 + 1.5·(0.1/0.4), p99 = 2.5 + 2.5·(0.19/0.2).
 		{"vllm", vllmPage, map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}, 1375, 4875, 1700},
 		{"sglang", sglangPage, nil, 1000 + 1000*(0.1/0.2), 4000 + 2000*(0.09/0.1), 1700},
@@ -168,16 +197,8 @@ func TestPresets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv, url := startServer(t)
-			s := scrapeWindow(t, &Scraper{URL: url, Preset: p, Labels: tt.labels}, srv, tt.page(100), tt.page(200))
-			for _, c := range []struct {
-				name      string
-				got, want float64
-			}{{"rate", s.RateRPS, 10}, {"p50", s.P50MS, tt.p50}, {"p99", s.P99MS, tt.p99}, {"mean", s.MeanMS, tt.mean}} {
-				if math.Abs(c.got-c.want) > 1e-6*c.want {
-					t.Errorf("%s = %g, want %g", c.name, c.got, c.want)
-				}
-			}
+			s := scrapePages(t, p, tt.labels, tt.page(100), tt.page(200))
+			wantNear(t, figure{"rate", s.RateRPS, 10}, figure{"p50", s.P50MS, tt.p50}, figure{"p99", s.P99MS, tt.p99}, figure{"mean", s.MeanMS, tt.mean})
 		})
 	}
 }

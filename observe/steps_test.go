@@ -45,16 +45,11 @@ func tgiStepPage(n float64) string {
 // histogram's, not the requests'.
 func TestStepPresets(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		preset   string
-		page     func(float64) string
-		labels   map[string]string
-		p50, p99 float64 // ms
-	}{
+	tests := []presetCase{
 		// half ≤ 25 ms, all ≤ 50 ms: p50 = 25, p99 = 25 + 25·0.98.
-		{"vllm", vllmStepPage, map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}, 25, 25 + 25*0.98},
+		{"vllm", vllmStepPage, map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}, 25, 25 + 25*0.98, 0},
 		// decode: half ≤ 20 ms, all ≤ 40 ms.
-		{"tgi", tgiStepPage, nil, 20, 20 + 20*0.98},
+		{"tgi", tgiStepPage, nil, 20, 20 + 20*0.98, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.preset, func(t *testing.T) {
@@ -63,16 +58,8 @@ func TestStepPresets(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := obs.src.(*Scraper).Preset
-			srv, url := startServer(t)
-			s := scrapeWindow(t, &Scraper{URL: url, Preset: p, Labels: tt.labels}, srv, tt.page(1000), tt.page(2000))
-			for _, c := range []struct {
-				name      string
-				got, want float64
-			}{{"step rate", s.RateRPS, 100}, {"p50", s.P50MS, tt.p50}, {"p99", s.P99MS, tt.p99}} {
-				if math.Abs(c.got-c.want) > 1e-6*c.want {
-					t.Errorf("%s = %g, want %g", c.name, c.got, c.want)
-				}
-			}
+			s := scrapePages(t, p, tt.labels, tt.page(1000), tt.page(2000))
+			wantNear(t, figure{"step rate", s.RateRPS, 100}, figure{"p50", s.P50MS, tt.p50}, figure{"p99", s.P99MS, tt.p99})
 		})
 	}
 }
