@@ -24,11 +24,7 @@ func mpsProfile(name string, kind Kind, n int, dur, gap, sm, dram, l2 float64) *
 func predictMPS(t *testing.T, sc *Scenario, p MPSParams) *Prediction {
 	t.Helper()
 	var pr Predictor
-	pred, err := pr.PredictMPS(sc, p)
-	if err != nil {
-		t.Fatalf("PredictMPS: %v", err)
-	}
-	return pred
+	return mustPredict(t, "PredictMPS")(pr.PredictMPS(sc, p))
 }
 
 func TestMPSSoloIsExact(t *testing.T) {
@@ -116,14 +112,7 @@ func TestMPSSharing(t *testing.T) {
 // p99 must not rise as the percentage goes down.
 func TestMPSMonotoneInTrainingPct(t *testing.T) {
 	t.Parallel()
-	inf, err := LoadProfile("../testdata/profiles/v100-infer-200.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	train, err := LoadProfile("../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf, train := benchProfiles(t)
 	gappy := mpsProfile("gappy", KindTraining, 50, 300, 400, 0.6, 0.5, 0.4)
 	params := MPSParams{DRAM: 0.8, L2: 0.3, Kernels: 0.2}
 	for _, tc := range []struct {
@@ -194,14 +183,7 @@ func TestMPSSkipAloneIterationsChangesNothing(t *testing.T) {
 
 	// Real profiles: kernels of every length and gap, a request that ends
 	// while the trainer is mid-iteration, kernels skipped within a unit.
-	realInf, err := LoadProfile("../testdata/profiles/v100-infer-200.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	realTrain, err := LoadProfile("../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	realInf, realTrain := benchProfiles(t)
 	sc = &Scenario{Inference: realInf, Training: []*Profile{realTrain}, RateRPS: 8, Requests: 300, Seed: 1, TrainingPct: []float64{35}}
 	skipAloneIterations = true
 	skipped = predictMPS(t, sc, params)

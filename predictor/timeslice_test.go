@@ -25,11 +25,19 @@ var testParams = TimesliceParams{SliceUS: 1000, SwitchUS: 50, HoldoverUS: 200}
 func predictTS(t *testing.T, sc *Scenario, p TimesliceParams) *Prediction {
 	t.Helper()
 	var pr Predictor
-	pred, err := pr.PredictTimeslice(sc, p)
-	if err != nil {
-		t.Fatalf("PredictTimeslice: %v", err)
+	return mustPredict(t, "PredictTimeslice")(pr.PredictTimeslice(sc, p))
+}
+
+// mustPredict returns what the Predictor method name returned, and ends
+// the test if it failed.
+func mustPredict(t *testing.T, name string) func(*Prediction, error) *Prediction {
+	return func(pred *Prediction, err error) *Prediction {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return pred
 	}
-	return pred
 }
 
 func TestTimesliceSoloMatchesLindley(t *testing.T) {
