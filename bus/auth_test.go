@@ -316,6 +316,7 @@ func TestLauncherCannotAimJetStream(t *testing.T) {
 	t.Parallel()
 	for _, tc := range launcherSetups {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			side, nc, ctx, kv, js, events := eventsAndLeases(t, tc.dial)
 			if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
 				t.Fatal(err)
@@ -382,6 +383,7 @@ func TestLauncherCannotPushIntoJetStream(t *testing.T) {
 	t.Parallel()
 	for _, tc := range launcherSetups {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, nc, ctx, kv, js, events := eventsAndLeases(t, tc.dial)
 			stream, leases := EventStreamName("gpu-a"), "KV_"+LeaseBucketName("gpu-a")
 			filter := EndpointSubject("gpu-a", "events") + ".job-1"

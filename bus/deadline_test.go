@@ -40,6 +40,7 @@ func TestCallerDeadlineTravels(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			sent := time.Now()
 			if err := tt.call(testCtx(t)); err != nil {
 				t.Fatal(err)

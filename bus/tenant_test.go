@@ -464,6 +464,7 @@ func TestBothServersTellTheTenant(t *testing.T) {
 	t.Parallel()
 	for _, setup := range launcherSetups {
 		t.Run(setup.name, func(t *testing.T) {
+			t.Parallel()
 			side, launcher := setup.dial(t)
 			got := tenantsOfStatus(t, side)
 			if _, err := launcher.Request(EndpointSubject("gpu-a", EndpointStatus), nil, 10*time.Second); err != nil {
