@@ -1,10 +1,10 @@
 //go:build !race
 
 // The calibration's fits that decide whether it finds the truth: numeric,
-// and each a minute or more of CPU under the race detector, which they
-// would only slow (TestFitCancelled and TestFitMPSZeroTruth run the fits'
-// concurrent evaluation of records under it). go test -race leaves this
-// file out; a run without -race includes it.
+// each from tens of seconds to minutes of CPU under the race detector,
+// which they would only slow (TestFitCancelled and TestFitMPSZeroTruth run
+// the fits' concurrent evaluation of records under it). go test -race
+// leaves this file out; a run without -race includes it.
 
 package calibrate
 
