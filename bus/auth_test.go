@@ -49,6 +49,19 @@ func (v *violations) handler() nats.Option {
 	})
 }
 
+// launcherConn connects to e as a launcher with the seed file seed; what
+// the server refuses it lands in the returned violations.
+func launcherConn(t *testing.T, e *Embedded, seed string) (*nats.Conn, *violations) {
+	t.Helper()
+	v := &violations{}
+	nc, err := Connect(e.ClientURL(), ConnectOptions{Name: "launcher", NKeySeedFile: seed, Options: []nats.Option{v.handler()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, v
+}
+
 // waitFor waits until an error mentioning subject arrived.
 func (v *violations) waitFor(t *testing.T, subject string) {
 	t.Helper()
@@ -68,6 +81,7 @@ func (v *violations) waitFor(t *testing.T, subject string) {
 }
 
 func TestAnonymousClientsAreRefused(t *testing.T) {
+	t.Parallel()
 	e, _ := authServer(t)
 	nc, err := nats.Connect(e.ClientURL(), nats.MaxReconnects(0))
 	if err == nil {
@@ -91,6 +105,7 @@ func TestAnonymousClientsAreRefused(t *testing.T) {
 // nothing else: it cannot answer in the sidecar's name, read the sidecar's
 // traffic, or touch the lease bucket and the events stream.
 func TestLauncherCanOnlyAsk(t *testing.T) {
+	t.Parallel()
 	e, seed := authServer(t)
 	h := newFakeHandler()
 	serve(t, e, "gpu-a", h)
@@ -102,12 +117,7 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var v violations
-	nc, err := Connect(e.ClientURL(), ConnectOptions{Name: "launcher", NKeySeedFile: seed, Options: []nats.Option{v.handler()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, v := launcherConn(t, e, seed)
 	c := NewClient(nc, WithTimeout(5*time.Second))
 
 	// Allowed: the API, discovery, and the job's events.
@@ -174,6 +184,7 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 }
 
 func TestNKeySeedFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "launcher.nk")
 	pub, err := NKeySeedFile(path)
@@ -207,28 +218,24 @@ func TestNKeySeedFile(t *testing.T) {
 // (JetStream on, loopback) and returns it with the seed files of its
 // sidecar and launcher users.
 func documentedServer(t *testing.T) (ns *server.Server, sidecarSeed, launcherSeed string) {
-	ns, k := natstest.DocumentedServer(t, "../deploy/nats/colocd-auth.conf")
-	return ns, k.SidecarSeed, k.LauncherSeed
+	return natstest.DocumentedServer(t, "../deploy/nats/colocd-auth.conf")
 }
 
 // The accounts, exports, imports and launcher permissions documented for a
 // shared server are the ones the embedded server uses (with wildcards for
 // the sidecar).
 func TestDocumentedLauncherPermissions(t *testing.T) {
+	t.Parallel()
 	keys := map[string]string{}
 	for _, env := range []string{"COLOCD_SIDECAR_NKEY", "COLOCD_LAUNCHER_NKEY"} {
 		pub, err := NKeySeedFile(filepath.Join(t.TempDir(), "k.nk"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Setenv(env, pub)
 		keys[env] = pub
 	}
-	t.Setenv("COLOCD_LAUNCHER_INBOX", LauncherInbox(keys["COLOCD_LAUNCHER_NKEY"])+".>")
-	opts, err := server.ProcessConfigFile("../deploy/nats/colocd-auth.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys["COLOCD_LAUNCHER_INBOX"] = LauncherInbox(keys["COLOCD_LAUNCHER_NKEY"]) + ".>"
+	opts := natstest.DocumentedWith(t, "../deploy/nats/colocd-auth.conf", t.TempDir(), keys)
 	users := map[string]*server.NkeyUser{}
 	for _, u := range opts.Nkeys {
 		users[u.Nkey] = u
@@ -306,8 +313,10 @@ var launcherSetups = []struct {
 // documented configuration, the answer crosses back into the launchers'
 // account, which has no JetStream.
 func TestLauncherCannotAimJetStream(t *testing.T) {
+	t.Parallel()
 	for _, tc := range launcherSetups {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			side, nc, ctx, kv, js, events := eventsAndLeases(t, tc.dial)
 			if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
 				t.Fatal(err)
@@ -371,8 +380,10 @@ func TestLauncherCannotAimJetStream(t *testing.T) {
 // at all: on the embedded server and on the documented configuration the
 // create goes unanswered, and the leases stay.
 func TestLauncherCannotPushIntoJetStream(t *testing.T) {
+	t.Parallel()
 	for _, tc := range launcherSetups {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, nc, ctx, kv, js, events := eventsAndLeases(t, tc.dial)
 			stream, leases := EventStreamName("gpu-a"), "KV_"+LeaseBucketName("gpu-a")
 			filter := EndpointSubject("gpu-a", "events") + ".job-1"
@@ -434,6 +445,7 @@ func eventsAndLeases(t *testing.T, dial func(*testing.T) (*nats.Conn, *nats.Conn
 // A seed file, or the directory it or the store is in, that anyone may
 // write is refused at start, naming the path: another user could swap it.
 func TestPrivatePaths(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	seed := filepath.Join(dir, "launcher.nk")
 	if _, err := NKeySeedFile(seed); err != nil {

@@ -13,9 +13,8 @@ import (
 // (TimeoutHeader), and the handler's context ends no later than that after
 // the request arrived; a quote sends its wait.
 func TestCallerDeadlineTravels(t *testing.T) {
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	t.Parallel()
+	e, h := servedFake(t)
 	c := NewClient(connect(t, e))
 
 	tests := []struct {
@@ -41,6 +40,7 @@ func TestCallerDeadlineTravels(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			sent := time.Now()
 			if err := tt.call(testCtx(t)); err != nil {
 				t.Fatal(err)
@@ -63,9 +63,8 @@ func TestCallerDeadlineTravels(t *testing.T) {
 // TestNoTimeoutHeaderNoDeadline: a request without the header (nats req)
 // gets a context without a deadline; the sidecar's cap applies.
 func TestNoTimeoutHeaderNoDeadline(t *testing.T) {
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	t.Parallel()
+	e, h := servedFake(t)
 	nc := connect(t, e)
 	if _, err := nc.Request(EndpointSubject("gpu-a", EndpointStatus), []byte(`{}`), 5*time.Second); err != nil {
 		t.Fatal(err)
@@ -77,9 +76,8 @@ func TestNoTimeoutHeaderNoDeadline(t *testing.T) {
 }
 
 func TestBadTimeoutHeaderIsABadRequest(t *testing.T) {
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	t.Parallel()
+	e, h := servedFake(t)
 	nc := connect(t, e)
 	for _, v := range []string{"soon", "0", "-5", "1.5", "3600001", "99999999999999999999"} {
 		t.Run(v, func(t *testing.T) {

@@ -23,6 +23,7 @@ const admitExample = `{
 }`
 
 func TestDecodeAdmitRequest(t *testing.T) {
+	t.Parallel()
 	got, err := DecodeAdmitRequest([]byte(admitExample))
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +52,7 @@ func TestDecodeAdmitRequest(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		decode func([]byte) error
@@ -93,6 +95,7 @@ func leaseRef(b []byte) error { _, err := DecodeLeaseRef(b); return err }
 func register(b []byte) error { _, err := DecodeRegisterRequest(b); return err }
 
 func TestDecodeEventIgnoresNewFields(t *testing.T) {
+	t.Parallel()
 	ev, err := DecodeEvent([]byte(`{"type":"throttle","lease_id":"l-1","job_id":"j","active_thread_pct":20,
 		"deadline":"2026-03-01T12:05:00Z","reason":"bert p99 rose","time":"2026-03-01T12:00:00Z","new_field":true}`))
 	if err != nil {
@@ -108,6 +111,7 @@ func TestDecodeEventIgnoresNewFields(t *testing.T) {
 
 // The JSON keys are the contract of DESIGN.md; a renamed field fails here.
 func TestWireKeys(t *testing.T) {
+	t.Parallel()
 	deadline := testExpiry
 	tests := []struct {
 		name string

@@ -13,10 +13,10 @@ import (
 	"github.com/colocd/colocd/internal/syncio"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestEmbeddedListensForOutsideClients(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	seed := filepath.Join(t.TempDir(), "launcher.nk")
 	pub, err := NKeySeedFile(seed)
@@ -52,6 +52,7 @@ func TestEmbeddedListensForOutsideClients(t *testing.T) {
 }
 
 func TestEmbeddedInProcessOnly(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	if url := e.ClientURL(); url != "" {
 		t.Errorf("ClientURL %q without Listen", url)
@@ -70,6 +71,7 @@ func TestEmbeddedInProcessOnly(t *testing.T) {
 }
 
 func TestStartEmbeddedValidates(t *testing.T) {
+	t.Parallel()
 	for _, opts := range []EmbeddedOptions{
 		{},
 		{StoreDir: t.TempDir()}, // no sidecar id
@@ -86,6 +88,7 @@ func TestStartEmbeddedValidates(t *testing.T) {
 }
 
 func TestConnectValidates(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		url  string
@@ -108,6 +111,7 @@ func TestConnectValidates(t *testing.T) {
 
 // A sidecar may start before its NATS server: Connect keeps trying.
 func TestConnectWaitsForServer(t *testing.T) {
+	t.Parallel()
 	nc, err := Connect("nats://127.0.0.1:1", ConnectOptions{Options: []nats.Option{nats.ReconnectWait(time.Hour)}})
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +125,7 @@ func TestConnectWaitsForServer(t *testing.T) {
 // A store dir that cannot be written is named at once, not after the
 // server's ten-second wait for readiness.
 func TestEmbeddedStoreDirNotWritable(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "a-file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -139,6 +144,7 @@ func TestEmbeddedStoreDirNotWritable(t *testing.T) {
 // before the sidecars' account) moves to the sidecars' account at start:
 // the lease bucket comes back with its leases.
 func TestEmbeddedMovesTheGlobalAccountsStore(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	old, err := server.NewServer(&server.Options{JetStream: true, StoreDir: dir, DontListen: true, NoSigs: true, NoLog: true})
 	if err != nil {
@@ -159,10 +165,7 @@ func TestEmbeddedMovesTheGlobalAccountsStore(t *testing.T) {
 	old.WaitForShutdown()
 
 	e := startServerIn(t, dir)
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
 	if err != nil {
 		t.Fatalf("lease bucket after the move: %v", err)
@@ -178,6 +181,7 @@ func TestEmbeddedMovesTheGlobalAccountsStore(t *testing.T) {
 // With a store in both accounts, nothing is moved and nothing starts: one
 // of them holds the leases, and only a person can tell which.
 func TestEmbeddedRefusesTwoStores(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, acc := range []string{server.DEFAULT_GLOBAL_ACCOUNT, SidecarAccount} {
 		if err := os.MkdirAll(filepath.Join(dir, "jetstream", acc, "streams"), 0o700); err != nil {
@@ -198,6 +202,7 @@ func TestEmbeddedRefusesTwoStores(t *testing.T) {
 // A slow consumer on a connection with LogHandlers is an error in the
 // structured log, not a line on stderr.
 func TestLogHandlersLogSlowConsumers(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1})
 	var buf syncio.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))

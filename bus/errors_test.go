@@ -11,6 +11,7 @@ import (
 )
 
 func TestCodeOf(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		err  error
@@ -35,6 +36,7 @@ func TestCodeOf(t *testing.T) {
 }
 
 func TestWireErrorRoundTrip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		err      error
@@ -66,6 +68,7 @@ func TestWireErrorRoundTrip(t *testing.T) {
 // An error that says a lot (a request with every field wrong) is cut to
 // MaxErrorBytes on the wire, on a character boundary.
 func TestWireErrorBounded(t *testing.T) {
+	t.Parallel()
 	long := BadRequest(strings.Repeat("é field: want x, got y; ", 5000))
 	_, desc := wireError(long)
 	if len(desc) > MaxErrorBytes+len("…") || !utf8.ValidString(desc) || !strings.HasSuffix(desc, "…") {

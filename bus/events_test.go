@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // openEvents opens sidecar id's events stream and serves its API, whose
@@ -15,10 +13,7 @@ import (
 func openEvents(t *testing.T, e *Embedded, id string) *Events {
 	t.Helper()
 	serve(t, e, id, newFakeHandler())
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	ev, err := OpenEvents(testCtx(t), js, id, time.Hour, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +42,7 @@ func event(typ, job string, sec int) Event {
 }
 
 func TestEventsResumeFromSequence(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	pub := openEvents(t, e, "gpu-a")
 	ctx := testCtx(t)
@@ -106,6 +102,7 @@ func TestEventsResumeFromSequence(t *testing.T) {
 }
 
 func TestEventsSinceAndAllJobs(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	pub := openEvents(t, e, "gpu-a")
 	ctx := testCtx(t)
@@ -153,6 +150,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 }
 
 func TestEventsContextEndsSubscription(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	openEvents(t, e, "gpu-a")
 	c := NewClient(connect(t, e))
@@ -170,6 +168,7 @@ func TestEventsContextEndsSubscription(t *testing.T) {
 }
 
 func TestEventsErrors(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	pub := openEvents(t, e, "gpu-a")
 	ctx := testCtx(t)
@@ -196,11 +195,9 @@ func TestEventsErrors(t *testing.T) {
 }
 
 func TestOpenEventsUpdatesLimits(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	ctx := testCtx(t)
 	for _, age := range []time.Duration{time.Hour, 30 * time.Second, 0} {
 		ev, err := OpenEvents(ctx, js, "GPU-5f2d/1", age, 1)
@@ -225,6 +222,7 @@ func TestOpenEventsUpdatesLimits(t *testing.T) {
 // A watch consumer's name is 26 random base32 characters (130 bits), not
 // a nuid that follows the one before: one launcher cannot guess another's.
 func TestWatchConsumerNamesUnguessable(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	openEvents(t, e, "gpu-a")
 	c := NewClient(connect(t, e))
@@ -249,6 +247,7 @@ func TestWatchConsumerNamesUnguessable(t *testing.T) {
 // next event (its consumer, if deleted, is asked for again from its next
 // sequence).
 func TestWatchFloodKeepsOthersWatching(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	pub := openEvents(t, e, "gpu-a")
 	ctx := testCtx(t)
@@ -265,10 +264,7 @@ func TestWatchFloodKeepsOthersWatching(t *testing.T) {
 			t.Fatalf("watch %d: %v", i, err)
 		}
 	}
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	st, err := js.Stream(ctx, EventStreamName("gpu-a"))
 	if err != nil {
 		t.Fatal(err)

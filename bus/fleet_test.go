@@ -43,6 +43,7 @@ func testCapacity(id string) *Capacity {
 // one forged under another sidecar's key, or not a summary, is reported,
 // not returned.
 func TestCapacitiesRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	nc, caps := openCapacities(t, e, time.Minute)
 	ctx := testCtx(t)
@@ -86,6 +87,7 @@ func TestCapacitiesRoundTrip(t *testing.T) {
 
 // A fleet larger than one batch (1,024 keys) is read shard by shard.
 func TestCapacitiesManyShards(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	nc, caps := openCapacities(t, e, time.Minute)
 	ctx := testCtx(t)
@@ -106,6 +108,7 @@ func TestCapacitiesManyShards(t *testing.T) {
 
 // A summary not rewritten within the bucket's TTL is gone.
 func TestCapacityTTL(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	nc, caps := openCapacities(t, e, time.Second)
 	ctx := testCtx(t)
@@ -129,6 +132,7 @@ func TestCapacityTTL(t *testing.T) {
 }
 
 func TestCapacityKey(t *testing.T) {
+	t.Parallel()
 	for _, id := range []string{"gpu-a", "GPU-5f2d8c4e-1a2b-3c4d-5e6f-7a8b9c0d1e2f", "ünïcode", "a/b=c"} {
 		k := CapacityKey(id)
 		if idOfKey(k) != id || strings.ContainsFunc(k, func(r rune) bool {
@@ -165,6 +169,7 @@ func FuzzDecodeCapacity(f *testing.F) {
 // A launcher reads the summaries through a sidecar (colocd.v1.fleet), not
 // with a direct get of its own, and cannot write one.
 func TestLauncherReadsCapacities(t *testing.T) {
+	t.Parallel()
 	e, seed := authServer(t)
 	serve(t, e, "gpu-a", newFakeHandler())
 	side, caps := openCapacities(t, e, time.Minute)
@@ -172,12 +177,7 @@ func TestLauncherReadsCapacities(t *testing.T) {
 	if err := caps.Publish(ctx, testCapacity("gpu-a")); err != nil {
 		t.Fatal(err)
 	}
-	var v violations
-	nc, err := Connect(e.ClientURL(), ConnectOptions{Name: "launcher", NKeySeedFile: seed, Options: []nats.Option{v.handler()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, v := launcherConn(t, e, seed)
 	got, bad, err := NewClient(nc, WithTimeout(5*time.Second)).Capacities(ctx)
 	if err != nil || len(got) != 1 || len(bad) != 0 || got[0].Sidecar != "gpu-a" {
 		t.Fatalf("launcher read %v %v %v", got, bad, err)
@@ -202,6 +202,7 @@ func TestLauncherReadsCapacities(t *testing.T) {
 // answer, published with the sidecar's identity, could be a JetStream API
 // call (here a purge of the sidecar's lease bucket).
 func TestNoAnswerOutsideAnInbox(t *testing.T) {
+	t.Parallel()
 	e, seed := authServer(t)
 	serve(t, e, "gpu-a", newFakeHandler())
 	side := connect(t, e)
@@ -230,6 +231,7 @@ func TestNoAnswerOutsideAnInbox(t *testing.T) {
 // A batch that ends early (at its byte limit) with summaries still pending
 // is read on from where it stopped: all of them, each once.
 func TestCapacitiesBatchEndsEarly(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
@@ -275,6 +277,7 @@ func TestCapacitiesBatchEndsEarly(t *testing.T) {
 // cluster node killed): Capacities asks again, and another sidecar
 // answers, well before the caller's deadline.
 func TestCapacitiesAsksAgainWhenNoAnswerComes(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	nc, caps := openCapacities(t, e, time.Minute)
 	ctx := testCtx(t)

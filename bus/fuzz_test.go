@@ -74,42 +74,36 @@ func FuzzJobToken(f *testing.F) {
 	})
 }
 
-// FuzzParseProfileRef: a reference either parses to the digest it spells
-// (and prints back to itself) or is refused with an error naming the field.
-func FuzzParseProfileRef(f *testing.F) {
-	for _, s := range []string{"", "sha256:", ProfileRef(nil), ProfileRef([]byte("x")), "sha256:" + string(make([]byte, 64)), "SHA256:00"} {
+// fuzzDigest fuzzes parse, a parser of the hex SHA-256 digests that field
+// carries, from seeds: an input either parses to the digest it spells
+// (after prefix, and prints back to itself) or is refused with an error
+// naming the field.
+func fuzzDigest(f *testing.F, field, prefix string, parse func(string) ([32]byte, error), seeds ...string) {
+	for _, s := range seeds {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, ref string) {
-		d, err := ParseProfileRef(ref)
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := parse(s)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "profile_ref: ") {
+			if !strings.HasPrefix(err.Error(), field+": ") {
 				t.Fatalf("error %q does not name the field", err)
 			}
 			return
 		}
-		if back := ProfileRefPrefix + hex.EncodeToString(d[:]); back != ref {
-			t.Fatalf("%q parsed to %x, which prints as %q", ref, d, back)
+		if back := prefix + hex.EncodeToString(d[:]); back != s {
+			t.Fatalf("%q parsed to %x, which prints as %q", s, d, back)
 		}
 	})
 }
 
+func FuzzParseProfileRef(f *testing.F) {
+	fuzzDigest(f, "profile_ref", ProfileRefPrefix, ParseProfileRef,
+		"", "sha256:", ProfileRef(nil), ProfileRef([]byte("x")), "sha256:"+string(make([]byte, 64)), "SHA256:00")
+}
+
 func FuzzParseTokenSHA256(f *testing.F) {
-	for _, s := range []string{"", TokenSHA256("x"), strings.ToUpper(TokenSHA256("x")), TokenSHA256("x")[:63] + "g", TokenSHA256("y") + "0"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		d, err := ParseTokenSHA256(s)
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "token_sha256: ") {
-				t.Fatalf("error %q does not name the field", err)
-			}
-			return
-		}
-		if back := hex.EncodeToString(d[:]); back != s {
-			t.Fatalf("%q parsed to %x, which prints as %q", s, d, back)
-		}
-	})
+	fuzzDigest(f, "token_sha256", "", ParseTokenSHA256,
+		"", TokenSHA256("x"), strings.ToUpper(TokenSHA256("x")), TokenSHA256("x")[:63]+"g", TokenSHA256("y")+"0")
 }
 
 // FuzzParseProfileChunk: any chunk headers and body either parse or are a 400

@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // startServer runs a real nats-server in the process with JetStream in a
@@ -46,6 +48,15 @@ func serve(t testing.TB, e *Embedded, id string, h Handler) *Service {
 	return serveOn(t, connect(t, e), id, h)
 }
 
+// servedFake starts a server on which a fake handler serves gpu-a, and
+// returns the server and the handler.
+func servedFake(t testing.TB) (*Embedded, *fakeHandler) {
+	t.Helper()
+	e, h := startServer(t), newFakeHandler()
+	serve(t, e, "gpu-a", h)
+	return e, h
+}
+
 // serveOn is serve on the connection nc.
 func serveOn(t testing.TB, nc *nats.Conn, id string, h Handler) *Service {
 	t.Helper()
@@ -59,6 +70,16 @@ func serveOn(t testing.TB, nc *nats.Conn, id string, h Handler) *Service {
 		}
 	})
 	return s
+}
+
+// jetStreamOf opens JetStream on a new connection to e.
+func jetStreamOf(t testing.TB, e *Embedded) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(connect(t, e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 // leaseBucket opens gpu-a's lease bucket over nc and puts one record,
@@ -119,6 +140,15 @@ func (f *fakeHandler) last(method string) (any, handlerCtx) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.reqs[method], f.seen[method]
+}
+
+// wantLast fails t unless the last request of method that f saw is want.
+func (f *fakeHandler) wantLast(t *testing.T, method string, want any, opts ...cmp.Option) {
+	t.Helper()
+	got, _ := f.last(method)
+	if diff := cmp.Diff(want, got, opts...); diff != "" {
+		t.Errorf("the handler's %s request (-want +got):\n%s", method, diff)
+	}
 }
 
 var testExpiry = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -11,10 +11,7 @@ import (
 
 func openKV(t *testing.T, e *Embedded, bucket string) *KV {
 	t.Helper()
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	kv, err := OpenKV(testCtx(t), js, bucket, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -23,6 +20,7 @@ func openKV(t *testing.T, e *Embedded, bucket string) *KV {
 }
 
 func TestKVCompareAndSwap(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	kv := openKV(t, e, LeaseBucketName("GPU-1234"))
 	ctx := testCtx(t)
@@ -91,6 +89,7 @@ func TestKVCompareAndSwap(t *testing.T) {
 }
 
 func TestKVEmptyList(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	kv := openKV(t, e, "empty")
 	entries, err := kv.List(testCtx(t))
@@ -100,6 +99,7 @@ func TestKVEmptyList(t *testing.T) {
 }
 
 func TestKVSurvivesServerRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bucket := LeaseBucketName("gpu-a")
 
@@ -137,11 +137,9 @@ func TestKVSurvivesServerRestart(t *testing.T) {
 // Deleted keys leave markers; PurgeDeletes removes them and keeps the live
 // keys, and Check tells a bucket that is there from one that is gone.
 func TestPurgeDeletesAndCheck(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	ctx := testCtx(t)
 	kv, err := OpenKV(ctx, js, "purge", 1)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 // leafRemote names what is wrong with a leaf's options, and binds a good
 // one to the sidecars' account with the seed it read.
 func TestLeafRemote(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	kp, err := nkeys.CreateUser()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestValidateSidecarID(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		id string
 		ok bool
@@ -33,6 +34,7 @@ func TestValidateSidecarID(t *testing.T) {
 }
 
 func TestJobToken(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		job, want string
 	}{
@@ -55,6 +57,7 @@ func TestJobToken(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ got, want string }{
 		{EndpointSubject("gpu-a", EndpointAdmit), "colocd.v1.gpu-a.admit"},
 		{EventStreamName("GPU-5f2d/1:0"), "COLOCD_EVENTS_GPU-5f2d_1_0"},
@@ -72,6 +75,7 @@ func TestNames(t *testing.T) {
 }
 
 func TestHeaderCarrier(t *testing.T) {
+	t.Parallel()
 	h := nats.Header{"Traceparent": {"00-old"}, "Other": {"x"}}
 	c := HeaderCarrier(h)
 	if got := c.Get("traceparent"); got != "00-old" {

@@ -5,16 +5,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestProfileStore(t *testing.T) {
+	// Not parallel: it lowers the package's maxProfileBytes.
 	e := startServer(t)
-	js, err := jetstream.New(connect(t, e))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t, e)
 	ctx := testCtx(t)
 	st, err := OpenProfileStore(ctx, js, 1)
 	if err != nil {
@@ -84,6 +80,7 @@ func TestProfileStore(t *testing.T) {
 }
 
 func TestParseProfileRef(t *testing.T) {
+	t.Parallel()
 	good := ProfileRef([]byte("x"))
 	tests := []struct {
 		ref string

@@ -16,10 +16,10 @@ import (
 // the first copy is never answered, and the caller's minute would run
 // out without the resend.
 func TestRequestResentAfterReconnect(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	keys := natstest.Users(t, dir)
-	sidecarSeed, launcherSeed := keys.SidecarSeed, keys.LauncherSeed
-	opts := natstest.Documented(t, "../deploy/nats/colocd-auth.conf", filepath.Join(dir, "js"), keys)
+	sidecarSeed, launcherSeed, vars := natstest.Seeds(t, dir)
+	opts := natstest.DocumentedWith(t, "../deploy/nats/colocd-auth.conf", filepath.Join(dir, "js"), vars)
 	opts.Port = natstest.FreePort(t)
 	ns := natstest.Start(t, opts)
 	fast := nats.ReconnectWait(50 * time.Millisecond)

@@ -22,9 +22,8 @@ import (
 )
 
 func TestRoundTripEveryEndpoint(t *testing.T) {
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	t.Parallel()
+	e, h := servedFake(t)
 	c := NewClient(connect(t, e))
 	ctx := testCtx(t)
 	ref := &LeaseRef{LeaseID: "l-1", Token: "secret"}
@@ -48,10 +47,7 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 		}
 		wantReq := *sent
 		wantReq.token = "" // never on the wire
-		req, _ := h.last("admit")
-		if diff := cmp.Diff(&wantReq, req, cmp.AllowUnexported(AdmitRequest{})); diff != "" {
-			t.Errorf("the handler's request (-want +got):\n%s", diff)
-		}
+		h.wantLast(t, "admit", &wantReq, cmp.AllowUnexported(AdmitRequest{}))
 	})
 	t.Run("renew", func(t *testing.T) {
 		got, err := c.Renew(ctx, "gpu-a", ref)
@@ -61,29 +57,20 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 		if diff := cmp.Diff(testLease(), got); diff != "" {
 			t.Errorf("lease (-want +got):\n%s", diff)
 		}
-		req, _ := h.last("renew")
-		if diff := cmp.Diff(ref, req); diff != "" {
-			t.Errorf("the handler's request (-want +got):\n%s", diff)
-		}
+		h.wantLast(t, "renew", ref)
 	})
 	t.Run("release", func(t *testing.T) {
 		if err := c.Release(ctx, "gpu-a", ref); err != nil {
 			t.Fatal(err)
 		}
-		req, _ := h.last("release")
-		if diff := cmp.Diff(ref, req); diff != "" {
-			t.Errorf("the handler's request (-want +got):\n%s", diff)
-		}
+		h.wantLast(t, "release", ref)
 	})
 	t.Run("register", func(t *testing.T) {
 		reg := &RegisterRequest{LeaseID: "l-1", Token: "secret", PIDs: []int{4242, 4243}}
 		if err := c.Register(ctx, "gpu-a", reg); err != nil {
 			t.Fatal(err)
 		}
-		req, _ := h.last("register")
-		if diff := cmp.Diff(reg, req); diff != "" {
-			t.Errorf("the handler's request (-want +got):\n%s", diff)
-		}
+		h.wantLast(t, "register", reg)
 	})
 	t.Run("status", func(t *testing.T) {
 		got, err := c.Status(ctx, "gpu-a")
@@ -121,6 +108,7 @@ func (f failing) Release(context.Context, *LeaseRef) error                { retu
 func (f failing) Status(context.Context) (*Status, error)                 { return nil, f.statusErr }
 
 func TestErrorsTravelInHeaders(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	serve(t, e, "gpu-a", failing{
 		fakeHandler: newFakeHandler(),
@@ -162,9 +150,8 @@ func TestErrorsTravelInHeaders(t *testing.T) {
 }
 
 func TestBadRequestNamesTheField(t *testing.T) {
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	t.Parallel()
+	e, h := servedFake(t)
 	nc := connect(t, e)
 
 	tests := []struct {
@@ -199,6 +186,7 @@ func TestBadRequestNamesTheField(t *testing.T) {
 }
 
 func TestNoSidecar(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	c := NewClient(connect(t, e))
 	ctx := testCtx(t)
@@ -215,6 +203,7 @@ func TestNoSidecar(t *testing.T) {
 }
 
 func TestClientRejectsBadSidecarID(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	c := NewClient(connect(t, e))
 	for _, id := range []string{"", "a.b", "*", ">", "a b"} {
@@ -241,6 +230,7 @@ func (q quoteHandler) Quote(ctx context.Context, req *AdmitRequest) (*Decision, 
 }
 
 func TestQuoteIsAnsweredByEverySidecar(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	serve(t, e, "gpu-a", quoteHandler{fakeHandler: newFakeHandler(), decision: DecisionGrant})
 	serve(t, e, "gpu-b", quoteHandler{fakeHandler: newFakeHandler(), decision: DecisionDeny})
@@ -265,6 +255,7 @@ func TestQuoteIsAnsweredByEverySidecar(t *testing.T) {
 }
 
 func TestQuoteOnlyErrors(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	serve(t, e, "gpu-c", quoteHandler{fakeHandler: newFakeHandler(), err: Unavailable("predictor not ready")})
 	c := NewClient(connect(t, e))
@@ -288,6 +279,7 @@ func (h tracingHandler) Admit(ctx context.Context, req *AdmitRequest) (*Decision
 }
 
 func TestTraceContextPropagates(t *testing.T) {
+	t.Parallel()
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
@@ -326,9 +318,8 @@ func TestTraceContextPropagates(t *testing.T) {
 }
 
 func TestNoTraceContextWithoutSpan(t *testing.T) {
-	e := startServer(t)
-	h := newFakeHandler()
-	serve(t, e, "gpu-a", h)
+	t.Parallel()
+	e, h := servedFake(t)
 	c := NewClient(connect(t, e))
 	if _, err := c.Status(testCtx(t), "gpu-a"); err != nil {
 		t.Fatal(err)
@@ -363,6 +354,7 @@ func gather(t *testing.T, nc *nats.Conn, subject string, n int) []*nats.Msg {
 }
 
 func TestDiscovery(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	serve(t, e, "gpu-a", newFakeHandler())
 	serve(t, e, "gpu-b", newFakeHandler())
@@ -413,6 +405,7 @@ func TestDiscovery(t *testing.T) {
 }
 
 func TestServeValidates(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	nc := connect(t, e)
 	tests := []struct{ name, id, version string }{
@@ -455,11 +448,13 @@ func (b *blockingRenews) Renew(ctx context.Context, _ *LeaseRef) (*Lease, error)
 // are refused at once (or dropped by the server past the endpoint's
 // queue), and the service answers again afterwards.
 func TestEndpointQueueIsBounded(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	h := &blockingRenews{fakeHandler: newFakeHandler(), release: make(chan struct{})}
 	limits := Limits{TenantRate: 1e6, TenantBurst: MaxLimit}
 	// Drops past the endpoint's queue are logged (TestLogHandlersLogSlowConsumers): not here.
-	s, err := Serve(connect(t, e, ErrorLogHandler(slog.New(slog.DiscardHandler))), "gpu-a", "1.2.3", h, WithLimits(limits))
+	side := connect(t, e, ErrorLogHandler(slog.New(slog.DiscardHandler)))
+	s, err := Serve(side, "gpu-a", "1.2.3", h, WithLimits(limits))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,6 +476,14 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 		}
 	}
 	if err := flood.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The server has routed the whole flood; a round trip of the service's
+	// own connection comes back behind it, so every flooded request has
+	// then reached the service's connection, and those past the endpoint's
+	// pending limit are dropped: none can still be on its way when the
+	// workers are released, however busy the machine.
+	if err := side.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	// Every flooded request is taken off the endpoint's queue: queued for

@@ -12,6 +12,7 @@ import (
 // certificate and its NKey; without any one of them it does not get in.
 // Connect's TLS options are the ones a sidecar uses for a remote server.
 func TestEmbeddedMutualTLS(t *testing.T) {
+	t.Parallel()
 	pki := testpki.Write(t, t.TempDir())
 	seed := filepath.Join(t.TempDir(), "launcher.nk")
 	pub, err := NKeySeedFile(seed)

@@ -41,6 +41,7 @@ func sendAll(t *testing.T, u *ProfileUploads, raw []byte, n int) ([]byte, error)
 }
 
 func TestProfileUploads(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(0, 0)
 	u := NewProfileUploads(func() time.Time { return now })
 	raw := bytes.Repeat([]byte("profile-bytes "), 5000)
@@ -88,6 +89,7 @@ func TestProfileUploads(t *testing.T) {
 }
 
 func TestParseProfileChunkNamesTheHeader(t *testing.T) {
+	t.Parallel()
 	ref := ProfileRef([]byte("x"))
 	tests := []struct {
 		name string
@@ -175,6 +177,7 @@ func (h *storedHandler) PutProfile(_ context.Context, raw []byte) (string, error
 // handler once, and an upload of a profile the sidecar holds stops at the
 // first chunk.
 func TestUploadProfile(t *testing.T) {
+	t.Parallel()
 	e := startServer(t)
 	h := &storedHandler{fakeHandler: newFakeHandler(), stored: map[string]int{}}
 	serve(t, e, "gpu-a", h)
@@ -215,6 +218,7 @@ func TestUploadProfile(t *testing.T) {
 // launcher that trickles bytes gives its place up to a new upload once
 // every place is taken.
 func TestProfileUploadsShareAndMinimumRate(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(0, 0)
 	u := NewProfileUploads(func() time.Time { return now })
 	start := func(tenant string, i int) error {

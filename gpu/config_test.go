@@ -4,15 +4,19 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 func TestDefaultIsValid(t *testing.T) {
+	t.Parallel()
 	if err := Default().Validate(); err != nil {
 		t.Fatalf("Default().Validate() = %v", err)
 	}
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		mutate     func(c *Config)
@@ -45,42 +49,20 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			c := Default()
 			tt.mutate(&c)
 			err := c.Validate()
-			if tt.wantFields == nil {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
-				return
+			if tt.wantFields != nil && !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("Validate() = %v, want ErrInvalidConfig", err)
 			}
-			if !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("Validate() = %v, want ErrInvalidConfig", err)
-			}
-			var got []string
-			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				var ce *ConfigError
-				if !errors.As(e, &ce) {
-					t.Fatalf("error %v is not a *ConfigError", e)
-				}
-				if ce.Want == "" {
-					t.Errorf("%s: empty Want", ce.Path)
-				}
-				got = append(got, ce.Path)
-			}
-			if len(got) != len(tt.wantFields) {
-				t.Fatalf("fields %v, want %v", got, tt.wantFields)
-			}
-			for i := range got {
-				if got[i] != tt.wantFields[i] {
-					t.Errorf("fields %v, want %v", got, tt.wantFields)
-				}
-			}
+			fieldtest.WantPaths(t, err, tt.wantFields...)
 		})
 	}
 }
 
 func TestConfigErrorText(t *testing.T) {
+	t.Parallel()
 	err := Config{Backend: "cuda", Device: "0", Sim: SimConfig{Name: "x"}}.Validate()
 	want := `invalid gpu configuration: gpu.backend: want one of auto, nvml, sim, got "cuda"`
 	if err == nil || err.Error() != want {

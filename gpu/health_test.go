@@ -6,6 +6,7 @@ import (
 )
 
 func TestMonitorDropsOldestEvents(t *testing.T) {
+	t.Parallel()
 	m := newMonitor(time.Now())
 	const n = eventBuffer + 7
 	for i := 1; i <= n; i++ {
@@ -27,6 +28,7 @@ func TestMonitorDropsOldestEvents(t *testing.T) {
 }
 
 func TestMonitorTransitions(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(100, 0)
 	tests := []struct {
 		name        string

@@ -8,21 +8,18 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 // A sidecar on one MIG device reads the MIG devices it may lend: their
 // identity and SMs once, their memory and processes on every read.
 func TestLendableNVML(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
-	migs := withMIG(t, x, 0, "3g.71gb", "4g.71gb")
+	migs, c := lendingMIG(t, x)
 	migs[1].GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
-	c := testConfig("0:1:0")
-	c.GrantInstances = []string{migs[1].uuid}
-	d, err := OpenNVML(context.Background(), x, c, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openMockWith(t, x, c)
 	got, err := d.Lendable(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +49,7 @@ func TestLendableNVML(t *testing.T) {
 }
 
 func TestLendableNVMLErrors(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	migs := withMIG(t, x, 0, "3g.71gb", "4g.71gb")
 	other := withMIG(t, x, 1, "7g.141gb")
@@ -74,9 +72,7 @@ func TestLendableNVMLErrors(t *testing.T) {
 			if err == nil {
 				d.Close()
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
+			fieldtest.WantText(t, err, tt.want)
 		})
 	}
 }
@@ -85,6 +81,7 @@ func TestLendableNVMLErrors(t *testing.T) {
 // of gpu.grant_instances are lent, and a grant reserved on one shows as its
 // process and memory only.
 func TestSimMIG(t *testing.T) {
+	t.Parallel()
 	c := Default()
 	c.Backend, c.Device = BackendSim, "0:1:0"
 	c.Sim.MIG = []string{"3g.71gb", "4g.71gb"}
@@ -139,6 +136,7 @@ func TestSimMIG(t *testing.T) {
 // instance faulted (and leaves the guarded device healthy unless it is
 // named too); an application's XID marks nothing.
 func TestLendableFaults(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name      string
 		gi        uint32
@@ -153,14 +151,8 @@ func TestLendableFaults(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			x := newDGX(t)
-			migs := withMIG(t, x, 0, "3g.71gb", "4g.71gb")
-			c := testConfig("0:1:0")
-			c.GrantInstances = []string{migs[1].uuid}
-			d, err := OpenNVML(context.Background(), x, c, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
+			_, c := lendingMIG(t, x)
+			d := openMockWith(t, x, c)
 			d.handleEvent(nvml.EventData{Device: x.device(0), EventType: nvml.EventTypeXidCriticalError, EventData: tt.xid, GpuInstanceId: tt.gi}, slog.New(slog.DiscardHandler))
 			lend, err := d.Lendable(context.Background())
 			if err != nil {
@@ -177,6 +169,7 @@ func TestLendableFaults(t *testing.T) {
 }
 
 func TestMIGConfigErrors(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		set  func(c *Config)
@@ -201,9 +194,7 @@ func TestMIGConfigErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := Default()
 			tt.set(&c)
-			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
+			fieldtest.WantText(t, c.Validate(), tt.want)
 		})
 	}
 	// A layout whose instances fit only in one arrangement is accepted.

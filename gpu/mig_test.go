@@ -26,6 +26,17 @@ type migDevice struct {
 // profile name (H200 profiles from colocd's cited table), GPU instance ids
 // from 1 and compute instance 0, at MIG device indexes 0, 2, 4, … (NVML's
 // indexes may have gaps).
+// lendingMIG makes GPU 0 of x a MIG GPU with a 3g and a 4g instance and
+// returns them with the config of a device on the 3g one (0:1:0) that
+// may lend the 4g one.
+func lendingMIG(t *testing.T, x *dgx) ([]*migDevice, Config) {
+	t.Helper()
+	migs := withMIG(t, x, 0, "3g.71gb", "4g.71gb")
+	c := testConfig("0:1:0")
+	c.GrantInstances = []string{migs[1].uuid}
+	return migs, c
+}
+
 func withMIG(t *testing.T, x *dgx, i int, names ...string) []*migDevice {
 	t.Helper()
 	parent := x.device(i)
@@ -93,6 +104,7 @@ func withMIG(t *testing.T, x *dgx, i int, names ...string) []*migDevice {
 // attributes, the GPU instance profile's) and memory, and its GPU's name,
 // index and modes, whether the device is named by UUID or by instance ids.
 func TestOpenMIGDevice(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	migs := withMIG(t, x, 1, "4g.71gb", "3g.71gb")
 	parentUUID, _ := x.device(1).GetUUID()
@@ -133,6 +145,7 @@ func TestOpenMIGDevice(t *testing.T) {
 // A MIG device that is not there is ErrDeviceNotFound, saying what there
 // is: the GPU's MIG devices, or none when MIG has no instances.
 func TestOpenMIGDeviceNotFound(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	withMIG(t, x, 1, "4g.71gb", "3g.71gb")
 	tests := []struct{ sel, want string }{
@@ -151,6 +164,7 @@ func TestOpenMIGDeviceNotFound(t *testing.T) {
 // An XID on a MIG GPU counts for the sidecar of a MIG device when it names
 // that device's GPU instance, or no instance; not another's.
 func TestMIGDeviceXIDs(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		gi   uint32
 		ours bool
@@ -170,6 +184,7 @@ func TestMIGDeviceXIDs(t *testing.T) {
 // memory): go-nvml's mock has 48 SMs for a 3g and 112 for a 7g, which a
 // real H200 does not.
 func TestMIGProfilesH200(t *testing.T) {
+	t.Parallel()
 	got, err := MIGProfiles("NVIDIA H200 141GB HBM3e")
 	if err != nil {
 		t.Fatal(err)
@@ -210,6 +225,7 @@ func TestMIGProfilesH200(t *testing.T) {
 }
 
 func TestMIGProfileOf(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"NVIDIA H200 MIG 3g.71gb":              "3g.71gb",
 		"NVIDIA A100-SXM4-40GB MIG 1g.5gb":     "1g.5gb",
@@ -229,6 +245,7 @@ func TestMIGProfileOf(t *testing.T) {
 // memory, none has room for one more, none uses more than 7 compute
 // slices; the layouts NVIDIA's guide draws are among them.
 func TestMIGLayoutsH200(t *testing.T) {
+	t.Parallel()
 	profiles, err := MIGProfiles("NVIDIA H200")
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +288,7 @@ func TestMIGLayoutsH200(t *testing.T) {
 // A GPU instance's memory slices come from the table, else from its share
 // of the GPU's memory, in eighths.
 func TestMemorySlices(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name, gpu, profile string
 		mib, total         uint64

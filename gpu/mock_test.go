@@ -89,7 +89,13 @@ func testConfig(device string) Config {
 // openMock opens GPU device of the mock and closes it when the test ends.
 func openMock(t *testing.T, x *dgx, device string) *NVMLDevice {
 	t.Helper()
-	d, err := OpenNVML(context.Background(), x, testConfig(device), Options{})
+	return openMockWith(t, x, testConfig(device))
+}
+
+// openMockWith is openMock with the config c.
+func openMockWith(t *testing.T, x *dgx, c Config) *NVMLDevice {
+	t.Helper()
+	d, err := OpenNVML(context.Background(), x, c, Options{})
 	if err != nil {
 		t.Fatalf("OpenNVML: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 )
 
 func TestRunXIDHealth(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		xids        []uint64
@@ -91,6 +92,7 @@ func TestRunXIDHealth(t *testing.T) {
 }
 
 func TestRunIgnoresOtherEvents(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	d := openMock(t, x, "0")
 	runDevice(t, d)
@@ -106,6 +108,7 @@ func TestRunIgnoresOtherEvents(t *testing.T) {
 }
 
 func TestRunWithoutXIDEvents(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		setup   func(x *dgx)
@@ -187,6 +190,7 @@ func fakeLoss(d *serverDevice) *atomic.Bool {
 }
 
 func TestRunGPULostIsSticky(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	lost := fakeLoss(x.device(0))
 	d := openMock(t, x, "0")
@@ -205,6 +209,7 @@ func TestRunGPULostIsSticky(t *testing.T) {
 }
 
 func TestRunWaitFailuresRecover(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	var failing atomic.Int32
 	failing.Store(failuresBeforeUnhealthy)
@@ -237,6 +242,7 @@ func TestRunWaitFailuresRecover(t *testing.T) {
 }
 
 func TestRunLifecycle(t *testing.T) {
+	t.Parallel()
 	t.Run("second Run", func(t *testing.T) {
 		x := newDGX(t)
 		d := openMock(t, x, "0")

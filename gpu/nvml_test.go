@@ -12,6 +12,7 @@ import (
 )
 
 func TestOpenNVMLSelectsDevice(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	tests := []struct {
 		name      string
@@ -45,6 +46,7 @@ func TestOpenNVMLSelectsDevice(t *testing.T) {
 }
 
 func TestOpenNVMLErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		device    string
@@ -164,6 +166,7 @@ func assertNothingAfterFailedInit(t *testing.T, x *dgx) {
 }
 
 func TestState(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	dev := x.device(1)
 	dev.MemoryInfo = nvml.Memory{Total: h200MiB << 20, Used: 20480<<20 + 5, Free: (h200MiB-20480)<<20 - 5}
@@ -210,6 +213,7 @@ func TestState(t *testing.T) {
 }
 
 func TestStateComputeModes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		mode nvml.ComputeMode
@@ -240,6 +244,7 @@ func TestStateComputeModes(t *testing.T) {
 }
 
 func TestStateNotSupported(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	dev := x.device(0)
 	dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
@@ -258,6 +263,7 @@ func TestStateNotSupported(t *testing.T) {
 }
 
 func TestStateErrors(t *testing.T) {
+	t.Parallel()
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
 	tests := []struct {
@@ -331,6 +337,7 @@ func TestStateErrors(t *testing.T) {
 func lostMemory() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST }
 
 func TestCloseShutsDownOnce(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	d, err := OpenNVML(context.Background(), x, testConfig("0"), Options{})
 	if err != nil {
@@ -350,6 +357,7 @@ func TestCloseShutsDownOnce(t *testing.T) {
 }
 
 func TestCloseReportsShutdownError(t *testing.T) {
+	t.Parallel()
 	x := newDGX(t)
 	x.ShutdownFunc = func() nvml.Return { return nvml.ERROR_UNKNOWN }
 	d, err := OpenNVML(context.Background(), x, testConfig("0"), Options{})
@@ -363,6 +371,7 @@ func TestCloseReportsShutdownError(t *testing.T) {
 }
 
 func TestNVMLErrorText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		ret  nvml.Return

@@ -10,6 +10,7 @@ import (
 )
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	noDriver := func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }
 	noPermission := func() nvml.Return { return nvml.ERROR_NO_PERMISSION }
 	tests := []struct {
@@ -34,12 +35,7 @@ func TestOpen(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			x := newDGX(t)
-			if tt.init != nil {
-				x.InitFunc = tt.init
-			}
-			cfg := testConfig("0")
-			cfg.Backend = tt.backend
+			x, cfg := mockWith(t, tt.init, tt.backend)
 			log, buf := newTestLogger()
 			h, err := open(context.Background(), cfg, Options{Logger: log}, func() Library { return x })
 			if tt.wantNoInit && len(x.InitCalls()) != 0 {
@@ -86,6 +82,7 @@ func TestOpen(t *testing.T) {
 // must fail cleanly with ErrNoDriver (a crash here is the bug it guards
 // against), and auto must fall back to the simulated device.
 func TestOpenRealLibrary(t *testing.T) {
+	// Not parallel: it loads and initialises the process's one NVML library.
 	cfg := testConfig("0")
 	cfg.Backend = BackendNVML
 	h, err := Open(context.Background(), cfg, Options{})
@@ -108,6 +105,7 @@ func TestOpenRealLibrary(t *testing.T) {
 }
 
 func TestOpenErrorReturnsNilHandle(t *testing.T) {
+	t.Parallel()
 	noDriver := func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }
 	tests := []struct {
 		name    string
@@ -125,12 +123,7 @@ func TestOpenErrorReturnsNilHandle(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			x := newDGX(t)
-			if tt.init != nil {
-				x.InitFunc = tt.init
-			}
-			cfg := testConfig("0")
-			cfg.Backend = tt.backend
+			x, cfg := mockWith(t, tt.init, tt.backend)
 			if tt.simName != "" {
 				cfg.Sim.Name = tt.simName
 			}
@@ -145,4 +138,17 @@ func TestOpenErrorReturnsNilHandle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mockWith is a new mock whose NVML initialises with init (nil: the
+// mock's own) and the config of its GPU 0 on backend.
+func mockWith(t *testing.T, init func() nvml.Return, backend Backend) (*dgx, Config) {
+	t.Helper()
+	x := newDGX(t)
+	if init != nil {
+		x.InitFunc = init
+	}
+	cfg := testConfig("0")
+	cfg.Backend = backend
+	return x, cfg
 }

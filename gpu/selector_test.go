@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseSelector(t *testing.T) {
+	t.Parallel()
 	const uuid = "GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40"
 	tests := []struct {
 		name    string

@@ -28,6 +28,7 @@ func newTestSim(t *testing.T, mutate func(c *Config)) *SimDevice {
 }
 
 func TestNewSim(t *testing.T) {
+	t.Parallel()
 	const uuid = "GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40"
 	tests := []struct {
 		name   string
@@ -84,6 +85,7 @@ func TestNewSim(t *testing.T) {
 }
 
 func TestSimUUIDIsStable(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		a, b string
@@ -108,6 +110,7 @@ func TestSimUUIDIsStable(t *testing.T) {
 }
 
 func TestNewSimErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		mutate   func(c *Config)
@@ -144,6 +147,7 @@ func TestNewSimErrors(t *testing.T) {
 }
 
 func TestSimMemory(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		op      string // reserve, release
 		id      string
@@ -241,6 +245,7 @@ func TestSimMemory(t *testing.T) {
 }
 
 func TestSimHealth(t *testing.T) {
+	t.Parallel()
 	log, buf := newTestLogger()
 	s, err := NewSim(simConfig(nil), Options{Logger: log})
 	if err != nil {
@@ -293,6 +298,7 @@ func TestSimHealth(t *testing.T) {
 }
 
 func TestSimClosed(t *testing.T) {
+	t.Parallel()
 	s := newTestSim(t, nil)
 	if err := s.Reserve("job", 1); err != nil {
 		t.Fatal(err)
@@ -328,6 +334,7 @@ func TestSimClosed(t *testing.T) {
 }
 
 func TestSimInjectQueueFull(t *testing.T) {
+	t.Parallel()
 	s := newTestSim(t, nil)
 	for i := 0; i < simQueue; i++ {
 		if err := s.InjectXID(13); err != nil {

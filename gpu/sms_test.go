@@ -5,9 +5,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 func TestSMCount(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		device string // as NVML reports it
@@ -47,11 +50,7 @@ func TestSMCount(t *testing.T) {
 				if !errors.Is(err, ErrUnknownSMs) {
 					t.Fatalf("SMCount(%q) = %d, %v; want ErrUnknownSMs", tt.device, got, err)
 				}
-				for _, want := range []string{`"` + tt.device + `"`, "gpu.sms", "COLOCD_GPU_SMS"} {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("error %q lacks %q", err, want)
-					}
-				}
+				fieldtest.WantText(t, err, `"`+tt.device+`"`, "gpu.sms", "COLOCD_GPU_SMS")
 				return
 			}
 			if err != nil || got != tt.want {
@@ -62,6 +61,7 @@ func TestSMCount(t *testing.T) {
 }
 
 func TestResolveSMs(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		device     string

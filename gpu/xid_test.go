@@ -3,6 +3,7 @@ package gpu
 import "testing"
 
 func TestIsAppXID(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		xid  uint64
@@ -30,6 +31,7 @@ func TestIsAppXID(t *testing.T) {
 }
 
 func TestXIDText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		xid  uint64

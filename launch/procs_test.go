@@ -16,6 +16,7 @@ import (
 // (its parent died) but is still in the command's group; 20 is someone
 // else's process with the GPU.
 func TestTreeAndGPU(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	mkproc := func(pid, ppid, pgid int, start int, gpu bool) {
 		dir := filepath.Join(root, strconv.Itoa(pid))
@@ -64,6 +65,7 @@ func TestTreeAndGPU(t *testing.T) {
 }
 
 func TestParseAction(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		in, want string
 		err      bool

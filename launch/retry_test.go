@@ -9,6 +9,7 @@ import (
 
 // What waiting may cure is asked again; what it cannot is not.
 func TestRetryable(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		err  error
 		want bool

@@ -281,6 +281,16 @@ func config(t *testing.T, recs *records, env ...string) (Config, childLog) {
 	}, log
 }
 
+// job is what a test needs to run the test job under n's sidecar: a
+// launcher's client, the records run makes, and a Config that runs the job
+// with env, whose own log is log.
+func (n *node) job(env ...string) (c *bus.Client, recs *records, cfg Config, log childLog) {
+	n.t.Helper()
+	recs = &records{}
+	cfg, log = config(n.t, recs, env...)
+	return n.client(), recs, cfg, log
+}
+
 // waitFor polls ok every 50 ms for up to a minute: the events these tests
 // wait for come within seconds; a minute says they never came.
 func waitFor(t *testing.T, what string, ok func() bool) {
@@ -300,9 +310,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 func TestHoldsLeaseThenReleasesOnExit(t *testing.T) {
 	t.Parallel()
 	n := newNode(t, 100000, "lease: {first_term: 1s, default: 3s}")
-	c := n.client()
-	var recs records
-	cfg, log := config(t, &recs, "CHILD_SLEEP=11s", "CHILD_EXIT=7")
+	c, recs, cfg, log := n.job("CHILD_SLEEP=11s", "CHILD_EXIT=7")
 	type result struct {
 		res Result
 		err error
@@ -342,7 +350,7 @@ poll:
 		}
 	}
 	if result0.err != nil || result0.res.Status != 7 {
-		t.Fatalf("run: %+v, %v; want status 7\n%s", result0.res, result0.err, &recs)
+		t.Fatalf("run: %+v, %v; want status 7\n%s", result0.res, result0.err, recs)
 	}
 	if gaps > 0 || polls < 50 {
 		t.Errorf("%d gaps in %d polls, want 0 in at least 50", gaps, polls)
@@ -351,7 +359,7 @@ poll:
 		t.Errorf("%d starts, %d restarts; want 1 and 0", got, result0.res.Restarts)
 	}
 	if len(recs.of("renewed")) > 0 || len(recs.of("lease_lost")) > 0 {
-		t.Errorf("unexpected records:\n%s", &recs)
+		t.Errorf("unexpected records:\n%s", recs)
 	}
 	reg := recs.of("registered")
 	if len(reg) == 0 || reg[0].PIDs[0] != pid {
@@ -376,15 +384,13 @@ poll:
 func TestThrottleRestartsAtNewPercentage(t *testing.T) {
 	t.Parallel()
 	n, tighten := throttling(t)
-	c := n.client()
-	var recs records
-	cfg, log := config(t, &recs)
-	done, cancel := n.launch(t, cfg, c, "thr-1", 0, &recs)
+	c, recs, cfg, log := n.job()
+	done, cancel := n.launch(t, cfg, c, "thr-1", 0, recs)
 	tighten()
 	waitFor(t, "restarted", func() bool { return len(recs.of("restarted")) == 1 })
 	thr := recs.of("throttled")
 	if len(thr) != 1 || thr[0].FromPct != 100 || thr[0].Pct >= 100 || thr[0].Deadline == nil {
-		t.Fatalf("throttled records %+v\n%s", thr, &recs)
+		t.Fatalf("throttled records %+v\n%s", thr, recs)
 	}
 	reg := recs.of("registered")[1]
 	if reg.Time.After(*thr[0].Deadline) {
@@ -412,7 +418,7 @@ func TestThrottleRestartsAtNewPercentage(t *testing.T) {
 		t.Errorf("after SIGTERM: %+v, want status 143 and 1 restart", res)
 	}
 	if len(recs.of("revoked")) > 0 || len(recs.of("released")) != 1 {
-		t.Errorf("records:\n%s", &recs)
+		t.Errorf("records:\n%s", recs)
 	}
 	if ls := leases(c); len(ls) != 0 {
 		t.Errorf("leases after SIGTERM: %+v, want none: released", ls)
@@ -424,11 +430,9 @@ func TestThrottleRestartsAtNewPercentage(t *testing.T) {
 func TestSignalActionLetsTheJobCheckpoint(t *testing.T) {
 	t.Parallel()
 	n, tighten := throttling(t)
-	c := n.client()
-	var recs records
-	cfg, log := config(t, &recs)
+	c, recs, cfg, log := n.job()
 	cfg.OnThrottle = Action{Signal: syscall.SIGUSR1}
-	done, cancel := n.launch(t, cfg, c, "sig-1", 0, &recs)
+	done, cancel := n.launch(t, cfg, c, "sig-1", 0, recs)
 	tighten()
 	waitFor(t, "restarted", func() bool { return len(log.starts(t)) == 2 })
 	if !strings.Contains(strings.Join(log.lines(t), "\n"), "sig=user defined signal 1") {
@@ -445,19 +449,17 @@ func TestSignalActionLetsTheJobCheckpoint(t *testing.T) {
 func TestRevokeStopsTheCommand(t *testing.T) {
 	t.Parallel()
 	n := newNode(t, 100000, "guard: {deadline: 20s}")
-	c := n.client()
-	var recs records
-	cfg, log := config(t, &recs)
-	done, _ := n.launch(t, cfg, c, "rev-1", 0, &recs)
+	c, recs, cfg, log := n.job()
+	done, _ := n.launch(t, cfg, c, "rev-1", 0, recs)
 	n.slo = 0.001
 	n.write()
 	select {
 	case res := <-done:
 		if res.Status != ExitRevoked {
-			t.Errorf("run: %+v, want status %d\n%s", res, ExitRevoked, &recs)
+			t.Errorf("run: %+v, want status %d\n%s", res, ExitRevoked, recs)
 		}
 	case <-time.After(time.Minute):
-		t.Fatalf("no end a minute after the SLO was made impossible\n%s", &recs)
+		t.Fatalf("no end a minute after the SLO was made impossible\n%s", recs)
 	}
 	lines := strings.Join(log.lines(t), "\n")
 	if !strings.Contains(lines, "sig=terminated") {
@@ -471,11 +473,9 @@ func TestRevokeStopsTheCommand(t *testing.T) {
 func TestSidecarRestartKeepsTheCommand(t *testing.T) {
 	t.Parallel()
 	n := newNode(t, 100000, "lease: {first_term: 40s, default: 40s}")
-	c := n.client()
-	var recs records
-	cfg, log := config(t, &recs)
+	c, recs, cfg, log := n.job()
 	cfg.Grace = time.Second
-	done, cancel := n.launch(t, cfg, c, "restart-1", 40, &recs)
+	done, cancel := n.launch(t, cfg, c, "restart-1", 40, recs)
 	n.down()
 	time.Sleep(20 * time.Second)
 	n.start()
@@ -489,7 +489,7 @@ func TestSidecarRestartKeepsTheCommand(t *testing.T) {
 		t.Errorf("the command's log %q: want one start, no signal", got)
 	}
 	if len(recs.of("stopping")) > 0 || len(recs.of("lease_lost")) > 0 {
-		t.Errorf("records:\n%s", &recs)
+		t.Errorf("records:\n%s", recs)
 	}
 	cancel(SignalCause{Signal: syscall.SIGTERM})
 	if res := <-done; res.Status != 143 || res.Restarts != 0 {
@@ -503,24 +503,22 @@ func TestSidecarRestartKeepsTheCommand(t *testing.T) {
 func TestUnrenewableLeaseStopsBeforeExpiry(t *testing.T) {
 	t.Parallel()
 	n := newNode(t, 100000, "lease: {first_term: 6s, default: 6s}")
-	c := n.client()
-	var recs records
-	cfg, log := config(t, &recs)
+	c, recs, cfg, log := n.job()
 	cfg.Grace = time.Second
-	done, _ := n.launch(t, cfg, c, "lost-1", 6, &recs)
+	done, _ := n.launch(t, cfg, c, "lost-1", 6, recs)
 	n.down()
 	var res Result
 	select {
 	case res = <-done:
 	case <-time.After(time.Minute):
-		t.Fatalf("run did not end a minute after the sidecar went\n%s", &recs)
+		t.Fatalf("run did not end a minute after the sidecar went\n%s", recs)
 	}
 	if res.Status != ExitLeaseLost {
-		t.Errorf("run: %+v, want %d\n%s", res, ExitLeaseLost, &recs)
+		t.Errorf("run: %+v, want %d\n%s", res, ExitLeaseLost, recs)
 	}
 	stop := recs.of("stopping")
 	if len(stop) != 1 {
-		t.Fatalf("stopping records %+v\n%s", stop, &recs)
+		t.Fatalf("stopping records %+v\n%s", stop, recs)
 	}
 	if !strings.Contains(strings.Join(log.lines(t), "\n"), "sig=terminated") {
 		t.Errorf("the command got no SIGTERM: %q", log.lines(t))
@@ -535,9 +533,7 @@ func TestUnrenewableLeaseStopsBeforeExpiry(t *testing.T) {
 func TestDeniedStartsNothing(t *testing.T) {
 	t.Parallel()
 	n := newNode(t, 0.001, "")
-	c := n.client()
-	var recs records
-	cfg, log := config(t, &recs)
+	c, recs, cfg, log := n.job()
 	res, err := Run(context.Background(), cfg, c, n.admitter(c, "deny-1", 0))
 	var de *DeniedError
 	if res.Status != ExitDenied || !errorsAs(err, &de) || de.Decision.Reason.Code == "" {
@@ -546,7 +542,7 @@ func TestDeniedStartsNothing(t *testing.T) {
 	cfg.WaitForSlot = 2 * time.Second
 	res, err = Run(context.Background(), cfg, c, n.admitter(c, "deny-2", 0))
 	if res.Status != ExitDenied || err == nil || len(recs.of("waiting")) < 2 {
-		t.Errorf("with a wait: %+v, %v, %d waits; want 3 after at least two\n%s", res, err, len(recs.of("waiting")), &recs)
+		t.Errorf("with a wait: %+v, %v, %d waits; want 3 after at least two\n%s", res, err, len(recs.of("waiting")), recs)
 	}
 	if got := log.lines(t); len(got) != 0 {
 		t.Errorf("the command ran: %q", got)
@@ -558,16 +554,14 @@ func TestDeniedStartsNothing(t *testing.T) {
 func TestMissingCommand(t *testing.T) {
 	t.Parallel()
 	n := newNode(t, 100000, "")
-	c := n.client()
-	var recs records
-	cfg, _ := config(t, &recs)
+	c, recs, cfg, _ := n.job()
 	cfg.Command = []string{"/no/such/trainer"}
 	res, err := Run(context.Background(), cfg, c, n.admitter(c, "missing-1", 0))
 	if res.Status != 127 || err == nil {
 		t.Errorf("run: %+v, %v; want 127 and the error", res, err)
 	}
 	if len(recs.of("released")) != 1 || len(leases(c)) != 0 {
-		t.Errorf("the lease was not released:\n%s", &recs)
+		t.Errorf("the lease was not released:\n%s", recs)
 	}
 }
 

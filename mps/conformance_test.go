@@ -56,6 +56,7 @@ var (
 // TestControlAndSimAgree runs one scenario against the fake daemon through
 // Control and against Sim, and expects the same results.
 func TestControlAndSimAgree(t *testing.T) {
+	t.Parallel()
 	backends := []struct {
 		name      string
 		make      func(t *testing.T) daemon

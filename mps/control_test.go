@@ -18,17 +18,15 @@ const testUUID = UUID("GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab")
 func running(t *testing.T) (*Control, *fake) {
 	t.Helper()
 	f := newFake(t)
-	f.start()
-	c := f.control(f.config())
-	if err := c.Ensure(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
+	c := f.startedControl(nil)
+	ensure(t, c)
 	return c, f
 }
 
 // TestCommandsRoundTrip drives every typed command against the fake and
 // checks what the fake received and answered.
 func TestCommandsRoundTrip(t *testing.T) {
+	t.Parallel()
 	c, f := running(t)
 	ctx := testCtx(t)
 	if err := c.StartServer(ctx, 1000); err != nil {
@@ -83,6 +81,7 @@ func TestCommandsRoundTrip(t *testing.T) {
 }
 
 func TestClientsListsPIDsForEviction(t *testing.T) {
+	t.Parallel()
 	c, f := running(t)
 	ctx := testCtx(t)
 	f.send("fake_client_connect 4242 0 python train.py")
@@ -106,9 +105,9 @@ func TestClientsListsPIDsForEviction(t *testing.T) {
 // or is out of range, never reaches the pipe; the fake records every command
 // it receives and must have received none.
 func TestRejectedBeforeAnyCommandRuns(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
-	f.start()
-	c := f.control(f.config())
+	c := f.startedControl(nil)
 	ctx := testCtx(t)
 	evil := UUID(string(testUUID) + "\nquit")
 	calls := []struct {
@@ -154,11 +153,9 @@ func alivePID(p PID) bool { return alive(p) }
 // TestHungDaemonTimesOut: a command that hangs is killed, with its process
 // group, at its timeout.
 func TestHungDaemonTimesOut(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
-	f.start()
-	cfg := f.config()
-	cfg.CommandTimeout = 300 * time.Millisecond
-	c := f.control(cfg)
+	c := f.startedControl(func(c *Config) { c.CommandTimeout = hangTimeout })
 	f.touch("fake-hang", "")
 	start := time.Now()
 	_, err := c.ServerPIDs(testCtx(t))
@@ -177,9 +174,9 @@ func TestHungDaemonTimesOut(t *testing.T) {
 }
 
 func TestCancelledContextStopsCommand(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
-	f.start()
-	c := f.control(f.config())
+	c := f.startedControl(nil)
 	f.touch("fake-hang", "ps")
 	ctx, cancel := context.WithCancel(testCtx(t))
 	time.AfterFunc(100*time.Millisecond, cancel)
@@ -189,6 +186,7 @@ func TestCancelledContextStopsCommand(t *testing.T) {
 }
 
 func TestGarbageAnswerIsQuoted(t *testing.T) {
+	t.Parallel()
 	c, f := running(t)
 	const garbage = "Segmentation fault\x00 \xff (core dumped)\n"
 	f.touch("fake-garbage", garbage)
@@ -212,6 +210,7 @@ func TestGarbageAnswerIsQuoted(t *testing.T) {
 }
 
 func TestDaemonErrorTextIsAnError(t *testing.T) {
+	t.Parallel()
 	c, _ := running(t)
 	// The fake, like the real daemon, prints an error for an unknown server.
 	_, err := c.ServerStatus(testCtx(t), 77)
@@ -219,6 +218,7 @@ func TestDaemonErrorTextIsAnError(t *testing.T) {
 }
 
 func TestCommandWithoutDaemonFails(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	c := f.control(f.config())
 	_, err := c.ServerPIDs(testCtx(t))
@@ -228,6 +228,7 @@ func TestCommandWithoutDaemonFails(t *testing.T) {
 }
 
 func TestNewChecksBinary(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultConfig()
 	cfg.Binary = filepath.Join(t.TempDir(), "missing")
 	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "control") {
@@ -236,6 +237,7 @@ func TestNewChecksBinary(t *testing.T) {
 }
 
 func TestEnvironIsExplicit(t *testing.T) {
+	t.Parallel()
 	got := environ([]string{"PATH=/bin", "CUDA_MPS_PIPE_DIRECTORY=/elsewhere", "CUDA_VISIBLE_DEVICES=3", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=5"}, "CUDA_MPS_PIPE_DIRECTORY=/p")
 	want := []string{"PATH=/bin", "CUDA_MPS_PIPE_DIRECTORY=/p"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {

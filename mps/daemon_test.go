@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // fakeState reads the fake daemon's state file.
@@ -39,6 +38,7 @@ func withDefaults(cfg Config) Config {
 }
 
 func TestEnsureStartsDaemonAndAppliesDefaults(t *testing.T) {
+	t.Parallel()
 	for _, supervise := range []bool{false, true} {
 		name := map[bool]string{false: "background -d", true: "supervised -f"}[supervise]
 		t.Run(name, func(t *testing.T) {
@@ -80,6 +80,7 @@ func TestEnsureStartsDaemonAndAppliesDefaults(t *testing.T) {
 }
 
 func TestEnsureAttachesToForeignDaemon(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	pid := f.start()
 	cfg := f.config()
@@ -111,6 +112,7 @@ func TestEnsureAttachesToForeignDaemon(t *testing.T) {
 // restart) attaches to the daemon the first one started: it owns it (and
 // would restart it) but did not start it, so Close never quits it.
 func TestRestartedColocdReattaches(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	cfg := withDefaults(f.config())
 	cfg.QuitOnClose = true
@@ -144,37 +146,45 @@ func TestRestartedColocdReattaches(t *testing.T) {
 	}
 }
 
-func TestEnsureWithoutManageOnlyAttaches(t *testing.T) {
-	f := newFake(t)
-	cfg := f.config()
-	cfg.Manage = false
-	c := f.control(cfg)
-	if err := c.Ensure(testCtx(t)); !errors.Is(err, ErrNotRunning) {
-		t.Fatalf("Ensure = %v, want ErrNotRunning", err)
+// TestEnsureStartsNoSecondDaemon: an Ensure that cannot attach fails
+// without starting a daemon: unmanaged with none running, or with one
+// running that hangs (another on the same pipe directory would fight it).
+func TestEnsureStartsNoSecondDaemon(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		control func(f *fake) *Control
+		wantErr error
+		starts  int // daemons started, the test's own included
+	}{
+		{"unmanaged, none running", func(f *fake) *Control {
+			cfg := f.config()
+			cfg.Manage = false
+			return f.control(cfg)
+		}, ErrNotRunning, 0},
+		{"one running that hangs", func(f *fake) *Control {
+			c := f.startedControl(func(c *Config) { c.ProbeTimeout = hangTimeout })
+			f.touch("fake-hang", "")
+			return c
+		}, ErrTimeout, 1},
 	}
-	if n := len(f.lines("fake-starts.log")); n != 0 {
-		t.Fatalf("%d starts, want none", n)
-	}
-}
-
-// TestEnsureDoesNotStartASecondDaemon: a daemon that runs but hangs is an
-// error, not a reason to start another on the same pipe directory.
-func TestEnsureDoesNotStartASecondDaemon(t *testing.T) {
-	f := newFake(t)
-	f.start()
-	cfg := f.config()
-	cfg.ProbeTimeout = 300 * time.Millisecond
-	c := f.control(cfg)
-	f.touch("fake-hang", "")
-	if err := c.Ensure(testCtx(t)); !errors.Is(err, ErrTimeout) {
-		t.Fatalf("Ensure = %v, want ErrTimeout", err)
-	}
-	if n := len(f.lines("fake-starts.log")); n != 1 {
-		t.Fatalf("%d starts, want 1", n)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t)
+			c := tt.control(f)
+			if err := c.Ensure(testCtx(t)); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Ensure = %v, want %v", err, tt.wantErr)
+			}
+			if n := len(f.lines("fake-starts.log")); n != tt.starts {
+				t.Fatalf("%d starts, want %d", n, tt.starts)
+			}
+		})
 	}
 }
 
 func TestEnsureStartFailure(t *testing.T) {
+	t.Parallel()
 	for _, supervise := range []bool{false, true} {
 		t.Run(strconv.FormatBool(supervise), func(t *testing.T) {
 			f := newFake(t)
@@ -196,6 +206,7 @@ func TestEnsureStartFailure(t *testing.T) {
 // TestEnsureReplacesStalePIDFile: a PID file left by a crashed daemon names
 // a dead process; Ensure starts a new daemon.
 func TestEnsureReplacesStalePIDFile(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
@@ -203,15 +214,14 @@ func TestEnsureReplacesStalePIDFile(t *testing.T) {
 	}
 	f.touch(PIDFile, strconv.Itoa(dead.Process.Pid)+"\n")
 	c := f.control(f.config())
-	if err := c.Ensure(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
+	ensure(t, c)
 	if h := c.Health(); !h.Started || h.Daemon == PID(dead.Process.Pid) {
 		t.Fatalf("Health = %+v", h)
 	}
 }
 
 func TestProcessAliveChecksProgram(t *testing.T) {
+	t.Parallel()
 	if ok, why := processAlive(PID(os.Getpid()), "nvidia-cuda-mps-control"); ok || !strings.Contains(why, "another program") {
 		t.Fatalf("processAlive(test process) = %v, %q; want another program", ok, why)
 	}
@@ -221,6 +231,7 @@ func TestProcessAliveChecksProgram(t *testing.T) {
 }
 
 func TestCloseQuitsSupervisedChild(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	cfg := f.config()
 	cfg.Supervise, cfg.QuitOnClose = true, true

@@ -83,52 +83,38 @@ func FuzzParseServerList(f *testing.F) { fuzzPIDLines(f, parseServerList) }
 
 func FuzzParseClientList(f *testing.F) { fuzzPIDLines(f, parseClientList) }
 
-func FuzzParseServerStatus(f *testing.F) {
-	for _, s := range []string{"ACTIVE\n", "FAULT", "INITIALIZING", "Server 1 not found", ""} {
+// fuzzAccepts fuzzes parse from seeds: whatever it accepts, ok must hold
+// for.
+func fuzzAccepts[T any](f *testing.F, parse func(string) (T, error), ok func(T) bool, seeds ...string) {
+	for _, s := range seeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, out string) {
-		s, err := parseServerStatus(out)
-		if err == nil && s != ServerActive && s != ServerFault && s != ServerInitializing {
-			t.Fatalf("accepted unknown state %q", s)
-		}
-	})
-}
-
-func FuzzParsePercentage(f *testing.F) {
-	for _, s := range []string{"100.0\n", "33", "0", "1e2", "100.000001"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, out string) {
-		v, err := parsePercentage(verbGetActiveThreads, out)
-		if err == nil && !(v > 0 && v <= 100) {
+		v, err := parse(out)
+		if err == nil && !ok(v) {
 			t.Fatalf("accepted %v from %q", v, out)
 		}
 	})
 }
 
+func FuzzParseServerStatus(f *testing.F) {
+	fuzzAccepts(f, parseServerStatus, func(s ServerState) bool { return s == ServerActive || s == ServerFault || s == ServerInitializing },
+		"ACTIVE\n", "FAULT", "INITIALIZING", "Server 1 not found", "")
+}
+
+func FuzzParsePercentage(f *testing.F) {
+	parse := func(out string) (float64, error) { return parsePercentage(verbGetActiveThreads, out) }
+	fuzzAccepts(f, parse, func(v float64) bool { return v > 0 && v <= 100 }, "100.0\n", "33", "0", "1e2", "100.000001")
+}
+
 func FuzzParseMemLimit(f *testing.F) {
-	for _, s := range []string{"0", "10G", "900M", "8192 MB", "1.5GiB", "0x140000000", "10240", "99999999999T"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, out string) {
-		v, err := parseMemLimit(verbGetPinnedMemLimit, out)
-		if err == nil && v > MaxMemLimit {
-			t.Fatalf("accepted %d from %q", v, out)
-		}
-	})
+	parse := func(out string) (MemLimit, error) { return parseMemLimit(verbGetPinnedMemLimit, out) }
+	fuzzAccepts(f, parse, func(v MemLimit) bool { return v <= MaxMemLimit },
+		"0", "10G", "900M", "8192 MB", "1.5GiB", "0x140000000", "10240", "99999999999T")
 }
 
 func FuzzParsePriority(f *testing.F) {
-	for _, s := range []string{"0", "1\n", "1 [BELOW NORMAL]", "0 [NORMAL]", "2"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, out string) {
-		p, err := parsePriority(out)
-		if err == nil && p.Validate() != nil {
-			t.Fatalf("accepted %d from %q", p, out)
-		}
-	})
+	fuzzAccepts(f, parsePriority, func(p Priority) bool { return p.Validate() == nil }, "0", "1\n", "1 [BELOW NORMAL]", "0 [NORMAL]", "2")
 }
 
 func FuzzParseTerminate(f *testing.F) {
@@ -147,15 +133,7 @@ func FuzzParseTerminate(f *testing.F) {
 }
 
 func FuzzParsePIDFile(f *testing.F) {
-	for _, s := range []string{"1234\n", "", "abc", "0", "-1"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, data string) {
-		p, err := parsePIDFile(data)
-		if err == nil && p.Validate() != nil {
-			t.Fatalf("accepted %d from %q", p, data)
-		}
-	})
+	fuzzAccepts(f, parsePIDFile, func(p PID) bool { return p.Validate() == nil }, "1234\n", "", "abc", "0", "-1")
 }
 
 // FuzzLogTail appends two chunks to a log and checks that the tail returns

@@ -30,6 +30,15 @@ func runLoop(t *testing.T, run func(context.Context) error) (stop func()) {
 	return stop
 }
 
+// watch runs c's health loop until the test ends (or stop) and returns
+// the health events it sends.
+func watch(t *testing.T, c *Control) (events <-chan Health, stop func()) {
+	t.Helper()
+	events, cancel := c.Subscribe()
+	t.Cleanup(cancel)
+	return events, runLoop(t, c.Run)
+}
+
 // waitState reads events until one has state s, and returns it.
 func waitState(t *testing.T, events <-chan Health, s State) Health {
 	t.Helper()
@@ -112,13 +121,12 @@ func (l *testLogger) has(msg string) bool {
 }
 
 func TestHealthFaultFromServerStatus(t *testing.T) {
+	t.Parallel()
 	c, f := running(t)
 	if err := c.StartServer(testCtx(t), 0); err != nil {
 		t.Fatal(err)
 	}
-	events, cancel := c.Subscribe()
-	defer cancel()
-	runLoop(t, c.Run)
+	events, _ := watch(t, c)
 	f.touch("fake-fault", "")
 	h := waitState(t, events, StateFault)
 	if !strings.Contains(h.Reason, "reports FAULT") || len(h.Servers) != 1 || h.Servers[0].State != ServerFault || h.Ready() {
@@ -131,6 +139,7 @@ func TestHealthFaultFromServerStatus(t *testing.T) {
 }
 
 func TestHealthFaultFromLogs(t *testing.T) {
+	t.Parallel()
 	for _, file := range []string{"server.log", "control.log"} {
 		t.Run(file, func(t *testing.T) {
 			f := newFake(t)
@@ -138,12 +147,8 @@ func TestHealthFaultFromLogs(t *testing.T) {
 			// Lines written before colocd looked are history.
 			f.appendLog(file, "[2026-02-06 09:34:10.000 Control   261] Server 95 exited with status 1")
 			c := f.control(f.config())
-			if err := c.Ensure(testCtx(t)); err != nil {
-				t.Fatal(err)
-			}
-			events, cancel := c.Subscribe()
-			defer cancel()
-			runLoop(t, c.Run)
+			ensure(t, c)
+			events, _ := watch(t, c)
 			f.appendLog("control.log", "[2026-02-06 09:34:17.770 Control   261] set_default_active_thread_percentage 40")
 			f.appendLog(file, "[2026-02-06 09:34:18.000 Server   337] Server encountered a fatal exception. Shutting down")
 			h := waitState(t, events, StateFault)
@@ -156,17 +161,11 @@ func TestHealthFaultFromLogs(t *testing.T) {
 }
 
 func TestHealthUnresponsiveAndUnknown(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
-	f.start()
-	cfg := f.config()
-	cfg.ProbeTimeout = 300 * time.Millisecond
-	c := f.control(cfg)
-	if err := c.Ensure(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	events, cancel := c.Subscribe()
-	defer cancel()
-	runLoop(t, c.Run)
+	c := f.startedControl(func(c *Config) { c.ProbeTimeout = hangTimeout })
+	ensure(t, c)
+	events, _ := watch(t, c)
 	f.touch("fake-hang", "get_server_list")
 	if h := waitState(t, events, StateUnresponsive); !strings.Contains(h.Reason, "timed out") {
 		t.Fatalf("Health = %+v", h)
@@ -184,6 +183,7 @@ func TestHealthUnresponsiveAndUnknown(t *testing.T) {
 // TestHealthRestartsOwnedDaemon: a daemon colocd started dies; the loop
 // reports it down, restarts it and applies the defaults again.
 func TestHealthRestartsOwnedDaemon(t *testing.T) {
+	t.Parallel()
 	for _, supervise := range []bool{false, true} {
 		name := map[bool]string{false: "background", true: "supervised"}[supervise]
 		t.Run(name, func(t *testing.T) {
@@ -193,13 +193,9 @@ func TestHealthRestartsOwnedDaemon(t *testing.T) {
 			cfg.Supervise = supervise
 			cfg.Logger = slog.New(logs)
 			c := f.control(cfg)
-			if err := c.Ensure(testCtx(t)); err != nil {
-				t.Fatal(err)
-			}
+			ensure(t, c)
 			first := f.daemonPID()
-			events, cancel := c.Subscribe()
-			defer cancel()
-			stop := runLoop(t, c.Run)
+			events, stop := watch(t, c)
 			f.touch("fake-crash", "")
 			if h := waitState(t, events, StateDown); !strings.Contains(h.Reason, "starting it") {
 				t.Fatalf("Health = %+v", h)
@@ -230,14 +226,11 @@ func TestHealthRestartsOwnedDaemon(t *testing.T) {
 // TestHealthRestartBacksOff: while starts fail the daemon stays down, and
 // it comes back once they succeed.
 func TestHealthRestartBacksOff(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	c := f.control(withDefaults(f.config()))
-	if err := c.Ensure(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	events, cancel := c.Subscribe()
-	defer cancel()
-	runLoop(t, c.Run)
+	ensure(t, c)
+	events, _ := watch(t, c)
 	f.touch("fake-fail-start", "")
 	f.touch("fake-crash", "")
 	waitState(t, events, StateDown)
@@ -253,6 +246,7 @@ func TestHealthRestartBacksOff(t *testing.T) {
 // runs again clears it. The hour-long backoff needs no clock: the probes
 // run one by one, well inside it.
 func TestHealthKeepsRestartFailure(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	f.touch("fake-fail-start", "")
 	cfg := f.config()
@@ -291,10 +285,9 @@ func TestHealthKeepsRestartFailure(t *testing.T) {
 }
 
 func TestHealthDoesNotRestartForeignDaemon(t *testing.T) {
+	t.Parallel()
 	c, f := running(t)
-	events, cancel := c.Subscribe()
-	defer cancel()
-	runLoop(t, c.Run)
+	events, _ := watch(t, c)
 	f.touch("fake-crash", "")
 	h := waitState(t, events, StateDown)
 	if !strings.Contains(h.Reason, "not started by colocd") {
@@ -310,15 +303,14 @@ func TestHealthDoesNotRestartForeignDaemon(t *testing.T) {
 }
 
 func TestHealthNoRestartAfterClose(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	c := f.control(f.config())
 	ctx := testCtx(t)
 	if err := c.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	events, cancel := c.Subscribe()
-	defer cancel()
-	runLoop(t, c.Run)
+	events, _ := watch(t, c)
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -333,6 +325,7 @@ func TestHealthNoRestartAfterClose(t *testing.T) {
 }
 
 func TestHealthTrackerDropsOldest(t *testing.T) {
+	t.Parallel()
 	var tr healthTracker
 	events, cancel := tr.subscribe()
 	states := []State{StateReady, StateFault}
@@ -361,6 +354,7 @@ func TestHealthTrackerDropsOldest(t *testing.T) {
 }
 
 func TestStateText(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[State]string{StateUnknown: "unknown", StateReady: "ready", StateFault: "fault", StateUnresponsive: "unresponsive", StateDown: "down", State(9): "state(9)"} {
 		if b, _ := s.MarshalText(); string(b) != want {
 			t.Fatalf("%d: %q, want %q", int(s), b, want)
@@ -371,6 +365,7 @@ func TestStateText(t *testing.T) {
 // TestRunStartsDaemonAfterFailedEnsure: with Manage, a daemon that could
 // not be started by Ensure (say, at boot) is started by the health loop.
 func TestRunStartsDaemonAfterFailedEnsure(t *testing.T) {
+	t.Parallel()
 	for _, supervise := range []bool{false, true} {
 		t.Run(map[bool]string{false: "background", true: "supervised"}[supervise], func(t *testing.T) {
 			testRunStartsDaemonAfterFailedEnsure(t, supervise)

@@ -108,6 +108,30 @@ func (f *fake) control(cfg Config) *Control {
 	return c
 }
 
+// hangTimeout bounds a command or a probe in the tests of a daemon that
+// hangs: short, as those tests wait for it to pass.
+const hangTimeout = 300 * time.Millisecond
+
+// startedControl starts a daemon directly and returns a Control of it,
+// whose config edit (if not nil) changes first.
+func (f *fake) startedControl(edit func(*Config)) *Control {
+	f.t.Helper()
+	f.start()
+	cfg := f.config()
+	if edit != nil {
+		edit(&cfg)
+	}
+	return f.control(cfg)
+}
+
+// ensure runs c.Ensure and ends the test if it fails.
+func ensure(t *testing.T, c *Control) {
+	t.Helper()
+	if err := c.Ensure(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // start starts a daemon directly, as an operator or another tool would.
 func (f *fake) start() PID {
 	f.t.Helper()

@@ -3,9 +3,12 @@ package mps
 import (
 	"errors"
 	"testing"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 func TestParamValidate(t *testing.T) {
+	t.Parallel()
 	const uuid = "GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab"
 	tests := []struct {
 		name string
@@ -62,6 +65,7 @@ func TestParamValidate(t *testing.T) {
 }
 
 func TestParseOutsideText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		parse func(string) error
@@ -102,6 +106,7 @@ func pctErr(s string) error  { _, err := ParsePercentage(s); return err }
 func uuidErr(s string) error { _, err := ParseUUID(s); return err }
 
 func TestSafeLine(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		line string
@@ -127,6 +132,7 @@ func TestSafeLine(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	bad := UUID("GPU-x\nquit")
 	pct := Percentage(101)
 	prio := Priority(3)
@@ -148,10 +154,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			tt.edit(&cfg)
-			err := cfg.Validate()
-			if err == nil || !contains(err.Error(), tt.field) {
-				t.Fatalf("Validate() = %v, want an error naming %q", err, tt.field)
-			}
+			fieldtest.WantText(t, cfg.Validate(), tt.field)
 		})
 	}
 	if err := DefaultConfig().Validate(); err != nil {
@@ -162,6 +165,7 @@ func TestConfigValidate(t *testing.T) {
 // The pinned-memory default names the GPU by UUID; a daemon of a MIG
 // device sees that device alone, as device 0, and the default names it so.
 func TestDefaultDevice(t *testing.T) {
+	t.Parallel()
 	for dev, want := range map[UUID]Device{
 		"": DeviceIndex(0),
 		"GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab": DeviceUUID("GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab"),

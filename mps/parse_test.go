@@ -23,13 +23,40 @@ func wantOutputError(t *testing.T, err error, out string) {
 	}
 }
 
+// parseCase is one answer of the control binary for a parser: what the
+// parser must return, or (ok false) that it must refuse the answer with an
+// *OutputError quoting it.
+type parseCase[T any] struct {
+	name string
+	out  string
+	want T
+	ok   bool
+}
+
+// testParse runs cases against parse, side by side.
+func testParse[T any](t *testing.T, parse func(string) (T, error), cases []parseCase[T]) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := parse(tt.out)
+			if !tt.ok {
+				wantOutputError(t, err, tt.out)
+				return
+			}
+			if err != nil {
+				t.Fatalf("parse(%q): %v", tt.out, err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Fatalf("parse(%q) (-want +got):\n%s", tt.out, diff)
+			}
+		})
+	}
+}
+
 func TestParsePIDLines(t *testing.T) {
-	tests := []struct {
-		name string
-		out  string
-		want []PID
-		ok   bool
-	}{
+	t.Parallel()
+	cases := []parseCase[[]PID]{
 		{name: "empty", out: "", ok: true},
 		{name: "one", out: "1234\n", want: []PID{1234}, ok: true},
 		{name: "several", out: "1234\n5678\n", want: []PID{1234, 5678}, ok: true},
@@ -40,32 +67,17 @@ func TestParsePIDLines(t *testing.T) {
 		{name: "zero", out: "0\n"},
 		{name: "negative", out: "-3\n"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			for _, parse := range []func(string) ([]PID, error){parseServerList, parseClientList} {
-				got, err := parse(tt.out)
-				if !tt.ok {
-					wantOutputError(t, err, tt.out)
-					continue
-				}
-				if err != nil {
-					t.Fatalf("parse(%q): %v", tt.out, err)
-				}
-				if diff := cmp.Diff(tt.want, got); diff != "" {
-					t.Fatalf("parse(%q) (-want +got):\n%s", tt.out, diff)
-				}
-			}
+	for name, parse := range map[string]func(string) ([]PID, error){"server list": parseServerList, "client list": parseClientList} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testParse(t, parse, cases)
 		})
 	}
 }
 
 func TestParseServerStatus(t *testing.T) {
-	tests := []struct {
-		name string
-		out  string
-		want ServerState
-		ok   bool
-	}{
+	t.Parallel()
+	testParse(t, parseServerStatus, []parseCase[ServerState]{
 		{name: "active", out: "ACTIVE\n", want: ServerActive, ok: true},
 		{name: "initializing", out: "INITIALIZING", want: ServerInitializing, ok: true},
 		{name: "fault", out: " FAULT \n", want: ServerFault, ok: true},
@@ -73,29 +85,13 @@ func TestParseServerStatus(t *testing.T) {
 		{name: "lowercase", out: "active\n"},
 		{name: "error text", out: "Server 12 not found\n"},
 		{name: "empty", out: ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseServerStatus(tt.out)
-			if !tt.ok {
-				wantOutputError(t, err, tt.out)
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("parseServerStatus(%q) = %q, %v; want %q", tt.out, got, err, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestParsePS(t *testing.T) {
+	t.Parallel()
 	const header = "PID ID SERVER DEVICE NAMESPACE COMMAND\n"
-	tests := []struct {
-		name string
-		out  string
-		want []Client
-		ok   bool
-	}{
+	testParse(t, parsePS, []parseCase[[]Client]{
 		{name: "empty", out: "", ok: true},
 		{name: "header only", out: header, ok: true},
 		{
@@ -129,28 +125,14 @@ func TestParsePS(t *testing.T) {
 		{name: "bad namespace", out: header + "1 0 2 GPU-5a2c0f3e 1x x\n"},
 		{name: "plus namespace", out: header + "1 0 2 GPU-5a2c0f3e +1 x\n"},
 		{name: "garbage", out: "\x00\xff garbage"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parsePS(tt.out)
-			if !tt.ok {
-				wantOutputError(t, err, tt.out)
-				return
-			}
-			if err != nil {
-				t.Fatalf("parsePS: %v", err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Fatalf("parsePS (-want +got):\n%s", diff)
-			}
-		})
-	}
+	})
 }
 
 // TestParseDocumentedFormats parses the fixtures written in the formats of
 // NVIDIA's MPS documentation (testdata/documented/README.md): inferred, not
 // captured on hardware.
 func TestParseDocumentedFormats(t *testing.T) {
+	t.Parallel()
 	read := func(name string) string {
 		data, err := os.ReadFile("testdata/documented/" + name)
 		if err != nil {
@@ -174,54 +156,49 @@ func TestParseDocumentedFormats(t *testing.T) {
 }
 
 func TestParseValues(t *testing.T) {
-	tests := []struct {
-		name  string
-		parse func(string) (any, error)
-		out   string
-		want  any
-		ok    bool
-	}{
-		{name: "percentage float", parse: pctOut, out: "100.0\n", want: 100.0, ok: true},
-		{name: "percentage int", parse: pctOut, out: "33", want: 33.0, ok: true},
-		{name: "percentage fraction", parse: pctOut, out: "33.3", want: 33.3, ok: true},
-		{name: "percentage zero", parse: pctOut, out: "0"},
-		{name: "percentage above 100", parse: pctOut, out: "100.5"},
-		{name: "percentage text", parse: pctOut, out: "Invalid command"},
-		{name: "percentage exponent", parse: pctOut, out: "1e2"},
-		{name: "mem zero", parse: memOutF, out: "0\n", want: MemLimit(0), ok: true},
-		{name: "mem G", parse: memOutF, out: "10G", want: 10 * GiB, ok: true},
-		{name: "mem M", parse: memOutF, out: "900M", want: 900 * MiB, ok: true},
-		{name: "mem MB spaced", parse: memOutF, out: "8192 MB", want: 8192 * MiB, ok: true},
-		{name: "mem GiB fraction", parse: memOutF, out: "1.5GiB", want: 1536 * MiB, ok: true},
-		{name: "mem lowercase", parse: memOutF, out: "512m", want: 512 * MiB, ok: true},
-		{name: "mem hex bytes", parse: memOutF, out: "0x140000000", want: 5 * GiB, ok: true},
-		{name: "mem bare number", parse: memOutF, out: "10240"},
-		{name: "mem too large", parse: memOutF, out: "99999999999T"},
-		{name: "mem text", parse: memOutF, out: "unlimited"},
-		{name: "priority 0", parse: prioOut, out: "0\n", want: PriorityNormal, ok: true},
-		{name: "priority 1 labelled", parse: prioOut, out: "1 [BELOW NORMAL]", want: PriorityBelowNormal, ok: true},
-		{name: "priority wrong label", parse: prioOut, out: "1 [NORMAL]"},
-		{name: "priority 2", parse: prioOut, out: "2"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.parse(tt.out)
-			if !tt.ok {
-				wantOutputError(t, err, tt.out)
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("parse(%q) = %v, %v; want %v", tt.out, got, err, tt.want)
-			}
+	t.Parallel()
+	t.Run("percentage", func(t *testing.T) {
+		t.Parallel()
+		parse := func(s string) (float64, error) { return parsePercentage(verbGetDefaultActiveThreads, s) }
+		testParse(t, parse, []parseCase[float64]{
+			{name: "percentage float", out: "100.0\n", want: 100.0, ok: true},
+			{name: "percentage int", out: "33", want: 33.0, ok: true},
+			{name: "percentage fraction", out: "33.3", want: 33.3, ok: true},
+			{name: "percentage zero", out: "0"},
+			{name: "percentage above 100", out: "100.5"},
+			{name: "percentage text", out: "Invalid command"},
+			{name: "percentage exponent", out: "1e2"},
 		})
-	}
+	})
+	t.Run("pinned memory limit", func(t *testing.T) {
+		t.Parallel()
+		parse := func(s string) (MemLimit, error) { return parseMemLimit(verbGetDefaultPinnedMemLimit, s) }
+		testParse(t, parse, []parseCase[MemLimit]{
+			{name: "mem zero", out: "0\n", want: MemLimit(0), ok: true},
+			{name: "mem G", out: "10G", want: 10 * GiB, ok: true},
+			{name: "mem M", out: "900M", want: 900 * MiB, ok: true},
+			{name: "mem MB spaced", out: "8192 MB", want: 8192 * MiB, ok: true},
+			{name: "mem GiB fraction", out: "1.5GiB", want: 1536 * MiB, ok: true},
+			{name: "mem lowercase", out: "512m", want: 512 * MiB, ok: true},
+			{name: "mem hex bytes", out: "0x140000000", want: 5 * GiB, ok: true},
+			{name: "mem bare number", out: "10240"},
+			{name: "mem too large", out: "99999999999T"},
+			{name: "mem text", out: "unlimited"},
+		})
+	})
+	t.Run("priority", func(t *testing.T) {
+		t.Parallel()
+		testParse(t, parsePriority, []parseCase[Priority]{
+			{name: "priority 0", out: "0\n", want: PriorityNormal, ok: true},
+			{name: "priority 1 labelled", out: "1 [BELOW NORMAL]", want: PriorityBelowNormal, ok: true},
+			{name: "priority wrong label", out: "1 [NORMAL]"},
+			{name: "priority 2", out: "2"},
+		})
+	})
 }
 
-func pctOut(s string) (any, error)  { return parsePercentage(verbGetDefaultActiveThreads, s) }
-func memOutF(s string) (any, error) { return parseMemLimit(verbGetDefaultPinnedMemLimit, s) }
-func prioOut(s string) (any, error) { return parsePriority(s) }
-
 func TestParseTerminateAndEmpty(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		out     string
@@ -251,6 +228,7 @@ func TestParseTerminateAndEmpty(t *testing.T) {
 }
 
 func TestOutputErrorQuotesAPrefix(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 10*maxQuoted)
 	err := &OutputError{Command: "ps", Output: long, Reason: "r"}
 	if len(err.Error()) > 2*maxQuoted {

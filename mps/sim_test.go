@@ -19,6 +19,7 @@ func newSim(t *testing.T, cfg SimConfig) *Sim {
 }
 
 func TestSimPercentagesAndEviction(t *testing.T) {
+	t.Parallel()
 	s := newSim(t, SimConfig{Device: testUUID, Defaults: Defaults{ActiveThreadPct: 60}})
 	ctx := testCtx(t)
 	if v, _ := s.DefaultActiveThreadPercentage(ctx); v != 60 {
@@ -71,6 +72,7 @@ func TestSimPercentagesAndEviction(t *testing.T) {
 }
 
 func TestSimValidatesLikeControl(t *testing.T) {
+	t.Parallel()
 	s := newSim(t, SimConfig{})
 	ctx := testCtx(t)
 	calls := []struct {
@@ -100,6 +102,7 @@ func TestSimValidatesLikeControl(t *testing.T) {
 }
 
 func TestSimFaultAndQuit(t *testing.T) {
+	t.Parallel()
 	s := newSim(t, SimConfig{})
 	ctx := testCtx(t)
 	events, cancel := s.Subscribe()

@@ -8,6 +8,7 @@ import (
 // TestHoltFollowsTrends: a constant is forecast as itself, a steady ramp
 // ahead of its last sample by the ramp's slope, and a fall never below zero.
 func TestHoltFollowsTrends(t *testing.T) {
+	t.Parallel()
 	var h Holt
 	if !math.IsNaN(h.Forecast(3)) {
 		t.Error("a forecast from no sample")
@@ -52,6 +53,7 @@ func TestHoltFollowsTrends(t *testing.T) {
 // steps ahead is above the current rate, which is what lets the guard
 // throttle before the load arrives.
 func TestHoltLeadsAStep(t *testing.T) {
+	t.Parallel()
 	var h Holt
 	for range 10 {
 		h.Add(1)

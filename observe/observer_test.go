@@ -38,10 +38,10 @@ func (s *scripted) fail(err error) {
 // less than MaxAge, expired after, and no data again until two scrapes
 // after an outage (no delta spans it).
 func TestObserverStates(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		src := &scripted{step: 10}
-		o, stop := runObserver(t, src, Config{Interval: 5 * time.Second, Window: time.Minute, MaxAge: 15 * time.Second})
-		defer stop()
+		o := runObserver(t, src, Config{Interval: 5 * time.Second, Window: time.Minute, MaxAge: 15 * time.Second})
 		expect := func(when string, state State, rate float64) {
 			t.Helper()
 			synctest.Wait()
@@ -69,10 +69,10 @@ func TestObserverStates(t *testing.T) {
 // TestObserverForecasts: a load that grows scrape after scrape is forecast
 // above its current windowed rate.
 func TestObserverForecasts(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		src := &scripted{step: 10}
-		o, stop := runObserver(t, src, Config{Interval: 5 * time.Second, Window: time.Minute, Horizon: 15 * time.Second})
-		defer stop()
+		o := runObserver(t, src, Config{Interval: 5 * time.Second, Window: time.Minute, Horizon: 15 * time.Second})
 		for i := range 6 { // 10, 20, ... requests per interval: 2, 4, 6 ... req/s
 			src.mu.Lock()
 			src.step = 10 * float64(i+1)
@@ -87,17 +87,19 @@ func TestObserverForecasts(t *testing.T) {
 	})
 }
 
-// runObserver runs an observer of src until stop, which fails the test if
-// Run returned an error.
-func runObserver(t *testing.T, src Source, cfg Config) (*Observer, func()) {
+// runObserver runs an observer of src until the test ends (its cleanup
+// runs inside the test's bubble), and fails the test if Run returned an
+// error.
+func runObserver(t *testing.T, src Source, cfg Config) *Observer {
 	o := NewObserver(src, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- o.Run(ctx) }()
-	return o, func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
-	}
+	})
+	return o
 }

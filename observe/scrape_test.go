@@ -7,13 +7,12 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 // The pages below follow each server's exposition exactly as its source
@@ -145,16 +144,46 @@ func scrapeWindow(t *testing.T, sc *Scraper, srv *server, pages ...string) Stats
 	return s
 }
 
+// scrapePages serves each page in turn to a Scraper with p and labels
+// and returns the window's stats, as scrapeWindow does.
+func scrapePages(t *testing.T, p *Preset, labels map[string]string, pages ...string) Stats {
+	t.Helper()
+	srv, url := startServer(t)
+	return scrapeWindow(t, &Scraper{URL: url, Preset: p, Labels: labels}, srv, pages...)
+}
+
+// figure is one number a test read, and what it wants.
+type figure struct {
+	name      string
+	got, want float64
+}
+
+// wantNear fails t for each figure more than a millionth off what it
+// wants.
+func wantNear(t *testing.T, figures ...figure) {
+	t.Helper()
+	for _, f := range figures {
+		if math.Abs(f.got-f.want) > 1e-6*f.want {
+			t.Errorf("%s = %g, want %g", f.name, f.got, f.want)
+		}
+	}
+}
+
+// presetCase is a server's page under a preset (n requests or steps so
+// far), and the percentiles a window of two of its pages reads.
+type presetCase struct {
+	preset   string
+	page     func(n float64) string
+	labels   map[string]string
+	p50, p99 float64 // ms
+	mean     float64 // ms; a step preset's is not checked
+}
+
 // TestPresets: each server's own page, read twice 10 s apart with 100 more
 // requests, gives 10 req/s, and percentiles interpolated in its buckets.
 func TestPresets(t *testing.T) {
-	tests := []struct {
-		preset   string
-		page     func(float64) string
-		labels   map[string]string
-		p50, p99 float64 // ms
-		mean     float64
-	}{
+	t.Parallel()
+	tests := []presetCase{
 		// 40 % ≤ 1 s, 80 % ≤ 2.5 s: p50 = 1 + 1.5·(0.1/0.4), p99 = 2.5 + 2.5·(0.19/0.2).
 		{"vllm", vllmPage, map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}, 1375, 4875, 1700},
 		{"sglang", sglangPage, nil, 1000 + 1000*(0.1/0.2), 4000 + 2000*(0.09/0.1), 1700},
@@ -168,16 +197,8 @@ func TestPresets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv, url := startServer(t)
-			s := scrapeWindow(t, &Scraper{URL: url, Preset: p, Labels: tt.labels}, srv, tt.page(100), tt.page(200))
-			for _, c := range []struct {
-				name      string
-				got, want float64
-			}{{"rate", s.RateRPS, 10}, {"p50", s.P50MS, tt.p50}, {"p99", s.P99MS, tt.p99}, {"mean", s.MeanMS, tt.mean}} {
-				if math.Abs(c.got-c.want) > 1e-6*c.want {
-					t.Errorf("%s = %g, want %g", c.name, c.got, c.want)
-				}
-			}
+			s := scrapePages(t, p, tt.labels, tt.page(100), tt.page(200))
+			wantNear(t, figure{"rate", s.RateRPS, 10}, figure{"p50", s.P50MS, tt.p50}, figure{"p99", s.P99MS, tt.p99}, figure{"mean", s.MeanMS, tt.mean})
 		})
 	}
 }
@@ -185,6 +206,7 @@ func TestPresets(t *testing.T) {
 // TestScrapeFaults: a restart, a missing series, NaN, an oversized page
 // and a failing server each end as the window or the error says.
 func TestScrapeFaults(t *testing.T) {
+	t.Parallel()
 	vllm, _ := PresetNamed("vllm")
 	srv, url := startServer(t)
 	sc := &Scraper{URL: url, Preset: vllm}
@@ -221,6 +243,7 @@ func TestScrapeFaults(t *testing.T) {
 // TestTGIBeforeTheFirstRequest: TGI creates its series on first use, so a
 // page without them is zero requests, not an error.
 func TestTGIBeforeTheFirstRequest(t *testing.T) {
+	t.Parallel()
 	tgi, _ := PresetNamed("tgi")
 	srv, url := startServer(t)
 	srv.set("# HELP tgi_queue_size Current queue size\n# TYPE tgi_queue_size gauge\ntgi_queue_size 0\n")
@@ -231,6 +254,7 @@ func TestTGIBeforeTheFirstRequest(t *testing.T) {
 }
 
 func TestGenericPreset(t *testing.T) {
+	t.Parallel()
 	if _, err := Generic("", "x"); err == nil {
 		t.Error("a generic preset without a histogram")
 	}
@@ -267,6 +291,7 @@ func FuzzParse(f *testing.F) {
 }
 
 func TestEndpointValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		e    Endpoint
@@ -280,23 +305,17 @@ func TestEndpointValidate(t *testing.T) {
 		{"preset with names", Endpoint{URL: "http://h/metrics", Preset: "tgi", Counter: "x"}, []string{"m.histogram"}},
 	}
 	for _, tt := range tests {
-		err := tt.e.Validate("m")
-		var got []string
-		var l *field.List
-		if errors.As(err, &l) {
-			for _, e := range l.Errors {
-				got = append(got, e.Path)
-			}
-		}
-		if !slices.Equal(got, tt.want) {
-			t.Errorf("%s: %v, want problems at %v", tt.name, err, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fieldtest.WantPaths(t, tt.e.Validate("m"), tt.want...)
+		})
 	}
 }
 
 // TestScrapeOfAHangingServer: a server that never finishes its page costs
 // a scrape no more than the context allows.
 func TestScrapeOfAHangingServer(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("# TYPE vllm:request_success_total counter\n"))

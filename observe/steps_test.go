@@ -44,16 +44,12 @@ func tgiStepPage(n float64) string {
 // more steps in 10 s are 100 steps/s, and the percentiles are the step
 // histogram's, not the requests'.
 func TestStepPresets(t *testing.T) {
-	tests := []struct {
-		preset   string
-		page     func(float64) string
-		labels   map[string]string
-		p50, p99 float64 // ms
-	}{
+	t.Parallel()
+	tests := []presetCase{
 		// half ≤ 25 ms, all ≤ 50 ms: p50 = 25, p99 = 25 + 25·0.98.
-		{"vllm", vllmStepPage, map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}, 25, 25 + 25*0.98},
+		{"vllm", vllmStepPage, map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}, 25, 25 + 25*0.98, 0},
 		// decode: half ≤ 20 ms, all ≤ 40 ms.
-		{"tgi", tgiStepPage, nil, 20, 20 + 20*0.98},
+		{"tgi", tgiStepPage, nil, 20, 20 + 20*0.98, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.preset, func(t *testing.T) {
@@ -62,22 +58,15 @@ func TestStepPresets(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := obs.src.(*Scraper).Preset
-			srv, url := startServer(t)
-			s := scrapeWindow(t, &Scraper{URL: url, Preset: p, Labels: tt.labels}, srv, tt.page(1000), tt.page(2000))
-			for _, c := range []struct {
-				name      string
-				got, want float64
-			}{{"step rate", s.RateRPS, 100}, {"p50", s.P50MS, tt.p50}, {"p99", s.P99MS, tt.p99}} {
-				if math.Abs(c.got-c.want) > 1e-6*c.want {
-					t.Errorf("%s = %g, want %g", c.name, c.got, c.want)
-				}
-			}
+			s := scrapePages(t, p, tt.labels, tt.page(1000), tt.page(2000))
+			wantNear(t, figure{"step rate", s.RateRPS, 100}, figure{"p50", s.P50MS, tt.p50}, figure{"p99", s.P99MS, tt.p99})
 		})
 	}
 }
 
 // A preset with no step counter cannot observe an engine, and says which can.
 func TestStepPresetMissing(t *testing.T) {
+	t.Parallel()
 	_, err := Endpoint{URL: "http://x/metrics", Preset: "triton", Steps: true}.Observer(nil)
 	if err == nil || !strings.Contains(err.Error(), "[tgi vllm generic]") {
 		t.Errorf("err = %v, want one naming [tgi vllm generic]", err)
@@ -90,6 +79,7 @@ func TestStepPresetMissing(t *testing.T) {
 // Before TGI's first decode step there are only prefill series: that is
 // no step yet, not a wrong metric name.
 func TestTGIStepsBeforeTheFirstDecode(t *testing.T) {
+	t.Parallel()
 	tgi, _ := PresetNamed("tgi")
 	srv, url := startServer(t)
 	page := strings.ReplaceAll(tgiStepPage(100), `method="decode"`, `method="prefill"`)
@@ -107,6 +97,7 @@ func TestTGIStepsBeforeTheFirstDecode(t *testing.T) {
 // The p99's sureness counts steps, not the tokens vLLM's inter-token
 // histogram counts (32 a step): all of a step's tokens take its time.
 func TestStepSurenessCountsSteps(t *testing.T) {
+	t.Parallel()
 	p, _ := PresetNamed("vllm")
 	srv, url := startServer(t)
 	labels := map[string]string{"model_name": "meta-llama/Llama-3.1-8B-Instruct"}

@@ -24,6 +24,7 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 // that holds the rank, from bucket deltas (what the first reading had
 // already counted does not count).
 func TestWindowInterpolates(t *testing.T) {
+	t.Parallel()
 	w := Window{Span: time.Minute}
 	w.Add(reading(0, 1000, 500, 500, 500, 500)) // before the window: only a base
 	w.Add(reading(10, 1100, 550, 590, 599, 600))
@@ -48,6 +49,7 @@ func TestWindowInterpolates(t *testing.T) {
 // TestWindowCounterReset: a counter that goes down is a restart: the
 // reading after it counts from zero, and the rate never goes negative.
 func TestWindowCounterReset(t *testing.T) {
+	t.Parallel()
 	w := Window{Span: time.Minute}
 	w.Add(reading(0, 100, 10, 20, 30, 40))
 	w.Add(reading(5, 150, 20, 40, 60, 80))
@@ -66,6 +68,7 @@ func TestWindowCounterReset(t *testing.T) {
 // TestWindowSpan: readings older than the span go, but for the newest of
 // them, which stays as the base of the first delta.
 func TestWindowSpan(t *testing.T) {
+	t.Parallel()
 	w := Window{Span: 10 * time.Second}
 	for sec := 0; sec <= 30; sec += 5 {
 		w.Add(reading(sec, float64(sec*10)))
@@ -86,6 +89,7 @@ func TestWindowSpan(t *testing.T) {
 // TestWindowTailBucket: a p99 in the +Inf bucket is the last finite bound,
 // flagged as a lower bound.
 func TestWindowTailBucket(t *testing.T) {
+	t.Parallel()
 	w := Window{Span: time.Minute}
 	w.Add(reading(0, 0, 0, 0, 0, 0))
 	w.Add(reading(10, 100, 10, 20, 90, 100))
@@ -98,6 +102,7 @@ func TestWindowTailBucket(t *testing.T) {
 // TestWindowSummaryAndMean: without a histogram, the mean comes from the
 // duration counters and the percentiles from the server's summary.
 func TestWindowSummaryAndMean(t *testing.T) {
+	t.Parallel()
 	w := Window{Span: time.Minute}
 	w.Add(Reading{At: t0, Requests: 100, DurationSumMS: 1000, DurationCount: 100})
 	w.Add(Reading{At: t0.Add(10 * time.Second), Requests: 200, DurationSumMS: 3000, DurationCount: 200,
@@ -109,6 +114,7 @@ func TestWindowSummaryAndMean(t *testing.T) {
 }
 
 func TestWindowNeedsTwoReadings(t *testing.T) {
+	t.Parallel()
 	var w Window
 	w.Span = time.Minute
 	if _, ok := w.Stats(); ok {
@@ -123,6 +129,7 @@ func TestWindowNeedsTwoReadings(t *testing.T) {
 // The sure p99 is below the p99 by what the window's few requests leave
 // open, and closes on it as they grow.
 func TestP99SureFollowsTheRequestCount(t *testing.T) {
+	t.Parallel()
 	at := time.Unix(1000, 0)
 	bounds := []float64{10, 20, 30, 40, 50, 100, math.Inf(1)}
 	for _, n := range []float64{100, 10000} {

@@ -12,6 +12,7 @@ import "testing"
 // jitters by a few per cent between neighbours, in the fluid model too; the
 // steps here are larger than that.)
 func TestHeadOfLineBlocking(t *testing.T) {
+	t.Parallel()
 	inf := gappyProfile("inf", KindInference, 4, 150, 30, 1)
 	trainer := func(name string, dur float64, waves float64) *Profile {
 		n := int(50000 / dur) // 50 ms of kernels per iteration

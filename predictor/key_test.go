@@ -14,6 +14,7 @@ var keyIgnores = map[string]bool{"Notes": true, "Source": true}
 // a field in keyIgnores, that it does not. A field added to Profile, Op,
 // Summary or Device fails here until Key hashes it or keyIgnores names it.
 func TestKeyCoversEveryField(t *testing.T) {
+	t.Parallel()
 	base := func() *Profile {
 		d, l2 := 0.3, 0.2
 		return &Profile{
@@ -79,6 +80,7 @@ func mutate(v reflect.Value) bool {
 }
 
 func TestKeyIsStable(t *testing.T) {
+	t.Parallel()
 	p := &Profile{Format: ProfileFormat, Name: "a", Kind: KindTraining, Ops: []Op{{DurUS: 5, SM: 1}}}
 	q := *p
 	q.Ops = append([]Op(nil), p.Ops...)

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"math"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 // mpsProfile builds a profile of n identical ops with the given SM demand and
@@ -23,14 +24,11 @@ func mpsProfile(name string, kind Kind, n int, dur, gap, sm, dram, l2 float64) *
 func predictMPS(t *testing.T, sc *Scenario, p MPSParams) *Prediction {
 	t.Helper()
 	var pr Predictor
-	pred, err := pr.PredictMPS(sc, p)
-	if err != nil {
-		t.Fatalf("PredictMPS: %v", err)
-	}
-	return pred
+	return mustPredict(t, "PredictMPS")(pr.PredictMPS(sc, p))
 }
 
 func TestMPSSoloIsExact(t *testing.T) {
+	t.Parallel()
 	inf := mpsProfile("inf", KindInference, 20, 150, 30, 0.8, 0.4, 0.3)
 	pred := predictMPS(t, &Scenario{Inference: inf, Load: 0.6, Requests: 3000, Seed: 3}, MPSParams{DRAM: 1, L2: 1, Kernels: 1})
 	for _, k := range PercentileKeys {
@@ -54,6 +52,7 @@ func TestMPSSoloIsExact(t *testing.T) {
 // A kernel that fills the GPU alone, capped at p % of 132 SMs, gets
 // floor(p·1.32) SMs: it takes 132/floor(p·1.32) times as long.
 func TestMPSCappedKernel(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		pct  float64
@@ -74,6 +73,7 @@ func TestMPSCappedKernel(t *testing.T) {
 }
 
 func TestMPSSharing(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name          string
 		inf, train    *Profile
@@ -111,14 +111,8 @@ func TestMPSSharing(t *testing.T) {
 // The admission search binary-searches the training percentage: inference
 // p99 must not rise as the percentage goes down.
 func TestMPSMonotoneInTrainingPct(t *testing.T) {
-	inf, err := LoadProfile("../testdata/profiles/v100-infer-200.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	train, err := LoadProfile("../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	inf, train := benchProfiles(t)
 	gappy := mpsProfile("gappy", KindTraining, 50, 300, 400, 0.6, 0.5, 0.4)
 	params := MPSParams{DRAM: 0.8, L2: 0.3, Kernels: 0.2}
 	for _, tc := range []struct {
@@ -127,6 +121,7 @@ func TestMPSMonotoneInTrainingPct(t *testing.T) {
 		load  float64
 	}{{"v100 step, load 0.3", train, 0.3}, {"v100 step, load 0.6", train, 0.6}, {"gappy trainer, load 0.5", gappy, 0.5}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			var pr Predictor
 			prev := math.Inf(1)
 			for pct := 100.0; pct >= 10; pct -= 5 {
@@ -146,6 +141,7 @@ func TestMPSMonotoneInTrainingPct(t *testing.T) {
 }
 
 func TestMPSScenarioErrors(t *testing.T) {
+	t.Parallel()
 	inf := mpsProfile("inf", KindInference, 1, 100, 0, 1, 0, 0)
 	tr := mpsProfile("t", KindTraining, 1, 100, 0, 1, 0, 0)
 	tests := []struct {
@@ -163,9 +159,7 @@ func TestMPSScenarioErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var pr Predictor
 			_, err := pr.PredictMPS(&tt.sc, tt.p)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
+			fieldtest.WantText(t, err, tt.want)
 		})
 	}
 }
@@ -173,6 +167,7 @@ func TestMPSScenarioErrors(t *testing.T) {
 // Skipping a lone trainer's whole iterations gives what stepping through
 // their kernels gives (up to float rounding).
 func TestMPSSkipAloneIterationsChangesNothing(t *testing.T) {
+	// Not parallel: it switches the package's skipAloneIterations.
 	inf := mpsProfile("inf", KindInference, 10, 300, 50, 0.8, 0.5, 0.4)
 	train := mpsProfile("train", KindTraining, 20, 200, 30, 0.7, 0.6, 0.3)
 	sc := &Scenario{Inference: inf, Training: []*Profile{train}, RateRPS: 5, Requests: 300, Seed: 2, TrainingPct: []float64{40}}
@@ -188,14 +183,7 @@ func TestMPSSkipAloneIterationsChangesNothing(t *testing.T) {
 
 	// Real profiles: kernels of every length and gap, a request that ends
 	// while the trainer is mid-iteration, kernels skipped within a unit.
-	realInf, err := LoadProfile("../testdata/profiles/v100-infer-200.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	realTrain, err := LoadProfile("../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	realInf, realTrain := benchProfiles(t)
 	sc = &Scenario{Inference: realInf, Training: []*Profile{realTrain}, RateRPS: 8, Requests: 300, Seed: 1, TrainingPct: []float64{35}}
 	skipAloneIterations = true
 	skipped = predictMPS(t, sc, params)
@@ -290,6 +278,7 @@ func FuzzMPS(f *testing.F) {
 // the same predictions and event counts with it and without, on real
 // profiles under several percentages, two trainers and several services.
 func TestMPSPairGapsChangeNothing(t *testing.T) {
+	// Not parallel: it switches the package's pairGaps.
 	inf, train := benchProfiles(t)
 	gappy := mpsProfile("gappy", KindTraining, 20, 200, 300, 0.7, 0.6, 0.3) // gaps longer than the hold
 	params := MPSParams{DRAM: 0.5, L2: 0.25, Kernels: 0.1}

@@ -9,9 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 func TestProfileValidateNamesEveryField(t *testing.T) {
+	t.Parallel()
 	doc := `{"format":"colocd.profile/v0","name":"x","kind":"serving","device":{"sms":-1},"memory_mib":-5,
 		"ops":[{"dur_us":-1,"gap_us":2,"sm":1.5,"occupancy":0.5},{"dur_us":3,"gap_us":-2,"sm":0.5,"occupancy":-0.1,"dram":2,"l2":0.3}]}`
 	_, err := ParseProfile([]byte(doc))
@@ -19,22 +22,14 @@ func TestProfileValidateNamesEveryField(t *testing.T) {
 	if !errors.As(err, &ve) {
 		t.Fatalf("err = %v, want a ValidationError", err)
 	}
-	var got []string
-	for _, f := range ve.Errors {
-		got = append(got, f.Path)
-	}
-	want := []string{"format", "kind", "device.sms", "memory_mib", "ops[0].dur_us", "ops[0].sm", "ops[1].gap_us", "ops[1].occupancy", "ops[1].dram"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("fields %v, want %v", got, want)
-	}
-	if msg := err.Error(); !strings.Contains(msg, `format: want "colocd.profile/v1", got "colocd.profile/v0"`) ||
-		!strings.Contains(msg, "ops[0].dur_us: want a duration ≥ 0 and ≤ 3.6e9 µs (one hour), got -1") ||
-		!strings.Contains(msg, "ops[0].sm: want a fraction in (0,1]: the share of the SMs the kernel fills alone, got 1.5") {
-		t.Errorf("message does not say what was expected: %s", msg)
-	}
+	fieldtest.WantPaths(t, err, "format", "kind", "device.sms", "memory_mib", "ops[0].dur_us", "ops[0].sm", "ops[1].gap_us", "ops[1].occupancy", "ops[1].dram")
+	fieldtest.WantText(t, err, `format: want "colocd.profile/v1", got "colocd.profile/v0"`,
+		"ops[0].dur_us: want a duration ≥ 0 and ≤ 3.6e9 µs (one hour), got -1",
+		"ops[0].sm: want a fraction in (0,1]: the share of the SMs the kernel fills alone, got 1.5")
 }
 
 func TestProfileParseErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, doc, want string
 	}{
@@ -53,9 +48,7 @@ func TestProfileParseErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseProfile([]byte(tt.doc))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
+			fieldtest.WantText(t, err, tt.want)
 		})
 	}
 }
@@ -64,6 +57,7 @@ func TestProfileParseErrors(t *testing.T) {
 // events per simulated second bounded: each violation names its field and
 // says what was expected; a value at the bound is valid.
 func TestProfileValidateBounds(t *testing.T) {
+	t.Parallel()
 	neg := -1.0
 	ops := func(n int, dur, gap float64) []Op {
 		out := make([]Op, n)
@@ -137,6 +131,7 @@ func TestProfileValidateBounds(t *testing.T) {
 // after a launch gap of min(1 µs, I/n); the rest of the idle time in L
 // long gaps falling as 1/j, the largest before the first kernel.
 func TestSummaryExpansion(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		p         Profile
@@ -215,6 +210,7 @@ func TestSummaryExpansion(t *testing.T) {
 }
 
 func TestProfileSaveLoadRoundTrip(t *testing.T) {
+	t.Parallel()
 	d := 0.3
 	p := &Profile{Format: ProfileFormat, Name: "rt <a>", Kind: KindTraining, Device: Device{Name: "NVIDIA H200", SMs: 132},
 		Ops: []Op{{Name: "k<float>", DurUS: 10.5, GapUS: 1, SM: 0.5, Occupancy: 0.25, DRAM: &d}}}

@@ -1,8 +1,9 @@
 package predictor
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 // Two inference services on one GPU are each other's co-runners, in both
@@ -10,6 +11,7 @@ import (
 // figure (no trainer) already counts the other service, and a trainer adds
 // to both. Every service sees at least the scenario's requests.
 func TestServicesShareTheGPU(t *testing.T) {
+	t.Parallel()
 	a := gappyProfile("a", KindInference, 6, 200, 20, 1)
 	b := gappyProfile("b", KindInference, 10, 300, 50, 2)
 	tr := gappyProfile("tr", KindTraining, 30, 400, 100, 3)
@@ -72,18 +74,15 @@ func TestServicesShareTheGPU(t *testing.T) {
 }
 
 func TestOtherServiceValidation(t *testing.T) {
+	t.Parallel()
 	a := gappyProfile("a", KindInference, 6, 200, 20, 1)
 	tr := gappyProfile("tr", KindTraining, 30, 400, 100, 3)
 	sc := &Scenario{Inference: a, Load: 0.3, Others: []OtherService{{Profile: tr, RateRPS: 5}, {Profile: a}, {Profile: nil, Load: 2}}}
 	err := sc.Validate()
-	for _, want := range []string{
+	fieldtest.WantText(t, err,
 		`others[0].profile.kind: want "inference", got "training"`,
 		"others[1].rate: want a rate in req/s (> 0) or a load fraction, got neither",
 		"others[2].profile: want an inference profile",
 		"others[2].load: want a fraction of solo capacity in (0,1), got 2",
-	} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("err = %v, want it to contain %q", err, want)
-		}
-	}
+	)
 }

@@ -9,6 +9,7 @@ import (
 // iterations per second follow from its co-located iteration; a stream
 // trainer (no iteration) has the share only. More of the GPU, more of it.
 func TestTrainerThroughput(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 10, 200, 20)
 	tr := uniformProfile("tr", KindTraining, 30, 300, 10)
 	stream := &Profile{Format: ProfileFormat, Name: "stream", Kind: KindTraining, Summary: &Summary{GPUUtil: 0.9}}

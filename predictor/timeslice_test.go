@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 // uniformProfile builds a profile of n ops of durUS each, each preceded by gapUS.
@@ -23,14 +25,23 @@ var testParams = TimesliceParams{SliceUS: 1000, SwitchUS: 50, HoldoverUS: 200}
 func predictTS(t *testing.T, sc *Scenario, p TimesliceParams) *Prediction {
 	t.Helper()
 	var pr Predictor
-	pred, err := pr.PredictTimeslice(sc, p)
-	if err != nil {
-		t.Fatalf("PredictTimeslice: %v", err)
+	return mustPredict(t, "PredictTimeslice")(pr.PredictTimeslice(sc, p))
+}
+
+// mustPredict returns what the Predictor method name returned, and ends
+// the test if it failed.
+func mustPredict(t *testing.T, name string) func(*Prediction, error) *Prediction {
+	return func(pred *Prediction, err error) *Prediction {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return pred
 	}
-	return pred
 }
 
 func TestTimesliceSoloMatchesLindley(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 20, 150, 30)
 	pred := predictTS(t, &Scenario{Inference: inf, Load: 0.6, Requests: 5000, Seed: 3}, testParams)
 	got, want := pred.Inference.LatencyMS, pred.Inference.SoloLatencyMS
@@ -49,6 +60,7 @@ func TestTimesliceSoloMatchesLindley(t *testing.T) {
 // With no training, the service is an M/D/1 queue: the mean time in system
 // is S + ρS / (2(1−ρ)) (Pollaczek–Khinchine with deterministic service).
 func TestTimesliceMD1MeanLatency(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 10, 400, 100) // S = 5 ms
 	for _, load := range []float64{0.3, 0.5, 0.7} {
 		pred := predictTS(t, &Scenario{Inference: inf, Load: load, Requests: 200000, Seed: 11}, testParams)
@@ -66,6 +78,7 @@ func TestTimesliceMD1MeanLatency(t *testing.T) {
 // trainer's slice plus the switches, and at least a full trainer slice
 // between two of its own.
 func TestTimesliceSingleRequestWaitBound(t *testing.T) {
+	t.Parallel()
 	p := TimesliceParams{SliceUS: 1000, SwitchUS: 50, HoldoverUS: 200}
 	inf := uniformProfile("inf", KindInference, 5, 700, 0) // 3.5 ms busy, 4 slices
 	train := uniformProfile("train", KindTraining, 1, 10000, 0)
@@ -82,6 +95,7 @@ func TestTimesliceSingleRequestWaitBound(t *testing.T) {
 }
 
 func TestTimesliceMonotoneInTrainingLoad(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 20, 150, 20)
 	prev := 0.0
 	// Same busy time per iteration, shrinking host gaps: more GPU pressure.
@@ -117,6 +131,7 @@ func TestTimesliceMonotoneInTrainingLoad(t *testing.T) {
 // At high load the same holds for the tail, since a burst of queued requests
 // fits in one longer slice; so the tail is checked at a light load.)
 func TestTimesliceMonotoneInSlice(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 5, 40, 10) // 250 µs
 
 	train := uniformProfile("train", KindTraining, 100, 300, 10)
@@ -138,6 +153,7 @@ func TestTimesliceMonotoneInSlice(t *testing.T) {
 // its requests take far longer. The slice (8 ms) outlasts a request (5 ms), so
 // only the hold-over decides.
 func TestTimesliceHoldover(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 10, 200, 300)
 	train := uniformProfile("train", KindTraining, 1, 50000, 0)
 	sc := &Scenario{Inference: inf, Training: []*Profile{train}, Load: 0.2, Requests: 2000, Seed: 2}
@@ -157,6 +173,7 @@ func TestTimesliceHoldover(t *testing.T) {
 }
 
 func TestTimesliceTrainingSlowdown(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 10, 100, 0) // 1 ms
 	train := uniformProfile("train", KindTraining, 100, 500, 0)
 	light := predictTS(t, &Scenario{Inference: inf, Training: []*Profile{train}, Load: 0.05, Requests: 2000, Seed: 1}, testParams)
@@ -175,6 +192,7 @@ func TestTimesliceTrainingSlowdown(t *testing.T) {
 }
 
 func TestTimesliceDeterministic(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 20, 150, 20)
 	train := uniformProfile("train", KindTraining, 100, 300, 10)
 	sc := &Scenario{Inference: inf, Training: []*Profile{train}, Load: 0.5, Requests: 1000, Seed: 42}
@@ -196,6 +214,7 @@ func TestTimesliceDeterministic(t *testing.T) {
 }
 
 func TestTimesliceSummaryStreamTrainer(t *testing.T) {
+	t.Parallel()
 	inf := &Profile{Format: ProfileFormat, Name: "inf", Kind: KindInference, Summary: &Summary{LatencyMS: 4, GPUUtil: 0.8, MemUtil: 0.2}}
 	stream := &Profile{Format: ProfileFormat, Name: "stream", Kind: KindTraining, Summary: &Summary{GPUUtil: 0.9, MemUtil: 0.3}}
 	pred := predictTS(t, &Scenario{Inference: inf, Training: []*Profile{stream}, Load: 0.3, Requests: 500, Seed: 1}, testParams)
@@ -212,6 +231,7 @@ func TestTimesliceSummaryStreamTrainer(t *testing.T) {
 }
 
 func TestTimesliceErrors(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 2, 100, 0)
 	train := uniformProfile("train", KindTraining, 2, 100, 0)
 	tests := []struct {
@@ -231,22 +251,7 @@ func TestTimesliceErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var pr Predictor
 			_, err := pr.PredictTimeslice(&tt.sc, tt.p)
-			var ve *ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("err = %v, want a ValidationError", err)
-			}
-			var got []string
-			for _, f := range ve.Errors {
-				got = append(got, f.Path)
-			}
-			if len(got) != len(tt.fields) {
-				t.Fatalf("fields %v, want %v", got, tt.fields)
-			}
-			for i := range got {
-				if got[i] != tt.fields[i] {
-					t.Errorf("fields %v, want %v", got, tt.fields)
-				}
-			}
+			fieldtest.WantPaths(t, err, tt.fields...)
 		})
 	}
 }
@@ -303,6 +308,7 @@ func assertConsistent(t *testing.T, pred *Prediction) {
 // Inputs that are valid but would keep the simulation running for minutes
 // stop at the event budget with a clear error instead.
 func TestSimulationEventBudget(t *testing.T) {
+	// Not parallel: it lowers the package's maxEvents.
 	defer func(old int) { maxEvents = old }(maxEvents)
 	maxEvents = 100_000
 	inf := uniformProfile("inf", KindInference, 2, 100, 0)
@@ -328,6 +334,7 @@ func TestSimulationEventBudget(t *testing.T) {
 // has made progress through that gap: no infinite slowdown, and the
 // prediction encodes as JSON.
 func TestTrainerInLongGapHasFiniteSlowdown(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 2, 100, 0)
 	train := uniformProfile("train", KindTraining, 1, 100, 5e6)
 	pred := predictTS(t, &Scenario{Inference: inf, Training: []*Profile{train}, RateRPS: 100, Requests: 100, Seed: 1}, testParams)
@@ -344,6 +351,7 @@ func TestTrainerInLongGapHasFiniteSlowdown(t *testing.T) {
 // within the budget is predicted, and its estimate is within a factor of
 // ten of the events it simulated.
 func TestEventBudgetRefusesBeforeSimulating(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 2, 100, 0)
 	hostile := uniformProfile("hostile", KindTraining, 2, 0.5, 0) // half-microsecond kernels
 	sc := &Scenario{Inference: inf, Training: []*Profile{hostile}, RateRPS: 8, Requests: 2000, Seed: 1}
@@ -376,6 +384,7 @@ func TestEventBudgetRefusesBeforeSimulating(t *testing.T) {
 // at its next check with ErrCanceled, in both modes, however much work was
 // left; an open Done changes nothing of the prediction.
 func TestSimulationCanceled(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", KindInference, 2, 100, 0)
 	train := uniformProfile("train", KindTraining, 1, 2, 0) // 2 µs kernels: up to the event cap
 	closed := make(chan struct{})

@@ -25,8 +25,7 @@ import (
 func natsCluster(t testing.TB, n int) (nodes []*server.Server, sidecarSeed, launcherSeed string) {
 	t.Helper()
 	dir := t.TempDir()
-	keys := natstest.Users(t, dir)
-	sidecarSeed, launcherSeed = keys.SidecarSeed, keys.LauncherSeed
+	sidecarSeed, launcherSeed, vars := natstest.Seeds(t, dir)
 	ports := make([]int, n)
 	for i := range ports {
 		ports[i] = natstest.FreePort(t)
@@ -37,7 +36,7 @@ func natsCluster(t testing.TB, n int) (nodes []*server.Server, sidecarSeed, laun
 	}
 	for i := range n {
 		name := fmt.Sprintf("n%d", i+1)
-		opts := natstest.Documented(t, "../deploy/nats/colocd-auth.conf", filepath.Join(dir, name), keys)
+		opts := natstest.DocumentedWith(t, "../deploy/nats/colocd-auth.conf", filepath.Join(dir, name), vars)
 		opts.ServerName = name
 		opts.Cluster = server.ClusterOpts{Name: "colocd", Host: "127.0.0.1", Port: ports[i]}
 		opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
@@ -166,21 +165,20 @@ type hub struct {
 	dir                       string
 	port, leafPort            int
 	sidecarSeed, launcherSeed string
-	keys                      natstest.Keys
+	vars                      map[string]string
 	ns                        *server.Server
 }
 
 func startHub(t *testing.T) *hub {
 	t.Helper()
 	h := &hub{t: t, dir: t.TempDir(), port: natstest.FreePort(t), leafPort: natstest.FreePort(t)}
-	h.keys = natstest.Users(t, h.dir)
-	h.sidecarSeed, h.launcherSeed = h.keys.SidecarSeed, h.keys.LauncherSeed
+	h.sidecarSeed, h.launcherSeed, h.vars = natstest.Seeds(t, h.dir)
 	h.start()
 	return h
 }
 
 func (h *hub) start() {
-	opts := natstest.Documented(h.t, "../deploy/nats/colocd-auth.conf", filepath.Join(h.dir, "js"), h.keys)
+	opts := natstest.DocumentedWith(h.t, "../deploy/nats/colocd-auth.conf", filepath.Join(h.dir, "js"), h.vars)
 	opts.Port, opts.JetStreamDomain = h.port, bus.DefaultHubDomain
 	opts.LeafNode.Host, opts.LeafNode.Port = "127.0.0.1", h.leafPort
 	h.ns = natstest.Start(h.t, opts)

@@ -534,8 +534,8 @@ func TestRestartKeepsLeases(t *testing.T) {
 // users are told to deploy (deploy/nats/colocd-auth.conf), and returns its
 // URL and the seed files of its sidecar and launcher users.
 func externalNATS(t *testing.T) (url, sidecarSeed, launcherSeed string) {
-	ns, k := natstest.DocumentedServer(t, "../deploy/nats/colocd-auth.conf")
-	return ns.ClientURL(), k.SidecarSeed, k.LauncherSeed
+	ns, sidecarSeed, launcherSeed := natstest.DocumentedServer(t, "../deploy/nats/colocd-auth.conf")
+	return ns.ClientURL(), sidecarSeed, launcherSeed
 }
 
 // launcherClient connects to url with a launcher's seed.

@@ -10,6 +10,7 @@ import (
 // A write replaces the file whole and leaves no temporary file; a write
 // that cannot land keeps the old content.
 func TestWrite(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "chart.svg")
 	for _, content := range []string{"first", "second, longer"} {
@@ -47,6 +48,7 @@ func TestWrite(t *testing.T) {
 // A link is written through: its target gets the content, the link stays
 // a link. A device is refused, not replaced by a file.
 func TestWriteThroughLinks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	target := filepath.Join(dir, "real.svg")
 	if err := os.WriteFile(target, []byte("old"), 0o644); err != nil {

@@ -11,6 +11,7 @@ import (
 // TestSumIsSHA256OfTheEncoding: the key is the SHA-256 of the documented
 // encoding, whether the bytes stayed in the buffer or were flushed.
 func TestSumIsSHA256OfTheEncoding(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 30, 2000} { // 2000 strings of 12 bytes cross flushAt
 		var h Hasher
 		var want []byte
@@ -31,6 +32,7 @@ func TestSumIsSHA256OfTheEncoding(t *testing.T) {
 // TestUnambiguous: values that would join to the same bytes without length
 // prefixes or presence flags give different keys.
 func TestUnambiguous(t *testing.T) {
+	t.Parallel()
 	one := 1.0
 	cases := []struct {
 		name string

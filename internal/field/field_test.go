@@ -9,6 +9,7 @@ import (
 var errKind = errors.New("invalid thing")
 
 func TestListMessages(t *testing.T) {
+	t.Parallel()
 	var c Checker
 	if c.Err("doc") != nil {
 		t.Fatal("no problems, yet an error")
@@ -29,6 +30,7 @@ func TestListMessages(t *testing.T) {
 }
 
 func TestNested(t *testing.T) {
+	t.Parallel()
 	var inner Checker
 	inner.Add("ops[1].sm", "a fraction", "2")
 	var c Checker

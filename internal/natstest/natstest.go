@@ -5,10 +5,12 @@ package natstest
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,24 +48,15 @@ func Start(t testing.TB, opts *server.Options) *server.Server {
 	return ns
 }
 
-// Keys are the documented sidecar and launcher users of one test: their
-// seed files and the definitions of their public keys, the variables the
-// documented config reads.
-type Keys struct {
-	SidecarSeed, LauncherSeed string
-	// vars defines COLOCD_SIDECAR_NKEY, COLOCD_LAUNCHER_NKEY and
-	// COLOCD_LAUNCHER_INBOX.
-	vars string
-}
-
-// Users writes the seed files of the documented sidecar and launcher users
-// in dir (mode 0600). It leaves the environment alone, so that tests that
-// use it run in parallel.
-func Users(t testing.TB, dir string) Keys {
+// Seeds writes the seed files of the documented sidecar and launcher users
+// in dir (mode 0600) and returns them with the variables the documented
+// config reads their public keys from (COLOCD_SIDECAR_NKEY,
+// COLOCD_LAUNCHER_NKEY, COLOCD_LAUNCHER_INBOX), for DocumentedWith.
+func Seeds(t testing.TB, dir string) (sidecarSeed, launcherSeed string, vars map[string]string) {
 	t.Helper()
-	k := Keys{SidecarSeed: filepath.Join(dir, "sidecar.nk"), LauncherSeed: filepath.Join(dir, "launcher.nk")}
-	var vars strings.Builder
-	for _, u := range []struct{ name, path string }{{"COLOCD_SIDECAR_NKEY", k.SidecarSeed}, {"COLOCD_LAUNCHER_NKEY", k.LauncherSeed}} {
+	sidecarSeed, launcherSeed = filepath.Join(dir, "sidecar.nk"), filepath.Join(dir, "launcher.nk")
+	vars = map[string]string{}
+	for env, path := range map[string]string{"COLOCD_SIDECAR_NKEY": sidecarSeed, "COLOCD_LAUNCHER_NKEY": launcherSeed} {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
 			t.Fatal(err)
@@ -76,34 +69,23 @@ func Users(t testing.TB, dir string) Keys {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(u.path, append(seed, '\n'), 0o600); err != nil {
+		if err := os.WriteFile(path, append(seed, '\n'), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&vars, "%s: %q\n", u.name, pub)
-		if u.name == "COLOCD_LAUNCHER_NKEY" {
-			fmt.Fprintf(&vars, "COLOCD_LAUNCHER_INBOX: %q\n", "_INBOX."+pub+".>")
+		vars[env] = pub
+		if env == "COLOCD_LAUNCHER_NKEY" {
+			vars["COLOCD_LAUNCHER_INBOX"] = "_INBOX." + pub + ".>"
 		}
 	}
-	k.vars = vars.String()
-	return k
+	return sidecarSeed, launcherSeed, vars
 }
 
-// Documented reads the documented config at path with k's keys, and points it at loopback, a free client port and
-// JetStream stored in storeDir.
-func Documented(t testing.TB, path, storeDir string, k Keys) *server.Options {
+// documented reads the config file at path (whose variables are defined
+// in it, or in the environment) and points it at loopback, a free client
+// port and JetStream stored in storeDir.
+func documented(t testing.TB, path, storeDir string) *server.Options {
 	t.Helper()
-	// The documented file reads the keys from the environment; a copy
-	// after their definitions reads them from the file instead (an
-	// included file would not see them), and leaves the environment alone.
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrapper := filepath.Join(t.TempDir(), "server.conf")
-	if err := os.WriteFile(wrapper, append([]byte(k.vars), doc...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(wrapper)
+	opts, err := server.ProcessConfigFile(path)
 	if err != nil {
 		t.Fatal(fmt.Errorf("%s: %w", path, err))
 	}
@@ -112,13 +94,40 @@ func Documented(t testing.TB, path, storeDir string, k Keys) *server.Options {
 	return opts
 }
 
+// DocumentedWith reads the documented config at path with vars (from
+// Seeds) defined at the top of a copy of it, instead of read from the
+// process environment, so that tests with users of their own run in
+// parallel, and points it at loopback, a free client port and JetStream
+// stored in storeDir. A variable the config
+// defines itself still wins over the environment, as nats-server resolves
+// a config's own variables first.
+func DocumentedWith(t testing.TB, path, storeDir string, vars map[string]string) *server.Options {
+	t.Helper()
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
+		fmt.Fprintf(&b, "%s: %s\n", name, strconv.Quote(vars[name]))
+	}
+	b.Write(doc)
+	rendered := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(rendered, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return documented(t, rendered, storeDir)
+}
+
 // DocumentedServer runs one server with the documented config at path,
-// JetStream on, and returns it with its users' keys.
-func DocumentedServer(t testing.TB, path string) (*server.Server, Keys) {
+// JetStream on, and returns it with the seed files of its sidecar and
+// launcher users. It leaves the environment alone: tests that use it may
+// run in parallel.
+func DocumentedServer(t testing.TB, path string) (ns *server.Server, sidecarSeed, launcherSeed string) {
 	t.Helper()
 	dir := t.TempDir()
-	k := Users(t, dir)
-	return Start(t, Documented(t, path, filepath.Join(dir, "js"), k)), k
+	sidecarSeed, launcherSeed, vars := Seeds(t, dir)
+	return Start(t, DocumentedWith(t, path, filepath.Join(dir, "js"), vars)), sidecarSeed, launcherSeed
 }
 
 // FreePort returns a loopback port nothing listens on, from below the

@@ -5,12 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/internal/fieldtest"
 )
 
 func TestParseStartTicks(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		stat    string
@@ -27,9 +29,7 @@ func TestParseStartTicks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseStartTicks(tt.stat)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
-				}
+				fieldtest.WantText(t, err, tt.wantErr)
 				return
 			}
 			if err != nil || got != tt.want {
@@ -40,6 +40,7 @@ func TestParseStartTicks(t *testing.T) {
 }
 
 func TestStartTimeOfFakeTable(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "stat"), []byte("cpu  1 2 3\nbtime 1000\nprocesses 5\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -81,6 +82,7 @@ func TestStartTimeOfFakeTable(t *testing.T) {
 // now (within /proc's one-second precision), and differently from this
 // process, which started earlier.
 func TestStartTimeOfRealProcess(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc on this system")
 	}
@@ -129,6 +131,7 @@ func FuzzParseBootTime(f *testing.F) {
 }
 
 func TestParseStat(t *testing.T) {
+	t.Parallel()
 	tail := " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 4242 0"
 	tests := []struct {
 		name string

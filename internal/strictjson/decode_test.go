@@ -34,6 +34,7 @@ type doc struct {
 }
 
 func TestDecodeAccepts(t *testing.T) {
+	t.Parallel()
 	in := `{"name": "a", "memory_mib": 5, "ops": [{"sm": 0.5, "dram": null}], "labels": {"x": "y"},
 	"raw": {"A": 1, "a": 2}, "at": "2026-01-01T00:00:00Z", "extra": "e", "any": [1, {"k": true}]}`
 	var d doc
@@ -48,6 +49,7 @@ func TestDecodeAccepts(t *testing.T) {
 // TestDecodeRefuses: each problem is named by its key path and line, and
 // every one of them is reported at once.
 func TestDecodeRefuses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, in string
 		want     []string // "line:path:fragment of want or got"
@@ -99,6 +101,7 @@ func TestDecodeRefuses(t *testing.T) {
 
 // TestDecodeBoundsErrors: a document of a thousand bad keys reports MaxErrors.
 func TestDecodeBoundsErrors(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	b.WriteString("{")
 	for i := range 1000 {
@@ -116,6 +119,7 @@ func TestDecodeBoundsErrors(t *testing.T) {
 }
 
 func TestDecodeWantsAPointer(t *testing.T) {
+	t.Parallel()
 	if err := Decode("doc", []byte(`{}`), doc{}); err == nil {
 		t.Fatal("no error for a non-pointer")
 	}
@@ -124,6 +128,7 @@ func TestDecodeWantsAPointer(t *testing.T) {
 // TestDecodeBoundsWork: hostile shapes end fast with a bounded answer:
 // nesting past MaxDepth, and a one-line document of repeated keys.
 func TestDecodeBoundsWork(t *testing.T) {
+	t.Parallel()
 	deep := `{"raw":` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}`
 	var d doc
 	var l *field.List
@@ -176,6 +181,7 @@ func (s *subDoc) UnmarshalJSON(b []byte) error {
 // integer map keys, a type that embeds itself, and a type that decodes
 // itself are read as encoding/json reads them.
 func TestDecodeFollowsEncodingJSON(t *testing.T) {
+	t.Parallel()
 	var w withRules
 	in := `{"y":"a","x":3,"n":"5","Num":12.5,"by_int":{"1":"a","2":"b"},"self":{"v":1},"sub":{"name":"s"}}`
 	if err := Decode("doc", []byte(in), &w); err != nil {
@@ -208,6 +214,7 @@ func TestDecodeFollowsEncodingJSON(t *testing.T) {
 // TestDecodeLeavesValueOnError: nothing is written to v unless the whole
 // document decodes.
 func TestDecodeLeavesValueOnError(t *testing.T) {
+	t.Parallel()
 	v := struct {
 		I int     `json:"i"`
 		F float64 `json:"f"`

@@ -9,6 +9,7 @@ import (
 // Writes from many goroutines all land, whole, in the buffer, through a
 // Writer too, and the buffer can be read meanwhile.
 func TestConcurrentWrites(t *testing.T) {
+	t.Parallel()
 	var b Buffer
 	w := &Writer{W: &b}
 	var wg sync.WaitGroup

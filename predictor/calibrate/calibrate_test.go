@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -93,85 +92,10 @@ func calibrationRecords() []Record {
 	return recs
 }
 
-// The fit recovers the parameters from records measured on other arrivals
-// than it simulates (1 % noise on top): it reaches the truth's loss or
-// better, each parameter's reported 95 % interval holds the truth, and the
-// slice, which the records pin sharply, is within 5 %.
-func TestFitTimesliceRecoversParameters(t *testing.T) {
-	tests := []struct {
-		name  string
-		truth predictor.TimesliceParams
-		// prior lists the parameters the records may leave to the prior:
-		// when the switch is a small fraction of the slice the trainers
-		// mostly see what each inference visit costs them, 2·switch +
-		// hold-over, and cannot tell how it splits.
-		prior []string
-		cv    bool
-	}{
-		{"switch 15% of slice", predictor.TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}, nil, true},
-		{"switch 4% of slice", predictor.TimesliceParams{SliceUS: 2000, SwitchUS: 80, HoldoverUS: 400}, []string{"switch_us"}, false},
-		// Each parameter 1.3–2.2 standard deviations from the prior's
-		// centre, the switch above its documented range: the records
-		// must win over the prior.
-		{"truth far from the prior's centre", predictor.TimesliceParams{SliceUS: 4000, SwitchUS: 300, HoldoverUS: 900}, nil, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			// Under the race detector one fit takes minutes on two cores:
-			// make test runs this test again without the race detector,
-			// and TestFitCancelled puts the fit's concurrent evaluation
-			// of the same nine records under it.
-			if raceEnabled {
-				t.Skip("too slow under the race detector; make test runs it without")
-			}
-			m := syntheticMeasurements(t, tt.truth, 0.01, calibrationRecords())
-			cal, err := FitTimeslice(context.Background(), m, FitOptions{CrossValidate: tt.cv})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := cal.Timeslice
-			obj := newTSObjective(context.Background(), m.recordsOf(predictor.ModeTimeslice), FitOptions{Seed: 1})
-			if lt, lf := obj.loss(tt.truth, -1), obj.loss(*got, -1); lf > lt {
-				t.Errorf("loss at the fit %.5f, above the truth's %.5f: the search stopped short", lf, lt)
-			}
-			truth := []float64{tt.truth.SliceUS, tt.truth.SwitchUS, tt.truth.HoldoverUS}
-			if len(cal.Fit.Parameters) != 3 {
-				t.Fatalf("%d parameter reports, want 3", len(cal.Fit.Parameters))
-			}
-			for i, p := range cal.Fit.Parameters {
-				t.Logf("%s %.1f [%s, %s] pinned by %s", p.Name, p.Value, deref(p.Low), deref(p.High), p.PinnedBy)
-				if (p.Low != nil && truth[i] < *p.Low) || (p.High != nil && truth[i] > *p.High) {
-					t.Errorf("%s: the truth %.1f is outside the 95 %% interval [%s, %s]", p.Name, truth[i], deref(p.Low), deref(p.High))
-				}
-				if want := predictor.PinnedByRecords; p.PinnedBy != want && !slices.Contains(tt.prior, p.Name) {
-					t.Errorf("%s pinned by %s, want %s", p.Name, p.PinnedBy, want)
-				}
-			}
-			if d := math.Abs(got.SliceUS-tt.truth.SliceUS) / tt.truth.SliceUS; d > 0.05 {
-				t.Errorf("slice_us = %.1f, truth %.1f: %.0f%% off, want ≤ 5%%", got.SliceUS, tt.truth.SliceUS, 100*d)
-			}
-			// 1 % noise and the simulation's own (600 requests, three
-			// seeds, against other arrivals): a few per cent.
-			if cal.Fit.MAPE > 0.03 {
-				t.Errorf("in-sample MAPE %.4f, want ≤ 0.03", cal.Fit.MAPE)
-			}
-			if tt.cv && (cal.Fit.CVMAPE == nil || *cal.Fit.CVMAPE > 0.04) {
-				t.Errorf("leave-one-out MAPE %v, want reported and ≤ 0.04", cal.Fit.CVMAPE)
-			}
-			if cal.Fit.Metrics != 8*5+6 || len(cal.Fit.PerRecord) != 9 || cal.Fit.Seeds != DefaultSeeds {
-				t.Errorf("fit counted %d metrics over %d records with %d seeds, want 46 over 9 with %d", cal.Fit.Metrics, len(cal.Fit.PerRecord), cal.Fit.Seeds, DefaultSeeds)
-			}
-			if len(cal.Fit.Warnings) > 0 {
-				t.Errorf("warnings %q on nine records", cal.Fit.Warnings)
-			}
-			t.Logf("fitted %+v, MAPE %.4f, %d evaluations", *got, cal.Fit.MAPE, cal.Fit.Evaluations)
-		})
-	}
-}
-
 // Records without training cannot see any time-slicing parameter: the fit
 // still answers, and says that it could not pin any of them down.
 func TestFitTimesliceReportsUnidentified(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", predictor.KindInference, 3, 100, 20)
 	recs := []Record{
 		{Name: "solo", Mode: predictor.ModeTimeslice, Inference: ProfileRef{Profile: inf}, RateRPS: 500, Requests: 300},
@@ -187,6 +111,7 @@ func TestFitTimesliceReportsUnidentified(t *testing.T) {
 }
 
 func TestFitTimesliceNoRecords(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", predictor.KindInference, 3, 100, 0)
 	m := &Measurements{Format: MeasurementsFormat, Records: []Record{{Name: "m", Mode: predictor.ModeMPS, Inference: ProfileRef{Profile: inf}, RateRPS: 5, TrainingPct: 50,
 		Measured: Measured{LatencyMS: map[string]float64{"p99": 3}}}}}
@@ -199,6 +124,7 @@ func TestFitTimesliceNoRecords(t *testing.T) {
 // A cancelled calibration returns promptly with the context's error
 // (colocd calibrate gets SIGTERM this way).
 func TestFitCancelled(t *testing.T) {
+	t.Parallel()
 	m := syntheticMeasurements(t, predictor.TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}, 0.01, calibrationRecords())
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(50 * time.Millisecond); cancel() }()

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/internal/fieldtest"
 	"github.com/colocd/colocd/predictor"
 )
 
 func TestLoadMeasurementsResolvesPaths(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	inf := uniformProfile("inf", predictor.KindInference, 2, 100, 5)
 	if err := predictor.SaveProfile(filepath.Join(dir, "inf.json"), inf); err != nil {
@@ -41,6 +43,7 @@ func TestLoadMeasurementsResolvesPaths(t *testing.T) {
 }
 
 func TestParseMeasurementsErrors(t *testing.T) {
+	t.Parallel()
 	inline := `{"format":"colocd.profile/v1","name":"i","kind":"inference","summary":{"latency_ms":2,"gpu_util":0.5,"mem_util":0.1}}`
 	tests := []struct {
 		name, doc string
@@ -70,16 +73,13 @@ func TestParseMeasurementsErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseMeasurements([]byte(tt.doc), t.TempDir())
-			for _, w := range tt.want {
-				if err == nil || !strings.Contains(err.Error(), w) {
-					t.Errorf("err = %v, want it to contain %q", err, w)
-				}
-			}
+			fieldtest.WantText(t, err, tt.want...)
 		})
 	}
 }
 
 func TestCalibrationLoadMerges(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(path, []byte(`{"format":"colocd.calibration/v1","source":"mps only","mps":{"coefficients":{"dram":0.4}}}`), 0o644)
 	c, err := predictor.LoadCalibration(path)
@@ -91,11 +91,7 @@ func TestCalibrationLoadMerges(t *testing.T) {
 		t.Errorf("merged calibration %+v: want the default time-slicing values, the file's mps section, and a source that says so", c)
 	}
 	_, err = predictor.ParseCalibration([]byte(`{"format":"colocd.calibration/v1","timeslice":{"slice_us":0,"switch_us":-1,"holdover_us":1},"mps":{"coefficients":{"l2":-2}}}`))
-	for _, w := range []string{"timeslice.slice_us: want a slice in [1, 1e6] µs, got 0", "timeslice.switch_us", "mps.coefficients.l2"} {
-		if err == nil || !strings.Contains(err.Error(), w) {
-			t.Errorf("err = %v, want it to contain %q", err, w)
-		}
-	}
+	fieldtest.WantText(t, err, "timeslice.slice_us: want a slice in [1, 1e6] µs, got 0", "timeslice.switch_us", "mps.coefficients.l2")
 }
 
 func FuzzParseMeasurements(f *testing.F) {

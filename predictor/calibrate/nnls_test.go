@@ -9,6 +9,7 @@ import (
 )
 
 func TestNNLS(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		a    []float64 // rows × 3
@@ -57,6 +58,7 @@ func TestNNLS(t *testing.T) {
 // x ≥ 0, gradient ≤ 0 where x = 0 and ≈ 0 where x > 0, whatever the scale
 // of the entries and with nearly collinear columns.
 func TestNNLSKuhnTucker(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for trial := range 2000 {
 		m, n := 1+rng.IntN(10), 1+rng.IntN(5)

@@ -68,6 +68,7 @@ func observationsDir(t *testing.T) string {
 }
 
 func TestFromObservations(t *testing.T) {
+	t.Parallel()
 	dir := observationsDir(t)
 	m, skipped, err := FromObservations(dir)
 	if err != nil {
@@ -98,6 +99,7 @@ func TestFromObservations(t *testing.T) {
 }
 
 func TestFromObservationsWithNothingUsable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "chat.jsonl"), []byte("not json\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -109,6 +111,7 @@ func TestFromObservationsWithNothingUsable(t *testing.T) {
 }
 
 func TestParseObservationNamesTheField(t *testing.T) {
+	t.Parallel()
 	_, err := ParseObservation([]byte(`{"format": "colocd.observation/v1", "mode": "mps", "rate_rps": 8, "training": [{"profile": "a.json", "pct": 0}], "latency_ms": {"p99": 12}}`))
 	if err == nil || !strings.Contains(err.Error(), "training[0].pct: want a percentage in [1, 100]") {
 		t.Fatalf("err = %v", err)

@@ -17,6 +17,7 @@ var study = flag.Bool("study", false, "run the calibration study of docs/predict
 // and the prior, and under today's; for each truth it prints both, and
 // fails if today's held-out error is the larger.
 func TestCalibrationStudy(t *testing.T) {
+	t.Parallel()
 	if !*study {
 		t.Skip("a study, not a unit test: make calibration-study")
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"math"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/internal/fieldtest"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -16,6 +16,7 @@ import (
 // weights only what they name counts. The reported MAPE weighs every
 // metric the same.
 func TestScoreMetricsWeights(t *testing.T) {
+	t.Parallel()
 	metrics := [][]metric{{
 		{quantity: "latency_ms", key: "mean", value: 1},
 		{quantity: "latency_ms", key: "p99", value: 4},
@@ -48,6 +49,7 @@ func TestScoreMetricsWeights(t *testing.T) {
 }
 
 func TestCheckFitOptions(t *testing.T) {
+	t.Parallel()
 	bad := DefaultTimeslicePrior
 	bad[1].LogSD = 0
 	tests := []struct {
@@ -73,57 +75,7 @@ func TestCheckFitOptions(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
-		})
-	}
-}
-
-// Two records, one trainer: three parameters cannot be pinned. The fit
-// warns, and every parameter the records leave open is reported as set by
-// the prior; without the prior, by nothing.
-func TestFitTimesliceFewRecords(t *testing.T) {
-	if raceEnabled {
-		t.Skip("slow under the race detector; make test runs it without")
-	}
-	short := jitteredProfile("short", predictor.KindInference, 4, 100, 10, 0.5, 1)
-	busy := jitteredProfile("busy", predictor.KindTraining, 40, 250, 20, 0.5, 3)
-	var recs []Record
-	for _, load := range []float64{0.1, 0.3} {
-		recs = append(recs, Record{Name: "short+busy", Mode: predictor.ModeTimeslice,
-			Inference: ProfileRef{Profile: short}, Training: []ProfileRef{{Profile: busy}},
-			RateRPS: load * 1e6 / short.SoloUS(), Requests: 300})
-	}
-	m := syntheticMeasurements(t, predictor.TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}, 0.01, recs)
-	for _, tt := range []struct {
-		name    string
-		noPrior bool
-		by      string
-	}{{"with the prior", false, predictor.PinnedByPrior}, {"without", true, predictor.PinnedByNone}} {
-		t.Run(tt.name, func(t *testing.T) {
-			cal, err := FitTimeslice(context.Background(), m, FitOptions{NoPrior: tt.noPrior, MaxEvaluations: 60})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(cal.Fit.Warnings) == 0 || !strings.Contains(cal.Fit.Warnings[0], "2 records with 10 weighted metrics for 3 parameters: too few") {
-				t.Errorf("warnings = %q, want one about too few records", cal.Fit.Warnings)
-			}
-			if (cal.Fit.Prior == nil) != tt.noPrior {
-				t.Errorf("prior reported = %v, want reported: %v", cal.Fit.Prior, !tt.noPrior)
-			}
-			var open []string
-			for _, p := range cal.Fit.Parameters {
-				if p.PinnedBy != predictor.PinnedByRecords {
-					open = append(open, p.Name)
-					if p.PinnedBy != tt.by {
-						t.Errorf("%s pinned by %s, want %s or records", p.Name, p.PinnedBy, tt.by)
-					}
-				}
-			}
-			if len(open) == 0 || !slices.Equal(open, cal.Fit.Unidentified) {
-				t.Errorf("parameters left open %v, unidentified %v: want the same, not empty", open, cal.Fit.Unidentified)
-			}
+			fieldtest.WantText(t, err, tt.want)
 		})
 	}
 }
@@ -131,6 +83,7 @@ func TestFitTimesliceFewRecords(t *testing.T) {
 // Weights that leave every measured metric at 0 fit nothing: an error, not
 // parameters at the corner of the search.
 func TestFitNoWeightedMetric(t *testing.T) {
+	t.Parallel()
 	inf := uniformProfile("inf", predictor.KindInference, 3, 100, 20)
 	tr := uniformProfile("tr", predictor.KindTraining, 10, 300, 50)
 	for _, mode := range []predictor.Mode{predictor.ModeTimeslice, predictor.ModeMPS} {
