@@ -88,7 +88,7 @@ func DefaultSettings() Settings {
 }
 
 // Validate names every bad key of the section ("admission.max_jobs"), in a
-// *ValidationError. Zero fields are not filled in first: in the file each
+// *field.List. Zero fields are not filled in first: in the file each
 // key has its value.
 func (s Settings) Validate() error {
 	var c fields
@@ -224,7 +224,7 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-// Validate names every bad field, in a *ValidationError. Zero optional
+// Validate names every bad field, in a *field.List. Zero optional
 // fields take their defaults first, as in New.
 func (cfg Config) Validate() error {
 	cfg = cfg.withDefaults()

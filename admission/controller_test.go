@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -196,7 +197,7 @@ func TestDecideInvalid(t *testing.T) {
 	req := request("r1")
 	req.MinPct = 0
 	_, err := h.c.Decide(context.Background(), req)
-	var ve *ValidationError
+	var ve *field.List
 	if !errors.Is(err, ErrInvalid) || !errors.As(err, &ve) || ve.Errors[0].Path != "compute.min_pct" {
 		t.Fatalf("got %v", err)
 	}
@@ -215,7 +216,7 @@ func TestProfileValidatedUnlessVouched(t *testing.T) {
 	bad.Profile = trainingProfile("resnet")
 	bad.Profile.Ops[1].DurUS = -5 // same name, one op broken
 	_, err := h.c.Quote(ctx, bad)
-	var ve *ValidationError
+	var ve *field.List
 	if !errors.As(err, &ve) || ve.Errors[0].Path != "profile.ops[1].dur_us" {
 		t.Fatalf("a broken profile after a valid one of the same name: %v", err)
 	}

@@ -4,14 +4,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
 
 // Sentinel errors callers branch on; the sidecar maps each to a NATS micro
 // error code (in parentheses).
 var (
 	// ErrInvalid: a request or argument is malformed (400). The error is a
-	// *ValidationError naming every bad field.
+	// *field.List naming every bad field.
 	ErrInvalid = errors.New("invalid request")
 	// ErrForbidden: the token does not match the lease (403). Nothing changed.
 	ErrForbidden = errors.New("wrong lease token")
@@ -29,12 +29,6 @@ var (
 	ErrUnavailable = errors.New("admission unavailable")
 )
 
-// ValidationError names every bad field of one document (a request, the
-// configuration): the one field-error list of every colocd input, whose
-// Kind makes errors.Is(err, ErrInvalid) true; errors.As finds each
-// *predictor.FieldError.
-type ValidationError = field.List
-
 // fields collects FieldErrors while a document is checked.
 type fields struct {
 	field.Checker
@@ -42,7 +36,7 @@ type fields struct {
 
 func (c *fields) add(path, want, got string) { c.Add(path, want, got) }
 
-// nested adds the field errors of err (a *ValidationError) under prefix, or
+// nested adds the field errors of err (a *field.List) under prefix, or
 // err itself as one error of the field prefix.
 func (c *fields) nested(prefix string, err error) { c.Nested(prefix, err) }
 

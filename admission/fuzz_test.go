@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -41,9 +42,9 @@ func FuzzRequestEnv(f *testing.F) {
 		r.MemoryMiB, r.Profile.MemoryMiB = memory, math.Float64frombits(profileMemory)
 		r.MinPct, r.MaxPct, r.LeaseSeconds, r.Priority = minPct, maxPct, leaseSeconds, priority
 		if err := r.Validate(); err != nil {
-			var ve *ValidationError
+			var ve *field.List
 			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
-				t.Fatalf("got %v, want a *ValidationError matching ErrInvalid", err)
+				t.Fatalf("got %v, want a *field.List matching ErrInvalid", err)
 			}
 			for _, fe := range ve.Errors {
 				if !fuzzed[fe.Path] || fe.Want == "" {

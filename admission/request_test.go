@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -62,7 +63,7 @@ func TestRequestValidate(t *testing.T) {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("got %v, want ErrInvalid", err)
 			}
-			var ve *ValidationError
+			var ve *field.List
 			if !errors.As(err, &ve) {
 				t.Fatalf("got %T", err)
 			}
@@ -73,7 +74,7 @@ func TestRequestValidate(t *testing.T) {
 			if !slices.Equal(got, tt.fields) {
 				t.Errorf("fields %v, want %v (%v)", got, tt.fields, err)
 			}
-			var fe *predictor.FieldError
+			var fe *field.Error
 			if !errors.As(err, &fe) {
 				t.Error("errors.As finds no FieldError")
 			}
@@ -140,9 +141,9 @@ func TestRequestValidateBounds(t *testing.T) {
 			r := request("r1")
 			tt.edit(&r)
 			err := r.Validate()
-			var ve *ValidationError
+			var ve *field.List
 			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
-				t.Fatalf("got %v, want a *ValidationError matching ErrInvalid", err)
+				t.Fatalf("got %v, want a *field.List matching ErrInvalid", err)
 			}
 			if len(ve.Errors) != 1 {
 				t.Fatalf("got %d field errors (%v), want one for %s", len(ve.Errors), err, tt.field)

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -437,9 +438,9 @@ func TestTooManyEventsIsABadRequest(t *testing.T) {
 		fn   func(context.Context, Request) (Decision, error)
 	}{{"decide", h.c.Decide}, {"quote", h.c.Quote}} {
 		d, err := call.fn(context.Background(), request("r1"))
-		var ve *ValidationError
+		var ve *field.List
 		if !errors.Is(err, ErrInvalid) || !errors.As(err, &ve) || ve.Errors[0].Path != "profile" || d.Outcome != "" {
-			t.Errorf("%s: %s, %v; want a ValidationError naming profile", call.name, d.Outcome, err)
+			t.Errorf("%s: %s, %v; want a field.List naming profile", call.name, d.Outcome, err)
 		}
 	}
 }

@@ -103,7 +103,7 @@ func (sh idShape) MatchString(s string) bool {
 }
 
 // Validate names every bad field by its wire name (request_id, job.id,
-// compute.min_pct, profile.ops[3].dur_us, …) in a *ValidationError that
+// compute.min_pct, profile.ops[3].dur_us, …) in a *field.List that
 // matches ErrInvalid.
 func (r *Request) Validate() error { return r.validate(false) }
 

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
 
 // How one launcher is kept from starving the others (docs/security.md#

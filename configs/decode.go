@@ -8,15 +8,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/colocd/colocd/field"
 	"github.com/go-viper/mapstructure/v2"
 )
 
 // decodeProblems turns mapstructure's errors, which name the field, into
 // problems: name is the key of the innermost field seen so far, settings
 // the values decoded.
-func decodeProblems(err error, name string, settings map[string]any) []*Problem {
+func decodeProblems(err error, name string, settings map[string]any) []*field.Error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []*Problem
+		var out []*field.Error
 		for _, e := range j.Unwrap() {
 			out = append(out, decodeProblems(e, name, settings)...)
 		}
@@ -29,7 +30,7 @@ func decodeProblems(err error, name string, settings map[string]any) []*Problem 
 		// viper's "decoding failed" wrapper around the field errors
 		return decodeProblems(inner, name, settings)
 	}
-	p := &Problem{Path: name, Want: want(name), Got: err.Error()}
+	p := &field.Error{Path: name, Want: want(name), Got: err.Error()}
 	if v, ok := lookup(settings, name); ok {
 		p.Got = describe(v)
 		var ve *valueError
@@ -37,7 +38,7 @@ func decodeProblems(err error, name string, settings map[string]any) []*Problem 
 			p.Got += " (" + ve.reason + ")"
 		}
 	}
-	return []*Problem{p}
+	return []*field.Error{p}
 }
 
 // valueError says why a value of the right kind is refused.

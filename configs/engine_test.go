@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	"github.com/colocd/colocd/field"
 )
 
 // An engine service loads from YAML with its busy fraction, burst and step
@@ -33,7 +35,7 @@ func TestLoadEngine(t *testing.T) {
 	if err == nil {
 		err = c.Validate()
 	}
-	var ve *ValidationError
+	var ve *field.List
 	if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Path != "services[0].rate_rps" || ve.Errors[0].Line != 6 {
 		t.Errorf("got %v, want services[0].rate_rps at line 6", err)
 	}

@@ -5,11 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/colocd/colocd/field"
 )
 
 // FuzzLoad feeds arbitrary bytes to Load as a config file: it never
 // panics, every problem names a key, and a file that loads either
-// validates or fails with a *ValidationError.
+// validates or fails with a *field.List.
 func FuzzLoad(f *testing.F) {
 	// Small seeds: the fuzzer minimizes every new input it finds, which
 	// takes long from a big one (TestExample covers colocd.yaml).
@@ -32,7 +34,7 @@ func FuzzLoad(f *testing.F) {
 			t.Fatal(err)
 		}
 		c, err := Load(path)
-		var ve *ValidationError
+		var ve *field.List
 		if err != nil {
 			if c != nil {
 				t.Fatalf("Load returned a config and %v", err)
@@ -44,17 +46,17 @@ func FuzzLoad(f *testing.F) {
 		}
 		if err := c.Validate(); err != nil {
 			if !errors.As(err, &ve) {
-				t.Fatalf("Validate: %v (%T), want a *ValidationError", err, err)
+				t.Fatalf("Validate: %v (%T), want a *field.List", err, err)
 			}
 			checkProblems(t, ve)
 		}
 	})
 }
 
-func checkProblems(t *testing.T, ve *ValidationError) {
+func checkProblems(t *testing.T, ve *field.List) {
 	t.Helper()
 	if len(ve.Errors) == 0 {
-		t.Fatal("a ValidationError without problems")
+		t.Fatal("a field.List without problems")
 	}
 	for _, p := range ve.Errors {
 		if p.Path == "" || p.Want == "" {

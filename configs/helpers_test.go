@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/colocd/colocd/field"
 )
 
 // Real profiles, from the package directory.
@@ -43,12 +45,12 @@ func writeFile(t testing.TB, path, content string) string {
 	return path
 }
 
-// problemKeys returns the keys of a *ValidationError, or fails.
+// problemKeys returns the keys of a *field.List, or fails.
 func problemKeys(t testing.TB, err error) []string {
 	t.Helper()
-	var ve *ValidationError
+	var ve *field.List
 	if !errors.As(err, &ve) {
-		t.Fatalf("err = %v (%T), want a *ValidationError", err, err)
+		t.Fatalf("err = %v (%T), want a *field.List", err, err)
 	}
 	keys := make([]string, len(ve.Errors))
 	for i, p := range ve.Errors {

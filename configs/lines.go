@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/colocd/colocd/field"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -30,7 +31,7 @@ func (l keyLines) line(key string) int {
 }
 
 // annotate sets the line of every problem that has none.
-func (l keyLines) annotate(problems []*Problem) {
+func (l keyLines) annotate(problems []*field.Error) {
 	for _, p := range problems {
 		if p.Line == 0 {
 			p.Line = l.line(p.Path)
@@ -43,7 +44,7 @@ func (l keyLines) annotate(problems []*Problem) {
 // differs from one only in case (the decoder would take "MAX_JOBS" for
 // max_jobs), or that a mapping holds twice. dup reports whether any key is
 // repeated: the decoder refuses such a file outright.
-func scanYAML(data []byte) (lines keyLines, problems []*Problem, dup bool, err error) {
+func scanYAML(data []byte) (lines keyLines, problems []*field.Error, dup bool, err error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, nil, false, err
@@ -57,12 +58,12 @@ func scanYAML(data []byte) (lines keyLines, problems []*Problem, dup bool, err e
 
 type yamlScan struct {
 	lines    keyLines
-	problems []*Problem
+	problems []*field.Error
 	dup      bool
 }
 
 func (s *yamlScan) add(key string, line int, want, got string) {
-	s.problems = append(s.problems, &Problem{Path: key, Want: want, Got: got, Line: line})
+	s.problems = append(s.problems, &field.Error{Path: key, Want: want, Got: got, Line: line})
 }
 
 func (s *yamlScan) walk(n *yaml.Node, t reflect.Type, prefix string) {

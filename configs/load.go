@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/colocd/colocd/field"
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 )
@@ -43,7 +44,7 @@ func Load(path string) (*Config, error) {
 // overrides are left as given, relative to the working directory.
 //
 // Unknown keys, in the file or the overrides, and values of the wrong type
-// are reported together in a *ValidationError, each naming its key.
+// are reported together in a *field.List, each naming its key.
 func LoadWith(path string, overrides map[string]any) (*Config, error) {
 	var data []byte
 	if path != "" {
@@ -109,7 +110,7 @@ func load(path string, data []byte, overrides map[string]any) (*Config, error) {
 // readFile reads the YAML file's content (nil: no file) after checking its
 // keys; a file whose keys repeat returns only its problems, since the
 // decoder would refuse it with less to say.
-func readFile(path string, data []byte) (file *viper.Viper, lines keyLines, problems []*Problem, err error) {
+func readFile(path string, data []byte) (file *viper.Viper, lines keyLines, problems []*field.Error, err error) {
 	file = viper.New()
 	file.SetConfigType("yaml")
 	if data == nil {
@@ -131,7 +132,7 @@ func readFile(path string, data []byte) (file *viper.Viper, lines keyLines, prob
 // layers stacks the defaults, the file (when there is one), the
 // environment and the overrides, in that order of precedence. It returns
 // which keys the overrides set and the overrides that name no key.
-func layers(file *viper.Viper, hasFile bool, overrides map[string]any) (*viper.Viper, map[string]bool, []*Problem, error) {
+func layers(file *viper.Viper, hasFile bool, overrides map[string]any) (*viper.Viper, map[string]bool, []*field.Error, error) {
 	v := viper.New()
 	v.SetConfigType("yaml")
 	for _, l := range leaves {
@@ -147,11 +148,11 @@ func layers(file *viper.Viper, hasFile bool, overrides map[string]any) (*viper.V
 		}
 	}
 	flagged := map[string]bool{}
-	var problems []*Problem
+	var problems []*field.Error
 	for _, k := range sortedKeys(overrides) {
 		lk := strings.ToLower(k)
 		if !isLeaf(lk) {
-			problems = append(problems, &Problem{Path: k, Want: "a known key (docs/configuration.md)", Got: "an unknown key"})
+			problems = append(problems, &field.Error{Path: k, Want: "a known key (docs/configuration.md)", Got: "an unknown key"})
 			continue
 		}
 		v.Set(lk, overrides[k])

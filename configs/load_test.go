@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/gpu"
 )
 
@@ -179,7 +180,7 @@ func TestLoadTypeErrors(t *testing.T) {
 			if !reflect.DeepEqual(keys, []string{tt.key}) {
 				t.Fatalf("problems %q, want [%s] (%v)", keys, tt.key, err)
 			}
-			var ve *ValidationError
+			var ve *field.List
 			errors.As(err, &ve)
 			if p := ve.Errors[0]; tt.got != "" && p.Got != tt.got {
 				t.Errorf("got %q, want %q", p.Got, tt.got)
@@ -303,9 +304,9 @@ func TestLoadStrictKeys(t *testing.T) {
 			if err == nil {
 				err = c.Validate()
 			}
-			var ve *ValidationError
+			var ve *field.List
 			if !errors.As(err, &ve) {
-				t.Fatalf("got %v, want a *ValidationError", err)
+				t.Fatalf("got %v, want a *field.List", err)
 			}
 			var got []string
 			for _, p := range ve.Errors {
@@ -352,7 +353,7 @@ func TestOverriddenKeyHasNoLine(t *testing.T) {
 	if err == nil {
 		err = c.Validate()
 	}
-	var ve *ValidationError
+	var ve *field.List
 	if !errors.As(err, &ve) {
 		t.Fatalf("got %v", err)
 	}
@@ -405,7 +406,7 @@ func TestLoadServiceMetrics(t *testing.T) {
 		if err == nil {
 			err = c.Validate()
 		}
-		var ve *ValidationError
+		var ve *field.List
 		if !errors.As(err, &ve) || ve.Errors[0].Path != tt.path || ve.Errors[0].Line != tt.line || strings.Contains(err.Error(), "labels, -") {
 			t.Errorf("%s: %v, want %s on line %d", tt.name, err, tt.path, tt.line)
 		}
@@ -428,7 +429,7 @@ func TestLoadMapKeysInLowerCase(t *testing.T) {
         Model_Name: llama
 `, absPath(t, inferenceProfile)))
 	_, err := Load(path)
-	var ve *ValidationError
+	var ve *field.List
 	if !errors.As(err, &ve) || ve.Errors[0].Path != "services[0].metrics.labels.Model_Name" || ve.Errors[0].Line != 10 {
 		t.Fatalf("got %v", err)
 	}

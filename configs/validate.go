@@ -15,25 +15,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/gpu"
-	"github.com/colocd/colocd/internal/field"
 	"github.com/colocd/colocd/mps"
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
 )
 
-// Problem is one bad key: its dotted path ("services[1].slo.p99_ms"), what
-// is allowed, what was found, and the key's line in the file when known.
-type Problem = field.Error
-
-// ValidationError lists every problem of a configuration, so that a user
-// fixes them all in one pass. Load returns it for unknown keys and values
-// of the wrong type, Validate for values out of bounds.
-type ValidationError = field.List
-
-// invalid is the *ValidationError of problems.
-func invalid(problems []*Problem) error {
-	return &ValidationError{Doc: "configuration", Errors: problems}
+// invalid is the *field.List of problems.
+func invalid(problems []*field.Error) error {
+	return &field.List{Doc: "configuration", Errors: problems}
 }
 
 // Limits of the keys without a natural bound.
@@ -61,7 +52,7 @@ var (
 )
 
 // checker collects problems.
-type checker struct{ problems []*Problem }
+type checker struct{ problems []*field.Error }
 
 // nested adds the problems of an adapter's own check, which name their keys.
 func (c *checker) nested(err error) {
@@ -74,7 +65,7 @@ func (c *checker) nested(err error) {
 }
 
 func (c *checker) add(key, want, got string) {
-	c.problems = append(c.problems, &Problem{Path: key, Want: want, Got: got})
+	c.problems = append(c.problems, &field.Error{Path: key, Want: want, Got: got})
 }
 
 // oneOf checks an enumerated string.
@@ -126,7 +117,7 @@ func (c *checker) hostPort(key, v string) {
 }
 
 // Validate checks every key and returns all problems at once in a
-// *ValidationError, each naming its key path and the allowed values. It
+// *field.List, each naming its key path and the allowed values. It
 // reads the files the configuration names: each service's profile (a valid
 // colocd.profile/v1 of kind inference), the calibration, the NATS
 // credentials and TLS files.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/observe"
 )
 
@@ -182,7 +183,7 @@ func TestValidateEachProblem(t *testing.T) {
 			if keys := problemKeys(t, err); !reflect.DeepEqual(keys, []string{tt.key}) {
 				t.Fatalf("problems %q, want [%s]: %v", keys, tt.key, err)
 			}
-			var ve *ValidationError
+			var ve *field.List
 			errors.As(err, &ve)
 			if p := ve.Errors[0]; !strings.Contains(p.Want, tt.want) {
 				t.Errorf("want %q does not say %q", p.Want, tt.want)

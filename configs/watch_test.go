@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/field"
 )
 
 // waitTimeout is generous: the tests share two cores with other work, and
@@ -270,9 +272,9 @@ func TestWatcherLifecycle(t *testing.T) {
 	t.Run("invalid first file", func(t *testing.T) {
 		bad := writeFile(t, filepath.Join(dir, "bad.yaml"), "admission: {headroom: 2}\n")
 		_, err := NewWatcher(bad, WatchOptions{})
-		var ve *ValidationError
+		var ve *field.List
 		if !errors.As(err, &ve) {
-			t.Errorf("err = %v, want a *ValidationError", err)
+			t.Errorf("err = %v, want a *field.List", err)
 		}
 	})
 	t.Run("missing first file", func(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
 
 // Backend selects where device state comes from.
@@ -79,7 +79,7 @@ func Default() Config {
 }
 
 // Validate checks every field and returns all problems at once, each a
-// *ConfigError naming the configuration key and the allowed values, in a
+// *field.Error naming the configuration key and the allowed values, in a
 // list that matches ErrInvalidConfig.
 func (c Config) Validate() error {
 	var fc field.Checker

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
-	"github.com/colocd/colocd/internal/field"
 )
 
 // Sentinel errors callers branch on with errors.Is.
@@ -139,8 +137,3 @@ func nvmlErr(op string, r nvml.Return) error {
 	}
 	return &NVMLError{Op: op, Return: r}
 }
-
-// ConfigError is one invalid field of Config: Path is the configuration key
-// (e.g. "gpu.backend"); Want says what is allowed. Validate returns them
-// in one list that matches ErrInvalidConfig.
-type ConfigError = field.Error

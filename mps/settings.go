@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
 
 // SimControl is the Settings.Control value that selects the built-in

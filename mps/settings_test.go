@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
 
 func TestSettingsSimulated(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
 
 // Endpoint is a service's metrics section in colocd's configuration: where

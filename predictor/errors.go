@@ -3,16 +3,8 @@ package predictor
 import (
 	"fmt"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
-
-// FieldError is one problem with one field of an input document: Path is
-// a key path such as "ops[3].dur_us"; Want says what was expected.
-type FieldError = field.Error
-
-// ValidationError holds every FieldError found in one document, so that a
-// user fixes them all in one pass instead of one per run.
-type ValidationError = field.List
 
 // fieldChecker collects FieldErrors while a document is walked, with the
 // checks that predictor documents share.

@@ -119,7 +119,7 @@ const (
 	MinMeanOpUS = 0.01
 )
 
-// Validate checks every field and returns a *ValidationError naming each bad
+// Validate checks every field and returns a *field.List naming each bad
 // one, or nil.
 func (p *Profile) Validate() error {
 	var c fieldChecker

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/internal/fieldtest"
 )
 
@@ -18,9 +19,9 @@ func TestProfileValidateNamesEveryField(t *testing.T) {
 	doc := `{"format":"colocd.profile/v0","name":"x","kind":"serving","device":{"sms":-1},"memory_mib":-5,
 		"ops":[{"dur_us":-1,"gap_us":2,"sm":1.5,"occupancy":0.5},{"dur_us":3,"gap_us":-2,"sm":0.5,"occupancy":-0.1,"dram":2,"l2":0.3}]}`
 	_, err := ParseProfile([]byte(doc))
-	var ve *ValidationError
+	var ve *field.List
 	if !errors.As(err, &ve) {
-		t.Fatalf("err = %v, want a ValidationError", err)
+		t.Fatalf("err = %v, want a field.List", err)
 	}
 	fieldtest.WantPaths(t, err, "format", "kind", "device.sms", "memory_mib", "ops[0].dur_us", "ops[0].sm", "ops[1].gap_us", "ops[1].occupancy", "ops[1].dram")
 	fieldtest.WantText(t, err, `format: want "colocd.profile/v1", got "colocd.profile/v0"`,
@@ -114,9 +115,9 @@ func TestProfileValidateBounds(t *testing.T) {
 				}
 				return
 			}
-			var ve *ValidationError
+			var ve *field.List
 			if !errors.As(err, &ve) {
-				t.Fatalf("err = %v, want a ValidationError", err)
+				t.Fatalf("err = %v, want a field.List", err)
 			}
 			f := ve.Errors[0]
 			if f.Path != tt.field || !strings.Contains(f.Want, tt.want) || f.Got != tt.got {

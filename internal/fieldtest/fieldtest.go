@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
 
 // WantPaths fails t unless err is a *field.List whose problems are at

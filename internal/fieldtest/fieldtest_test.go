@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
 
 // recorder is a testing.TB that keeps what a check reports.

@@ -20,7 +20,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
 
 type inner struct {

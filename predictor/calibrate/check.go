@@ -3,7 +3,7 @@ package calibrate
 import (
 	"fmt"
 
-	"github.com/colocd/colocd/internal/field"
+	"github.com/colocd/colocd/field"
 )
 
 // checker collects the problems of a measurements document.

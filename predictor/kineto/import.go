@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -124,13 +125,13 @@ func (tr *kinetoTrace) profile(opts Options, traceName string) (*predictor.Profi
 func checkKinetoOptions(opts Options) error {
 	switch {
 	case opts.Kind != "" && opts.Kind != predictor.KindInference && opts.Kind != predictor.KindTraining:
-		return &predictor.FieldError{Path: "kind", Want: `"inference", "training" or "" (from the trace)`, Got: fmt.Sprintf("%q", opts.Kind)}
+		return &field.Error{Path: "kind", Want: `"inference", "training" or "" (from the trace)`, Got: fmt.Sprintf("%q", opts.Kind)}
 	case opts.Step != nil && *opts.Step < 0:
-		return &predictor.FieldError{Path: "step", Want: "a ProfilerStep number ≥ 0", Got: fmt.Sprint(*opts.Step)}
+		return &field.Error{Path: "step", Want: "a ProfilerStep number ≥ 0", Got: fmt.Sprint(*opts.Step)}
 	case opts.MaxOps < 0:
-		return &predictor.FieldError{Path: "max_ops", Want: "a count ≥ 0 (0: every kernel)", Got: fmt.Sprint(opts.MaxOps)}
+		return &field.Error{Path: "max_ops", Want: "a count ≥ 0 (0: every kernel)", Got: fmt.Sprint(opts.MaxOps)}
 	case opts.Step != nil && opts.Annotation != "":
-		return &predictor.FieldError{Path: "step", Want: "either a step or an annotation, not both", Got: fmt.Sprintf("step %d and annotation %q", *opts.Step, opts.Annotation)}
+		return &field.Error{Path: "step", Want: "either a step or an annotation, not both", Got: fmt.Sprintf("step %d and annotation %q", *opts.Step, opts.Annotation)}
 	}
 	return nil
 }
