@@ -273,14 +273,14 @@ func (s *Service) handle(name string, cl class, fn func(context.Context, micro.R
 			}
 			wait := v.wait
 			s.log.Warn("requests refused: a launcher is past its rate; until it slows down, one refusal a second is answered and the rest dropped", "endpoint", name, "tenant", tenant)
-			refuse(req, TooManyRequests(fmt.Sprintf("%s: this launcher (%s) sent more than %g requests a second (nats.limits.tenant_rate); retry after %s",
+			s.refuse(req, TooManyRequests(fmt.Sprintf("%s: this launcher (%s) sent more than %g requests a second (nats.limits.tenant_rate); retry after %s",
 				name, clipTenant(tenant), s.limits.TenantRate, wait.Round(time.Millisecond))), wait)
 			return
 		}
 		ctx := context.WithValue(extractTrace(context.Background(), h), tenantKey{}, tenant)
 		timeout, err := requestTimeout(h)
 		if err != nil {
-			respond(req, nil, err)
+			s.respond(req, nil, err)
 			return
 		}
 		cancel := context.CancelFunc(func() {})
@@ -290,11 +290,11 @@ func (s *Service) handle(name string, cl class, fn func(context.Context, micro.R
 		call := func() {
 			defer cancel()
 			if ctx.Err() != nil {
-				respond(req, nil, Timeout(fmt.Sprintf("%s: the request's deadline passed while it waited for a worker; nothing was done", name)))
+				s.respond(req, nil, Timeout(fmt.Sprintf("%s: the request's deadline passed while it waited for a worker; nothing was done", name)))
 				return
 			}
 			out, err := fn(ctx, req)
-			respond(req, out, err)
+			s.respond(req, out, err)
 		}
 		var q *fairQueue
 		switch cl {
@@ -308,12 +308,12 @@ func (s *Service) handle(name string, cl class, fn func(context.Context, micro.R
 		}
 		stopping := func() {
 			cancel()
-			refuse(req, Unavailable(fmt.Sprintf("%s: the sidecar is stopping; nothing was done: ask again", name)), time.Second)
+			s.refuse(req, Unavailable(fmt.Sprintf("%s: the sidecar is stopping; nothing was done: ask again", name)), time.Second)
 		}
 		if waiting, err := q.push(tenant, job{run: call, refuse: stopping}); err != nil {
 			cancel()
 			s.log.Debug("request refused: its queue is full", "endpoint", name, "tenant", tenant, "waiting", waiting)
-			refuse(req, Unavailable(fmt.Sprintf("%s: %s (%d requests waiting; this launcher may have at most its share of nats.limits' queues); retry after a second",
+			s.refuse(req, Unavailable(fmt.Sprintf("%s: %s (%d requests waiting; this launcher may have at most its share of nats.limits' queues); retry after a second",
 				name, err, waiting)), time.Second)
 		}
 	})
@@ -321,26 +321,41 @@ func (s *Service) handle(name string, cl class, fn func(context.Context, micro.R
 
 // respond answers req with out as JSON, or with err in micro's error
 // headers.
-func respond(req micro.Request, out any, err error) {
+func (s *Service) respond(req micro.Request, out any, err error) {
 	if err == nil {
 		var body []byte
 		if body, err = json.Marshal(out); err == nil {
-			// A failed respond is counted in micro's stats; the caller times out.
-			_ = req.Respond(body)
+			s.answer(req, &nats.Msg{Data: body})
 			return
 		}
 		err = fmt.Errorf("encode response: %w", err)
 	}
-	code, desc := wireError(err)
-	_ = req.Error(code, desc, nil)
+	s.answer(req, errorMsg(err))
 }
 
 // refuse answers req with err and a Retry-After of wait (at least a
 // second).
-func refuse(req micro.Request, err error, wait time.Duration) {
+func (s *Service) refuse(req micro.Request, err error, wait time.Duration) {
+	m := errorMsg(err)
+	m.Header.Set(RetryAfterHeader, strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+	s.answer(req, m)
+}
+
+// errorMsg is err in micro's error headers.
+func errorMsg(err error) *nats.Msg {
 	code, desc := wireError(err)
-	secs := max(1, int(math.Ceil(wait.Seconds())))
-	_ = req.Error(code, desc, nil, micro.WithHeaders(micro.Headers{RetryAfterHeader: {strconv.Itoa(secs)}}))
+	return &nats.Msg{Header: nats.Header{micro.ErrorHeader: {desc}, micro.ErrorCodeHeader: {code}}}
+}
+
+// answer publishes m to req's reply subject on the service's connection.
+// Not req.Respond or req.Error: they record their outcome in the request
+// for micro's handler to read when the endpoint's handler returns, and an
+// answer from a queue's worker comes after that, so the two would race.
+// micro's statistics therefore count no error of these endpoints. A failed
+// publish leaves the caller to its timeout.
+func (s *Service) answer(req micro.Request, m *nats.Msg) {
+	m.Subject = req.Reply()
+	_ = s.nc.PublishMsg(m)
 }
 
 // clipTenant shortens a tenant's name for a message.
