@@ -57,13 +57,13 @@ calibration-study:
 # replay, the predictor's slow numeric checks, the demo's minute of wall
 # time, memory figures) live in files tagged //go:build !race: the race pass
 # leaves them out, and the plain pass runs exactly those (found by their
-# tag, not named here), beside the race pass (make -j2, each one's output
-# kept together), with every benchmark once, so that none rots between two
-# `make bench` (figures come from `make bench` alone). Each fuzz target
-# runs 3,000 inputs beyond its corpus.
+# tag, not named here), with every benchmark once, so that none rots
+# between two `make bench` (figures come from `make bench` alone). The two
+# passes and the GPU harness's tests run side by side (each one's output
+# kept together): the race pass's longest tests mostly wait. Each fuzz
+# target runs 3,000 inputs beyond its corpus.
 test: lint
-	$(MAKE) -j2 --output-sync=target test-race test-plain
-	$(MAKE) harness-test
+	$(MAKE) -j3 --output-sync=target test-race test-plain harness-test
 	$(MAKE) attack
 	$(MAKE) fuzz FUZZTIME=3000x
 
@@ -75,14 +75,17 @@ test: lint
 attack:
 	$(GO) test -tags attack -count=1 -run '^TestAttack' -v ./sidecar/
 
-# The two passes of make test. NORACE_* are the files tagged !race, their
-# packages and their tests.
+# The two passes of make test. NORACE_* are the files tagged !race and
+# their tests; the plain pass builds only the packages that have such files
+# or benchmarks.
 NORACE_FILES := $(shell grep -rl --include='*_test.go' '^//go:build !race' . 2>/dev/null)
+BENCH_FILES  := $(shell grep -rl --include='*_test.go' '^func Benchmark' . 2>/dev/null)
+PLAIN_PKGS   := $(sort $(dir $(NORACE_FILES) $(BENCH_FILES)))
 NORACE_TESTS := $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\).*/\1/p' $(NORACE_FILES) /dev/null | sort -u | paste -sd'|' -)
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
 test-plain:
-	$(GO) test -count=1 -run '^($(NORACE_TESTS))$$' -bench . -benchtime 1x $(PKGS)
+	$(GO) test -count=1 -run '^($(NORACE_TESTS))$$' -bench . -benchtime 1x $(PLAIN_PKGS)
 
 # The GPU harness's logic (no torch, no GPU needed), run against the real binary.
 harness-test: build
