@@ -122,15 +122,16 @@ lint: vet fmt-check staticcheck
 
 # A short pass of every native fuzz test (go test -fuzz takes one target at
 # a time). The targets are found in the test files, without building every
-# package's tests to list them.
+# package's tests to list them; two run at once, one worker each, so that
+# one's start and coverage baseline overlap the other's fuzzing.
+FUZZ_JOBS ?= 2
 fuzz:
 	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
-		pkg=$$(dirname $$f); \
-		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
-			echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/p' $$f); do \
+			echo "$$(dirname $$f) $$t"; \
 		done; \
-	done
+	done | xargs -P $(FUZZ_JOBS) -L 1 sh -c 'echo "fuzz $$0 $$1 ($(FUZZTIME))" && \
+		$(GO) test -run "^$$" -fuzz "^$$1$$" -fuzztime $(FUZZTIME) -parallel 1 "$$0"'
 
 # Speed goals: Go benchmarks with their own metrics (events/s, ms/prediction).
 bench:
