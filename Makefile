@@ -57,7 +57,8 @@ calibration-study:
 # replay, the predictor's slow numeric checks, the demo's minute of wall
 # time, memory figures) live in files tagged //go:build !race: the race pass
 # leaves them out, and the plain pass runs exactly those (found by their
-# tag, not named here), with every benchmark once, so that none rots
+# tag, not named here), with the slow tag, which the longest of them also
+# carry so that a plain go test ./... stays quick, with every benchmark once, so that none rots
 # between two `make bench` (figures come from `make bench` alone). The two
 # passes and the GPU harness's tests run side by side (each one's output
 # kept together): the race pass's longest tests mostly wait. Each fuzz
@@ -78,14 +79,14 @@ attack:
 # The two passes of make test. NORACE_* are the files tagged !race and
 # their tests; the plain pass builds only the packages that have such files
 # or benchmarks.
-NORACE_FILES := $(shell grep -rl --include='*_test.go' '^//go:build !race' . 2>/dev/null)
+NORACE_FILES := $(shell grep -rl --include='*_test.go' '^//go:build.*!race' . 2>/dev/null)
 BENCH_FILES  := $(shell grep -rl --include='*_test.go' '^func Benchmark' . 2>/dev/null)
 PLAIN_PKGS   := $(sort $(dir $(NORACE_FILES) $(BENCH_FILES)))
 NORACE_TESTS := $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\).*/\1/p' $(NORACE_FILES) /dev/null | sort -u | paste -sd'|' -)
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
 test-plain:
-	$(GO) test -count=1 -run '^($(NORACE_TESTS))$$' -bench . -benchtime 1x $(PLAIN_PKGS)
+	$(GO) test -tags slow -count=1 -run '^($(NORACE_TESTS))$$' -bench . -benchtime 1x $(PLAIN_PKGS)
 
 # The GPU harness's logic (no torch, no GPU needed), run against the real binary.
 harness-test: build
@@ -103,10 +104,10 @@ accuracy: build
 	@test -f $(ACCURACY_DATA) || { echo "accuracy: no dataset at $(ACCURACY_DATA) yet (see docs/accuracy.md)"; exit 1; }
 	python3 tools/gpu-harness/accuracy.py --colocd $(BIN) --measurements $(ACCURACY_DATA) --check
 
-# With the attack tag every file is checked: it adds the attack suite's file
-# and leaves out none.
+# With the attack and slow tags every file is checked: they add the attack
+# suite's file and the slow tests, and leave out none.
 vet:
-	$(GO) vet -tags attack $(PKGS)
+	$(GO) vet -tags attack,slow $(PKGS)
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -116,7 +117,7 @@ $(STATICCHECK):
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 staticcheck: $(STATICCHECK)
-	$(STATICCHECK) -tags attack $(PKGS)
+	$(STATICCHECK) -tags attack,slow $(PKGS)
 
 lint: vet fmt-check staticcheck
 

@@ -1,7 +1,9 @@
-//go:build !race
+//go:build slow && !race
 
 // Tens of thousands of predictions on one goroutine, which gain nothing from
 // the race detector: make test runs this file in its plain pass.
+// It also carries the slow tag: a plain go test ./... leaves it to make test
+// (go test -tags slow runs it).
 
 package admission
 

@@ -1,7 +1,9 @@
-//go:build !race
+//go:build slow && !race
 
 // A minute of wall time, most of it waiting: make test runs this file in its
 // plain pass, beside the race pass.
+// It also carries the slow tag: a plain go test ./... leaves it to make test
+// (go test -tags slow runs it).
 
 package demo
 

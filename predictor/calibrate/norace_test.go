@@ -1,10 +1,12 @@
-//go:build !race
+//go:build slow && !race
 
 // The calibration's fits that decide whether it finds the truth: numeric,
 // each from tens of seconds to minutes of CPU under the race detector,
 // which they would only slow (TestFitCancelled and TestFitMPSZeroTruth run
 // the fits' concurrent evaluation of records under it). go test -race
 // leaves this file out; a run without -race includes it.
+// They also carry the slow tag: a minute of CPU, which a plain go test ./...
+// leaves to make test (go test -tags slow runs them).
 
 package calibrate
 
