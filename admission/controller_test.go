@@ -17,6 +17,7 @@ import (
 // lease and no env, and counts the live leases (max_jobs); a 503 of the
 // policy or of the store is passed on.
 func TestDecideOutcomes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		mode     predictor.Mode
@@ -124,6 +125,7 @@ func (failingStore) Save(context.Context, *Lease) error { return errors.New("nat
 // TestUnavailableMessages: the reason reaches both the error (503) and the
 // decision's sentence.
 func TestUnavailableMessages(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	h.daemon.bad = "server 4242 in FAULT"
 	d, err := h.c.Decide(context.Background(), request("r1"))
@@ -137,6 +139,7 @@ func TestUnavailableMessages(t *testing.T) {
 }
 
 func TestQuoteHasNoEffects(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 9, func(c *Config) { c.MaxJobs = 1 })
 	for range 3 {
 		d, err := h.c.Quote(context.Background(), request("r1"))
@@ -159,6 +162,7 @@ func TestQuoteHasNoEffects(t *testing.T) {
 // TestGivenProfileKey: a request that brings Profile.Key() decides as one
 // that does not, from the same cached predictions.
 func TestGivenProfileKey(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
 	plain, err := h.c.Quote(context.Background(), request("r1"))
 	if err != nil {
@@ -182,6 +186,7 @@ func TestGivenProfileKey(t *testing.T) {
 // TestDecideCancelled: a cancelled context ends the decision with its error
 // and no lease.
 func TestDecideCancelled(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -193,6 +198,7 @@ func TestDecideCancelled(t *testing.T) {
 }
 
 func TestDecideInvalid(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	req := request("r1")
 	req.MinPct = 0
@@ -207,6 +213,7 @@ func TestDecideInvalid(t *testing.T) {
 // has the profile validated, field by field, even after the same profile
 // name passed before; one that brings the key was validated at the edge.
 func TestProfileValidatedUnlessVouched(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	ctx := context.Background()
 	if _, err := h.c.Quote(ctx, request("r1")); err != nil {
@@ -229,6 +236,7 @@ func TestProfileValidatedUnlessVouched(t *testing.T) {
 }
 
 func TestEnv(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
 	d := mustDecide(t, h, request("r1"), Throttle)
 	want := map[string]string{
@@ -256,6 +264,7 @@ func TestEnv(t *testing.T) {
 }
 
 func TestNewChecksConfig(t *testing.T) {
+	t.Parallel()
 	good := func() (Config, Deps) {
 		return Config{Mode: predictor.ModeMPS, PipeDir: "/tmp/mps",
 				Services: []ServiceSpec{{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 10, SLOP99MS: 15}}},

@@ -56,6 +56,7 @@ func restarted(t *testing.T, ev Evictor) (*harness, Decision) {
 // A replaced process that cannot be evicted (the daemon times out) is
 // tried again every evictRetry, not in a loop without pause.
 func TestRetiredEvictionFailureBacksOff(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ev := &countingEvictor{}
 		restarted(t, ev)
@@ -70,6 +71,7 @@ func TestRetiredEvictionFailureBacksOff(t *testing.T) {
 // A replaced process evicted while the store is down is not evicted again
 // and again.
 func TestRetiredEvictionWithTheStoreDown(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ev := &fakeEvictor{}
 		h, _ := restarted(t, ev)
@@ -89,6 +91,7 @@ func TestRetiredEvictionWithTheStoreDown(t *testing.T) {
 // A launcher cannot release a throttled lease to keep its workers: they
 // are evicted, then the lease is gone.
 func TestReleaseEvictsWhatStillRuns(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ev := &fakeEvictor{}
 		h, _, b, stop := throttled(t, ev)
@@ -139,6 +142,7 @@ func secondRevoked(t *testing.T, deps func(*Deps)) (*harness, Decision, Decision
 
 // A fault brings an earlier revoke's deadline forward to now.
 func TestFaultEndsARevokedLeaseNow(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ev, faults := &fakeEvictor{}, &fakeFaults{}
 		h, _, _ := secondRevoked(t, func(d *Deps) { d.Evictor, d.Faults = ev, faults })
@@ -159,6 +163,7 @@ func TestFaultEndsARevokedLeaseNow(t *testing.T) {
 // percentage: a window then is not measured against the new one (an exact
 // model would get a correction).
 func TestNoMeasurementWhileAWorkerAwaitsItsRestart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	two := func(a, b float64) float64 {
@@ -193,6 +198,7 @@ func TestNoMeasurementWhileAWorkerAwaitsItsRestart(t *testing.T) {
 // A second throttle does not postpone the eviction of the processes the
 // first restart replaced.
 func TestSecondThrottleKeepsTheReplacedProcessesDue(t *testing.T) {
+	t.Parallel()
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	slo40 := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet"), trainingProfile("resnet")}, []float64{100, 40}) / 0.9 * (1 + 1e-9)
 	synctest.Test(t, func(t *testing.T) {
@@ -219,6 +225,7 @@ func TestSecondThrottleKeepsTheReplacedProcessesDue(t *testing.T) {
 
 // A revoked lease cannot register decoys in place of its workers.
 func TestRegisterRefusedOnARevokedLease(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h, _, b := secondRevoked(t, nil)
 		if err := h.c.Register(context.Background(), b.Lease.ID, tokenOf(b), []int{999}); !errors.Is(err, ErrConflict) {
@@ -234,6 +241,7 @@ func TestRegisterRefusedOnARevokedLease(t *testing.T) {
 // register a newer job's worker (and have colocd evict it); the newer
 // job's own register of it works.
 func TestNoLeaseCanRegisterAnotherJobsWorker(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		h := newHarness(t, predictor.ModeMPS, 100, nil)

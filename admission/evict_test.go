@@ -99,6 +99,7 @@ func throttled(t *testing.T, ev *fakeEvictor) (*harness, Decision, Decision, fun
 }
 
 func TestThrottleNotHonouredIsRevokedAndEvicted(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ev := &fakeEvictor{}
 		h, a, b, stop := throttled(t, ev)
@@ -129,6 +130,7 @@ func TestThrottleNotHonouredIsRevokedAndEvicted(t *testing.T) {
 }
 
 func TestThrottleHonouredEvictsOnlyTheReplacedProcesses(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ev := &fakeEvictor{}
 		h, _, b, stop := throttled(t, ev)
@@ -154,6 +156,7 @@ func TestThrottleHonouredEvictsOnlyTheReplacedProcesses(t *testing.T) {
 }
 
 func TestExpiredLeaseIsEvictedBeforeItsCapacityIsFreed(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		h := newHarness(t, predictor.ModeMPS, 100, nil)
@@ -195,6 +198,7 @@ func TestExpiredLeaseIsEvictedBeforeItsCapacityIsFreed(t *testing.T) {
 }
 
 func TestRegisterRefusesProcessesThatAreNotTheJobs(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		h := newHarness(t, predictor.ModeMPS, 100, nil)

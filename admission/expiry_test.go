@@ -44,6 +44,7 @@ func nextEvent(t *testing.T, ch <-chan Event) Event {
 // TestExpiry: Run expires a lease at its expiry, as a renew moved it, not
 // a moment before, and its capacity is free again.
 func TestExpiry(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.MaxJobs = 1 })
 		h.events.ch = make(chan Event, 4)
@@ -91,6 +92,7 @@ func TestExpiry(t *testing.T) {
 // TestExpiredButNotYetCollected: a lease past its expiry no longer counts or
 // renews even before Run removes it.
 func TestExpiredButNotYetCollected(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.MaxJobs = 1 })
 		req := request("r1")
@@ -105,6 +107,7 @@ func TestExpiredButNotYetCollected(t *testing.T) {
 }
 
 func TestRestore(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, testRestore)
 }
 
@@ -169,6 +172,7 @@ func (s unreadableStore) Load(ctx context.Context) ([]*Lease, error) {
 // logged and skipped; a forged lease that claims 100 % for a year is held to
 // lease.max and re-checked against the SLO, which throttles it.
 func TestRestoreTreatsTheStoreAsUntrusted(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, testRestoreTreatsTheStoreAsUntrusted)
 }
 

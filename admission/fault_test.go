@@ -33,6 +33,7 @@ func (f *fakeFaults) set(why string) {
 // A GPU fault revokes every lease at once and evicts each job's
 // processes; a guard round after it changes nothing more.
 func TestFaultRevokesEveryLease(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		h, a, b := twoLeases(t)

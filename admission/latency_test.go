@@ -38,6 +38,7 @@ func (f *fakeLatency) set(p99 float64, since time.Time) {
 // prediction, throttles the newest lease; a window that saw another lease
 // set, or a server as fast as predicted, corrects nothing.
 func TestObservedP99CorrectsThePrediction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	both := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet"), trainingProfile("resnet")}, []float64{100, 100})

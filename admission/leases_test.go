@@ -16,6 +16,7 @@ import (
 )
 
 func TestIdempotentRetry(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, testIdempotentRetry)
 }
 
@@ -77,6 +78,7 @@ func testIdempotentRetry(t *testing.T) {
 }
 
 func TestIdempotencyIsBounded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.IdempotencyMax = 3 })
 	for i := range 10 {
 		r := request(fmt.Sprint("d", i))
@@ -101,6 +103,7 @@ func TestIdempotencyIsBounded(t *testing.T) {
 // TestConcurrentDecideTakesCapacityOnce: 50 racing requests for capacity 3
 // (by max_jobs, then by memory) create exactly 3 leases.
 func TestConcurrentDecideTakesCapacityOnce(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		edit func(h *harness)
@@ -157,6 +160,7 @@ func stored(t *testing.T, s *MemStore, id string) Lease {
 }
 
 func TestLeaseOperations(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, testLeaseOperations)
 }
 
@@ -251,6 +255,7 @@ func testLeaseOperations(t *testing.T) {
 // TestNotYetVisible: a lease's memory counts against NVML's free figure for
 // VisibilityWindow after its grant, unless it registered PIDs.
 func TestNotYetVisible(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		visible func(t *testing.T, h *harness, d Decision)
@@ -279,6 +284,7 @@ func TestNotYetVisible(t *testing.T) {
 }
 
 func TestStoreConflictChangesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	d := mustDecide(t, h, request("r1"), Grant)
@@ -298,6 +304,7 @@ func TestStoreConflictChangesNothing(t *testing.T) {
 // A grant binds the token hash the launcher sent; without one there is
 // nothing to bind, so Decide refuses, while a quote needs none.
 func TestDecideNeedsATokenHash(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	req := request("r1")
@@ -326,6 +333,7 @@ func (d *listingDevice) ComputePIDs(context.Context) ([]int, error) { return d.p
 // PIDs that run on it can be registered (and so become eviction targets);
 // a wrong token learns nothing about them; a failed read is a 503.
 func TestRegisterChecksGPUProcesses(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
 	dev := &listingDevice{fakeDevice: h.dev, pids: []int{4242, 4243, 777}}
 	c, err := New(h.c.cfg, Deps{Device: dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model})
@@ -362,6 +370,7 @@ func TestRegisterChecksGPUProcesses(t *testing.T) {
 // 125,000) is refused for its count alone: an error of one line, naming
 // the field, whatever the list holds.
 func TestRegisterHugeListRefusedByCount(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
 	ctx := context.Background()
 	d, err := h.c.Decide(ctx, request("gpu-huge"))

@@ -80,6 +80,7 @@ func newListingLend(t *testing.T) (*Controller, *fakeInstances) {
 // the instance taken, shares the inference server's device under MPS; a
 // release frees the instance for the one after.
 func TestLendFreeInstance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, _ := newLendHarness(t, instance3g())
 	before, err := h.c.Status(ctx)
@@ -141,6 +142,7 @@ func TestLendFreeInstance(t *testing.T) {
 // An instance is free only with no process, nearly no memory in use and
 // room for the job; of the free ones, the most SMs go.
 func TestLendPicksAFreeInstance(t *testing.T) {
+	t.Parallel()
 	i4g := Instance{UUID: uuid4g, Profile: "4g.71gb", SMs: 64, MemoryMiB: 71168, FreeMiB: 71168}
 	for _, tt := range []struct {
 		name string
@@ -179,6 +181,7 @@ func TestLendPicksAFreeInstance(t *testing.T) {
 
 // Instances that cannot be read leave the job to co-location.
 func TestLendReadFails(t *testing.T) {
+	t.Parallel()
 	h, fi := newLendHarness(t, instance3g())
 	fi.err = errors.New("nvml: gpu is lost")
 	d, err := h.c.Decide(context.Background(), request("unread"))
@@ -190,6 +193,7 @@ func TestLendReadFails(t *testing.T) {
 // Jobs that ask at once never share an instance: one gets it, the others
 // co-locate.
 func TestLendConcurrent(t *testing.T) {
+	t.Parallel()
 	h, _ := newLendHarness(t, instance3g())
 	var wg sync.WaitGroup
 	decisions := make([]Decision, 4)
@@ -223,6 +227,7 @@ func TestLendConcurrent(t *testing.T) {
 // The guard never lowers a lease that holds an instance: more load throttles
 // or revokes the co-located jobs only.
 func TestGuardLeavesLentInstances(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, _ := newLendHarness(t, instance3g())
 	lent, err := h.c.Decide(ctx, request("lent"))
@@ -257,6 +262,7 @@ func TestGuardLeavesLentInstances(t *testing.T) {
 // On a GPU that lists processes, a lease that holds an instance registers
 // the processes of its instance, not those of the inference server's.
 func TestRegisterOnLentInstance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, fi := newListingLend(t)
 	d, err := c.Decide(ctx, request("lent"))
@@ -277,6 +283,7 @@ func TestRegisterOnLentInstance(t *testing.T) {
 // device or daemon failing leaves it, and its instance faulting revokes it
 // (and the instance is lent no more).
 func TestLentInstanceFaults(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, fi := newLendHarness(t, instance3g())
 	faults := &fakeFaults{}
@@ -308,6 +315,7 @@ func TestLentInstanceFaults(t *testing.T) {
 // Instances that cannot be read fail the register of a lease that holds
 // one, and of no other.
 func TestRegisterWhenInstancesUnreadable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c, fi := newListingLend(t)
 	lent, err := c.Decide(ctx, request("lent"))
@@ -333,6 +341,7 @@ func TestRegisterWhenInstancesUnreadable(t *testing.T) {
 // this sidecar may lend, not its own device, and held by no older lease; it
 // takes the instance's figures from the read, not the record.
 func TestRestoreLentInstances(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, fi := newLendHarness(t, instance3g())
 	h.c.cfg.VisibleDevice = uuid4g

@@ -12,6 +12,7 @@ import (
 )
 
 func TestModelCache(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	m := newTestModel(t)
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: 10}
@@ -78,6 +79,7 @@ func TestModelCache(t *testing.T) {
 // TestModelCachedEqualsFresh: every figure the model returns, cached or
 // computed on a reused predictor, equals a fresh predictor's.
 func TestModelCachedEqualsFresh(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	m := newTestModel(t)
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
@@ -101,6 +103,7 @@ func TestModelCachedEqualsFresh(t *testing.T) {
 // TestModelConcurrent: concurrent callers (the parallel search) get the
 // same figures as a sequential one (run with -race).
 func TestModelConcurrent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	m := newTestModel(t)
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
@@ -125,6 +128,7 @@ func TestModelConcurrent(t *testing.T) {
 }
 
 func TestModelCacheEvicts(t *testing.T) {
+	t.Parallel()
 	m := newTestModel(t)
 	for i := range DefaultCacheEntries + 10 {
 		var k [32]byte
@@ -137,6 +141,7 @@ func TestModelCacheEvicts(t *testing.T) {
 }
 
 func TestNewModelChecks(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		cal      *predictor.Calibration
@@ -161,6 +166,7 @@ func TestNewModelChecks(t *testing.T) {
 // intervals (nobody reads the upper end, and widening costs six
 // simulations); the point estimates are the same.
 func TestModelPointSkipsWidening(t *testing.T) {
+	t.Parallel()
 	cal := testCal()
 	lo, hi := 500.0, 2000.0
 	cal.Fit = &predictor.FitReport{Parameters: []predictor.ParameterFit{{Name: "slice_us", Value: 1024, Low: &lo, High: &hi, PinnedBy: predictor.PinnedByRecords}}}
@@ -193,6 +199,7 @@ func TestModelPointSkipsWidening(t *testing.T) {
 // A model on a MIG instance predicts what the predictor does on that
 // instance, and never answers from the whole GPU's cache entries.
 func TestModelOnInstance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	in := predictor.Instance{Name: "3g", SMs: 45, GPUSMs: 100, Bandwidth: 0.5}
 	m, err := NewModel(testCal(), testRequests, 1, 0, 0, OnInstance(in))
@@ -235,6 +242,7 @@ func TestModelOnInstance(t *testing.T) {
 // A profile over the work budget is refused before it is simulated, and
 // the refusal is kept: the same profile again is answered from the cache.
 func TestModelRefusesOverBudgetOnce(t *testing.T) {
+	t.Parallel()
 	m := newTestModel(t)
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 0.1, SLOP99MS: 10}
 	hostile := &predictor.Profile{Format: predictor.ProfileFormat, Name: "hostile", Kind: predictor.KindTraining,
@@ -253,6 +261,7 @@ func TestModelRefusesOverBudgetOnce(t *testing.T) {
 }
 
 func TestModelStopsAtTheDeadline(t *testing.T) {
+	t.Parallel()
 	// A budget far above the estimate: the simulation starts, and would
 	// run to the predictor's event cap, seconds, were it not canceled.
 	m, err := NewModel(testCal(), testRequests, 1, 0, 0, WithEventBudget(1e15))

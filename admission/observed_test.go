@@ -36,6 +36,7 @@ func (f *fakeObserver) set(service string, rps float64) {
 // band); one that serves less keeps the configured rate until the guard can
 // throttle when load returns.
 func TestObservedRateRaisesThePrediction(t *testing.T) {
+	t.Parallel()
 	obs := &fakeObserver{}
 	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
 	h.c.deps.Observer = obs
@@ -72,6 +73,7 @@ func TestObservedRateRaisesThePrediction(t *testing.T) {
 }
 
 func TestRateBand(t *testing.T) {
+	t.Parallel()
 	for _, r := range []float64{0.001, 0.6, 1, 8.5, 150, 1e6} {
 		b := rateBand(r)
 		if !(b >= r && b < r*1.05+1e-12) || math.Abs(rateBand(b)-b) > 1e-9*b {
@@ -85,6 +87,7 @@ func TestRateBand(t *testing.T) {
 // longer fits, once; the same load again plans nothing, and a load back
 // under the configured rate raises nothing.
 func TestGuardFollowsObservedLoad(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	m := newTestModel(t)
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}

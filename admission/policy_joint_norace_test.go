@@ -19,6 +19,7 @@ import (
 // 4 jobs on a grid of 10, with different weights and speed-up curves, a
 // new job that may be left out and a memory limit that binds.
 func TestJointAllocationAgainstExhaustiveSearch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	profiles := jointProfiles()
 	tests := []struct {
@@ -85,6 +86,7 @@ func TestJointAllocationAgainstExhaustiveSearch(t *testing.T) {
 // percentage and the total weighted throughput after the last arrival,
 // and who was denied. Joint never does worse, by the joint prediction.
 func TestJointVersusFirstComeFirstServed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	profiles := jointProfiles()
 	arrivals := []struct {

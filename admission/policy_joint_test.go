@@ -87,6 +87,7 @@ func exhaustive(ctx context.Context, t *testing.T, jobs []jointJob, lim jointLim
 // Nothing fits, not even every job at its lowest percentage: an error, not
 // an allocation.
 func TestJointAllocationInfeasible(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	profiles := jointProfiles()
 	h := newHarness(t, predictor.ModeMPS, 0.001, nil) // a limit below the solo p99
@@ -123,6 +124,7 @@ func synthetic(solo, add float64) jointEval {
 // they leave, also when each job is a small share of a resource, jobs are
 // alike, or the SLO slack is thin; a base over the limits is infeasible.
 func TestJointAllocationLimits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	jobs := func(n, mem int) []jointJob {
 		out := make([]jointJob, n)
@@ -227,6 +229,7 @@ func twoLowered(t *testing.T) (*harness, []jointJob, []Decision) {
 // where it is worth more. Both plans fit; the joint one is worth at least
 // as much, by the joint prediction.
 func TestRaiseSharesTheRoomJointly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, weights, _ := twoLowered(t)
 	s := h.c.snapshot()
@@ -274,6 +277,7 @@ func TestRaiseSharesTheRoomJointly(t *testing.T) {
 // prediction) gives way, for this round, to raising one at a time: the
 // guard does not wait seconds on it.
 func TestRaiseJointBudget(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		h, _, _ := twoLowered(t)
@@ -302,6 +306,7 @@ func TestRaiseJointBudget(t *testing.T) {
 // the rule would lower first. Every lease stays at or above its min_pct,
 // only goes down, and the set fits by a fresh predictor.
 func TestGuardLowersJointly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, granted, both := denseAndNarrow(t)
 	ids := []string{granted[0].Lease.ID, granted[1].Lease.ID}

@@ -14,6 +14,7 @@ import (
 )
 
 func TestPctGrid(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name           string
 		min, max, step int
@@ -64,6 +65,7 @@ var shapes = map[string]func(x float64) float64{
 // two for a deny, and for a throttle on one worker at most three rounds per
 // halving (on the near-linear shape, at most 4 predictions in all).
 func TestSearchGridMatchesLinearScan(t *testing.T) {
+	t.Parallel()
 	for name, f := range shapes {
 		for _, grid := range [][]int{{50}, {10, 100}, pctGrid(10, 100, 5), pctGrid(1, 100, 4), pctGrid(33, 97, 7)} {
 			for limit := 50.0; limit < 1500; limit *= 1.007 {
@@ -124,6 +126,7 @@ func TestSearchGridMatchesLinearScan(t *testing.T) {
 // bisecting to 75 % because the last two guesses did not halve the
 // interval: four predictions, not five.
 func TestSearchTakesAdjacentGuess(t *testing.T) {
+	t.Parallel()
 	p99 := []float64{66.2, 71.6, 76.9, 81.3, 85.4, 89.9, 93.7, 99.2, 106.2, 113.1, 119.9, 126.6, 132.1, 139.1, 144.4, 149.9, 155.8, 163.2, 168.8}
 	grid := pctGrid(10, 100, 5)
 	const limit, solo = 108.0, 55.0
@@ -149,6 +152,7 @@ func bitsLen(n int) int {
 }
 
 func TestSearchGridError(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	for _, workers := range []int{1, 3} {
 		_, err := searchGrid(context.Background(), pctGrid(10, 100, 10), workers, func(_ context.Context, i int) (probe, error) {
@@ -165,6 +169,7 @@ func TestSearchGridError(t *testing.T) {
 
 // TestSearchGridNotMonotone: a fit above a failure does not count.
 func TestSearchGridNotMonotone(t *testing.T) {
+	t.Parallel()
 	fits := []bool{true, true, false, true, true}
 	got, err := searchGrid(context.Background(), []int{10, 20, 30, 40, 50}, 5, func(_ context.Context, i int) (probe, error) {
 		return probe{fits: fits[i], score: 1}, nil
@@ -178,6 +183,7 @@ func TestSearchGridNotMonotone(t *testing.T) {
 // largest on the grid whose p99, predicted by the predictor directly, is
 // within the limit — for several SLOs, with one worker and with four.
 func TestDecideMatchesLinearScan(t *testing.T) {
+	t.Parallel()
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	grid := pctGrid(10, 100, 10)
 	p99 := make([]float64, len(grid))
@@ -219,6 +225,7 @@ func TestDecideMatchesLinearScan(t *testing.T) {
 // the point estimate would, and less where the interval straddles the
 // limit.
 func TestDecideHoldsUpperBound(t *testing.T) {
+	t.Parallel()
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	grid := pctGrid(10, 100, 10)
 	point, upper := make([]float64, len(grid)), make([]float64, len(grid))
@@ -287,6 +294,7 @@ func TestDecideHoldsUpperBound(t *testing.T) {
 // service's load leaves the trainer less than it gets next to the first
 // alone.
 func TestDecidePredictsServicesTogether(t *testing.T) {
+	t.Parallel()
 	first := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100, SLOP99MS: 12}
 	second := ServiceSpec{Name: "gpt", Profile: inferenceProfile("gpt"), RateRPS: 60, SLOP99MS: 12}
 	decide := func(svcs []ServiceSpec) (Decision, *policyFixture) {
@@ -333,6 +341,7 @@ func TestDecidePredictsServicesTogether(t *testing.T) {
 // step's p99 (service_ms, as `colocd predict --burst-steps` prints it) to
 // the step SLO, says so, and a tighter step SLO grants less.
 func TestDecideEngineStepSLO(t *testing.T) {
+	t.Parallel()
 	step := inferenceProfile("bert") // one engine step, for the test
 	decide := func(slo float64) (Decision, ServiceSpec) {
 		svc := ServiceSpec{Name: "llama", Profile: step, RateRPS: 0.5 * 1e6 / step.SoloUS(), SLOP99MS: slo, BurstSteps: 16}

@@ -105,6 +105,7 @@ func viewOf(now time.Time, live ...liveLease) *view {
 // sentences, with figures from the predictor. The policy never makes a
 // lease: a decision's Lease and Env are the controller's (TestDecideOutcomes).
 func TestPolicyDecide(t *testing.T) {
+	t.Parallel()
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	at := func(pct float64) string {
 		return fmtMS(p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet")}, []float64{pct}))
@@ -247,6 +248,7 @@ func TestPolicyDecide(t *testing.T) {
 // trainers, oldest first, then the candidate — on the committed V100
 // profiles, under both modes.
 func TestPolicyPredictsAsThePredictor(t *testing.T) {
+	t.Parallel()
 	inf, err := predictor.LoadProfile("../testdata/profiles/v100-infer-200.json")
 	if err != nil {
 		t.Fatal(err)
@@ -303,6 +305,7 @@ func TestPolicyPredictsAsThePredictor(t *testing.T) {
 // A job of lower priority is throttled before a newer one of higher
 // priority; among equals the newest goes first (TestUpdateServices).
 func TestPolicyReplanTakesLowestPriorityFirst(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	slo := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet"), trainingProfile("resnet")}, []float64{50, 100}) / 0.9 * (1 + 1e-9)

@@ -30,6 +30,7 @@ func guardFor(t *testing.T, c *Controller, d time.Duration) []Event {
 // the launcher ignored asks for no restart when the lease is lowered
 // again to a percentage its workers already run under.
 func TestRaiseAfterTheMarginHeld(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	two := func(a, b float64) float64 {

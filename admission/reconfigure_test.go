@@ -109,6 +109,7 @@ func TestHotFieldsAreWhatReconfigureChanges(t *testing.T) {
 // memory reserve denies the next job, and leaves the live lease alone; an
 // invalid config changes nothing.
 func TestReconfigureAppliesToTheNextDecision(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
 	mustDecide(t, h, request("a"), Grant)

@@ -13,6 +13,7 @@ import (
 )
 
 func TestRequestValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		edit   func(r *Request)
@@ -83,6 +84,7 @@ func TestRequestValidate(t *testing.T) {
 }
 
 func TestLeaseDuration(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.Lease.Default, c.Lease.Max = 300e9, 3600e9 })
 	tests := []struct {
 		secs int
@@ -100,6 +102,7 @@ func TestLeaseDuration(t *testing.T) {
 // overflows on the way to the grant's env (the probe that found this sent
 // profile memory_mib 1e300 and got CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=-9223372036854775808M).
 func TestRequestValidateBounds(t *testing.T) {
+	t.Parallel()
 	tinyOps := func(r *Request) {
 		// 1,000 ops in a 1 µs unit: 1e9 events per simulated second.
 		ops := make([]predictor.Op, 1000)

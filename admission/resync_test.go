@@ -10,6 +10,7 @@ import (
 // After the store lost everything, Resync writes the live leases again and
 // they work as before: a renew's compare-and-swap finds its revision.
 func TestResyncRewritesALostStore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	a := mustDecide(t, h, request("a"), Grant)

@@ -51,6 +51,7 @@ func roomSetup(t *testing.T, edit func(*Config), minPct int) (*harness, Decision
 // throughput), the lease is throttled with an event and a deadline before
 // the new lease exists, and everything fits by the real predictor.
 func TestAdmitMakesRoomByLoweringLeases(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, dense, req := roomSetup(t, nil, 10)
 	d, err := h.c.Decide(ctx, req)
@@ -104,6 +105,7 @@ func TestAdmitMakesRoomByLoweringLeases(t *testing.T) {
 // A quote shows what the job would get and what it would cost the live
 // leases, and changes nothing.
 func TestQuoteShowsTheCostToOthers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, dense, req := roomSetup(t, nil, 10)
 	q, err := h.c.Quote(ctx, req)
@@ -129,6 +131,7 @@ func TestQuoteShowsTheCostToOthers(t *testing.T) {
 // when the leases are at their min_pct, nor by moves smaller than
 // min_move_pct.
 func TestAdmitRoomRefused(t *testing.T) {
+	t.Parallel()
 	t.Run("not worth it", func(t *testing.T) {
 		h, _, req := roomSetup(t, nil, 10)
 		req.Weight = 0.01
@@ -162,6 +165,7 @@ func TestAdmitRoomRefused(t *testing.T) {
 // live lease keeps its percentage and no event is published; once the
 // store is back, the same admit makes room.
 func TestAdmitRoomStoreRefusesTheThrottle(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, dense, req := roomSetup(t, nil, 10)
 	fs := &flakyStore{MemStore: h.store}
@@ -184,6 +188,7 @@ func TestAdmitRoomStoreRefusesTheThrottle(t *testing.T) {
 // fit by a fresh predictor, none below its min_pct, and every throttle
 // published matches a lease's percentage.
 func TestAdmitRoomConcurrent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, _, req := roomSetup(t, nil, 10)
 	var wg sync.WaitGroup
@@ -230,6 +235,7 @@ func leasesFit(t *testing.T, h *harness) []int {
 // A raise whose record is being written counts at its new percentage: an
 // admit decided meanwhile does not take the room the raise took.
 func TestRaiseTakesCapacityWhileItIsWritten(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, dense, req := roomSetup(t, func(c *Config) { c.Guard.RaiseAfter = time.Second }, 10)
 	id := dense.Lease.ID
@@ -260,6 +266,7 @@ func TestRaiseTakesCapacityWhileItIsWritten(t *testing.T) {
 // An admit makes room only by lowering leases of its own priority or
 // lower, and counts a declared weight for at most max_weight.
 func TestAdmitRoomPrioritiesAndWeights(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("a lease of higher priority keeps its share", func(t *testing.T) {
 		h, _, req := roomSetup(t, nil, 10)
@@ -292,6 +299,7 @@ func TestAdmitRoomPrioritiesAndWeights(t *testing.T) {
 // throttle is left where it is; a deadline that passes while the
 // throttles are written is a timeout, as for a grant.
 func TestAdmitRoomCommit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("behind a renew in flight", func(t *testing.T) {
 		h, dense, req := roomSetup(t, nil, 10)
@@ -376,6 +384,7 @@ func (s *ctxStore) Save(ctx context.Context, l *Lease) error {
 // (0: denied) and the weighted throughput of what runs, by the joint
 // prediction. Admission never does worse, and what runs fits.
 func TestAdmissionArrivalsVersusFirstComeFirstServed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	profiles := jointProfiles()
 	arrivals := []struct {

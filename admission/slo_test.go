@@ -35,6 +35,7 @@ func withSLO(h *harness, slo float64) []ServiceSpec {
 }
 
 func TestUpdateServices(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	two := func(a, b float64) float64 {
@@ -126,6 +127,7 @@ func TestUpdateServices(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
 	h.daemon.bad = "gone"
 	st, err := h.c.Status(context.Background())
@@ -149,6 +151,7 @@ func TestStatus(t *testing.T) {
 // TestWarmDecisionRunsNoSimulation: deciding the same request against the
 // same leases again takes every prediction from the cache.
 func TestWarmDecisionRunsNoSimulation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
 	if _, err := h.c.Quote(context.Background(), request("r1")); err != nil {
 		t.Fatal(err)

@@ -86,6 +86,7 @@ func within(t *testing.T, what string, fn func() error) {
 // and release all answer; the admit, once its prediction ends, sees that
 // the lease set changed under it and decides again.
 func TestLeaseCallsDoNotWaitForPredictions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	first := mustDecide(t, h, request("first"), Grant)
@@ -140,6 +141,7 @@ func TestLeaseCallsDoNotWaitForPredictions(t *testing.T) {
 // two requests decided one after the other: the second to commit decides
 // again with the first's lease.
 func TestRacingAdmitsCommitLikeSerialOnes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		slo   float64
@@ -205,6 +207,7 @@ func TestRacingAdmitsCommitLikeSerialOnes(t *testing.T) {
 // takes three: never more than three leases; every answer is a grant, a
 // max_jobs deny or a busy 503.
 func TestManyRacingAdmitsNeverOverAdmit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 100, func(c *Config) { c.MaxJobs = 3 })
 	gate := newGate(h.model, func(ts []Trainer) bool { return len(ts) == 1 })
 	h.c.deps.Predictor = gate
@@ -244,6 +247,7 @@ func TestManyRacingAdmitsNeverOverAdmit(t *testing.T) {
 // TestConfigChangeDuringAdmit: an SLO reload while an admit predicts on the
 // old SLO makes the admit decide again on the new one.
 func TestConfigChangeDuringAdmit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	gate := newGate(h.model, func(ts []Trainer) bool { return len(ts) > 0 })
@@ -289,6 +293,7 @@ func (p *churningPredictor) PredictP99(ctx context.Context, svcs []ServiceSpec, 
 }
 
 func TestBusyAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	churn := &churningPredictor{Predictor: h.model, c: h.c}
 	h.c.deps.Predictor = churn
@@ -325,6 +330,7 @@ func (p sleepyPredictor) PredictP99(ctx context.Context, svcs []ServiceSpec, i i
 // deadline ends a prediction or passes while one runs; a retry with the
 // same request_id is decided afresh.
 func TestDeadline(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		timeout  time.Duration // the caller's; 0: none
@@ -376,6 +382,7 @@ func TestDeadline(t *testing.T) {
 // own length, when shorter); a renew or a register extends it to its full
 // length. Time runs in a bubble.
 func TestFirstTerm(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		seconds  int                                // lease_seconds
@@ -431,6 +438,7 @@ func TestFirstTerm(t *testing.T) {
 // predictor's event cap is the request's fault (400 naming profile), not
 // an unhealthy predictor (503).
 func TestTooManyEventsIsABadRequest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	h.c.deps.Predictor = capPredictor{h.model}
 	for _, call := range []struct {
@@ -456,6 +464,7 @@ func (capPredictor) PredictP99(_ context.Context, svcs []ServiceSpec, i int, _ [
 // request_id) while its first attempt still predicts gets the first
 // attempt's lease, not a second one.
 func TestRacingRetriesShareOneLease(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	gate := newGate(h.model, func(ts []Trainer) bool { return len(ts) == 1 })
 	h.c.deps.Predictor = gate

@@ -10,6 +10,7 @@ import (
 // A summary says what a typical job would get now, and moves with the
 // leases, the device and the lent instances.
 func TestSummarize(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h, fi := newLendHarness(t, instance3g())
 	typical := request("typical")
@@ -41,6 +42,7 @@ func TestSummarize(t *testing.T) {
 
 // A typical job that does not fit is a 0.
 func TestSummarizeNoRoom(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 0.5, nil) // an SLO nothing meets
 	sum, err := h.c.Summarize(context.Background(), request("typical"))
 	if err != nil || sum.TypicalPct != 0 || sum.Margin >= 0 || !sum.Healthy {

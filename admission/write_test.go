@@ -69,6 +69,7 @@ func finishes(t *testing.T, what string, ch <-chan error) {
 // (and the store hangs), every call about other leases goes on; a change
 // of that lease waits for the write and then applies on top of it.
 func TestStoreWritesOutsideTheLock(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
 	a := mustDecide(t, h, request("a"), Grant)
@@ -101,6 +102,7 @@ func TestStoreWritesOutsideTheLock(t *testing.T) {
 // moment it commits, while its record is created without the lock; a
 // store that refuses it gives the capacity back.
 func TestGrantHoldsCapacityWhileStored(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 1e6, func(c *Config) { c.MaxJobs = 1 })
 	h.c.deps.Store = failingStore{h.store}
@@ -123,6 +125,7 @@ func TestGrantHoldsCapacityWhileStored(t *testing.T) {
 // decided meanwhile cannot take it too; and a second call on the lease
 // waits for the renew instead of finding the lease expired.
 func TestLeaseCountsWhileItsRenewIsWritten(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, testLeaseCountsWhileItsRenewIsWritten)
 }
 
