@@ -26,6 +26,7 @@ const profilesDir = "../testdata/profiles"
 // cold decisions under the race detector take seconds, and eight
 // launchers queue behind them) cannot turn a slow answer into a 504.
 func TestRunEmbedded(t *testing.T) {
+	t.Parallel()
 	var log bytes.Buffer
 	got, err := Run(context.Background(), Config{Embedded: true, Launchers: 8, Duration: 2 * time.Second, MaxJobs: 2,
 		DecisionTimeout: 5 * time.Minute, Endpoint: launch.Endpoint{Timeout: 6 * time.Minute},
@@ -65,6 +66,7 @@ func TestRunEmbedded(t *testing.T) {
 }
 
 func TestVmRSS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tests := []struct {
 		name, content string
@@ -95,6 +97,7 @@ func TestVmRSS(t *testing.T) {
 // A run's errors are counted by operation and code, each code's first
 // message is kept, and errors or too many leases fail the run.
 func TestReportFailures(t *testing.T) {
+	t.Parallel()
 	a, b := newTally(), newTally()
 	a.record(opAdmit, time.Millisecond, nil)
 	a.outcomes[bus.DecisionGrant]++

@@ -20,6 +20,7 @@ const profilesDir = "../testdata/profiles"
 // BERT-like kernels that fill the GPU, where MPS keeps the trainer at 100 %
 // and beats every layout.
 func TestMake(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name, inference, rate, slo string
 		best, first, infOn, trOn   string
@@ -153,6 +154,7 @@ func load(t *testing.T, path string) *predictor.Profile {
 // the service fits nowhere comes last, and a profile taken on a MIG
 // instance is warned of.
 func TestMakeNothingHolds(t *testing.T) {
+	t.Parallel()
 	big := filepath.Join(t.TempDir(), "big.json")
 	if err := os.WriteFile(big, []byte(`{"format": "colocd.profile/v1", "name": "big", "kind": "inference",
 		"device": {"name": "NVIDIA H200", "sms": 60}, "memory_mib": 20000, "summary": {"latency_ms": 6, "gpu_util": 0.8, "mem_util": 0.2}}`), 0o644); err != nil {

@@ -15,6 +15,7 @@ import (
 // a different percentage or rate step does not, and the least recently
 // used entry goes once the cache is full.
 func TestModelCacheByContentAndBounded(t *testing.T) {
+	t.Parallel()
 	m := testModel(t)
 	m.Requests, m.capacity = 50, 2
 	a, err := predictor.LoadProfile("../testdata/profiles/v100-train-step.json")
@@ -63,6 +64,7 @@ func TestModelCacheByContentAndBounded(t *testing.T) {
 // TrainersOf takes the leases with processes on the shared GPU, each at
 // its percentage with the profile's key, and leaves out a lent instance.
 func TestTrainersOf(t *testing.T) {
+	t.Parallel()
 	tr, err := predictor.LoadProfile("../testdata/profiles/v100-train-step.json")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +82,7 @@ func TestTrainersOf(t *testing.T) {
 
 // Follow keeps the last jobs read while reads fail, and says so once.
 func TestJobsFollow(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	reads := 0
 	var warn strings.Builder

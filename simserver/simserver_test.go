@@ -17,6 +17,7 @@ import (
 const azureTrace = "../testdata/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
 
 func TestParseTrace(t *testing.T) {
+	t.Parallel()
 	got, err := ParseTrace(strings.NewReader("TIMESTAMP,ContextTokens,GeneratedTokens\n" +
 		"2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:15:46.7805900,1,1\n"))
 	if err != nil {
@@ -41,6 +42,7 @@ func TestParseTrace(t *testing.T) {
 // The real trace: 19,366 requests over about an hour, 0.6 to 8.5 a second
 // per minute (its README).
 func TestParseAzureTrace(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open(azureTrace)
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +107,7 @@ func (p inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 // requests the server completed, with a p99 near the predicted one (times
 // the error factor).
 func TestPagesReadBackThroughTheScraper(t *testing.T) {
+	t.Parallel()
 	m := testModel(t)
 	want, err := m.Latency(8, nil)
 	if err != nil {
@@ -153,6 +156,7 @@ func TestPagesReadBackThroughTheScraper(t *testing.T) {
 }
 
 func TestNewRefusesTriton(t *testing.T) {
+	t.Parallel()
 	_, err := New(Config{Preset: "triton", Latency: testModel(t), Trainers: func() []Trainer { return nil }})
 	if err == nil || !strings.Contains(err.Error(), "no latency histogram") {
 		t.Fatalf("err = %v", err)
@@ -162,6 +166,7 @@ func TestNewRefusesTriton(t *testing.T) {
 // A model name with characters the text format escapes, or that are not
 // UTF-8, still makes a page Prometheus' parser reads.
 func TestPageEscapesTheModelName(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"llama\t3", "bad\xffutf8", "a\"b\\c\nd"} {
 		srv, err := New(Config{Preset: "vllm", ModelName: name, Arrivals: Poisson(8, time.Minute, 1), Start: time.Unix(0, 0),
 			Latency: testModel(t), Trainers: func() []Trainer { return nil }})

@@ -18,6 +18,7 @@ import (
 // admit prints, a POSIX shell that evals it runs nothing: each attempt
 // would create a file, and none may exist afterwards.
 func TestAdmitOutputSurvivesHostileReplies(t *testing.T) {
+	t.Parallel()
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Skip("no POSIX shell")

@@ -13,6 +13,7 @@ import (
 )
 
 func TestCalibrateErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"format":"colocd.measurements/v1","records":[{"name":"x","mode":"nvlink","inference":"missing.json","rate_rps":-1,
@@ -56,6 +57,7 @@ func TestCalibrateErrors(t *testing.T) {
 // known contention coefficients at three training percentages come back as a
 // calibration whose mps section finds them again.
 func TestCalibrateMPSRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, doc string) string {
 		path := filepath.Join(dir, name)

@@ -25,6 +25,7 @@ import (
 // parameters, writes the results as a measurements file, and checks that
 // `colocd calibrate` writes a calibration that finds the slice again.
 func TestCalibrateRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeProfile := func(name string, kind predictor.Kind, n int, dur, gap float64) string {
 		ops := make([]predictor.Op, n)
@@ -96,6 +97,7 @@ func TestCalibrateRoundTrip(t *testing.T) {
 // own metrics (<data_dir>/observations) becomes measurements and a
 // calibration; the windows it cannot use are said.
 func TestCalibrateFromObservations(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	inf, err := predictor.LoadProfile(profilesDir + "/v100-infer-200.json")
 	if err != nil {
@@ -152,6 +154,7 @@ func TestCalibrateFromObservations(t *testing.T) {
 }
 
 func TestProfileImport(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tests := []struct {
 		name       string
@@ -227,6 +230,7 @@ func TestProfileImport(t *testing.T) {
 }
 
 func TestProfileImportErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "p.json")
 	v100 := kinetoDir + "/v100-training-5steps.json.gz"
@@ -265,6 +269,7 @@ func TestProfileImportErrors(t *testing.T) {
 
 // profile import --json says what the line says, as JSON.
 func TestProfileImportJSON(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "p.json")
 	stdout, _, err := runCLI(t, "profile", "import", "--json", "--format", "kineto", "--out", out, kinetoDir+"/v100-training-5steps.json.gz")
 	var got kineto.Summary

@@ -9,6 +9,7 @@ import (
 // asks for name the commands and flags that exist: "de" completes to demo,
 // "predict --sv" to --svg.
 func TestShellCompletion(t *testing.T) {
+	t.Parallel()
 	for shell, want := range map[string]string{"bash": "__start_colocd", "zsh": "#compdef colocd", "fish": "complete -c colocd", "powershell": "Register-ArgumentCompleter"} {
 		out, _, err := runCLI(t, "completion", shell)
 		if err != nil || !strings.Contains(out, want) {

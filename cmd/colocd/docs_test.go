@@ -12,6 +12,7 @@ import (
 // and, with a #fragment, a heading of that file, as GitHub renders its
 // anchors: a reader who follows the tutorial never lands on nothing.
 func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
 	pages, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)

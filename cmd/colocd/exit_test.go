@@ -14,6 +14,7 @@ import (
 // slot (a deny, or no GPU of the fleet), 2 a command line that does not
 // parse, 1 anything else.
 func TestExitStatus(t *testing.T) {
+	t.Parallel()
 	// A service whose SLO nothing fits next to: every admit is a deny.
 	s := startSidecar(t, "gpu-exit", func(c *configs.Config) { c.Services[0].SLO.P99MS = 0.001 })
 	conn := []string{"--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile()}
@@ -70,6 +71,7 @@ func exitOf(err error) int {
 // probe exits 0 on a 2xx and 1 on anything else, with the status printed:
 // a container's HEALTHCHECK.
 func TestProbe(t *testing.T) {
+	t.Parallel()
 	s := startSidecar(t, "gpu-probe", nil)
 	for _, tc := range []struct {
 		path string

@@ -22,6 +22,7 @@ import (
 // simulated H200) with the launcher's commands: admit prints lines a shell
 // can eval, and register, renew, status and release work from them.
 func TestLauncherCommands(t *testing.T) {
+	t.Parallel()
 	s := startSidecar(t, "gpu-cli", nil)
 	conn := []string{"--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "gpu-cli"}
 	out, _, err := runCLI(t, append([]string{"admit", "--job", "cli-1", "--profile", profilesDir + "/v100-train-step.json",
@@ -102,6 +103,7 @@ func TestLauncherCommands(t *testing.T) {
 // A sidecar whose embedded listener speaks mutual TLS: the launcher
 // commands reach it with --tls-ca, --tls-cert, --tls-key and --nkey.
 func TestLauncherOverMutualTLS(t *testing.T) {
+	t.Parallel()
 	pki := testpki.Write(t, t.TempDir())
 	s := startSidecar(t, "gpu-tls", func(c *configs.Config) {
 		c.NATS.ServerTLS = bus.ServerTLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}
@@ -119,6 +121,7 @@ func TestLauncherOverMutualTLS(t *testing.T) {
 // admits, and prints what admit prints; the quote ends as soon as the one
 // live sidecar answered, long before --wait.
 func TestPlaceCommand(t *testing.T) {
+	t.Parallel()
 	s := startSidecar(t, "gpu-place", nil)
 	conn := []string{"--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile()}
 	var out string
@@ -160,6 +163,7 @@ func TestPlaceCommand(t *testing.T) {
 // The first try reaches a subscriber that keeps it and never answers; it
 // is then delivered to the real sidecar, as a late request would be.
 func TestAdmitWithoutAnswer(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
@@ -219,6 +223,7 @@ func TestAdmitWithoutAnswer(t *testing.T) {
 // the sidecar; list shows it; remove takes it away; a name twice, or a
 // seed file that exists, is refused without writing anything.
 func TestLauncherIdentityCommands(t *testing.T) {
+	t.Parallel()
 	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "team-a.nk")
 	stdout, _, err := runCLI(t, "launcher", "add", "team-a", "--dir", dir, "--out", out, "--json")
 	if err != nil {

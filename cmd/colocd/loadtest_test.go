@@ -6,6 +6,7 @@ import (
 )
 
 func TestLoadtestFlags(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string

@@ -12,6 +12,7 @@ import (
 // each instance with its SMs, memory and place; a GPU without a table or no
 // --gpu is an error naming the flag.
 func TestMIGLayouts(t *testing.T) {
+	t.Parallel()
 	out, _, err := runCLI(t, "mig", "layouts", "--gpu", "NVIDIA H200", "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +59,7 @@ func TestMIGLayouts(t *testing.T) {
 // colocd mig plan checks its flags and files before it plans: every
 // number wrong at once, an unknown GPU, profiles of the wrong kind.
 func TestMIGPlanFlags(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		args []string

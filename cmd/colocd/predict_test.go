@@ -20,6 +20,7 @@ const profilesDir = "../../testdata/profiles"
 // model shows up here; refresh with go test ./cmd/colocd -run Golden -update
 // and say in the commit why the numbers moved.
 func TestPredictGolden(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -60,6 +61,7 @@ func TestPredictGolden(t *testing.T) {
 
 // The --json output carries exactly the keys the issue and docs promise.
 func TestPredictJSONShape(t *testing.T) {
+	t.Parallel()
 	out, _, err := runCLI(t, "predict", "--inference", profilesDir+"/summary-bert.json", "--training", profilesDir+"/summary-train.json",
 		"--load", "0.3", "--requests", "100", "--json")
 	if err != nil {
@@ -98,6 +100,7 @@ func TestPredictJSONShape(t *testing.T) {
 }
 
 func TestPredictTable(t *testing.T) {
+	t.Parallel()
 	out, _, err := runCLI(t, "predict", "--inference", profilesDir+"/summary-bert.json", "--training", profilesDir+"/summary-stream.json",
 		"--rate", "50", "--requests", "200")
 	if err != nil {
@@ -111,6 +114,7 @@ func TestPredictTable(t *testing.T) {
 }
 
 func TestPredictErrors(t *testing.T) {
+	t.Parallel()
 	bert, train := profilesDir+"/summary-bert.json", profilesDir+"/summary-train.json"
 	tests := []struct {
 		name string
@@ -148,6 +152,7 @@ func TestPredictErrors(t *testing.T) {
 // under services, the first also as inference, and each other's co-runner
 // (the first's p99 is above what it predicts alone).
 func TestPredictTwoServices(t *testing.T) {
+	t.Parallel()
 	bert, infer, train := profilesDir+"/summary-bert.json", profilesDir+"/v100-infer-200.json", profilesDir+"/v100-train-step.json"
 	run := func(args ...string) predictor.Prediction {
 		t.Helper()

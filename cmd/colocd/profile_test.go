@@ -20,6 +20,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 }
 
 func TestProfileValidate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"format": "colocd.profile/v1", "name": "bad", "kind": "batch", "ops": [{"dur_us": 1, "gap_us": 0, "sm": 2, "occupancy": 1}]}`), 0o644); err != nil {

@@ -26,6 +26,7 @@ func freeAddr(t *testing.T) string {
 // TestSimserve runs the simulated server next to a real sidecar: its page
 // is vLLM's format, read by colocd's own scraper, and its requests grow.
 func TestSimserve(t *testing.T) {
+	t.Parallel()
 	s := startSidecar(t, "gpu-simserve", nil)
 	addr := freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -71,6 +72,7 @@ func TestSimserve(t *testing.T) {
 }
 
 func TestSimserveErrors(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		args []string
 		want string

@@ -19,6 +19,7 @@ import (
 // predict --sweep predicts the service at every step of the trainer's
 // percentage, and chooses the highest within the SLO, as the chart shows.
 func TestPredictSweep(t *testing.T) {
+	t.Parallel()
 	args := []string{"predict", "--inference", profilesDir + "/v100-infer-200.json", "--training", profilesDir + "/v100-train-step.json",
 		"--mode", "mps", "--rate", "8", "--requests", "300", "--sweep"}
 	out, _, err := runCLI(t, append(args, "--json", "--slo-p99-ms", "100")...)
@@ -58,6 +59,7 @@ func TestPredictSweep(t *testing.T) {
 // written whole. --svg without --sweep, or into a directory that does not
 // exist, is an error that leaves nothing behind.
 func TestPredictSweepSVG(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sweep.svg")
 	args := []string{"predict", "--inference", profilesDir + "/v100-infer-200.json", "--training", profilesDir + "/v100-train-step.json",

@@ -13,6 +13,7 @@ import (
 
 // colocd version prints the build's information, as JSON too.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	out, _, err := runCLI(t, "version", "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +30,7 @@ func TestVersion(t *testing.T) {
 // Every command's --help has an example; each example line runs a command
 // that exists, with flags it has.
 func TestEveryCommandHasAnExample(t *testing.T) {
+	t.Parallel()
 	root := newRootCmd()
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -80,6 +82,7 @@ func lookupFlag(c *cobra.Command, name string) *pflag.Flag {
 // Every command that prints what it found or did has --json, but the two
 // that run until stopped (serve's log takes --log-format json).
 func TestEveryCommandHasJSON(t *testing.T) {
+	t.Parallel()
 	servers := map[string]bool{"colocd serve": true, "colocd simserve": true}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
