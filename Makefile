@@ -78,7 +78,7 @@ attack:
 
 # The two passes of make test. NORACE_* are the files tagged !race and
 # their tests; the plain pass builds only the packages that have such files
-# or benchmarks.
+# or benchmarks, four at a time (the demo's minute mostly waits).
 NORACE_FILES := $(shell grep -rl --include='*_test.go' '^//go:build.*!race' . 2>/dev/null)
 BENCH_FILES  := $(shell grep -rl --include='*_test.go' '^func Benchmark' . 2>/dev/null)
 PLAIN_PKGS   := $(sort $(dir $(NORACE_FILES) $(BENCH_FILES)))
@@ -86,7 +86,7 @@ NORACE_TESTS := $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\).*/\1/p' $(NORACE_F
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
 test-plain:
-	$(GO) test -tags slow -count=1 -run '^($(NORACE_TESTS))$$' -bench . -benchtime 1x $(PLAIN_PKGS)
+	$(GO) test -tags slow -count=1 -p 4 -run '^($(NORACE_TESTS))$$' -bench . -benchtime 1x $(PLAIN_PKGS)
 
 # The GPU harness's logic (no torch, no GPU needed), run against the real binary.
 harness-test: build
