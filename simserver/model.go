@@ -2,11 +2,11 @@ package simserver
 
 import (
 	"cmp"
-	"container/list"
 	"fmt"
 	"math"
 	"sync"
 
+	"github.com/colocd/colocd/internal/cache"
 	"github.com/colocd/colocd/internal/digest"
 	"github.com/colocd/colocd/predictor"
 )
@@ -35,10 +35,9 @@ const CacheEntries = 1024
 
 // Model is colocd's predictor for one inference service, with its
 // predictions cached: the server asks it once per distinct load. The cache
-// is a least-recently-used list of CacheEntries, keyed by the load's
-// content (the rate step, and each trainer's profile digest and
-// percentage in order), so that equal profiles share entries and a long
-// run's memory stays bounded.
+// (internal/cache) holds CacheEntries, least recently used out first, keyed
+// by the load's content (loadKey), so that equal profiles share entries
+// and a long run's memory stays bounded.
 type Model struct {
 	Inference   *predictor.Profile
 	Calibration *predictor.Calibration
@@ -52,15 +51,9 @@ type Model struct {
 	// capacity bounds the cache (0: CacheEntries); tests lower it.
 	capacity int
 
-	mu    sync.Mutex
-	lru   *list.List // of *cached, most recent first
-	index map[digest.Key]*list.Element
+	mu    sync.Mutex // serializes pr, which is not safe for concurrent use
+	cache *cache.LRU[digest.Key, predictor.Percentiles]
 	pr    predictor.Predictor
-}
-
-type cached struct {
-	key digest.Key
-	p   predictor.Percentiles
 }
 
 // rateStep is the rate resolution of the model: rates within it share a
@@ -71,19 +64,14 @@ const rateStep = 0.25
 // completion) at rate with trainers.
 func (m *Model) Latency(rate float64, trainers []Trainer) (predictor.Percentiles, error) {
 	rate = max(rateStep, math.Ceil(rate/rateStep)*rateStep)
-	var h digest.Hasher
-	h.Float64(rate)
-	h.Int(len(trainers))
-	for i := range trainers {
-		h.Key(trainers[i].key())
-		h.Int(trainers[i].Pct)
-	}
-	key := h.Sum()
+	key := loadKey(rate, trainers)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e, ok := m.index[key]; ok {
-		m.lru.MoveToFront(e)
-		return e.Value.(*cached).p, nil
+	if m.cache == nil {
+		m.cache = cache.New[digest.Key, predictor.Percentiles](cmp.Or(m.capacity, CacheEntries))
+	}
+	if p, ok := m.cache.Get(key); ok {
+		return p, nil
 	}
 	sc := &predictor.Scenario{Inference: m.Inference, RateRPS: rate, Requests: m.Requests, Seed: m.Seed, DeviceSMs: m.SMs}
 	for _, t := range trainers {
@@ -96,25 +84,31 @@ func (m *Model) Latency(rate float64, trainers []Trainer) (predictor.Percentiles
 	if err != nil {
 		return predictor.Percentiles{}, fmt.Errorf("predict the server's latency at %g req/s: %w", rate, err)
 	}
-	if m.lru == nil {
-		m.lru, m.index = list.New(), map[digest.Key]*list.Element{}
+	return m.cache.Add(key, pred.Inference.LatencyMS, 1), nil
+}
+
+// loadKey is the content of a load: the rate step, and each trainer's
+// profile digest and percentage in order.
+func loadKey(rate float64, trainers []Trainer) digest.Key {
+	var h digest.Hasher
+	h.Float64(rate)
+	h.Int(len(trainers))
+	for i := range trainers {
+		h.Key(trainers[i].key())
+		h.Int(trainers[i].Pct)
 	}
-	m.index[key] = m.lru.PushFront(&cached{key: key, p: pred.Inference.LatencyMS})
-	if m.lru.Len() > cmp.Or(m.capacity, CacheEntries) {
-		old := m.lru.Remove(m.lru.Back()).(*cached)
-		delete(m.index, old.key)
-	}
-	return pred.Inference.LatencyMS, nil
+	return h.Sum()
 }
 
 // cacheLen is how many predictions the model holds.
 func (m *Model) cacheLen() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.lru == nil {
+	if m.cache == nil {
 		return 0
 	}
-	return m.lru.Len()
+	n, _ := m.cache.Len()
+	return n
 }
 
 // draw returns a latency from the distribution through the percentiles:
