@@ -18,14 +18,7 @@ import (
 // so the search runs in full: top, bottom, then bisection.
 func benchHarness(b *testing.B, workers int) (*harness, Request) {
 	b.Helper()
-	inf, err := predictor.LoadProfile("../testdata/profiles/v100-infer-200.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	train, err := predictor.LoadProfile("../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		b.Fatal(err)
-	}
+	inf, train := v100Profiles(b)
 	// The point estimate: the scenario (a throttle to 50 %) and its figures
 	// in docs/predictor.md#speed predate the upper bound, which only reads
 	// an interval the same simulation computes anyway.
@@ -33,13 +26,11 @@ func benchHarness(b *testing.B, workers int) (*harness, Request) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := newHarness(b, predictor.ModeMPS, 120, func(c *Config) {
+	h := newHarnessWith(b, model, predictor.ModeMPS, 120, func(c *Config) {
 		c.Services = []ServiceSpec{{Name: "v100-infer", Profile: inf, RateRPS: 8, SLOP99MS: 120}}
 		c.PctStep = 5
 		c.SearchWorkers = workers
 	})
-	h.model = model
-	h.c.deps.Predictor = model
 	req := request("bench")
 	req.Profile = train
 	req.ProfileKey = train.Key() // as the sidecar does: once per distinct profile (hashing its 870 kernel names costs ~0.1 ms)

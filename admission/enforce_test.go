@@ -118,8 +118,6 @@ func TestReleaseEvictsWhatStillRuns(t *testing.T) {
 func secondRevoked(t *testing.T, deps func(*Deps)) (*harness, Decision, Decision) {
 	t.Helper()
 	ctx := context.Background()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	one := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet")}, []float64{100})
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
 	if deps != nil {
 		deps(&h.c.deps)
@@ -134,7 +132,7 @@ func secondRevoked(t *testing.T, deps func(*Deps)) (*harness, Decision, Decision
 			t.Fatal(err)
 		}
 	}
-	if evs, err := h.c.UpdateServices(ctx, withSLO(h, one/0.9*(1+1e-9)), 0.1); err != nil || len(evs) != 1 || evs[0].Type != EventRevoke || evs[0].LeaseID != b.Lease.ID {
+	if evs, err := h.c.UpdateServices(ctx, withSLO(h, sloJustFitting(resnetP99(t, 100))), 0.1); err != nil || len(evs) != 1 || evs[0].Type != EventRevoke || evs[0].LeaseID != b.Lease.ID {
 		t.Fatalf("%+v %v; want the second revoked", evs, err)
 	}
 	return h, a, b
@@ -165,10 +163,8 @@ func TestFaultEndsARevokedLeaseNow(t *testing.T) {
 func TestNoMeasurementWhileAWorkerAwaitsItsRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	two := func(a, b float64) float64 {
-		return p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet"), trainingProfile("resnet")}, []float64{a, b})
-	}
+	tight := sloJustFitting(resnetP99(t, 100, 50))
+	exact := resnetP99(t, 100, 100) // what the model predicts for the workers as they still run
 	synctest.Test(t, func(t *testing.T) {
 		h, a, b := twoLeases(t)
 		for i, d := range []Decision{a, b} {
@@ -179,12 +175,12 @@ func TestNoMeasurementWhileAWorkerAwaitsItsRestart(t *testing.T) {
 		obs := &fakeLatency{}
 		h.c.deps.Observer = obs
 		time.Sleep(time.Second)
-		if evs, err := h.c.UpdateServices(ctx, withSLO(h, two(100, 50)/0.9*(1+1e-9)), 0.1); err != nil || len(evs) != 1 || evs[0].Pct != 50 {
+		if evs, err := h.c.UpdateServices(ctx, withSLO(h, tight), 0.1); err != nil || len(evs) != 1 || evs[0].Pct != 50 {
 			t.Fatalf("%+v %v", evs, err)
 		}
 		start := time.Now()
 		time.Sleep(30 * time.Second)
-		obs.set(two(100, 100), start) // what the model predicts for the workers as they still run
+		obs.set(exact, start)
 		evs, err := h.c.Guard(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -199,8 +195,7 @@ func TestNoMeasurementWhileAWorkerAwaitsItsRestart(t *testing.T) {
 // first restart replaced.
 func TestSecondThrottleKeepsTheReplacedProcessesDue(t *testing.T) {
 	t.Parallel()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	slo40 := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet"), trainingProfile("resnet")}, []float64{100, 40}) / 0.9 * (1 + 1e-9)
+	slo40 := sloJustFitting(resnetP99(t, 100, 40))
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		ev := &fakeEvictor{}

@@ -76,8 +76,7 @@ func (f fakeHost) LeaseOf(pid int) (string, error) {
 // second is throttled to 50 %. It runs the expiry loop.
 func throttled(t *testing.T, ev *fakeEvictor) (*harness, Decision, Decision, func()) {
 	t.Helper()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	slo := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet"), trainingProfile("resnet")}, []float64{100, 50}) / 0.9 * (1 + 1e-9)
+	slo := sloJustFitting(resnetP99(t, 100, 50))
 	h, a, b := twoLeases(t)
 	h.c.deps.Evictor = ev
 	ctx := context.Background()

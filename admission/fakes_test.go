@@ -177,8 +177,14 @@ func tokenOf(d Decision) string { return testToken(d.Lease.JobID) }
 // predictor.Predictor, as `colocd predict` does): the reference figures.
 func p99At(t testing.TB, mode predictor.Mode, svc ServiceSpec, trainers []*predictor.Profile, pcts []float64) float64 {
 	t.Helper()
-	cal := testCal()
 	sc := &predictor.Scenario{Inference: svc.Profile, Training: trainers, RateRPS: svc.RateRPS, Requests: testRequests, Seed: 1, TrainingPct: pcts}
+	return predictDirectly(t, mode, sc, testCal()).Inference.LatencyMS.P99
+}
+
+// predictDirectly is the fresh predictor's prediction of sc under mode with
+// cal; time slicing ignores sc.TrainingPct, so it is cleared.
+func predictDirectly(t testing.TB, mode predictor.Mode, sc *predictor.Scenario, cal *predictor.Calibration) *predictor.Prediction {
+	t.Helper()
 	var pr predictor.Predictor
 	var pred *predictor.Prediction
 	var err error
@@ -191,7 +197,42 @@ func p99At(t testing.TB, mode predictor.Mode, svc ServiceSpec, trainers []*predi
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pred.Inference.LatencyMS.P99
+	return pred
+}
+
+// bert is testConfig's service without its SLO.
+func bert() ServiceSpec {
+	return ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+}
+
+// resnetP99 is bert's p99 under MPS beside one resnet trainer at each of
+// pcts, by the predictor directly.
+func resnetP99(t testing.TB, pcts ...float64) float64 {
+	t.Helper()
+	trainers := make([]*predictor.Profile, len(pcts))
+	for i := range trainers {
+		trainers[i] = trainingProfile("resnet")
+	}
+	return p99At(t, predictor.ModeMPS, bert(), trainers, pcts)
+}
+
+// sloJustFitting is the SLO under which a p99 of p99 just fits within
+// testConfig's 10 % headroom.
+func sloJustFitting(p99 float64) float64 { return p99 / 0.9 * (1 + 1e-9) }
+
+// v100Profiles loads the committed V100 pair: the 200-kernel inference
+// profile and the 870-kernel training step.
+func v100Profiles(t testing.TB) (inf, train *predictor.Profile) {
+	t.Helper()
+	inf, err := predictor.LoadProfile("../testdata/profiles/v100-infer-200.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, err = predictor.LoadProfile("../testdata/profiles/v100-train-step.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inf, train
 }
 
 // pol is the policy a decision would be made by now (a fresh snapshot's).

@@ -40,8 +40,7 @@ func (f *fakeLatency) set(p99 float64, since time.Time) {
 func TestObservedP99CorrectsThePrediction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	both := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet"), trainingProfile("resnet")}, []float64{100, 100})
+	both := resnetP99(t, 100, 100)
 	synctest.Test(t, func(t *testing.T) {
 		slo := both / 0.9 * 1.2 // both at 100 % fit by 20 %
 		h := newHarness(t, predictor.ModeMPS, slo, nil)

@@ -184,11 +184,10 @@ func TestSearchGridNotMonotone(t *testing.T) {
 // within the limit — for several SLOs, with one worker and with four.
 func TestDecideMatchesLinearScan(t *testing.T) {
 	t.Parallel()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
 	grid := pctGrid(10, 100, 10)
 	p99 := make([]float64, len(grid))
 	for i, pct := range grid {
-		p99[i] = p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet")}, []float64{float64(pct)})
+		p99[i] = resnetP99(t, float64(pct))
 	}
 	for _, slo := range []float64{6, 7.8, 8.2, 8.5, 9, 10, 11.5, 13, 20} {
 		want := -1

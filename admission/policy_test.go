@@ -249,14 +249,7 @@ func TestPolicyDecide(t *testing.T) {
 // profiles, under both modes.
 func TestPolicyPredictsAsThePredictor(t *testing.T) {
 	t.Parallel()
-	inf, err := predictor.LoadProfile("../testdata/profiles/v100-infer-200.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	train, err := predictor.LoadProfile("../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inf, train := v100Profiles(t)
 	small := trainingProfile("small") // a second, different trainer
 	small.Device = train.Device
 	const requests, seed, rate = 200, 7, 8.0
@@ -279,17 +272,7 @@ func TestPolicyPredictsAsThePredictor(t *testing.T) {
 
 			sc := &predictor.Scenario{Inference: inf, Training: []*predictor.Profile{small, train}, RateRPS: rate,
 				Requests: requests, Seed: seed, TrainingPct: []float64{40, 70}, DeviceSMs: cal.Device.SMs}
-			var pr predictor.Predictor
-			var want *predictor.Prediction
-			if mode == predictor.ModeMPS {
-				want, err = pr.PredictMPS(sc, cal.MPS.Params())
-			} else {
-				sc.TrainingPct = nil
-				want, err = pr.PredictTimeslice(sc, *cal.Timeslice)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := predictDirectly(t, mode, sc, cal)
 			got := d.Predictions[0]
 			if got.PredictedP99MS != want.Inference.LatencyMS.P99 || got.SoloP99MS != want.Inference.SoloLatencyMS.P99 {
 				t.Errorf("decision p99 %v solo %v; predictor %v solo %v", got.PredictedP99MS, got.SoloP99MS,
@@ -307,8 +290,7 @@ func TestPolicyPredictsAsThePredictor(t *testing.T) {
 func TestPolicyReplanTakesLowestPriorityFirst(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	slo := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet"), trainingProfile("resnet")}, []float64{50, 100}) / 0.9 * (1 + 1e-9)
+	slo := sloJustFitting(resnetP99(t, 50, 100))
 	synctest.Test(t, func(t *testing.T) {
 		f := newTestPolicy(t, predictor.ModeMPS, slo, nil)
 		now := time.Now()
