@@ -76,21 +76,24 @@ func TestModelCache(t *testing.T) {
 	}
 }
 
+// besideResnet is m's figures for bert beside one resnet trainer at pct,
+// under MPS.
+func besideResnet(m *Model, pct int) (Latency, error) {
+	return m.PredictP99(context.Background(), []ServiceSpec{bert()}, 0, []Trainer{{Profile: trainingProfile("resnet"), Pct: pct}}, predictor.ModeMPS)
+}
+
 // TestModelCachedEqualsFresh: every figure the model returns, cached or
 // computed on a reused predictor, equals a fresh predictor's.
 func TestModelCachedEqualsFresh(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	m := newTestModel(t)
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	train := trainingProfile("resnet")
 	for round := range 2 {
 		for _, pct := range []int{100, 10, 50} {
-			lat, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, []Trainer{{Profile: train, Pct: pct}}, predictor.ModeMPS)
+			lat, err := besideResnet(m, pct)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{train}, []float64{float64(pct)}); lat.P99MS != want {
+			if want := resnetP99(t, float64(pct)); lat.P99MS != want {
 				t.Errorf("round %d at %d %%: %v, fresh predictor %v", round, pct, lat.P99MS, want)
 			}
 		}
@@ -104,15 +107,12 @@ func TestModelCachedEqualsFresh(t *testing.T) {
 // same figures as a sequential one (run with -race).
 func TestModelConcurrent(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	m := newTestModel(t)
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	train := trainingProfile("resnet")
 	got := make([]Latency, 8)
 	var wg sync.WaitGroup
 	for i := range got {
 		wg.Go(func() {
-			lat, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, []Trainer{{Profile: train, Pct: 10 * (i + 1)}}, predictor.ModeMPS)
+			lat, err := besideResnet(m, 10*(i+1))
 			if err != nil {
 				t.Error(err)
 			}
@@ -121,7 +121,7 @@ func TestModelConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	for i, lat := range got {
-		if want := p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{train}, []float64{float64(10 * (i + 1))}); lat.P99MS != want {
+		if want := resnetP99(t, float64(10*(i+1))); lat.P99MS != want {
 			t.Errorf("at %d %%: %v, want %v", 10*(i+1), lat.P99MS, want)
 		}
 	}

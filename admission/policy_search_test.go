@@ -179,6 +179,18 @@ func TestSearchGridNotMonotone(t *testing.T) {
 	}
 }
 
+// largestWithin is the largest percentage of grid whose p99 (p99s, by
+// grid's index) is within limit; -1 where none is.
+func largestWithin(grid []int, p99s []float64, limit float64) int {
+	largest := -1
+	for i, pct := range grid {
+		if p99s[i] <= limit {
+			largest = pct
+		}
+	}
+	return largest
+}
+
 // TestDecideMatchesLinearScan: the percentage a decision grants is the
 // largest on the grid whose p99, predicted by the predictor directly, is
 // within the limit — for several SLOs, with one worker and with four.
@@ -190,12 +202,7 @@ func TestDecideMatchesLinearScan(t *testing.T) {
 		p99[i] = resnetP99(t, float64(pct))
 	}
 	for _, slo := range []float64{6, 7.8, 8.2, 8.5, 9, 10, 11.5, 13, 20} {
-		want := -1
-		for i := range grid {
-			if p99[i] <= 0.9*slo {
-				want = grid[i]
-			}
-		}
+		want := largestWithin(grid, p99, 0.9*slo)
 		for _, workers := range []int{1, 4} {
 			t.Run(fmt.Sprintf("slo=%g/workers=%d", slo, workers), func(t *testing.T) {
 				f := newTestPolicy(t, predictor.ModeMPS, slo, func(c *Config) { c.SearchWorkers = workers })
@@ -203,9 +210,8 @@ func TestDecideMatchesLinearScan(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := -1
+				got := grantedPct(d)
 				if d.Outcome != Deny {
-					got = d.Pct
 					if i := slices.Index(grid, got); d.Predictions[0].PredictedP99MS != p99[i] {
 						t.Errorf("predicted p99 %v at %d %%, the predictor says %v", d.Predictions[0].PredictedP99MS, got, p99[i])
 					}
@@ -225,18 +231,13 @@ func TestDecideMatchesLinearScan(t *testing.T) {
 // limit.
 func TestDecideHoldsUpperBound(t *testing.T) {
 	t.Parallel()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	svc := bert()
 	grid := pctGrid(10, 100, 10)
 	point, upper := make([]float64, len(grid)), make([]float64, len(grid))
-	cal := testCal()
 	for i, pct := range grid {
 		sc := &predictor.Scenario{Inference: svc.Profile, Training: []*predictor.Profile{trainingProfile("resnet")}, RateRPS: svc.RateRPS,
 			Requests: testRequests, Seed: 1, TrainingPct: []float64{float64(pct)}, Confidence: 0.95}
-		var pr predictor.Predictor
-		pred, err := pr.PredictMPS(sc, cal.MPS.Params())
-		if err != nil {
-			t.Fatal(err)
-		}
+		pred := predictDirectly(t, predictor.ModeMPS, sc, testCal())
 		point[i], upper[i] = pred.Inference.LatencyMS.P99, pred.Inference.LatencyInterval.P99[1]
 		if upper[i] < point[i] {
 			t.Fatalf("at %d %%: upper end %v below the point %v", pct, upper[i], point[i])
@@ -248,15 +249,7 @@ func TestDecideHoldsUpperBound(t *testing.T) {
 	}
 	stricter := 0
 	for _, slo := range []float64{8.2, 9, 10, 11.5, 13, 20} {
-		wantUpper, wantPoint := -1, -1
-		for i := range grid {
-			if upper[i] <= 0.9*slo {
-				wantUpper = grid[i]
-			}
-			if point[i] <= 0.9*slo {
-				wantPoint = grid[i]
-			}
-		}
+		wantUpper, wantPoint := largestWithin(grid, upper, 0.9*slo), largestWithin(grid, point, 0.9*slo)
 		if wantUpper < wantPoint {
 			stricter++
 		}
@@ -266,9 +259,8 @@ func TestDecideHoldsUpperBound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := -1
+			got := grantedPct(d)
 			if d.Outcome != Deny {
-				got = d.Pct
 				i := slices.Index(grid, got)
 				if sp := d.Predictions[0]; sp.PredictedP99MS != point[i] || sp.UpperP99MS != upper[i] {
 					t.Errorf("at %d %%: predicted %v up to %v, the predictor says %v up to %v", got, sp.PredictedP99MS, sp.UpperP99MS, point[i], upper[i])
