@@ -19,45 +19,41 @@ import (
 func TestDecideOutcomes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name     string
-		mode     predictor.Mode
-		slo      float64
-		setup    func(t *testing.T, h *harness)
-		req      func(r *Request)
-		outcome  Outcome
-		code     ReasonCode
-		pct      int   // granted percentage (grant, throttle)
-		wantErr  error // nil, or the sentinel the error matches
-		predicts bool  // the decision carries predictions
+		name  string
+		mode  predictor.Mode
+		slo   float64
+		setup func(t *testing.T, h *harness)
+		req   func(r *Request)
+		want  decisionWant
 	}{
 		{name: "grant when the SLO is loose", mode: predictor.ModeMPS, slo: 100,
-			outcome: Grant, code: CodeFits, pct: 100, predicts: true},
+			want: decisionWant{outcome: Grant, code: CodeFits, pct: 100, predicts: true}},
 		{name: "grant at a max_pct below 100", mode: predictor.ModeMPS, slo: 100, req: func(r *Request) { r.MaxPct = 70 },
-			outcome: Grant, code: CodeFits, pct: 70, predicts: true},
+			want: decisionWant{outcome: Grant, code: CodeFits, pct: 70, predicts: true}},
 		{name: "throttle when only a lower pct fits", mode: predictor.ModeMPS, slo: 9,
-			outcome: Throttle, code: CodeThrottledToFit, pct: 50, predicts: true},
+			want: decisionWant{outcome: Throttle, code: CodeThrottledToFit, pct: 50, predicts: true}},
 		{name: "deny when even min_pct violates", mode: predictor.ModeMPS, slo: 6.9,
-			outcome: Deny, code: CodeSLOViolation, predicts: true},
+			want: decisionWant{outcome: Deny, code: CodeSLOViolation, predicts: true}},
 		{name: "deny for memory", mode: predictor.ModeMPS, slo: 100,
-			setup:   func(t *testing.T, h *harness) { h.dev.free = 2048 + 4095 },
-			outcome: Deny, code: CodeInsufficientMemory},
+			setup: func(t *testing.T, h *harness) { h.dev.free = 2048 + 4095 },
+			want:  decisionWant{outcome: Deny, code: CodeInsufficientMemory}},
 		{name: "deny for max_jobs", mode: predictor.ModeMPS, slo: 100,
 			setup: func(t *testing.T, h *harness) {
 				h.c.cfg.MaxJobs = 1
 				mustDecide(t, h, request("first"), Grant)
 			},
-			outcome: Deny, code: CodeMaxJobs},
+			want: decisionWant{outcome: Deny, code: CodeMaxJobs}},
 		{name: "unhealthy GPU", mode: predictor.ModeMPS, slo: 100,
-			setup:   func(t *testing.T, h *harness) { h.dev.bad = "XID 79: GPU has fallen off the bus" },
-			outcome: Deny, code: CodeGPUUnhealthy, wantErr: ErrUnavailable},
+			setup: func(t *testing.T, h *harness) { h.dev.bad = "XID 79: GPU has fallen off the bus" },
+			want:  decisionWant{outcome: Deny, code: CodeGPUUnhealthy, wantErr: ErrUnavailable}},
 		{name: "time slicing grants at 100 whatever max_pct", mode: predictor.ModeTimeslice, slo: 100, req: func(r *Request) { r.MaxPct = 40 },
-			outcome: Grant, code: CodeFits, pct: 100, predicts: true},
+			want: decisionWant{outcome: Grant, code: CodeFits, pct: 100, predicts: true}},
 		{name: "predictor failure", mode: predictor.ModeMPS, slo: 100,
-			setup:   func(t *testing.T, h *harness) { h.c.deps.Predictor = failingPredictor{} },
-			outcome: Deny, code: CodePredictorUnhealthy, wantErr: ErrUnavailable},
+			setup: func(t *testing.T, h *harness) { h.c.deps.Predictor = failingPredictor{} },
+			want:  decisionWant{outcome: Deny, code: CodePredictorUnhealthy, wantErr: ErrUnavailable}},
 		{name: "store failure", mode: predictor.ModeMPS, slo: 100,
-			setup:   func(t *testing.T, h *harness) { h.c.deps.Store = failingStore{h.store} },
-			outcome: Deny, code: CodeStoreUnavailable, wantErr: ErrUnavailable},
+			setup: func(t *testing.T, h *harness) { h.c.deps.Store = failingStore{h.store} },
+			want:  decisionWant{outcome: Deny, code: CodeStoreUnavailable, wantErr: ErrUnavailable}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,26 +66,15 @@ func TestDecideOutcomes(t *testing.T) {
 				tt.req(&req)
 			}
 			d, err := h.c.Decide(context.Background(), req)
-			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
-				t.Fatalf("error %v, want %v", err, tt.wantErr)
-			}
-			if d.Outcome != tt.outcome || d.Code != tt.code {
-				t.Fatalf("got %s/%s (%s), want %s/%s", d.Outcome, d.Code, d.Message, tt.outcome, tt.code)
-			}
-			if d.Message == "" {
-				t.Error("no message")
-			}
-			if got := len(d.Predictions) > 0; got != tt.predicts {
-				t.Errorf("predictions %v, want some: %v", d.Predictions, tt.predicts)
-			}
-			if tt.outcome == Deny {
+			tt.want.check(t, d, err)
+			if tt.want.outcome == Deny {
 				if d.Lease != nil || d.Env != nil {
 					t.Errorf("a deny with lease %v, token %q", d.Lease, tokenOf(d))
 				}
 				return
 			}
-			if d.Lease == nil || d.Lease.Pct != tt.pct {
-				t.Fatalf("lease %+v, want one at %d %%", d.Lease, tt.pct)
+			if d.Lease == nil || d.Lease.Pct != tt.want.pct {
+				t.Fatalf("lease %+v, want one at %d %%", d.Lease, tt.want.pct)
 			}
 			stored, _ := h.store.Load(context.Background())
 			if len(stored) != len(h.c.Leases()) || stored[len(stored)-1].Revision == 0 {

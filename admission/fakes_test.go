@@ -106,36 +106,55 @@ func newTestModel(t testing.TB) *Model {
 	return m
 }
 
-// harness is a controller with fakes and the real model, on the system
-// clock. A test that needs time to pass runs in a synctest bubble, whose
-// clock moves only while every goroutine in it waits (time.Sleep, a timer).
-type harness struct {
-	c      *Controller
+// world is what a policy reads, settable: a healthy GPU with 80,000 MiB
+// free, a healthy MPS daemon, and the model.
+type world struct {
 	dev    *fakeDevice
 	daemon *fakeDaemon
-	store  *MemStore
-	events *fakeEvents
 	model  *Model
 }
 
-// newHarness builds a controller; edit changes the config first.
-func newHarness(t testing.TB, mode predictor.Mode, slo float64, edit func(*Config)) *harness {
+// newWorld is the world with model m (nil: newTestModel) and testConfig's
+// config, edit changing it first.
+func newWorld(t testing.TB, m *Model, mode predictor.Mode, slo float64, edit func(*Config)) (world, Config) {
 	t.Helper()
-	return newHarnessWith(t, newTestModel(t), mode, slo, edit)
-}
-
-// newHarnessWith is newHarness with the given model.
-func newHarnessWith(t testing.TB, m *Model, mode predictor.Mode, slo float64, edit func(*Config)) *harness {
-	t.Helper()
-	h := &harness{
-		dev: &fakeDevice{free: 80000}, daemon: &fakeDaemon{}, store: NewMemStore(),
-		events: &fakeEvents{}, model: m,
+	if m == nil {
+		m = newTestModel(t)
 	}
 	cfg := testConfig(mode, slo)
 	if edit != nil {
 		edit(&cfg)
 	}
-	c, err := New(cfg, Deps{Device: h.dev, Daemon: h.daemon, Store: h.store, Events: h.events, Predictor: h.model})
+	return world{dev: &fakeDevice{free: 80000}, daemon: &fakeDaemon{}, model: m}, cfg
+}
+
+// deps are the world's dependencies: no store, no events.
+func (w world) deps() Deps { return Deps{Device: w.dev, Daemon: w.daemon, Predictor: w.model} }
+
+// harness is a controller with fakes and the real model, on the system
+// clock. A test that needs time to pass runs in a synctest bubble, whose
+// clock moves only while every goroutine in it waits (time.Sleep, a timer).
+type harness struct {
+	world
+	c      *Controller
+	store  *MemStore
+	events *fakeEvents
+}
+
+// newHarness builds a controller; edit changes the config first.
+func newHarness(t testing.TB, mode predictor.Mode, slo float64, edit func(*Config)) *harness {
+	t.Helper()
+	return newHarnessWith(t, nil, mode, slo, edit)
+}
+
+// newHarnessWith is newHarness with model m (nil: newTestModel).
+func newHarnessWith(t testing.TB, m *Model, mode predictor.Mode, slo float64, edit func(*Config)) *harness {
+	t.Helper()
+	w, cfg := newWorld(t, m, mode, slo, edit)
+	h := &harness{world: w, store: NewMemStore(), events: &fakeEvents{}}
+	deps := w.deps()
+	deps.Store, deps.Events = h.store, h.events
+	c, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,34 +18,27 @@ import (
 // store. Tests of the lease book (grants stored, commits, expiry) are on
 // the Controller.
 
-// policyFixture is a policy and what it reads of the world, settable.
+// policyFixture is a policy and the world it reads.
 type policyFixture struct {
-	pol    *policy
-	dev    *fakeDevice
-	daemon *fakeDaemon
-	model  *Model
+	world
+	pol *policy
 }
 
 // newTestPolicy is the policy of testConfig (the harness's), edit changing
 // the config first.
 func newTestPolicy(t testing.TB, mode predictor.Mode, slo float64, edit func(*Config)) *policyFixture {
 	t.Helper()
-	return newTestPolicyWith(t, newTestModel(t), mode, slo, edit)
+	return newTestPolicyWith(t, nil, mode, slo, edit)
 }
 
-// newTestPolicyWith is newTestPolicy with the given model.
+// newTestPolicyWith is newTestPolicy with model m (nil: newTestModel).
 func newTestPolicyWith(t testing.TB, m *Model, mode predictor.Mode, slo float64, edit func(*Config)) *policyFixture {
 	t.Helper()
-	cfg := testConfig(mode, slo)
-	if edit != nil {
-		edit(&cfg)
-	}
+	w, cfg := newWorld(t, m, mode, slo, edit)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	f := &policyFixture{dev: &fakeDevice{free: 80000}, daemon: &fakeDaemon{}, model: m}
-	f.pol = newPolicy(cfg.withDefaults(), Deps{Device: f.dev, Daemon: f.daemon, Predictor: m}, slog.New(slog.DiscardHandler))
-	return f
+	return &policyFixture{world: w, pol: newPolicy(cfg.withDefaults(), w.deps(), slog.New(slog.DiscardHandler))}
 }
 
 // decide asks the policy about req on v (nil: no live lease, now).
@@ -71,6 +64,43 @@ func (f *policyFixture) mustDecide(t testing.TB, req Request, v *view, want Outc
 		t.Fatalf("%s: got %s (%s), want %s", req.RequestID, d.Outcome, d.Message, want)
 	}
 	return d
+}
+
+// decisionWant is what a table of decisions expects of one.
+type decisionWant struct {
+	outcome  Outcome
+	code     ReasonCode
+	pct      int    // granted percentage (grant, throttle)
+	wantErr  error  // nil, or the sentinel the error matches
+	predicts bool   // the decision carries predictions
+	message  string // the exact sentence, and the reason of a wantErr; "": any but none
+}
+
+// check fails t where d and err (a decision and its error) are not what w
+// expects.
+func (w decisionWant) check(t *testing.T, d Decision, err error) {
+	t.Helper()
+	if w.wantErr == nil && err != nil || w.wantErr != nil && !errors.Is(err, w.wantErr) {
+		t.Fatalf("error %v, want %v", err, w.wantErr)
+	}
+	if w.wantErr != nil && w.message != "" && err.Error() != "admission unavailable: "+w.message {
+		t.Errorf("error %q, want the reason %q in it", err, w.message)
+	}
+	if d.Outcome != w.outcome || d.Code != w.code {
+		t.Fatalf("got %s/%s (%s), want %s/%s", d.Outcome, d.Code, d.Message, w.outcome, w.code)
+	}
+	if d.Message == "" {
+		t.Error("no message")
+	}
+	if w.message != "" && d.Message != w.message {
+		t.Errorf("got  %q\nwant %q", d.Message, w.message)
+	}
+	if got := len(d.Predictions) > 0; got != w.predicts {
+		t.Errorf("predictions %v, want some: %v", d.Predictions, w.predicts)
+	}
+	if w.outcome != Deny && d.Pct != w.pct {
+		t.Errorf("granted %d %%, want %d %%", d.Pct, w.pct)
+	}
 }
 
 // grantedPct is the percentage d grants, -1 for a deny.
@@ -106,11 +136,8 @@ func viewOf(now time.Time, live ...liveLease) *view {
 // lease: a decision's Lease and Env are the controller's (TestDecideOutcomes).
 func TestPolicyDecide(t *testing.T) {
 	t.Parallel()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	at := func(pct float64) string {
-		return fmtMS(p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet")}, []float64{pct}))
-	}
-	ts := fmtMS(p99At(t, predictor.ModeTimeslice, svc, []*predictor.Profile{trainingProfile("resnet")}, nil))
+	at := func(pct float64) string { return fmtMS(resnetP99(t, pct)) }
+	ts := fmtMS(p99At(t, predictor.ModeTimeslice, bert(), []*predictor.Profile{trainingProfile("resnet")}, nil))
 	oneLease := func(f *policyFixture, now time.Time) *view {
 		return viewOf(now, leaseOf(request("first"), "first", 100, now))
 	}
@@ -122,80 +149,75 @@ func TestPolicyDecide(t *testing.T) {
 		edit     func(c *Config)
 		setup    func(f *policyFixture, now time.Time) *view // nil: no live lease
 		req      func(r *Request)
-		outcome  Outcome
-		code     ReasonCode
-		pct      int    // granted percentage (grant, throttle)
-		wantErr  error  // nil, or the sentinel the error matches
-		predicts bool   // the decision carries predictions
-		message  string // the exact sentence; "": any but none
+		want     decisionWant
 	}{
 		{name: "grant when the SLO is loose", mode: predictor.ModeMPS, slo: 100, headroom: 0.1,
-			outcome: Grant, code: CodeFits, pct: 100, predicts: true,
-			message: fmt.Sprintf("predicted bert p99 %s ms stays within 90.0 ms (SLO 100 ms less 10 %% headroom) at 100 %%", at(100))},
+			want: decisionWant{outcome: Grant, code: CodeFits, pct: 100, predicts: true,
+				message: fmt.Sprintf("predicted bert p99 %s ms stays within 90.0 ms (SLO 100 ms less 10 %% headroom) at 100 %%", at(100))}},
 		{name: "grant at a max_pct below 100", mode: predictor.ModeMPS, slo: 100, headroom: 0.1, req: func(r *Request) { r.MaxPct = 70 },
-			outcome: Grant, code: CodeFits, pct: 70, predicts: true},
+			want: decisionWant{outcome: Grant, code: CodeFits, pct: 70, predicts: true}},
 		{name: "throttle when only a lower pct fits", mode: predictor.ModeMPS, slo: 9, headroom: 0.1,
-			outcome: Throttle, code: CodeThrottledToFit, pct: 50, predicts: true,
-			message: fmt.Sprintf("throttled to 50 %% (asked up to 100 %%): at 60 %% predicted bert p99 %s ms would exceed 8.10 ms (SLO 9 ms less 10 %% headroom); at 50 %% bert p99 is %s ms", at(60), at(50))},
+			want: decisionWant{outcome: Throttle, code: CodeThrottledToFit, pct: 50, predicts: true,
+				message: fmt.Sprintf("throttled to 50 %% (asked up to 100 %%): at 60 %% predicted bert p99 %s ms would exceed 8.10 ms (SLO 9 ms less 10 %% headroom); at 50 %% bert p99 is %s ms", at(60), at(50))}},
 		{name: "deny when even min_pct violates", mode: predictor.ModeMPS, slo: 6.9, headroom: 0.1,
-			outcome: Deny, code: CodeSLOViolation, predicts: true,
-			message: fmt.Sprintf("predicted bert p99 %s ms exceeds 6.21 ms (SLO 6.9 ms less 10 %% headroom) even at 10 %%", at(10))},
+			want: decisionWant{outcome: Deny, code: CodeSLOViolation, predicts: true,
+				message: fmt.Sprintf("predicted bert p99 %s ms exceeds 6.21 ms (SLO 6.9 ms less 10 %% headroom) even at 10 %%", at(10))}},
 		{name: "deny, no headroom", mode: predictor.ModeMPS, slo: 6.5, headroom: 0,
-			outcome: Deny, code: CodeSLOViolation, predicts: true,
-			message: fmt.Sprintf("predicted bert p99 %s ms exceeds SLO 6.5 ms even at 10 %%", at(10))},
+			want: decisionWant{outcome: Deny, code: CodeSLOViolation, predicts: true,
+				message: fmt.Sprintf("predicted bert p99 %s ms exceeds SLO 6.5 ms even at 10 %%", at(10))}},
 		{name: "deny when min_pct is above what fits", mode: predictor.ModeMPS, slo: 9, headroom: 0.1, req: func(r *Request) { r.MinPct = 60 },
-			outcome: Deny, code: CodeSLOViolation, predicts: true},
+			want: decisionWant{outcome: Deny, code: CodeSLOViolation, predicts: true}},
 		{name: "deny for memory", mode: predictor.ModeMPS, slo: 100, headroom: 0.1,
-			setup:   func(f *policyFixture, _ time.Time) *view { f.dev.free = 2048 + 4095; return nil },
-			outcome: Deny, code: CodeInsufficientMemory},
+			setup: func(f *policyFixture, _ time.Time) *view { f.dev.free = 2048 + 4095; return nil },
+			want:  decisionWant{outcome: Deny, code: CodeInsufficientMemory}},
 		{name: "memory message", mode: predictor.ModeMPS, slo: 100,
-			setup:   func(f *policyFixture, _ time.Time) *view { f.dev.free = 5000; return nil },
-			outcome: Deny, code: CodeInsufficientMemory,
-			message: "the job needs 4096 MiB of GPU memory but only 2952 MiB is available (5000 MiB free, less the 2048 MiB reserve)"},
+			setup: func(f *policyFixture, _ time.Time) *view { f.dev.free = 5000; return nil },
+			want: decisionWant{outcome: Deny, code: CodeInsufficientMemory,
+				message: "the job needs 4096 MiB of GPU memory but only 2952 MiB is available (5000 MiB free, less the 2048 MiB reserve)"}},
 		{name: "memory from the profile when the request gives none", mode: predictor.ModeMPS, slo: 100, headroom: 0.1,
-			setup:   func(f *policyFixture, _ time.Time) *view { f.dev.free = 2048 + 2047; return nil },
-			req:     func(r *Request) { r.MemoryMiB = 0 },
-			outcome: Deny, code: CodeInsufficientMemory},
+			setup: func(f *policyFixture, _ time.Time) *view { f.dev.free = 2048 + 2047; return nil },
+			req:   func(r *Request) { r.MemoryMiB = 0 },
+			want:  decisionWant{outcome: Deny, code: CodeInsufficientMemory}},
 		{name: "memory with a lease not yet visible", mode: predictor.ModeMPS, slo: 100,
-			setup:   func(f *policyFixture, now time.Time) *view { f.dev.free = 9000; return oneLease(f, now) },
-			outcome: Deny, code: CodeInsufficientMemory,
-			message: "the job needs 4096 MiB of GPU memory but only 2856 MiB is available (9000 MiB free, less the 2048 MiB reserve, less 4096 MiB granted to jobs that have not started yet)"},
+			setup: func(f *policyFixture, now time.Time) *view { f.dev.free = 9000; return oneLease(f, now) },
+			want: decisionWant{outcome: Deny, code: CodeInsufficientMemory,
+				message: "the job needs 4096 MiB of GPU memory but only 2856 MiB is available (9000 MiB free, less the 2048 MiB reserve, less 4096 MiB granted to jobs that have not started yet)"}},
 		{name: "deny for max_jobs", mode: predictor.ModeMPS, slo: 100, headroom: 0.1, edit: func(c *Config) { c.MaxJobs = 1 },
-			setup:   oneLease,
-			outcome: Deny, code: CodeMaxJobs,
-			message: "the GPU already runs 1 training job, the most admission.max_jobs allows"},
+			setup: oneLease,
+			want: decisionWant{outcome: Deny, code: CodeMaxJobs,
+				message: "the GPU already runs 1 training job, the most admission.max_jobs allows"}},
 		{name: "unhealthy GPU", mode: predictor.ModeMPS, slo: 100, headroom: 0.1,
 			setup: func(f *policyFixture, _ time.Time) *view {
 				f.dev.bad = "XID 79: GPU has fallen off the bus"
 				return nil
 			},
-			outcome: Deny, code: CodeGPUUnhealthy, wantErr: ErrUnavailable},
+			want: decisionWant{outcome: Deny, code: CodeGPUUnhealthy, wantErr: ErrUnavailable}},
 		{name: "unreadable GPU memory", mode: predictor.ModeMPS, slo: 100, headroom: 0.1,
 			setup: func(f *policyFixture, _ time.Time) *view {
 				f.dev.err = errors.New("nvml: driver not loaded")
 				return nil
 			},
-			outcome: Deny, code: CodeGPUUnhealthy, wantErr: ErrUnavailable},
+			want: decisionWant{outcome: Deny, code: CodeGPUUnhealthy, wantErr: ErrUnavailable}},
 		{name: "unhealthy MPS daemon", mode: predictor.ModeMPS, slo: 100, headroom: 0.1,
-			setup:   func(f *policyFixture, _ time.Time) *view { f.daemon.bad = "server 4242 in FAULT"; return nil },
-			outcome: Deny, code: CodeDaemonUnhealthy, wantErr: ErrUnavailable,
-			message: "the MPS daemon is unhealthy: server 4242 in FAULT"},
+			setup: func(f *policyFixture, _ time.Time) *view { f.daemon.bad = "server 4242 in FAULT"; return nil },
+			want: decisionWant{outcome: Deny, code: CodeDaemonUnhealthy, wantErr: ErrUnavailable,
+				message: "the MPS daemon is unhealthy: server 4242 in FAULT"}},
 		{name: "time slicing ignores the MPS daemon", mode: predictor.ModeTimeslice, slo: 100, headroom: 0.1,
-			setup:   func(f *policyFixture, _ time.Time) *view { f.daemon.bad = "not running"; return nil },
-			outcome: Grant, code: CodeFits, pct: 100, predicts: true},
+			setup: func(f *policyFixture, _ time.Time) *view { f.daemon.bad = "not running"; return nil },
+			want:  decisionWant{outcome: Grant, code: CodeFits, pct: 100, predicts: true}},
 		{name: "time slicing grants at 100 whatever max_pct", mode: predictor.ModeTimeslice, slo: 100, headroom: 0.1, req: func(r *Request) { r.MaxPct = 40 },
-			outcome: Grant, code: CodeFits, pct: 100, predicts: true},
+			want: decisionWant{outcome: Grant, code: CodeFits, pct: 100, predicts: true}},
 		{name: "time slicing grant", mode: predictor.ModeTimeslice, slo: 25, headroom: 0.2,
-			outcome: Grant, code: CodeFits, pct: 100, predicts: true,
-			message: fmt.Sprintf("under time slicing, predicted bert p99 %s ms stays within 20.0 ms (SLO 25 ms less 20 %% headroom)", ts)},
+			want: decisionWant{outcome: Grant, code: CodeFits, pct: 100, predicts: true,
+				message: fmt.Sprintf("under time slicing, predicted bert p99 %s ms stays within 20.0 ms (SLO 25 ms less 20 %% headroom)", ts)}},
 		{name: "time slicing denies what does not fit", mode: predictor.ModeTimeslice, slo: 15, headroom: 0.1,
-			outcome: Deny, code: CodeTimesliceNoFit, predicts: true},
+			want: decisionWant{outcome: Deny, code: CodeTimesliceNoFit, predicts: true}},
 		{name: "time slicing deny", mode: predictor.ModeTimeslice, slo: 15, headroom: 0,
-			outcome: Deny, code: CodeTimesliceNoFit, predicts: true,
-			message: fmt.Sprintf("under time slicing, predicted bert p99 %s ms exceeds SLO 15 ms", ts)},
+			want: decisionWant{outcome: Deny, code: CodeTimesliceNoFit, predicts: true,
+				message: fmt.Sprintf("under time slicing, predicted bert p99 %s ms exceeds SLO 15 ms", ts)}},
 		{name: "predictor failure", mode: predictor.ModeMPS, slo: 100, headroom: 0.1,
-			setup:   func(f *policyFixture, _ time.Time) *view { f.pol.predictor = failingPredictor{}; return nil },
-			outcome: Deny, code: CodePredictorUnhealthy, wantErr: ErrUnavailable},
+			setup: func(f *policyFixture, _ time.Time) *view { f.pol.predictor = failingPredictor{}; return nil },
+			want:  decisionWant{outcome: Deny, code: CodePredictorUnhealthy, wantErr: ErrUnavailable}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,29 +236,9 @@ func TestPolicyDecide(t *testing.T) {
 				tt.req(&req)
 			}
 			d, err := f.decide(t, req, v)
-			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
-				t.Fatalf("error %v, want %v", err, tt.wantErr)
-			}
-			if tt.wantErr != nil && tt.message != "" && err.Error() != "admission unavailable: "+tt.message {
-				t.Errorf("error %q, want the reason %q in it", err, tt.message)
-			}
-			if d.Outcome != tt.outcome || d.Code != tt.code {
-				t.Fatalf("got %s/%s (%s), want %s/%s", d.Outcome, d.Code, d.Message, tt.outcome, tt.code)
-			}
-			if d.Message == "" {
-				t.Error("no message")
-			}
-			if tt.message != "" && d.Message != tt.message {
-				t.Errorf("got  %q\nwant %q", d.Message, tt.message)
-			}
-			if got := len(d.Predictions) > 0; got != tt.predicts {
-				t.Errorf("predictions %v, want some: %v", d.Predictions, tt.predicts)
-			}
+			tt.want.check(t, d, err)
 			if d.Lease != nil || d.Env != nil {
 				t.Errorf("the policy made lease %v, env %v", d.Lease, d.Env)
-			}
-			if tt.outcome != Deny && d.Pct != tt.pct {
-				t.Errorf("granted %d %%, want %d %%", d.Pct, tt.pct)
 			}
 		})
 	}
