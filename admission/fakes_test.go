@@ -67,21 +67,23 @@ func (e *fakeEvents) all() []Event {
 func f64(v float64) *float64 { return &v }
 
 func inferenceProfile(name string) *predictor.Profile {
-	ops := make([]predictor.Op, 4)
-	for i := range ops {
-		ops[i] = predictor.Op{Name: "gemm", DurUS: 500, GapUS: 50, SM: 0.5, Occupancy: 0.5, DRAM: f64(0.3), L2: f64(0.3)}
-	}
-	return &predictor.Profile{Format: predictor.ProfileFormat, Name: name, Kind: predictor.KindInference,
-		Device: predictor.Device{Name: "test GPU", SMs: 100}, MemoryMiB: 1000, Ops: ops}
+	return syntheticProfile(name, predictor.KindInference, 1000, 4,
+		predictor.Op{Name: "gemm", DurUS: 500, GapUS: 50, SM: 0.5, Occupancy: 0.5, DRAM: f64(0.3), L2: f64(0.3)})
 }
 
 func trainingProfile(name string) *predictor.Profile {
-	ops := make([]predictor.Op, 5)
+	return syntheticProfile(name, predictor.KindTraining, 2048, 5,
+		predictor.Op{Name: "elementwise", DurUS: 800, GapUS: 200, SM: 1, Occupancy: 1, DRAM: f64(0.6), L2: f64(0.5)})
+}
+
+// syntheticProfile is a profile of n kernels like op on a 100-SM test GPU.
+func syntheticProfile(name string, kind predictor.Kind, memoryMiB float64, n int, op predictor.Op) *predictor.Profile {
+	ops := make([]predictor.Op, n)
 	for i := range ops {
-		ops[i] = predictor.Op{Name: "elementwise", DurUS: 800, GapUS: 200, SM: 1, Occupancy: 1, DRAM: f64(0.6), L2: f64(0.5)}
+		ops[i] = op
 	}
-	return &predictor.Profile{Format: predictor.ProfileFormat, Name: name, Kind: predictor.KindTraining,
-		Device: predictor.Device{Name: "test GPU", SMs: 100}, MemoryMiB: 2048, Ops: ops}
+	return &predictor.Profile{Format: predictor.ProfileFormat, Name: name, Kind: kind,
+		Device: predictor.Device{Name: "test GPU", SMs: 100}, MemoryMiB: memoryMiB, Ops: ops}
 }
 
 // testCal is the built-in time-slicing default with the presets' MPS

@@ -88,23 +88,15 @@ func TestJointAllocationAgainstExhaustiveSearch(t *testing.T) {
 func TestJointVersusFirstComeFirstServed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	profiles := jointProfiles()
-	arrivals := []struct {
-		profile int
-		weight  float64
-	}{{0, 1}, {2, 1}, {1, 3}, {0, 4}} // dense, gappy, narrow ×3, dense ×4
-	var ps []*predictor.Profile
-	for _, a := range arrivals {
-		ps = append(ps, profiles[a.profile])
-	}
+	ps, weights := arrivalJobs()
 	h, ts := jointSetup(t, ps, 10)
 	full := h.pol().jointEvalOf(ts)
 	grid := pctGrid(10, 100, 10)
 	lim := jointLimits{memoryMiB: 1 << 20, slots: 4}
 
 	// First come, first served.
-	fcfs := make([]int, len(arrivals))
-	for n := range arrivals {
+	fcfs := make([]int, len(ps))
+	for n := range ps {
 		for i := len(grid) - 1; i >= 0; i-- {
 			fcfs[n] = grid[i]
 			pr, err := full(ctx, fcfs)
@@ -118,11 +110,11 @@ func TestJointVersusFirstComeFirstServed(t *testing.T) {
 		}
 	}
 	// Joint: at each arrival, the live jobs and the new one.
-	joint := make([]int, len(arrivals))
+	joint := make([]int, len(ps))
 	predictions := 0
-	for n := range arrivals {
+	for n := range ps {
 		var jobs []jointJob
-		for j := range len(arrivals) {
+		for j := range len(ps) {
 			g := []int{0}
 			switch {
 			case j < n && joint[j] > 0:
@@ -130,7 +122,7 @@ func TestJointVersusFirstComeFirstServed(t *testing.T) {
 			case j == n:
 				g = append([]int{0}, grid...)
 			}
-			jobs = append(jobs, jointJob{weight: arrivals[j].weight, grid: g, memoryMiB: 2048})
+			jobs = append(jobs, jointJob{weight: weights[j], grid: g, memoryMiB: 2048})
 		}
 		plan, err := allocate(ctx, jobs, lim, full, 1)
 		if err != nil {
@@ -139,19 +131,12 @@ func TestJointVersusFirstComeFirstServed(t *testing.T) {
 		predictions += plan.predictions
 		joint = plan.pcts
 	}
-	weights := make([]jointJob, len(arrivals))
-	for j, a := range arrivals {
-		weights[j] = jointJob{weight: a.weight}
+	weighted := make([]jointJob, len(ps))
+	for j, w := range weights {
+		weighted[j] = jointJob{weight: w}
 	}
-	prF, err := full(ctx, fcfs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prJ, err := full(ctx, joint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uF, uJ := utility(weights, prF), utility(weights, prJ)
+	prF, prJ := predictBoth(ctx, t, full, fcfs, joint)
+	uF, uJ := utility(weighted, prF), utility(weighted, prJ)
 	t.Logf("first come, first served: %v, weighted throughput %.3f (throughputs %.3f)", fcfs, uF, prF.thr)
 	t.Logf("joint:                    %v, weighted throughput %.3f (throughputs %.3f), %d predictions in all", joint, uJ, prJ.thr, predictions)
 	if !prJ.fits || !prF.fits {

@@ -26,6 +26,29 @@ func jointProfiles() []*predictor.Profile {
 	return []*predictor.Profile{mk("dense", 800, 20, 1), mk("narrow", 800, 20, 0.25), mk("gappy", 300, 700, 1)}
 }
 
+// arrivalJobs are the four jobs of the arrival scenarios, in order of
+// arrival: a dense trainer of weight 1, a gappy one of 1, a narrow one of
+// 3 and a dense one of 4.
+func arrivalJobs() (ps []*predictor.Profile, weights []float64) {
+	profiles := jointProfiles()
+	return []*predictor.Profile{profiles[0], profiles[2], profiles[1], profiles[0]}, []float64{1, 1, 3, 4}
+}
+
+// predictBoth is eval's joint prediction of the allocations a and b, which
+// a test compares; an error fails t.
+func predictBoth(ctx context.Context, t *testing.T, eval jointEval, a, b []int) (jointProbe, jointProbe) {
+	t.Helper()
+	pa, err := eval(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := eval(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pa, pb
+}
+
 // jointSetup is a harness whose SLO binds between every job at its lowest
 // percentage and every job at 100 %, and the jobs as trainers.
 func jointSetup(t *testing.T, profiles []*predictor.Profile, pctStep int) (*harness, []Trainer) {
@@ -248,14 +271,7 @@ func TestRaiseSharesTheRoomJointly(t *testing.T) {
 		t.Fatal(err)
 	}
 	joint, notes, room := r.pcts, r.notes, r.room
-	pg, err := eval(ctx, greedy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pj, err := eval(ctx, joint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pg, pj := predictBoth(ctx, t, eval, greedy, joint)
 	t.Logf("lowered %v; raised one at a time %v (utility %.3f), jointly %v (utility %.3f)", current, greedy, utility(weights, pg), joint, utility(weights, pj))
 	if !room || !pj.fits || !pg.fits {
 		t.Fatalf("room %v, joint fits %v, greedy fits %v", room, pj.fits, pg.fits)
@@ -330,14 +346,7 @@ func TestGuardLowersJointly(t *testing.T) {
 	joint := []int{got[ids[0]], got[ids[1]]}
 	ts := []Trainer{{Profile: dense, Key: dense.Key()}, {Profile: narrow, Key: narrow.Key()}}
 	eval := h.pol().jointEvalOf(ts)
-	pr, err := eval(ctx, rule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pj, err := eval(ctx, joint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pr, pj := predictBoth(ctx, t, eval, rule, joint)
 	weights := []jointJob{{weight: 1}, {weight: 3}}
 	t.Logf("by the rule %v (weighted throughput %.3f), jointly %v (%.3f), %d events", rule, utility(weights, pr), joint, utility(weights, pj), len(evs))
 	if !pj.fits || !(utility(weights, pj) > utility(weights, pr)) {

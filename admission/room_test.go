@@ -386,28 +386,22 @@ func (s *ctxStore) Save(ctx context.Context, l *Lease) error {
 func TestAdmissionArrivalsVersusFirstComeFirstServed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	profiles := jointProfiles()
-	arrivals := []struct {
-		profile int
-		weight  float64
-	}{{0, 1}, {2, 1}, {1, 3}, {0, 4}}
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	var ps []*predictor.Profile
-	var lows []float64
-	for _, a := range arrivals {
-		ps, lows = append(ps, profiles[a.profile]), append(lows, 10)
+	ps, weights := arrivalJobs()
+	lows := make([]float64, len(ps))
+	for i := range lows {
+		lows[i] = 10
 	}
-	alone := p99At(t, predictor.ModeMPS, svc, ps[:1], []float64{100})
-	low := p99At(t, predictor.ModeMPS, svc, ps, lows)
+	alone := p99At(t, predictor.ModeMPS, bert(), ps[:1], []float64{100})
+	low := p99At(t, predictor.ModeMPS, bert(), ps, lows)
 	limit := max(alone, low) * 1.05
 	run := func(minMove int) ([]int, float64, bool) {
 		h := newHarness(t, predictor.ModeMPS, limit/0.9, func(c *Config) {
 			c.PctStep, c.Guard.MinMovePct, c.DecisionTimeout = 10, minMove, 10*time.Minute
 		})
 		var ids []string
-		for i, a := range arrivals {
+		for i, p := range ps {
 			req := request(fmt.Sprint("arrival-", i))
-			req.Profile, req.Weight = ps[i], a.weight
+			req.Profile, req.Weight = p, weights[i]
 			d, err := h.c.Decide(ctx, req)
 			if err != nil {
 				t.Fatal(err)
@@ -419,7 +413,7 @@ func TestAdmissionArrivalsVersusFirstComeFirstServed(t *testing.T) {
 			ids = append(ids, id)
 			time.Sleep(time.Millisecond) // arrival order is lease age
 		}
-		pcts := make([]int, len(arrivals))
+		pcts := make([]int, len(ps))
 		for _, l := range h.c.Leases() {
 			for i, id := range ids {
 				if l.ID == id {
@@ -430,7 +424,7 @@ func TestAdmissionArrivalsVersusFirstComeFirstServed(t *testing.T) {
 		ts := make([]Trainer, len(ps))
 		jobs := make([]jointJob, len(ps))
 		for i, p := range ps {
-			ts[i], jobs[i] = Trainer{Profile: p, Key: p.Key()}, jointJob{weight: arrivals[i].weight}
+			ts[i], jobs[i] = Trainer{Profile: p, Key: p.Key()}, jointJob{weight: weights[i]}
 		}
 		pr, err := h.pol().jointEvalOf(ts)(ctx, pcts)
 		if err != nil {
