@@ -96,6 +96,16 @@ func mustDecide(t testing.TB, h *harness, req Request, want Outcome) Decision {
 	return d
 }
 
+// mustQuote is h's quote for req, failing t on an error.
+func mustQuote(t testing.TB, h *harness, req Request) Decision {
+	t.Helper()
+	d, err := h.c.Quote(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 type failingPredictor struct{}
 
 func (failingPredictor) PredictP99(context.Context, []ServiceSpec, int, []Trainer, predictor.Mode) (Latency, error) {
@@ -127,10 +137,7 @@ func TestQuoteHasNoEffects(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 9, func(c *Config) { c.MaxJobs = 1 })
 	for range 3 {
-		d, err := h.c.Quote(context.Background(), request("r1"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := mustQuote(t, h, request("r1"))
 		if d.Outcome != Throttle || d.Lease != nil || d.Env != nil {
 			t.Fatalf("quote %+v", d)
 		}
@@ -149,17 +156,11 @@ func TestQuoteHasNoEffects(t *testing.T) {
 func TestGivenProfileKey(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, predictor.ModeMPS, 9, nil)
-	plain, err := h.c.Quote(context.Background(), request("r1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := mustQuote(t, h, request("r1"))
 	misses := h.model.Stats().Misses
 	keyed := request("r1")
 	keyed.ProfileKey = keyed.Profile.Key()
-	got, err := h.c.Quote(context.Background(), keyed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mustQuote(t, h, keyed)
 	if got.Outcome != plain.Outcome || got.Pct != plain.Pct || got.Message != plain.Message {
 		t.Errorf("with the key: %+v, without: %+v", got, plain)
 	}

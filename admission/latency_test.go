@@ -86,10 +86,7 @@ func TestObservedP99CorrectsThePrediction(t *testing.T) {
 			}
 		}
 		// The correction holds for decisions too, and their messages say so.
-		d, err := h.c.Quote(ctx, request("third"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := mustQuote(t, h, request("third"))
 		if d.Outcome != Deny || !strings.Contains(d.Message, "server's own p99") || d.Predictions[0].Correction <= 1 {
 			t.Errorf("quote %s (%s) %+v, want a deny naming the correction", d.Outcome, d.Message, d.Predictions)
 		}

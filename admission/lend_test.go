@@ -74,6 +74,17 @@ func newListingLend(t *testing.T) (*Controller, *fakeInstances) {
 	return c, fi
 }
 
+// decideLend decides request id on c and fails t unless it is a grant
+// with an instance lent (lent) or one without (!lent).
+func decideLend(t *testing.T, c *Controller, id string, lent bool) Decision {
+	t.Helper()
+	d, err := c.Decide(context.Background(), request(id))
+	if err != nil || d.Outcome != Grant || (d.Instance != nil) != lent {
+		t.Fatalf("%s: %+v, %v; want a grant with an instance lent: %v", id, d, err, lent)
+	}
+	return d
+}
+
 // A free 3g instance is granted whole: the job's env names the instance and
 // nothing of MPS, the services' predictions are those without it, the
 // lease holds the instance in the store and in status; the next job, with
@@ -164,10 +175,7 @@ func TestLendPicksAFreeInstance(t *testing.T) {
 			h.dev.free = 200000
 			req := request("pick")
 			req.MemoryMiB = tt.mem
-			d, err := h.c.Quote(context.Background(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := mustQuote(t, h, req)
 			got := ""
 			if d.Instance != nil {
 				got = d.Instance.UUID
@@ -230,14 +238,8 @@ func TestGuardLeavesLentInstances(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h, _ := newLendHarness(t, instance3g())
-	lent, err := h.c.Decide(ctx, request("lent"))
-	if err != nil || lent.Instance == nil {
-		t.Fatalf("%+v, %v", lent, err)
-	}
-	shared, err := h.c.Decide(ctx, request("shared"))
-	if err != nil || shared.Instance != nil || shared.Outcome == Deny {
-		t.Fatalf("%+v, %v", shared, err)
-	}
+	lent := decideLend(t, h.c, "lent", true)
+	decideLend(t, h.c, "shared", false) // the co-located job the load lowers
 	svcs := []ServiceSpec{h.c.cfg.Services[0]}
 	svcs[0].RateRPS = 1500
 	events, err := h.c.UpdateServices(ctx, svcs, h.c.cfg.Headroom)
@@ -265,12 +267,9 @@ func TestRegisterOnLentInstance(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, fi := newListingLend(t)
-	d, err := c.Decide(ctx, request("lent"))
-	if err != nil || d.Instance == nil {
-		t.Fatalf("%+v, %v", d, err)
-	}
+	d := decideLend(t, c, "lent", true)
 	fi.set(0, func(i *Instance) { i.PIDs = []int{5151} })
-	err = c.Register(ctx, d.Lease.ID, tokenOf(d), []int{4242})
+	err := c.Register(ctx, d.Lease.ID, tokenOf(d), []int{4242})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "on the lease's MIG instance "+uuid3g) {
 		t.Errorf("register a process of the inference server's device: %v", err)
 	}
@@ -288,11 +287,7 @@ func TestLentInstanceFaults(t *testing.T) {
 	h, fi := newLendHarness(t, instance3g())
 	faults := &fakeFaults{}
 	h.c.deps.Faults = faults
-	lent := mustDecide(t, h, request("lent"), Grant)
-	shared := mustDecide(t, h, request("shared"), Grant)
-	if lent.Instance == nil || shared.Instance != nil {
-		t.Fatalf("lent %+v, shared %+v", lent, shared)
-	}
+	lent, shared := decideLend(t, h.c, "lent", true), decideLend(t, h.c, "shared", false)
 	faults.set("mps server FAULT")
 	evs, err := h.c.Guard(ctx)
 	if err != nil || len(evs) != 1 || evs[0].LeaseID != shared.Lease.ID || evs[0].Type != EventRevoke {
@@ -318,14 +313,7 @@ func TestRegisterWhenInstancesUnreadable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, fi := newListingLend(t)
-	lent, err := c.Decide(ctx, request("lent"))
-	if err != nil || lent.Instance == nil {
-		t.Fatalf("%+v, %v", lent, err)
-	}
-	shared, err := c.Decide(ctx, request("shared"))
-	if err != nil || shared.Instance != nil {
-		t.Fatalf("%+v, %v", shared, err)
-	}
+	lent, shared := decideLend(t, c, "lent", true), decideLend(t, c, "shared", false)
 	fi.mu.Lock()
 	fi.err = errors.New("nvml: unknown error")
 	fi.mu.Unlock()

@@ -106,12 +106,8 @@ func TestAdmitMakesRoomByLoweringLeases(t *testing.T) {
 // leases, and changes nothing.
 func TestQuoteShowsTheCostToOthers(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	h, dense, req := roomSetup(t, nil, 10)
-	q, err := h.c.Quote(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := mustQuote(t, h, req)
 	if q.Code != CodeSharedToFit || q.Joint == nil || len(q.Joint.lowers()) != 1 || q.Lease != nil {
 		t.Fatalf("quote %s %s (%s): want shared_to_fit with one lease lowered, no lease", q.Outcome, q.Code, q.Message)
 	}
@@ -283,10 +279,7 @@ func TestAdmitRoomPrioritiesAndWeights(t *testing.T) {
 	})
 	t.Run("a declared weight counts for at most max_weight", func(t *testing.T) {
 		h, _, req := roomSetup(t, func(c *Config) { c.MaxWeight = 1 }, 10)
-		q, err := h.c.Quote(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := mustQuote(t, h, req)
 		if q.Joint == nil || q.Joint.Shares[1].Weight != 1 {
 			t.Errorf("%s (%s), joint %+v: want the weight 3 counted as 1", q.Code, q.Message, q.Joint)
 		}
