@@ -96,6 +96,12 @@ func mustDecide(t testing.TB, h *harness, req Request, want Outcome) Decision {
 	return d
 }
 
+// grantTwo grants jobs a and b on h, in that order.
+func grantTwo(t testing.TB, h *harness) (a, b Decision) {
+	t.Helper()
+	return mustDecide(t, h, request("a"), Grant), mustDecide(t, h, request("b"), Grant)
+}
+
 // mustQuote is h's quote for req, failing t on an error.
 func mustQuote(t testing.TB, h *harness, req Request) Decision {
 	t.Helper()

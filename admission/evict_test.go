@@ -210,8 +210,7 @@ func TestRegisterRefusesProcessesThatAreNotTheJobs(t *testing.T) {
 			70:  granted.Add(5 * time.Second),   // a worker of the second job
 			400: granted.Add(-10 * time.Second), // before the grant
 		}
-		a := mustDecide(t, h, request("first"), Grant)
-		b := mustDecide(t, h, request("second"), Grant)
+		a, b := grantTwo(t, h)
 		time.Sleep(5 * time.Second)
 		if err := h.c.Register(ctx, a.Lease.ID, tokenOf(a), []int{60, 50}); err != nil {
 			t.Fatalf("register the job's own processes: %v", err)

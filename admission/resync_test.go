@@ -13,8 +13,7 @@ func TestResyncRewritesALostStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
-	a := mustDecide(t, h, request("a"), Grant)
-	b := mustDecide(t, h, request("b"), Grant)
+	a, b := grantTwo(t, h)
 	if _, err := h.c.Renew(ctx, a.Lease.ID, tokenOf(a)); err != nil {
 		t.Fatal(err)
 	}

@@ -89,8 +89,7 @@ func TestLeaseCallsDoNotWaitForPredictions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 100, nil)
-	first := mustDecide(t, h, request("first"), Grant)
-	second := mustDecide(t, h, request("second"), Grant)
+	first, second := grantTwo(t, h)
 	gate := newGate(h.model, withProfile("slow"))
 	h.c.deps.Predictor = gate
 

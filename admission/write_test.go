@@ -72,8 +72,7 @@ func TestStoreWritesOutsideTheLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
-	a := mustDecide(t, h, request("a"), Grant)
-	b := mustDecide(t, h, request("b"), Grant)
+	a, b := grantTwo(t, h)
 	st := &stallingStore{MemStore: h.store, lease: a.Lease.ID, started: make(chan struct{}), release: make(chan struct{})}
 	h.c.deps.Store = st
 
