@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/colocd/colocd/field"
+	"github.com/colocd/colocd/internal/fieldtest"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -100,6 +101,18 @@ func mustDecide(t testing.TB, h *harness, req Request, want Outcome) Decision {
 func grantTwo(t testing.TB, h *harness) (a, b Decision) {
 	t.Helper()
 	return mustDecide(t, h, request("a"), Grant), mustDecide(t, h, request("b"), Grant)
+}
+
+// wantInvalid fails t unless err, what the call named what returned, is
+// ErrInvalid (a 400) and its text holds each of wants; it reports whether
+// it was.
+func wantInvalid(t testing.TB, what string, err error, wants ...string) bool {
+	t.Helper()
+	ok := errors.Is(err, ErrInvalid)
+	if !ok {
+		t.Errorf("%s: err = %v, want ErrInvalid", what, err)
+	}
+	return fieldtest.WantText(t, err, wants...) && ok
 }
 
 // mustQuote is h's quote for req, failing t on an error.

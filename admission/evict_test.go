@@ -227,9 +227,7 @@ func TestRegisterRefusesProcessesThatAreNotTheJobs(t *testing.T) {
 		}
 		for _, tt := range tests { // no t.Run in a bubble
 			err := h.c.Register(ctx, b.Lease.ID, tokenOf(b), tt.pids)
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("%s: err = %v, want ErrInvalid with %q", tt.name, err, tt.want)
-			}
+			wantInvalid(t, tt.name, err, tt.want)
 			if s := stored(t, h.store, b.Lease.ID); len(s.PIDs) != 0 {
 				t.Errorf("%s: stored pids %v after a refused register", tt.name, s.PIDs)
 			}
@@ -475,8 +473,8 @@ func TestNoLeaseCanRegisterAnotherJobsWorker(t *testing.T) {
 		time.Sleep(time.Second)
 		host.fakeClock[5000], host.lease[5000] = time.Now(), victim.Lease.ID // the victim's worker, started with its env
 		err := h.c.Register(ctx, x.Lease.ID, tokenOf(x), []int{5000})
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "COLOCD_LEASE_ID") {
-			t.Fatalf("hostile register: %v, want a refusal naming COLOCD_LEASE_ID", err)
+		if !wantInvalid(t, "hostile register", err, "COLOCD_LEASE_ID") {
+			t.FailNow()
 		}
 		if err := h.c.Register(ctx, victim.Lease.ID, tokenOf(victim), []int{5000}); err != nil {
 			t.Fatalf("the victim's own register: %v", err)

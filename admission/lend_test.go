@@ -270,9 +270,7 @@ func TestRegisterOnLentInstance(t *testing.T) {
 	d := decideLend(t, c, "lent", true)
 	fi.set(0, func(i *Instance) { i.PIDs = []int{5151} })
 	err := c.Register(ctx, d.Lease.ID, tokenOf(d), []int{4242})
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "on the lease's MIG instance "+uuid3g) {
-		t.Errorf("register a process of the inference server's device: %v", err)
-	}
+	wantInvalid(t, "register a process of the inference server's device", err, "on the lease's MIG instance "+uuid3g)
 	if err := c.Register(ctx, d.Lease.ID, tokenOf(d), []int{5151}); err != nil {
 		t.Errorf("register the instance's process: %v", err)
 	}
