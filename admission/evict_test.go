@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -311,8 +310,8 @@ func TestRetiredEvictionWithTheStoreDown(t *testing.T) {
 		h.c.mu.Unlock()
 		time.Sleep(DefaultThrottleGrace + 30*time.Second)
 		synctest.Wait()
-		if got := ev.pids(); len(got) != 1 || !slices.Equal(got[0], []int{200, 201}) {
-			t.Errorf("evicted %v, want the replaced 200 and 201 once", got)
+		if diff := cmp.Diff([][]int{{200, 201}}, ev.pids()); diff != "" {
+			t.Errorf("evicted (-want +got), want the replaced 200 and 201 once:\n%s", diff)
 		}
 	})
 }
@@ -327,8 +326,8 @@ func TestReleaseEvictsWhatStillRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if got := ev.pids(); len(got) != 1 || !slices.Equal(got[0], []int{200, 201}) {
-			t.Errorf("evicted %v, want the released lease's 200 and 201", got)
+		if diff := cmp.Diff([][]int{{200, 201}}, ev.pids()); diff != "" {
+			t.Errorf("evicted (-want +got), want the released lease's 200 and 201:\n%s", diff)
 		}
 		if ls := h.c.Leases(); len(ls) != 1 || ls[0].ID == b.Lease.ID {
 			t.Errorf("leases %+v, want the released one gone", ls)
@@ -437,7 +436,7 @@ func TestSecondThrottleKeepsTheReplacedProcessesDue(t *testing.T) {
 		}
 		time.Sleep(time.Until(first.Add(DefaultThrottleGrace + time.Second)))
 		synctest.Wait()
-		if got := ev.pids(); len(got) == 0 || !slices.Equal(got[0], []int{200, 201}) {
+		if got := ev.pids(); len(got) == 0 || !cmp.Equal(got[0], []int{200, 201}) {
 			t.Errorf("evicted %v at the first deadline, want the replaced 200 and 201", got)
 		}
 	})
@@ -451,7 +450,7 @@ func TestRegisterRefusedOnARevokedLease(t *testing.T) {
 		if err := h.c.Register(context.Background(), b.Lease.ID, tokenOf(b), []int{999}); !errors.Is(err, ErrConflict) {
 			t.Fatalf("register on a revoked lease: %v, want ErrConflict", err)
 		}
-		if s := stored(t, h.store, b.Lease.ID); !slices.Equal(s.PIDs, []int{101}) {
+		if s := stored(t, h.store, b.Lease.ID); !cmp.Equal(s.PIDs, []int{101}) {
 			t.Errorf("stored pids %v, want the worker 101 kept for eviction", s.PIDs)
 		}
 	})
