@@ -74,11 +74,9 @@ func (f fakeHost) LeaseOf(pid int) (string, error) {
 
 // throttled grants two leases, registers pids for each (the first's
 // 100, 101; the second's 200, 201), and tightens the SLO so that the
-// second is throttled to 50 %. It runs the expiry loop until the test
-// ends, with an evictor that records what it is asked to evict.
-func throttled(t *testing.T) (*harness, Decision, Decision, *fakeEvictor) {
+// second is throttled to 50 %. It runs the expiry loop.
+func throttled(t *testing.T, ev *fakeEvictor) (*harness, Decision, Decision, func()) {
 	t.Helper()
-	ev := &fakeEvictor{}
 	slo := sloJustFitting(resnetP99(t, 100, 50))
 	h, a, b := twoLeases(t)
 	h.c.deps.Evictor = ev
@@ -97,14 +95,23 @@ func throttled(t *testing.T) (*harness, Decision, Decision, *fakeEvictor) {
 		t.Fatalf("events %+v, %v; want the second lease throttled", evs, err)
 	}
 	h.events.ch = make(chan Event, 4)
-	t.Cleanup(runController(t, h.c))
+	return h, a, b, runController(t, h.c)
+}
+
+// throttledRecorded is throttled with an evictor that records what it is
+// asked to evict, its expiry loop running until the test ends.
+func throttledRecorded(t *testing.T) (*harness, Decision, Decision, *fakeEvictor) {
+	t.Helper()
+	ev := &fakeEvictor{}
+	h, a, b, stop := throttled(t, ev)
+	t.Cleanup(stop)
 	return h, a, b, ev
 }
 
 func TestThrottleNotHonouredIsRevokedAndEvicted(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h, a, b, ev := throttled(t)
+		h, a, b, ev := throttledRecorded(t)
 		time.Sleep(DefaultThrottleGrace - time.Second)
 		synctest.Wait()
 		if len(ev.pids()) != 0 {
@@ -133,7 +140,7 @@ func TestThrottleNotHonouredIsRevokedAndEvicted(t *testing.T) {
 func TestThrottleHonouredEvictsOnlyTheReplacedProcesses(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h, _, b, ev := throttled(t)
+		h, _, b, ev := throttledRecorded(t)
 		time.Sleep(time.Second)
 		// The launcher restarted one worker (201 went on): 200 is replaced.
 		if err := h.c.Register(context.Background(), b.Lease.ID, tokenOf(b), []int{201, 300}); err != nil {
@@ -270,7 +277,7 @@ func (s *flakyStore) Save(ctx context.Context, l *Lease) error {
 // and 201 replaced by 300, due at the throttle's deadline.
 func restarted(t *testing.T, ev Evictor) (*harness, Decision) {
 	t.Helper()
-	h, _, b, _ := throttled(t)
+	h, _, b, _ := throttledRecorded(t)
 	time.Sleep(time.Second)
 	if err := h.c.Register(context.Background(), b.Lease.ID, tokenOf(b), []int{300}); err != nil {
 		t.Fatal(err)
@@ -321,7 +328,7 @@ func TestRetiredEvictionWithTheStoreDown(t *testing.T) {
 func TestReleaseEvictsWhatStillRuns(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		h, _, b, ev := throttled(t)
+		h, _, b, ev := throttledRecorded(t)
 		if err := h.c.Release(context.Background(), b.Lease.ID, tokenOf(b)); err != nil {
 			t.Fatal(err)
 		}
@@ -424,7 +431,7 @@ func TestSecondThrottleKeepsTheReplacedProcessesDue(t *testing.T) {
 	slo40 := sloJustFitting(resnetP99(t, 100, 40))
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		h, _, b, ev := throttled(t)
+		h, _, b, ev := throttledRecorded(t)
 		first := time.Now()
 		time.Sleep(time.Second)
 		if err := h.c.Register(ctx, b.Lease.ID, tokenOf(b), []int{300}); err != nil {
