@@ -4,12 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strings"
-
-	"github.com/colocd/colocd/internal/strictjson"
 )
 
 // CalibrationFormat is the format string of a calibration document.
@@ -157,14 +154,7 @@ func (c *Calibration) Merge(over *Calibration) *Calibration {
 
 // ParseCalibration decodes and validates a calibration document.
 func ParseCalibration(data []byte) (*Calibration, error) {
-	var c Calibration
-	if err := strictjson.Decode("calibration", data, &c); err != nil {
-		return nil, err
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return &c, nil
+	return parseDocument[Calibration]("calibration", data)
 }
 
 // LoadCalibration reads the calibration at path and merges it over the
@@ -180,24 +170,11 @@ func LoadCalibration(path string) (*Calibration, error) {
 
 // readCalibration reads and validates the calibration file at path.
 func readCalibration(path string) (*Calibration, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("load calibration: %w", err)
-	}
-	c, err := ParseCalibration(data)
-	if err != nil {
-		return nil, fmt.Errorf("load calibration %s: %w", path, err)
-	}
-	return c, nil
+	return loadDocument("calibration", path, ParseCalibration)
 }
 
 // SaveCalibration validates c and writes it atomically.
-func SaveCalibration(path string, c *Calibration) error {
-	if err := c.Validate(); err != nil {
-		return fmt.Errorf("save calibration: %w", err)
-	}
-	return writeJSONAtomic(path, c)
-}
+func SaveCalibration(path string, c *Calibration) error { return saveDocument("calibration", path, c) }
 
 // FitReport says how well calibrated parameters reproduce the measurements.
 type FitReport struct {

@@ -51,17 +51,7 @@ func TestEngineSolo(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			sc := &Scenario{Inference: step, Load: 0.6, BurstSteps: 50, Requests: 20_000, Seed: 3}
 			var pr Predictor
-			var pred *Prediction
-			var err error
-			if mode == ModeMPS {
-				pred, err = pr.PredictMPS(sc, MPSParams{})
-			} else {
-				pred, err = pr.PredictTimeslice(sc, testParams)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			in := pred.Inference
+			in := predictIn(t, &pr, mode, sc, testParams, MPSParams{}).Inference
 			if in.BurstSteps != 50 || math.Abs(in.Load-0.6) > 1e-9 {
 				t.Errorf("burst %g load %g, want 50 and 0.6", in.BurstSteps, in.Load)
 			}

@@ -31,20 +31,13 @@ type Intervals struct {
 
 // Get returns the named interval ("mean", "p50", …) and whether the name
 // is known.
-func (iv *Intervals) Get(key string) (Interval, bool) {
-	switch key {
-	case "mean":
-		return iv.Mean, true
-	case "p50":
-		return iv.P50, true
-	case "p90":
-		return iv.P90, true
-	case "p95":
-		return iv.P95, true
-	case "p99":
-		return iv.P99, true
-	}
-	return Interval{}, false
+func (iv *Intervals) Get(key string) (got Interval, ok bool) {
+	iv.each(func(k string, in *Interval) {
+		if k == key {
+			got, ok = *in, true
+		}
+	})
+	return got, ok
 }
 
 // each calls f on every interval with its key.
@@ -142,45 +135,45 @@ const openFactor = 8
 // below it) of the parameters add in quadrature to the sampling error's.
 // Parameters other than the three time-slicing ones are ignored.
 func (pr *Predictor) WidenByParameters(sc *Scenario, params TimesliceParams, fits []ParameterFit, pred *Prediction) error {
-	return pr.widen(pred, fits, true, func(name string, v float64) (*Prediction, error) {
-		p := params
-		switch name {
-		case "slice_us":
-			p.SliceUS = v
-		case "switch_us":
-			p.SwitchUS = v
-		case "holdover_us":
-			p.HoldoverUS = v
-		default:
-			return nil, nil
-		}
-		if p == params || p.Validate() != nil {
-			return nil, nil
-		}
+	fields := func(p *TimesliceParams) map[string]*float64 {
+		return map[string]*float64{"slice_us": &p.SliceUS, "switch_us": &p.SwitchUS, "holdover_us": &p.HoldoverUS}
+	}
+	return pr.widen(pred, fits, true, predictAt(params, fields, func(p TimesliceParams) (*Prediction, error) {
 		return pr.PredictTimeslice(sc, p)
-	})
+	}))
 }
 
 // WidenMPSByParameters is WidenByParameters for the MPS model's stage-2
 // coefficients (dram, l2, kernels); an open end is skipped.
 func (pr *Predictor) WidenMPSByParameters(sc *Scenario, params MPSParams, fits []ParameterFit, pred *Prediction) error {
-	return pr.widen(pred, fits, false, func(name string, v float64) (*Prediction, error) {
+	fields := func(p *MPSParams) map[string]*float64 {
+		return map[string]*float64{"dram": &p.DRAM, "l2": &p.L2, "kernels": &p.Kernels}
+	}
+	return pr.widen(pred, fits, false, predictAt(params, fields, func(p MPSParams) (*Prediction, error) {
+		return pr.PredictMPS(sc, p)
+	}))
+}
+
+// predictAt is widen's at for a parameter set P: it predicts with the
+// field named (fields maps each name to its field of a P) set to v, the
+// others as in params. A name fields does not know, a value that changes
+// nothing and an invalid set predict nothing (nil).
+func predictAt[P interface {
+	comparable
+	Validate() error
+}](params P, fields func(*P) map[string]*float64, predict func(P) (*Prediction, error)) func(name string, v float64) (*Prediction, error) {
+	return func(name string, v float64) (*Prediction, error) {
 		p := params
-		switch name {
-		case "dram":
-			p.DRAM = v
-		case "l2":
-			p.L2 = v
-		case "kernels":
-			p.Kernels = v
-		default:
+		f, ok := fields(&p)[name]
+		if !ok {
 			return nil, nil
 		}
+		*f = v
 		if p == params || p.Validate() != nil {
 			return nil, nil
 		}
-		return pr.PredictMPS(sc, p)
-	})
+		return predict(p)
+	}
 }
 
 // widen predicts at each end of each parameter's interval (at: nil for a

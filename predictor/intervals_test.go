@@ -17,14 +17,22 @@ func gappyProfile(name string, kind Kind, n int, dur, gap float64, seed uint64) 
 	return p
 }
 
+// gappyPair is the service and the trainer the interval tests simulate:
+// six ~200 µs kernels a request, thirty ~400 µs kernels an iteration.
+func gappyPair() (inf, tr *Profile) {
+	return gappyProfile("inf", KindInference, 6, 200, 20, 1), gappyProfile("tr", KindTraining, 30, 400, 100, 2)
+}
+
+// gappyTS is the time slicing the tests of gappy profiles simulate.
+var gappyTS = TimesliceParams{SliceUS: 1024, SwitchUS: 60, HoldoverUS: 300}
+
 // A calibration that says how well its parameters are pinned widens the
 // intervals Predict reports, and says so; the point estimate stays what
 // PredictTimeslice gives. Without parameter reports nothing changes.
 func TestPredictWidensByParameters(t *testing.T) {
 	t.Parallel()
-	inf := gappyProfile("inf", KindInference, 6, 200, 20, 1)
-	tr := gappyProfile("tr", KindTraining, 30, 400, 100, 2)
-	ts := TimesliceParams{SliceUS: 1024, SwitchUS: 60, HoldoverUS: 300}
+	inf, tr := gappyPair()
+	ts := gappyTS
 	sc := &Scenario{Inference: inf, Training: []*Profile{tr}, Load: 0.3, Requests: 2000, Seed: 1}
 	var pr Predictor
 	plain, err := pr.PredictTimeslice(sc, ts)
@@ -75,8 +83,7 @@ func TestPredictWidensByParameters(t *testing.T) {
 // intervals Predict reports under MPS.
 func TestPredictWidensByMPSParameters(t *testing.T) {
 	t.Parallel()
-	inf := gappyProfile("inf", KindInference, 6, 200, 20, 1)
-	tr := gappyProfile("tr", KindTraining, 30, 400, 100, 2)
+	inf, tr := gappyPair()
 	for i := range tr.Ops {
 		d, l := 0.6, 0.4
 		tr.Ops[i].DRAM, tr.Ops[i].L2 = &d, &l
@@ -132,7 +139,7 @@ func TestArrivalsBounded(t *testing.T) {
 	a := gappyProfile("a", KindInference, 6, 200, 20, 1)
 	var pr Predictor
 	_, err := pr.PredictTimeslice(&Scenario{Inference: a, RateRPS: 0.001, Others: []OtherService{{Profile: a, RateRPS: 1e6}}},
-		TimesliceParams{SliceUS: 1024, SwitchUS: 60, HoldoverUS: 300})
+		gappyTS)
 	if !errors.Is(err, ErrTooManyEvents) {
 		t.Errorf("predict: err = %v, want ErrTooManyEvents", err)
 	}

@@ -22,22 +22,21 @@ func (p *Profile) Key() ProfileKey {
 	for i := range p.Ops {
 		op := &p.Ops[i]
 		h.String(op.Name)
-		h.Float64(op.DurUS)
-		h.Float64(op.GapUS)
-		h.Float64(op.SM)
-		h.Float64(op.Occupancy)
+		hashFloats(&h, op.DurUS, op.GapUS, op.SM, op.Occupancy)
 		h.OptFloat64(op.DRAM)
 		h.OptFloat64(op.L2)
 		h.Float64(op.Waves)
 	}
 	h.Bool(p.Summary != nil)
 	if s := p.Summary; s != nil {
-		h.Float64(s.LatencyMS)
-		h.Float64(s.IterationMS)
-		h.Float64(s.GPUUtil)
-		h.Float64(s.MemUtil)
-		h.Float64(s.KernelUS)
-		h.Float64(s.SMUtil)
+		hashFloats(&h, s.LatencyMS, s.IterationMS, s.GPUUtil, s.MemUtil, s.KernelUS, s.SMUtil)
 	}
 	return h.Sum()
+}
+
+// hashFloats hashes vs in order, as one h.Float64 call each.
+func hashFloats(h *digest.Hasher, vs ...float64) {
+	for _, v := range vs {
+		h.Float64(v)
+	}
 }

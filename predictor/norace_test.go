@@ -17,27 +17,14 @@ import (
 // rarely below it, in both modes.
 func TestIntervalsCoverLongRun(t *testing.T) {
 	t.Parallel()
-	inf := gappyProfile("inf", KindInference, 6, 200, 20, 1)
-	tr := gappyProfile("tr", KindTraining, 30, 400, 100, 2)
-	ts := TimesliceParams{SliceUS: 1024, SwitchUS: 60, HoldoverUS: 300}
+	inf, tr := gappyPair()
 	for _, mode := range []Mode{ModeTimeslice, ModeMPS} {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
 			var pr Predictor
 			predict := func(n int, seed uint64) *Prediction {
 				sc := &Scenario{Inference: inf, Training: []*Profile{tr}, Load: 0.3, Requests: n, Seed: seed}
-				var p *Prediction
-				var err error
-				if mode == ModeMPS {
-					sc.TrainingPct = []float64{50}
-					p, err = pr.PredictMPS(sc, MPSParams{DRAM: 0.5})
-				} else {
-					p, err = pr.PredictTimeslice(sc, ts)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				return p
+				return predictIn(t, &pr, mode, sc, gappyTS, MPSParams{DRAM: 0.5})
 			}
 			truth := predict(200000, 999).Inference.LatencyMS
 			covered, short := 0, 0

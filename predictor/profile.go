@@ -1,14 +1,8 @@
 package predictor
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
-
-	"github.com/colocd/colocd/internal/atomicfile"
-	"github.com/colocd/colocd/internal/strictjson"
 )
 
 // ProfileFormat is the format string every profile document carries.
@@ -236,50 +230,14 @@ func (s *Summary) check(c *fieldChecker, kind Kind) {
 
 // ParseProfile decodes and validates one profile document. Unknown keys are
 // errors, so that a misspelt key is caught instead of silently ignored.
-func ParseProfile(data []byte) (*Profile, error) {
-	var p Profile
-	if err := strictjson.Decode("profile", data, &p); err != nil {
-		return nil, err
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
+func ParseProfile(data []byte) (*Profile, error) { return parseDocument[Profile]("profile", data) }
 
 // LoadProfile reads and validates the profile at path.
-func LoadProfile(path string) (*Profile, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("load profile: %w", err)
-	}
-	p, err := ParseProfile(data)
-	if err != nil {
-		return nil, fmt.Errorf("load profile %s: %w", path, err)
-	}
-	return p, nil
-}
+func LoadProfile(path string) (*Profile, error) { return loadDocument("profile", path, ParseProfile) }
 
 // SaveProfile validates p and writes it to path atomically (temporary file,
 // then rename), so that a reader never sees half a profile.
-func SaveProfile(path string, p *Profile) error {
-	if err := p.Validate(); err != nil {
-		return fmt.Errorf("save profile: %w", err)
-	}
-	return writeJSONAtomic(path, p)
-}
-
-// writeJSONAtomic writes v as indented JSON to path, whole or not at all.
-func writeJSONAtomic(path string, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // kernel names are full of < and >
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	return atomicfile.Write(path, buf.Bytes(), 0o644) // profiles are shared files
-}
+func SaveProfile(path string, p *Profile) error { return saveDocument("profile", path, p) }
 
 // IterationKnown reports whether the profile defines an iteration (or request)
 // length; a training summary with no iteration_ms does not.

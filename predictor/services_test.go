@@ -15,26 +15,11 @@ func TestServicesShareTheGPU(t *testing.T) {
 	a := gappyProfile("a", KindInference, 6, 200, 20, 1)
 	b := gappyProfile("b", KindInference, 10, 300, 50, 2)
 	tr := gappyProfile("tr", KindTraining, 30, 400, 100, 3)
-	ts := TimesliceParams{SliceUS: 1024, SwitchUS: 60, HoldoverUS: 300}
 	for _, mode := range []Mode{ModeTimeslice, ModeMPS} {
 		t.Run(string(mode), func(t *testing.T) {
 			var pr Predictor
 			predict := func(sc *Scenario) *Prediction {
-				var p *Prediction
-				var err error
-				if mode == ModeMPS {
-					sc.TrainingPct = []float64{50}
-					if len(sc.Training) == 0 {
-						sc.TrainingPct = nil
-					}
-					p, err = pr.PredictMPS(sc, MPSParams{DRAM: 0.5, L2: 0.25, Kernels: 0.1})
-				} else {
-					p, err = pr.PredictTimeslice(sc, ts)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				return p
+				return predictIn(t, &pr, mode, sc, gappyTS, MPSParams{DRAM: 0.5, L2: 0.25, Kernels: 0.1})
 			}
 			aloneA := predict(&Scenario{Inference: a, Load: 0.3, Requests: 2000, Seed: 1})
 			both := predict(&Scenario{Inference: a, Load: 0.3, Requests: 2000, Seed: 1, Others: []OtherService{{Profile: b, RateRPS: 100}}})

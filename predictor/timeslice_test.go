@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,19 @@ func mustPredict(t *testing.T, name string) func(*Prediction, error) *Prediction
 		}
 		return pred
 	}
+}
+
+// predictIn predicts sc under mode with pr: time slicing with ts, or MPS
+// with mps and every trainer at 50 %. It ends the test if that failed.
+func predictIn(t *testing.T, pr *Predictor, mode Mode, sc *Scenario, ts TimesliceParams, mps MPSParams) *Prediction {
+	t.Helper()
+	if mode != ModeMPS {
+		return mustPredict(t, "PredictTimeslice")(pr.PredictTimeslice(sc, ts))
+	}
+	if len(sc.Training) > 0 {
+		sc.TrainingPct = slices.Repeat([]float64{50}, len(sc.Training))
+	}
+	return mustPredict(t, "PredictMPS")(pr.PredictMPS(sc, mps))
 }
 
 func TestTimesliceSoloMatchesLindley(t *testing.T) {

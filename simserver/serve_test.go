@@ -18,14 +18,7 @@ func TestModelCacheByContentAndBounded(t *testing.T) {
 	t.Parallel()
 	m := testModel(t)
 	m.Requests, m.capacity = 50, 2
-	a, err := predictor.LoadProfile("../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := predictor.LoadProfile("../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := v100(t, predictor.KindTraining), v100(t, predictor.KindTraining)
 	steps := []struct {
 		name     string
 		rate     float64
@@ -63,10 +56,7 @@ func TestModelCacheByContentAndBounded(t *testing.T) {
 // its percentage with the profile's key, and leaves out a lent instance.
 func TestTrainersOf(t *testing.T) {
 	t.Parallel()
-	tr, err := predictor.LoadProfile("../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := v100(t, predictor.KindTraining)
 	st := &bus.Status{Leases: []bus.Lease{
 		{ID: "l1", ActiveThreadPct: 30, PIDs: []int{7}},
 		{ID: "l2", ActiveThreadPct: 50},

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/observe"
-	"github.com/colocd/colocd/predictor"
 )
 
 const azureTrace = "../testdata/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
@@ -78,19 +77,6 @@ func FuzzParseTrace(f *testing.F) {
 			}
 		}
 	})
-}
-
-func testModel(t *testing.T) *Model {
-	t.Helper()
-	inf, err := predictor.LoadProfile("../testdata/profiles/v100-infer-200.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal, err := predictor.CalibrationPreset("NVIDIA H200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Model{Inference: inf, Calibration: cal, Mode: predictor.ModeMPS, Requests: 300, Seed: 1, SMs: 132}
 }
 
 // inProcess is a transport that hands each request to a handler: the

@@ -315,15 +315,9 @@ func sortCands(cs []cand) {
 // the time-slicing records of m and reports the fit's MAPE in-sample and,
 // when asked, leave-one-record-out.
 func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.Calibration, error) {
-	if opts.Seed == 0 {
-		opts.Seed = 1
-	}
-	if err := checkFitOptions(opts); err != nil {
-		return nil, fmt.Errorf("fit timeslice: %w", err)
-	}
-	recs := m.recordsOf(predictor.ModeTimeslice)
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("fit timeslice: %w: no record has mode %q", ErrNoRecords, predictor.ModeTimeslice)
+	recs, err := m.fitRecords(predictor.ModeTimeslice, &opts)
+	if err != nil {
+		return nil, err
 	}
 	obj := newTSObjective(ctx, recs, opts)
 	if obj.independent(-1) == 0 {

@@ -170,15 +170,9 @@ func (r *Record) workloadKey() string {
 // every record of one training workload predicted by a fit that never saw
 // that workload.
 func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.MPSCalibration, error) {
-	if opts.Seed == 0 {
-		opts.Seed = 1
-	}
-	if err := checkFitOptions(opts); err != nil {
-		return nil, fmt.Errorf("fit mps: %w", err)
-	}
-	recs := m.recordsOf(predictor.ModeMPS)
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("fit mps: %w: no record has mode %q", ErrNoRecords, predictor.ModeMPS)
+	recs, err := m.fitRecords(predictor.ModeMPS, &opts)
+	if err != nil {
+		return nil, err
 	}
 	obj := newMPSObjective(ctx, recs, opts, m.Device.SMs)
 	all := func(int) bool { return true }

@@ -45,6 +45,23 @@ func (m *Measurements) recordsOf(mode predictor.Mode) []*Record {
 	return out
 }
 
+// fitRecords readies a fit of the records of mode: it defaults opts' seed
+// to 1, checks opts and returns m's records of mode (ErrNoRecords when
+// there are none). Its errors start "fit <mode>", as the fit's own do.
+func (m *Measurements) fitRecords(mode predictor.Mode, opts *FitOptions) ([]*Record, error) {
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if err := checkFitOptions(*opts); err != nil {
+		return nil, fmt.Errorf("fit %s: %w", mode, err)
+	}
+	recs := m.recordsOf(mode)
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("fit %s: %w: no record has mode %q", mode, ErrNoRecords, mode)
+	}
+	return recs, nil
+}
+
 // predictRecords runs predict for records 0..n-1 except skip (-1: none) on
 // up to workers goroutines (0: GOMAXPROCS); each index must use its own
 // Predictor. Skipped entries are nil.

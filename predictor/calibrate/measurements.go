@@ -136,57 +136,57 @@ func LoadMeasurements(path string) (*Measurements, error) {
 func (m *Measurements) validate(dir string) error {
 	var c checker
 	if m.Format != MeasurementsFormat {
-		c.add("format", fmt.Sprintf("%q", MeasurementsFormat), fmt.Sprintf("%q", m.Format))
+		c.Add("format", fmt.Sprintf("%q", MeasurementsFormat), fmt.Sprintf("%q", m.Format))
 	}
 	if len(m.Records) == 0 {
-		c.add("records", "at least one record", "none")
+		c.Add("records", "at least one record", "none")
 	}
 	if m.Device.SMs < 0 {
-		c.add("device.sms", "an SM count ≥ 0 (0: unknown)", fmt.Sprint(m.Device.SMs))
+		c.Add("device.sms", "an SM count ≥ 0 (0: unknown)", fmt.Sprint(m.Device.SMs))
 	}
 	for i := range m.Records {
 		m.Records[i].check(&c, fmt.Sprintf("records[%d]", i), dir)
 	}
-	return c.err("measurements")
+	return c.Err("measurements")
 }
 
 func (r *Record) check(c *checker, at, dir string) {
 	if r.Name == "" {
-		c.add(at+".name", "a non-empty name", `""`)
+		c.Add(at+".name", "a non-empty name", `""`)
 	}
 	if r.Mode != predictor.ModeTimeslice && r.Mode != predictor.ModeMPS {
-		c.add(at+".mode", `"timeslice" or "mps"`, fmt.Sprintf("%q", r.Mode))
+		c.Add(at+".mode", `"timeslice" or "mps"`, fmt.Sprintf("%q", r.Mode))
 	}
 	r.Inference.resolve(c, at+".inference", dir, predictor.KindInference)
 	for i := range r.Training {
 		r.Training[i].resolve(c, fmt.Sprintf("%s.training[%d]", at, i), dir, predictor.KindTraining)
 	}
 	if !(r.RateRPS >= predictor.MinRateRPS && r.RateRPS <= 1e9) {
-		c.add(at+".rate_rps", "a rate in [0.001, 1e9] req/s", fmtFloat(r.RateRPS))
+		c.Add(at+".rate_rps", "a rate in [0.001, 1e9] req/s", fmtFloat(r.RateRPS))
 	}
 	if r.Mode == predictor.ModeMPS && !(r.TrainingPct > 0 && r.TrainingPct <= 100) {
-		c.add(at+".training_pct", "an active-thread percentage in (0,100]", fmtFloat(r.TrainingPct))
+		c.Add(at+".training_pct", "an active-thread percentage in (0,100]", fmtFloat(r.TrainingPct))
 	}
 	if !(r.InferencePct >= 0 && r.InferencePct <= 100) {
-		c.add(at+".inference_pct", "an active-thread percentage in (0,100] (0 or absent: 100)", fmtFloat(r.InferencePct))
+		c.Add(at+".inference_pct", "an active-thread percentage in (0,100] (0 or absent: 100)", fmtFloat(r.InferencePct))
 	}
 	if r.Requests < 0 {
-		c.add(at+".requests", "a count ≥ 1 (0: the default)", fmt.Sprint(r.Requests))
+		c.Add(at+".requests", "a count ≥ 1 (0: the default)", fmt.Sprint(r.Requests))
 	}
 	checkPercentileMap(c, at+".measured.latency_ms", r.Measured.LatencyMS)
 	checkPercentileMap(c, at+".measured.service_ms", r.Measured.ServiceMS)
 	it := r.Measured.TrainingIterationMS
 	if len(it) > 0 && len(it) != len(r.Training) {
-		c.add(at+".measured.training_iteration_ms", fmt.Sprintf("one iteration time per training job (%d)", len(r.Training)), fmt.Sprintf("%d values", len(it)))
+		c.Add(at+".measured.training_iteration_ms", fmt.Sprintf("one iteration time per training job (%d)", len(r.Training)), fmt.Sprintf("%d values", len(it)))
 	}
 	for i, v := range it {
 		c.positive(fmt.Sprintf("%s.measured.training_iteration_ms[%d]", at, i), v)
 		if i < len(r.Training) && r.Training[i].Profile != nil && !r.Training[i].Profile.IterationKnown() {
-			c.add(fmt.Sprintf("%s.measured.training_iteration_ms[%d]", at, i), "no value: the training profile has no iteration (a summary without iteration_ms), so none is predicted", fmtFloat(v))
+			c.Add(fmt.Sprintf("%s.measured.training_iteration_ms[%d]", at, i), "no value: the training profile has no iteration (a summary without iteration_ms), so none is predicted", fmtFloat(v))
 		}
 	}
 	if len(r.Measured.LatencyMS) == 0 && len(r.Measured.ServiceMS) == 0 && len(it) == 0 {
-		c.add(at+".measured", "at least one of latency_ms, service_ms, training_iteration_ms", "none")
+		c.Add(at+".measured", "at least one of latency_ms, service_ms, training_iteration_ms", "none")
 	}
 }
 
@@ -198,7 +198,7 @@ func checkPercentileMap(c *checker, at string, m map[string]float64) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.Contains(predictor.PercentileKeys, k) {
-			c.add(at+"."+k, "one of mean, p50, p90, p95, p99", fmt.Sprintf("%q", k))
+			c.Add(at+"."+k, "one of mean, p50, p90, p95, p99", fmt.Sprintf("%q", k))
 			continue
 		}
 		c.positive(at+"."+k, m[k])
@@ -209,7 +209,7 @@ func checkPercentileMap(c *checker, at string, m map[string]float64) {
 func (r *ProfileRef) resolve(c *checker, at, dir string, kind predictor.Kind) {
 	switch {
 	case r.Profile == nil && r.Path == "":
-		c.add(at, "a profile path or an inline profile", "nothing")
+		c.Add(at, "a profile path or an inline profile", "nothing")
 		return
 	case r.Profile == nil:
 		path := r.Path
@@ -218,18 +218,18 @@ func (r *ProfileRef) resolve(c *checker, at, dir string, kind predictor.Kind) {
 		}
 		p, err := predictor.LoadProfile(path)
 		if err != nil {
-			c.add(at, "a readable, valid profile", err.Error())
+			c.Add(at, "a readable, valid profile", err.Error())
 			return
 		}
 		r.Profile = p
 	default:
 		if err := r.Profile.Validate(); err != nil {
-			c.add(at, "a valid inline profile", err.Error())
+			c.Add(at, "a valid inline profile", err.Error())
 			return
 		}
 	}
 	if r.Profile.Kind != kind {
-		c.add(at+".kind", fmt.Sprintf("%q", kind), fmt.Sprintf("%q", r.Profile.Kind))
+		c.Add(at+".kind", fmt.Sprintf("%q", kind), fmt.Sprintf("%q", r.Profile.Kind))
 	}
 }
 

@@ -186,30 +186,30 @@ func ParseObservation(line []byte) (*Observation, error) {
 	}
 	var c checker
 	if o.Format != ObservationFormat {
-		c.add("format", fmt.Sprintf("%q", ObservationFormat), fmt.Sprintf("%q", o.Format))
+		c.Add("format", fmt.Sprintf("%q", ObservationFormat), fmt.Sprintf("%q", o.Format))
 	}
 	if o.Mode != predictor.ModeMPS && o.Mode != predictor.ModeTimeslice {
-		c.add("mode", `"timeslice" or "mps"`, fmt.Sprintf("%q", o.Mode))
+		c.Add("mode", `"timeslice" or "mps"`, fmt.Sprintf("%q", o.Mode))
 	}
 	if !(o.RateRPS >= predictor.MinRateRPS && o.RateRPS <= 1e9) {
-		c.add("rate_rps", "a rate in [0.001, 1e9] req/s", fmtFloat(o.RateRPS))
+		c.Add("rate_rps", "a rate in [0.001, 1e9] req/s", fmtFloat(o.RateRPS))
 	}
 	if o.Device.SMs < 0 || o.Device.SMs > 100000 {
-		c.add("device.sms", "an SM count in [0, 100000] (0: unknown)", fmt.Sprint(o.Device.SMs))
+		c.Add("device.sms", "an SM count in [0, 100000] (0: unknown)", fmt.Sprint(o.Device.SMs))
 	}
 	if len(o.Training) > 64 {
-		c.add("training", "at most 64 jobs", fmt.Sprint(len(o.Training)))
+		c.Add("training", "at most 64 jobs", fmt.Sprint(len(o.Training)))
 	}
 	for i, j := range o.Training {
 		if j.Pct < 1 || j.Pct > 100 {
-			c.add(fmt.Sprintf("training[%d].pct", i), "a percentage in [1, 100]", fmt.Sprint(j.Pct))
+			c.Add(fmt.Sprintf("training[%d].pct", i), "a percentage in [1, 100]", fmt.Sprint(j.Pct))
 		}
 	}
 	checkPercentileMap(&c, "latency_ms", o.LatencyMS)
 	if len(o.LatencyMS) == 0 {
-		c.add("latency_ms", "at least one observed figure", "none")
+		c.Add("latency_ms", "at least one observed figure", "none")
 	}
-	if err := c.err("observation"); err != nil {
+	if err := c.Err("observation"); err != nil {
 		return nil, err
 	}
 	return &o, nil
@@ -245,7 +245,7 @@ func (o *Observation) record(profile func(string, predictor.Kind) *ProfileRef) (
 	}
 	var c checker
 	r.check(&c, "record", "")
-	if c.err("record") != nil {
+	if c.Err("record") != nil {
 		return Record{}, SkipInvalid
 	}
 	return r, ""

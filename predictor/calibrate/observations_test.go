@@ -18,23 +18,25 @@ import (
 func observationsDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	inf, err := predictor.LoadProfile("../../testdata/profiles/v100-infer-200.json")
-	if err != nil {
+	profiles := filepath.Join(dir, ObservationsProfiles)
+	if err := os.Mkdir(profiles, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := predictor.LoadProfile("../../testdata/profiles/v100-train-step.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	infName, trName := ProfileFile(inf.Key()), ProfileFile(tr.Key())
-	if err := os.Mkdir(filepath.Join(dir, ObservationsProfiles), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, p := range map[string]*predictor.Profile{infName: inf, trName: tr} {
-		if err := predictor.SaveProfile(filepath.Join(dir, ObservationsProfiles, name), p); err != nil {
+	// store copies a testdata profile into the folder, under the name the
+	// observation log gives it.
+	store := func(path string) string {
+		p, err := predictor.LoadProfile(path)
+		if err != nil {
 			t.Fatal(err)
 		}
+		name := ProfileFile(p.Key())
+		if err := predictor.SaveProfile(filepath.Join(profiles, name), p); err != nil {
+			t.Fatal(err)
+		}
+		return name
 	}
+	infName := store("../../testdata/profiles/v100-infer-200.json")
+	trName := store("../../testdata/profiles/v100-train-step.json")
 	dev := predictor.Device{Name: "NVIDIA H200", SMs: 132}
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	window := func(jobs ...ObservedJob) Observation {

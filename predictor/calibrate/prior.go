@@ -63,13 +63,13 @@ func (pr *TimeslicePrior) Check() error {
 	var c checker
 	for i, t := range pr {
 		if !(t.Centre > 0) || math.IsInf(t.Centre, 0) {
-			c.add("prior."+tsNames[i]+".centre", "a value > 0", fmtFloat(t.Centre))
+			c.Add("prior."+tsNames[i]+".centre", "a value > 0", fmtFloat(t.Centre))
 		}
 		if !(t.LogSD > 0) || math.IsInf(t.LogSD, 0) {
-			c.add("prior."+tsNames[i]+".log_sd", "a value > 0", fmtFloat(t.LogSD))
+			c.Add("prior."+tsNames[i]+".log_sd", "a value > 0", fmtFloat(t.LogSD))
 		}
 	}
-	return c.err("fit options")
+	return c.Err("fit options")
 }
 
 // Describe maps each parameter name to its term, for the fit report.

@@ -55,17 +55,17 @@ func CheckWeights(w map[string]float64) error {
 		v := w[k]
 		switch {
 		case !slices.Contains(keys, k):
-			c.add("weights."+k, fmt.Sprintf("one of %v", keys), fmt.Sprintf("%q", k))
+			c.Add("weights."+k, fmt.Sprintf("one of %v", keys), fmt.Sprintf("%q", k))
 		case !(v >= 0) || math.IsInf(v, 0):
-			c.add("weights."+k, "a weight ≥ 0", fmtFloat(v))
+			c.Add("weights."+k, "a weight ≥ 0", fmtFloat(v))
 		case v > 0:
 			positive = true
 		}
 	}
 	if !positive {
-		c.add("weights", "at least one weight above 0", "none")
+		c.Add("weights", "at least one weight above 0", "none")
 	}
-	return c.err("fit options")
+	return c.Err("fit options")
 }
 
 // weightOf is the weight of metric m.

@@ -217,51 +217,41 @@ func TestImportKinetoOpsV100(t *testing.T) {
 	}
 }
 
+// traceStem drops a trace file's .json or .json.gz ending, and only that.
 func TestTraceStem(t *testing.T) {
 	t.Parallel()
-	tests := []struct{ name, in, want string }{
-		{"gz", "v100.json.gz", "v100"},
-		{"json", "a.b.json", "a.b"},
-		{"bare", "trace", "trace"},
-		{"only ext", ".json", ".json"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := traceStem(tt.in); got != tt.want {
-				t.Errorf("traceStem(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
+	for in, want := range map[string]string{
+		"v100.json.gz": "v100",
+		"a.b.json":     "a.b",
+		"trace":        "trace", // bare
+		".json":        ".json", // only the ending: kept
+	} {
+		if got := traceStem(in); got != want {
+			t.Errorf("traceStem(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
+// parseTraceUS reads a µs timestamp as whole ns, rounded half away from
+// zero, and refuses one that is missing or out of int64's range (0 then).
 func TestParseTraceUS(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		in      string
-		want    int64
-		wantErr bool
-	}{
-		{"int", "12", 12000, false},
-		{"three decimals", "1712195495505543.247", 1712195495505543247, false},
-		{"round up", "1.0005", 1001, false},
-		{"round down", "1.00049", 1000, false},
-		{"negative rounds away", "-1.0005", -1001, false},
-		{"exponent", "1.5e3", 1500000, false},
-		{"too big", "5000000000000000", 0, true},
-		{"too big exponent", "1e300", 0, true},
-		{"missing", "", 0, true},
+	for in, want := range map[string]int64{
+		"12":                   12000,
+		"1712195495505543.247": 1712195495505543247, // three decimals
+		"1.0005":               1001,                // rounds up
+		"1.00049":              1000,                // rounds down
+		"-1.0005":              -1001,               // negative: rounds away from zero
+		"1.5e3":                1500000,             // exponent
+	} {
+		if got, err := parseTraceUS(json.Number(in), "ts"); err != nil || got != want {
+			t.Errorf("parseTraceUS(%q) = %d, %v; want %d", in, got, err, want)
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseTraceUS(json.Number(tt.in), "ts")
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("parseTraceUS(%q) error %v, want error %v", tt.in, err, tt.wantErr)
-			}
-			if got != tt.want {
-				t.Errorf("parseTraceUS(%q) = %d, want %d", tt.in, got, tt.want)
-			}
-		})
+	for _, in := range []string{"5000000000000000", "1e300", ""} { // too big, too big by exponent, missing
+		if got, err := parseTraceUS(json.Number(in), "ts"); err == nil || got != 0 {
+			t.Errorf("parseTraceUS(%q) = %d, %v; want 0 and an error", in, got, err)
+		}
 	}
 }
 
