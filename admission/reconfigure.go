@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"time"
 )
 
 // hotFields are the Config fields Reconfigure changes on a running
@@ -125,7 +124,7 @@ func (c *Controller) replanLive(ctx context.Context, why string) ([]Event, error
 			return nil, fmt.Errorf("re-evaluate leases: %w", err)
 		}
 		c.mu.Lock()
-		now := time.Now()
+		now := c.now()
 		if !c.unchangedLocked(s, now) && attempt < maxAttempts {
 			c.mu.Unlock()
 			continue
