@@ -57,6 +57,11 @@ type Controller struct {
 	// drops it); raiseAt is when the next check is due (raise.go).
 	raiseRoom map[string]time.Time
 	raiseAt   time.Time
+	// noRoom holds, per lease id, since when the guard has found no room
+	// for it even at its min_pct, and revokes the times of the guard's
+	// revokes in the last hour (hold.go).
+	noRoom  map[string]time.Time
+	revokes []time.Time
 }
 
 // now is the controller's time (Deps.Clock).

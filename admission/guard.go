@@ -45,15 +45,19 @@ func (c *Controller) guardShared(ctx context.Context) ([]Event, error) {
 	c.mu.Lock()
 	key := guardKey(c.observedServices(c.cfg.Services))
 	same := slices.Equal(key, c.guarded)
+	held := c.revokeDueLocked(c.now())
 	c.mu.Unlock()
-	if same {
+	if same && !held {
 		return c.raise(ctx)
 	}
 	why := "as the inference server's observed load rose"
-	if measured {
+	switch {
+	case measured:
 		why = "as the inference server's own p99 showed the prediction to be low"
+	case same:
+		why = fmt.Sprintf("as the inference server's observed load stayed too high for %s", c.cfg.Guard.RevokeAfter)
 	}
-	events, err := c.replanLive(ctx, why)
+	events, err := c.replanLiveHeld(ctx, why, true)
 	if err != nil {
 		return events, err
 	}
