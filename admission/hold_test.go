@@ -14,11 +14,10 @@ import (
 // are what the test sets, its window begins before anything was granted
 // (so that no correction is measured from it).
 type heldServer struct {
-	mu       sync.Mutex
-	now      time.Time
-	rate     float64
-	p99      float64
-	rateSeen bool
+	mu   sync.Mutex
+	now  time.Time
+	rate float64
+	p99  float64
 }
 
 func (s *heldServer) Now() time.Time {
