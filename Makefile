@@ -43,9 +43,10 @@ predict: build
 # The SLO guard over the whole Azure trace (docs/guard.md#replay): minutes over
 # the SLO and training work for static admission, the reactive guard and the
 # forecast guard, with the predictor right and with it 1.3x too low.
-replay:
-	$(GO) test -count=1 -run '^TestGuardReplay$$' -v ./sidecar/ -args -replay.start 0 -replay.minutes 0
-	$(GO) test -count=1 -run '^TestGuardReplay$$' -v ./sidecar/ -args -replay.start 0 -replay.minutes 0 -replay.error 1.3
+REPLAY_TRACE ?= testdata/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv
+replay: build
+	$(BIN) replay --trace $(REPLAY_TRACE)
+	$(BIN) replay --trace $(REPLAY_TRACE) --error 1.3
 
 # What the calibration's objective buys (docs/predictor.md#what-the-objective-buys):
 # two records fitted, seven held out, before and after p99 weights, seeds and the prior.

@@ -70,6 +70,16 @@ type GuardSettings struct {
 	// move costs the launcher a restart of its workers. A throttle the
 	// SLOs need is made whatever its size.
 	MinMovePct int `mapstructure:"min_move_pct"`
+	// RevokeAfter is how long the guard must find no room for a lease even
+	// at its min_pct before it revokes it (default 1m): until then the
+	// lease is throttled to its min_pct, so that a burst throttles and
+	// only a lasting rise revokes.
+	RevokeAfter time.Duration `mapstructure:"revoke_after"`
+	// MaxRevokesPerHour bounds the guard's revokes in any hour (default
+	// 2): past it a lease with no room stays at its min_pct unless a
+	// service's observed p99 is over its SLO. Revokes for a fault are not
+	// counted.
+	MaxRevokesPerHour int `mapstructure:"max_revokes_per_hour"`
 }
 
 // DefaultSettings are the file's defaults: every default above, a tenth
@@ -83,7 +93,8 @@ func DefaultSettings() Settings {
 		MaxWeight:        MaxWeight,
 		DecisionTimeout:  DefaultDecisionTimeout,
 		Lease:            LeaseTerms{Default: DefaultLeaseDefault, Max: DefaultLeaseMax, FirstTerm: DefaultLeaseFirstTerm},
-		Guard:            GuardSettings{Deadline: DefaultThrottleGrace, RaiseAfter: DefaultRaiseAfter},
+		Guard: GuardSettings{Deadline: DefaultThrottleGrace, RaiseAfter: DefaultRaiseAfter, RevokeAfter: DefaultRevokeAfter,
+			MaxRevokesPerHour: DefaultMaxRevokesPerHour},
 	}
 }
 
@@ -113,6 +124,9 @@ func (s Settings) check(c *fields) {
 	if !(s.MaxWeight >= 1 && s.MaxWeight <= MaxWeight) {
 		c.add("admission.max_weight", "a weight from 1 to 1000", fmt.Sprint(s.MaxWeight))
 	}
+	if s.Guard.MaxRevokesPerHour < 1 || s.Guard.MaxRevokesPerHour > 3600 {
+		c.add("admission.guard.max_revokes_per_hour", "a count from 1 to 3600", fmt.Sprint(s.Guard.MaxRevokesPerHour))
+	}
 	if s.Guard.MinMovePct < 0 || s.Guard.MinMovePct > 100 {
 		c.add("admission.guard.min_move_pct", "a percentage from 0 (one pct_step) to 100", fmt.Sprint(s.Guard.MinMovePct))
 	}
@@ -129,6 +143,7 @@ func (s Settings) check(c *fields) {
 		{"admission.lease.first_term", s.Lease.FirstTerm, time.Second, math.MaxInt64, ""},
 		{"admission.guard.deadline", s.Guard.Deadline, time.Second, time.Hour, "1h"},
 		{"admission.guard.raise_after", s.Guard.RaiseAfter, time.Second, 24 * time.Hour, "24h"},
+		{"admission.guard.revoke_after", s.Guard.RevokeAfter, time.Second, time.Hour, "1h"},
 	} {
 		switch {
 		case d.v >= d.min && d.v <= d.max:
@@ -174,17 +189,19 @@ type Config struct {
 
 // Defaults of Config's optional fields.
 const (
-	DefaultMaxJobs          = 4
-	DefaultPctStep          = 5
-	DefaultLeaseDefault     = 5 * time.Minute
-	DefaultLeaseMax         = time.Hour
-	DefaultLeaseFirstTerm   = time.Minute
-	DefaultDecisionTimeout  = 5 * time.Second
-	DefaultVisibilityWindow = time.Minute
-	DefaultThrottleGrace    = 2 * time.Minute
-	DefaultRaiseAfter       = 5 * time.Minute
-	DefaultIdempotencyTTL   = 10 * time.Minute
-	DefaultIdempotencyMax   = 1024
+	DefaultMaxJobs           = 4
+	DefaultPctStep           = 5
+	DefaultLeaseDefault      = 5 * time.Minute
+	DefaultLeaseMax          = time.Hour
+	DefaultLeaseFirstTerm    = time.Minute
+	DefaultDecisionTimeout   = 5 * time.Second
+	DefaultVisibilityWindow  = time.Minute
+	DefaultThrottleGrace     = 2 * time.Minute
+	DefaultRaiseAfter        = 5 * time.Minute
+	DefaultRevokeAfter       = time.Minute
+	DefaultMaxRevokesPerHour = 2
+	DefaultIdempotencyTTL    = 10 * time.Minute
+	DefaultIdempotencyMax    = 1024
 )
 
 // withDefaults returns cfg with every zero optional field set.
@@ -213,6 +230,8 @@ func (cfg Config) withDefaults() Config {
 	defD(&cfg.DecisionTimeout, DefaultDecisionTimeout)
 	defD(&cfg.VisibilityWindow, DefaultVisibilityWindow)
 	defD(&cfg.Guard.Deadline, DefaultThrottleGrace)
+	defD(&cfg.Guard.RevokeAfter, DefaultRevokeAfter)
+	def(&cfg.Guard.MaxRevokesPerHour, DefaultMaxRevokesPerHour)
 	defD(&cfg.Guard.RaiseAfter, DefaultRaiseAfter)
 	defD(&cfg.IdempotencyTTL, DefaultIdempotencyTTL)
 	cfg.Services = slices.Clone(cfg.Services)

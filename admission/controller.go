@@ -57,6 +57,19 @@ type Controller struct {
 	// drops it); raiseAt is when the next check is due (raise.go).
 	raiseRoom map[string]time.Time
 	raiseAt   time.Time
+	// noRoom holds, per lease id, since when the guard has found no room
+	// for it even at its min_pct, and revokes the times of the guard's
+	// revokes in the last hour (hold.go).
+	noRoom  map[string]time.Time
+	revokes []time.Time
+}
+
+// now is the controller's time (Deps.Clock).
+func (c *Controller) now() time.Time {
+	if c.deps.Clock != nil {
+		return c.deps.Clock()
+	}
+	return time.Now()
 }
 
 // validate validates req and returns its profile's key. A request that
@@ -158,7 +171,7 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 	c.mu.Unlock()
 	for range attempts {
 		c.mu.Lock()
-		d, done, err := c.recalledLocked(rk, fp, time.Now())
+		d, done, err := c.recalledLocked(rk, fp, c.now())
 		var s *snapshot
 		if !done && err == nil {
 			s = c.snapshotLocked()
@@ -194,7 +207,7 @@ func (c *Controller) recalledLocked(rk, fp [32]byte, now time.Time) (Decision, b
 			// A concurrent request with this request_id is storing its
 			// grant: wait for its decision.
 			c.waitWrittenLocked(e)
-			return c.recalledLocked(rk, fp, time.Now())
+			return c.recalledLocked(rk, fp, c.now())
 		}
 		return Decision{}, true, fmt.Errorf("%w: the request_id already holds lease %s, granted before its decision was forgotten (a restart, or more than %d recent requests); renew it with its token",
 			ErrConflict, id, c.cfg.IdempotencyMax)
@@ -215,10 +228,10 @@ func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request
 	if err := ctxErr("decide", ctx); err != nil {
 		return Decision{}, true, nil, err
 	}
-	if d, done, err := c.recalledLocked(rk, fp, time.Now()); done || err != nil {
+	if d, done, err := c.recalledLocked(rk, fp, c.now()); done || err != nil {
 		return d, true, nil, err
 	}
-	now := time.Now() // recalledLocked may have waited
+	now := c.now() // recalledLocked may have waited
 	if !c.unchangedLocked(s, now) && (d.Outcome != Deny || !c.onlyTakenLocked(s, now)) {
 		return Decision{}, false, nil, nil
 	}
@@ -239,7 +252,7 @@ func (c *Controller) commitLocked(ctx context.Context, s *snapshot, req *Request
 		if err := ctxErr("decide", ctx); err != nil {
 			return Decision{}, true, events, err
 		}
-		now = time.Now()
+		now = c.now()
 	}
 	if d.Instance != nil && c.heldLocked(d.Instance.UUID, now) {
 		return Decision{}, false, events, nil // lent meanwhile: evaluate again
@@ -309,7 +322,7 @@ func (c *Controller) grantLocked(ctx context.Context, req *Request, key predicto
 		return unavailable(CodeStoreUnavailable, "storing the lease failed: "+err.Error())
 	}
 	e.lease = l
-	if !time.Now().Before(l.ExpiresAt) {
+	if !c.now().Before(l.ExpiresAt) {
 		// The store took longer than the lease's first term: the lease is
 		// over before its launcher hears of it. The expiry loop, woken by
 		// the write's end, deletes it.

@@ -194,6 +194,12 @@ type Deps struct {
 	// instead of sharing the inference server's (lend.go).
 	Instances Instances
 	Logger    *slog.Logger
+	// Clock, when set, is the controller's time: leases' terms, deadlines
+	// and expiry, the guard's holds and raises. A replay runs a controller
+	// on simulated time by setting it, and calls Expire instead of Run.
+	// Nil: time.Now. The deadlines of a decision's own work stay on the
+	// wall clock: they bound what it costs.
+	Clock func() time.Time
 }
 
 // LatencyObserver is an Observer that also reports the server's observed

@@ -14,15 +14,15 @@ import (
 
 // Run expires leases as their time comes: it removes each from the store,
 // frees its capacity and publishes an expire event. It returns nil when ctx
-// is done. Run it once, after Restore.
+// is done. Run it once, after Restore. A controller on a simulated clock
+// (Deps.Clock) is not Run: its caller calls Expire as its time moves.
 func (c *Controller) Run(ctx context.Context) error {
 	for {
-		events := c.expire(ctx)
+		c.Expire(ctx)
 		c.mu.Lock()
-		now := time.Now()
+		now := c.now()
 		next, ok := c.nextExpiryLocked()
 		c.mu.Unlock()
-		_ = c.publish(ctx, events) // logged; the leases are gone either way
 
 		var timer <-chan time.Time
 		if ok {
@@ -35,6 +35,16 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-c.wake:
 		}
 	}
+}
+
+// Expire does what is due now once: the leases whose time is up expire,
+// throttled leases not restarted by their deadline are revoked, retired
+// processes are evicted. It publishes the events (a failure is logged; the
+// leases are gone either way) and returns them.
+func (c *Controller) Expire(ctx context.Context) []Event {
+	events := c.expire(ctx)
+	_ = c.publish(ctx, events)
+	return events
 }
 
 // evictRetry is how long a lease whose processes could not be evicted
@@ -81,7 +91,7 @@ func (e *entry) dutyAt(now time.Time) duty {
 func (c *Controller) expire(ctx context.Context) []Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
+	now := c.now()
 	var due []*entry
 	for _, e := range c.leases {
 		if e.dutyAt(now) != dutyNone {
@@ -96,7 +106,7 @@ func (c *Controller) expire(ctx context.Context) []Event {
 		if c.leases[e.lease.ID] != e {
 			continue
 		}
-		events = append(events, c.dischargeLocked(ctx, e, e.dutyAt(time.Now()))...)
+		events = append(events, c.dischargeLocked(ctx, e, e.dutyAt(c.now()))...)
 	}
 	slices.SortStableFunc(events, func(a, b Event) int { return strings.Compare(a.LeaseID, b.LeaseID) })
 	return events
@@ -104,7 +114,7 @@ func (c *Controller) expire(ctx context.Context) []Event {
 
 // dischargeLocked does duty d for e and returns its events. c.mu is held.
 func (c *Controller) dischargeLocked(ctx context.Context, e *entry, d duty) []Event {
-	now := time.Now()
+	now := c.now()
 	l := e.lease.clone()
 	switch d {
 	case dutyRetired:
@@ -227,7 +237,7 @@ func (c *Controller) Restore(ctx context.Context) error {
 	if err != nil {
 		c.log.Warn("restore leases: skipping records that cannot be read", "err", err)
 	}
-	now := time.Now()
+	now := c.now()
 	c.mu.Lock()
 	leaseMax, leaseDefault := c.cfg.Lease.Max, c.cfg.Lease.Default
 	c.mu.Unlock()
@@ -273,7 +283,7 @@ func (c *Controller) Restore(ctx context.Context) error {
 	c.mu.Unlock()
 	events := c.expire(ctx)
 	c.mu.Lock()
-	live := len(c.liveLocked(time.Now()))
+	live := len(c.liveLocked(c.now()))
 	c.mu.Unlock()
 	c.signal()
 	perr := c.publish(ctx, events)

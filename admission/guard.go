@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 )
 
 // Guard revokes every lease, with a deadline of now, while the GPU or its
@@ -46,15 +45,19 @@ func (c *Controller) guardShared(ctx context.Context) ([]Event, error) {
 	c.mu.Lock()
 	key := guardKey(c.observedServices(c.cfg.Services))
 	same := slices.Equal(key, c.guarded)
+	held := c.revokeDueLocked(c.now())
 	c.mu.Unlock()
-	if same {
+	if same && !held {
 		return c.raise(ctx)
 	}
 	why := "as the inference server's observed load rose"
-	if measured {
+	switch {
+	case measured:
 		why = "as the inference server's own p99 showed the prediction to be low"
+	case same:
+		why = fmt.Sprintf("as the inference server's observed load stayed too high for %s", c.cfg.Guard.RevokeAfter)
 	}
-	events, err := c.replanLive(ctx, why)
+	events, err := c.replanLiveHeld(ctx, why, true)
 	if err != nil {
 		return events, err
 	}
@@ -81,7 +84,7 @@ func guardKey(services []ServiceSpec) []float64 {
 // revoked before with a later deadline.
 func (c *Controller) revokeAll(ctx context.Context, fault string) ([]Event, error) {
 	c.mu.Lock()
-	now := time.Now()
+	now := c.now()
 	var planned []liveLease
 	for _, e := range c.colocatedLocked(now) { // a lent instance has faults of its own (lent)
 		if !e.lease.Revoked || e.lease.ExpiresAt.After(now) {
@@ -117,7 +120,7 @@ func (c *Controller) revokeLentFaults(ctx context.Context) ([]Event, error) {
 		return nil, nil
 	}
 	c.mu.Lock()
-	held := slices.ContainsFunc(c.liveLocked(time.Now()), func(e *entry) bool { return e.lease.Instance != nil })
+	held := slices.ContainsFunc(c.liveLocked(c.now()), func(e *entry) bool { return e.lease.Instance != nil })
 	c.mu.Unlock()
 	if !held {
 		return nil, nil
@@ -136,7 +139,7 @@ func (c *Controller) revokeLentFaults(ctx context.Context) ([]Event, error) {
 		return nil, nil
 	}
 	c.mu.Lock()
-	now := time.Now()
+	now := c.now()
 	var events []Event
 	var errs []error
 	for _, e := range c.liveLocked(now) {

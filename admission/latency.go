@@ -35,14 +35,20 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 	c.pruneLocked()
 	c.mu.Unlock()
 	// Only a lease set whose processes run as colocd knows them can be
-	// measured: each lease with its workers registered and none awaiting
-	// a restart, at the percentage its workers were started at.
-	trainers := make([]Trainer, len(s.live))
-	for i, e := range s.live {
-		if len(e.lease.PIDs) == 0 || e.lease.awaitingRestart() {
+	// measured: none awaiting a restart, each at the percentage its
+	// workers were started at. A lease that never registered a process is
+	// measured as not running: one launcher that renews but never
+	// registers must not switch the correction off for the whole GPU, and
+	// if its job does run, the server is slower than predicted for the
+	// others, which corrects towards caution.
+	trainers := make([]Trainer, 0, len(s.live))
+	for _, e := range s.live {
+		if e.lease.awaitingRestart() {
 			return false, nil
 		}
-		trainers[i] = Trainer{Profile: e.lease.Profile, Key: e.key, Pct: e.lease.running()}
+		if len(e.lease.PIDs) > 0 {
+			trainers = append(trainers, Trainer{Profile: e.lease.Profile, Key: e.key, Pct: e.lease.running()})
+		}
 	}
 	changed := false
 	for i, svc := range s.pol.cfg.Services {

@@ -50,7 +50,7 @@ func (c *Controller) Renew(ctx context.Context, leaseID, token string) (Lease, e
 	if err != nil {
 		return Lease{}, fmt.Errorf("renew: %w", err)
 	}
-	now := time.Now()
+	now := c.now()
 	if e.lease.Revoked {
 		return Lease{}, fmt.Errorf("renew: lease %q was revoked and ends at %s: %w", leaseID, e.lease.ExpiresAt.Format(time.RFC3339), ErrConflict)
 	}
@@ -77,7 +77,7 @@ func (c *Controller) Release(ctx context.Context, leaseID, token string) error {
 	}
 	l := e.lease.clone()
 	if c.deps.Evictor != nil && len(l.PIDs)+len(l.Retired) > 0 {
-		now := time.Now()
+		now := c.now()
 		l.Released, l.Revoked, l.ExpiresAt, l.Deadline = true, true, now, now
 		if err := c.update(ctx, "release", e, l); err != nil {
 			return err
@@ -148,7 +148,7 @@ func (c *Controller) Register(ctx context.Context, leaseID, token string, pids [
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	now := time.Now()
+	now := c.now()
 	if e.lease.Revoked {
 		return fmt.Errorf("register: lease %q was revoked and ends at %s: its processes are evicted then: %w", leaseID, e.lease.ExpiresAt.Format(time.RFC3339), ErrConflict)
 	}
@@ -310,7 +310,7 @@ func (c *Controller) forget(l *Lease) {
 func (c *Controller) Leases() []Lease {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	live := c.liveLocked(time.Now())
+	live := c.liveLocked(c.now())
 	out := make([]Lease, len(live))
 	for i, e := range live {
 		out[i] = e.lease.public()

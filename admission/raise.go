@@ -25,7 +25,7 @@ const raiseCheck = 5 * time.Second
 // which only errs on the safe side. MPS mode only.
 func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 	c.mu.Lock()
-	now := time.Now()
+	now := c.now()
 	if c.cfg.Mode != predictor.ModeMPS || now.Before(c.raiseAt) {
 		c.mu.Unlock()
 		return nil, nil
@@ -58,7 +58,7 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 		ripeAny = true
 	}
 	c.raiseRoom = room // leases with no room now, or gone, start again
-	if !ripeAny || !c.unchangedLocked(s, time.Now()) {
+	if !ripeAny || !c.unchangedLocked(s, c.now()) {
 		c.mu.Unlock()
 		return nil, nil
 	}
@@ -81,7 +81,7 @@ func (c *Controller) applyRaise(ctx context.Context, planned []liveLease, pcts [
 			e, ok = c.leases[planned[i].lease.ID]
 		}
 		held := now.Sub(c.raiseRoom[planned[i].lease.ID]).Round(time.Second)
-		now := time.Now()
+		now := c.now()
 		if !ok || !e.liveAt(now) || e.lease.Revoked || pcts[i] <= e.lease.Pct {
 			continue
 		}

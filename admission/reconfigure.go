@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"time"
 )
 
 // hotFields are the Config fields Reconfigure changes on a running
@@ -118,17 +117,28 @@ func (c *Controller) config() Config {
 // applies the plan, publishing its events (see UpdateServices); why opens
 // their reasons ("after a configuration change").
 func (c *Controller) replanLive(ctx context.Context, why string) ([]Event, error) {
+	return c.replanLiveHeld(ctx, why, false)
+}
+
+// replanLiveHeld is replanLive; with hold (the guard's re-plans) a revoke
+// the plan makes waits for Guard.RevokeAfter and the revoke budget
+// (hold.go), the lease at its min_pct meanwhile.
+func (c *Controller) replanLiveHeld(ctx context.Context, why string, hold bool) ([]Event, error) {
 	for attempt := 1; ; attempt++ {
 		s := c.snapshot()
 		p, err := s.pol.replan(ctx, s.live)
 		if err != nil {
 			return nil, fmt.Errorf("re-evaluate leases: %w", err)
 		}
+		overSLO := hold && c.observedOverSLO(s.pol.cfg.Services)
 		c.mu.Lock()
-		now := time.Now()
+		now := c.now()
 		if !c.unchangedLocked(s, now) && attempt < maxAttempts {
 			c.mu.Unlock()
 			continue
+		}
+		if hold {
+			p = c.holdRevokesLocked(s.live, p, now, overSLO)
 		}
 		throttle := why
 		if p.note != "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Resync writes every live lease to the store again as a new record. After
@@ -18,7 +17,7 @@ func (c *Controller) Resync(ctx context.Context) (int, error) {
 	defer c.mu.Unlock()
 	var errs []error
 	n := 0
-	for _, e := range c.liveLocked(time.Now()) {
+	for _, e := range c.liveLocked(c.now()) {
 		c.waitWrittenLocked(e)
 		if c.leases[e.lease.ID] != e {
 			continue // released or expired meanwhile

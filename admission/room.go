@@ -39,7 +39,7 @@ func (c *Controller) commitRoomLocked(ctx context.Context, s *snapshot, d Decisi
 			c.waitWrittenLocked(cur)
 		}
 	}
-	if !c.unchangedLocked(s, time.Now()) {
+	if !c.unchangedLocked(s, c.now()) {
 		return nil, false, nil
 	}
 	for _, e := range planned {
@@ -55,7 +55,7 @@ func (c *Controller) commitRoomLocked(ctx context.Context, s *snapshot, d Decisi
 			d.Joint.Shares[len(d.Joint.Shares)-1].JobID, d.Joint.Shares[len(d.Joint.Shares)-1].Weight, d.Joint.Before, d.Joint.Utility),
 		deadline: now.Add(c.cfg.Guard.Deadline),
 	}
-	events, err := c.applyPlan(ctx, planned, plan{pcts: pcts, revoked: make([]bool, len(planned))}, time.Now(), why)
+	events, err := c.applyPlan(ctx, planned, plan{pcts: pcts, revoked: make([]bool, len(planned))}, c.now(), why)
 	if err != nil {
 		return events, false, err
 	}

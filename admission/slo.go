@@ -89,7 +89,7 @@ func (c *Controller) applyPlan(ctx context.Context, planned []liveLease, p plan,
 		e, ok := c.leases[planned[i].lease.ID]
 		if ok && e.writing { // another change of the lease is being stored: apply on top of it
 			c.waitWrittenLocked(e)
-			now = time.Now()
+			now = c.now()
 			e, ok = c.leases[planned[i].lease.ID]
 		}
 		if !ok || !e.liveAt(now) {

@@ -74,7 +74,7 @@ type snapshot struct {
 
 // snapshotLocked copies the config and the live leases. c.mu is held.
 func (c *Controller) snapshotLocked() *snapshot {
-	now := time.Now()
+	now := c.now()
 	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}}, pol: c.policyLocked()}
 	for _, e := range c.liveLocked(now) {
 		cp := e.copy()
@@ -127,7 +127,7 @@ func (c *Controller) unchangedLocked(s *snapshot, now time.Time) bool {
 func (c *Controller) changedLocked() { c.gen++; c.movedLocked() }
 
 // movedLocked records that what runs on the GPU changed. c.mu is held.
-func (c *Controller) movedLocked() { c.movedAt = time.Now() }
+func (c *Controller) movedLocked() { c.movedAt = c.now() }
 
 // freedLocked records a change that may free capacity: a lease gone,
 // throttled or revoked, or a config change. c.mu is held.

@@ -1,7 +1,5 @@
 package admission
 
-import "time"
-
 // Store calls never run under c.mu: a store that is slow or down (a full
 // disk, a lost JetStream server) would otherwise hold every renew,
 // release, register, decision and expiry of the GPU behind one call, for
@@ -42,7 +40,7 @@ func (c *Controller) authWritable(id, token string) (*entry, error) {
 	for {
 		e, ok := c.leases[id]
 		if !ok || !e.writing {
-			return c.auth(id, token, time.Now())
+			return c.auth(id, token, c.now())
 		}
 		c.waitWrittenLocked(e)
 	}

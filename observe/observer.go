@@ -36,6 +36,9 @@ type Config struct {
 	Horizon time.Duration
 	// Logger logs state changes; nil discards.
 	Logger *slog.Logger
+	// Clock, when set, is the observer's time (nil: time.Now). A replay
+	// sets it to its simulated time and calls ScrapeOnce instead of Run.
+	Clock func() time.Time
 }
 
 // State says how far an observation can be trusted.
@@ -98,6 +101,9 @@ func NewObserver(src Source, cfg Config) *Observer {
 	if cfg.Horizon <= 0 {
 		cfg.Horizon = DefaultHorizon
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -110,7 +116,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	t := time.NewTicker(o.cfg.Interval)
 	defer t.Stop()
 	for {
-		o.scrapeOnce(ctx)
+		o.ScrapeOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -119,7 +125,9 @@ func (o *Observer) Run(ctx context.Context) error {
 	}
 }
 
-func (o *Observer) scrapeOnce(ctx context.Context) {
+// ScrapeOnce scrapes once, within Interval, and adds what it read to the
+// window (Run calls it on a timer).
+func (o *Observer) ScrapeOnce(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, o.cfg.Interval)
 	r, err := o.src.Scrape(sctx)
 	cancel()
@@ -138,7 +146,7 @@ func (o *Observer) scrapeOnce(ctx context.Context) {
 	if o.lastErr != nil {
 		o.log.Info("metrics scrape works again")
 	}
-	now := time.Now()
+	now := o.cfg.Clock()
 	if !o.lastOK.IsZero() && now.Sub(o.lastOK) > o.cfg.MaxAge {
 		// After an outage longer than MaxAge, a delta across it would
 		// average the gap: start the window over.
@@ -159,7 +167,7 @@ func (o *Observer) Observe() Observation {
 	stats, ok := o.win.Stats()
 	obs := Observation{Stats: stats, ForecastRPS: o.holt.Forecast(float64(o.cfg.Horizon) / float64(o.cfg.Interval))}
 	if !o.lastOK.IsZero() {
-		obs.Age = time.Since(o.lastOK)
+		obs.Age = o.cfg.Clock().Sub(o.lastOK)
 	}
 	switch {
 	case !ok && o.lastErr != nil:

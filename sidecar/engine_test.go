@@ -18,7 +18,7 @@ func TestServiceSpecsEngine(t *testing.T) {
 		{Name: "llama", Profile: profile, Engine: configs.Engine{Busy: 0.5}, SLO: configs.SLO{StepP99MS: 15}},
 		{Name: "bert", Profile: profile, RateRPS: 20, SLO: configs.SLO{P99MS: 100}},
 	}
-	specs, err := serviceSpecs(&cfg)
+	specs, err := cfg.ServiceSpecs()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -343,7 +343,7 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	if err != nil {
 		return fmt.Errorf("event stream: %w", err)
 	}
-	specs, err := serviceSpecs(s.cfg)
+	specs, err := s.cfg.ServiceSpecs()
 	if err != nil {
 		return err
 	}
@@ -402,26 +402,6 @@ func admissionConfig(cfg *configs.Config, specs []admission.ServiceSpec, visible
 		// GPUs sit in, predicting neighbouring percentages at once cuts its
 		// latency (the answer is the same: the search equals a linear scan).
 		SearchWorkers: min(runtime.GOMAXPROCS(0), maxSearchWorkers)}
-}
-
-// serviceSpecs loads each configured service's profile.
-func serviceSpecs(cfg *configs.Config) ([]admission.ServiceSpec, error) {
-	var out []admission.ServiceSpec
-	for i, sv := range cfg.Services {
-		p, err := predictor.LoadProfile(sv.Profile)
-		if err != nil {
-			return nil, fmt.Errorf("services[%d].profile: %w", i, err)
-		}
-		spec := admission.ServiceSpec{Name: sv.Name, Profile: p, RateRPS: sv.RateRPS, SLOP99MS: sv.SLO.P99MS}
-		if sv.IsEngine() {
-			// An engine's load is its busy fraction: steps per second at
-			// its solo step time; its SLO is on the step.
-			spec.RateRPS = sv.Engine.Busy * 1e6 / p.SoloUS()
-			spec.SLOP99MS, spec.BurstSteps = sv.SLO.StepP99MS, sv.Bursts()
-		}
-		out = append(out, spec)
-	}
-	return out, nil
 }
 
 func (s *Sidecar) services() []admission.ServiceSpec {
@@ -530,7 +510,7 @@ func (s *Sidecar) applyReloads(ctx context.Context, updates <-chan *configs.Conf
 			if !ok {
 				return nil
 			}
-			specs, err := serviceSpecs(cfg)
+			specs, err := cfg.ServiceSpecs()
 			if err != nil {
 				s.log.Error("config reload: keeping the old services", "err", err)
 				s.applyRejected.Store(&configs.Rejection{At: time.Now(), Err: err})

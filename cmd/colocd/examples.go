@@ -53,6 +53,9 @@ var examples = map[string]string{
 	"colocd mig layouts": `  colocd mig layouts --gpu "NVIDIA H200" --json`,
 	"colocd mig plan": `  colocd mig plan --gpu "NVIDIA H200" --inference bert.json \
       --training resnet.json --rate 120 --slo-p99-ms 15`,
+	"colocd replay": `  # what colocd would have done with last week's traffic, the predictor right and 1.3x too low
+  colocd replay --config colocd.yaml --service chat --trace arrivals.csv
+  colocd replay --config colocd.yaml --service chat --trace arrivals.csv --error 1.3 --json --svg replay.svg`,
 	"colocd probe": `  colocd probe --url http://127.0.0.1:9464/readyz --timeout 1s`,
 	"colocd demo": `  # from the repository's root: about a minute, nothing left behind
   colocd demo

@@ -28,7 +28,7 @@ var floors = map[string]int{
 	"simserver": 2, "migplan": 2,
 	// 3: what wires them into a running sidecar, and the programs that
 	// drive one.
-	"sidecar": 3, "demo": 3, "loadtest": 3,
+	"sidecar": 3, "demo": 3, "loadtest": 3, "replay": 3,
 	// 4: the command: flags and wiring.
 	"cmd/colocd": 4,
 	// Not part of the product: the deployment files' checks.

@@ -1,0 +1,129 @@
+package admission
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// heldServer is an observed server on a test's clock: its rate and p99
+// are what the test sets, its window begins before anything was granted
+// (so that no correction is measured from it).
+type heldServer struct {
+	mu   sync.Mutex
+	now  time.Time
+	rate float64
+	p99  float64
+}
+
+func (s *heldServer) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now
+}
+
+func (s *heldServer) advance(d time.Duration) {
+	s.mu.Lock()
+	s.now = s.now.Add(d)
+	s.mu.Unlock()
+}
+
+func (s *heldServer) set(rate, p99 float64) {
+	s.mu.Lock()
+	s.rate, s.p99 = rate, p99
+	s.mu.Unlock()
+}
+
+func (s *heldServer) ObservedRate(string) (float64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rate, s.rate > 0
+}
+
+func (s *heldServer) ObservedWindow(string) (ObservedWindow, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ObservedWindow{P99MS: s.p99, End: s.now, Requests: 1000}, s.p99 > 0
+}
+
+// A load with no room for a lease even at its min_pct throttles it to its
+// min_pct at once and revokes it only once it has lasted RevokeAfter; past
+// MaxRevokesPerHour a lease stays at its min_pct until the observed p99 is
+// over the SLO.
+func TestGuardHoldsRevokes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newTestModel(t)
+	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	at := func(rate float64, pct int) float64 {
+		s := svc
+		s.RateRPS = rate
+		p, err := m.PredictP99(ctx, []ServiceSpec{s}, 0, []Trainer{{Profile: trainingProfile("resnet"), Pct: pct}}, predictor.ModeMPS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.P99MS
+	}
+	limit := 1.1 * at(100, 100) // a job fits in full at the configured rate
+	high := math.NaN()
+	for _, r := range []float64{200, 400, 800, 1600, 3200} {
+		if at(rateBand(r), 10) > limit {
+			high = r
+			break
+		}
+	}
+	if math.IsNaN(high) {
+		t.Fatal("no rate up to 3200 req/s leaves a job at 10 % over the limit")
+	}
+	srv := &heldServer{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	h := newHarness(t, predictor.ModeMPS, limit/0.9, func(c *Config) {
+		c.Guard.MaxRevokesPerHour = 1
+		c.Guard.Deadline = 10 * time.Minute // the launcher's restart is not what is tested
+	})
+	h.c.deps.Observer, h.c.deps.Clock = srv, srv.Now
+	guard := func(what string) []Event {
+		t.Helper()
+		ev, err := h.c.Guard(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return ev
+	}
+	one := func(what string, ev []Event, typ EventType, lease string) {
+		t.Helper()
+		if len(ev) != 1 || ev[0].Type != typ || ev[0].LeaseID != lease {
+			t.Fatalf("%s: events %+v; want one %s of %s", what, ev, typ, lease)
+		}
+	}
+
+	first := mustDecide(t, h, request("first"), Grant)
+	srv.set(high, 0)
+	ev := guard("the load rises")
+	one("the load rises", ev, EventThrottle, first.Lease.ID)
+	if ev[0].Pct != 10 {
+		t.Fatalf("throttled to %d %%, want the lease's min_pct, 10", ev[0].Pct)
+	}
+	srv.advance(30 * time.Second)
+	if ev := guard("30 s on"); len(ev) != 0 {
+		t.Fatalf("30 s into the rise: events %+v; want the revoke held", ev)
+	}
+	srv.advance(31 * time.Second)
+	one("61 s on", guard("61 s on"), EventRevoke, first.Lease.ID)
+
+	// The budget: one revoke an hour.
+	srv.set(50, 0)
+	guard("the load falls")
+	second := mustDecide(t, h, request("second"), Grant)
+	srv.set(high, 0)
+	one("the load rises again", guard("the load rises again"), EventThrottle, second.Lease.ID)
+	srv.advance(2 * time.Minute)
+	if ev := guard("past the hold, past the budget"); len(ev) != 0 {
+		t.Fatalf("a second revoke within the hour: events %+v; want the lease kept at its min_pct", ev)
+	}
+	srv.set(high, limit/0.9*1.2)
+	one("the observed p99 over the SLO", guard("the observed p99 over the SLO"), EventRevoke, second.Lease.ID)
+}

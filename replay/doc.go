@@ -1,0 +1,17 @@
+// Package replay answers an inference team's question before they deploy:
+// what would colocd have done with my traffic? It replays a recorded
+// arrival trace against a simulated inference server (package simserver),
+// with a simulated training launcher that asks for a slot, renews it,
+// honours throttles by restarting its workers, takes raises and asks again
+// after a revoke, and runs colocd's own admission controller and observer
+// on simulated time, under each of three policies:
+//
+//   - static: decide once on the configured rate; no guard;
+//   - reactive: the guard on the observed rate;
+//   - forecast: the guard on the rate forecast ahead, as colocd runs.
+//
+// For each policy it reports the minutes whose p99 was over the SLO, the
+// training work done as a fraction of what a static grant did, and the
+// guard's actions. A run is deterministic for its seed; an hour of trace
+// replays in seconds (BenchmarkReplayHour).
+package replay

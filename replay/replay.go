@@ -1,0 +1,430 @@
+package replay
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/colocd/colocd/admission"
+	"github.com/colocd/colocd/field"
+	"github.com/colocd/colocd/observe"
+	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/simserver"
+)
+
+// Policy is how the guard plans: see the package comment.
+type Policy string
+
+// The policies.
+const (
+	Static   Policy = "static"
+	Reactive Policy = "reactive"
+	Forecast Policy = "forecast"
+)
+
+// Policies are the policies in the order they are reported.
+var Policies = []Policy{Static, Reactive, Forecast}
+
+// ParsePolicy returns the policy named s.
+func ParsePolicy(s string) (Policy, error) {
+	if p := Policy(s); slices.Contains(Policies, p) {
+		return p, nil
+	}
+	return "", fmt.Errorf("want one of static, reactive, forecast, got %q", s)
+}
+
+// Config is one replay.
+type Config struct {
+	// Service is the inference service the trace's requests are for: its
+	// profile, the rate its SLO is set at (what static admission decides
+	// on) and its p99 SLO. A request service: an LLM engine's steps are
+	// not simulated.
+	Service admission.ServiceSpec
+	// Mode, Settings: the sharing mode and the admission settings, as
+	// colocd's configuration has them.
+	Mode     predictor.Mode
+	Settings admission.Settings
+	// Calibration, Requests, PredictorSeed, SMs and Confidence are the
+	// predictor's, as in colocd's configuration (predictor.*).
+	Calibration   *predictor.Calibration
+	Requests      int
+	PredictorSeed uint64
+	SMs           int
+	Confidence    float64
+	// Preset is the simulated server's metrics format (default vllm).
+	Preset string
+	// Arrivals are the trace's request arrivals, offsets from its start.
+	Arrivals []time.Duration
+	// ErrorFactor multiplies every latency the simulated server draws:
+	// the predictor that much too low (default 1).
+	ErrorFactor float64
+	// ServerSeed seeds the simulated server's latency draws.
+	ServerSeed uint64
+	// Launcher is the training launcher that asks for a slot.
+	Launcher Launcher
+	// Observe is the observer's configuration (interval, window, horizon).
+	Observe observe.Config
+	// MinRequests is the fewest requests a minute needs to be judged
+	// against the SLO (default 20): a quieter minute's p99 is its one or
+	// two slowest requests.
+	MinRequests int
+	// Policies to report (default all). Static always runs: it is what
+	// the others' work is measured against.
+	Policies []Policy
+}
+
+// Result is what one policy did.
+type Result struct {
+	Policy Policy `json:"name"`
+	// Minutes judged (with at least Config.MinRequests requests), and of
+	// those the minutes whose p99 was over the SLO.
+	Minutes     int `json:"minutes"`
+	MinutesOver int `json:"minutes_over"`
+	// WorkVsStatic is the training work done (Σ over seconds of the
+	// running percentage) over the static policy's.
+	WorkVsStatic float64 `json:"work_vs_static"`
+	// WorkPctSeconds is the training work itself, in percent·seconds.
+	WorkPctSeconds float64 `json:"work_pct_seconds"`
+	// The controller's actions: throttles, raises and revokes (events),
+	// and evictions (leases whose processes were ended for it).
+	Throttles int `json:"throttles"`
+	Raises    int `json:"raises"`
+	Revokes   int `json:"revokes"`
+	Evictions int `json:"evictions"`
+	// WorstP99MS is the highest p99 of a judged minute.
+	WorstP99MS float64 `json:"worst_p99_ms"`
+	// Series is what happened, every observer interval, and PerMinute
+	// each judged minute; for the picture.
+	Series    []Sample     `json:"-"`
+	PerMinute []MinuteStat `json:"-"`
+}
+
+// Sample is the replay at one moment.
+type Sample struct {
+	At time.Duration
+	// ArrivalRPS is the arrival rate over the last interval; ObservedRPS
+	// and ForecastRPS what the observer says (NaN when it says nothing,
+	// and always under static).
+	ArrivalRPS, ObservedRPS, ForecastRPS float64
+	// Pct is the percentage the training job runs at (0: stopped).
+	Pct int
+}
+
+// MinuteStat is one judged minute.
+type MinuteStat struct {
+	Minute   int
+	Requests int
+	P99MS    float64
+}
+
+// Validate checks cfg, naming each bad field.
+func (cfg *Config) Validate() error {
+	var l field.Checker
+	if cfg.Service.Profile == nil {
+		l.Add("service.profile", "an inference profile", "none")
+	}
+	if !(cfg.Service.SLOP99MS > 0) {
+		l.Add("service.slo_p99_ms", "an SLO above 0 ms", fmt.Sprint(cfg.Service.SLOP99MS))
+	}
+	if !(cfg.Service.RateRPS > 0) || math.IsInf(cfg.Service.RateRPS, 0) {
+		l.Add("service.rate_rps", "a rate above 0 req/s", fmt.Sprint(cfg.Service.RateRPS))
+	}
+	if cfg.Service.BurstSteps > 0 {
+		l.Add("service.engine", "a request service (an LLM engine's steps are not replayed)", "an engine")
+	}
+	if cfg.Calibration == nil {
+		l.Add("calibration", "a calibration", "none")
+	}
+	if len(cfg.Arrivals) == 0 {
+		l.Add("arrivals", "at least one request", "none")
+	}
+	if cfg.ErrorFactor != 0 && !(cfg.ErrorFactor > 0 && cfg.ErrorFactor <= 100) {
+		l.Add("error", "a factor in (0, 100]", fmt.Sprint(cfg.ErrorFactor))
+	}
+	if cfg.Launcher.Profile == nil {
+		l.Add("launcher.profile", "a training profile", "none")
+	}
+	return l.Err("replay")
+}
+
+// Run replays cfg's trace under each policy and returns their results in
+// the order of Policies (static first).
+func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	cfg.ErrorFactor = cmp.Or(cfg.ErrorFactor, 1)
+	cfg.MinRequests = cmp.Or(cfg.MinRequests, 20)
+	cfg.Preset = cmp.Or(cfg.Preset, "vllm")
+	cfg.Observe.Interval = cmp.Or(cfg.Observe.Interval, observe.DefaultInterval)
+	if cfg.Service.Key == (predictor.ProfileKey{}) {
+		cfg.Service.Key = cfg.Service.Profile.Key()
+	}
+	want := cfg.Policies
+	if len(want) == 0 {
+		want = Policies
+	}
+	w := &world{cfg: cfg, trKey: cfg.Launcher.Profile.Key(),
+		latency: &simserver.Model{Inference: cfg.Service.Profile, Calibration: cfg.Calibration, Mode: cfg.Mode,
+			Requests: cmp.Or(cfg.Requests, 1000), Seed: cmp.Or(cfg.PredictorSeed, 1), SMs: cfg.SMs}}
+	var out []Result
+	var static float64
+	for _, p := range Policies {
+		if p != Static && !slices.Contains(want, p) {
+			continue
+		}
+		r, err := w.replay(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("replay %s: %w", p, err)
+		}
+		if p == Static {
+			static = r.WorkPctSeconds
+		}
+		if static > 0 {
+			r.WorkVsStatic = r.WorkPctSeconds / static
+		}
+		if slices.Contains(want, p) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// world is what the policies share: the config and the simulated server's
+// latency model (its cache).
+type world struct {
+	cfg     Config
+	trKey   predictor.ProfileKey
+	latency *simserver.Model
+}
+
+// clock is a replay's simulated time.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+// start is the simulated time a replay begins at: any fixed instant does.
+var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// replay runs one policy over the trace, a simulated second at a time.
+func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
+	cfg := &w.cfg
+	res := Result{Policy: policy}
+	clk := &clock{now: start}
+	var l *launcher
+	trainers := func() []simserver.Trainer {
+		if l == nil || l.running == 0 {
+			return nil
+		}
+		return []simserver.Trainer{{Profile: cfg.Launcher.Profile, Key: w.trKey, Pct: l.running}}
+	}
+	perMinute := map[int][]float64{}
+	srv, err := simserver.New(simserver.Config{Preset: cfg.Preset, ModelName: cfg.Service.Name, Arrivals: cfg.Arrivals, Start: start,
+		Latency: w.latency, Trainers: trainers, ErrorFactor: cfg.ErrorFactor, Seed: cfg.ServerSeed,
+		OnRequest: func(at time.Time, ms float64) {
+			k := int(at.Sub(start) / time.Minute)
+			perMinute[k] = append(perMinute[k], ms)
+		}})
+	if err != nil {
+		return res, err
+	}
+	model, err := admission.NewModel(cfg.Calibration, cmp.Or(cfg.Requests, 1000), cmp.Or(cfg.PredictorSeed, 1), cfg.SMs, cfg.Confidence)
+	if err != nil {
+		return res, err
+	}
+	events := &eventLog{}
+	evicted := &evictions{}
+	deps := admission.Deps{Device: healthyDevice{}, Daemon: healthyDevice{}, Store: admission.NewMemStore(), Events: events,
+		Predictor: model, Evictor: evicted, Clock: clk.Now}
+	var obs *observe.Observer
+	if policy != Static {
+		preset, err := observe.PresetNamed(cfg.Preset)
+		if err != nil {
+			return res, err
+		}
+		ocfg := cfg.Observe
+		ocfg.Clock = clk.Now
+		obs = observe.NewObserver(&page{srv: srv, scraper: &observe.Scraper{URL: "replay://" + cfg.Service.Name, Preset: preset}, clock: clk.Now}, ocfg)
+		deps.Observer = &observer{obs: obs, forecast: policy == Forecast, clock: clk.Now}
+	}
+	svc := cfg.Service
+	c, err := admission.New(admission.Config{Mode: cfg.Mode, PipeDir: "/tmp/nvidia-mps", Settings: cfg.Settings, Services: []admission.ServiceSpec{svc}}, deps)
+	if err != nil {
+		return res, err
+	}
+	l = &launcher{Launcher: cfg.Launcher, c: c}
+	evicted.l = l
+	interval := cfg.Observe.Interval
+	end := start.Add(cfg.Arrivals[len(cfg.Arrivals)-1])
+	next := 0 // the next arrival not yet counted in a sample
+	for now := start; now.Before(end); now = now.Add(time.Second) {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		clk.set(now)
+		if err := srv.Advance(now); err != nil {
+			return res, err
+		}
+		tick := now.Sub(start)%interval == 0
+		if obs != nil && tick {
+			obs.ScrapeOnce(ctx)
+		}
+		c.Expire(ctx)
+		if _, err := c.Guard(ctx); err != nil {
+			return res, err
+		}
+		if err := l.step(ctx, now, events.take()); err != nil {
+			return res, err
+		}
+		res.WorkPctSeconds += float64(l.running)
+		if tick {
+			n := next
+			for next < len(cfg.Arrivals) && cfg.Arrivals[next] <= now.Sub(start) {
+				next++
+			}
+			s := Sample{At: now.Sub(start), ArrivalRPS: float64(next-n) / interval.Seconds(), ObservedRPS: math.NaN(), ForecastRPS: math.NaN(), Pct: l.running}
+			if obs != nil {
+				if o := obs.Observe(); o.Usable() {
+					s.ObservedRPS, s.ForecastRPS = o.RateRPS, o.ForecastRPS
+				}
+			}
+			res.Series = append(res.Series, s)
+		}
+	}
+	for _, t := range events.all {
+		switch t {
+		case admission.EventThrottle:
+			res.Throttles++
+		case admission.EventRaise:
+			res.Raises++
+		case admission.EventRevoke:
+			res.Revokes++
+		}
+	}
+	res.Evictions = evicted.n
+	res.PerMinute = judge(perMinute, cfg.MinRequests)
+	for _, m := range res.PerMinute {
+		res.Minutes++
+		if m.P99MS > cfg.Service.SLOP99MS {
+			res.MinutesOver++
+		}
+		res.WorstP99MS = max(res.WorstP99MS, m.P99MS)
+	}
+	return res, nil
+}
+
+// judge returns each minute with at least minRequests requests, in order,
+// with its p99 (the nearest-rank 99th percentile).
+func judge(perMinute map[int][]float64, minRequests int) []MinuteStat {
+	keys := make([]int, 0, len(perMinute))
+	for k := range perMinute {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []MinuteStat
+	for _, k := range keys {
+		lat := perMinute[k]
+		if len(lat) < minRequests {
+			continue
+		}
+		slices.Sort(lat)
+		out = append(out, MinuteStat{Minute: k, Requests: len(lat), P99MS: lat[int(math.Ceil(0.99*float64(len(lat))))-1]})
+	}
+	return out
+}
+
+// observer is admission's view of the simulated server's observer.
+type observer struct {
+	obs      *observe.Observer
+	forecast bool
+	clock    func() time.Time
+}
+
+func (o *observer) ObservedRate(string) (float64, bool) {
+	return o.obs.Observe().PlannedRate(o.forecast)
+}
+
+func (o *observer) ObservedWindow(string) (admission.ObservedWindow, bool) {
+	ob := o.obs.Observe()
+	since, end, ok := ob.Span(o.clock())
+	if !ok {
+		return admission.ObservedWindow{}, false
+	}
+	return admission.ObservedWindow{Since: since, End: end, Requests: ob.Requests, RateRPS: ob.RateRPS,
+		MeanMS: ob.MeanMS, P50MS: ob.P50MS, P90MS: ob.P90MS, P99MS: ob.P99MS, P99SureMS: ob.P99SureMS}, true
+}
+
+// page is an observe.Source that reads the simulated server's page in
+// process, at simulated time.
+type page struct {
+	srv     *simserver.Server
+	scraper *observe.Scraper
+	clock   func() time.Time
+}
+
+func (p *page) Scrape(context.Context) (observe.Reading, error) {
+	return p.scraper.Parse([]byte(p.srv.Page()), p.clock())
+}
+
+// healthyDevice is a healthy GPU with room, and a healthy MPS daemon.
+type healthyDevice struct{}
+
+func (healthyDevice) FreeMemoryMiB(context.Context) (int, error) { return 100_000, nil }
+func (healthyDevice) Healthy() (bool, string)                    { return true, "" }
+
+// eventLog keeps the controller's events: those the launcher has not yet
+// read, and every type published.
+type eventLog struct {
+	mu    sync.Mutex
+	queue []admission.Event
+	all   []admission.EventType
+}
+
+func (e *eventLog) Publish(_ context.Context, ev admission.Event) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.queue = append(e.queue, ev)
+	e.all = append(e.all, ev.Type)
+	return nil
+}
+
+func (e *eventLog) take() []admission.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.queue
+	e.queue = nil
+	return q
+}
+
+// evictions ends the launcher's workers when the controller evicts them,
+// and counts it. Processes a restart already replaced are gone: ending
+// them is no eviction.
+type evictions struct {
+	l *launcher
+	n int
+}
+
+func (e *evictions) Evict(_ context.Context, procs []admission.Process) error {
+	if e.l.running > 0 && slices.ContainsFunc(procs, func(p admission.Process) bool { return p.PID == e.l.pid }) {
+		e.l.running = 0
+		e.n++
+	}
+	return nil
+}
