@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/internal/simclock"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -14,22 +15,10 @@ import (
 // are what the test sets, its window begins before anything was granted
 // (so that no correction is measured from it).
 type heldServer struct {
+	*simclock.Clock
 	mu   sync.Mutex
-	now  time.Time
 	rate float64
 	p99  float64
-}
-
-func (s *heldServer) Now() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.now
-}
-
-func (s *heldServer) advance(d time.Duration) {
-	s.mu.Lock()
-	s.now = s.now.Add(d)
-	s.mu.Unlock()
 }
 
 func (s *heldServer) set(rate, p99 float64) {
@@ -47,7 +36,7 @@ func (s *heldServer) ObservedRate(string) (float64, bool) {
 func (s *heldServer) ObservedWindow(string) (ObservedWindow, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return ObservedWindow{P99MS: s.p99, End: s.now, Requests: 1000}, s.p99 > 0
+	return ObservedWindow{P99MS: s.p99, End: s.Now(), Requests: 1000}, s.p99 > 0
 }
 
 // A load with no room for a lease even at its min_pct throttles it to its
@@ -79,7 +68,7 @@ func TestGuardHoldsRevokes(t *testing.T) {
 	if math.IsNaN(high) {
 		t.Fatal("no rate up to 3200 req/s leaves a job at 10 % over the limit")
 	}
-	srv := &heldServer{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	srv := &heldServer{Clock: simclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 	h := newHarness(t, predictor.ModeMPS, limit/0.9, func(c *Config) {
 		c.Guard.MaxRevokesPerHour = 1
 		c.Guard.Deadline = 10 * time.Minute // the launcher's restart is not what is tested
@@ -107,11 +96,11 @@ func TestGuardHoldsRevokes(t *testing.T) {
 	if ev[0].Pct != 10 {
 		t.Fatalf("throttled to %d %%, want the lease's min_pct, 10", ev[0].Pct)
 	}
-	srv.advance(30 * time.Second)
+	srv.Advance(30 * time.Second)
 	if ev := guard("30 s on"); len(ev) != 0 {
 		t.Fatalf("30 s into the rise: events %+v; want the revoke held", ev)
 	}
-	srv.advance(31 * time.Second)
+	srv.Advance(31 * time.Second)
 	one("61 s on", guard("61 s on"), EventRevoke, first.Lease.ID)
 
 	// The budget: one revoke an hour.
@@ -120,7 +109,7 @@ func TestGuardHoldsRevokes(t *testing.T) {
 	second := mustDecide(t, h, request("second"), Grant)
 	srv.set(high, 0)
 	one("the load rises again", guard("the load rises again"), EventThrottle, second.Lease.ID)
-	srv.advance(2 * time.Minute)
+	srv.Advance(2 * time.Minute)
 	if ev := guard("past the hold, past the budget"); len(ev) != 0 {
 		t.Fatalf("a second revoke within the hour: events %+v; want the lease kept at its min_pct", ev)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/field"
+	"github.com/colocd/colocd/internal/simclock"
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
 	"github.com/colocd/colocd/simserver"
@@ -202,24 +203,6 @@ type world struct {
 	latency *simserver.Model
 }
 
-// clock is a replay's simulated time.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
-
 // start is the simulated time a replay begins at: any fixed instant does.
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -227,7 +210,7 @@ var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 	cfg := &w.cfg
 	res := Result{Policy: policy}
-	clk := &clock{now: start}
+	clk := simclock.New(start)
 	var l *launcher
 	trainers := func() []simserver.Trainer {
 		if l == nil || l.running == 0 {
@@ -278,7 +261,7 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		clk.set(now)
+		clk.Set(now)
 		if err := srv.Advance(now); err != nil {
 			return res, err
 		}
