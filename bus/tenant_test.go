@@ -154,11 +154,7 @@ func TestSetLaunchersAddsAndRemoves(t *testing.T) {
 	if err := tt.e.SetLaunchers([]Launcher{{Name: "a", Key: tt.keyA}, c}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-closed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("launcher b still connected 30 s after its removal")
-	}
+	await(t, closed, "launcher b still connected 30 s after its removal")
 	if connects(tt.e, tt.seedB) {
 		t.Error("removed launcher b connected again")
 	}
@@ -169,6 +165,19 @@ func TestSetLaunchersAddsAndRemoves(t *testing.T) {
 	if err := RemoveLauncher(dir, "c"); err == nil {
 		t.Error("removing c twice: no error")
 	}
+}
+
+// await returns what ch delivers, or fails t with failure after 30 s.
+func await[T any](t *testing.T, ch <-chan T, failure string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+	}
+	t.Fatal(failure)
+	var zero T
+	return zero
 }
 
 // One identity holds at most MaxLauncherConns connections; another is not
@@ -575,19 +584,10 @@ func TestFloodIsReportedAndShunned(t *testing.T) {
 		}
 	}
 	_ = a.Flush()
-	select {
-	case f := <-reported:
-		if f.tenant != tt.keyA || f.conn == 0 {
-			t.Errorf("flood reported from %+v, want launcher a's key and its connection", f)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no flood reported 30 s after 1,000 requests past the rate")
+	if f := await(t, reported, "no flood reported 30 s after 1,000 requests past the rate"); f.tenant != tt.keyA || f.conn == 0 {
+		t.Errorf("flood reported from %+v, want launcher a's key and its connection", f)
 	}
-	select {
-	case <-disconnected:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the flooding connection was not closed")
-	}
+	await(t, disconnected, "the flooding connection was not closed")
 	if connects(tt.e, tt.seedA) {
 		t.Error("the shunned launcher connected again")
 	}
