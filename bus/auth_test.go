@@ -127,9 +127,7 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 	if _, err := nc.Request("$SRV.PING.colocd", nil, 5*time.Second); err != nil {
 		t.Errorf("$SRV.PING: %v", err)
 	}
-	if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, events, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
 	sub, err := c.Events(ctx, "gpu-a", "job-1", 0)
 	if err != nil {
 		t.Fatalf("events: %v", err)
@@ -316,9 +314,7 @@ func TestLauncherCannotAimJetStream(t *testing.T) {
 	t.Parallel()
 	onEachLauncherSetup(t, func(t *testing.T, x jetStreamTarget) {
 		side, nc, ctx, js, events := x.side, x.launcher, x.ctx, x.js, x.events
-		if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
-			t.Fatal(err)
-		}
+		mustPublish(t, ctx, events, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
 		// The launcher's consumer, as the watch endpoint makes it.
 		stream := EventStreamName("gpu-a")
 		serveOn(t, side, "gpu-a", newFakeHandler())
@@ -390,9 +386,7 @@ func TestLauncherCannotPushIntoJetStream(t *testing.T) {
 				}
 			}
 		}
-		if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
-			t.Fatal(err)
-		}
+		mustPublish(t, ctx, events, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
 		time.Sleep(200 * time.Millisecond) // a push consumer would deliver now
 		if _, err := js.Stream(ctx, leases); err != nil {
 			t.Fatalf("lease bucket after the probes: %v", err)

@@ -76,9 +76,7 @@ func TestEventsResumeFromSequence(t *testing.T) {
 		t.Fatal("channel open after Stop")
 	}
 	// ... meanwhile the sidecar publishes one more ...
-	if err := pub.Publish(ctx, event(EventExpire, job, 5)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventExpire, job, 5))
 	// ... and it comes back from the next sequence.
 	sub, err = c.Events(ctx, "gpu-a", job, second.Seq+1)
 	if err != nil {
@@ -93,9 +91,7 @@ func TestEventsResumeFromSequence(t *testing.T) {
 		t.Errorf("after resume read %v, want [revoke expire]", got)
 	}
 	// Live events follow.
-	if err := pub.Publish(ctx, event(EventThrottle, job, 6)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventThrottle, job, 6))
 	if r := next(t, sub); r.Event.Time.Second() != 6 {
 		t.Errorf("live event %+v", r)
 	}
@@ -106,9 +102,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 	e := startServer(t)
 	pub := openEvents(t, e, "gpu-a")
 	ctx := testCtx(t)
-	if err := pub.Publish(ctx, event(EventRevoke, "j1", 1)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventRevoke, "j1", 1))
 	c := NewClient(connect(t, e))
 
 	all, err := c.Events(ctx, "gpu-a", "", 0)
@@ -116,9 +110,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = all.Stop() }()
-	if err := pub.Publish(ctx, event(EventExpire, "j2", 2)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventExpire, "j2", 2))
 	if a, b := next(t, all), next(t, all); a.Event.JobID != "j1" || b.Event.JobID != "j2" {
 		t.Errorf("all jobs: %+v, %+v", a, b)
 	}
@@ -138,9 +130,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 	if r := next(t, past); r.Event.Time.Second() != 1 {
 		t.Errorf("since an hour ago: %+v", r)
 	}
-	if err := pub.Publish(ctx, event(EventThrottle, "j1", 9)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventThrottle, "j1", 9))
 	if r := next(t, past); r.Event.Time.Second() != 9 {
 		t.Errorf("since an hour ago, live: %+v", r)
 	}
@@ -276,9 +266,7 @@ func TestWatchFloodKeepsOthersWatching(t *testing.T) {
 	if n := info.State.Consumers; n > MaxWatchConsumers {
 		t.Errorf("%d consumers on the stream after %d watches, want at most %d", n, MaxWatchConsumers+40, MaxWatchConsumers)
 	}
-	if err := pub.Publish(ctx, event(EventThrottle, "job-h", 1)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventThrottle, "job-h", 1))
 	if got := next(t, sub); got.Event.JobID != "job-h" || got.Event.Type != EventThrottle {
 		t.Errorf("the honest launcher got %+v, want its throttle", got)
 	}

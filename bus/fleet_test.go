@@ -52,9 +52,7 @@ func TestCapacitiesRoundTrip(t *testing.T) {
 	}
 	ids := []string{"gpu-a", "gpu-b", "GPU-5f2d8c4e-1a2b-3c4d-5e6f-7a8b9c0d1e2f", "ünïcode"}
 	for _, id := range ids {
-		if err := caps.Publish(ctx, testCapacity(id)); err != nil {
-			t.Fatal(err)
-		}
+		mustPublish(t, ctx, caps, testCapacity(id))
 	}
 	if err := caps.Withdraw(ctx, "gpu-b"); err != nil {
 		t.Fatal(err)
@@ -93,9 +91,7 @@ func TestCapacitiesManyShards(t *testing.T) {
 	ctx := testCtx(t)
 	const n = 1100
 	for i := range n {
-		if err := caps.Publish(ctx, testCapacity(fmt.Sprintf("gpu-%04d", i))); err != nil {
-			t.Fatal(err)
-		}
+		mustPublish(t, ctx, caps, testCapacity(fmt.Sprintf("gpu-%04d", i)))
 	}
 	if _, _, err := readShard(ctx, nc, "$JS.API.DIRECT.GET.KV_"+CapacityBucket, "$KV."+CapacityBucket+".>"); !errors.Is(err, errTooManyResults) {
 		t.Fatalf("one batch of %d keys: %v, want too many results", n, err)
@@ -112,9 +108,7 @@ func TestCapacityTTL(t *testing.T) {
 	e := startServer(t)
 	nc, caps := openCapacities(t, e, time.Second)
 	ctx := testCtx(t)
-	if err := caps.Publish(ctx, testCapacity("gpu-dead")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, caps, testCapacity("gpu-dead"))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got, _, err := ReadCapacities(ctx, nc, "")
@@ -174,9 +168,7 @@ func TestLauncherReadsCapacities(t *testing.T) {
 	serve(t, e, "gpu-a", newFakeHandler())
 	side, caps := openCapacities(t, e, time.Minute)
 	ctx := testCtx(t)
-	if err := caps.Publish(ctx, testCapacity("gpu-a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, caps, testCapacity("gpu-a"))
 	nc, v := launcherConn(t, e, seed)
 	got, bad, err := NewClient(nc, WithTimeout(5*time.Second)).Capacities(ctx)
 	if err != nil || len(got) != 1 || len(bad) != 0 || got[0].Sidecar != "gpu-a" {
@@ -253,9 +245,7 @@ func TestCapacitiesBatchEndsEarly(t *testing.T) {
 		for j := range 10 { // about 1.3 KB each: 260 KB in all
 			c.Services = append(c.Services, CapacityService{Name: fmt.Sprintf("service-with-a-long-name-%02d", j), SLOP99MS: 15, PredictedP99MS: 9, Margin: 0.3})
 		}
-		if err := caps.Publish(ctx, c); err != nil {
-			t.Fatal(err)
-		}
+		mustPublish(t, ctx, caps, c)
 	}
 	got, bad, err := ReadCapacities(ctx, nc, "")
 	if err != nil || len(bad) != 0 {
@@ -281,9 +271,7 @@ func TestCapacitiesAsksAgainWhenNoAnswerComes(t *testing.T) {
 	e := startServer(t)
 	nc, caps := openCapacities(t, e, time.Minute)
 	ctx := testCtx(t)
-	if err := caps.Publish(ctx, testCapacity("gpu-a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, caps, testCapacity("gpu-a"))
 	// A member of the endpoint's queue group that takes the request and
 	// dies with it.
 	lost := make(chan struct{})
