@@ -21,6 +21,14 @@ func openEvents(t *testing.T, e *Embedded, id string) *Events {
 	return ev
 }
 
+// eventsServer starts a server with sidecar gpu-a's service and events
+// stream, and returns the stream's publisher.
+func eventsServer(t *testing.T) (*Embedded, *Events) {
+	t.Helper()
+	e := startServer(t)
+	return e, openEvents(t, e, "gpu-a")
+}
+
 // next reads one event or fails after the test context's deadline.
 func next(t *testing.T, s *EventSubscription) EventRecord {
 	t.Helper()
@@ -43,8 +51,7 @@ func event(typ, job string, sec int) Event {
 
 func TestEventsResumeFromSequence(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	pub := openEvents(t, e, "gpu-a")
+	e, pub := eventsServer(t)
 	ctx := testCtx(t)
 	const job = "team.a/job 7" // not a subject token: escaped
 	for i, ev := range []Event{
@@ -99,8 +106,7 @@ func TestEventsResumeFromSequence(t *testing.T) {
 
 func TestEventsSinceAndAllJobs(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	pub := openEvents(t, e, "gpu-a")
+	e, pub := eventsServer(t)
 	ctx := testCtx(t)
 	mustPublish(t, ctx, pub, event(EventRevoke, "j1", 1))
 	c := NewClient(connect(t, e))
@@ -141,8 +147,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 
 func TestEventsContextEndsSubscription(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	openEvents(t, e, "gpu-a")
+	e, _ := eventsServer(t)
 	c := NewClient(connect(t, e))
 	ctx, cancel := context.WithCancel(testCtx(t))
 	sub, err := c.Events(ctx, "gpu-a", "j", 0)
@@ -159,8 +164,7 @@ func TestEventsContextEndsSubscription(t *testing.T) {
 
 func TestEventsErrors(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	pub := openEvents(t, e, "gpu-a")
+	e, pub := eventsServer(t)
 	ctx := testCtx(t)
 	for _, ev := range []Event{
 		{Type: "explode", LeaseID: "l", JobID: "j"},
@@ -213,8 +217,7 @@ func TestOpenEventsUpdatesLimits(t *testing.T) {
 // a nuid that follows the one before: one launcher cannot guess another's.
 func TestWatchConsumerNamesUnguessable(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	openEvents(t, e, "gpu-a")
+	e, _ := eventsServer(t)
 	c := NewClient(connect(t, e))
 	names := map[string]bool{}
 	for range 3 {
@@ -238,8 +241,7 @@ func TestWatchConsumerNamesUnguessable(t *testing.T) {
 // sequence).
 func TestWatchFloodKeepsOthersWatching(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	pub := openEvents(t, e, "gpu-a")
+	e, pub := eventsServer(t)
 	ctx := testCtx(t)
 	honest := NewClient(connect(t, e))
 	sub, err := honest.Events(ctx, "gpu-a", "job-h", 0)

@@ -16,6 +16,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// capacitiesServer starts a server and opens its capacity bucket with ttl.
+func capacitiesServer(t *testing.T, ttl time.Duration) (*Embedded, *nats.Conn, *Capacities) {
+	t.Helper()
+	e := startServer(t)
+	nc, caps := openCapacities(t, e, ttl)
+	return e, nc, caps
+}
+
 // openCapacities connects to e and opens the capacity bucket with ttl.
 func openCapacities(t *testing.T, e *Embedded, ttl time.Duration) (*nats.Conn, *Capacities) {
 	t.Helper()
@@ -44,8 +52,7 @@ func testCapacity(id string) *Capacity {
 // not returned.
 func TestCapacitiesRoundTrip(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	nc, caps := openCapacities(t, e, time.Minute)
+	_, nc, caps := capacitiesServer(t, time.Minute)
 	ctx := testCtx(t)
 	if got, bad, err := ReadCapacities(ctx, nc, ""); err != nil || len(got) != 0 || len(bad) != 0 {
 		t.Fatalf("empty bucket: %v %v %v", got, bad, err)
@@ -86,8 +93,7 @@ func TestCapacitiesRoundTrip(t *testing.T) {
 // A fleet larger than one batch (1,024 keys) is read shard by shard.
 func TestCapacitiesManyShards(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	nc, caps := openCapacities(t, e, time.Minute)
+	_, nc, caps := capacitiesServer(t, time.Minute)
 	ctx := testCtx(t)
 	const n = 1100
 	for i := range n {
@@ -105,8 +111,7 @@ func TestCapacitiesManyShards(t *testing.T) {
 // A summary not rewritten within the bucket's TTL is gone.
 func TestCapacityTTL(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	nc, caps := openCapacities(t, e, time.Second)
+	_, nc, caps := capacitiesServer(t, time.Second)
 	ctx := testCtx(t)
 	mustPublish(t, ctx, caps, testCapacity("gpu-dead"))
 	deadline := time.Now().Add(10 * time.Second)
@@ -268,8 +273,7 @@ func TestCapacitiesBatchEndsEarly(t *testing.T) {
 // answers, well before the caller's deadline.
 func TestCapacitiesAsksAgainWhenNoAnswerComes(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	nc, caps := openCapacities(t, e, time.Minute)
+	e, nc, caps := capacitiesServer(t, time.Minute)
 	ctx := testCtx(t)
 	mustPublish(t, ctx, caps, testCapacity("gpu-a"))
 	// A member of the endpoint's queue group that takes the request and
