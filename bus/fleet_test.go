@@ -229,12 +229,7 @@ func TestNoAnswerOutsideAnInbox(t *testing.T) {
 // is read on from where it stopped: all of them, each once.
 func TestCapacitiesBatchEndsEarly(t *testing.T) {
 	t.Parallel()
-	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natstest.Connect(t, natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()}))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
