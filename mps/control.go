@@ -89,10 +89,10 @@ func (c *Control) doEmpty(ctx context.Context, what, verb string, params ...para
 	return nil
 }
 
-// query runs a command that prints a value and reads the value with parse;
-// its error says what was asked.
-func query[T any](ctx context.Context, c *Control, what string, parse func(verb, out string) (T, error), verb string, params ...param) (T, error) {
-	out, err := c.do(ctx, c.cfg.CommandTimeout, verb, params...)
+// query runs a command that prints a value, within timeout, and reads the
+// value with parse; its error says what was asked.
+func query[T any](ctx context.Context, c *Control, timeout time.Duration, what string, parse func(verb, out string) (T, error), verb string, params ...param) (T, error) {
+	out, err := c.do(ctx, timeout, verb, params...)
 	if err == nil {
 		var v T
 		if v, err = parse(verb, out); err == nil {
@@ -103,21 +103,18 @@ func query[T any](ctx context.Context, c *Control, what string, parse func(verb,
 	return zero, fmt.Errorf("%s: %w", what, err)
 }
 
+// anyVerb adapts a parser of one command's answer to query.
+func anyVerb[T any](parse func(out string) (T, error)) func(verb, out string) (T, error) {
+	return func(_, out string) (T, error) { return parse(out) }
+}
+
 // ServerPIDs lists the PIDs of the running MPS servers (get_server_list).
 func (c *Control) ServerPIDs(ctx context.Context) ([]PID, error) {
 	return c.serverPIDs(ctx, c.cfg.CommandTimeout)
 }
 
 func (c *Control) serverPIDs(ctx context.Context, timeout time.Duration) ([]PID, error) {
-	out, err := c.do(ctx, timeout, verbGetServerList)
-	if err != nil {
-		return nil, fmt.Errorf("list servers: %w", err)
-	}
-	pids, err := parseServerList(out)
-	if err != nil {
-		return nil, fmt.Errorf("list servers: %w", err)
-	}
-	return pids, nil
+	return query(ctx, c, timeout, "list servers", anyVerb(parseServerList), verbGetServerList)
 }
 
 // ServerStatus returns a server's state (get_server_status).
@@ -126,28 +123,12 @@ func (c *Control) ServerStatus(ctx context.Context, server PID) (ServerState, er
 }
 
 func (c *Control) serverStatus(ctx context.Context, timeout time.Duration, server PID) (ServerState, error) {
-	out, err := c.do(ctx, timeout, verbGetServerStatus, server)
-	if err != nil {
-		return "", fmt.Errorf("get server status: %w", err)
-	}
-	s, err := parseServerStatus(out)
-	if err != nil {
-		return "", fmt.Errorf("get server status: %w", err)
-	}
-	return s, nil
+	return query(ctx, c, timeout, "get server status", anyVerb(parseServerStatus), verbGetServerStatus, server)
 }
 
 // ClientPIDs lists the PIDs of a server's clients (get_client_list).
 func (c *Control) ClientPIDs(ctx context.Context, server PID) ([]PID, error) {
-	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetClientList, server)
-	if err != nil {
-		return nil, fmt.Errorf("list clients: %w", err)
-	}
-	pids, err := parseClientList(out)
-	if err != nil {
-		return nil, fmt.Errorf("list clients: %w", err)
-	}
-	return pids, nil
+	return query(ctx, c, c.cfg.CommandTimeout, "list clients", anyVerb(parseClientList), verbGetClientList, server)
 }
 
 // Clients lists every client of every server with its server PID, device
@@ -165,15 +146,7 @@ func (c *Control) ServerClients(ctx context.Context, server PID) ([]Client, erro
 }
 
 func (c *Control) ps(ctx context.Context, params ...param) ([]Client, error) {
-	out, err := c.do(ctx, c.cfg.CommandTimeout, verbPS, params...)
-	if err != nil {
-		return nil, fmt.Errorf("list clients: %w", err)
-	}
-	cl, err := parsePS(out)
-	if err != nil {
-		return nil, fmt.Errorf("list clients: %w", err)
-	}
-	return cl, nil
+	return query(ctx, c, c.cfg.CommandTimeout, "list clients", anyVerb(parsePS), verbPS, params...)
 }
 
 // SetDefaultActiveThreadPercentage sets the active-thread percentage of
@@ -184,7 +157,7 @@ func (c *Control) SetDefaultActiveThreadPercentage(ctx context.Context, pct Perc
 
 // DefaultActiveThreadPercentage returns the default for new servers.
 func (c *Control) DefaultActiveThreadPercentage(ctx context.Context) (float64, error) {
-	return query(ctx, c, "get default active thread percentage", parsePercentage, verbGetDefaultActiveThreads)
+	return query(ctx, c, c.cfg.CommandTimeout, "get default active thread percentage", parsePercentage, verbGetDefaultActiveThreads)
 }
 
 // SetActiveThreadPercentage sets the percentage of a server's clients
@@ -195,7 +168,7 @@ func (c *Control) SetActiveThreadPercentage(ctx context.Context, server PID, pct
 
 // ActiveThreadPercentage returns a server's percentage for new clients.
 func (c *Control) ActiveThreadPercentage(ctx context.Context, server PID) (float64, error) {
-	return query(ctx, c, "get active thread percentage", parsePercentage, verbGetActiveThreads, server)
+	return query(ctx, c, c.cfg.CommandTimeout, "get active thread percentage", parsePercentage, verbGetActiveThreads, server)
 }
 
 // SetDefaultDevicePinnedMemLimit sets the default per-client pinned memory
@@ -206,7 +179,7 @@ func (c *Control) SetDefaultDevicePinnedMemLimit(ctx context.Context, dev Device
 
 // DefaultDevicePinnedMemLimit returns the default limit on dev (0: none).
 func (c *Control) DefaultDevicePinnedMemLimit(ctx context.Context, dev Device) (MemLimit, error) {
-	return query(ctx, c, "get default pinned memory limit", parseMemLimit, verbGetDefaultPinnedMemLimit, dev)
+	return query(ctx, c, c.cfg.CommandTimeout, "get default pinned memory limit", parseMemLimit, verbGetDefaultPinnedMemLimit, dev)
 }
 
 // SetDevicePinnedMemLimit sets the pinned memory limit on dev of a server's
@@ -217,7 +190,7 @@ func (c *Control) SetDevicePinnedMemLimit(ctx context.Context, server PID, dev D
 
 // DevicePinnedMemLimit returns a server's limit on dev (0: none).
 func (c *Control) DevicePinnedMemLimit(ctx context.Context, server PID, dev Device) (MemLimit, error) {
-	return query(ctx, c, "get pinned memory limit", parseMemLimit, verbGetPinnedMemLimit, server, dev)
+	return query(ctx, c, c.cfg.CommandTimeout, "get pinned memory limit", parseMemLimit, verbGetPinnedMemLimit, server, dev)
 }
 
 // SetDefaultClientPriority sets the priority of clients created afterwards.
@@ -227,8 +200,7 @@ func (c *Control) SetDefaultClientPriority(ctx context.Context, p Priority) erro
 
 // DefaultClientPriority returns the priority of new clients.
 func (c *Control) DefaultClientPriority(ctx context.Context) (Priority, error) {
-	return query(ctx, c, "get default client priority",
-		func(_, out string) (Priority, error) { return parsePriority(out) }, verbGetDefaultClientPriority)
+	return query(ctx, c, c.cfg.CommandTimeout, "get default client priority", anyVerb(parsePriority), verbGetDefaultClientPriority)
 }
 
 // TerminateClient ends all outstanding GPU work of a client of a server
