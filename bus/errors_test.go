@@ -12,25 +12,23 @@ import (
 
 func TestCodeOf(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
+	for name, tc := range map[string]struct {
 		err  error
 		want int
 	}{
-		{"nil", nil, 0},
-		{"plain", errors.New("x"), CodeInternal},
-		{"bad request", BadRequest("field \"x\""), CodeBadRequest},
-		{"wrapped forbidden", fmt.Errorf("renew: %w", Forbidden("token")), CodeForbidden},
-		{"not found", NotFound("lease"), CodeNotFound},
-		{"conflict", Conflict("x"), CodeConflict},
-		{"unavailable", Unavailable("gpu"), CodeUnavailable},
-		{"timeout", Timeout("deadline"), CodeTimeout},
-		{"zero code", &Error{Description: "x"}, CodeInternal},
-		{"joined", errors.Join(errors.New("a"), NotFound("b")), CodeNotFound},
-	}
-	for _, tt := range tests {
-		if got := CodeOf(tt.err); got != tt.want {
-			t.Errorf("%s: CodeOf = %d, want %d", tt.name, got, tt.want)
+		"nil":               {nil, 0},
+		"plain":             {errors.New("x"), CodeInternal},
+		"bad request":       {BadRequest("field \"x\""), CodeBadRequest},
+		"wrapped forbidden": {fmt.Errorf("renew: %w", Forbidden("token")), CodeForbidden},
+		"not found":         {NotFound("lease"), CodeNotFound},
+		"conflict":          {Conflict("x"), CodeConflict},
+		"unavailable":       {Unavailable("gpu"), CodeUnavailable},
+		"timeout":           {Timeout("deadline"), CodeTimeout},
+		"zero code":         {&Error{Description: "x"}, CodeInternal},
+		"joined":            {errors.Join(errors.New("a"), NotFound("b")), CodeNotFound},
+	} {
+		if got := CodeOf(tc.err); got != tc.want {
+			t.Errorf("%s: CodeOf = %d, want %d", name, got, tc.want)
 		}
 	}
 }

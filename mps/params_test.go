@@ -107,27 +107,17 @@ func uuidErr(s string) error { _, err := ParseUUID(s); return err }
 
 func TestSafeLine(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		line string
-		ok   bool
-	}{
-		{name: "plain", line: "terminate_client 12 34", ok: true},
-		{name: "uuid", line: "set_default_device_pinned_mem_limit GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab 10M", ok: true},
-		{name: "newline", line: "ps\nquit"},
-		{name: "carriage return", line: "ps\rquit"},
-		{name: "semicolon", line: "ps;quit"},
-		{name: "double space", line: "ps  -p 1"},
-		{name: "leading space", line: " ps"},
-		{name: "nul", line: "ps\x00"},
-		{name: "empty", line: ""},
+	for _, line := range []string{"terminate_client 12 34", "set_default_device_pinned_mem_limit GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab 10M"} {
+		if !safeLine(line) {
+			t.Errorf("safeLine(%q) = false, want true", line)
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := safeLine(tt.line); got != tt.ok {
-				t.Fatalf("safeLine(%q) = %v, want %v", tt.line, got, tt.ok)
-			}
-		})
+	// Line breaks, a command separator, spacing the daemon does not
+	// write, a NUL, nothing.
+	for _, line := range []string{"ps\nquit", "ps\rquit", "ps;quit", "ps  -p 1", " ps", "ps\x00", ""} {
+		if safeLine(line) {
+			t.Errorf("safeLine(%q) = true, want false", line)
+		}
 	}
 }
 
