@@ -13,15 +13,13 @@ import (
 
 func TestParseStartTicks(t *testing.T) {
 	t.Parallel()
-	for name, tc := range map[string]struct {
-		stat string
-		want uint64
-	}{
-		"cat":                         {"27226 (cat) R 27223 27223 26517 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 1536637 3133440 388 18446744073709551615", 1536637},
-		"name with spaces and parens": {"7 (a) b) c) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0", 42},
+	for stat, want := range map[string]uint64{
+		"27226 (cat) R 27223 27223 26517 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 1536637 3133440 388 18446744073709551615": 1536637,
+		// A name with spaces and parentheses.
+		"7 (a) b) c) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0": 42,
 	} {
-		if got, err := ParseStartTicks(tc.stat); err != nil || got != tc.want {
-			t.Errorf("%s: got %d, %v; want %d", name, got, err, tc.want)
+		if got, err := ParseStartTicks(stat); err != nil || got != want {
+			t.Errorf("ParseStartTicks(%q) = %d, %v; want %d", stat, got, err, want)
 		}
 	}
 }
