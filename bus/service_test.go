@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -420,19 +419,14 @@ func TestServeValidates(t *testing.T) {
 	}
 }
 
-// blockingRenews holds every renew until released, counting them.
+// blockingRenews holds every renew until its gate opens.
 type blockingRenews struct {
 	*fakeHandler
-	release chan struct{}
-	n       atomic.Int64
+	*gate
 }
 
 func (b *blockingRenews) Renew(ctx context.Context, _ *LeaseRef) (*Lease, error) {
-	b.n.Add(1)
-	select {
-	case <-b.release:
-	case <-ctx.Done():
-	}
+	b.pass(ctx)
 	return nil, Forbidden("wrong token")
 }
 
@@ -444,7 +438,7 @@ func (b *blockingRenews) Renew(ctx context.Context, _ *LeaseRef) (*Lease, error)
 func TestEndpointQueueIsBounded(t *testing.T) {
 	t.Parallel()
 	e := startServer(t)
-	h := &blockingRenews{fakeHandler: newFakeHandler(), release: make(chan struct{})}
+	h := &blockingRenews{fakeHandler: newFakeHandler(), gate: newGate()}
 	limits := Limits{TenantRate: 1e6, TenantBurst: MaxLimit}
 	// Drops past the endpoint's queue are logged (TestLogHandlersLogSlowConsumers): not here.
 	side := connect(t, e, ErrorLogHandler(slog.New(slog.DiscardHandler)))
@@ -457,7 +451,7 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 	release := func() {
 		if !released {
 			released = true
-			close(h.release)
+			close(h.open)
 		}
 	}
 	t.Cleanup(release) // before Stop: a worker held by the handler lets go
@@ -511,7 +505,7 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 	// the endpoint's own queue behind them, with those already on their
 	// way when it filled (more on a busy machine: at most as many again):
 	// a bound, far from the flood.
-	if got, bound := h.n.Load()-probes, int64(lim.LeaseWorkers+lim.TenantLeaseQueue+2*EndpointPendingMsgs); got > bound {
+	if got, bound := h.reached.Load()-probes, int64(lim.LeaseWorkers+lim.TenantLeaseQueue+2*EndpointPendingMsgs); got > bound {
 		t.Errorf("the handler saw %d of %d flooded renews, want at most %d", got, sent, bound)
 	}
 }

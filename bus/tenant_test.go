@@ -198,17 +198,13 @@ func TestLauncherConnectionCap(t *testing.T) {
 // order the admits of each job ran in.
 type gatedAdmits struct {
 	*fakeHandler
-	gate    chan struct{}
-	mu      sync.Mutex
-	order   []string
-	started atomic.Int64
+	*gate
+	mu    sync.Mutex
+	order []string
 }
 
 func (g *gatedAdmits) Admit(ctx context.Context, req *AdmitRequest) (*Decision, error) {
-	g.started.Add(1)
-	select {
-	case <-g.gate:
-	case <-ctx.Done():
+	if !g.pass(ctx) {
 		return nil, Timeout("gate")
 	}
 	g.mu.Lock()
@@ -223,7 +219,7 @@ func (g *gatedAdmits) Admit(ctx context.Context, req *AdmitRequest) (*Decision, 
 func TestAdmitsAreServedFairly(t *testing.T) {
 	t.Parallel()
 	tt := twoTenants(t)
-	g := &gatedAdmits{fakeHandler: newFakeHandler(), gate: make(chan struct{})}
+	g := &gatedAdmits{fakeHandler: newFakeHandler(), gate: newGate()}
 	side := connect(t, tt.e)
 	s, err := Serve(side, "gpu-a", "1.2.3", g, WithLimits(Limits{DecideWorkers: 1, TenantDecideQueue: 8}))
 	if err != nil {
@@ -245,7 +241,7 @@ func TestAdmitsAreServedFairly(t *testing.T) {
 	// a: one admit held by the only worker, then 8 queued (its share)...
 	wg.Add(1)
 	go admit(a, "a-0")
-	for g.started.Load() == 0 {
+	for g.reached.Load() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	for i := range 8 {
@@ -264,7 +260,7 @@ func TestAdmitsAreServedFairly(t *testing.T) {
 	wg.Add(1)
 	go admit(b, "b-0")
 	waitQueued(t, s.decideQ, "", 9)
-	close(g.gate)
+	close(g.open)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -337,7 +333,7 @@ func TestTenantRateLimit(t *testing.T) {
 func TestDeadlineCountsFromArrival(t *testing.T) {
 	t.Parallel()
 	e := startServer(t)
-	g := &gatedAdmits{fakeHandler: newFakeHandler(), gate: make(chan struct{})}
+	g := &gatedAdmits{fakeHandler: newFakeHandler(), gate: newGate()}
 	s, err := Serve(connect(t, e), "gpu-a", "1.2.3", g, WithLimits(Limits{DecideWorkers: 1}))
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +348,7 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 		_, err := c.Admit(testCtx(t), "gpu-a", req)
 		done <- err
 	}()
-	for g.started.Load() == 0 {
+	for g.reached.Load() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// The second, with 300 ms to live, waits behind the first past them.
@@ -375,7 +371,7 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 	}()
 	waitQueued(t, s.decideQ, "", 1)
 	time.Sleep(400 * time.Millisecond) // the 300 ms are spent, however busy the machine
-	close(g.gate)
+	close(g.open)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +382,7 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 	if e := responseError(r); e == nil || e.Code != CodeTimeout {
 		t.Errorf("the second admit: %v, want a 504", e)
 	}
-	if n := g.started.Load(); n != 1 {
+	if n := g.reached.Load(); n != 1 {
 		t.Errorf("the handler ran %d admits, want 1: the second's deadline passed in the queue", n)
 	}
 }
