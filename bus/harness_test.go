@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,26 +98,6 @@ func leaseBucket(t testing.TB, ctx context.Context, nc *nats.Conn, record string
 		t.Fatal(err)
 	}
 	return kv, js
-}
-
-// gate holds the handler calls that reach it until it is opened (close
-// open), and counts them.
-type gate struct {
-	open    chan struct{}
-	reached atomic.Int64
-}
-
-func newGate() *gate { return &gate{open: make(chan struct{})} }
-
-// pass waits until g is open (true) or ctx ends (false).
-func (g *gate) pass(ctx context.Context) bool {
-	g.reached.Add(1)
-	select {
-	case <-g.open:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // mustPublish publishes each of vs (events, capacity summaries) in turn,

@@ -194,6 +194,26 @@ func TestLauncherConnectionCap(t *testing.T) {
 	tt.dial(t, tt.seedB)
 }
 
+// gate holds the handler calls that reach it until it is opened (close
+// open), and counts them.
+type gate struct {
+	open    chan struct{}
+	reached atomic.Int64
+}
+
+func newGate() *gate { return &gate{open: make(chan struct{})} }
+
+// pass waits until g is open (true) or ctx ends (false).
+func (g *gate) pass(ctx context.Context) bool {
+	g.reached.Add(1)
+	select {
+	case <-g.open:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // gatedAdmits blocks every admit until the gate opens, and records the
 // order the admits of each job ran in.
 type gatedAdmits struct {
