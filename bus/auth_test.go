@@ -127,9 +127,7 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 	if _, err := nc.Request("$SRV.PING.colocd", nil, 5*time.Second); err != nil {
 		t.Errorf("$SRV.PING: %v", err)
 	}
-	if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, events, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
 	sub, err := c.Events(ctx, "gpu-a", "job-1", 0)
 	if err != nil {
 		t.Fatalf("events: %v", err)
@@ -314,63 +312,56 @@ var launcherSetups = []struct {
 // account, which has no JetStream.
 func TestLauncherCannotAimJetStream(t *testing.T) {
 	t.Parallel()
-	for _, tc := range launcherSetups {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			side, nc, ctx, kv, js, events := eventsAndLeases(t, tc.dial)
-			if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
-				t.Fatal(err)
+	onEachLauncherSetup(t, func(t *testing.T, x jetStreamTarget) {
+		side, nc, ctx, js, events := x.side, x.launcher, x.ctx, x.js, x.events
+		mustPublish(t, ctx, events, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
+		// The launcher's consumer, as the watch endpoint makes it.
+		stream := EventStreamName("gpu-a")
+		serveOn(t, side, "gpu-a", newFakeHandler())
+		c := NewClient(nc)
+		sub, err := c.Events(ctx, "gpu-a", "job-1", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Stop()
+		next(t, sub)
+		name := consumerName(t, js, stream)
+		next := "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + name
+		leases := "KV_" + LeaseBucketName("gpu-a")
+		for _, reply := range []string{
+			"$JS.API.STREAM.DELETE." + stream, "$JS.API.STREAM.DELETE." + leases,
+			"$JS.API.STREAM.PURGE." + leases, "$KV." + LeaseBucketName("gpu-a") + ".lease-1",
+		} {
+			// no_wait: an empty answer at once; batch 1 from the
+			// start: the event itself.
+			for _, body := range []string{`{"batch":1,"no_wait":true}`, `{"batch":1,"expires":1000000}`} {
+				m := nats.NewMsg(next)
+				m.Reply, m.Data = reply, []byte(body)
+				if err := nc.PublishMsg(m); err != nil {
+					t.Fatal(err)
+				}
 			}
-			// The launcher's consumer, as the watch endpoint makes it.
-			stream := EventStreamName("gpu-a")
-			serveOn(t, side, "gpu-a", newFakeHandler())
-			c := NewClient(nc)
-			sub, err := c.Events(ctx, "gpu-a", "job-1", 0)
+		}
+		// What the pull requests above could have done is done once a
+		// later request has its answer.
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.Request("$JS.API.CONSUMER.INFO."+stream+"."+name, nil, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // answers that cross accounts are asynchronous
+		for _, name := range []string{stream, leases} {
+			info, err := js.Stream(ctx, name)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("stream %s after the probes: %v", name, err)
 			}
-			defer sub.Stop()
-			next(t, sub)
-			name := consumerName(t, js, stream)
-			next := "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + name
-			leases := "KV_" + LeaseBucketName("gpu-a")
-			for _, reply := range []string{
-				"$JS.API.STREAM.DELETE." + stream, "$JS.API.STREAM.DELETE." + leases,
-				"$JS.API.STREAM.PURGE." + leases, "$KV." + LeaseBucketName("gpu-a") + ".lease-1",
-			} {
-				// no_wait: an empty answer at once; batch 1 from the
-				// start: the event itself.
-				for _, body := range []string{`{"batch":1,"no_wait":true}`, `{"batch":1,"expires":1000000}`} {
-					m := nats.NewMsg(next)
-					m.Reply, m.Data = reply, []byte(body)
-					if err := nc.PublishMsg(m); err != nil {
-						t.Fatal(err)
-					}
-				}
+			if n := info.CachedInfo().State.Msgs; n != 1 {
+				t.Errorf("stream %s holds %d messages after the probes, want 1", name, n)
 			}
-			// What the pull requests above could have done is done once a
-			// later request has its answer.
-			if err := nc.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := nc.Request("$JS.API.CONSUMER.INFO."+stream+"."+name, nil, 5*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(100 * time.Millisecond) // answers that cross accounts are asynchronous
-			for _, name := range []string{stream, leases} {
-				info, err := js.Stream(ctx, name)
-				if err != nil {
-					t.Fatalf("stream %s after the probes: %v", name, err)
-				}
-				if n := info.CachedInfo().State.Msgs; n != 1 {
-					t.Errorf("stream %s holds %d messages after the probes, want 1", name, n)
-				}
-			}
-			if v, _, err := kv.Get(ctx, "lease-1"); err != nil || string(v) != `{"secret":1}` {
-				t.Errorf("lease record %q, %v", v, err)
-			}
-		})
-	}
+		}
+		x.leaseUntouched(t)
+	})
 }
 
 // A consumer's deliver subject is in its create request's body, which no
@@ -381,34 +372,27 @@ func TestLauncherCannotAimJetStream(t *testing.T) {
 // create goes unanswered, and the leases stay.
 func TestLauncherCannotPushIntoJetStream(t *testing.T) {
 	t.Parallel()
-	for _, tc := range launcherSetups {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			_, nc, ctx, kv, js, events := eventsAndLeases(t, tc.dial)
-			stream, leases := EventStreamName("gpu-a"), "KV_"+LeaseBucketName("gpu-a")
-			filter := EndpointSubject("gpu-a", "events") + ".job-1"
-			for _, deliver := range []string{"$JS.API.STREAM.DELETE." + leases, "$KV." + LeaseBucketName("gpu-a") + ".lease-1"} {
-				body, _ := json.Marshal(map[string]any{"stream_name": stream, "config": map[string]any{
-					"name": "push", "deliver_subject": deliver, "filter_subject": filter,
-					"deliver_policy": "all", "ack_policy": "none"}})
-				for _, subj := range []string{"$JS.API.CONSUMER.CREATE." + stream + ".push." + filter, "$JS.API.CONSUMER.CREATE." + stream} {
-					if m, err := nc.Request(subj, body, 500*time.Millisecond); err == nil {
-						t.Errorf("consumer create on %s answered: %s", subj, m.Data)
-					}
+	onEachLauncherSetup(t, func(t *testing.T, x jetStreamTarget) {
+		nc, ctx, js, events := x.launcher, x.ctx, x.js, x.events
+		stream, leases := EventStreamName("gpu-a"), "KV_"+LeaseBucketName("gpu-a")
+		filter := EndpointSubject("gpu-a", "events") + ".job-1"
+		for _, deliver := range []string{"$JS.API.STREAM.DELETE." + leases, "$KV." + LeaseBucketName("gpu-a") + ".lease-1"} {
+			body, _ := json.Marshal(map[string]any{"stream_name": stream, "config": map[string]any{
+				"name": "push", "deliver_subject": deliver, "filter_subject": filter,
+				"deliver_policy": "all", "ack_policy": "none"}})
+			for _, subj := range []string{"$JS.API.CONSUMER.CREATE." + stream + ".push." + filter, "$JS.API.CONSUMER.CREATE." + stream} {
+				if m, err := nc.Request(subj, body, 500*time.Millisecond); err == nil {
+					t.Errorf("consumer create on %s answered: %s", subj, m.Data)
 				}
 			}
-			if err := events.Publish(ctx, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"}); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(200 * time.Millisecond) // a push consumer would deliver now
-			if _, err := js.Stream(ctx, leases); err != nil {
-				t.Fatalf("lease bucket after the probes: %v", err)
-			}
-			if v, _, err := kv.Get(ctx, "lease-1"); err != nil || string(v) != `{"secret":1}` {
-				t.Errorf("lease record %q, %v", v, err)
-			}
-		})
-	}
+		}
+		mustPublish(t, ctx, events, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
+		time.Sleep(200 * time.Millisecond) // a push consumer would deliver now
+		if _, err := js.Stream(ctx, leases); err != nil {
+			t.Fatalf("lease bucket after the probes: %v", err)
+		}
+		x.leaseUntouched(t)
+	})
 }
 
 // consumerName is the name of the one consumer on stream.
@@ -428,18 +412,41 @@ func consumerName(t *testing.T, js jetstream.JetStream, stream string) string {
 	return names[0]
 }
 
-// eventsAndLeases dials a setup and makes sidecar gpu-a's lease bucket,
-// with one lease, and its events stream.
-func eventsAndLeases(t *testing.T, dial func(*testing.T) (*nats.Conn, *nats.Conn)) (side, launcher *nats.Conn, ctx context.Context, kv *KV, js jetstream.JetStream, events *Events) {
-	t.Helper()
-	side, launcher = dial(t)
-	ctx = testCtx(t)
-	kv, js = leaseBucket(t, ctx, side, `{"secret":1}`)
-	events, err := OpenEvents(ctx, js, "gpu-a", 0, 1)
-	if err != nil {
-		t.Fatal(err)
+// jetStreamTarget is what a launcher's probes aim at on one of
+// launcherSetups: sidecar gpu-a's lease bucket, with one lease, and its
+// events stream.
+type jetStreamTarget struct {
+	side, launcher *nats.Conn
+	ctx            context.Context
+	kv             *KV
+	js             jetstream.JetStream
+	events         *Events
+}
+
+// onEachLauncherSetup runs probe in a parallel subtest for each of
+// launcherSetups, on a fresh target.
+func onEachLauncherSetup(t *testing.T, probe func(*testing.T, jetStreamTarget)) {
+	for _, tc := range launcherSetups {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			x := jetStreamTarget{ctx: testCtx(t)}
+			x.side, x.launcher = tc.dial(t)
+			x.kv, x.js = leaseBucket(t, x.ctx, x.side, `{"secret":1}`)
+			var err error
+			if x.events, err = OpenEvents(x.ctx, x.js, "gpu-a", 0, 1); err != nil {
+				t.Fatal(err)
+			}
+			probe(t, x)
+		})
 	}
-	return side, launcher, ctx, kv, js, events
+}
+
+// leaseUntouched fails t unless the lease is still as it was written.
+func (x jetStreamTarget) leaseUntouched(t *testing.T) {
+	t.Helper()
+	if v, _, err := x.kv.Get(x.ctx, "lease-1"); err != nil || string(v) != `{"secret":1}` {
+		t.Errorf("lease record %q, %v", v, err)
+	}
 }
 
 // A seed file, or the directory it or the store is in, that anyone may

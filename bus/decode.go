@@ -13,34 +13,26 @@ import (
 // DecodeAdmitRequest decodes an admit or quote request body. Unknown fields
 // are rejected. The error is a 400 *Error naming the field.
 func DecodeAdmitRequest(data []byte) (*AdmitRequest, error) {
-	var r AdmitRequest
-	if err := decodeStrict("admit request", data, &r); err != nil {
+	r, err := decodeStrictNew[AdmitRequest]("admit request", data)
+	if err != nil {
 		return nil, err
 	}
 	if bytes.Equal(r.Profile, []byte("null")) {
 		r.Profile = nil // "profile": null, as Python and JavaScript clients write "none"
 	}
-	return &r, nil
+	return r, nil
 }
 
 // DecodeLeaseRef decodes a renew or release request body, like
 // [DecodeAdmitRequest].
 func DecodeLeaseRef(data []byte) (*LeaseRef, error) {
-	var r LeaseRef
-	if err := decodeStrict("lease request", data, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return decodeStrictNew[LeaseRef]("lease request", data)
 }
 
 // DecodeRegisterRequest decodes a register request body, like
 // [DecodeAdmitRequest].
 func DecodeRegisterRequest(data []byte) (*RegisterRequest, error) {
-	var r RegisterRequest
-	if err := decodeStrict("register request", data, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return decodeStrictNew[RegisterRequest]("register request", data)
 }
 
 // DecodeEvent decodes an event as published on the event stream. Unlike the
@@ -60,6 +52,15 @@ func decodeEmpty(what string, data []byte) error {
 		return nil
 	}
 	return decodeStrict(what, data, &struct{}{})
+}
+
+// decodeStrictNew decodes data into a new T, like decodeStrict.
+func decodeStrictNew[T any](what string, data []byte) (*T, error) {
+	var r T
+	if err := decodeStrict(what, data, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // decodeStrict decodes exactly one JSON object into v, refusing unknown,

@@ -206,11 +206,7 @@ func TestLogHandlersLogSlowConsumers(t *testing.T) {
 	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1})
 	var buf syncio.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	nc, err := nats.Connect(ns.ClientURL(), LogHandlers(log)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := natstest.Connect(t, ns, LogHandlers(log)...)
 	block := make(chan struct{})
 	defer close(block)
 	sub, err := nc.Subscribe("flood", func(*nats.Msg) { <-block })

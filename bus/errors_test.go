@@ -12,25 +12,20 @@ import (
 
 func TestCodeOf(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		err  error
-		want int
-	}{
-		{"nil", nil, 0},
-		{"plain", errors.New("x"), CodeInternal},
-		{"bad request", BadRequest("field \"x\""), CodeBadRequest},
-		{"wrapped forbidden", fmt.Errorf("renew: %w", Forbidden("token")), CodeForbidden},
-		{"not found", NotFound("lease"), CodeNotFound},
-		{"conflict", Conflict("x"), CodeConflict},
-		{"unavailable", Unavailable("gpu"), CodeUnavailable},
-		{"timeout", Timeout("deadline"), CodeTimeout},
-		{"zero code", &Error{Description: "x"}, CodeInternal},
-		{"joined", errors.Join(errors.New("a"), NotFound("b")), CodeNotFound},
-	}
-	for _, tt := range tests {
-		if got := CodeOf(tt.err); got != tt.want {
-			t.Errorf("%s: CodeOf = %d, want %d", tt.name, got, tt.want)
+	for err, want := range map[error]int{
+		nil:                       0,
+		errors.New("x"):           CodeInternal,
+		BadRequest("field \"x\""): CodeBadRequest,
+		fmt.Errorf("renew: %w", Forbidden("token")): CodeForbidden,
+		NotFound("lease"):                           CodeNotFound,
+		Conflict("x"):                               CodeConflict,
+		Unavailable("gpu"):                          CodeUnavailable,
+		Timeout("deadline"):                         CodeTimeout,
+		&Error{Description: "x"}:                    CodeInternal, // no code
+		errors.Join(errors.New("a"), NotFound("b")): CodeNotFound,
+	} {
+		if got := CodeOf(err); got != want {
+			t.Errorf("CodeOf(%v) = %d, want %d", err, got, want)
 		}
 	}
 }

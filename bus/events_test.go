@@ -21,6 +21,14 @@ func openEvents(t *testing.T, e *Embedded, id string) *Events {
 	return ev
 }
 
+// eventsServer starts a server with sidecar gpu-a's service and events
+// stream, and returns the stream's publisher.
+func eventsServer(t *testing.T) (*Embedded, *Events) {
+	t.Helper()
+	e := startServer(t)
+	return e, openEvents(t, e, "gpu-a")
+}
+
 // next reads one event or fails after the test context's deadline.
 func next(t *testing.T, s *EventSubscription) EventRecord {
 	t.Helper()
@@ -43,8 +51,7 @@ func event(typ, job string, sec int) Event {
 
 func TestEventsResumeFromSequence(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	pub := openEvents(t, e, "gpu-a")
+	e, pub := eventsServer(t)
 	ctx := testCtx(t)
 	const job = "team.a/job 7" // not a subject token: escaped
 	for i, ev := range []Event{
@@ -76,9 +83,7 @@ func TestEventsResumeFromSequence(t *testing.T) {
 		t.Fatal("channel open after Stop")
 	}
 	// ... meanwhile the sidecar publishes one more ...
-	if err := pub.Publish(ctx, event(EventExpire, job, 5)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventExpire, job, 5))
 	// ... and it comes back from the next sequence.
 	sub, err = c.Events(ctx, "gpu-a", job, second.Seq+1)
 	if err != nil {
@@ -93,9 +98,7 @@ func TestEventsResumeFromSequence(t *testing.T) {
 		t.Errorf("after resume read %v, want [revoke expire]", got)
 	}
 	// Live events follow.
-	if err := pub.Publish(ctx, event(EventThrottle, job, 6)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventThrottle, job, 6))
 	if r := next(t, sub); r.Event.Time.Second() != 6 {
 		t.Errorf("live event %+v", r)
 	}
@@ -103,12 +106,9 @@ func TestEventsResumeFromSequence(t *testing.T) {
 
 func TestEventsSinceAndAllJobs(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	pub := openEvents(t, e, "gpu-a")
+	e, pub := eventsServer(t)
 	ctx := testCtx(t)
-	if err := pub.Publish(ctx, event(EventRevoke, "j1", 1)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventRevoke, "j1", 1))
 	c := NewClient(connect(t, e))
 
 	all, err := c.Events(ctx, "gpu-a", "", 0)
@@ -116,9 +116,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = all.Stop() }()
-	if err := pub.Publish(ctx, event(EventExpire, "j2", 2)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventExpire, "j2", 2))
 	if a, b := next(t, all), next(t, all); a.Event.JobID != "j1" || b.Event.JobID != "j2" {
 		t.Errorf("all jobs: %+v, %+v", a, b)
 	}
@@ -138,9 +136,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 	if r := next(t, past); r.Event.Time.Second() != 1 {
 		t.Errorf("since an hour ago: %+v", r)
 	}
-	if err := pub.Publish(ctx, event(EventThrottle, "j1", 9)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventThrottle, "j1", 9))
 	if r := next(t, past); r.Event.Time.Second() != 9 {
 		t.Errorf("since an hour ago, live: %+v", r)
 	}
@@ -151,8 +147,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 
 func TestEventsContextEndsSubscription(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	openEvents(t, e, "gpu-a")
+	e, _ := eventsServer(t)
 	c := NewClient(connect(t, e))
 	ctx, cancel := context.WithCancel(testCtx(t))
 	sub, err := c.Events(ctx, "gpu-a", "j", 0)
@@ -169,8 +164,7 @@ func TestEventsContextEndsSubscription(t *testing.T) {
 
 func TestEventsErrors(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	pub := openEvents(t, e, "gpu-a")
+	e, pub := eventsServer(t)
 	ctx := testCtx(t)
 	for _, ev := range []Event{
 		{Type: "explode", LeaseID: "l", JobID: "j"},
@@ -223,8 +217,7 @@ func TestOpenEventsUpdatesLimits(t *testing.T) {
 // a nuid that follows the one before: one launcher cannot guess another's.
 func TestWatchConsumerNamesUnguessable(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	openEvents(t, e, "gpu-a")
+	e, _ := eventsServer(t)
 	c := NewClient(connect(t, e))
 	names := map[string]bool{}
 	for range 3 {
@@ -248,8 +241,7 @@ func TestWatchConsumerNamesUnguessable(t *testing.T) {
 // sequence).
 func TestWatchFloodKeepsOthersWatching(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	pub := openEvents(t, e, "gpu-a")
+	e, pub := eventsServer(t)
 	ctx := testCtx(t)
 	honest := NewClient(connect(t, e))
 	sub, err := honest.Events(ctx, "gpu-a", "job-h", 0)
@@ -276,9 +268,7 @@ func TestWatchFloodKeepsOthersWatching(t *testing.T) {
 	if n := info.State.Consumers; n > MaxWatchConsumers {
 		t.Errorf("%d consumers on the stream after %d watches, want at most %d", n, MaxWatchConsumers+40, MaxWatchConsumers)
 	}
-	if err := pub.Publish(ctx, event(EventThrottle, "job-h", 1)); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, pub, event(EventThrottle, "job-h", 1))
 	if got := next(t, sub); got.Event.JobID != "job-h" || got.Event.Type != EventThrottle {
 		t.Errorf("the honest launcher got %+v, want its throttle", got)
 	}

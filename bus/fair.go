@@ -67,24 +67,34 @@ func DefaultLimits() Limits {
 // MaxLimit bounds every count in Limits.
 const MaxLimit = 1 << 20
 
+// count is one of the integer limits and its key in the configuration.
+type count struct {
+	key string
+	v   *int
+}
+
+// counts lists l's integer limits, for withDefaults and Validate alike, so
+// that a new limit is one line here.
+func (l *Limits) counts() []count {
+	return []count{
+		{"decide_workers", &l.DecideWorkers}, {"decide_queue", &l.DecideQueue}, {"tenant_decide_queue", &l.TenantDecideQueue},
+		{"lease_workers", &l.LeaseWorkers}, {"lease_queue", &l.LeaseQueue}, {"tenant_lease_queue", &l.TenantLeaseQueue},
+		{"tenant_burst", &l.TenantBurst}, {"tenant_watches", &l.TenantWatches},
+	}
+}
+
 // withDefaults fills the zero fields.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
 	if l.DecideWorkers == 0 {
 		l.DecideWorkers = max(2, runtime.GOMAXPROCS(0))
 	}
-	set := func(v *int, def int) {
-		if *v == 0 {
-			*v = def
+	defs := d.counts()
+	for i, c := range l.counts() {
+		if *c.v == 0 {
+			*c.v = *defs[i].v
 		}
 	}
-	set(&l.DecideQueue, d.DecideQueue)
-	set(&l.TenantDecideQueue, d.TenantDecideQueue)
-	set(&l.LeaseWorkers, d.LeaseWorkers)
-	set(&l.LeaseQueue, d.LeaseQueue)
-	set(&l.TenantLeaseQueue, d.TenantLeaseQueue)
-	set(&l.TenantBurst, d.TenantBurst)
-	set(&l.TenantWatches, d.TenantWatches)
 	if l.TenantRate == 0 {
 		l.TenantRate = d.TenantRate
 	}
@@ -95,16 +105,9 @@ func (l Limits) withDefaults() Limits {
 // the section, "nats.limits") and returns all problems at once.
 func (l Limits) Validate(prefix string) error {
 	var fc field.Checker
-	for _, f := range []struct {
-		key string
-		v   int
-	}{
-		{"decide_workers", l.DecideWorkers}, {"decide_queue", l.DecideQueue}, {"tenant_decide_queue", l.TenantDecideQueue},
-		{"lease_workers", l.LeaseWorkers}, {"lease_queue", l.LeaseQueue}, {"tenant_lease_queue", l.TenantLeaseQueue},
-		{"tenant_burst", l.TenantBurst}, {"tenant_watches", l.TenantWatches},
-	} {
-		if f.v < 0 || f.v > MaxLimit {
-			fc.Add(prefix+f.key, fmt.Sprintf("0 (the default) or a count from 1 to %d", MaxLimit), strconv.Itoa(f.v))
+	for _, c := range l.counts() {
+		if *c.v < 0 || *c.v > MaxLimit {
+			fc.Add(prefix+c.key, fmt.Sprintf("0 (the default) or a count from 1 to %d", MaxLimit), strconv.Itoa(*c.v))
 		}
 	}
 	if l.TenantWatches > MaxWatchConsumers {

@@ -16,6 +16,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// capacitiesServer starts a server and opens its capacity bucket with ttl.
+func capacitiesServer(t *testing.T, ttl time.Duration) (*Embedded, *nats.Conn, *Capacities) {
+	t.Helper()
+	e := startServer(t)
+	nc, caps := openCapacities(t, e, ttl)
+	return e, nc, caps
+}
+
 // openCapacities connects to e and opens the capacity bucket with ttl.
 func openCapacities(t *testing.T, e *Embedded, ttl time.Duration) (*nats.Conn, *Capacities) {
 	t.Helper()
@@ -44,17 +52,14 @@ func testCapacity(id string) *Capacity {
 // not returned.
 func TestCapacitiesRoundTrip(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	nc, caps := openCapacities(t, e, time.Minute)
+	_, nc, caps := capacitiesServer(t, time.Minute)
 	ctx := testCtx(t)
 	if got, bad, err := ReadCapacities(ctx, nc, ""); err != nil || len(got) != 0 || len(bad) != 0 {
 		t.Fatalf("empty bucket: %v %v %v", got, bad, err)
 	}
 	ids := []string{"gpu-a", "gpu-b", "GPU-5f2d8c4e-1a2b-3c4d-5e6f-7a8b9c0d1e2f", "ünïcode"}
 	for _, id := range ids {
-		if err := caps.Publish(ctx, testCapacity(id)); err != nil {
-			t.Fatal(err)
-		}
+		mustPublish(t, ctx, caps, testCapacity(id))
 	}
 	if err := caps.Withdraw(ctx, "gpu-b"); err != nil {
 		t.Fatal(err)
@@ -88,14 +93,11 @@ func TestCapacitiesRoundTrip(t *testing.T) {
 // A fleet larger than one batch (1,024 keys) is read shard by shard.
 func TestCapacitiesManyShards(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	nc, caps := openCapacities(t, e, time.Minute)
+	_, nc, caps := capacitiesServer(t, time.Minute)
 	ctx := testCtx(t)
 	const n = 1100
 	for i := range n {
-		if err := caps.Publish(ctx, testCapacity(fmt.Sprintf("gpu-%04d", i))); err != nil {
-			t.Fatal(err)
-		}
+		mustPublish(t, ctx, caps, testCapacity(fmt.Sprintf("gpu-%04d", i)))
 	}
 	if _, _, err := readShard(ctx, nc, "$JS.API.DIRECT.GET.KV_"+CapacityBucket, "$KV."+CapacityBucket+".>"); !errors.Is(err, errTooManyResults) {
 		t.Fatalf("one batch of %d keys: %v, want too many results", n, err)
@@ -109,12 +111,9 @@ func TestCapacitiesManyShards(t *testing.T) {
 // A summary not rewritten within the bucket's TTL is gone.
 func TestCapacityTTL(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	nc, caps := openCapacities(t, e, time.Second)
+	_, nc, caps := capacitiesServer(t, time.Second)
 	ctx := testCtx(t)
-	if err := caps.Publish(ctx, testCapacity("gpu-dead")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, caps, testCapacity("gpu-dead"))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got, _, err := ReadCapacities(ctx, nc, "")
@@ -174,9 +173,7 @@ func TestLauncherReadsCapacities(t *testing.T) {
 	serve(t, e, "gpu-a", newFakeHandler())
 	side, caps := openCapacities(t, e, time.Minute)
 	ctx := testCtx(t)
-	if err := caps.Publish(ctx, testCapacity("gpu-a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, caps, testCapacity("gpu-a"))
 	nc, v := launcherConn(t, e, seed)
 	got, bad, err := NewClient(nc, WithTimeout(5*time.Second)).Capacities(ctx)
 	if err != nil || len(got) != 1 || len(bad) != 0 || got[0].Sidecar != "gpu-a" {
@@ -232,12 +229,7 @@ func TestNoAnswerOutsideAnInbox(t *testing.T) {
 // is read on from where it stopped: all of them, each once.
 func TestCapacitiesBatchEndsEarly(t *testing.T) {
 	t.Parallel()
-	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natstest.Connect(t, natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()}))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -253,9 +245,7 @@ func TestCapacitiesBatchEndsEarly(t *testing.T) {
 		for j := range 10 { // about 1.3 KB each: 260 KB in all
 			c.Services = append(c.Services, CapacityService{Name: fmt.Sprintf("service-with-a-long-name-%02d", j), SLOP99MS: 15, PredictedP99MS: 9, Margin: 0.3})
 		}
-		if err := caps.Publish(ctx, c); err != nil {
-			t.Fatal(err)
-		}
+		mustPublish(t, ctx, caps, c)
 	}
 	got, bad, err := ReadCapacities(ctx, nc, "")
 	if err != nil || len(bad) != 0 {
@@ -278,12 +268,9 @@ func TestCapacitiesBatchEndsEarly(t *testing.T) {
 // answers, well before the caller's deadline.
 func TestCapacitiesAsksAgainWhenNoAnswerComes(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	nc, caps := openCapacities(t, e, time.Minute)
+	e, nc, caps := capacitiesServer(t, time.Minute)
 	ctx := testCtx(t)
-	if err := caps.Publish(ctx, testCapacity("gpu-a")); err != nil {
-		t.Fatal(err)
-	}
+	mustPublish(t, ctx, caps, testCapacity("gpu-a"))
 	// A member of the endpoint's queue group that takes the request and
 	// dies with it.
 	lost := make(chan struct{})

@@ -100,6 +100,19 @@ func leaseBucket(t testing.TB, ctx context.Context, nc *nats.Conn, record string
 	return kv, js
 }
 
+// mustPublish publishes each of vs (events, capacity summaries) in turn,
+// failing t on an error.
+func mustPublish[V any](t testing.TB, ctx context.Context, p interface {
+	Publish(context.Context, V) error
+}, vs ...V) {
+	t.Helper()
+	for _, v := range vs {
+		if err := p.Publish(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func testCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -82,31 +82,17 @@ func TestProfileStore(t *testing.T) {
 func TestParseProfileRef(t *testing.T) {
 	t.Parallel()
 	good := ProfileRef([]byte("x"))
-	tests := []struct {
-		ref string
-		ok  bool
-	}{
-		{good, true},
-		{"", false},
-		{strings.TrimPrefix(good, "sha256:"), false},
-		{"sha512:" + strings.TrimPrefix(good, "sha256:"), false},
-		{good[:len(good)-1], false},
-		{good + "0", false},
-		{strings.ToUpper(good[:7]) + good[7:], false},
-		{"sha256:" + strings.ToUpper(strings.TrimPrefix(good, "sha256:")), false},
-		{"sha256:" + strings.Repeat("g", 64), false},
-		{"sha256:" + strings.Repeat("0", 63) + "\n", false},
+	if d, err := ParseProfileRef(good); err != nil || ProfileRefPrefix+hex.EncodeToString(d[:]) != good {
+		t.Errorf("ParseProfileRef(%q) = %x, %v", good, d, err)
 	}
-	for _, tt := range tests {
-		d, err := ParseProfileRef(tt.ref)
-		if (err == nil) != tt.ok {
-			t.Errorf("ParseProfileRef(%q): err %v, want ok %v", tt.ref, err, tt.ok)
-		}
-		if err != nil && !strings.HasPrefix(err.Error(), "profile_ref: want") {
-			t.Errorf("ParseProfileRef(%q): error %q does not name the field", tt.ref, err)
-		}
-		if tt.ok && ProfileRefPrefix+hex.EncodeToString(d[:]) != tt.ref {
-			t.Errorf("ParseProfileRef(%q): digest %x", tt.ref, d)
+	hexPart := strings.TrimPrefix(good, "sha256:")
+	for _, ref := range []string{
+		"", hexPart, "sha512:" + hexPart, good[:len(good)-1], good + "0",
+		strings.ToUpper(good[:7]) + good[7:], "sha256:" + strings.ToUpper(hexPart),
+		"sha256:" + strings.Repeat("g", 64), "sha256:" + strings.Repeat("0", 63) + "\n",
+	} {
+		if _, err := ParseProfileRef(ref); err == nil || !strings.HasPrefix(err.Error(), "profile_ref: want") {
+			t.Errorf("ParseProfileRef(%q) = %v, want an error naming the field", ref, err)
 		}
 	}
 }

@@ -192,8 +192,8 @@ func Serve(nc *nats.Conn, id, version string, h Handler, opts ...ServeOption) (*
 	}{
 		{EndpointAdmit, EndpointSubject(id, EndpointAdmit), body(s.admit), classDecide, nil},
 		{EndpointRenew, EndpointSubject(id, EndpointRenew), body(s.renew), classLease, nil},
-		{EndpointRelease, EndpointSubject(id, EndpointRelease), body(s.release), classLease, nil},
-		{EndpointRegister, EndpointSubject(id, EndpointRegister), body(s.register), classLease, nil},
+		{EndpointRelease, EndpointSubject(id, EndpointRelease), acknowledge(DecodeLeaseRef, h.Release), classLease, nil},
+		{EndpointRegister, EndpointSubject(id, EndpointRegister), acknowledge(DecodeRegisterRequest, h.Register), classLease, nil},
 		{EndpointStatus, EndpointSubject(id, EndpointStatus), body(s.status), classLease, nil},
 		{EndpointProfile, EndpointSubject(id, EndpointProfile), s.profile, classOther, nil},
 		{EndpointQuote, QuoteSubject, body(s.quote), classDecide, []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
@@ -391,37 +391,34 @@ func requestTimeout(h nats.Header) (time.Duration, error) {
 var emptyObject = json.RawMessage("{}")
 
 func (s *Service) admit(ctx context.Context, data []byte) (any, error) {
-	req, err := DecodeAdmitRequest(data)
-	if err != nil {
-		return nil, err
-	}
-	d, err := s.h.Admit(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	if d == nil {
-		return nil, errors.New("admit: handler returned no decision")
-	}
-	out := *d
-	out.Sidecar = s.id
-	return &out, nil
+	return s.decide(ctx, data, "admit", s.h.Admit)
 }
 
 func (s *Service) quote(ctx context.Context, data []byte) (any, error) {
+	d, err := s.decide(ctx, data, "quote", s.h.Quote)
+	if err != nil {
+		return nil, err
+	}
+	d.Lease = nil
+	return d, nil
+}
+
+// decide hands an admit or a quote to fn and stamps a copy of its decision
+// with the sidecar's id.
+func (s *Service) decide(ctx context.Context, data []byte, what string, fn func(context.Context, *AdmitRequest) (*Decision, error)) (*Decision, error) {
 	req, err := DecodeAdmitRequest(data)
 	if err != nil {
 		return nil, err
 	}
-	d, err := s.h.Quote(ctx, req)
+	d, err := fn(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	if d == nil {
-		return nil, errors.New("quote: handler returned no decision")
+		return nil, errors.New(what + ": handler returned no decision")
 	}
 	out := *d
 	out.Sidecar = s.id
-	out.Lease = nil
 	return &out, nil
 }
 
@@ -440,26 +437,19 @@ func (s *Service) renew(ctx context.Context, data []byte) (any, error) {
 	return l, nil
 }
 
-func (s *Service) release(ctx context.Context, data []byte) (any, error) {
-	ref, err := DecodeLeaseRef(data)
-	if err != nil {
-		return nil, err
+// acknowledge adapts a handler call that returns nothing but an error
+// (release, register): its endpoint answers an empty object.
+func acknowledge[R any](decode func([]byte) (R, error), fn func(context.Context, R) error) func(context.Context, micro.Request) (any, error) {
+	return func(ctx context.Context, req micro.Request) (any, error) {
+		r, err := decode(req.Data())
+		if err != nil {
+			return nil, err
+		}
+		if err := fn(ctx, r); err != nil {
+			return nil, err
+		}
+		return emptyObject, nil
 	}
-	if err := s.h.Release(ctx, ref); err != nil {
-		return nil, err
-	}
-	return emptyObject, nil
-}
-
-func (s *Service) register(ctx context.Context, data []byte) (any, error) {
-	req, err := DecodeRegisterRequest(data)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.h.Register(ctx, req); err != nil {
-		return nil, err
-	}
-	return emptyObject, nil
 }
 
 func (s *Service) status(ctx context.Context, data []byte) (any, error) {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -406,39 +405,28 @@ func TestDiscovery(t *testing.T) {
 
 func TestServeValidates(t *testing.T) {
 	t.Parallel()
-	e := startServer(t)
-	nc := connect(t, e)
-	tests := []struct{ name, id, version string }{
-		{"dot in id", "gpu.0", "1.0.0"},
-		{"wildcard id", "gpu*", "1.0.0"},
-		{"tail wildcard", ">", "1.0.0"},
-		{"space", "gpu 0", "1.0.0"},
-		{"empty id", "", "1.0.0"},
-		{"not semver", "gpu-0", "dev"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if s, err := Serve(nc, tt.id, tt.version, newFakeHandler()); err == nil {
-				_ = s.Stop()
-				t.Errorf("Serve(%q, %q) succeeded", tt.id, tt.version)
-			}
-		})
+	nc := connect(t, startServer(t))
+	// Ids that are not one subject token (a dot, wildcards, a space,
+	// nothing), and a version that is not semver.
+	for _, bad := range []struct{ id, version string }{
+		{"gpu.0", "1.0.0"}, {"gpu*", "1.0.0"}, {">", "1.0.0"}, {"gpu 0", "1.0.0"}, {"", "1.0.0"},
+		{"gpu-0", "dev"},
+	} {
+		if s, err := Serve(nc, bad.id, bad.version, newFakeHandler()); err == nil {
+			_ = s.Stop()
+			t.Errorf("Serve(%q, %q) succeeded", bad.id, bad.version)
+		}
 	}
 }
 
-// blockingRenews holds every renew until released, counting them.
+// blockingRenews holds every renew until its gate opens.
 type blockingRenews struct {
 	*fakeHandler
-	release chan struct{}
-	n       atomic.Int64
+	*gate
 }
 
 func (b *blockingRenews) Renew(ctx context.Context, _ *LeaseRef) (*Lease, error) {
-	b.n.Add(1)
-	select {
-	case <-b.release:
-	case <-ctx.Done():
-	}
+	b.pass(ctx)
 	return nil, Forbidden("wrong token")
 }
 
@@ -450,7 +438,7 @@ func (b *blockingRenews) Renew(ctx context.Context, _ *LeaseRef) (*Lease, error)
 func TestEndpointQueueIsBounded(t *testing.T) {
 	t.Parallel()
 	e := startServer(t)
-	h := &blockingRenews{fakeHandler: newFakeHandler(), release: make(chan struct{})}
+	h := &blockingRenews{fakeHandler: newFakeHandler(), gate: newGate()}
 	limits := Limits{TenantRate: 1e6, TenantBurst: MaxLimit}
 	// Drops past the endpoint's queue are logged (TestLogHandlersLogSlowConsumers): not here.
 	side := connect(t, e, ErrorLogHandler(slog.New(slog.DiscardHandler)))
@@ -463,7 +451,7 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 	release := func() {
 		if !released {
 			released = true
-			close(h.release)
+			close(h.open)
 		}
 	}
 	t.Cleanup(release) // before Stop: a worker held by the handler lets go
@@ -517,7 +505,7 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 	// the endpoint's own queue behind them, with those already on their
 	// way when it filled (more on a busy machine: at most as many again):
 	// a bound, far from the flood.
-	if got, bound := h.n.Load()-probes, int64(lim.LeaseWorkers+lim.TenantLeaseQueue+2*EndpointPendingMsgs); got > bound {
+	if got, bound := h.reached.Load()-probes, int64(lim.LeaseWorkers+lim.TenantLeaseQueue+2*EndpointPendingMsgs); got > bound {
 		t.Errorf("the handler saw %d of %d flooded renews, want at most %d", got, sent, bound)
 	}
 }

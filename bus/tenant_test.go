@@ -154,11 +154,7 @@ func TestSetLaunchersAddsAndRemoves(t *testing.T) {
 	if err := tt.e.SetLaunchers([]Launcher{{Name: "a", Key: tt.keyA}, c}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-closed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("launcher b still connected 30 s after its removal")
-	}
+	await(t, closed, "launcher b still connected 30 s after its removal")
 	if connects(tt.e, tt.seedB) {
 		t.Error("removed launcher b connected again")
 	}
@@ -169,6 +165,19 @@ func TestSetLaunchersAddsAndRemoves(t *testing.T) {
 	if err := RemoveLauncher(dir, "c"); err == nil {
 		t.Error("removing c twice: no error")
 	}
+}
+
+// await returns what ch delivers, or fails t with failure after 30 s.
+func await[T any](t *testing.T, ch <-chan T, failure string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+	}
+	t.Fatal(failure)
+	var zero T
+	return zero
 }
 
 // One identity holds at most MaxLauncherConns connections; another is not
@@ -185,21 +194,37 @@ func TestLauncherConnectionCap(t *testing.T) {
 	tt.dial(t, tt.seedB)
 }
 
+// gate holds the handler calls that reach it until it is opened (close
+// open), and counts them.
+type gate struct {
+	open    chan struct{}
+	reached atomic.Int64
+}
+
+func newGate() *gate { return &gate{open: make(chan struct{})} }
+
+// pass waits until g is open (true) or ctx ends (false).
+func (g *gate) pass(ctx context.Context) bool {
+	g.reached.Add(1)
+	select {
+	case <-g.open:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // gatedAdmits blocks every admit until the gate opens, and records the
 // order the admits of each job ran in.
 type gatedAdmits struct {
 	*fakeHandler
-	gate    chan struct{}
-	mu      sync.Mutex
-	order   []string
-	started atomic.Int64
+	*gate
+	mu    sync.Mutex
+	order []string
 }
 
 func (g *gatedAdmits) Admit(ctx context.Context, req *AdmitRequest) (*Decision, error) {
-	g.started.Add(1)
-	select {
-	case <-g.gate:
-	case <-ctx.Done():
+	if !g.pass(ctx) {
 		return nil, Timeout("gate")
 	}
 	g.mu.Lock()
@@ -214,7 +239,7 @@ func (g *gatedAdmits) Admit(ctx context.Context, req *AdmitRequest) (*Decision, 
 func TestAdmitsAreServedFairly(t *testing.T) {
 	t.Parallel()
 	tt := twoTenants(t)
-	g := &gatedAdmits{fakeHandler: newFakeHandler(), gate: make(chan struct{})}
+	g := &gatedAdmits{fakeHandler: newFakeHandler(), gate: newGate()}
 	side := connect(t, tt.e)
 	s, err := Serve(side, "gpu-a", "1.2.3", g, WithLimits(Limits{DecideWorkers: 1, TenantDecideQueue: 8}))
 	if err != nil {
@@ -236,7 +261,7 @@ func TestAdmitsAreServedFairly(t *testing.T) {
 	// a: one admit held by the only worker, then 8 queued (its share)...
 	wg.Add(1)
 	go admit(a, "a-0")
-	for g.started.Load() == 0 {
+	for g.reached.Load() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	for i := range 8 {
@@ -255,7 +280,7 @@ func TestAdmitsAreServedFairly(t *testing.T) {
 	wg.Add(1)
 	go admit(b, "b-0")
 	waitQueued(t, s.decideQ, "", 9)
-	close(g.gate)
+	close(g.open)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -328,7 +353,7 @@ func TestTenantRateLimit(t *testing.T) {
 func TestDeadlineCountsFromArrival(t *testing.T) {
 	t.Parallel()
 	e := startServer(t)
-	g := &gatedAdmits{fakeHandler: newFakeHandler(), gate: make(chan struct{})}
+	g := &gatedAdmits{fakeHandler: newFakeHandler(), gate: newGate()}
 	s, err := Serve(connect(t, e), "gpu-a", "1.2.3", g, WithLimits(Limits{DecideWorkers: 1}))
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +368,7 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 		_, err := c.Admit(testCtx(t), "gpu-a", req)
 		done <- err
 	}()
-	for g.started.Load() == 0 {
+	for g.reached.Load() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// The second, with 300 ms to live, waits behind the first past them.
@@ -366,7 +391,7 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 	}()
 	waitQueued(t, s.decideQ, "", 1)
 	time.Sleep(400 * time.Millisecond) // the 300 ms are spent, however busy the machine
-	close(g.gate)
+	close(g.open)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +402,7 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 	if e := responseError(r); e == nil || e.Code != CodeTimeout {
 		t.Errorf("the second admit: %v, want a 504", e)
 	}
-	if n := g.started.Load(); n != 1 {
+	if n := g.reached.Load(); n != 1 {
 		t.Errorf("the handler ran %d admits, want 1: the second's deadline passed in the queue", n)
 	}
 }
@@ -575,19 +600,10 @@ func TestFloodIsReportedAndShunned(t *testing.T) {
 		}
 	}
 	_ = a.Flush()
-	select {
-	case f := <-reported:
-		if f.tenant != tt.keyA || f.conn == 0 {
-			t.Errorf("flood reported from %+v, want launcher a's key and its connection", f)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no flood reported 30 s after 1,000 requests past the rate")
+	if f := await(t, reported, "no flood reported 30 s after 1,000 requests past the rate"); f.tenant != tt.keyA || f.conn == 0 {
+		t.Errorf("flood reported from %+v, want launcher a's key and its connection", f)
 	}
-	select {
-	case <-disconnected:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the flooding connection was not closed")
-	}
+	await(t, disconnected, "the flooding connection was not closed")
 	if connects(tt.e, tt.seedA) {
 		t.Error("the shunned launcher connected again")
 	}

@@ -175,14 +175,10 @@ func lendHandles(lib Library, selectors []string, guarded Info) ([]lendHandle, e
 // Lendable reads the memory and compute processes of each MIG device of
 // gpu.grant_instances, in their order.
 func (d *NVMLDevice) Lendable(ctx context.Context) ([]Lendable, error) {
-	if err := ctx.Err(); err != nil {
+	if err := d.open(ctx, d.mu.RLocker()); err != nil {
 		return nil, err
 	}
-	d.mu.RLock()
 	defer d.mu.RUnlock()
-	if d.closed {
-		return nil, ErrClosed
-	}
 	out := make([]Lendable, 0, len(d.lend))
 	for i, h := range d.lend {
 		d.lendMu.Lock()

@@ -198,14 +198,10 @@ func (d *NVMLDevice) Events() <-chan Event { return d.mon.events }
 // lost GPU matches ErrGPULost. NVML calls cannot be interrupted: ctx is
 // checked before reading.
 func (d *NVMLDevice) State(ctx context.Context) (State, error) {
-	if err := ctx.Err(); err != nil {
+	if err := d.open(ctx, d.mu.RLocker()); err != nil {
 		return State{}, err
 	}
-	d.mu.RLock()
 	defer d.mu.RUnlock()
-	if d.closed {
-		return State{}, ErrClosed
-	}
 	s := State{Time: time.Now()}
 	mem, ret := d.dev.GetMemoryInfo()
 	if ret != nvml.SUCCESS {

@@ -24,11 +24,11 @@ const failuresBeforeUnhealthy = 3
 // check. Run logs with the logger given to OpenNVML, closes Events when it
 // returns, returns nil when stopped, and may be called once.
 func (d *NVMLDevice) Run(ctx context.Context) error {
-	if err := d.begin(&d.mu); err != nil {
+	end, err := d.start(&d.mu, d.mon)
+	if err != nil {
 		return err
 	}
-	defer close(d.runDone)
-	defer d.mon.close()
+	defer end()
 
 	log := d.logger.With("gpu", d.info.UUID)
 	set := d.registerXIDEvents(log)

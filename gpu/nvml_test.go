@@ -372,19 +372,12 @@ func TestCloseReportsShutdownError(t *testing.T) {
 
 func TestNVMLErrorText(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		ret  nvml.Return
-		want string
-	}{
-		{name: "known", ret: nvml.ERROR_LIB_RM_VERSION_MISMATCH, want: "nvml init: NVML library and kernel driver versions differ (reload the driver)"},
-		{name: "unknown code", ret: nvml.Return(9999), want: "nvml init: NVML return code 9999"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := (&NVMLError{Op: "init", Return: tt.ret}).Error(); got != tt.want {
-				t.Errorf("Error() = %q, want %q", got, tt.want)
-			}
-		})
+	for ret, want := range map[nvml.Return]string{
+		nvml.ERROR_LIB_RM_VERSION_MISMATCH: "nvml init: NVML library and kernel driver versions differ (reload the driver)",
+		nvml.Return(9999):                  "nvml init: NVML return code 9999", // a code this colocd does not know
+	} {
+		if got := (&NVMLError{Op: "init", Return: ret}).Error(); got != want {
+			t.Errorf("Error() = %q, want %q", got, want)
+		}
 	}
 }

@@ -187,14 +187,10 @@ func (s *SimDevice) Events() <-chan Event { return s.mon.events }
 // default, MIG enabled when gpu.sim.mig partitions the GPU (else
 // unsupported) and utilization unknown.
 func (s *SimDevice) State(ctx context.Context) (State, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.open(ctx, &s.mu); err != nil {
 		return State{}, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return State{}, ErrClosed
-	}
 	used := s.usedOnLocked("")
 	st := State{
 		Time:        time.Now(),
@@ -313,11 +309,11 @@ func (s *SimDevice) enqueue(op simOp) error {
 // Close is called; it then closes Events and returns nil. It may be called
 // once.
 func (s *SimDevice) Run(ctx context.Context) error {
-	if err := s.begin(&s.mu); err != nil {
+	end, err := s.start(&s.mu, s.mon)
+	if err != nil {
 		return err
 	}
-	defer close(s.runDone)
-	defer s.mon.close()
+	defer end()
 
 	log := s.logger.With("gpu", s.info.UUID)
 	log.Info("simulated gpu health loop started", "name", s.info.Name, "memory_mib", s.info.MemoryTotalMiB, "sms", s.info.SMs)
@@ -410,14 +406,10 @@ func simNames(migs []Lendable) string {
 // Lendable returns the simulated MIG devices of gpu.grant_instances, each
 // with the grants reserved on it (ReserveOn) as its processes and memory.
 func (s *SimDevice) Lendable(ctx context.Context) ([]Lendable, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.open(ctx, &s.mu); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
 	out := make([]Lendable, len(s.lend))
 	for i, l := range s.lend {
 		used := s.usedOnLocked(l.UUID)

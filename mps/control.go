@@ -76,13 +76,36 @@ func (c *Control) do(ctx context.Context, timeout time.Duration, verb string, pa
 	return c.runCommand(ctx, timeout, cmd)
 }
 
-// doEmpty runs a command that prints nothing on success.
-func (c *Control) doEmpty(ctx context.Context, verb string, params ...param) error {
+// doEmpty runs a command that prints nothing on success; its error says
+// what was asked.
+func (c *Control) doEmpty(ctx context.Context, what, verb string, params ...param) error {
 	out, err := c.do(ctx, c.cfg.CommandTimeout, verb, params...)
-	if err != nil {
-		return err
+	if err == nil {
+		err = parseEmpty(verb, out)
 	}
-	return parseEmpty(verb, out)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// query runs a command that prints a value, within timeout, and reads the
+// value with parse; its error says what was asked.
+func query[T any](ctx context.Context, c *Control, timeout time.Duration, what string, parse func(verb, out string) (T, error), verb string, params ...param) (T, error) {
+	out, err := c.do(ctx, timeout, verb, params...)
+	if err == nil {
+		var v T
+		if v, err = parse(verb, out); err == nil {
+			return v, nil
+		}
+	}
+	var zero T
+	return zero, fmt.Errorf("%s: %w", what, err)
+}
+
+// anyVerb adapts a parser of one command's answer to query.
+func anyVerb[T any](parse func(out string) (T, error)) func(verb, out string) (T, error) {
+	return func(_, out string) (T, error) { return parse(out) }
 }
 
 // ServerPIDs lists the PIDs of the running MPS servers (get_server_list).
@@ -91,15 +114,7 @@ func (c *Control) ServerPIDs(ctx context.Context) ([]PID, error) {
 }
 
 func (c *Control) serverPIDs(ctx context.Context, timeout time.Duration) ([]PID, error) {
-	out, err := c.do(ctx, timeout, verbGetServerList)
-	if err != nil {
-		return nil, fmt.Errorf("list servers: %w", err)
-	}
-	pids, err := parseServerList(out)
-	if err != nil {
-		return nil, fmt.Errorf("list servers: %w", err)
-	}
-	return pids, nil
+	return query(ctx, c, timeout, "list servers", anyVerb(parseServerList), verbGetServerList)
 }
 
 // ServerStatus returns a server's state (get_server_status).
@@ -108,28 +123,12 @@ func (c *Control) ServerStatus(ctx context.Context, server PID) (ServerState, er
 }
 
 func (c *Control) serverStatus(ctx context.Context, timeout time.Duration, server PID) (ServerState, error) {
-	out, err := c.do(ctx, timeout, verbGetServerStatus, server)
-	if err != nil {
-		return "", fmt.Errorf("get server status: %w", err)
-	}
-	s, err := parseServerStatus(out)
-	if err != nil {
-		return "", fmt.Errorf("get server status: %w", err)
-	}
-	return s, nil
+	return query(ctx, c, timeout, "get server status", anyVerb(parseServerStatus), verbGetServerStatus, server)
 }
 
 // ClientPIDs lists the PIDs of a server's clients (get_client_list).
 func (c *Control) ClientPIDs(ctx context.Context, server PID) ([]PID, error) {
-	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetClientList, server)
-	if err != nil {
-		return nil, fmt.Errorf("list clients: %w", err)
-	}
-	pids, err := parseClientList(out)
-	if err != nil {
-		return nil, fmt.Errorf("list clients: %w", err)
-	}
-	return pids, nil
+	return query(ctx, c, c.cfg.CommandTimeout, "list clients", anyVerb(parseClientList), verbGetClientList, server)
 }
 
 // Clients lists every client of every server with its server PID, device
@@ -147,119 +146,61 @@ func (c *Control) ServerClients(ctx context.Context, server PID) ([]Client, erro
 }
 
 func (c *Control) ps(ctx context.Context, params ...param) ([]Client, error) {
-	out, err := c.do(ctx, c.cfg.CommandTimeout, verbPS, params...)
-	if err != nil {
-		return nil, fmt.Errorf("list clients: %w", err)
-	}
-	cl, err := parsePS(out)
-	if err != nil {
-		return nil, fmt.Errorf("list clients: %w", err)
-	}
-	return cl, nil
+	return query(ctx, c, c.cfg.CommandTimeout, "list clients", anyVerb(parsePS), verbPS, params...)
 }
 
 // SetDefaultActiveThreadPercentage sets the active-thread percentage of
 // servers started afterwards. It is lost when the daemon quits.
 func (c *Control) SetDefaultActiveThreadPercentage(ctx context.Context, pct Percentage) error {
-	if err := c.doEmpty(ctx, verbSetDefaultActiveThreads, pct); err != nil {
-		return fmt.Errorf("set default active thread percentage: %w", err)
-	}
-	return nil
+	return c.doEmpty(ctx, "set default active thread percentage", verbSetDefaultActiveThreads, pct)
 }
 
 // DefaultActiveThreadPercentage returns the default for new servers.
 func (c *Control) DefaultActiveThreadPercentage(ctx context.Context) (float64, error) {
-	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetDefaultActiveThreads)
-	if err == nil {
-		var v float64
-		if v, err = parsePercentage(verbGetDefaultActiveThreads, out); err == nil {
-			return v, nil
-		}
-	}
-	return 0, fmt.Errorf("get default active thread percentage: %w", err)
+	return query(ctx, c, c.cfg.CommandTimeout, "get default active thread percentage", parsePercentage, verbGetDefaultActiveThreads)
 }
 
 // SetActiveThreadPercentage sets the percentage of a server's clients
 // created afterwards; existing clients keep theirs.
 func (c *Control) SetActiveThreadPercentage(ctx context.Context, server PID, pct Percentage) error {
-	if err := c.doEmpty(ctx, verbSetActiveThreads, server, pct); err != nil {
-		return fmt.Errorf("set active thread percentage: %w", err)
-	}
-	return nil
+	return c.doEmpty(ctx, "set active thread percentage", verbSetActiveThreads, server, pct)
 }
 
 // ActiveThreadPercentage returns a server's percentage for new clients.
 func (c *Control) ActiveThreadPercentage(ctx context.Context, server PID) (float64, error) {
-	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetActiveThreads, server)
-	if err == nil {
-		var v float64
-		if v, err = parsePercentage(verbGetActiveThreads, out); err == nil {
-			return v, nil
-		}
-	}
-	return 0, fmt.Errorf("get active thread percentage: %w", err)
+	return query(ctx, c, c.cfg.CommandTimeout, "get active thread percentage", parsePercentage, verbGetActiveThreads, server)
 }
 
 // SetDefaultDevicePinnedMemLimit sets the default per-client pinned memory
 // limit on dev for servers started afterwards.
 func (c *Control) SetDefaultDevicePinnedMemLimit(ctx context.Context, dev Device, limit MemLimit) error {
-	if err := c.doEmpty(ctx, verbSetDefaultPinnedMemLimit, dev, limit); err != nil {
-		return fmt.Errorf("set default pinned memory limit: %w", err)
-	}
-	return nil
+	return c.doEmpty(ctx, "set default pinned memory limit", verbSetDefaultPinnedMemLimit, dev, limit)
 }
 
 // DefaultDevicePinnedMemLimit returns the default limit on dev (0: none).
 func (c *Control) DefaultDevicePinnedMemLimit(ctx context.Context, dev Device) (MemLimit, error) {
-	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetDefaultPinnedMemLimit, dev)
-	if err == nil {
-		var v MemLimit
-		if v, err = parseMemLimit(verbGetDefaultPinnedMemLimit, out); err == nil {
-			return v, nil
-		}
-	}
-	return 0, fmt.Errorf("get default pinned memory limit: %w", err)
+	return query(ctx, c, c.cfg.CommandTimeout, "get default pinned memory limit", parseMemLimit, verbGetDefaultPinnedMemLimit, dev)
 }
 
 // SetDevicePinnedMemLimit sets the pinned memory limit on dev of a server's
 // clients created afterwards.
 func (c *Control) SetDevicePinnedMemLimit(ctx context.Context, server PID, dev Device, limit MemLimit) error {
-	if err := c.doEmpty(ctx, verbSetPinnedMemLimit, server, dev, limit); err != nil {
-		return fmt.Errorf("set pinned memory limit: %w", err)
-	}
-	return nil
+	return c.doEmpty(ctx, "set pinned memory limit", verbSetPinnedMemLimit, server, dev, limit)
 }
 
 // DevicePinnedMemLimit returns a server's limit on dev (0: none).
 func (c *Control) DevicePinnedMemLimit(ctx context.Context, server PID, dev Device) (MemLimit, error) {
-	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetPinnedMemLimit, server, dev)
-	if err == nil {
-		var v MemLimit
-		if v, err = parseMemLimit(verbGetPinnedMemLimit, out); err == nil {
-			return v, nil
-		}
-	}
-	return 0, fmt.Errorf("get pinned memory limit: %w", err)
+	return query(ctx, c, c.cfg.CommandTimeout, "get pinned memory limit", parseMemLimit, verbGetPinnedMemLimit, server, dev)
 }
 
 // SetDefaultClientPriority sets the priority of clients created afterwards.
 func (c *Control) SetDefaultClientPriority(ctx context.Context, p Priority) error {
-	if err := c.doEmpty(ctx, verbSetDefaultClientPriority, p); err != nil {
-		return fmt.Errorf("set default client priority: %w", err)
-	}
-	return nil
+	return c.doEmpty(ctx, "set default client priority", verbSetDefaultClientPriority, p)
 }
 
 // DefaultClientPriority returns the priority of new clients.
 func (c *Control) DefaultClientPriority(ctx context.Context) (Priority, error) {
-	out, err := c.do(ctx, c.cfg.CommandTimeout, verbGetDefaultClientPriority)
-	if err == nil {
-		var p Priority
-		if p, err = parsePriority(out); err == nil {
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("get default client priority: %w", err)
+	return query(ctx, c, c.cfg.CommandTimeout, "get default client priority", anyVerb(parsePriority), verbGetDefaultClientPriority)
 }
 
 // TerminateClient ends all outstanding GPU work of a client of a server
@@ -284,18 +225,12 @@ func (c *Control) ShutdownServer(ctx context.Context, server PID, force bool) er
 	if force {
 		params = append(params, flagForce)
 	}
-	if err := c.doEmpty(ctx, verbShutdownServer, params...); err != nil {
-		return fmt.Errorf("shut down server %d: %w", server, err)
-	}
-	return nil
+	return c.doEmpty(ctx, fmt.Sprintf("shut down server %d", server), verbShutdownServer, params...)
 }
 
 // StartServer starts a server for a user ahead of its clients (start_server).
 func (c *Control) StartServer(ctx context.Context, uid UID) error {
-	if err := c.doEmpty(ctx, verbStartServer, flagUID, uid); err != nil {
-		return fmt.Errorf("start server for uid %d: %w", uid, err)
-	}
-	return nil
+	return c.doEmpty(ctx, fmt.Sprintf("start server for uid %d", uid), verbStartServer, flagUID, uid)
 }
 
 // Quit stops the daemon (quit), only if this colocd started it: colocd never
@@ -308,8 +243,8 @@ func (c *Control) Quit(ctx context.Context) error {
 	if !started {
 		return fmt.Errorf("quit daemon: %w", ErrNotStarted)
 	}
-	if err := c.doEmpty(ctx, verbQuit); err != nil {
-		return fmt.Errorf("quit daemon %d: %w", daemon, err)
+	if err := c.doEmpty(ctx, fmt.Sprintf("quit daemon %d", daemon), verbQuit); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	c.started, c.owned = false, false

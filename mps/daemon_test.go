@@ -39,44 +39,39 @@ func withDefaults(cfg Config) Config {
 
 func TestEnsureStartsDaemonAndAppliesDefaults(t *testing.T) {
 	t.Parallel()
-	for _, supervise := range []bool{false, true} {
-		name := map[bool]string{false: "background -d", true: "supervised -f"}[supervise]
-		t.Run(name, func(t *testing.T) {
-			f := newFake(t)
-			cfg := withDefaults(f.config())
-			cfg.Supervise = supervise
-			c := f.control(cfg)
-			ctx := testCtx(t)
-			if err := c.Ensure(ctx); err != nil {
-				t.Fatal(err)
-			}
-			h := c.Health()
-			if h.State != StateReady || !h.Started || !h.Owned || h.Daemon != f.daemonPID() || !strings.HasPrefix(h.Reason, "started daemon") {
-				t.Fatalf("Health = %+v", h)
-			}
-			want := map[bool]string{false: "-d", true: "-f"}[supervise]
-			if got := f.lines("fake-starts.log"); len(got) != 1 || got[0] != want {
-				t.Fatalf("starts = %q, want [%s]", got, want)
-			}
-			st := f.state()
-			if st.Visible != string(testUUID) {
-				t.Fatalf("daemon CUDA_VISIBLE_DEVICES = %q, want %s", st.Visible, testUUID)
-			}
-			if st.DefaultPct != 40 || st.DefaultMem[string(testUUID)] != "8192M" || st.Priority != 1 {
-				t.Fatalf("defaults not applied: %+v", st)
-			}
-			// Close without QuitOnClose leaves the daemon to the inference server.
-			if err := c.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if f.count("quit") != 0 || !alive(f.daemonPID()) {
-				t.Fatal("Close quit the daemon without QuitOnClose")
-			}
-			if supervise {
-				quitAndWait(t, c) // ends the child, so that its reaper ends too
-			}
-		})
-	}
+	eachDaemonMode(t, func(t *testing.T, supervise bool) {
+		f := newFake(t)
+		cfg := withDefaults(f.config())
+		cfg.Supervise = supervise
+		c := f.control(cfg)
+		ctx := testCtx(t)
+		ensure(t, c)
+		h := c.Health()
+		if h.State != StateReady || !h.Started || !h.Owned || h.Daemon != f.daemonPID() || !strings.HasPrefix(h.Reason, "started daemon") {
+			t.Fatalf("Health = %+v", h)
+		}
+		want := map[bool]string{false: "-d", true: "-f"}[supervise]
+		if got := f.lines("fake-starts.log"); len(got) != 1 || got[0] != want {
+			t.Fatalf("starts = %q, want [%s]", got, want)
+		}
+		st := f.state()
+		if st.Visible != string(testUUID) {
+			t.Fatalf("daemon CUDA_VISIBLE_DEVICES = %q, want %s", st.Visible, testUUID)
+		}
+		if st.DefaultPct != 40 || st.DefaultMem[string(testUUID)] != "8192M" || st.Priority != 1 {
+			t.Fatalf("defaults not applied: %+v", st)
+		}
+		// Close without QuitOnClose leaves the daemon to the inference server.
+		if err := c.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if f.count("quit") != 0 || !alive(f.daemonPID()) {
+			t.Fatal("Close quit the daemon without QuitOnClose")
+		}
+		if supervise {
+			quitAndWait(t, c) // ends the child, so that its reaper ends too
+		}
+	})
 }
 
 func TestEnsureAttachesToForeignDaemon(t *testing.T) {
@@ -87,9 +82,7 @@ func TestEnsureAttachesToForeignDaemon(t *testing.T) {
 	cfg.QuitOnClose = true
 	c := f.control(cfg)
 	ctx := testCtx(t)
-	if err := c.Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ensure(t, c)
 	h := c.Health()
 	if h.Started || h.Owned || h.Daemon != pid || !strings.HasPrefix(h.Reason, "attached to daemon") {
 		t.Fatalf("Health = %+v", h)
@@ -118,13 +111,9 @@ func TestRestartedColocdReattaches(t *testing.T) {
 	cfg.QuitOnClose = true
 	first := f.control(cfg)
 	ctx := testCtx(t)
-	if err := first.Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ensure(t, first)
 	second := f.control(cfg)
-	if err := second.Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ensure(t, second)
 	h := second.Health()
 	if h.Started || !h.Owned {
 		t.Fatalf("Health = %+v, want owned but not started", h)
@@ -185,22 +174,20 @@ func TestEnsureStartsNoSecondDaemon(t *testing.T) {
 
 func TestEnsureStartFailure(t *testing.T) {
 	t.Parallel()
-	for _, supervise := range []bool{false, true} {
-		t.Run(strconv.FormatBool(supervise), func(t *testing.T) {
-			f := newFake(t)
-			f.touch("fake-fail-start", "")
-			cfg := f.config()
-			cfg.Supervise = supervise
-			c := f.control(cfg)
-			err := c.Ensure(testCtx(t))
-			if err == nil || !strings.HasPrefix(err.Error(), "start daemon") {
-				t.Fatalf("Ensure = %v, want a start error", err)
-			}
-			if h := c.Health(); h.Started || h.State == StateReady {
-				t.Fatalf("Health = %+v after a failed start", h)
-			}
-		})
-	}
+	eachDaemonMode(t, func(t *testing.T, supervise bool) {
+		f := newFake(t)
+		f.touch("fake-fail-start", "")
+		cfg := f.config()
+		cfg.Supervise = supervise
+		c := f.control(cfg)
+		err := c.Ensure(testCtx(t))
+		if err == nil || !strings.HasPrefix(err.Error(), "start daemon") {
+			t.Fatalf("Ensure = %v, want a start error", err)
+		}
+		if h := c.Health(); h.Started || h.State == StateReady {
+			t.Fatalf("Health = %+v after a failed start", h)
+		}
+	})
 }
 
 // TestEnsureReplacesStalePIDFile: a PID file left by a crashed daemon names
@@ -237,9 +224,7 @@ func TestCloseQuitsSupervisedChild(t *testing.T) {
 	cfg.Supervise, cfg.QuitOnClose = true, true
 	c := f.control(cfg)
 	ctx := testCtx(t)
-	if err := c.Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ensure(t, c)
 	pid := f.daemonPID()
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)

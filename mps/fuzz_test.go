@@ -14,13 +14,15 @@ import (
 // The parsers read a program's output: outside input. Each must never
 // panic, and whatever it accepts must be valid and survive a round trip.
 
-func FuzzParsePS(f *testing.F) {
-	f.Add("PID ID SERVER DEVICE NAMESPACE COMMAND\n7301 0 6120 GPU-4f0e9a21-3c7b-5d18 4026531836 ./nbody\n")
-	f.Add("PID ID SERVER DEVICE NAMESPACE COMMAND\n")
-	f.Add("PID ID SERVER DEVICE NAMESPACE COMMAND\r\n1 2 3 MIG-ab 4\t  python  x.py \r\n")
-	f.Add("garbage")
+// fuzzRoundTrip fuzzes parse from seeds. It may refuse an answer only with
+// an *OutputError; what it accepts, write checks and writes back as an
+// answer, which must parse to the same.
+func fuzzRoundTrip[T any](f *testing.F, parse func(string) (T, error), write func(*testing.T, T) string, seeds ...string) {
+	for _, s := range seeds {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, out string) {
-		rows, err := parsePS(out)
+		v, err := parse(out)
 		if err != nil {
 			var oe *OutputError
 			if !errors.As(err, &oe) {
@@ -28,6 +30,18 @@ func FuzzParsePS(f *testing.F) {
 			}
 			return
 		}
+		again, err := parse(write(t, v))
+		if err != nil {
+			t.Fatalf("round trip: %v", err)
+		}
+		if diff := cmp.Diff(v, again); diff != "" {
+			t.Fatalf("round trip (-parsed +reparsed):\n%s", diff)
+		}
+	})
+}
+
+func FuzzParsePS(f *testing.F) {
+	fuzzRoundTrip(f, parsePS, func(t *testing.T, rows []Client) string {
 		var b strings.Builder
 		b.WriteString("PID ID SERVER DEVICE NAMESPACE COMMAND\n")
 		for _, r := range rows {
@@ -39,29 +53,16 @@ func FuzzParsePS(f *testing.F) {
 			}
 			fmt.Fprintf(&b, "%d %d %d %s %d %s\n", r.PID, r.ID, r.Server, r.Device, r.Namespace, r.Command)
 		}
-		again, err := parsePS(b.String())
-		if err != nil {
-			t.Fatalf("round trip: %v", err)
-		}
-		if diff := cmp.Diff(rows, again); diff != "" {
-			t.Fatalf("round trip (-parsed +reparsed):\n%s", diff)
-		}
-	})
+		return b.String()
+	},
+		"PID ID SERVER DEVICE NAMESPACE COMMAND\n7301 0 6120 GPU-4f0e9a21-3c7b-5d18 4026531836 ./nbody\n",
+		"PID ID SERVER DEVICE NAMESPACE COMMAND\n",
+		"PID ID SERVER DEVICE NAMESPACE COMMAND\r\n1 2 3 MIG-ab 4\t  python  x.py \r\n",
+		"garbage")
 }
 
 func fuzzPIDLines(f *testing.F, parse func(string) ([]PID, error)) {
-	f.Add("1234\n5678\n")
-	f.Add("")
-	f.Add("1\r\n\r\n4194304")
-	f.Add("4194305")
-	f.Fuzz(func(t *testing.T, out string) {
-		pids, err := parse(out)
-		if err != nil {
-			if !errors.Is(err, ErrUnexpectedOutput) {
-				t.Fatalf("error %v is not ErrUnexpectedOutput", err)
-			}
-			return
-		}
+	fuzzRoundTrip(f, parse, func(t *testing.T, pids []PID) string {
 		var b strings.Builder
 		for _, p := range pids {
 			if p.Validate() != nil {
@@ -69,14 +70,8 @@ func fuzzPIDLines(f *testing.F, parse func(string) ([]PID, error)) {
 			}
 			fmt.Fprintf(&b, "%d\n", p)
 		}
-		again, err := parse(b.String())
-		if err != nil {
-			t.Fatalf("round trip: %v", err)
-		}
-		if diff := cmp.Diff(pids, again); diff != "" {
-			t.Fatalf("round trip (-parsed +reparsed):\n%s", diff)
-		}
-	})
+		return b.String()
+	}, "1234\n5678\n", "", "1\r\n\r\n4194304", "4194305")
 }
 
 func FuzzParseServerList(f *testing.F) { fuzzPIDLines(f, parseServerList) }

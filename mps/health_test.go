@@ -184,43 +184,40 @@ func TestHealthUnresponsiveAndUnknown(t *testing.T) {
 // reports it down, restarts it and applies the defaults again.
 func TestHealthRestartsOwnedDaemon(t *testing.T) {
 	t.Parallel()
-	for _, supervise := range []bool{false, true} {
-		name := map[bool]string{false: "background", true: "supervised"}[supervise]
-		t.Run(name, func(t *testing.T) {
-			f := newFake(t)
-			logs := &testLogger{}
-			cfg := withDefaults(f.config())
-			cfg.Supervise = supervise
-			cfg.Logger = slog.New(logs)
-			c := f.control(cfg)
-			ensure(t, c)
-			first := f.daemonPID()
-			events, stop := watch(t, c)
-			f.touch("fake-crash", "")
-			if h := waitState(t, events, StateDown); !strings.Contains(h.Reason, "starting it") {
-				t.Fatalf("Health = %+v", h)
-			}
-			h := waitState(t, events, StateReady)
-			if !strings.Contains(h.Reason, "restarted daemon") || !h.Started || !h.Owned || h.Daemon == first {
-				t.Fatalf("Health = %+v", h)
-			}
-			if st := f.state(); st.DefaultPct != 40 || st.DefaultMem[string(testUUID)] != "8192M" || st.Priority != 1 {
-				t.Fatalf("defaults not re-applied: %+v", st)
-			}
-			if n := f.count("set_default_active_thread_percentage 40"); n != 2 {
-				t.Fatalf("defaults applied %d times, want 2", n)
-			}
-			if !logs.has("mps daemon restarted") {
-				t.Fatalf("logged %q, want the restart", logs.msgs)
-			}
-			if supervise {
-				// Stop the health loop first: it owns the daemon and would
-				// restart it after the quit, racing the test's cleanup.
-				stop()
-				quitAndWait(t, c)
-			}
-		})
-	}
+	eachDaemonMode(t, func(t *testing.T, supervise bool) {
+		f := newFake(t)
+		logs := &testLogger{}
+		cfg := withDefaults(f.config())
+		cfg.Supervise = supervise
+		cfg.Logger = slog.New(logs)
+		c := f.control(cfg)
+		ensure(t, c)
+		first := f.daemonPID()
+		events, stop := watch(t, c)
+		f.touch("fake-crash", "")
+		if h := waitState(t, events, StateDown); !strings.Contains(h.Reason, "starting it") {
+			t.Fatalf("Health = %+v", h)
+		}
+		h := waitState(t, events, StateReady)
+		if !strings.Contains(h.Reason, "restarted daemon") || !h.Started || !h.Owned || h.Daemon == first {
+			t.Fatalf("Health = %+v", h)
+		}
+		if st := f.state(); st.DefaultPct != 40 || st.DefaultMem[string(testUUID)] != "8192M" || st.Priority != 1 {
+			t.Fatalf("defaults not re-applied: %+v", st)
+		}
+		if n := f.count("set_default_active_thread_percentage 40"); n != 2 {
+			t.Fatalf("defaults applied %d times, want 2", n)
+		}
+		if !logs.has("mps daemon restarted") {
+			t.Fatalf("logged %q, want the restart", logs.msgs)
+		}
+		if supervise {
+			// Stop the health loop first: it owns the daemon and would
+			// restart it after the quit, racing the test's cleanup.
+			stop()
+			quitAndWait(t, c)
+		}
+	})
 }
 
 // TestHealthRestartBacksOff: while starts fail the daemon stays down, and
@@ -307,9 +304,7 @@ func TestHealthNoRestartAfterClose(t *testing.T) {
 	f := newFake(t)
 	c := f.control(f.config())
 	ctx := testCtx(t)
-	if err := c.Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ensure(t, c)
 	events, _ := watch(t, c)
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -366,11 +361,7 @@ func TestStateText(t *testing.T) {
 // not be started by Ensure (say, at boot) is started by the health loop.
 func TestRunStartsDaemonAfterFailedEnsure(t *testing.T) {
 	t.Parallel()
-	for _, supervise := range []bool{false, true} {
-		t.Run(map[bool]string{false: "background", true: "supervised"}[supervise], func(t *testing.T) {
-			testRunStartsDaemonAfterFailedEnsure(t, supervise)
-		})
-	}
+	eachDaemonMode(t, testRunStartsDaemonAfterFailedEnsure)
 }
 
 func testRunStartsDaemonAfterFailedEnsure(t *testing.T, supervise bool) {

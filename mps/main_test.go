@@ -124,6 +124,15 @@ func (f *fake) startedControl(edit func(*Config)) *Control {
 	return f.control(cfg)
 }
 
+// eachDaemonMode runs test in a subtest for a daemon that colocd starts in
+// the background (-d), and in one for a daemon it supervises in the
+// foreground (-f).
+func eachDaemonMode(t *testing.T, test func(t *testing.T, supervise bool)) {
+	for _, supervise := range []bool{false, true} {
+		t.Run(map[bool]string{false: "background", true: "supervised"}[supervise], func(t *testing.T) { test(t, supervise) })
+	}
+}
+
 // ensure runs c.Ensure and ends the test if it fails.
 func ensure(t *testing.T, c *Control) {
 	t.Helper()

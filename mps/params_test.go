@@ -10,57 +10,35 @@ import (
 func TestParamValidate(t *testing.T) {
 	t.Parallel()
 	const uuid = "GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab"
-	tests := []struct {
-		name string
-		p    param
-		ok   bool
-		arg  string
-	}{
-		{name: "pid 1", p: PID(1), ok: true, arg: "1"},
-		{name: "pid max", p: MaxPID, ok: true, arg: "4194304"},
-		{name: "pid 0", p: PID(0)},
-		{name: "pid negative", p: PID(-5)},
-		{name: "pid too large", p: MaxPID + 1},
-		{name: "percentage 1", p: Percentage(1), ok: true, arg: "1"},
-		{name: "percentage 100", p: Percentage(100), ok: true, arg: "100"},
-		{name: "percentage 0", p: Percentage(0)},
-		{name: "percentage 101", p: Percentage(101)},
-		{name: "priority normal", p: PriorityNormal, ok: true, arg: "0"},
-		{name: "priority below normal", p: PriorityBelowNormal, ok: true, arg: "1"},
-		{name: "priority 2", p: Priority(2)},
-		{name: "uid root", p: UID(0), ok: true, arg: "0"},
-		{name: "uid -1", p: UID(-1)},
-		{name: "uuid", p: UUID(uuid), ok: true, arg: uuid},
-		{name: "uuid mig", p: UUID("MIG-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab"), ok: true, arg: "MIG-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab"},
-		{name: "uuid short", p: UUID("GPU-5a2c0f3e")},
-		{name: "uuid newline quit", p: UUID(uuid + "\nquit")},
-		{name: "uuid space", p: UUID("GPU-5a2c0f3e-8b7d-4c1a-9e6f 0123456789ab")},
-		{name: "uuid not hex", p: UUID("GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789zz")},
-		{name: "device 0", p: DeviceIndex(0), ok: true, arg: "0"},
-		{name: "device 255", p: DeviceIndex(255), ok: true, arg: "255"},
-		{name: "device -1", p: DeviceIndex(-1)},
-		{name: "device 256", p: DeviceIndex(256)},
-		{name: "device uuid", p: DeviceUUID(uuid), ok: true, arg: uuid},
-		{name: "device bad uuid", p: DeviceUUID("GPU-1;quit")},
-		{name: "mem 1 MiB", p: MiB, ok: true, arg: "1M"},
-		{name: "mem 10 GiB", p: 10 * GiB, ok: true, arg: "10240M"},
-		{name: "mem 0", p: MemLimit(0)},
-		{name: "mem not MiB multiple", p: MiB + 1},
-		{name: "mem too large", p: MaxMemLimit + MiB},
+	const mig = "MIG-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab"
+	// Each valid parameter and the argument it becomes on the command line.
+	for p, arg := range map[param]string{
+		PID(1): "1", MaxPID: "4194304",
+		Percentage(1): "1", Percentage(100): "100",
+		PriorityNormal: "0", PriorityBelowNormal: "1",
+		UID(0):     "0",
+		UUID(uuid): uuid, UUID(mig): mig,
+		DeviceIndex(0): "0", DeviceIndex(255): "255", DeviceUUID(uuid): uuid,
+		MiB: "1M", 10 * GiB: "10240M",
+	} {
+		if err := p.Validate(); err != nil {
+			t.Errorf("%T(%#v).Validate() = %v", p, p, err)
+		} else if got := p.arg(); got != arg {
+			t.Errorf("%T(%#v).arg() = %q, want %q", p, p, got, arg)
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.p.Validate()
-			if (err == nil) != tt.ok {
-				t.Fatalf("Validate() = %v, want ok %v", err, tt.ok)
-			}
-			if err != nil && !errors.Is(err, ErrInvalidArgument) {
-				t.Fatalf("Validate() = %v, want ErrInvalidArgument", err)
-			}
-			if tt.ok && tt.p.arg() != tt.arg {
-				t.Fatalf("arg() = %q, want %q", tt.p.arg(), tt.arg)
-			}
-		})
+	for _, p := range []param{
+		PID(0), PID(-5), MaxPID + 1,
+		Percentage(0), Percentage(101),
+		Priority(2),
+		UID(-1),
+		UUID("GPU-5a2c0f3e"), UUID(uuid + "\nquit"), UUID("GPU-5a2c0f3e-8b7d-4c1a-9e6f 0123456789ab"), UUID("GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789zz"),
+		DeviceIndex(-1), DeviceIndex(256), DeviceUUID("GPU-1;quit"),
+		MemLimit(0), MiB + 1, MaxMemLimit + MiB,
+	} {
+		if err := p.Validate(); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%T(%#v).Validate() = %v, want ErrInvalidArgument", p, p, err)
+		}
 	}
 }
 
@@ -107,27 +85,17 @@ func uuidErr(s string) error { _, err := ParseUUID(s); return err }
 
 func TestSafeLine(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		line string
-		ok   bool
-	}{
-		{name: "plain", line: "terminate_client 12 34", ok: true},
-		{name: "uuid", line: "set_default_device_pinned_mem_limit GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab 10M", ok: true},
-		{name: "newline", line: "ps\nquit"},
-		{name: "carriage return", line: "ps\rquit"},
-		{name: "semicolon", line: "ps;quit"},
-		{name: "double space", line: "ps  -p 1"},
-		{name: "leading space", line: " ps"},
-		{name: "nul", line: "ps\x00"},
-		{name: "empty", line: ""},
+	for _, line := range []string{"terminate_client 12 34", "set_default_device_pinned_mem_limit GPU-5a2c0f3e-8b7d-4c1a-9e6f-0123456789ab 10M"} {
+		if !safeLine(line) {
+			t.Errorf("safeLine(%q) = false, want true", line)
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := safeLine(tt.line); got != tt.ok {
-				t.Fatalf("safeLine(%q) = %v, want %v", tt.line, got, tt.ok)
-			}
-		})
+	// Line breaks, a command separator, spacing the daemon does not
+	// write, a NUL, nothing.
+	for _, line := range []string{"ps\nquit", "ps\rquit", "ps;quit", "ps  -p 1", " ps", "ps\x00", ""} {
+		if safeLine(line) {
+			t.Errorf("safeLine(%q) = true, want false", line)
+		}
 	}
 }
 

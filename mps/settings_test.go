@@ -9,24 +9,20 @@ import (
 
 func TestSettingsSimulated(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name         string
-		control      string
-		gpuSimulated bool
-		want         bool
-	}{
-		{"default control, real GPU", DefaultControl, false, false},
-		{"default control, simulated GPU", DefaultControl, true, true},
-		{"sim, real GPU", SimControl, false, true},
-		{"sim, simulated GPU", SimControl, true, true},
-		{"fake binary, simulated GPU", "/tmp/fake/nvidia-cuda-mps-control", true, false},
-		{"other name, real GPU", "my-mps-control", false, false},
-	}
-	for _, tt := range tests {
+	// Per control program: Simulated with a real GPU, and with a simulated
+	// one.
+	for control, want := range map[string][2]bool{
+		DefaultControl:                      {false, true},
+		SimControl:                          {true, true},
+		"/tmp/fake/nvidia-cuda-mps-control": {false, false},
+		"my-mps-control":                    {false, false},
+	} {
 		s := DefaultSettings()
-		s.Control = tt.control
-		if got := s.Simulated(tt.gpuSimulated); got != tt.want {
-			t.Errorf("%s: Simulated(%v) = %v, want %v", tt.name, tt.gpuSimulated, got, tt.want)
+		s.Control = control
+		for i, gpuSimulated := range []bool{false, true} {
+			if got := s.Simulated(gpuSimulated); got != want[i] {
+				t.Errorf("control %q: Simulated(%v) = %v, want %v", control, gpuSimulated, got, want[i])
+			}
 		}
 	}
 }

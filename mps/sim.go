@@ -232,6 +232,16 @@ func (s *Sim) begin(ctx context.Context, what, verb string, params ...param) err
 	return nil
 }
 
+// locked runs fn with s.mu held, once begin has accepted the command.
+func (s *Sim) locked(ctx context.Context, what, verb string, fn func(), params ...param) error {
+	if err := s.begin(ctx, what, verb, params...); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	fn()
+	return nil
+}
+
 // server returns a server by PID. s.mu held.
 func (s *Sim) server(what string, pid PID) (*simServer, error) {
 	sv, ok := s.servers[pid]
@@ -314,21 +324,13 @@ func (s *Sim) ServerClients(ctx context.Context, server PID) ([]Client, error) {
 
 // SetDefaultActiveThreadPercentage is Control.SetDefaultActiveThreadPercentage.
 func (s *Sim) SetDefaultActiveThreadPercentage(ctx context.Context, pct Percentage) error {
-	if err := s.begin(ctx, "set default active thread percentage", verbSetDefaultActiveThreads, pct); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	s.defaultPct = pct
-	return nil
+	return s.locked(ctx, "set default active thread percentage", verbSetDefaultActiveThreads, func() { s.defaultPct = pct }, pct)
 }
 
 // DefaultActiveThreadPercentage is Control.DefaultActiveThreadPercentage.
-func (s *Sim) DefaultActiveThreadPercentage(ctx context.Context) (float64, error) {
-	if err := s.begin(ctx, "get default active thread percentage", verbGetDefaultActiveThreads); err != nil {
-		return 0, err
-	}
-	defer s.mu.Unlock()
-	return float64(s.defaultPct), nil
+func (s *Sim) DefaultActiveThreadPercentage(ctx context.Context) (v float64, err error) {
+	err = s.locked(ctx, "get default active thread percentage", verbGetDefaultActiveThreads, func() { v = float64(s.defaultPct) })
+	return v, err
 }
 
 // SetActiveThreadPercentage is Control.SetActiveThreadPercentage.
@@ -360,21 +362,13 @@ func (s *Sim) ActiveThreadPercentage(ctx context.Context, server PID) (float64, 
 
 // SetDefaultDevicePinnedMemLimit is Control.SetDefaultDevicePinnedMemLimit.
 func (s *Sim) SetDefaultDevicePinnedMemLimit(ctx context.Context, dev Device, limit MemLimit) error {
-	if err := s.begin(ctx, "set default pinned memory limit", verbSetDefaultPinnedMemLimit, dev, limit); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	s.defaultMem[dev.arg()] = limit
-	return nil
+	return s.locked(ctx, "set default pinned memory limit", verbSetDefaultPinnedMemLimit, func() { s.defaultMem[dev.arg()] = limit }, dev, limit)
 }
 
 // DefaultDevicePinnedMemLimit is Control.DefaultDevicePinnedMemLimit.
-func (s *Sim) DefaultDevicePinnedMemLimit(ctx context.Context, dev Device) (MemLimit, error) {
-	if err := s.begin(ctx, "get default pinned memory limit", verbGetDefaultPinnedMemLimit, dev); err != nil {
-		return 0, err
-	}
-	defer s.mu.Unlock()
-	return s.defaultMem[dev.arg()], nil
+func (s *Sim) DefaultDevicePinnedMemLimit(ctx context.Context, dev Device) (v MemLimit, err error) {
+	err = s.locked(ctx, "get default pinned memory limit", verbGetDefaultPinnedMemLimit, func() { v = s.defaultMem[dev.arg()] }, dev)
+	return v, err
 }
 
 // SetDevicePinnedMemLimit is Control.SetDevicePinnedMemLimit.
@@ -406,21 +400,13 @@ func (s *Sim) DevicePinnedMemLimit(ctx context.Context, server PID, dev Device) 
 
 // SetDefaultClientPriority is Control.SetDefaultClientPriority.
 func (s *Sim) SetDefaultClientPriority(ctx context.Context, p Priority) error {
-	if err := s.begin(ctx, "set default client priority", verbSetDefaultClientPriority, p); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	s.priority = p
-	return nil
+	return s.locked(ctx, "set default client priority", verbSetDefaultClientPriority, func() { s.priority = p }, p)
 }
 
 // DefaultClientPriority is Control.DefaultClientPriority.
-func (s *Sim) DefaultClientPriority(ctx context.Context) (Priority, error) {
-	if err := s.begin(ctx, "get default client priority", verbGetDefaultClientPriority); err != nil {
-		return 0, err
-	}
-	defer s.mu.Unlock()
-	return s.priority, nil
+func (s *Sim) DefaultClientPriority(ctx context.Context) (v Priority, err error) {
+	err = s.locked(ctx, "get default client priority", verbGetDefaultClientPriority, func() { v = s.priority })
+	return v, err
 }
 
 // TerminateClient is Control.TerminateClient: the client is removed.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )
 
@@ -46,6 +47,18 @@ func Start(t testing.TB, opts *server.Options) *server.Server {
 		t.Fatalf("nats-server %s not ready after %v: %v not listening (a port taken?)", opts.ServerName, readyTimeout, down)
 	}
 	return ns
+}
+
+// Connect connects a plain client to ns with opts and closes it when the
+// test ends.
+func Connect(t testing.TB, ns *server.Server, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(ns.ClientURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
 
 // Seeds writes the seed files of the documented sidecar and launcher users

@@ -374,6 +374,27 @@ func (k *call) pct(i int) (float64, bool) {
 	return v, err == nil && v > 0 && v <= 100
 }
 
+// priority is argument i as a client priority: 0 (normal) or 1 (below
+// normal).
+func (k *call) priority(i int) (int, bool) {
+	p, ok := k.num(i)
+	return p, ok && p <= 1
+}
+
+// setDefault answers a set_default_* command that takes one value: parse
+// reads it, and set stores it. A value parse refuses, or a wrong number of
+// arguments, gets the daemon's message invalid.
+func setDefault[T any](parse func(*call, int) (T, bool), set func(*state, T), invalid string) func(*call) string {
+	return func(k *call) string {
+		v, ok := parse(k, 0)
+		if !ok || len(k.args) != 1 {
+			return invalid
+		}
+		set(k.st, v)
+		return ""
+	}
+}
+
 // notFound is the daemon's answer for a server PID (argument i) it does not know.
 func (k *call) notFound(i int) string {
 	if i >= len(k.args) {
@@ -440,14 +461,7 @@ var verbs = map[string]func(k *call) string{
 		}
 		return b.String()
 	},
-	"set_default_active_thread_percentage": func(k *call) string {
-		p, ok := k.pct(0)
-		if !ok || len(k.args) != 1 {
-			return "Invalid active thread percentage\n"
-		}
-		k.st.DefaultPct = p
-		return ""
-	},
+	"set_default_active_thread_percentage": setDefault((*call).pct, func(st *state, p float64) { st.DefaultPct = p }, "Invalid active thread percentage\n"),
 	"get_default_active_thread_percentage": func(k *call) string {
 		return fmt.Sprintf("%.1f\n", k.st.DefaultPct)
 	},
@@ -495,14 +509,7 @@ var verbs = map[string]func(k *call) string{
 		}
 		return orZero(s.Mem[k.args[1]]) + "\n"
 	},
-	"set_default_client_priority": func(k *call) string {
-		p, ok := k.num(0)
-		if !ok || p > 1 || len(k.args) != 1 {
-			return "Invalid client priority\n"
-		}
-		k.st.Priority = p
-		return ""
-	},
+	"set_default_client_priority": setDefault((*call).priority, func(st *state, p int) { st.Priority = p }, "Invalid client priority\n"),
 	"get_default_client_priority": func(k *call) string {
 		return fmt.Sprintf("%d\n", k.st.Priority)
 	},
