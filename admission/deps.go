@@ -206,10 +206,11 @@ type Deps struct {
 // tail latency, with which Guard corrects the predictions.
 type LatencyObserver interface {
 	Observer
-	// ObservedWindow is the service's last window of latency figures, and
-	// whether it may be decided on (recent, and with enough requests for a
-	// p99).
-	ObservedWindow(service string) (ObservedWindow, bool)
+	// ObservedWindow is the service's latency figures over what it served
+	// from since on (as far back as the observer keeps; a zero since: its
+	// last window), and whether they may be decided on (recent, and with
+	// enough requests for a p99).
+	ObservedWindow(service string, since time.Time) (ObservedWindow, bool)
 }
 
 // ObservedWindow is what a server's own metrics say over one window.

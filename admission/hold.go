@@ -75,7 +75,7 @@ func (c *Controller) observedOverSLO(services []ServiceSpec) bool {
 		return false
 	}
 	for _, s := range services {
-		if w, ok := lo.ObservedWindow(s.Name); ok && !math.IsNaN(w.P99MS) && w.P99MS > s.SLOP99MS {
+		if w, ok := lo.ObservedWindow(s.Name, time.Time{}); ok && !math.IsNaN(w.P99MS) && w.P99MS > s.SLOP99MS {
 			return true
 		}
 	}

@@ -33,7 +33,7 @@ func (s *heldServer) ObservedRate(string) (float64, bool) {
 	return s.rate, s.rate > 0
 }
 
-func (s *heldServer) ObservedWindow(string) (ObservedWindow, bool) {
+func (s *heldServer) ObservedWindow(string, time.Time) (ObservedWindow, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return ObservedWindow{P99MS: s.p99, End: s.Now(), Requests: 1000}, s.p99 > 0

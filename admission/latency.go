@@ -52,7 +52,7 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 	}
 	changed := false
 	for i, svc := range s.pol.cfg.Services {
-		win, ok := lo.ObservedWindow(svc.Name)
+		win, ok := lo.ObservedWindow(svc.Name, moved)
 		p99, since := win.P99MS, win.Since
 		if !ok || !(p99 > 0) || math.IsInf(p99, 0) || since.Before(moved) {
 			continue

@@ -21,7 +21,7 @@ type fakeLatency struct {
 
 func (f *fakeLatency) ObservedRate(string) (float64, bool) { return 0, false }
 
-func (f *fakeLatency) ObservedWindow(string) (ObservedWindow, bool) {
+func (f *fakeLatency) ObservedWindow(string, time.Time) (ObservedWindow, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return ObservedWindow{P99MS: f.p99, Since: f.since, End: time.Now(), Requests: 1000}, f.p99 > 0

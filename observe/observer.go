@@ -36,6 +36,10 @@ type Config struct {
 	Horizon time.Duration
 	// Logger logs state changes; nil discards.
 	Logger *slog.Logger
+	// History is how far back ObserveSince reaches (0: MaxWindow, at
+	// least Window): a quiet server's p99 needs longer than one window to
+	// hold enough requests.
+	History time.Duration
 	// Clock, when set, is the observer's time (nil: time.Now). A replay
 	// sets it to its simulated time and calls ScrapeOnce instead of Run.
 	Clock func() time.Time
@@ -82,6 +86,7 @@ type Observer struct {
 
 	mu      sync.Mutex
 	win     Window
+	hist    Window // the readings of the last History
 	holt    Holt
 	lastOK  time.Time
 	lastErr error
@@ -101,6 +106,10 @@ func NewObserver(src Source, cfg Config) *Observer {
 	if cfg.Horizon <= 0 {
 		cfg.Horizon = DefaultHorizon
 	}
+	if cfg.History <= 0 {
+		cfg.History = MaxWindow
+	}
+	cfg.History = max(cfg.History, cfg.Window)
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -108,7 +117,7 @@ func NewObserver(src Source, cfg Config) *Observer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Observer{src: src, cfg: cfg, log: log, win: Window{Span: cfg.Window}}
+	return &Observer{src: src, cfg: cfg, log: log, win: Window{Span: cfg.Window}, hist: Window{Span: cfg.History}}
 }
 
 // Run scrapes at once and then every Interval until ctx is done.
@@ -151,6 +160,7 @@ func (o *Observer) ScrapeOnce(ctx context.Context) {
 		// After an outage longer than MaxAge, a delta across it would
 		// average the gap: start the window over.
 		o.win = Window{Span: o.cfg.Window}
+		o.hist = Window{Span: o.cfg.History}
 		o.holt.Reset()
 	}
 	if prev, ok := o.win.Last(); ok && r.At.After(prev.At) {
@@ -158,6 +168,26 @@ func (o *Observer) ScrapeOnce(ctx context.Context) {
 	}
 	o.lastErr, o.lastOK = nil, now
 	o.win.Add(r)
+	o.hist.Add(r)
+}
+
+// ObserveSince returns the observation over what the server did from
+// since on, as far back as History: the current observation's state, age
+// and forecast, with the figures of the readings at or after since; a zero
+// since is Observe's window. Measuring a prediction against the server
+// asks for the time the jobs beside it last changed: everything since
+// then, not one window's worth.
+func (o *Observer) ObserveSince(since time.Time) Observation {
+	obs := o.Observe()
+	if since.IsZero() {
+		return obs
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if st, ok := o.hist.StatsSince(since); ok && obs.Usable() {
+		obs.Stats = st
+	}
+	return obs
 }
 
 // Observe returns the current observation.

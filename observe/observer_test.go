@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/colocd/colocd/internal/simclock"
 )
 
 // scripted is a Source whose next answer the test sets: a counter that
@@ -102,4 +104,50 @@ func runObserver(t *testing.T, src Source, cfg Config) *Observer {
 		}
 	})
 	return o
+}
+
+// clocked is a Source on a simulated clock: step more requests per scrape.
+type clocked struct {
+	clock    *simclock.Clock
+	requests float64
+	step     float64
+}
+
+func (s *clocked) Scrape(context.Context) (Reading, error) {
+	s.requests += s.step
+	return Reading{At: s.clock.Now(), Requests: s.requests}, nil
+}
+
+// ObserveSince reaches back past the window, as far as History, and a
+// zero since is the window; on a simulated clock, scraped by ScrapeOnce.
+func TestObserveSinceReachesPastTheWindow(t *testing.T) {
+	t.Parallel()
+	clk := simclock.New(t0)
+	src := &clocked{clock: clk, step: 10} // 2 req/s at 5 s scrapes
+	o := NewObserver(src, Config{Interval: 5 * time.Second, Window: time.Minute, History: 3 * time.Minute, Clock: clk.Now})
+	for range 5 * 12 { // five minutes
+		o.ScrapeOnce(context.Background())
+		clk.Advance(5 * time.Second)
+	}
+	clk.Advance(-5 * time.Second) // now is the last scrape
+	win := o.Observe()
+	if win.Elapsed != time.Minute || !near(win.RateRPS, 2) || win.Age != 0 {
+		t.Fatalf("the window: elapsed %s, rate %g, age %s; want 1m, 2, 0", win.Elapsed, win.RateRPS, win.Age)
+	}
+	if got := o.ObserveSince(time.Time{}); got.Elapsed != win.Elapsed || got.Requests != win.Requests {
+		t.Errorf("a zero since: %s and %g requests, want the window's %s and %g", got.Elapsed, got.Requests, win.Elapsed, win.Requests)
+	}
+	for _, c := range []struct {
+		since time.Duration
+		want  time.Duration
+	}{
+		{4 * time.Minute, 55 * time.Second}, // the first reading at or after 4 min
+		{2 * time.Minute, 2*time.Minute + 55*time.Second},
+		{0, 3 * time.Minute}, // before the history: as far back as it holds
+	} {
+		got := o.ObserveSince(t0.Add(c.since))
+		if got.Elapsed != c.want || !near(got.RateRPS, 2) || got.Requests != 2*c.want.Seconds() || !got.Usable() {
+			t.Errorf("since %s: elapsed %s, %g requests at %g req/s; want %s at 2", c.since, got.Elapsed, got.Requests, got.RateRPS, c.want)
+		}
+	}
 }

@@ -81,18 +81,29 @@ func sureQuantile(n float64) float64 {
 
 // Stats computes the window's figures; ok is false with fewer than two
 // readings.
-func (w *Window) Stats() (s Stats, ok bool) {
+func (w *Window) Stats() (s Stats, ok bool) { return stats(w.readings) }
+
+// StatsSince computes the figures of the window's readings at or after
+// since (the first of them the base of the first delta): what the server
+// did from since on, as far back as the window holds.
+func (w *Window) StatsSince(since time.Time) (Stats, bool) {
+	i, _ := slices.BinarySearchFunc(w.readings, since, func(r Reading, t time.Time) int { return r.At.Compare(t) })
+	return stats(w.readings[i:])
+}
+
+// stats computes the figures of readings, in time order.
+func stats(readings []Reading) (s Stats, ok bool) {
 	nan := math.NaN()
 	s = Stats{MeanMS: nan, P50MS: nan, P90MS: nan, P99MS: nan, P99LowMS: nan, P99HighMS: nan, P99SureMS: nan}
-	if len(w.readings) < 2 {
+	if len(readings) < 2 {
 		return s, false
 	}
-	first, last := w.readings[0], w.readings[len(w.readings)-1]
+	first, last := readings[0], readings[len(readings)-1]
 	s.Elapsed = last.At.Sub(first.At)
 	var sum, count float64
 	var buckets []float64
-	for i := 1; i < len(w.readings); i++ {
-		prev, cur := w.readings[i-1], w.readings[i]
+	for i := 1; i < len(readings); i++ {
+		prev, cur := readings[i-1], readings[i]
 		s.Requests += delta(prev.Requests, cur.Requests)
 		d := delta(prev.DurationCount, cur.DurationCount)
 		if d > 0 {

@@ -86,6 +86,41 @@ func TestWindowSpan(t *testing.T) {
 	}
 }
 
+// StatsSince counts from the first reading at or after since: what the
+// server did after a change, however long ago within the span.
+func TestWindowStatsSince(t *testing.T) {
+	t.Parallel()
+	w := Window{Span: 10 * time.Minute}
+	for sec := 0; sec <= 300; sec += 5 { // 2 req/s, then 10 req/s from 120 s
+		n := float64(2 * min(sec, 120))
+		if sec > 120 {
+			n += float64(10 * (sec - 120))
+		}
+		w.Add(reading(sec, n))
+	}
+	for _, c := range []struct {
+		since   int
+		elapsed time.Duration
+		rate    float64
+	}{
+		{-60, 300 * time.Second, (240 + 1800) / 300.0}, // before the first reading: all of it
+		{120, 180 * time.Second, 10},
+		{121, 175 * time.Second, 10}, // the next reading at or after
+		{300, 0, 0},                  // one reading: no figures
+	} {
+		s, ok := w.StatsSince(t0.Add(time.Duration(c.since) * time.Second))
+		if c.elapsed == 0 {
+			if ok {
+				t.Errorf("since %d s: figures %+v from one reading", c.since, s)
+			}
+			continue
+		}
+		if !ok || s.Elapsed != c.elapsed || !near(s.RateRPS, c.rate) {
+			t.Errorf("since %d s: ok %v, elapsed %s, rate %g; want %s, %g", c.since, ok, s.Elapsed, s.RateRPS, c.elapsed, c.rate)
+		}
+	}
+}
+
 // TestWindowTailBucket: a p99 in the +Inf bucket is the last finite bound,
 // flagged as a lower bound.
 func TestWindowTailBucket(t *testing.T) {

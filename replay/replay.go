@@ -344,8 +344,8 @@ func (o *observer) ObservedRate(string) (float64, bool) {
 	return o.obs.Observe().PlannedRate(o.forecast)
 }
 
-func (o *observer) ObservedWindow(string) (admission.ObservedWindow, bool) {
-	ob := o.obs.Observe()
+func (o *observer) ObservedWindow(_ string, since time.Time) (admission.ObservedWindow, bool) {
+	ob := o.obs.ObserveSince(since)
 	since, end, ok := ob.Span(o.clock())
 	if !ok {
 		return admission.ObservedWindow{}, false

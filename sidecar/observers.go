@@ -121,50 +121,30 @@ func (w *watchedServices) Observe(service string) (observe.Observation, bool) {
 }
 
 // ObservedRate is admission.Observer: the load to plan for, when it may be
-// used (plannedRate, with the forecast).
+// used (observe.Observation.PlannedRate, with the forecast).
 func (w *watchedServices) ObservedRate(service string) (float64, bool) {
 	o, ok := w.Observe(service)
 	if !ok {
 		return 0, false
 	}
-	return plannedRate(o, true)
+	return o.PlannedRate(true)
 }
 
-// plannedRate is the load an observation says to plan for: the windowed
-// rate, or with forecast its forecast when that is higher, so that a rising
-// load is planned for before it arrives; ok is false when the observation
-// may not be decided on.
-func plannedRate(o observe.Observation, forecast bool) (float64, bool) {
-	if !o.Usable() || math.IsNaN(o.RateRPS) {
-		return 0, false
+// ObservedWindow is admission.LatencyObserver: the service's figures from
+// since on, once they hold observe.MinRequestsForP99 requests.
+func (w *watchedServices) ObservedWindow(service string, since time.Time) (admission.ObservedWindow, bool) {
+	w.mu.Lock()
+	x := w.byName[service]
+	w.mu.Unlock()
+	if x == nil {
+		return admission.ObservedWindow{}, false
 	}
-	if f := o.ForecastRPS; forecast && f > o.RateRPS && !math.IsInf(f, 0) {
-		return f, true
-	}
-	return o.RateRPS, true
-}
-
-// minRequestsForP99 is the fewest requests a window needs before its p99
-// corrects a prediction: with fewer, a p99 is one or two requests' luck.
-const minRequestsForP99 = 100
-
-// ObservedWindow is admission.LatencyObserver (observedWindow).
-func (w *watchedServices) ObservedWindow(service string) (admission.ObservedWindow, bool) {
-	o, ok := w.Observe(service)
+	o := x.obs.ObserveSince(since)
+	from, end, ok := o.Span(time.Now())
 	if !ok {
 		return admission.ObservedWindow{}, false
 	}
-	return observedWindow(o, time.Now())
-}
-
-// observedWindow is an observation's figures and when its window began
-// and ended, once the window holds minRequestsForP99 requests.
-func observedWindow(o observe.Observation, now time.Time) (admission.ObservedWindow, bool) {
-	if !o.Usable() || math.IsNaN(o.P99MS) || o.Requests < minRequestsForP99 {
-		return admission.ObservedWindow{}, false
-	}
-	end := now.Add(-o.Age)
-	return admission.ObservedWindow{Since: end.Add(-o.Elapsed), End: end, Requests: o.Requests, RateRPS: o.RateRPS,
+	return admission.ObservedWindow{Since: from, End: end, Requests: o.Requests, RateRPS: o.RateRPS,
 		MeanMS: o.MeanMS, P50MS: o.P50MS, P90MS: o.P90MS, P99MS: o.P99MS, P99SureMS: o.P99SureMS}, true
 }
 
