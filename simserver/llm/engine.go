@@ -254,17 +254,18 @@ func (e *Engine) preempt(r *seq) {
 
 // finishStep applies the step in flight at its end: each request whose
 // tokens are all computed samples one, the first its TTFT, the others an
-// inter-token latency; a request with all its output finishes.
+// inter-token latency; a request with all its output finishes. The step's
+// sample of vllm:iteration_tokens_total counts as vLLM's does: the tokens
+// sampled, plus the whole prompt of each request whose first token this
+// is (a prefill chunk that samples nothing counts 0; a recomputed prefill
+// counts only its token).
 func (e *Engine) finishStep() {
 	t := e.end
 	e.clock, e.flying = t, false
 	e.stats.Steps++
-	e.m.iterationTokens.observe(float64(e.step.Tokens))
 	finished := false
+	counted := 0 // the step's tokens as vLLM counts them
 	for _, r := range e.batch {
-		if r.generated == 0 {
-			e.m.promptTokens += float64(r.scheduled)
-		}
 		r.computed += r.scheduled
 		r.scheduled = 0
 		if r.computed < r.tokens() {
@@ -272,7 +273,10 @@ func (e *Engine) finishStep() {
 		}
 		r.generated++
 		e.m.generationTokens++
+		counted++
 		if r.generated == 1 {
+			e.m.promptTokens += float64(r.prompt)
+			counted += r.prompt
 			r.ttft = t - r.arrival
 			e.m.ttft.observe(r.ttft.Seconds())
 		} else {
@@ -298,6 +302,7 @@ func (e *Engine) finishStep() {
 				PromptTokens: r.prompt, OutputTokens: r.output, Preemptions: r.preempts})
 		}
 	}
+	e.m.iterationTokens.observe(float64(counted))
 	if finished {
 		kept := e.run[:0]
 		for _, r := range e.run {

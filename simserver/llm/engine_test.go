@@ -77,8 +77,10 @@ func TestChunkedPrefill(t *testing.T) {
 	if !near(ms(done[0].TTFT), want, 1e-6) || done[0].E2E != done[0].TTFT {
 		t.Errorf("TTFT %v, e2e %v; want both %.6f ms", done[0].TTFT, done[0].E2E, want)
 	}
-	if got := e.m.iterationTokens; got.n != 4 || got.sum != 200 {
-		t.Errorf("iteration tokens: %d steps, %g tokens; want 4, 200", got.n, got.sum)
+	// vLLM counts a prompt's tokens in the step of its first token, with
+	// that token: 0, 0, 0, 201.
+	if got := e.m.iterationTokens; got.n != 4 || got.sum != 201 || got.counts[0] != 3 {
+		t.Errorf("iteration tokens: %d steps, %g tokens, %d in the first bucket; want 4, 201, 3", got.n, got.sum, got.counts[0])
 	}
 }
 
@@ -169,8 +171,10 @@ func TestKVExhaustionPreempts(t *testing.T) {
 	if done[0].Preemptions != 0 || done[len(done)-1].Preemptions == 0 {
 		t.Errorf("finished in order %+v: want the first untouched and the last preempted", done)
 	}
-	if got := e.m.generationTokens; got != 300 {
-		t.Errorf("%g tokens generated, want 300", got)
+	// Tokens and prompts count once, however often a prefill was
+	// recomputed.
+	if gen, prompt := e.m.generationTokens, e.m.promptTokens; gen != 300 || prompt != 180 {
+		t.Errorf("%g tokens generated, %g prompt tokens; want 300, 180", gen, prompt)
 	}
 }
 
@@ -220,6 +224,20 @@ func TestTrainersSlowTheEngine(t *testing.T) {
 			t.Errorf("a trainer at %d %%: mean e2e %.3f ms, want more than %.3f", pct, got, prev)
 		}
 		prev = got
+	}
+}
+
+// At the same duty and percentage, a trainer of long kernels slows the
+// replay more than one of short kernels.
+func TestLongKernelTrainerSlowsMore(t *testing.T) {
+	t.Parallel()
+	mean := func(kernelMS float64) float64 {
+		cfg := tiny()
+		cfg.Trainers = func() []Trainer { return []Trainer{{Pct: 50, Duty: 0.5, BandwidthFrac: 0.1, KernelMS: kernelMS}} }
+		return meanE2E(t, cfg, 10*time.Millisecond, 100)
+	}
+	if short, long := mean(0.05), mean(2); !(long > short) {
+		t.Errorf("mean e2e next to 2 ms kernels %.3f ms, next to 50 µs kernels %.3f ms; want the long ones slower", long, short)
 	}
 }
 
