@@ -123,7 +123,9 @@ type Config struct {
 	Trainers func() []Trainer
 	// Seed seeds the step noise: equal configs and seeds give equal runs.
 	Seed uint64
-	// OnFinish, when set, is told of each finished request.
+	// OnFinish, when set, is told of each finished request, in the order
+	// they finished, by the Advance that passed their end and outside the
+	// engine's lock (so it may read the engine).
 	OnFinish func(Finished)
 }
 

@@ -37,8 +37,10 @@
 //	memory_ms  = (WeightBytes + KVBytesPerToken·Σkv) / Bandwidth
 //	step_ms    = FixedMS + max(compute_ms, memory_ms)
 //
-// Prefill is compute-bound, decode memory-bound, as Vidur's measured
-// per-operator tables show; here the roofline stands in for measurement.
+// A long prefill is compute-bound, a decode batch memory-bound. Vidur
+// predicts each operator's time from tables profiled on the GPU, as a
+// function of the batch's tokens and KV length; here the roofline stands
+// in for such tables.
 // The defaults (Default) are a Llama-2-7B-shaped fp16 model on an
 // H200-class GPU: the shapes from the model's configuration, memory,
 // bandwidth and peak FLOPS from NVIDIA's published specifications, and MFU
@@ -66,11 +68,13 @@
 //     kernels hurts more than one of short kernels at the same duty.
 //   - Bandwidth: while its kernels run the engine asks for
 //     memory_ms/max(compute_ms, memory_ms) of the peak, the trainers for
-//     Σ Duty·BandwidthFrac; when the sum exceeds the peak each side gets a
-//     share in proportion to its demand, which lengthens memory_ms by
+//     Σ Duty·BandwidthFrac (whatever their percentage: a few SMs can draw
+//     most of the bandwidth); when the sum exceeds the peak each side gets
+//     a share in proportion to its demand, which lengthens memory_ms by
 //     Σ Duty·BandwidthFrac · max(compute_ms, memory_ms).
 //
-// A trainer at Pct 0 has no effect. With the defaults (MinSMShare 0.5,
+// The step then takes FixedMS + max(compute_ms, memory_ms) + the waits
+// (Config.StepCost). A trainer at Pct 0 has no effect. With the defaults (MinSMShare 0.5,
 // LaunchesPerLayer 4, MaxKernelMS 5) the law is a hypothesis to test
 // replays against, not a fit. Each step's time is then multiplied by a
 // log-normal noise factor of mean 1 (NoiseSigma, default 0.02) from a
