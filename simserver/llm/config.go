@@ -119,7 +119,9 @@ type Config struct {
 	// request's 0 (a plain trace without token counts).
 	DefaultPromptTokens, DefaultOutputTokens int
 	// Trainers says what runs next to the engine; it is read before each
-	// step. Nil: nothing does.
+	// step. Nil: nothing does. A replay whose trainers change over
+	// simulated time advances the engine by at most the period they
+	// change in.
 	Trainers func() []Trainer
 	// Seed seeds the step noise: equal configs and seeds give equal runs.
 	Seed uint64

@@ -1,8 +1,10 @@
 package llm
 
 import (
+	"cmp"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -375,6 +377,85 @@ func TestInterTokenLatency(t *testing.T) {
 		kv := float64(16 + k + 1)
 		if want := handMS(&cfg, 1, kv, kv); !near(got, want, 1e-6) {
 			t.Errorf("token %d: %.6f ms, want %.6f", k+2, got, want)
+		}
+	}
+}
+
+// check fails t unless the engine's books balance: the free blocks and
+// those the running requests hold make the cache, a waiting request holds
+// none, a running one holds its computed tokens' blocks, and at most
+// max_num_seqs run.
+func (e *Engine) check(t *testing.T) {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	held := 0
+	for _, r := range e.run {
+		held += r.blocks
+		if r.done || r.blocks < ceilDiv(r.computed, e.cfg.Scheduler.BlockSize) || r.computed > r.tokens() {
+			t.Fatalf("running %+v holds too few blocks or is done", *r)
+		}
+	}
+	for _, r := range e.queue.q[e.queue.head:] {
+		if r.blocks != 0 || r.computed != 0 || r.done {
+			t.Fatalf("waiting %+v holds blocks or computed tokens", *r)
+		}
+	}
+	if e.free < 0 || held+e.free != e.total || len(e.run) > e.cfg.Scheduler.MaxNumSeqs {
+		t.Fatalf("free %d + held %d != %d blocks, or %d running", e.free, held, e.total, len(e.run))
+	}
+}
+
+// Random small engines and loads, advanced in random increments: the
+// books balance after every call, every request finishes with all its
+// tokens, and the counts agree.
+func TestRandomReplaysBalance(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 11))
+	for i := range 40 {
+		cfg := tiny()
+		cfg.Scheduler.BlockSize = 1 + rng.IntN(16)
+		cfg.Scheduler.MaxModelLen = 64 + rng.IntN(128)
+		cfg.Scheduler.KVBlocks = ceilDiv(cfg.Scheduler.MaxModelLen, cfg.Scheduler.BlockSize) + rng.IntN(20)
+		cfg.Scheduler.MaxNumSeqs = 1 + rng.IntN(6)
+		cfg.Scheduler.MaxNumBatchedTokens = cfg.Scheduler.MaxNumSeqs + rng.IntN(100)
+		cfg.Interference.NoiseSigma = 0.1
+		cfg.Seed = uint64(i)
+		at, want := time.Duration(0), 0
+		for range 1 + rng.IntN(40) {
+			at += time.Duration(rng.ExpFloat64() * float64(5*time.Millisecond))
+			r := Request{Arrival: at, PromptTokens: rng.IntN(80), OutputTokens: rng.IntN(60)}
+			cfg.Requests = append(cfg.Requests, r)
+			p, o := cmp.Or(r.PromptTokens, cfg.DefaultPromptTokens), cmp.Or(r.OutputTokens, cfg.DefaultOutputTokens)
+			if p+o <= cfg.Scheduler.MaxModelLen {
+				want += o
+			}
+		}
+		pct := rng.IntN(101)
+		cfg.Trainers = func() []Trainer { return []Trainer{{Pct: pct, Duty: 0.5, BandwidthFrac: 0.5, KernelMS: 0.3}} }
+		got := 0
+		cfg.OnFinish = func(f Finished) {
+			got += f.OutputTokens
+			if f.TTFT <= 0 || f.E2E < f.TTFT {
+				t.Errorf("replay %d: finished %+v", i, f)
+			}
+		}
+		e, err := New(cfg)
+		if err != nil {
+			t.Fatalf("replay %d: %v", i, err)
+		}
+		for now := time.Duration(0); !e.Done(); now += time.Duration(rng.IntN(int(20 * time.Millisecond))) {
+			if now > time.Hour {
+				t.Fatalf("replay %d: not done after an hour: %+v", i, e.Stats())
+			}
+			if err := e.Advance(cfg.Start.Add(now)); err != nil {
+				t.Fatal(err)
+			}
+			e.check(t)
+		}
+		s := e.Stats()
+		if got != want || float64(got) != e.m.generationTokens || s.Finished+s.Refused != len(cfg.Requests) || s.KVUsed != 0 {
+			t.Errorf("replay %d: %d tokens reported, %g counted, want %d; stats %+v", i, got, e.m.generationTokens, want, s)
 		}
 	}
 }
