@@ -25,7 +25,7 @@ var floors = map[string]int{
 	// that composes their sections; the launcher's side; the simulated
 	// inference server; the MIG layout planner.
 	"admission": 2, "bus": 2, "gpu": 2, "mps": 2, "mps/internal/fakemps": 2, "observe": 2, "configs": 2, "launch": 2,
-	"simserver": 2, "migplan": 2,
+	"simserver": 2, "simserver/llm": 2, "migplan": 2,
 	// 3: what wires them into a running sidecar, and the programs that
 	// drive one.
 	"sidecar": 3, "demo": 3, "loadtest": 3, "replay": 3,
