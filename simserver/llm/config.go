@@ -129,6 +129,14 @@ type Config struct {
 	// they finished, by the Advance that passed their end and outside the
 	// engine's lock (so it may read the engine).
 	OnFinish func(Finished)
+	// OnToken, when set, is told of each token sampled: when, whether it
+	// is its request's first, and its latency (time to first token, or
+	// the inter-token latency since the request's previous one). It is
+	// called with the engine's lock held: it must not call the engine.
+	OnToken func(at time.Time, first bool, latency time.Duration)
+	// Slowdown multiplies every step's time (0: 1): a GPU, driver or model
+	// slower than the law by this much, which no prediction knows of.
+	Slowdown float64
 }
 
 // Default is a Llama-2-7B-shaped model in fp16 on an H200, with vLLM V1's
@@ -231,6 +239,7 @@ func (c *Config) Validate() error {
 	num("interference.launches_per_layer", in.LaunchesPerLayer, 0, 1000, "a launch count")
 	num("interference.max_kernel_ms", in.MaxKernelMS, 0, 1000, "ms")
 	num("interference.noise_sigma", in.NoiseSigma, 0, 1, "a standard deviation")
+	num("slowdown", c.Slowdown, 0, 100, "a factor (0: none)")
 	integer("default_prompt_tokens", c.DefaultPromptTokens, 1, MaxTraceTokens, "tokens")
 	integer("default_output_tokens", c.DefaultOutputTokens, 1, MaxTraceTokens, "tokens")
 	for i, r := range c.Requests {

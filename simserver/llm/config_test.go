@@ -54,6 +54,7 @@ func TestValidate(t *testing.T) {
 		{"interference", func(c *Config) {
 			c.Interference = Interference{MinSMShare: 0, LaunchesPerLayer: -1, MaxKernelMS: math.NaN(), NoiseSigma: 2}
 		}, []string{"interference.min_sm_share", "interference.launches_per_layer", "interference.max_kernel_ms", "interference.noise_sigma"}},
+		{"slowdown", func(c *Config) { c.Slowdown = -1 }, []string{"slowdown"}},
 		{"defaults", func(c *Config) { c.DefaultPromptTokens, c.DefaultOutputTokens = 0, MaxTraceTokens+1 },
 			[]string{"default_prompt_tokens", "default_output_tokens"}},
 		{"requests out of order", func(c *Config) {

@@ -31,6 +31,12 @@ type Stats struct {
 	Running, Waiting int
 	// KVBlocks is the cache's size, KVUsed the blocks held now.
 	KVBlocks, KVUsed int
+	// Busy is the time spent in steps, and BusyPeriods the runs of steps
+	// back to back (an idle engine between two): Busy over the time
+	// elapsed is the fraction of time the engine has work, Steps over
+	// BusyPeriods its mean burst in steps.
+	Busy        time.Duration
+	BusyPeriods int
 }
 
 // seq is one request inside the engine.
@@ -68,13 +74,13 @@ type Engine struct {
 	step   Step
 	end    time.Duration // the step in flight's end
 	flying bool
+	// lastEnd is when the last step started ends: a step that starts
+	// then runs back to back with it.
+	lastEnd time.Duration
 	rng    *rand.Rand
 	stats  Stats
 	m      metrics
 	done   []Finished
-	// onToken, when set (tests), is told each token's time since the
-	// request's previous one, or since arrival for its first.
-	onToken func(first bool, d time.Duration)
 }
 
 // New checks cfg and returns an engine at cfg.Start with no request yet
@@ -224,7 +230,16 @@ func (e *Engine) startStep() error {
 	}
 	c := e.cfg.cost(e.step, loadOf(trainers, e.cfg.Interference))
 	ms := c.TotalMS * noise(e.cfg.Interference.NoiseSigma, e.rng.NormFloat64())
-	e.end = e.clock + max(time.Nanosecond, time.Duration(ms*float64(time.Millisecond)))
+	if e.cfg.Slowdown > 0 {
+		ms *= e.cfg.Slowdown
+	}
+	d := max(time.Nanosecond, time.Duration(ms*float64(time.Millisecond)))
+	if e.stats.BusyPeriods == 0 || e.clock > e.lastEnd {
+		e.stats.BusyPeriods++
+	}
+	e.stats.Busy += d
+	e.end = e.clock + d
+	e.lastEnd = e.end
 	e.flying = true
 	return nil
 }
@@ -282,11 +297,11 @@ func (e *Engine) finishStep() {
 		} else {
 			e.m.itl.observe((t - r.last).Seconds())
 		}
-		if e.onToken != nil {
+		if e.cfg.OnToken != nil {
 			if r.generated == 1 {
-				e.onToken(true, r.ttft)
+				e.cfg.OnToken(e.cfg.Start.Add(t), true, r.ttft)
 			} else {
-				e.onToken(false, t-r.last)
+				e.cfg.OnToken(e.cfg.Start.Add(t), false, t-r.last)
 			}
 		}
 		r.last = t

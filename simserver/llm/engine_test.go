@@ -357,15 +357,20 @@ func TestInterTokenLatency(t *testing.T) {
 	t.Parallel()
 	cfg := tiny()
 	cfg.Requests = []Request{{PromptTokens: 16, OutputTokens: 4}}
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var itl []float64
-	e.onToken = func(first bool, d time.Duration) {
+	var last time.Time
+	cfg.OnToken = func(at time.Time, first bool, d time.Duration) {
+		if !at.After(last) {
+			t.Errorf("a token at %v, not after the one before at %v", at, last)
+		}
+		last = at
 		if !first {
 			itl = append(itl, ms(d))
 		}
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if err := e.Advance(cfg.Start.Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -378,6 +383,43 @@ func TestInterTokenLatency(t *testing.T) {
 		if want := handMS(&cfg, 1, kv, kv); !near(got, want, 1e-6) {
 			t.Errorf("token %d: %.6f ms, want %.6f", k+2, got, want)
 		}
+	}
+	// One busy period of four steps (the prefill, three decodes), each
+	// step's time counted once.
+	st := e.Stats()
+	if st.Steps != 4 || st.BusyPeriods != 1 {
+		t.Errorf("%d steps in %d busy periods, want 4 in 1", st.Steps, st.BusyPeriods)
+	}
+	want := handMS(&cfg, 16, 0, 16*17/2.0) + itl[0] + itl[1] + itl[2] // the prefill, then the decodes
+	if got := ms(st.Busy); !near(got, want, 1e-3) {
+		t.Errorf("busy %.6f ms, want the steps' %.6f", got, want)
+	}
+}
+
+// Slowdown multiplies every step, and two requests apart in time are two
+// busy periods.
+func TestSlowdownAndBusyPeriods(t *testing.T) {
+	t.Parallel()
+	cfg := tiny()
+	cfg.Requests = []Request{{PromptTokens: 16, OutputTokens: 4}, {Arrival: time.Minute, PromptTokens: 16, OutputTokens: 4}}
+	run := func(slowdown float64) Stats {
+		c := cfg
+		c.Slowdown = slowdown
+		e, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Advance(c.Start.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		return e.Stats()
+	}
+	one, slow := run(0), run(1.5)
+	if one.BusyPeriods != 2 || one.Steps != 8 {
+		t.Errorf("%d steps in %d busy periods, want 8 in 2", one.Steps, one.BusyPeriods)
+	}
+	if got := float64(slow.Busy) / float64(one.Busy); !near(got, 1.5, 1e-6) {
+		t.Errorf("busy ×%.6f with a slowdown of 1.5", got)
 	}
 }
 

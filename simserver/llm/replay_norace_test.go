@@ -54,16 +54,16 @@ func TestReplayAzureWithTrainers(t *testing.T) {
 		cfg.Trainers = func() []Trainer { return []Trainer{tr} }
 		var e2e, ttft, itl []float64
 		cfg.OnFinish = func(f Finished) { e2e = append(e2e, f.E2E.Seconds()) }
-		e, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.onToken = func(first bool, d time.Duration) {
+		cfg.OnToken = func(_ time.Time, first bool, d time.Duration) {
 			if first {
 				ttft = append(ttft, d.Seconds())
 			} else {
 				itl = append(itl, d.Seconds()*1000)
 			}
+		}
+		e, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
 		}
 		if err := e.Advance(cfg.Start.Add(24 * time.Hour)); err != nil {
 			t.Fatal(err)
