@@ -77,10 +77,10 @@ type Engine struct {
 	// lastEnd is when the last step started ends: a step that starts
 	// then runs back to back with it.
 	lastEnd time.Duration
-	rng    *rand.Rand
-	stats  Stats
-	m      metrics
-	done   []Finished
+	rng     *rand.Rand
+	stats   Stats
+	m       metrics
+	done    []Finished
 }
 
 // New checks cfg and returns an engine at cfg.Start with no request yet
