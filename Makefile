@@ -42,7 +42,7 @@ predict: build
 
 # The SLO guard over the whole Azure trace (docs/guard.md#replay): minutes over
 # the SLO and training work for static admission, the reactive guard and the
-# forecast guard, with the predictor right and with it 1.3x too low.
+# forecast guard, on the LLM engine as fast as its law says and 1.3x slower.
 REPLAY_TRACE ?= testdata/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv
 replay: build
 	$(BIN) replay --trace $(REPLAY_TRACE)

@@ -3,20 +3,21 @@ package replay
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/simserver/llm"
 )
 
-// FromConfig is the replay of arrivals against one service of a colocd
+// FromConfig is the replay of trace against one service of a colocd
 // configuration: its profile, rate and SLO, its metrics preset, interval
 // and window, the sharing mode, the admission settings and the predictor's
 // settings, with the calibration for device (a preset name, merged with
 // predictor.calibration) and sms SMs, and DefaultLauncher with the
-// default training profile. service may be empty when the file has one.
-func FromConfig(cfg *configs.Config, service, device string, sms int, arrivals []time.Duration) (Config, error) {
+// default training profile; on engine (nil: the server that draws from
+// the prediction). service may be empty when the file has one.
+func FromConfig(cfg *configs.Config, service, device string, sms int, trace []llm.Request, engine *llm.Config) (Config, error) {
 	specs, err := cfg.ServiceSpecs()
 	if err != nil {
 		return Config{}, err
@@ -44,8 +45,8 @@ func FromConfig(cfg *configs.Config, service, device string, sms int, arrivals [
 	out := Config{
 		Service: specs[i], Mode: predictor.Mode(cfg.Sharing.Mode), Settings: cfg.Admission,
 		Calibration: cal, Requests: cfg.Predictor.Requests, PredictorSeed: cfg.Predictor.Seed, SMs: sms, Confidence: cfg.Predictor.Confidence,
-		Preset: sv.Metrics.Preset, Arrivals: arrivals, ServerSeed: 11, Launcher: DefaultLauncher(tr),
-		Observe: observe.Config{Interval: sv.Metrics.Interval, Window: sv.Metrics.Window},
+		Preset: sv.Metrics.Preset, Trace: trace, ServerSeed: 11, Launcher: DefaultLauncher(tr),
+		Observe: observe.Config{Interval: sv.Metrics.Interval, Window: sv.Metrics.Window}, Engine: engine,
 	}
 	if out.Preset == "triton" || out.Preset == "generic" {
 		out.Preset = "vllm" // the simulated server speaks vLLM's, SGLang's or TGI's format

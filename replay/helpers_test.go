@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/simserver"
+	"github.com/colocd/colocd/simserver/llm"
 )
 
 // conversationTrace is the Azure LLM conversation trace (with its notice).
 const conversationTrace = "../testdata/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
 
-// conversation is the default replay of minutes [from, from+n) of the
-// conversation trace.
+// conversation is the replay on the predicted server of minutes
+// [from, from+n) of the conversation trace.
 func conversation(t testing.TB, from, n int) Config {
 	t.Helper()
 	f, err := os.Open(conversationTrace)
@@ -20,11 +20,11 @@ func conversation(t testing.TB, from, n int) Config {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	all, err := simserver.ParseTrace(f)
+	all, err := llm.ParseTrace(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Default(Slice(all, time.Duration(from)*time.Minute, time.Duration(n)*time.Minute))
+	cfg, err := DefaultPredicted(Slice(all, time.Duration(from)*time.Minute, time.Duration(n)*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

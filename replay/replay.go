@@ -15,6 +15,7 @@ import (
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
 	"github.com/colocd/colocd/simserver"
+	"github.com/colocd/colocd/simserver/llm"
 )
 
 // Policy is how the guard plans: see the package comment.
@@ -42,8 +43,8 @@ func ParsePolicy(s string) (Policy, error) {
 type Config struct {
 	// Service is the inference service the trace's requests are for: its
 	// profile, the rate its SLO is set at (what static admission decides
-	// on) and its p99 SLO. A request service: an LLM engine's steps are
-	// not simulated.
+	// on) and its p99 SLO. An engine (BurstSteps set) is judged by its
+	// inter-token latencies, a request service by its requests'.
 	Service admission.ServiceSpec
 	// Mode, Settings: the sharing mode and the admission settings, as
 	// colocd's configuration has them.
@@ -58,20 +59,29 @@ type Config struct {
 	Confidence    float64
 	// Preset is the simulated server's metrics format (default vllm).
 	Preset string
-	// Arrivals are the trace's request arrivals, offsets from its start.
-	Arrivals []time.Duration
-	// ErrorFactor multiplies every latency the simulated server draws:
-	// the predictor that much too low (default 1).
+	// Trace is the requests: arrivals, offsets from the trace's start,
+	// with their tokens.
+	Trace []llm.Request
+	// Engine, when set, is the simulated server: a continuous-batching
+	// LLM engine built apart from the predictor (simserver/llm), its
+	// Requests the trace's; colocd's prediction can be wrong about it, as
+	// about a real server. Without it the server draws each request's
+	// latency from colocd's own prediction (simserver), wrong only by
+	// ErrorFactor.
+	Engine *llm.Config
+	// ErrorFactor multiplies every latency the simulated server draws, or
+	// every step of the engine: a server that much slower than anything
+	// predicted (default 1).
 	ErrorFactor float64
-	// ServerSeed seeds the simulated server's latency draws.
+	// ServerSeed seeds the simulated server's draws.
 	ServerSeed uint64
 	// Launcher is the training launcher that asks for a slot.
 	Launcher Launcher
 	// Observe is the observer's configuration (interval, window, horizon).
 	Observe observe.Config
-	// MinRequests is the fewest requests a minute needs to be judged
-	// against the SLO (default 20): a quieter minute's p99 is its one or
-	// two slowest requests.
+	// MinRequests is the fewest requests that must arrive in a minute for
+	// it to be judged against the SLO (default 20): a quieter minute's
+	// p99 is its one or two slowest requests.
 	MinRequests int
 	// Policies to report (default all). Static always runs: it is what
 	// the others' work is measured against.
@@ -134,14 +144,14 @@ func (cfg *Config) Validate() error {
 	if !(cfg.Service.RateRPS > 0) || math.IsInf(cfg.Service.RateRPS, 0) {
 		l.Add("service.rate_rps", "a rate above 0 req/s", fmt.Sprint(cfg.Service.RateRPS))
 	}
-	if cfg.Service.BurstSteps > 0 {
-		l.Add("service.engine", "a request service (an LLM engine's steps are not replayed)", "an engine")
+	if cfg.Service.BurstSteps > 0 && cfg.Engine == nil {
+		l.Add("service.engine", "a request service, or an engine server to replay an engine on", "an engine")
 	}
 	if cfg.Calibration == nil {
 		l.Add("calibration", "a calibration", "none")
 	}
-	if len(cfg.Arrivals) == 0 {
-		l.Add("arrivals", "at least one request", "none")
+	if len(cfg.Trace) == 0 {
+		l.Add("trace", "at least one request", "none")
 	}
 	if cfg.ErrorFactor != 0 && !(cfg.ErrorFactor > 0 && cfg.ErrorFactor <= 100) {
 		l.Add("error", "a factor in (0, 100]", fmt.Sprint(cfg.ErrorFactor))
@@ -169,9 +179,14 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if len(want) == 0 {
 		want = Policies
 	}
-	w := &world{cfg: cfg, trKey: cfg.Launcher.Profile.Key(),
-		latency: &simserver.Model{Inference: cfg.Service.Profile, Calibration: cfg.Calibration, Mode: cfg.Mode,
-			Requests: cmp.Or(cfg.Requests, 1000), Seed: cmp.Or(cfg.PredictorSeed, 1), SMs: cfg.SMs}}
+	w := &world{cfg: cfg, trKey: cfg.Launcher.Profile.Key(), engineAt: map[int]llm.Trainer{}}
+	if cfg.Engine == nil {
+		w.latency = &simserver.Model{Inference: cfg.Service.Profile, Calibration: cfg.Calibration, Mode: cfg.Mode,
+			Requests: cmp.Or(cfg.Requests, 1000), Seed: cmp.Or(cfg.PredictorSeed, 1), SMs: cfg.SMs}
+		for _, r := range cfg.Trace {
+			w.arrivals = append(w.arrivals, r.Arrival)
+		}
+	}
 	var out []Result
 	var static float64
 	for _, p := range Policies {
@@ -195,12 +210,63 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	return out, nil
 }
 
-// world is what the policies share: the config and the simulated server's
-// latency model (its cache).
+// world is what the policies share: the config, and the simulated
+// server's latency model (its cache) or the engine's view of the trainer
+// at each percentage.
 type world struct {
-	cfg     Config
-	trKey   predictor.ProfileKey
-	latency *simserver.Model
+	cfg      Config
+	trKey    predictor.ProfileKey
+	latency  *simserver.Model
+	arrivals []time.Duration
+	engineAt map[int]llm.Trainer
+}
+
+// server is the simulated inference server a replay runs.
+type server interface {
+	Advance(now time.Time) error
+	Page() string
+}
+
+// server builds the policy's simulated server, recording what the
+// minutes are judged by in t, with the trainer's percentage from running.
+func (w *world) server(t tally, running func() int) (server, error) {
+	cfg := &w.cfg
+	if cfg.Engine == nil {
+		return simserver.New(simserver.Config{Preset: cfg.Preset, ModelName: cfg.Service.Name, Arrivals: w.arrivals, Start: start,
+			Latency: w.latency, ErrorFactor: cfg.ErrorFactor, Seed: cfg.ServerSeed,
+			Trainers: func() []simserver.Trainer {
+				if pct := running(); pct > 0 {
+					return []simserver.Trainer{{Profile: cfg.Launcher.Profile, Key: w.trKey, Pct: pct}}
+				}
+				return nil
+			},
+			OnRequest: t.latency})
+	}
+	ec := *cfg.Engine
+	ec.Requests, ec.Start, ec.Seed, ec.Slowdown = cfg.Trace, start, cfg.ServerSeed, cfg.ErrorFactor
+	ec.ModelName = cfg.Service.Name
+	ec.Trainers = func() []llm.Trainer {
+		pct := running()
+		if pct == 0 {
+			return nil
+		}
+		tr, ok := w.engineAt[pct]
+		if !ok {
+			tr = llm.TrainerFromProfile(cfg.Launcher.Profile, pct)
+			w.engineAt[pct] = tr
+		}
+		return []llm.Trainer{tr}
+	}
+	if cfg.Service.BurstSteps > 0 {
+		ec.OnToken = func(at time.Time, first bool, d time.Duration) {
+			if !first {
+				t.token(at, float64(d)/float64(time.Millisecond))
+			}
+		}
+	} else {
+		ec.OnFinish = func(f llm.Finished) { t.latency(f.Arrival, float64(f.E2E)/float64(time.Millisecond)) }
+	}
+	return llm.New(ec)
 }
 
 // start is the simulated time a replay begins at: any fixed instant does.
@@ -212,19 +278,11 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 	res := Result{Policy: policy}
 	clk := simclock.New(start)
 	var l *launcher
-	trainers := func() []simserver.Trainer {
-		if l == nil || l.running == 0 {
-			return nil
-		}
-		return []simserver.Trainer{{Profile: cfg.Launcher.Profile, Key: w.trKey, Pct: l.running}}
+	minutes := tally{}
+	for _, r := range cfg.Trace {
+		minutes.arrive(start.Add(r.Arrival))
 	}
-	perMinute := map[int][]float64{}
-	srv, err := simserver.New(simserver.Config{Preset: cfg.Preset, ModelName: cfg.Service.Name, Arrivals: cfg.Arrivals, Start: start,
-		Latency: w.latency, Trainers: trainers, ErrorFactor: cfg.ErrorFactor, Seed: cfg.ServerSeed,
-		OnRequest: func(at time.Time, ms float64) {
-			k := int(at.Sub(start) / time.Minute)
-			perMinute[k] = append(perMinute[k], ms)
-		}})
+	srv, err := w.server(minutes, func() int { return l.running })
 	if err != nil {
 		return res, err
 	}
@@ -242,6 +300,11 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 		if err != nil {
 			return res, err
 		}
+		if cfg.Service.BurstSteps > 0 {
+			if preset = preset.Steps; preset == nil {
+				return res, fmt.Errorf("preset %s: want one that counts an engine's steps (%v)", cfg.Preset, observe.StepPresets())
+			}
+		}
 		ocfg := cfg.Observe
 		ocfg.Clock = clk.Now
 		obs = observe.NewObserver(&page{srv: srv, scraper: &observe.Scraper{URL: "replay://" + cfg.Service.Name, Preset: preset}, clock: clk.Now}, ocfg)
@@ -255,7 +318,7 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 	l = &launcher{Launcher: cfg.Launcher, c: c}
 	evicted.l = l
 	interval := cfg.Observe.Interval
-	end := start.Add(cfg.Arrivals[len(cfg.Arrivals)-1])
+	end := start.Add(cfg.Trace[len(cfg.Trace)-1].Arrival)
 	next := 0 // the next arrival not yet counted in a sample
 	for now := start; now.Before(end); now = now.Add(time.Second) {
 		if err := ctx.Err(); err != nil {
@@ -279,7 +342,7 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 		res.WorkPctSeconds += float64(l.running)
 		if tick {
 			n := next
-			for next < len(cfg.Arrivals) && cfg.Arrivals[next] <= now.Sub(start) {
+			for next < len(cfg.Trace) && cfg.Trace[next].Arrival <= now.Sub(start) {
 				next++
 			}
 			s := Sample{At: now.Sub(start), ArrivalRPS: float64(next-n) / interval.Seconds(), ObservedRPS: math.NaN(), ForecastRPS: math.NaN(), Pct: l.running}
@@ -302,7 +365,7 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 		}
 	}
 	res.Evictions = evicted.n
-	res.PerMinute = judge(perMinute, cfg.MinRequests)
+	res.PerMinute = minutes.judge(cfg.MinRequests)
 	for _, m := range res.PerMinute {
 		res.Minutes++
 		if m.P99MS > cfg.Service.SLOP99MS {
@@ -311,26 +374,6 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 		res.WorstP99MS = max(res.WorstP99MS, m.P99MS)
 	}
 	return res, nil
-}
-
-// judge returns each minute with at least minRequests requests, in order,
-// with its p99 (the nearest-rank 99th percentile).
-func judge(perMinute map[int][]float64, minRequests int) []MinuteStat {
-	keys := make([]int, 0, len(perMinute))
-	for k := range perMinute {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var out []MinuteStat
-	for _, k := range keys {
-		lat := perMinute[k]
-		if len(lat) < minRequests {
-			continue
-		}
-		slices.Sort(lat)
-		out = append(out, MinuteStat{Minute: k, Requests: len(lat), P99MS: lat[int(math.Ceil(0.99*float64(len(lat))))-1]})
-	}
-	return out
 }
 
 // observer is admission's view of the simulated server's observer.
@@ -357,7 +400,7 @@ func (o *observer) ObservedWindow(_ string, since time.Time) (admission.Observed
 // page is an observe.Source that reads the simulated server's page in
 // process, at simulated time.
 type page struct {
-	srv     *simserver.Server
+	srv     server
 	scraper *observe.Scraper
 	clock   func() time.Time
 }

@@ -7,12 +7,14 @@ import (
 	"encoding/xml"
 	"errors"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/internal/fieldtest"
+	"github.com/colocd/colocd/simserver/llm"
 )
 
 // A short replay runs the whole loop (under the race detector too): the
@@ -70,13 +72,13 @@ func TestPoliciesOnlyThoseAsked(t *testing.T) {
 func TestValidateNamesTheFields(t *testing.T) {
 	t.Parallel()
 	cfg := conversation(t, 20, 1)
-	cfg.Service.SLOP99MS, cfg.ErrorFactor, cfg.Arrivals, cfg.Launcher.Profile = 0, -1, nil, nil
+	cfg.Service.SLOP99MS, cfg.ErrorFactor, cfg.Trace, cfg.Launcher.Profile = 0, -1, nil, nil
 	_, err := Run(context.Background(), cfg)
 	var l *field.List
 	if !errors.As(err, &l) {
 		t.Fatalf("err = %v, want a field list", err)
 	}
-	fieldtest.WantPaths(t, err, "service.slo_p99_ms", "arrivals", "error", "launcher.profile")
+	fieldtest.WantPaths(t, err, "service.slo_p99_ms", "trace", "error", "launcher.profile")
 }
 
 func TestParsePolicy(t *testing.T) {
@@ -93,36 +95,49 @@ func TestParsePolicy(t *testing.T) {
 
 func TestJudgeTakesNearestRankP99(t *testing.T) {
 	t.Parallel()
-	lat := make([]float64, 200)
-	for i := range lat {
-		lat[i] = float64(200 - i) // 1..200 ms, reversed
+	tl := tally{}
+	at := func(min int) time.Time { return start.Add(time.Duration(min)*time.Minute + time.Second) }
+	for i := range 200 { // 1..200 ms, reversed
+		tl.arrive(at(0))
+		tl.latency(at(0), float64(200-i))
 	}
-	hundred := make([]float64, 100)
-	for i := range hundred {
-		hundred[i] = float64(i + 1)
+	tl.arrive(at(1)) // two requests: not judged
+	tl.arrive(at(1))
+	tl.latency(at(1), 5)
+	for i := range 100 {
+		tl.arrive(at(2))
+		tl.token(at(2), float64(i+1)) // tokens, to 1 %
 	}
-	got := judge(map[int][]float64{0: lat, 1: {5, 6}, 2: hundred}, 20)
-	want := []MinuteStat{{Minute: 0, Requests: 200, P99MS: 198}, {Minute: 2, Requests: 100, P99MS: 99}}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("judge = %+v, want %+v (a minute of 2 requests is not judged)", got, want)
+	for range 30 {
+		tl.arrive(at(3)) // requests but no latency yet: not judged
+	}
+	got := tl.judge(20)
+	if len(got) != 2 || got[0] != (MinuteStat{Minute: 0, Requests: 200, P99MS: 198}) || got[1].Minute != 2 || got[1].Requests != 100 {
+		t.Fatalf("judge = %+v, want minutes 0 and 2", got)
+	}
+	if p := got[1].P99MS; !(p >= 99 && p <= 99*1.01) {
+		t.Errorf("the tokens' p99 = %g, want 99 to within 1 %%", p)
 	}
 }
 
 func TestSliceAndMeanRate(t *testing.T) {
 	t.Parallel()
-	a := []time.Duration{0, 30 * time.Second, 61 * time.Second, 90 * time.Second, 150 * time.Second}
-	got := Slice(a, time.Minute, time.Minute)
-	if len(got) != 2 || got[0] != time.Second || got[1] != 30*time.Second {
-		t.Fatalf("Slice = %v, want [1s 30s]", got)
+	var trace []llm.Request
+	for _, a := range []time.Duration{0, 30 * time.Second, 61 * time.Second, 90 * time.Second, 150 * time.Second} {
+		trace = append(trace, llm.Request{Arrival: a, PromptTokens: 7, OutputTokens: 3})
 	}
-	if got := Slice(a, time.Minute, 0); len(got) != 3 {
-		t.Fatalf("Slice to the end = %v, want 3 arrivals", got)
+	got := Slice(trace, time.Minute, time.Minute)
+	if len(got) != 2 || got[0].Arrival != time.Second || got[1].Arrival != 30*time.Second || got[0].PromptTokens != 7 {
+		t.Fatalf("Slice = %v, want the two requests at 1s and 30s with their tokens", got)
 	}
-	if r := MeanRate(a); math.Abs(r-5.0/150) > 1e-12 {
+	if got := Slice(trace, time.Minute, 0); len(got) != 3 {
+		t.Fatalf("Slice to the end = %v, want 3 requests", got)
+	}
+	if r := MeanRate(trace); math.Abs(r-5.0/150) > 1e-12 {
 		t.Errorf("MeanRate = %g, want 5 over 150 s", r)
 	}
-	if r := MeanRate(a[:1]); r != 1 {
-		t.Errorf("MeanRate of one arrival = %g, want 1 (over a second)", r)
+	if r := MeanRate(trace[:1]); r != 1 {
+		t.Errorf("MeanRate of one request = %g, want 1 (over a second)", r)
 	}
 }
 
@@ -181,5 +196,40 @@ func TestResultJSONKeys(t *testing.T) {
 	}
 	if _, ok := got["Series"]; ok {
 		t.Errorf("JSON %s carries the series", data)
+	}
+}
+
+// The default replay runs the LLM engine, judged by its inter-token
+// latencies, and colocd plans for it as an engine: its service is the
+// decode step at the busy fraction the engine showed alone.
+func TestDefaultReplaysAnEngine(t *testing.T) {
+	t.Parallel()
+	f, err := os.Open(conversationTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := llm.ParseTrace(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Default(Slice(all, 20*time.Minute, 3*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Engine == nil || cfg.Service.BurstSteps < 1 || !(cfg.Service.RateRPS > 0) || cfg.Service.SLOP99MS != DefaultStepSLOMS {
+		t.Fatalf("service %+v, engine %v; want an engine service on the LLM engine", cfg.Service, cfg.Engine != nil)
+	}
+	cfg.Requests, cfg.Service.BurstSteps, cfg.Policies = 200, 20, []Policy{Reactive} // a coarser prediction: this checks the loop
+	results, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := results[0]
+	if r.Minutes != 3 || !(r.WorkVsStatic > 0) || r.WorstP99MS < 1 {
+		t.Fatalf("reactive: %+v; want 3 minutes judged by their inter-token p99, and work done", r)
+	}
+	if obs := r.Series[len(r.Series)-1].ObservedRPS; !(obs > cfg.Service.RateRPS/10) {
+		t.Errorf("observed %g steps/s at the end, want the engine's steps (planned %g)", obs, cfg.Service.RateRPS)
 	}
 }

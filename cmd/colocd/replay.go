@@ -11,7 +11,7 @@ import (
 	"github.com/colocd/colocd/internal/atomicfile"
 	"github.com/colocd/colocd/predictor"
 	"github.com/colocd/colocd/replay"
-	"github.com/colocd/colocd/simserver"
+	"github.com/colocd/colocd/simserver/llm"
 	"github.com/spf13/cobra"
 )
 
@@ -19,6 +19,7 @@ func newReplayCmd() *cobra.Command {
 	var (
 		cfgPath, tracePath, service string
 		trainPath, device, svgPath  string
+		serverKind                  string
 		policies                    []string
 		errFactor                   float64
 		startMin, minutes, sms      int
@@ -63,35 +64,46 @@ predictor says: the prediction error only observation can catch.`,
 				}
 				want = append(want, pol)
 			}
+			if serverKind != "llm" && serverKind != "predictor" {
+				return fmt.Errorf("replay: --server: want llm or predictor, got %q", serverKind)
+			}
 			f, err := os.Open(tracePath)
 			if err != nil {
 				return fmt.Errorf("replay: --trace: %w", err)
 			}
-			all, err := simserver.ParseTrace(f)
+			all, err := llm.ParseTrace(f)
 			f.Close()
 			if err != nil {
 				return fmt.Errorf("replay: --trace %s: %w", tracePath, err)
 			}
-			arrivals := replay.Slice(all, time.Duration(startMin)*time.Minute, time.Duration(minutes)*time.Minute)
-			if len(arrivals) == 0 {
+			trace := replay.Slice(all, time.Duration(startMin)*time.Minute, time.Duration(minutes)*time.Minute)
+			if len(trace) == 0 {
 				return fmt.Errorf("replay: --start %d --minutes %d: no request of the trace's %d in that span", startMin, minutes, len(all))
 			}
 			var cfg replay.Config
-			if cfgPath != "" {
+			switch {
+			case cfgPath != "":
 				file, err := configs.Load(cfgPath)
 				if err != nil {
 					return fmt.Errorf("replay: --config: %w", err)
 				}
-				if cfg, err = replay.FromConfig(file, service, device, sms, arrivals); err != nil {
+				var engine *llm.Config
+				if serverKind == "llm" {
+					e := llm.Default()
+					engine = &e
+				}
+				if cfg, err = replay.FromConfig(file, service, device, sms, trace, engine); err != nil {
 					return fmt.Errorf("replay: --config %s: %w", cfgPath, err)
 				}
-			} else {
-				if service != "" {
-					return fmt.Errorf("replay: --service: want --config too (the default replay has one service)")
-				}
-				if cfg, err = replay.Default(arrivals); err != nil {
-					return fmt.Errorf("replay: %w", err)
-				}
+			case service != "":
+				return fmt.Errorf("replay: --service: want --config too (the default replay has one service)")
+			case serverKind == "llm":
+				cfg, err = replay.Default(trace)
+			default:
+				cfg, err = replay.DefaultPredicted(trace)
+			}
+			if err != nil {
+				return fmt.Errorf("replay: %w", err)
 			}
 			if trainPath != "" {
 				if cfg.Launcher.Profile, err = predictor.LoadProfile(trainPath); err != nil {
@@ -117,8 +129,16 @@ predictor says: the prediction error only observation can catch.`,
 					Policies []replay.Result `json:"policies"`
 				}{results})
 			}
-			fmt.Fprintf(out, "%s: %d requests over %.0f min (%.2f req/s); service %s planned at %.2f req/s, SLO p99 %g ms; the server ×%g the prediction\n",
-				tracePath, len(arrivals), arrivals[len(arrivals)-1].Minutes(), replay.MeanRate(arrivals), cfg.Service.Name, cfg.Service.RateRPS, cfg.Service.SLOP99MS, cfg.ErrorFactor)
+			planned := fmt.Sprintf("planned at %.2f req/s, SLO p99 %g ms", cfg.Service.RateRPS, cfg.Service.SLOP99MS)
+			if cfg.Service.BurstSteps > 0 {
+				planned = fmt.Sprintf("an engine planned at %.1f steps/s in bursts of %.0f, SLO inter-token p99 %g ms", cfg.Service.RateRPS, cfg.Service.BurstSteps, cfg.Service.SLOP99MS)
+			}
+			server := "latencies drawn from the prediction"
+			if cfg.Engine != nil {
+				server = "an LLM engine"
+			}
+			fmt.Fprintf(out, "%s: %d requests over %.0f min (%.2f req/s); service %s %s; the server: %s, ×%g\n",
+				tracePath, len(trace), trace[len(trace)-1].Arrival.Minutes(), replay.MeanRate(trace), cfg.Service.Name, planned, server, cfg.ErrorFactor)
 			return replay.WriteTable(out, results)
 		},
 	}
@@ -126,6 +146,7 @@ predictor says: the prediction error only observation can catch.`,
 	f.StringVar(&tracePath, "trace", "", "the arrival trace: a CSV with a TIMESTAMP column (Azure LLM inference format)")
 	f.StringVar(&cfgPath, "config", "", "a colocd configuration: the service, its SLO and the settings to replay (default: the default replay)")
 	f.StringVar(&service, "service", "", "with --config: the service the trace is for (default: the file's only one)")
+	f.StringVar(&serverKind, "server", "llm", "the simulated server: llm (an LLM engine built apart from the predictor) or predictor (latencies drawn from colocd's own prediction)")
 	f.StringVar(&trainPath, "training", "", "the training job's profile (default: the built-in V100 training step)")
 	f.StringVar(&device, "device", replay.DefaultDevice, "with --config: the GPU, for the calibration preset")
 	f.IntVar(&sms, "sms", replay.DefaultSMs, "with --config: the GPU's SM count")
