@@ -29,7 +29,7 @@ func Arrivals(tracePath string, rate float64, d time.Duration, compress float64)
 		return nil, fmt.Errorf("--trace: %w", err)
 	}
 	defer f.Close()
-	a, err := ParseTrace(f)
+	a, err := ParseArrivals(f)
 	if err != nil {
 		return nil, fmt.Errorf("--trace %s: %w", tracePath, err)
 	}

@@ -15,29 +15,6 @@ import (
 
 const azureTrace = "../testdata/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
 
-func TestParseTrace(t *testing.T) {
-	t.Parallel()
-	got, err := ParseTrace(strings.NewReader("TIMESTAMP,ContextTokens,GeneratedTokens\n" +
-		"2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:15:46.7805900,1,1\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []time.Duration{0, 100 * time.Millisecond, 4314579 * time.Microsecond}
-	if len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
-		t.Errorf("arrivals %v, want %v", got, want)
-	}
-	for _, tt := range []struct{ name, csv, want string }{
-		{"no timestamp column", "time,x\n1,2\n", "want a TIMESTAMP column"},
-		{"bad time", "TIMESTAMP\nyesterday\n", "line 2: TIMESTAMP: want a time"},
-		{"empty", "TIMESTAMP\n", "no requests"},
-		{"no header", "", "header"},
-	} {
-		if _, err := ParseTrace(strings.NewReader(tt.csv)); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: err = %v, want one containing %q", tt.name, err, tt.want)
-		}
-	}
-}
-
 // The real trace: 19,366 requests over about an hour, 0.6 to 8.5 a second
 // per minute (its README).
 func TestParseAzureTrace(t *testing.T) {
@@ -47,7 +24,7 @@ func TestParseAzureTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	arr, err := ParseTrace(f)
+	arr, err := ParseArrivals(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,22 +38,6 @@ func TestParseAzureTrace(t *testing.T) {
 	if math.Abs(lo-0.6) > 0.06 || math.Abs(hi-8.5) > 0.06 {
 		t.Errorf("per-minute rates from %.2f to %.2f, want 0.6 to 8.5", lo, hi)
 	}
-}
-
-func FuzzParseTrace(f *testing.F) {
-	f.Add("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n")
-	f.Add("TIMESTAMP\n2023-11-16T18:15:46Z\n\"x\n")
-	f.Fuzz(func(t *testing.T, data string) {
-		arr, err := ParseTrace(strings.NewReader(data))
-		if err != nil {
-			return
-		}
-		for i, a := range arr {
-			if a < 0 || i > 0 && a < arr[i-1] {
-				t.Fatalf("arrivals out of order or negative: %v", arr)
-			}
-		}
-	})
 }
 
 // inProcess is a transport that hands each request to a handler: the
