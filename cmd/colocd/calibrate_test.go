@@ -9,15 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/internal/testfiles"
 	"github.com/colocd/colocd/predictor"
 )
 
 func TestCalibrateErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.json")
-	os.WriteFile(bad, []byte(`{"format":"colocd.measurements/v1","records":[{"name":"x","mode":"nvlink","inference":"missing.json","rate_rps":-1,
-		"measured":{"latency_ms":{"p42":3}}}]}`), 0o644)
+	bad := testfiles.Write(t, dir, "bad.json", `{"format":"colocd.measurements/v1","records":[{"name":"x","mode":"nvlink","inference":"missing.json","rate_rps":-1,
+		"measured":{"latency_ms":{"p42":3}}}]}`)
 	tests := []struct {
 		name string
 		args []string
@@ -59,13 +59,7 @@ func TestCalibrateErrors(t *testing.T) {
 func TestCalibrateMPSRoundTrip(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	write := func(name, doc string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	write := func(name, doc string) string { return testfiles.Write(t, dir, name, doc) }
 	op := func(dur, sm, dram, l2 float64) string {
 		return fmt.Sprintf(`{"dur_us":%g,"gap_us":5,"sm":%g,"occupancy":0.5,"dram":%g,"l2":%g}`, dur, sm, dram, l2)
 	}
