@@ -6,6 +6,7 @@ import (
 
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/natstest"
+	"github.com/colocd/colocd/internal/runtest"
 	"github.com/colocd/colocd/sidecar"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -31,15 +32,7 @@ func startSidecar(t *testing.T, id string, mutate func(*configs.Config)) *sideca
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	runtest.Background(t, s.Run)
 	return s
 }
 
