@@ -45,6 +45,20 @@ func writeFile(t testing.TB, path, content string) string {
 	return path
 }
 
+// loadWithEnv loads path as LoadWith does, with the environment
+// variables env set for the test and the flag overrides given, or fails.
+func loadWithEnv(t *testing.T, path string, env map[string]string, overrides map[string]any) *Config {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	c, err := LoadWith(path, overrides)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // problemKeys returns the keys of a *field.List, or fails.
 func problemKeys(t testing.TB, err error) []string {
 	t.Helper()

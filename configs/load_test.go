@@ -55,13 +55,7 @@ admission: {max_jobs: 2, lease: {max: 2h}}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			c, err := LoadWith(file, tt.overrides)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := loadWithEnv(t, file, tt.env, tt.overrides)
 			if c.NATS.URL != tt.wantURL || c.Admission.MaxJobs != tt.wantJobs || c.Admission.Lease.Max != tt.wantMax {
 				t.Errorf("got url %q, max_jobs %d, lease.max %v; want %q, %d, %v",
 					c.NATS.URL, c.Admission.MaxJobs, c.Admission.Lease.Max, tt.wantURL, tt.wantJobs, tt.wantMax)
@@ -245,13 +239,7 @@ services:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			c, err := LoadWith(path, tt.overrides)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := loadWithEnv(t, path, tt.env, tt.overrides)
 			if got := tt.get(c); got != tt.want {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
