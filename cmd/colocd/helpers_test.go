@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/colocd/colocd/configs"
@@ -34,6 +36,28 @@ func startSidecar(t *testing.T, id string, mutate func(*configs.Config)) *sideca
 	}
 	runtest.Background(t, s.Run)
 	return s
+}
+
+// refusal is a command line colocd refuses, and what its error must say.
+type refusal struct {
+	name string
+	args []string
+	want string
+}
+
+// wantRefusals runs colocd with command and each refusal's args, one
+// subtest a refusal, and fails those that do not fail with an error
+// containing want.
+func wantRefusals(t *testing.T, command []string, refusals []refusal) {
+	t.Helper()
+	for _, r := range refusals {
+		t.Run(r.name, func(t *testing.T) {
+			_, _, err := runCLI(t, append(slices.Clone(command), r.args...)...)
+			if err == nil || !strings.Contains(err.Error(), r.want) {
+				t.Errorf("%v: err = %v, want it to contain %q", r.args, err, r.want)
+			}
+		})
+	}
 }
 
 // plainNATS runs a bare nats-server (no JetStream, no colocd) on a free port
