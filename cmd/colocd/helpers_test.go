@@ -64,7 +64,14 @@ func wantRefusals(t *testing.T, command []string, refusals []refusal) {
 // and connects to it; both stop when the test ends.
 func plainNATS(t *testing.T) *nats.Conn {
 	t.Helper()
-	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1})
+	return connectNATS(t, &server.Options{Host: "127.0.0.1", Port: -1})
+}
+
+// connectNATS runs a nats-server from opts and connects to it; both stop
+// when the test ends.
+func connectNATS(t *testing.T, opts *server.Options) *nats.Conn {
+	t.Helper()
+	ns := natstest.Start(t, opts)
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)
