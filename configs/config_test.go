@@ -42,10 +42,7 @@ func TestDefaultsRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Load(tt.path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := mustLoad(t, tt.path)
 			got.lines = nil // where the keys stood in the file
 			if want := Default(); !reflect.DeepEqual(*got, want) {
 				t.Errorf("Load = %+v\nwant %+v", *got, want)
@@ -94,10 +91,7 @@ func TestDefaultValues(t *testing.T) {
 // validates and says what its comments say.
 func TestExample(t *testing.T) {
 	t.Parallel()
-	c, err := Load("colocd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustLoad(t, "colocd.yaml")
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,16 @@ func writeFile(t testing.TB, path, content string) string {
 	return path
 }
 
+// mustLoad loads path, or fails.
+func mustLoad(t testing.TB, path string) *Config {
+	t.Helper()
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // loadWithEnv loads path as LoadWith does, with the environment
 // variables env set for the test and the flag overrides given, or fails.
 func loadWithEnv(t *testing.T, path string, env map[string]string, overrides map[string]any) *Config {

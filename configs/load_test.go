@@ -16,18 +16,15 @@ import (
 
 func TestEnvName(t *testing.T) {
 	t.Parallel()
-	tests := []struct{ name, key, want string }{
-		{"section key", "nats.url", "COLOCD_NATS_URL"},
-		{"nested key", "admission.lease.max", "COLOCD_ADMISSION_LEASE_MAX"},
-		{"underscore", "admission.max_jobs", "COLOCD_ADMISSION_MAX_JOBS"},
-		{"deep", "nats.tls.cert", "COLOCD_NATS_TLS_CERT"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := EnvName(tt.key); got != tt.want {
-				t.Errorf("EnvName(%q) = %q, want %q", tt.key, got, tt.want)
-			}
-		})
+	for key, want := range map[string]string{
+		"nats.url":            "COLOCD_NATS_URL",            // a section's key
+		"admission.lease.max": "COLOCD_ADMISSION_LEASE_MAX", // a nested key
+		"admission.max_jobs":  "COLOCD_ADMISSION_MAX_JOBS",  // an underscore
+		"nats.tls.cert":       "COLOCD_NATS_TLS_CERT",       // deep
+	} {
+		if got := EnvName(key); got != want {
+			t.Errorf("EnvName(%q) = %q, want %q", key, got, want)
+		}
 	}
 }
 
@@ -97,10 +94,7 @@ func TestLoadEnvEveryKey(t *testing.T) {
 				t.Fatalf("no test value for %T", d)
 			}
 			t.Setenv(EnvName(l.key), env)
-			c, err := Load("")
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := mustLoad(t, "")
 			if got := valueAt(reflect.ValueOf(*c), l.key); got != want {
 				t.Errorf("%s=%s: %s = %v, want %v", EnvName(l.key), env, l.key, got, want)
 			}
@@ -249,10 +243,7 @@ services:
 	// A name without a slash is looked up in PATH: not a path.
 	t.Run("control name", func(t *testing.T) {
 		p := writeFile(t, filepath.Join(dir, "name.yaml"), "mps: {control: my-control}\n")
-		c, err := Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := mustLoad(t, p)
 		if c.MPS.Control != "my-control" {
 			t.Errorf("control = %q", c.MPS.Control)
 		}
@@ -261,10 +252,7 @@ services:
 	// against its own directory.
 	t.Run("relative config path", func(t *testing.T) {
 		t.Chdir(root)
-		c, err := Load(filepath.Join("etc", "colocd", "colocd.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := mustLoad(t, filepath.Join("etc", "colocd", "colocd.yaml"))
 		if want := filepath.Join(dir, "state"); c.Sidecar.DataDir != want {
 			t.Errorf("data_dir = %q, want %q", c.Sidecar.DataDir, want)
 		}
@@ -323,10 +311,7 @@ func TestLoadMergeKeys(t *testing.T) {
   - <<: *svc
     name: b
 `, profile))
-	c, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustLoad(t, path)
 	if len(c.Services) != 2 || c.Services[1].Name != "b" || c.Services[1].RateRPS != 10 {
 		t.Errorf("services %+v", c.Services)
 	}
