@@ -3,7 +3,6 @@ package configs
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -30,15 +29,14 @@ telemetry: {http: "127.0.0.1:9464", tracing: none}
 
 func TestDefaultsRoundTrip(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	tests := []struct {
 		name string
 		path string
 	}{
 		{"no file", ""},
-		{"empty file", writeFile(t, filepath.Join(dir, "empty.yaml"), "")},
-		{"comments only", writeFile(t, filepath.Join(dir, "comments.yaml"), "# nothing\n")},
-		{"every key at its default", writeFile(t, filepath.Join(dir, "all.yaml"), defaultYAML)},
+		{"empty file", configFile(t, "")},
+		{"comments only", configFile(t, "# nothing\n")},
+		{"every key at its default", configFile(t, defaultYAML)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

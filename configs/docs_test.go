@@ -34,7 +34,7 @@ func TestDocumentedConfigsAreValid(t *testing.T) {
 			if !strings.Contains(y, "services:") {
 				t.Errorf("%s, yaml block %d: no services section", page, i+1)
 			}
-			c, err := Load(testfiles.Write(t, t.TempDir(), "colocd.yaml", y))
+			c, err := Load(configFile(t, y))
 			if err == nil {
 				err = c.Validate()
 			}

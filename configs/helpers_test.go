@@ -45,6 +45,13 @@ func writeFile(t testing.TB, path, content string) string {
 	return path
 }
 
+// configFile writes yaml as colocd.yaml in a directory of its own and
+// returns its path.
+func configFile(t testing.TB, yaml string) string {
+	t.Helper()
+	return writeFile(t, filepath.Join(t.TempDir(), "colocd.yaml"), yaml)
+}
+
 // mustLoad loads path, or fails.
 func mustLoad(t testing.TB, path string) *Config {
 	t.Helper()

@@ -113,7 +113,6 @@ func valueAt(v reflect.Value, key string) any {
 
 func TestLoadUnknownKeys(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	tests := []struct {
 		name      string
 		yaml      string
@@ -128,8 +127,7 @@ func TestLoadUnknownKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeFile(t, filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "_")+".yaml"), tt.yaml)
-			_, err := LoadWith(path, tt.overrides)
+			_, err := LoadWith(configFile(t, tt.yaml), tt.overrides)
 			keys := problemKeys(t, err)
 			if !reflect.DeepEqual(keys, tt.want) {
 				t.Errorf("problems %q, want %q (%v)", keys, tt.want, err)
@@ -145,7 +143,6 @@ func TestLoadUnknownKeys(t *testing.T) {
 
 func TestLoadTypeErrors(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	tests := []struct {
 		name, yaml, key, got string
 	}{
@@ -162,8 +159,7 @@ func TestLoadTypeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeFile(t, filepath.Join(dir, "c.yaml"), tt.yaml)
-			_, err := Load(path)
+			_, err := Load(configFile(t, tt.yaml))
 			keys := problemKeys(t, err)
 			if !reflect.DeepEqual(keys, []string{tt.key}) {
 				t.Fatalf("problems %q, want [%s] (%v)", keys, tt.key, err)
@@ -264,7 +260,6 @@ services:
 // found by Validate after loading names its line too.
 func TestLoadStrictKeys(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	tests := []struct {
 		name, yaml string
 		want       []string // "line path"
@@ -276,7 +271,7 @@ func TestLoadStrictKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Load(writeFile(t, filepath.Join(dir, tt.name+".yaml"), tt.yaml))
+			c, err := Load(configFile(t, tt.yaml))
 			if err == nil {
 				err = c.Validate()
 			}

@@ -141,7 +141,7 @@ func TestWatcherReload(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeFile(t, filepath.Join(t.TempDir(), "colocd.yaml"), configYAML(t, 0.1, ""))
+			path := configFile(t, configYAML(t, 0.1, ""))
 			w, rec := runWatcher(t, path)
 			ch, cancel := w.Subscribe()
 			defer cancel()
@@ -210,7 +210,7 @@ func TestWatcherKeepsOldOnInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeFile(t, filepath.Join(t.TempDir(), "colocd.yaml"), configYAML(t, 0.1, ""))
+			path := configFile(t, configYAML(t, 0.1, ""))
 			w, rec := runWatcher(t, path)
 			before := w.Current()
 
@@ -229,7 +229,7 @@ func TestWatcherKeepsOldOnInvalid(t *testing.T) {
 // running values, and a warning names them.
 func TestWatcherRestartOnlyKeys(t *testing.T) {
 	t.Parallel()
-	path := writeFile(t, filepath.Join(t.TempDir(), "colocd.yaml"), configYAML(t, 0.1, ""))
+	path := configFile(t, configYAML(t, 0.1, ""))
 	w, rec := runWatcher(t, path)
 
 	profile := absPath(t, inferenceProfile)
