@@ -144,15 +144,7 @@ func TestPredictTwoServices(t *testing.T) {
 	bert, infer, train := profilesDir+"/summary-bert.json", profilesDir+"/v100-infer-200.json", profilesDir+"/v100-train-step.json"
 	run := func(args ...string) predictor.Prediction {
 		t.Helper()
-		out, _, err := runCLI(t, append([]string{"predict", "--training", train, "--mode", "mps", "--pct", "50", "--requests", "300", "--json"}, args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var p predictor.Prediction
-		if err := json.Unmarshal([]byte(out), &p); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return predictJSON(t, append([]string{"--training", train, "--mode", "mps", "--pct", "50", "--requests", "300"}, args...)...)
 	}
 	both := run("--inference", infer, "--inference", bert, "--rate", "4", "--rate", "20")
 	alone := run("--inference", infer, "--rate", "4")
