@@ -3,7 +3,6 @@ package configs
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -30,22 +29,18 @@ telemetry: {http: "127.0.0.1:9464", tracing: none}
 
 func TestDefaultsRoundTrip(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	tests := []struct {
 		name string
 		path string
 	}{
 		{"no file", ""},
-		{"empty file", writeFile(t, filepath.Join(dir, "empty.yaml"), "")},
-		{"comments only", writeFile(t, filepath.Join(dir, "comments.yaml"), "# nothing\n")},
-		{"every key at its default", writeFile(t, filepath.Join(dir, "all.yaml"), defaultYAML)},
+		{"empty file", configFile(t, "")},
+		{"comments only", configFile(t, "# nothing\n")},
+		{"every key at its default", configFile(t, defaultYAML)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Load(tt.path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := mustLoad(t, tt.path)
 			got.lines = nil // where the keys stood in the file
 			if want := Default(); !reflect.DeepEqual(*got, want) {
 				t.Errorf("Load = %+v\nwant %+v", *got, want)
@@ -94,10 +89,7 @@ func TestDefaultValues(t *testing.T) {
 // validates and says what its comments say.
 func TestExample(t *testing.T) {
 	t.Parallel()
-	c, err := Load("colocd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustLoad(t, "colocd.yaml")
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

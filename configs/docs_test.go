@@ -1,11 +1,11 @@
 package configs
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/internal/testfiles"
 )
 
 // The configuration a new user copies from the tutorial and the pages on
@@ -15,15 +15,8 @@ import (
 // here.
 func TestDocumentedConfigsAreValid(t *testing.T) {
 	t.Parallel()
-	pages, err := filepath.Glob("../docs/servers/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pages = append(pages, "../docs/tutorial.md")
-	profile, err := filepath.Abs("../testdata/profiles/v100-infer-200.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pages := testfiles.Glob(t, "docs/servers/*.md", "docs/tutorial.md")
+	profile := testfiles.Path(t, "testdata/profiles/v100-infer-200.json")
 	block := regexp.MustCompile("(?s)```yaml\n(.*?)```")
 	files := map[string]*regexp.Regexp{
 		"profile":     regexp.MustCompile(`(?m)^(\s*profile:\s*)\S+`),
@@ -32,11 +25,7 @@ func TestDocumentedConfigsAreValid(t *testing.T) {
 	}
 	blocks := 0
 	for _, page := range pages {
-		raw, err := os.ReadFile(page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, m := range block.FindAllStringSubmatch(string(raw), -1) {
+		for i, m := range block.FindAllStringSubmatch(testfiles.Read(t, page), -1) {
 			blocks++
 			y := m[1]
 			y = files["profile"].ReplaceAllString(y, "${1}"+profile)
@@ -45,11 +34,7 @@ func TestDocumentedConfigsAreValid(t *testing.T) {
 			if !strings.Contains(y, "services:") {
 				t.Errorf("%s, yaml block %d: no services section", page, i+1)
 			}
-			path := filepath.Join(t.TempDir(), "colocd.yaml")
-			if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			c, err := Load(path)
+			c, err := Load(configFile(t, y))
 			if err == nil {
 				err = c.Validate()
 			}

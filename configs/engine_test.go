@@ -15,10 +15,7 @@ func TestLoadEngine(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	yaml := fmt.Sprintf("services:\n  - name: llama\n    profile: %s\n    engine: {busy: 0.6, burst_steps: 64}\n    slo: {step_p99_ms: 40}\n", absPath(t, inferenceProfile))
-	c, err := Load(writeFile(t, filepath.Join(dir, "ok.yaml"), yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustLoad(t, writeFile(t, filepath.Join(dir, "ok.yaml"), yaml))
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +28,7 @@ func TestLoadEngine(t *testing.T) {
 		t.Errorf("default burst %g, want %d", s.Bursts(), DefaultBurstSteps)
 	}
 	bad := yaml + "    rate_rps: 5\n"
-	c, err = Load(writeFile(t, filepath.Join(dir, "bad.yaml"), bad))
+	c, err := Load(writeFile(t, filepath.Join(dir, "bad.yaml"), bad))
 	if err == nil {
 		err = c.Validate()
 	}

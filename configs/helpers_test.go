@@ -45,6 +45,37 @@ func writeFile(t testing.TB, path, content string) string {
 	return path
 }
 
+// configFile writes yaml as colocd.yaml in a directory of its own and
+// returns its path.
+func configFile(t testing.TB, yaml string) string {
+	t.Helper()
+	return writeFile(t, filepath.Join(t.TempDir(), "colocd.yaml"), yaml)
+}
+
+// mustLoad loads path, or fails.
+func mustLoad(t testing.TB, path string) *Config {
+	t.Helper()
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// loadWithEnv loads path as LoadWith does, with the environment
+// variables env set for the test and the flag overrides given, or fails.
+func loadWithEnv(t *testing.T, path string, env map[string]string, overrides map[string]any) *Config {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	c, err := LoadWith(path, overrides)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // problemKeys returns the keys of a *field.List, or fails.
 func problemKeys(t testing.TB, err error) []string {
 	t.Helper()

@@ -16,18 +16,15 @@ import (
 
 func TestEnvName(t *testing.T) {
 	t.Parallel()
-	tests := []struct{ name, key, want string }{
-		{"section key", "nats.url", "COLOCD_NATS_URL"},
-		{"nested key", "admission.lease.max", "COLOCD_ADMISSION_LEASE_MAX"},
-		{"underscore", "admission.max_jobs", "COLOCD_ADMISSION_MAX_JOBS"},
-		{"deep", "nats.tls.cert", "COLOCD_NATS_TLS_CERT"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := EnvName(tt.key); got != tt.want {
-				t.Errorf("EnvName(%q) = %q, want %q", tt.key, got, tt.want)
-			}
-		})
+	for key, want := range map[string]string{
+		"nats.url":            "COLOCD_NATS_URL",            // a section's key
+		"admission.lease.max": "COLOCD_ADMISSION_LEASE_MAX", // a nested key
+		"admission.max_jobs":  "COLOCD_ADMISSION_MAX_JOBS",  // an underscore
+		"nats.tls.cert":       "COLOCD_NATS_TLS_CERT",       // deep
+	} {
+		if got := EnvName(key); got != want {
+			t.Errorf("EnvName(%q) = %q, want %q", key, got, want)
+		}
 	}
 }
 
@@ -55,13 +52,7 @@ admission: {max_jobs: 2, lease: {max: 2h}}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			c, err := LoadWith(file, tt.overrides)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := loadWithEnv(t, file, tt.env, tt.overrides)
 			if c.NATS.URL != tt.wantURL || c.Admission.MaxJobs != tt.wantJobs || c.Admission.Lease.Max != tt.wantMax {
 				t.Errorf("got url %q, max_jobs %d, lease.max %v; want %q, %d, %v",
 					c.NATS.URL, c.Admission.MaxJobs, c.Admission.Lease.Max, tt.wantURL, tt.wantJobs, tt.wantMax)
@@ -103,10 +94,7 @@ func TestLoadEnvEveryKey(t *testing.T) {
 				t.Fatalf("no test value for %T", d)
 			}
 			t.Setenv(EnvName(l.key), env)
-			c, err := Load("")
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := mustLoad(t, "")
 			if got := valueAt(reflect.ValueOf(*c), l.key); got != want {
 				t.Errorf("%s=%s: %s = %v, want %v", EnvName(l.key), env, l.key, got, want)
 			}
@@ -125,7 +113,6 @@ func valueAt(v reflect.Value, key string) any {
 
 func TestLoadUnknownKeys(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	tests := []struct {
 		name      string
 		yaml      string
@@ -140,8 +127,7 @@ func TestLoadUnknownKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeFile(t, filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "_")+".yaml"), tt.yaml)
-			_, err := LoadWith(path, tt.overrides)
+			_, err := LoadWith(configFile(t, tt.yaml), tt.overrides)
 			keys := problemKeys(t, err)
 			if !reflect.DeepEqual(keys, tt.want) {
 				t.Errorf("problems %q, want %q (%v)", keys, tt.want, err)
@@ -157,7 +143,6 @@ func TestLoadUnknownKeys(t *testing.T) {
 
 func TestLoadTypeErrors(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	tests := []struct {
 		name, yaml, key, got string
 	}{
@@ -174,8 +159,7 @@ func TestLoadTypeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeFile(t, filepath.Join(dir, "c.yaml"), tt.yaml)
-			_, err := Load(path)
+			_, err := Load(configFile(t, tt.yaml))
 			keys := problemKeys(t, err)
 			if !reflect.DeepEqual(keys, []string{tt.key}) {
 				t.Fatalf("problems %q, want [%s] (%v)", keys, tt.key, err)
@@ -245,13 +229,7 @@ services:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			c, err := LoadWith(path, tt.overrides)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := loadWithEnv(t, path, tt.env, tt.overrides)
 			if got := tt.get(c); got != tt.want {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
@@ -261,10 +239,7 @@ services:
 	// A name without a slash is looked up in PATH: not a path.
 	t.Run("control name", func(t *testing.T) {
 		p := writeFile(t, filepath.Join(dir, "name.yaml"), "mps: {control: my-control}\n")
-		c, err := Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := mustLoad(t, p)
 		if c.MPS.Control != "my-control" {
 			t.Errorf("control = %q", c.MPS.Control)
 		}
@@ -273,10 +248,7 @@ services:
 	// against its own directory.
 	t.Run("relative config path", func(t *testing.T) {
 		t.Chdir(root)
-		c, err := Load(filepath.Join("etc", "colocd", "colocd.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := mustLoad(t, filepath.Join("etc", "colocd", "colocd.yaml"))
 		if want := filepath.Join(dir, "state"); c.Sidecar.DataDir != want {
 			t.Errorf("data_dir = %q, want %q", c.Sidecar.DataDir, want)
 		}
@@ -288,7 +260,6 @@ services:
 // found by Validate after loading names its line too.
 func TestLoadStrictKeys(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	tests := []struct {
 		name, yaml string
 		want       []string // "line path"
@@ -300,7 +271,7 @@ func TestLoadStrictKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Load(writeFile(t, filepath.Join(dir, tt.name+".yaml"), tt.yaml))
+			c, err := Load(configFile(t, tt.yaml))
 			if err == nil {
 				err = c.Validate()
 			}
@@ -335,10 +306,7 @@ func TestLoadMergeKeys(t *testing.T) {
   - <<: *svc
     name: b
 `, profile))
-	c, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustLoad(t, path)
 	if len(c.Services) != 2 || c.Services[1].Name != "b" || c.Services[1].RateRPS != 10 {
 		t.Errorf("services %+v", c.Services)
 	}

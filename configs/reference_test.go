@@ -2,11 +2,12 @@ package configs
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/internal/testfiles"
 )
 
 // docs/configuration.md is the reference users read: each key's row gives
@@ -14,12 +15,8 @@ import (
 // that neither drifts from the code.
 func TestReferenceMatchesTheConfig(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../docs/configuration.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	rows := map[string][]string{}
-	for line := range strings.SplitSeq(string(doc), "\n") {
+	for line := range strings.SplitSeq(testfiles.Read(t, "docs/configuration.md"), "\n") {
 		cells := strings.Split(line, "|")
 		if len(cells) < 6 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
 			continue

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/field"
+	"github.com/colocd/colocd/internal/runtest"
 )
 
 // waitTimeout is generous: the tests share two cores with other work, and
@@ -87,20 +88,7 @@ func runWatcher(t *testing.T, path string) (*Watcher, *logRecorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(waitTimeout):
-			t.Error("Run did not return")
-		}
-	})
+	runtest.Background(t, w.Run)
 	waitFor(t, "the watch", func() bool { return rec.has("watching config") })
 	return w, rec
 }
@@ -153,7 +141,7 @@ func TestWatcherReload(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeFile(t, filepath.Join(t.TempDir(), "colocd.yaml"), configYAML(t, 0.1, ""))
+			path := configFile(t, configYAML(t, 0.1, ""))
 			w, rec := runWatcher(t, path)
 			ch, cancel := w.Subscribe()
 			defer cancel()
@@ -222,7 +210,7 @@ func TestWatcherKeepsOldOnInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeFile(t, filepath.Join(t.TempDir(), "colocd.yaml"), configYAML(t, 0.1, ""))
+			path := configFile(t, configYAML(t, 0.1, ""))
 			w, rec := runWatcher(t, path)
 			before := w.Current()
 
@@ -241,7 +229,7 @@ func TestWatcherKeepsOldOnInvalid(t *testing.T) {
 // running values, and a warning names them.
 func TestWatcherRestartOnlyKeys(t *testing.T) {
 	t.Parallel()
-	path := writeFile(t, filepath.Join(t.TempDir(), "colocd.yaml"), configYAML(t, 0.1, ""))
+	path := configFile(t, configYAML(t, 0.1, ""))
 	w, rec := runWatcher(t, path)
 
 	profile := absPath(t, inferenceProfile)

@@ -471,6 +471,19 @@ func (d *scenario) watch(ctx context.Context, heavy, light *bus.Lease) error {
 	defer rise.Stop()
 	var lastThrottle time.Time
 	throttled, lightDone, heavyDone, seen := false, false, false, false
+	// follow handles what l's subscription delivered (ok false: it ended)
+	// and sets *done once l's lease is gone.
+	follow := func(l *bus.Lease, rec bus.EventRecord, ok bool, done *bool) error {
+		if !ok {
+			return fmt.Errorf("demo: the events of %s ended: %w", l.JobID, errors.Join(subs[l.JobID].Err(), context.Cause(ctx)))
+		}
+		if err := d.event(ctx, rec.Event, l); err != nil {
+			return err
+		}
+		throttled, lastThrottle = throttledBy(rec.Event, throttled, lastThrottle)
+		*done = *done || ended(rec.Event)
+		return nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -503,23 +516,13 @@ func (d *scenario) watch(ctx context.Context, heavy, light *bus.Lease) error {
 					fmt.Sprintf("  the sidecar now predicts at %.1f req/s: p99 %.1f ms with the leases as they run", svc.PredictedAtRPS, svc.PredictedP99MS))
 			}
 		case rec, ok := <-subs[heavy.JobID].C():
-			if !ok {
-				return fmt.Errorf("demo: the events of %s ended: %w", heavy.JobID, errors.Join(subs[heavy.JobID].Err(), context.Cause(ctx)))
-			}
-			if err := d.event(ctx, rec.Event, heavy); err != nil {
+			if err := follow(heavy, rec, ok, &heavyDone); err != nil {
 				return err
 			}
-			throttled, lastThrottle = throttledBy(rec.Event, throttled, lastThrottle)
-			heavyDone = heavyDone || ended(rec.Event)
 		case rec, ok := <-subs[light.JobID].C():
-			if !ok {
-				return fmt.Errorf("demo: the events of %s ended: %w", light.JobID, errors.Join(subs[light.JobID].Err(), context.Cause(ctx)))
-			}
-			if err := d.event(ctx, rec.Event, light); err != nil {
+			if err := follow(light, rec, ok, &lightDone); err != nil {
 				return err
 			}
-			throttled, lastThrottle = throttledBy(rec.Event, throttled, lastThrottle)
-			lightDone = lightDone || ended(rec.Event)
 		}
 		if heavyDone && lightDone {
 			return d.final(ctx)

@@ -3,7 +3,6 @@ package loadtest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/jsontest"
 	"github.com/colocd/colocd/launch"
 )
 
@@ -36,14 +36,7 @@ func TestRunEmbedded(t *testing.T) {
 		t.Fatalf("loadtest: %v\nsidecar log:\n%s", err, log.String())
 	}
 	// The report as --json prints it and reads back.
-	out, err := json.Marshal(got)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("decode report: %v\n%s", err, out)
-	}
+	rep := jsontest.RoundTrip[Report](t, got)
 	if rep.Errors != 0 || len(rep.Failures) != 0 {
 		t.Errorf("errors %d %v, failures %v", rep.Errors, rep.ErrorsByCode, rep.Failures)
 	}

@@ -1,14 +1,13 @@
 package migplan
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/internal/jsontest"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -22,12 +21,13 @@ const profilesDir = "../testdata/profiles"
 func TestMake(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
-		name, inference, rate, slo string
-		best, first, infOn, trOn   string
-		mpsPct                     int
+		name, inference          string
+		rate, slo                float64
+		best, first, infOn, trOn string
+		mpsPct                   int
 	}{
-		{"small kernels, tight SLO", "testdata/small-kernel-infer.json", "50", "20", "mig", "4g.71gb+3g.71gb", "3g.71gb", "4g.71gb", 15},
-		{"kernels that fill the GPU", profilesDir + "/summary-bert.json", "20", "40", "mps", "4g.71gb+3g.71gb", "3g.71gb", "4g.71gb", 100},
+		{"small kernels, tight SLO", "testdata/small-kernel-infer.json", 50, 20, "mig", "4g.71gb+3g.71gb", "3g.71gb", "4g.71gb", 15},
+		{"kernels that fill the GPU", profilesDir + "/summary-bert.json", 20, 40, "mps", "4g.71gb+3g.71gb", "3g.71gb", "4g.71gb", 100},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			plan := makePlan(t, tt.inference, tt.rate, tt.slo, predictor.DefaultRequests)
@@ -87,18 +87,14 @@ func TestMake(t *testing.T) {
 
 // mpsP99 is `colocd predict`'s inference p99 under MPS on the whole H200
 // with the trainer at pct, as the plan predicts it.
-func mpsP99(t *testing.T, inference, rate string, pct int) float64 {
+func mpsP99(t *testing.T, inference string, rate float64, pct int) float64 {
 	t.Helper()
-	r, err := strconv.ParseFloat(rate, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cal, err := predictor.ResolveCalibration("../predictor/presets/h200.json", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc := &predictor.Scenario{Inference: load(t, inference), Training: []*predictor.Profile{load(t, profilesDir+"/summary-train.json")},
-		RateRPS: r, TrainingPct: []float64{float64(pct)}, InferencePct: 100, DeviceSMs: 132, Requests: predictor.DefaultRequests, Seed: 1,
+		RateRPS: rate, TrainingPct: []float64{float64(pct)}, InferencePct: 100, DeviceSMs: 132, Requests: predictor.DefaultRequests, Seed: 1,
 		Confidence: predictor.DefaultConfidence}
 	var pr predictor.Predictor
 	pred, err := pr.Predict(sc, predictor.ModeMPS, cal)
@@ -110,34 +106,19 @@ func mpsP99(t *testing.T, inference, rate string, pct int) float64 {
 
 // makePlan plans as colocd mig plan does with its defaults (headroom 0.1,
 // 5 % steps, seed 1, the H200's calibration preset).
-func makePlan(t *testing.T, inference, rate, slo string, requests int) *Plan {
+func makePlan(t *testing.T, inference string, rate, slo float64, requests int) *Plan {
 	t.Helper()
-	r, err := strconv.ParseFloat(rate, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := strconv.ParseFloat(slo, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cal, err := predictor.ResolveCalibration("", "NVIDIA H200")
 	if err != nil {
 		t.Fatal(err)
 	}
 	plan, err := Make(Input{GPU: "NVIDIA H200", Inference: load(t, inference), Training: load(t, profilesDir+"/summary-train.json"),
-		RateRPS: r, SLOP99MS: s, Headroom: 0.1, Requests: requests, Seed: 1, PctStep: 5, Calibration: cal})
+		RateRPS: rate, SLOP99MS: slo, Headroom: 0.1, Requests: requests, Seed: 1, PctStep: 5, Calibration: cal})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The plan as --json prints it and reads back.
-	out, err := json.Marshal(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Plan
-	if err := json.Unmarshal(out, &back); err != nil {
-		t.Fatalf("decode: %v\n%s", err, out)
-	}
+	back := jsontest.RoundTrip[Plan](t, plan)
 	return &back
 }
 
@@ -160,7 +141,7 @@ func TestMakeNothingHolds(t *testing.T) {
 		"device": {"name": "NVIDIA H200", "sms": 60}, "memory_mib": 20000, "summary": {"latency_ms": 6, "gpu_util": 0.8, "mem_util": 0.2}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	plan := makePlan(t, big, "500", "1", 200)
+	plan := makePlan(t, big, 500, 1, 200)
 	if plan.Best != "none" || plan.MPS.Pct != 0 || plan.MPS.SLOHolds || plan.MPS.LowestPct != 5 || plan.MPS.Throughput != 0 {
 		t.Errorf("best %q, mps %+v: want none, and no MPS percentage", plan.Best, plan.MPS)
 	}

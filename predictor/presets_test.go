@@ -2,12 +2,12 @@ package predictor
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/colocd/colocd/internal/fieldtest"
+	"github.com/colocd/colocd/internal/testfiles"
 )
 
 func TestCalibrationPreset(t *testing.T) {
@@ -63,13 +63,7 @@ func TestEveryPresetLoads(t *testing.T) {
 func TestResolveCalibration(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return testfiles.Write(t, dir, name, body) }
 	mpsOnly := write("mps.json", `{"format":"colocd.calibration/v1","source":"fitted here","mps":{"coefficients":{"dram":0.7}}}`)
 	bad := write("bad.json", `{"format":"colocd.calibration/v1","timeslice":{"slice_us":-1,"switch_us":1,"holdover_us":1}}`)
 	h200, err := CalibrationPreset("NVIDIA H200")

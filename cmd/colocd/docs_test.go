@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/internal/testfiles"
 )
 
 // Every relative link in README.md and docs/ names a file that exists
@@ -13,20 +15,10 @@ import (
 // anchors: a reader who follows the tutorial never lands on nothing.
 func TestDocsLinksResolve(t *testing.T) {
 	t.Parallel()
-	pages, err := filepath.Glob("../../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	more, _ := filepath.Glob("../../docs/*/*.md")
-	pages = append(append(pages, more...), "../../README.md")
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	checked := 0
-	for _, page := range pages {
-		raw, err := os.ReadFile(page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range link.FindAllStringSubmatch(string(raw), -1) {
+	for _, page := range testfiles.Glob(t, "docs/*.md", "docs/*/*.md", "README.md") {
+		for _, m := range link.FindAllStringSubmatch(testfiles.Read(t, page), -1) {
 			target, frag, _ := strings.Cut(m[1], "#")
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
@@ -35,7 +27,7 @@ func TestDocsLinksResolve(t *testing.T) {
 			if target != "" {
 				path = filepath.Join(filepath.Dir(page), target)
 			}
-			if _, err := os.Stat(path); err != nil {
+			if _, err := os.Stat(testfiles.Path(t, path)); err != nil {
 				t.Errorf("%s: link %s: %v", page, m[1], err)
 				continue
 			}
@@ -53,17 +45,14 @@ func TestDocsLinksResolve(t *testing.T) {
 	}
 }
 
-// anchors are the fragments GitHub gives a Markdown file's headings: lower
-// case, punctuation but '-' and '_' dropped, spaces as '-'.
+// anchors are the fragments GitHub gives a Markdown file's headings (path
+// from the module's root): lower case, punctuation but '-' and '_'
+// dropped, spaces as '-'.
 func anchors(t *testing.T, path string) map[string]bool {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]bool{}
 	fence := false
-	for line := range strings.SplitSeq(string(raw), "\n") {
+	for line := range strings.SplitSeq(testfiles.Read(t, path), "\n") {
 		if strings.HasPrefix(line, "```") {
 			fence = !fence
 		}

@@ -40,86 +40,84 @@ once, and one removed is disconnected.`,
 		}
 		return cfg.LauncherDir(), nil
 	}
+	// inDir completes a subcommand: it gets --json, and runs run with the
+	// launchers directory; its errors name the subcommand.
+	inDir := func(c *cobra.Command, run func(cmd *cobra.Command, args []string, dir string) error) *cobra.Command {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			d, err := launchersDir()
+			if err == nil {
+				err = run(cmd, args, d)
+			}
+			if err != nil {
+				return fmt.Errorf("launcher %s: %w", cmd.Name(), err)
+			}
+			return nil
+		}
+		c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+		return c
+	}
 	var out string
-	add := &cobra.Command{
+	add := inDir(&cobra.Command{
 		Use:   "add NAME --out FILE",
 		Short: "Make a launcher identity: its seed goes to FILE, its public key to the launchers directory",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := launchersDir()
-			if err != nil {
-				return fmt.Errorf("launcher add: %w", err)
-			}
-			if out == "" {
-				out = args[0] + ".nk"
-			}
-			l, err := bus.AddLauncherSeedFile(d, args[0], out)
-			if err != nil {
-				return fmt.Errorf("launcher add: %w", err)
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), map[string]string{"name": l.Name, "key": l.Key, "seed_file": absPath(out)})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "launcher %s: key %s\nits seed is in %s (mode 0600): give it to the launcher alone, e.g.\n  export %s=%s\n",
-				l.Name, l.Key, out, launch.EnvNKey, termtext.ShellQuote(absPath(out)))
-			return nil
-		},
-	}
+	}, func(cmd *cobra.Command, args []string, d string) error {
+		if out == "" {
+			out = args[0] + ".nk"
+		}
+		l, err := bus.AddLauncherSeedFile(d, args[0], out)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(cmd.OutOrStdout(), map[string]string{"name": l.Name, "key": l.Key, "seed_file": absPath(out)})
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "launcher %s: key %s\nits seed is in %s (mode 0600): give it to the launcher alone, e.g.\n  export %s=%s\n",
+			l.Name, l.Key, out, launch.EnvNKey, termtext.ShellQuote(absPath(out)))
+		return nil
+	})
 	add.Flags().StringVar(&out, "out", "", "the file the seed is written to, mode 0600 (default NAME.nk; must not exist)")
-	remove := &cobra.Command{
+	remove := inDir(&cobra.Command{
 		Use:   "remove NAME",
 		Short: "Remove a launcher identity: its connections are closed and it cannot connect again",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := launchersDir()
-			if err != nil {
-				return fmt.Errorf("launcher remove: %w", err)
-			}
-			if err := bus.RemoveLauncher(d, args[0]); err != nil {
-				return fmt.Errorf("launcher remove: %w", err)
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), map[string]any{"name": args[0], "removed": true})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "launcher %s removed; a running sidecar disconnects it within seconds\n", args[0])
-			return nil
-		},
-	}
-	list := &cobra.Command{
+	}, func(cmd *cobra.Command, args []string, d string) error {
+		if err := bus.RemoveLauncher(d, args[0]); err != nil {
+			return err
+		}
+		if asJSON {
+			return printJSON(cmd.OutOrStdout(), map[string]any{"name": args[0], "removed": true})
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "launcher %s removed; a running sidecar disconnects it within seconds\n", args[0])
+		return nil
+	})
+	list := inDir(&cobra.Command{
 		Use:   "list",
 		Short: "List the launcher identities of the launchers directory",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := launchersDir()
-			if err != nil {
-				return fmt.Errorf("launcher list: %w", err)
+	}, func(cmd *cobra.Command, _ []string, d string) error {
+		ls, err := bus.ReadLaunchers(d)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			type entry struct {
+				Name string `json:"name"`
+				Key  string `json:"key"`
 			}
-			ls, err := bus.ReadLaunchers(d)
-			if err != nil {
-				return fmt.Errorf("launcher list: %w", err)
-			}
-			if asJSON {
-				type entry struct {
-					Name string `json:"name"`
-					Key  string `json:"key"`
-				}
-				es := make([]entry, 0, len(ls))
-				for _, l := range ls {
-					es = append(es, entry{l.Name, l.Key})
-				}
-				return printJSON(cmd.OutOrStdout(), es)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tKEY")
+			es := make([]entry, 0, len(ls))
 			for _, l := range ls {
-				fmt.Fprintf(w, "%s\t%s\n", l.Name, l.Key)
+				es = append(es, entry{l.Name, l.Key})
 			}
-			return w.Flush()
-		},
-	}
-	for _, c := range []*cobra.Command{add, remove, list} {
-		c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	}
+			return printJSON(cmd.OutOrStdout(), es)
+		}
+		w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "NAME\tKEY")
+		for _, l := range ls {
+			fmt.Fprintf(w, "%s\t%s\n", l.Name, l.Key)
+		}
+		return w.Flush()
+	})
 	cmd.AddCommand(add, remove, list)
 	return cmd
 }

@@ -62,6 +62,14 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printAs prints v as JSON with --json (asJSON), else as text writes it.
+func printAs[T any](w io.Writer, asJSON bool, v T, text func(io.Writer, T) error) error {
+	if asJSON {
+		return printJSON(w, v)
+	}
+	return text(w, v)
+}
+
 func newAdmitCmd() *cobra.Command {
 	var (
 		lf launcherFlags
@@ -81,12 +89,7 @@ A deny prints the reason and exits with status 3; a failed admit's output
 ends with (exit N), so that the eval fails as admit did. --request-id makes a retry
 return the same decision instead of a second lease (default: a random id).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, nc, err := af.prepare(cmd, &lf, true)
-			if err != nil {
-				return fmt.Errorf("admit: %w", err)
-			}
-			defer nc.Close()
+		RunE: af.run(&lf, true, func(cmd *cobra.Command, client *bus.Client) error {
 			d, err := client.Admit(cmd.Context(), lf.Sidecar, &af.req)
 			if err != nil {
 				launch.RetryHint(cmd.ErrOrStderr(), lf.Sidecar, &af.req, err)
@@ -106,7 +109,7 @@ return the same decision instead of a second lease (default: a random id).`,
 				token = d.Lease.Token
 			}
 			return writeEnv(cmd.OutOrStdout(), d, &lf, token)
-		},
+		}),
 	}
 	lf.register(cmd, true)
 	af.register(cmd)
@@ -156,6 +159,21 @@ func (f *admitFlags) prepare(cmd *cobra.Command, lf *launcherFlags, needSidecar 
 	return client, nc, nil
 }
 
+// run makes the RunE of a command that sends an admission request (admit,
+// place, quote): it prepares the request, connects, and runs do with the
+// client; a failure to prepare or connect is prefixed with the command's
+// name.
+func (f *admitFlags) run(lf *launcherFlags, needSidecar bool, do func(cmd *cobra.Command, client *bus.Client) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		client, nc, err := f.prepare(cmd, lf, needSidecar)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cmd.Name(), err)
+		}
+		defer nc.Close()
+		return do(cmd, client)
+	}
+}
+
 // register declares the flags.
 func (f *admitFlags) register(cmd *cobra.Command) {
 	req, profilePath, sendMode, lease := &f.req, &f.profilePath, &f.sendMode, &f.lease
@@ -185,21 +203,13 @@ func newQuoteCmd() *cobra.Command {
 		Use:   "quote --job ID --profile FILE [--wait 1s]",
 		Short: "Ask every sidecar what it would decide, without taking a lease",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, nc, err := af.prepare(cmd, &lf, false)
-			if err != nil {
-				return fmt.Errorf("quote: %w", err)
-			}
-			defer nc.Close()
+		RunE: af.run(&lf, false, func(cmd *cobra.Command, client *bus.Client) error {
 			ds, err := launch.Quote(cmd.Context(), client, &af.req, wait)
 			if err != nil {
 				return fmt.Errorf("quote: %w", launch.Describe(err))
 			}
-			if lf.asJSON {
-				return printJSON(cmd.OutOrStdout(), ds)
-			}
-			return launch.WriteQuotes(cmd.OutOrStdout(), ds)
-		},
+			return printAs(cmd.OutOrStdout(), lf.asJSON, ds, launch.WriteQuotes)
+		}),
 	}
 	lf.register(cmd, false)
 	cmd.Flags().StringVar(&lf.Sidecar, "sidecar", os.Getenv(launch.EnvSidecar), "the sidecar a profile sent by reference is uploaded through (env "+launch.EnvSidecar+"); the quote still asks every sidecar. Without it, ref puts the profile in the object store directly")
@@ -333,10 +343,7 @@ func newStatusCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("status: %w", launch.Describe(err))
 			}
-			if lf.asJSON {
-				return printJSON(cmd.OutOrStdout(), st)
-			}
-			return launch.WriteStatus(cmd.OutOrStdout(), st)
+			return printAs(cmd.OutOrStdout(), lf.asJSON, st, launch.WriteStatus)
 		},
 	}
 	lf.register(cmd, true)

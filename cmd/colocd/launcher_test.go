@@ -12,10 +12,8 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
-	"github.com/colocd/colocd/internal/natstest"
 	"github.com/colocd/colocd/internal/testpki"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 )
 
 // TestLauncherCommands drives a real sidecar (embedded NATS on a free port,
@@ -164,17 +162,13 @@ func TestPlaceCommand(t *testing.T) {
 // is then delivered to the real sidecar, as a late request would be.
 func TestAdmitWithoutAnswer(t *testing.T) {
 	t.Parallel()
-	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := connectNATS(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+	url := nc.ConnectedUrl()
 	stalled, err := nc.SubscribeSync(bus.EndpointSubject("gpu-late", bus.EndpointAdmit))
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"admit", "--sidecar", "gpu-late", "--server", ns.ClientURL(), "--job", "late-1",
+	args := []string{"admit", "--sidecar", "gpu-late", "--server", url, "--job", "late-1",
 		"--profile", profilesDir + "/v100-train-step.json", "--memory-mib", "1000", "--send-profile", "inline"}
 	_, stderr, err := runCLI(t, append(args, "--timeout", "500ms")...)
 	if err == nil {
@@ -196,7 +190,7 @@ func TestAdmitWithoutAnswer(t *testing.T) {
 		t.Fatalf("the hint (%s, token %s) is not what was sent (%s, %s): %v", m[1], m[2], sent.RequestID, sent.TokenSHA256, err)
 	}
 	// The first try arrives late at the real sidecar, which grants it.
-	startSidecar(t, "gpu-late", func(c *configs.Config) { c.NATS.URL = ns.ClientURL() })
+	startSidecar(t, "gpu-late", func(c *configs.Config) { c.NATS.URL = url })
 	resp, err := nc.Request(first.Subject, first.Data, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)

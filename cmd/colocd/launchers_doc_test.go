@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/internal/testfiles"
 	"github.com/colocd/colocd/launch"
 	"github.com/spf13/cobra"
 )
@@ -17,11 +17,7 @@ import (
 // this CLI accepts: its flags, their values, and a command after --.
 func TestLauncherRecipesParse(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("../../docs/launchers.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(raw)
+	doc := testfiles.Read(t, "docs/launchers.md")
 	var lines [][]string
 	// Shell: a line from "colocd run" on, with its continuations.
 	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(doc, -1) {

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"os"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/internal/testfiles"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -16,20 +16,16 @@ import (
 // (flags, values, the command after --), placing on its own node.
 func TestKubernetesJobIsAColocdRun(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("../../deploy/kubernetes/vllm-with-colocd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	jobs := 0
-	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+	for _, doc := range strings.Split(testfiles.Read(t, "deploy/kubernetes/vllm-with-colocd.yaml"), "\n---\n") {
 		var meta struct {
 			Kind string `json:"kind"`
 		}
-		if err := yaml.Unmarshal(doc, &meta); err != nil || meta.Kind != "Job" {
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil || meta.Kind != "Job" {
 			continue
 		}
 		var job batchv1.Job
-		if err := yaml.UnmarshalStrict(doc, &job); err != nil {
+		if err := yaml.UnmarshalStrict([]byte(doc), &job); err != nil {
 			t.Fatal(err)
 		}
 		jobs++

@@ -9,9 +9,7 @@ import (
 )
 
 func newMIGCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "mig", Short: "MIG profiles and layouts of a GPU, without a GPU"}
-	cmd.AddCommand(newMIGLayoutsCmd(), newMIGPlanCmd())
-	return cmd
+	return groupCmd("mig", "MIG profiles and layouts of a GPU, without a GPU", newMIGLayoutsCmd(), newMIGPlanCmd())
 }
 
 func newMIGLayoutsCmd() *cobra.Command {
@@ -35,10 +33,7 @@ instance shows its profile, first memory slice, SMs and memory.`,
 			if err != nil {
 				return fmt.Errorf("mig layouts: %w", err)
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), out)
-			}
-			return migplan.WriteLayouts(cmd.OutOrStdout(), out)
+			return printAs(cmd.OutOrStdout(), asJSON, out, migplan.WriteLayouts)
 		},
 	}
 	cmd.Flags().StringVar(&name, "gpu", "", `the GPU's NVML name, e.g. "NVIDIA H200"`)

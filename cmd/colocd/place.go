@@ -33,12 +33,7 @@ throttle it prints the same shell lines as admit, for the sidecar chosen:
 
 No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, nc, err := af.prepare(cmd, &lf, false)
-			if err != nil {
-				return fmt.Errorf("place: %w", err)
-			}
-			defer nc.Close()
+		RunE: af.run(&lf, false, func(cmd *cobra.Command, client *bus.Client) error {
 			p, err := client.Place(cmd.Context(), &af.req, bus.PlaceOptions{K: k, Node: node})
 			if lf.asJSON && p != nil {
 				if jerr := printJSON(cmd.OutOrStdout(), p); jerr != nil {
@@ -64,7 +59,7 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 				token = p.Decision.Lease.Token
 			}
 			return writeEnv(cmd.OutOrStdout(), p.Decision, &lf, token)
-		},
+		}),
 	}
 	lf.register(cmd, false)
 	af.register(cmd)

@@ -116,11 +116,7 @@ func TestPredictTable(t *testing.T) {
 func TestPredictErrors(t *testing.T) {
 	t.Parallel()
 	bert, train := profilesDir+"/summary-bert.json", profilesDir+"/summary-train.json"
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	wantRefusals(t, []string{"predict"}, []refusal{
 		{"no inference", []string{"--load", "0.5"}, "--inference: want the path of an inference profile"},
 		{"unknown mode", []string{"--inference", bert, "--mode", "mig", "--load", "0.5"}, `--mode: want timeslice or mps, got "mig"`},
 		{"pct without mps", []string{"--inference", bert, "--pct", "50", "--load", "0.5"}, "--pct and --inference-pct: want --mode mps"},
@@ -137,15 +133,7 @@ func TestPredictErrors(t *testing.T) {
 		{"second service a trainer", []string{"--inference", bert, "--inference", train, "--rate", "5"}, `others[0].profile.kind: want "inference", got "training"`},
 		{"second service missing", []string{"--inference", bert, "--inference", "nope.json", "--rate", "5"}, "--inference nope.json"},
 		{"bad calibration", []string{"--inference", bert, "--load", "0.5", "--calibration", train}, "--calibration"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := runCLI(t, append([]string{"predict"}, tt.args...)...)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
-		})
-	}
+	})
 }
 
 // Two services: --rate once per service, each reported in the order given
@@ -156,15 +144,7 @@ func TestPredictTwoServices(t *testing.T) {
 	bert, infer, train := profilesDir+"/summary-bert.json", profilesDir+"/v100-infer-200.json", profilesDir+"/v100-train-step.json"
 	run := func(args ...string) predictor.Prediction {
 		t.Helper()
-		out, _, err := runCLI(t, append([]string{"predict", "--training", train, "--mode", "mps", "--pct", "50", "--requests", "300", "--json"}, args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var p predictor.Prediction
-		if err := json.Unmarshal([]byte(out), &p); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return predictJSON(t, append([]string{"--training", train, "--mode", "mps", "--pct", "50", "--requests", "300"}, args...)...)
 	}
 	both := run("--inference", infer, "--inference", bert, "--rate", "4", "--rate", "20")
 	alone := run("--inference", infer, "--rate", "4")

@@ -15,9 +15,7 @@ import (
 var profileFormats = []string{"kineto"}
 
 func newProfileCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "profile", Short: "Work with workload profiles (colocd.profile/v1)"}
-	cmd.AddCommand(newProfileImportCmd(), newProfileValidateCmd())
-	return cmd
+	return groupCmd("profile", "Work with workload profiles (colocd.profile/v1)", newProfileImportCmd(), newProfileValidateCmd())
 }
 
 func newProfileImportCmd() *cobra.Command {

@@ -61,6 +61,14 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
+// groupCmd is a command that only groups its subcommands (colocd mig,
+// colocd profile).
+func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
 // markUsageErrors makes the errors of flag parsing and of argument counts
 // usage errors (exit status 2), on c and every command below it.
 func markUsageErrors(c *cobra.Command) {

@@ -73,17 +73,9 @@ func TestSimserve(t *testing.T) {
 
 func TestSimserveErrors(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--rate", "5"}, "--inference and --training"},
-		{[]string{"--inference", "a", "--training", "b"}, "--trace or --rate: want one of the two"},
-		{[]string{"--inference", "a", "--training", "b", "--rate", "5", "--error", "0"}, "want factors above 0"},
-	} {
-		_, _, err := runCLI(t, append([]string{"simserve"}, tt.args...)...)
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.want)
-		}
-	}
+	wantRefusals(t, []string{"simserve"}, []refusal{
+		{"no profiles", []string{"--rate", "5"}, "--inference and --training"},
+		{"no arrivals", []string{"--inference", "a", "--training", "b"}, "--trace or --rate: want one of the two"},
+		{"no error factor", []string{"--inference", "a", "--training", "b", "--rate", "5", "--error", "0"}, "want factors above 0"},
+	})
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/internal/testfiles"
 )
 
 const module = "github.com/colocd/colocd"
@@ -50,12 +52,9 @@ func floorOf(rel string) (int, bool) {
 
 func TestNoPackageImportsAFloorAbove(t *testing.T) {
 	t.Parallel()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testfiles.Root(t)
 	seen := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -356,11 +356,7 @@ func (s *scanner) object(t reflect.Type) error {
 				err = s.value(elem)
 			}
 		}
-		s.path = s.path[:len(s.path)-1]
-		if err != nil {
-			return err
-		}
-		if more, err := s.after('}'); !more {
+		if more, err := s.leave(err, '}'); !more {
 			return err
 		}
 	}
@@ -386,6 +382,16 @@ func (s *scanner) opened(end byte) bool {
 		return true
 	}
 	return false
+}
+
+// leave ends a member or an element whose scan returned err: its segment
+// leaves the path and, unless the scan failed, after reads what follows.
+func (s *scanner) leave(err error, end byte) (more bool, _ error) {
+	s.path = s.path[:len(s.path)-1]
+	if err != nil {
+		return false, err
+	}
+	return s.after(end)
 }
 
 // after takes what follows a member or element: a ',' (more follow) or
@@ -507,11 +513,7 @@ func (s *scanner) array(elem reflect.Type) error {
 	for i, empty := 0, s.opened(']'); !empty; i++ {
 		s.path = append(s.path, seg{idx: i, isIndex: true})
 		err := s.value(elem)
-		s.path = s.path[:len(s.path)-1]
-		if err != nil {
-			return err
-		}
-		if more, err := s.after(']'); !more {
+		if more, err := s.leave(err, ']'); !more {
 			return err
 		}
 	}

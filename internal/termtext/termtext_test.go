@@ -7,19 +7,14 @@ import (
 )
 
 func TestLine(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-	}{
-		{"plain", "fits the SLO", "fits the SLO"},
-		{"newline and escape", "a\nrm -rf /\x1b[2J", "arm -rf /[2J"},
-		{"unicode separators", "a\u2028b\u2029c", "abc"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := Line(tc.in); got != tc.want {
-				t.Errorf("got %q, want %q", got, tc.want)
-			}
-		})
+	for in, want := range map[string]string{
+		"fits the SLO":       "fits the SLO", // plain
+		"a\nrm -rf /\x1b[2J": "arm -rf /[2J", // a newline and an escape
+		"a\u2028b\u2029c":    "abc",          // Unicode separators
+	} {
+		if got := Line(in); got != want {
+			t.Errorf("Line(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
