@@ -179,55 +179,33 @@ func p99Of(t testing.TB, path string, pct int, rate float64) float64 {
 	return pred.Inference.LatencyMS.P99
 }
 
-// TestDecisions causes each outcome for a real reason, and checks that a
-// decision's predicted p99 is what the predictor says for the same inputs.
+// TestDecisions: over NATS, a decision for a real reason (only lower
+// percentages fit) is a throttle with its lease, token and env, and its
+// predicted p99 is what the predictor says for the same inputs. Each other
+// outcome is admission.TestDecisionScenarios.
 func TestDecisions(t *testing.T) {
 	t.Parallel()
 	p10, p100 := p99At(t, 10), p99At(t, 100)
 	if !(p10 < p100) {
 		t.Fatalf("p99 at 10 %% = %v, at 100 %% = %v: the scenario has no room to throttle", p10, p100)
 	}
-	tests := []struct {
-		name     string
-		slo      float64 // the SLO; admission keeps p99 within 90 % of it
-		memory   int
-		want     string
-		wantCode string
-	}{
-		{"grant: loose SLO", p100 / 0.9 * 1.05, 1000, bus.DecisionGrant, string(admission.CodeFits)},
-		{"throttle: only lower percentages fit", (p10 + p100) / 2 / 0.9, 1000, bus.DecisionThrottle, string(admission.CodeThrottledToFit)},
-		{"deny: even 10 % breaks the SLO", p10 * 0.95 / 0.9, 1000, bus.DecisionDeny, string(admission.CodeSLOViolation)},
-		{"deny: not enough GPU memory", p100 * 2, 200_000, bus.DecisionDeny, string(admission.CodeInsufficientMemory)},
+	s := start(t, testConfig(t, "", (p10+p100)/2/0.9), Options{}) // admission keeps p99 within 90 % of the SLO
+	d, err := client(t, s).Admit(context.Background(), s.ID(), admitReq("job-1", 10, 100))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := start(t, testConfig(t, "", tt.slo), Options{})
-			req := admitReq("job-1", 10, 100)
-			req.MemoryMiB = tt.memory
-			d, err := client(t, s).Admit(context.Background(), s.ID(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Decision != tt.want || d.Reason.Code != tt.wantCode {
-				t.Fatalf("decision %s (%s: %s), want %s (%s)", d.Decision, d.Reason.Code, d.Reason.Message, tt.want, tt.wantCode)
-			}
-			if tt.want == bus.DecisionDeny {
-				if d.Lease != nil {
-					t.Errorf("a deny carries a lease: %+v", d.Lease)
-				}
-				return
-			}
-			l := d.Lease
-			if l == nil || l.Token == "" || l.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != fmt.Sprint(l.ActiveThreadPct) {
-				t.Fatalf("lease %+v: want a token and the percentage in the env", l)
-			}
-			if got, want := d.Predictions[0].PredictedP99MS, p99At(t, l.ActiveThreadPct); got != want {
-				t.Errorf("predicted p99 %v ms at %d %%, colocd predict gives %v", got, l.ActiveThreadPct, want)
-			}
-			if tt.want == bus.DecisionThrottle && !(l.ActiveThreadPct > 10 && l.ActiveThreadPct < 100) {
-				t.Errorf("throttled to %d %%", l.ActiveThreadPct)
-			}
-		})
+	if d.Decision != bus.DecisionThrottle || d.Reason.Code != string(admission.CodeThrottledToFit) {
+		t.Fatalf("decision %s (%s: %s), want %s (%s)", d.Decision, d.Reason.Code, d.Reason.Message, bus.DecisionThrottle, admission.CodeThrottledToFit)
+	}
+	l := d.Lease
+	if l == nil || l.Token == "" || l.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != fmt.Sprint(l.ActiveThreadPct) {
+		t.Fatalf("lease %+v: want a token and the percentage in the env", l)
+	}
+	if got, want := d.Predictions[0].PredictedP99MS, p99At(t, l.ActiveThreadPct); got != want {
+		t.Errorf("predicted p99 %v ms at %d %%, colocd predict gives %v", got, l.ActiveThreadPct, want)
+	}
+	if !(l.ActiveThreadPct > 10 && l.ActiveThreadPct < 100) {
+		t.Errorf("throttled to %d %%", l.ActiveThreadPct)
 	}
 }
 
