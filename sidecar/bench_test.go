@@ -38,10 +38,8 @@ func benchRoundTrip(b *testing.B, profile json.RawMessage, byRef bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	stop := background(s.Run)
+	defer stop()
 	nc, err := s.Conn() // a launcher
 	if err != nil {
 		b.Fatal(err)

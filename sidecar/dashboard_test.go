@@ -59,9 +59,9 @@ func dashboardMetrics(t *testing.T) []string {
 func TestDashboardQueriesExistingMetrics(t *testing.T) {
 	t.Parallel()
 	want := dashboardMetrics(t)
-	url, _, _ := loadServer(t, 100) // 100 requests a scrape: enough for a p99 in a 2 s window
+	srv := newMetricsServer(t, 100, loadPage) // 100 requests a scrape: enough for a p99 in a 2 s window
 	cfg := testConfig(t, "gpu-dash", 10000)
-	cfg.Services[0].Metrics = observe.Endpoint{URL: url, Preset: "vllm", Interval: time.Second, Window: 2 * time.Second}
+	cfg.Services[0].Metrics = observe.Endpoint{URL: srv.url, Preset: "vllm", Interval: time.Second, Window: 2 * time.Second}
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -2,13 +2,9 @@ package sidecar
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,25 +20,9 @@ import (
 // complete between two scrapes, every one with a latency in (lowMS, highMS].
 func slowServer(t *testing.T, perScrape, lowMS, highMS float64) string {
 	t.Helper()
-	var mu sync.Mutex
-	req := 0.0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		req += perScrape
-		n := req
-		mu.Unlock()
-		fmt.Fprintf(w, "# TYPE vllm:e2e_request_latency_seconds histogram\n"+
-			"vllm:e2e_request_latency_seconds_bucket{le=\"%g\",model_name=\"m\"} 0\n"+
-			"vllm:e2e_request_latency_seconds_bucket{le=\"%g\",model_name=\"m\"} %g\n"+
-			"vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\",model_name=\"m\"} %g\n"+
-			"vllm:e2e_request_latency_seconds_count{model_name=\"m\"} %g\n"+
-			"vllm:e2e_request_latency_seconds_sum{model_name=\"m\"} %g\n"+
-			"# TYPE vllm:request_success_total counter\n"+
-			"vllm:request_success_total{finished_reason=\"stop\",model_name=\"m\"} %g\n",
-			lowMS/1000, highMS/1000, n, n, n, n*highMS/1000, n)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/metrics"
+	return newMetricsServer(t, perScrape, func(n float64) string {
+		return vllmPage(n, highMS, latencyBound{lowMS, 0}, latencyBound{highMS, 1})
+	}).url
 }
 
 // The predictor is off: the server's own p99 is 1.5 to 1.6 times what it
@@ -205,26 +185,10 @@ func TestLoadDoublesThrottleHonoured(t *testing.T) {
 // any more: predictions fall back to the configured rate.
 func TestMetricsDownFallsBackToTheConfiguredRate(t *testing.T) {
 	t.Parallel()
-	var down atomic.Bool
-	var mu sync.Mutex
-	req := 0.0
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "server restarting", http.StatusServiceUnavailable)
-			return
-		}
-		mu.Lock()
-		req += 40 // some 40 req/s against 8 configured
-		n := req
-		mu.Unlock()
-		fmt.Fprintf(w, "# TYPE vllm:e2e_request_latency_seconds histogram\n"+
-			"vllm:e2e_request_latency_seconds_bucket{le=\"0.1\"} %g\nvllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} %g\n"+
-			"vllm:e2e_request_latency_seconds_count %g\nvllm:e2e_request_latency_seconds_sum %g\n"+
-			"# TYPE vllm:request_success_total counter\nvllm:request_success_total %g\n", n, n, n, n*0.05, n)
-	}))
-	t.Cleanup(hs.Close)
+	// Some 40 requests a second against 8 configured, each within 100 ms.
+	srv := newMetricsServer(t, 40, func(n float64) string { return vllmPage(n, 50, latencyBound{100, 1}) })
 	cfg := testConfig(t, "gpu-down", 1e6)
-	cfg.Services[0].Metrics = observe.Endpoint{URL: hs.URL + "/metrics", Preset: "vllm", Interval: time.Second}
+	cfg.Services[0].Metrics = observe.Endpoint{URL: srv.url, Preset: "vllm", Interval: time.Second}
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -239,7 +203,7 @@ func TestMetricsDownFallsBackToTheConfiguredRate(t *testing.T) {
 	if !eventually(ctx, func() bool { return status().PredictedAtRPS > 30 }) {
 		t.Fatalf("never predicted at the observed load: %+v", status())
 	}
-	down.Store(true)
+	srv.down.Store(true)
 	var last bus.ServiceStatus
 	// Status predicts, then reads the observation: on a busy machine one
 	// status can hold a prediction made just before the expiry, so wait

@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"testing"
@@ -20,10 +19,8 @@ func TestIdleConnectionsDoNotStarveProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	stop := background(srv.serve)
+	defer stop()
 
 	var conns []net.Conn
 	defer func() {

@@ -2,13 +2,10 @@ package sidecar
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,49 +14,10 @@ import (
 	"github.com/colocd/colocd/observe"
 )
 
-// vllmServer serves a vLLM metrics page whose request counter grows by
-// perScrape on every scrape, and reports each scrape on a channel.
-func vllmServer(t *testing.T, perScrape float64) (url string, scrapes <-chan int) {
-	t.Helper()
-	url, scrapes, _ = loadServer(t, perScrape)
-	return url, scrapes
-}
-
-// loadServer is vllmServer whose growth per scrape the test can change.
-func loadServer(t *testing.T, perScrape float64) (url string, scrapes <-chan int, setStep func(float64)) {
-	t.Helper()
-	var mu sync.Mutex
-	n, step, req := 0, perScrape, 0.0
-	ch := make(chan int, 100)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		n++
-		k := n
-		req += step
-		req := req
-		mu.Unlock()
-		fmt.Fprintf(w, "# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.\n"+
-			"# TYPE vllm:e2e_request_latency_seconds histogram\n"+
-			"vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.3\",model_name=\"m\"} %.1f\n"+
-			"vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.5\",model_name=\"m\"} %.1f\n"+
-			"vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\"} %.1f\n"+
-			"vllm:e2e_request_latency_seconds_count{engine=\"0\",model_name=\"m\"} %.1f\n"+
-			"vllm:e2e_request_latency_seconds_sum{engine=\"0\",model_name=\"m\"} %g\n"+
-			"# HELP vllm:request_success_total Count of successfully processed requests.\n"+
-			"# TYPE vllm:request_success_total counter\n"+
-			"vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=\"m\"} %.1f\n",
-			0.5*req, req, req, req, 0.3*req, req)
-		select {
-		case ch <- k:
-		default:
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/metrics", ch, func(v float64) {
-		mu.Lock()
-		step = v
-		mu.Unlock()
-	}
+// loadPage is a vLLM server's page after n requests, half of them within
+// 300 ms and all within 500 ms.
+func loadPage(n float64) string {
+	return vllmPage(n, 300, latencyBound{300, 0.5}, latencyBound{500, 1})
 }
 
 // TestObservedLoadRaisesPredictions: a service whose server serves far more
@@ -67,16 +25,16 @@ func loadServer(t *testing.T, perScrape float64) (url string, scrapes <-chan int
 // in a quote, and status shows what the server reports.
 func TestObservedLoadRaisesPredictions(t *testing.T) {
 	t.Parallel()
-	url, scrapes := vllmServer(t, 500) // 500 requests a second at 1 s scrapes, against 8 configured
+	srv := newMetricsServer(t, 500, loadPage) // 500 requests a second at 1 s scrapes, against 8 configured
 	cfg := testConfig(t, "gpu-observed", 1e6)
-	cfg.Services[0].Metrics = observe.Endpoint{URL: url, Preset: "vllm", Interval: time.Second}
+	cfg.Services[0].Metrics = observe.Endpoint{URL: srv.url, Preset: "vllm", Interval: time.Second}
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for k := 0; k < 3; { // the third scrape: the second reading is in the window
 		select {
-		case k = <-scrapes:
+		case k = <-srv.scrapes:
 		case <-ctx.Done():
 			t.Fatal("the server was not scraped three times")
 		}
@@ -114,8 +72,7 @@ func TestObservedLoadRaisesPredictions(t *testing.T) {
 // stops it.
 func TestWatchedServicesFollowReloads(t *testing.T) {
 	t.Parallel()
-	urlA, scrapesA := vllmServer(t, 10)
-	urlB, scrapesB := vllmServer(t, 10)
+	a, b := newMetricsServer(t, 10, loadPage), newMetricsServer(t, 10, loadPage)
 	svc := func(url string) []configs.Service {
 		s := configs.Service{Name: "chat"}
 		if url != "" {
@@ -123,13 +80,10 @@ func TestWatchedServicesFollowReloads(t *testing.T) {
 		}
 		return []configs.Service{s}
 	}
-	w := newWatchedServices(slog.New(slog.DiscardHandler), svc(urlA))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
+	w := newWatchedServices(slog.New(slog.DiscardHandler), svc(a.url))
+	stop := background(w.Run)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -141,9 +95,9 @@ func TestWatchedServicesFollowReloads(t *testing.T) {
 			t.Fatalf("%s was not scraped", what)
 		}
 	}
-	wait(scrapesA, "the first server")
-	w.set(svc(urlB))
-	wait(scrapesB, "the server after the reload")
+	wait(a.scrapes, "the first server")
+	w.set(svc(b.url))
+	wait(b.scrapes, "the server after the reload")
 	w.set(svc(""))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -166,9 +120,9 @@ func TestGuardThrottlesOnObservedLoad(t *testing.T) {
 	if !(high > low) {
 		t.Fatalf("p99 %g at 10 req/s, not above %g at 8", high, low)
 	}
-	url, scrapes, setStep := loadServer(t, 0) // idle: nothing observed above the configured rate
+	srv := newMetricsServer(t, 0, loadPage) // idle: nothing observed above the configured rate
 	cfg := testConfig(t, "gpu-guard", (low+high)/2/(1-configs.Default().Admission.Headroom))
-	cfg.Services[0].Metrics = observe.Endpoint{URL: url, Preset: "vllm", Interval: time.Second}
+	cfg.Services[0].Metrics = observe.Endpoint{URL: srv.url, Preset: "vllm", Interval: time.Second}
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -182,10 +136,10 @@ func TestGuardThrottlesOnObservedLoad(t *testing.T) {
 	if err != nil || d.Lease == nil || d.Lease.ActiveThreadPct != 100 {
 		t.Fatalf("admit: %v %+v", err, d)
 	}
-	setStep(40) // about 40 req/s at one scrape a second, five times the configured rate
+	srv.setStep(40) // about 40 req/s at one scrape a second, five times the configured rate
 	for k := 0; k < 3; {
 		select {
-		case k = <-scrapes:
+		case k = <-srv.scrapes:
 		case <-ctx.Done():
 			t.Fatal("not scraped")
 		}

@@ -79,15 +79,7 @@ func start(t testing.TB, cfg *configs.Config, opts Options) *running {
 // runSidecar runs s until the test ends, when it stops it and checks that
 // Run ended well.
 func runSidecar(t testing.TB, s *Sidecar) *running {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	r := &running{Sidecar: s, stop: func() error {
-		once.Do(func() { cancel(); runErr = <-done })
-		return runErr
-	}}
+	r := &running{Sidecar: s, stop: background(s.Run)}
 	t.Cleanup(func() {
 		if err := r.stop(); err != nil {
 			t.Errorf("Run = %v", err)

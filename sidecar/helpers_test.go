@@ -1,0 +1,116 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/colocd/colocd/bus"
+)
+
+// background runs run in a goroutine until stop cancels its context; stop
+// waits for it and returns what it returned, the same on every call.
+func background(run func(context.Context) error) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+}
+
+// leased admits req on the sidecar id and fails the test unless the
+// decision carries a lease.
+func leased(ctx context.Context, t testing.TB, c *bus.Client, id string, req *bus.AdmitRequest) *bus.Decision {
+	t.Helper()
+	d, err := c.Admit(ctx, id, req)
+	if err != nil || d.Lease == nil {
+		t.Fatalf("admit %s: %v %+v", req.Job.ID, err, d)
+	}
+	return d
+}
+
+// register registers pids as the workers of lease l on the sidecar id.
+func register(ctx context.Context, c *bus.Client, id string, l *bus.Lease, pids ...int) error {
+	return c.Register(ctx, id, &bus.RegisterRequest{LeaseID: l.ID, Token: l.Token, PIDs: pids})
+}
+
+// latencyBound is a bucket of a latency histogram: the share of the
+// requests that took up to ms.
+type latencyBound struct{ ms, share float64 }
+
+// vllmPage writes the metrics page of a vLLM server (label order and
+// number format as vLLM writes them) on which n requests have completed,
+// meanMS each on average, the share of them within each bound as given.
+func vllmPage(n, meanMS float64, bounds ...latencyBound) string {
+	const labels = `engine="0",`
+	const model = `model_name="m"`
+	var b strings.Builder
+	b.WriteString("# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.\n")
+	b.WriteString("# TYPE vllm:e2e_request_latency_seconds histogram\n")
+	for _, bd := range append(bounds, latencyBound{0, 1}) {
+		le := "+Inf"
+		if bd.ms > 0 {
+			le = fmt.Sprint(bd.ms / 1000)
+		}
+		fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_bucket{%sle=%q,%s} %.1f\n", labels, le, model, bd.share*n)
+	}
+	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_count{%s%s} %.1f\n", labels, model, n)
+	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_sum{%s%s} %g\n", labels, model, n*meanMS/1000)
+	b.WriteString("# HELP vllm:request_success_total Count of successfully processed requests.\n")
+	b.WriteString("# TYPE vllm:request_success_total counter\n")
+	fmt.Fprintf(&b, "vllm:request_success_total{%sfinished_reason=\"stop\",%s} %.1f\n", labels, model, n)
+	return b.String()
+}
+
+// metricsServer is an inference server's metrics endpoint: at every
+// scrape, step more requests have completed, and page is the page for all
+// so far; each scrape's number goes on scrapes (when there is room), and
+// while down is set the server answers 503.
+type metricsServer struct {
+	url     string
+	scrapes chan int
+	down    atomic.Bool
+	mu      sync.Mutex
+	step    float64
+}
+
+func newMetricsServer(t *testing.T, step float64, page func(n float64) string) *metricsServer {
+	t.Helper()
+	m := &metricsServer{scrapes: make(chan int, 100), step: step}
+	scrapes, requests := 0, 0.0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m.down.Load() {
+			http.Error(w, "server restarting", http.StatusServiceUnavailable)
+			return
+		}
+		m.mu.Lock()
+		scrapes++
+		requests += m.step
+		k, n := scrapes, requests
+		m.mu.Unlock()
+		fmt.Fprint(w, page(n))
+		select {
+		case m.scrapes <- k:
+		default:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	m.url = srv.URL + "/metrics"
+	return m
+}
+
+// setStep changes how many requests complete between two scrapes.
+func (m *metricsServer) setStep(v float64) {
+	m.mu.Lock()
+	m.step = v
+	m.mu.Unlock()
+}
