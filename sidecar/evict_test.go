@@ -135,17 +135,14 @@ func TestThrottleIgnoredEvictsThroughTheDaemon(t *testing.T) {
 	t.Parallel()
 	w := newMPSWorld(t, 2*time.Second)
 	ctx := context.Background()
-	d, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-e", 10, 100))
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
-	err = w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{os.Getpid()}})
+	d := leased(ctx, t, w.c, w.s.ID(), admitReq("job-e", 10, 100))
+	err := register(ctx, w.c, w.s.ID(), d.Lease, os.Getpid())
 	if err == nil || !strings.Contains(err.Error(), "COLOCD_LEASE_ID") {
 		t.Fatalf("register of a process that is not the job's: %v, want a refusal", err)
 	}
 	time.Sleep(1100 * time.Millisecond) // past /proc's precision of the grant
 	pids := []int{w.worker(d.Lease.ID), w.worker(d.Lease.ID)}
-	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: pids}); err != nil {
+	if err := register(ctx, w.c, w.s.ID(), d.Lease, pids...); err != nil {
 		t.Fatal(err)
 	}
 	sub, err := w.c.Events(ctx, w.s.ID(), "job-e", 1)
@@ -188,13 +185,10 @@ func TestMPSFaultRevokesEveryLease(t *testing.T) {
 	w := newMPSWorld(t, time.Hour)
 	ctx := context.Background()
 	inference := w.worker("") // started before any lease: the inference server
-	d, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-f", 10, 100))
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
+	d := leased(ctx, t, w.c, w.s.ID(), admitReq("job-f", 10, 100))
 	time.Sleep(1100 * time.Millisecond)
 	job := w.worker(d.Lease.ID)
-	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{job}}); err != nil {
+	if err := register(ctx, w.c, w.s.ID(), d.Lease, job); err != nil {
 		t.Fatal(err)
 	}
 	sub, err := w.c.Events(ctx, w.s.ID(), "job-f", 1)

@@ -3,14 +3,19 @@ package sidecar
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/observe"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // background runs run in a goroutine until stop cancels its context; stop
@@ -36,6 +41,56 @@ func leased(ctx context.Context, t testing.TB, c *bus.Client, id string, req *bu
 		t.Fatalf("admit %s: %v %+v", req.Job.ID, err, d)
 	}
 	return d
+}
+
+// leasedInFull is leased, and fails the test unless the lease is at 100 %.
+func leasedInFull(ctx context.Context, t testing.TB, c *bus.Client, id string, req *bus.AdmitRequest) *bus.Decision {
+	t.Helper()
+	d := leased(ctx, t, c, id, req)
+	if d.Lease.ActiveThreadPct != 100 {
+		t.Fatalf("admit %s: %+v, want a grant at 100 %%", req.Job.ID, d)
+	}
+	return d
+}
+
+// runningJob takes a lease at 100 % for job, registers pid as its worker,
+// and subscribes to the job's events from then on.
+func runningJob(ctx context.Context, t *testing.T, c *bus.Client, id, job string, pid int) (*bus.Decision, *bus.EventSubscription) {
+	t.Helper()
+	d := leasedInFull(ctx, t, c, id, admitReq(job, 10, 100))
+	if err := register(ctx, c, id, d.Lease, pid); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Events(ctx, id, job, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Stop() })
+	return d, sub
+}
+
+// leaseBucket is the sidecar's lease bucket, opened with its own identity
+// (launchers may not read it).
+func leaseBucket(ctx context.Context, t testing.TB, s *running) jetstream.KeyValue {
+	t.Helper()
+	js, err := jetstream.New(sidecarConn(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, bus.LeaseBucketName(s.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// watching is testConfig with the service's metrics endpoint at url, a
+// vLLM server scraped every second.
+func watching(t testing.TB, id string, sloMS float64, url string) *configs.Config {
+	t.Helper()
+	cfg := testConfig(t, id, sloMS)
+	cfg.Services[0].Metrics = observe.Endpoint{URL: url, Preset: "vllm", Interval: time.Second}
+	return cfg
 }
 
 // register registers pids as the workers of lease l on the sidecar id.
@@ -113,4 +168,31 @@ func (m *metricsServer) setStep(v float64) {
 	m.mu.Lock()
 	m.step = v
 	m.mu.Unlock()
+}
+
+func getMetrics(t *testing.T, s *running) string {
+	t.Helper()
+	resp, err := http.Get("http://" + s.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// eventually polls cond until it holds or ctx ends: for figures a loop of
+// the sidecar records on its own timer.
+func eventually(ctx context.Context, cond func() bool) bool {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return true
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/colocd/colocd/internal/natstest"
 	"github.com/colocd/colocd/predictor"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
@@ -150,20 +149,23 @@ func testModel(t testing.TB) (inf, tr *predictor.Profile, cal *predictor.Calibra
 // p99AtRate is p99At at another request rate.
 func p99AtRate(t testing.TB, pct int, rate float64) float64 {
 	t.Helper()
-	return p99Of(t, serviceProfile, pct, rate)
+	return p99Of(t, serviceProfile, rate, pct)
 }
 
-// p99Of is p99AtRate for the inference profile at path.
-func p99Of(t testing.TB, path string, pct int, rate float64) float64 {
+// p99Of predicts the p99 of the inference profile at path at rate, next
+// to one trainer at each of pcts.
+func p99Of(t testing.TB, path string, rate float64, pcts ...int) float64 {
 	t.Helper()
 	_, tr, cal := testModel(t)
 	inf, err := predictor.LoadProfile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sc := &predictor.Scenario{Inference: inf, RateRPS: rate, Requests: testRequests, Seed: 1, DeviceSMs: 132}
+	for _, pct := range pcts {
+		sc.Training, sc.TrainingPct = append(sc.Training, tr), append(sc.TrainingPct, float64(pct))
+	}
 	var pr predictor.Predictor
-	sc := &predictor.Scenario{Inference: inf, Training: []*predictor.Profile{tr}, RateRPS: rate, Requests: testRequests, Seed: 1,
-		TrainingPct: []float64{float64(pct)}, DeviceSMs: 132}
 	pred, err := pr.PredictMPS(sc, cal.MPS.Params())
 	if err != nil {
 		t.Fatal(err)
@@ -211,10 +213,7 @@ func TestProfileByReference(t *testing.T) {
 	s := start(t, testConfig(t, "", (p99At(t, 10)+p99At(t, 100))/2/0.9), Options{})
 	c := client(t, s)
 	ctx := context.Background()
-	inline, err := c.Admit(ctx, s.ID(), admitReq("job-inline", 10, 100))
-	if err != nil || inline.Lease == nil {
-		t.Fatalf("inline admit: %+v, %v", inline, err)
-	}
+	inline := leased(ctx, t, c, s.ID(), admitReq("job-inline", 10, 100))
 	if err := c.Release(ctx, s.ID(), &bus.LeaseRef{LeaseID: inline.Lease.ID, Token: inline.Lease.Token}); err != nil {
 		t.Fatal(err)
 	}
@@ -284,10 +283,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	c := client(t, s)
 	ctx := context.Background()
 	req := admitReq("job-1", 10, 100)
-	d, err := c.Admit(ctx, s.ID(), req)
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
+	d := leased(ctx, t, c, s.ID(), req)
 	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
 
 	// An idempotent retry returns the same lease, not a second one.
@@ -368,10 +364,7 @@ func TestExpiry(t *testing.T) {
 	defer live.Stop()
 	req := admitReq("job-x", 10, 100)
 	req.LeaseSeconds = 1
-	d, err := c.Admit(ctx, s.ID(), req)
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
+	d := leased(ctx, t, c, s.ID(), req)
 	expired := func(who string, sub *bus.EventSubscription) {
 		t.Helper()
 		select {
@@ -454,14 +447,7 @@ func TestRestartKeepsLeases(t *testing.T) {
 	}
 	// Records that are no lease (written by whoever held a key that could)
 	// are skipped at the restart, not a failed start.
-	js, err := jetstream.New(sidecarConn(t, first))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, bus.LeaseBucketName(first.ID()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := leaseBucket(ctx, t, first)
 	// The 200 KB profile is in the profile store, not in the record: a
 	// record stays far below NATS's 1 MiB message limit.
 	rec, err := kv.Get(ctx, refs[0].LeaseID)
