@@ -18,6 +18,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/runtest"
 	"github.com/colocd/colocd/internal/simconfig"
 	"github.com/colocd/colocd/predictor"
 	"github.com/colocd/colocd/sidecar"
@@ -76,14 +77,11 @@ func (n *node) start() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	stop := runtest.Background(s.Run)
 	n.mu.Lock()
 	n.s = s
 	n.stop = func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			n.t.Errorf("sidecar: %v", err)
 		}
 	}

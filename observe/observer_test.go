@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/colocd/colocd/internal/runtest"
 )
 
 // scripted is a Source whose next answer the test sets: a counter that
@@ -92,14 +94,6 @@ func TestObserverForecasts(t *testing.T) {
 // error.
 func runObserver(t *testing.T, src Source, cfg Config) *Observer {
 	o := NewObserver(src, cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- o.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	runtest.UntilCleanup(t, o.Run)
 	return o
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/runtest"
 	"github.com/nats-io/nats.go"
 )
 
@@ -38,7 +39,7 @@ func benchRoundTrip(b *testing.B, profile json.RawMessage, byRef bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	stop := background(s.Run)
+	stop := runtest.Background(s.Run)
 	defer stop()
 	nc, err := s.Conn() // a launcher
 	if err != nil {

@@ -18,20 +18,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// background runs run in a goroutine until stop cancels its context; stop
-// waits for it and returns what it returned, the same on every call.
-func background(run func(context.Context) error) (stop func() error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	var once sync.Once
-	var err error
-	return func() error {
-		once.Do(func() { cancel(); err = <-done })
-		return err
-	}
-}
-
 // leased admits req on the sidecar id and fails the test unless the
 // decision carries a lease.
 func leased(ctx context.Context, t testing.TB, c *bus.Client, id string, req *bus.AdmitRequest) *bus.Decision {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/colocd/colocd/internal/runtest"
 )
 
 // TestIdleConnectionsDoNotStarveProbes: a client opens many more idle
@@ -19,7 +21,7 @@ func TestIdleConnectionsDoNotStarveProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := background(srv.serve)
+	stop := runtest.Background(srv.serve)
 	defer stop()
 
 	var conns []net.Conn

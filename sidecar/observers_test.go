@@ -11,6 +11,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/runtest"
 	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/predictor"
 	"github.com/colocd/colocd/predictor/calibrate"
@@ -83,12 +84,7 @@ func TestWatchedServicesFollowReloads(t *testing.T) {
 		return []configs.Service{s}
 	}
 	w := newWatchedServices(slog.New(slog.DiscardHandler), svc(a.url))
-	stop := background(w.Run)
-	defer func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	runtest.UntilCleanup(t, w.Run)
 	wait := func(ch <-chan int, what string) {
 		t.Helper()
 		select {

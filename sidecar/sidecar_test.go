@@ -17,6 +17,7 @@ import (
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/natstest"
+	"github.com/colocd/colocd/internal/runtest"
 	"github.com/colocd/colocd/predictor"
 	"github.com/nats-io/nats.go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -78,7 +79,7 @@ func start(t testing.TB, cfg *configs.Config, opts Options) *running {
 // runSidecar runs s until the test ends, when it stops it and checks that
 // Run ended well.
 func runSidecar(t testing.TB, s *Sidecar) *running {
-	r := &running{Sidecar: s, stop: background(s.Run)}
+	r := &running{Sidecar: s, stop: runtest.Background(s.Run)}
 	t.Cleanup(func() {
 		if err := r.stop(); err != nil {
 			t.Errorf("Run = %v", err)
