@@ -88,7 +88,7 @@ func runWatcher(t *testing.T, path string) (*Watcher, *logRecorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runtest.Background(t, w.Run)
+	runtest.UntilCleanup(t, w.Run)
 	waitFor(t, "the watch", func() bool { return rec.has("watching config") })
 	return w, rec
 }

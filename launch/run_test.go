@@ -18,6 +18,8 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/runtest"
+	"github.com/colocd/colocd/internal/simconfig"
 	"github.com/colocd/colocd/predictor"
 	"github.com/colocd/colocd/sidecar"
 )
@@ -61,26 +63,8 @@ func newNode(t *testing.T, slo float64, admission string) *node {
 // write replaces the config file, as a ConfigMap swap does.
 func (n *node) write() {
 	n.t.Helper()
-	profile, err := filepath.Abs(serviceProfile)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	doc := fmt.Sprintf(`sidecar: {id: gpu-run, data_dir: %q}
-nats: {listen: "127.0.0.1:%d"}
-gpu: {backend: sim}
-predictor: {requests: %d, confidence: 0}
-telemetry: {http: "127.0.0.1:0"}
-services:
-  - {name: v100-infer, profile: %q, rate_rps: 8, slo: {p99_ms: %g}}
-admission: {%s}
-`, filepath.Join(n.dir, "data"), n.port, testRequests, profile, n.slo, n.admission)
-	tmp := n.path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
-		n.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, n.path); err != nil {
-		n.t.Fatal(err)
-	}
+	simconfig.Write(n.t, n.path, simconfig.File{ID: "gpu-run", DataDir: filepath.Join(n.dir, "data"), Listen: fmt.Sprintf("127.0.0.1:%d", n.port),
+		Requests: testRequests, Profile: serviceProfile, SLOMS: n.slo, Admission: n.admission})
 }
 
 func (n *node) start() {
@@ -93,14 +77,11 @@ func (n *node) start() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	stop := runtest.Background(s.Run)
 	n.mu.Lock()
 	n.s = s
 	n.stop = func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			n.t.Errorf("sidecar: %v", err)
 		}
 	}
@@ -163,6 +144,15 @@ func leases(c *bus.Client) []bus.Lease {
 		}
 	}
 	return live
+}
+
+// wantReleased fails t unless the sidecar has no live lease (when says
+// when).
+func wantReleased(t *testing.T, c *bus.Client, when string) {
+	t.Helper()
+	if ls := leases(c); len(ls) != 0 {
+		t.Errorf("leases %s: %+v, want none: released", when, ls)
+	}
 }
 
 // p99At is the service's predicted p99 beside one trainer at pct: what the
@@ -371,9 +361,7 @@ poll:
 	} else {
 		t.Logf("from the command's exit to the release: %.3f s", *rel[0].Seconds)
 	}
-	if ls := leases(c); len(ls) != 0 {
-		t.Errorf("leases after run: %+v, want none", ls)
-	}
+	wantReleased(t, c, "after run")
 }
 
 // TestThrottleRestartsAtNewPercentage: the inference team lowers the SLO
@@ -420,9 +408,7 @@ func TestThrottleRestartsAtNewPercentage(t *testing.T) {
 	if len(recs.of("revoked")) > 0 || len(recs.of("released")) != 1 {
 		t.Errorf("records:\n%s", recs)
 	}
-	if ls := leases(c); len(ls) != 0 {
-		t.Errorf("leases after SIGTERM: %+v, want none: released", ls)
-	}
+	wantReleased(t, c, "after SIGTERM")
 }
 
 // TestSignalActionLetsTheJobCheckpoint: with --on-throttle signal:SIGUSR1

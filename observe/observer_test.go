@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/colocd/colocd/internal/runtest"
 	"github.com/colocd/colocd/internal/simclock"
 )
 
@@ -94,15 +95,7 @@ func TestObserverForecasts(t *testing.T) {
 // error.
 func runObserver(t *testing.T, src Source, cfg Config) *Observer {
 	o := NewObserver(src, cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- o.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	runtest.UntilCleanup(t, o.Run)
 	return o
 }
 

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/colocd/colocd/admission"
-	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/gpu"
 	"github.com/colocd/colocd/internal/syncio"
 )
@@ -91,46 +90,5 @@ func TestReadyLineNamesTheURLInUse(t *testing.T) {
 	}
 	if !strings.Contains(ready, "nats=\""+url+" (embedded)\"") {
 		t.Errorf("ready line %q does not name %s", ready, url)
-	}
-}
-
-// A write whose acknowledgement was lost may have landed. A release whose
-// delete landed unacknowledged, then retried, finds its own delete marker
-// (a revision conflict): the lease is released all the same, not stuck. A
-// save that landed unacknowledged is found in the store by its bytes.
-func TestStoreWritesThatLandedUnacknowledged(t *testing.T) {
-	t.Parallel()
-	s := start(t, testConfig(t, "gpu-ack", 1e6), Options{})
-	c := client(t, s)
-	ctx := context.Background()
-	d, err := c.Admit(ctx, s.ID(), admitReq("job-ack", 10, 100))
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
-	kv := s.store.bucket()
-	// The first try's delete landed; its acknowledgement never came.
-	if err := kv.Delete(ctx, d.Lease.ID, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Release(ctx, s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
-		t.Fatalf("the retried release: %v", err)
-	}
-	if st, err := c.Status(ctx, s.ID()); err != nil || len(st.Leases) != 0 {
-		t.Fatalf("after the release: %v, %d leases", err, len(st.Leases))
-	}
-
-	want := []byte(`{"landed":true}`)
-	rev, err := kv.Create(ctx, "lease-landed", want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, ok := s.store.landed(ctx, "lease-landed", want); !ok || got != rev {
-		t.Errorf("landed = %d, %v; want %d, true", got, ok, rev)
-	}
-	if _, ok := s.store.landed(ctx, "lease-landed", []byte(`{"landed":false}`)); ok {
-		t.Error("another record counts as the save that landed")
-	}
-	if _, ok := s.store.landed(ctx, "lease-never", want); ok {
-		t.Error("a missing record counts as the save that landed")
 	}
 }

@@ -138,10 +138,7 @@ func TestAttackRenewFloodKeepsHonestRenews(t *testing.T) {
 	seed := hostileIdentity(t, cfg.Sidecar.DataDir)
 	s := start(t, cfg, Options{})
 	honest := client(t, s)
-	d, err := honest.Admit(context.Background(), s.ID(), admitReq("honest", 10, 100))
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %+v, %v", d, err)
-	}
+	d := leased(context.Background(), t, honest, s.ID(), admitReq("honest", 10, 100))
 	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
 	nc := connAs(t, s, seed)
 	stop := make(chan struct{})
@@ -282,10 +279,7 @@ func TestAttackThousandWatches(t *testing.T) {
 		t.Fatalf("honest watch after 1,000 hostile ones: %v", err)
 	}
 	defer sub.Stop()
-	d, err := honest.Admit(context.Background(), s.ID(), admitReq("honest", 10, 100))
-	if err != nil || d.Lease == nil {
-		t.Fatalf("honest admit after 1,000 hostile watches: %+v, %v", d, err)
-	}
+	d := leased(context.Background(), t, honest, s.ID(), admitReq("honest", 10, 100))
 	if err := honest.Release(context.Background(), s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
 		t.Fatal(err)
 	}

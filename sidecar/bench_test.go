@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/runtest"
 	"github.com/nats-io/nats.go"
 )
 
@@ -38,10 +39,8 @@ func benchRoundTrip(b *testing.B, profile json.RawMessage, byRef bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	stop := runtest.Background(s.Run)
+	defer stop()
 	nc, err := s.Conn() // a launcher
 	if err != nil {
 		b.Fatal(err)

@@ -88,10 +88,7 @@ func TestThreeNodeCluster(t *testing.T) {
 		sidecars = append(sidecars, s)
 	}
 	lc := launcherClient(t, url, launcherSeed)
-	d, err := lc.Admit(ctx, "gpu-a", admitReq("job-1", 10, 100))
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
+	d := leased(ctx, t, lc, "gpu-a", admitReq("job-1", 10, 100))
 	snc, err := bus.Connect(url, bus.ConnectOptions{Name: "inspect", NKeySeedFile: sidecarSeed,
 		Options: []nats.Option{nats.CustomInboxPrefix(bus.SidecarInboxPrefix("inspect"))}})
 	if err != nil {

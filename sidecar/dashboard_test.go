@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/colocd/colocd/observe"
 )
 
 // dashboardMetrics are the metric names the Grafana dashboard queries, a
@@ -59,9 +57,9 @@ func dashboardMetrics(t *testing.T) []string {
 func TestDashboardQueriesExistingMetrics(t *testing.T) {
 	t.Parallel()
 	want := dashboardMetrics(t)
-	url, _, _ := loadServer(t, 100) // 100 requests a scrape: enough for a p99 in a 2 s window
-	cfg := testConfig(t, "gpu-dash", 10000)
-	cfg.Services[0].Metrics = observe.Endpoint{URL: url, Preset: "vllm", Interval: time.Second, Window: 2 * time.Second}
+	srv := newMetricsServer(t, 100, loadPage) // 100 requests a scrape: enough for a p99 in a 2 s window
+	cfg := watching(t, "gpu-dash", 10000, srv.url)
+	cfg.Services[0].Metrics.Window = 2 * time.Second
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

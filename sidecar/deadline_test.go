@@ -38,17 +38,6 @@ func TestBusErrorCodes(t *testing.T) {
 	}
 }
 
-func TestAdmissionConfigDeadlineKeys(t *testing.T) {
-	t.Parallel()
-	cfg := testConfig(t, "gpu-a", 1000)
-	cfg.Admission.DecisionTimeout = 3 * time.Second
-	cfg.Admission.Lease.FirstTerm = 45 * time.Second
-	a := admissionConfig(cfg, nil, "")
-	if a.DecisionTimeout != 3*time.Second || a.Lease.FirstTerm != 45*time.Second {
-		t.Errorf("decision timeout %s, first term %s; want 3s and 45s", a.DecisionTimeout, a.Lease.FirstTerm)
-	}
-}
-
 // TestFirstTermOverNATS: a grant lives for admission.lease.first_term until
 // the launcher renews it; then it has the length it asked for.
 func TestFirstTermOverNATS(t *testing.T) {
@@ -71,10 +60,7 @@ func TestFirstTermOverNATS(t *testing.T) {
 		}
 	}
 	sent := time.Now().Truncate(time.Second) // the wire's times have whole seconds at least
-	d, err := c.Admit(ctx, s.ID(), req)
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
+	d := leased(ctx, t, c, s.ID(), req)
 	within("granted", d.Lease.ExpiresAt, sent, time.Now().Add(time.Second), 30*time.Second)
 	sent = time.Now().Truncate(time.Second)
 	l, err := c.Renew(ctx, s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token})

@@ -129,22 +129,20 @@ func nextBusEvent(t *testing.T, sub *bus.EventSubscription) bus.Event {
 // of its registered processes is ended with terminate_client through the
 // daemon (never a signal); a process that is not the job's (here the
 // sidecar's own test binary, without the lease's id in its environment)
-// cannot be registered, so it cannot be evicted.
+// cannot be registered, so it cannot be evicted. (A throttle the launcher
+// honours is admission.TestThrottleHonouredKeepsTheLease.)
 func TestThrottleIgnoredEvictsThroughTheDaemon(t *testing.T) {
 	t.Parallel()
 	w := newMPSWorld(t, 2*time.Second)
 	ctx := context.Background()
-	d, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-e", 10, 100))
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
-	err = w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{os.Getpid()}})
+	d := leased(ctx, t, w.c, w.s.ID(), admitReq("job-e", 10, 100))
+	err := register(ctx, w.c, w.s.ID(), d.Lease, os.Getpid())
 	if err == nil || !strings.Contains(err.Error(), "COLOCD_LEASE_ID") {
 		t.Fatalf("register of a process that is not the job's: %v, want a refusal", err)
 	}
 	time.Sleep(1100 * time.Millisecond) // past /proc's precision of the grant
 	pids := []int{w.worker(d.Lease.ID), w.worker(d.Lease.ID)}
-	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: pids}); err != nil {
+	if err := register(ctx, w.c, w.s.ID(), d.Lease, pids...); err != nil {
 		t.Fatal(err)
 	}
 	sub, err := w.c.Events(ctx, w.s.ID(), "job-e", 1)
@@ -179,42 +177,6 @@ func TestThrottleIgnoredEvictsThroughTheDaemon(t *testing.T) {
 	}
 }
 
-// A launcher that restarts its workers at the new percentage and
-// registers them keeps its lease, and cannot pass off a worker that ran
-// before the throttle as restarted; the replaced one is kept to evict at
-// the deadline.
-func TestThrottleHonouredKeepsTheLease(t *testing.T) {
-	t.Parallel()
-	w := newMPSWorld(t, time.Hour)
-	ctx := context.Background()
-	d, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-h", 10, 100))
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
-	time.Sleep(1100 * time.Millisecond)
-	old := w.worker(d.Lease.ID)
-	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{old}}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(1100 * time.Millisecond)
-	w.throttle()
-	// The old worker is still running: it cannot be registered again as a
-	// restarted one.
-	err = w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{old}})
-	if err == nil || !strings.Contains(err.Error(), "last throttled") {
-		t.Fatalf("re-register of the worker started before the throttle: %v, want a refusal", err)
-	}
-	time.Sleep(1100 * time.Millisecond)
-	fresh := w.worker(d.Lease.ID)
-	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{fresh}}); err != nil {
-		t.Fatal(err)
-	}
-	ls := w.s.adm.Leases()
-	if len(ls) != 1 || ls[0].Revoked || ls[0].Pct >= 100 || len(ls[0].Retired) != 1 || ls[0].Retired[0].PID != old {
-		t.Fatalf("leases %+v, want the lease throttled with its old worker to evict at the deadline", ls)
-	}
-}
-
 // An MPS server in FAULT revokes every training lease at once and ends
 // each job's processes through the daemon; the inference server's client
 // is never touched, and nothing is admitted until the fault clears.
@@ -223,13 +185,10 @@ func TestMPSFaultRevokesEveryLease(t *testing.T) {
 	w := newMPSWorld(t, time.Hour)
 	ctx := context.Background()
 	inference := w.worker("") // started before any lease: the inference server
-	d, err := w.c.Admit(ctx, w.s.ID(), admitReq("job-f", 10, 100))
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
+	d := leased(ctx, t, w.c, w.s.ID(), admitReq("job-f", 10, 100))
 	time.Sleep(1100 * time.Millisecond)
 	job := w.worker(d.Lease.ID)
-	if err := w.c.Register(ctx, w.s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{job}}); err != nil {
+	if err := register(ctx, w.c, w.s.ID(), d.Lease, job); err != nil {
 		t.Fatal(err)
 	}
 	sub, err := w.c.Events(ctx, w.s.ID(), "job-f", 1)

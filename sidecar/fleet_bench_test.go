@@ -61,7 +61,7 @@ func benchFleet(b *testing.B, n int) {
 	}
 	base := make([]float64, len(kinds))
 	for k, svc := range kinds {
-		base[k] = p99Of(b, svc.Profile, 100, svc.RateRPS)
+		base[k] = p99Of(b, svc.Profile, svc.RateRPS, 100)
 	}
 	ids := make([]string, n)
 	cfgs := make([]*configs.Config, n)

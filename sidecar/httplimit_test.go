@@ -1,13 +1,14 @@
 package sidecar
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/colocd/colocd/internal/runtest"
 )
 
 // TestIdleConnectionsDoNotStarveProbes: a client opens many more idle
@@ -20,10 +21,8 @@ func TestIdleConnectionsDoNotStarveProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	stop := runtest.Background(srv.serve)
+	defer stop()
 
 	var conns []net.Conn
 	defer func() {

@@ -6,21 +6,12 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/admission"
-	"github.com/colocd/colocd/predictor"
 )
 
 // p99Two is p99At with two trainers at pcts a and b.
 func p99Two(t *testing.T, a, b int) float64 {
 	t.Helper()
-	inf, tr, cal := testModel(t)
-	var pr predictor.Predictor
-	sc := &predictor.Scenario{Inference: inf, Training: []*predictor.Profile{tr, tr}, RateRPS: 8, Requests: testRequests, Seed: 1,
-		TrainingPct: []float64{float64(a), float64(b)}, DeviceSMs: 132}
-	pred, err := pr.PredictMPS(sc, cal.MPS.Params())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pred.Inference.LatencyMS.P99
+	return p99Of(t, serviceProfile, 8, a, b)
 }
 
 // Over NATS: a job that does not fit next to a lease at 100 % is admitted
@@ -39,10 +30,7 @@ func TestAdmitMakesRoomOverNATS(t *testing.T) {
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx := context.Background()
-	first, err := c.Admit(ctx, s.ID(), admitReq("job-a", 10, 100))
-	if err != nil || first.Lease == nil || first.Lease.ActiveThreadPct != 100 {
-		t.Fatalf("first admit %+v, %v: want a grant at 100 %%", first, err)
-	}
+	first := leasedInFull(ctx, t, c, s.ID(), admitReq("job-a", 10, 100))
 	req := admitReq("job-b", 10, 100)
 	req.Job.Weight = 3
 	d, err := c.Admit(ctx, s.ID(), req)

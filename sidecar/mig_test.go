@@ -35,10 +35,7 @@ func TestMIGFreeInstanceOverNATS(t *testing.T) {
 	if s.gpuInfo.MIG == nil || s.gpuInfo.MIG.Profile != "4g.71gb" || s.gpuInfo.SMs != 64 {
 		t.Fatalf("sidecar guards %+v, want the 4g.71gb", s.gpuInfo)
 	}
-	lent, err := c.Admit(ctx, s.ID(), admitReq("job-lent", 10, 100))
-	if err != nil || lent.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, lent)
-	}
+	lent := leased(ctx, t, c, s.ID(), admitReq("job-lent", 10, 100))
 	in := lent.Lease.Instance
 	if lent.Decision != bus.DecisionGrant || lent.Reason.Code != string(admission.CodeFreeInstance) || in == nil || in.Profile != "3g.71gb" || in.SMs != 60 || in.MemoryMiB != 71168 {
 		t.Fatalf("decision %+v, lease instance %+v: want the 3g.71gb granted whole", lent, in)
@@ -46,10 +43,7 @@ func TestMIGFreeInstanceOverNATS(t *testing.T) {
 	if env := lent.Lease.Env; env["CUDA_VISIBLE_DEVICES"] != in.UUID || env["CUDA_MPS_PIPE_DIRECTORY"] != "" || len(env) != 2 {
 		t.Errorf("env %v: want the lease id and CUDA_VISIBLE_DEVICES=%s alone", env, in.UUID)
 	}
-	shared, err := c.Admit(ctx, s.ID(), admitReq("job-shared", 10, 100))
-	if err != nil || shared.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, shared)
-	}
+	shared := leased(ctx, t, c, s.ID(), admitReq("job-shared", 10, 100))
 	if shared.Lease.Instance != nil || shared.Reason.Code == string(admission.CodeFreeInstance) ||
 		shared.Lease.Env["CUDA_VISIBLE_DEVICES"] != s.gpuInfo.UUID || shared.Lease.Env["CUDA_MPS_PIPE_DIRECTORY"] != cfg.MPS.PipeDir {
 		t.Fatalf("second job %+v (env %v): want an MPS grant on the sidecar's own instance %s", shared, shared.Lease.Env, s.gpuInfo.UUID)

@@ -2,64 +2,26 @@ package sidecar
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/runtest"
 	"github.com/colocd/colocd/observe"
+	"github.com/colocd/colocd/predictor"
+	"github.com/colocd/colocd/predictor/calibrate"
+	"github.com/colocd/colocd/simserver"
 )
 
-// vllmServer serves a vLLM metrics page whose request counter grows by
-// perScrape on every scrape, and reports each scrape on a channel.
-func vllmServer(t *testing.T, perScrape float64) (url string, scrapes <-chan int) {
-	t.Helper()
-	url, scrapes, _ = loadServer(t, perScrape)
-	return url, scrapes
-}
-
-// loadServer is vllmServer whose growth per scrape the test can change.
-func loadServer(t *testing.T, perScrape float64) (url string, scrapes <-chan int, setStep func(float64)) {
-	t.Helper()
-	var mu sync.Mutex
-	n, step, req := 0, perScrape, 0.0
-	ch := make(chan int, 100)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		n++
-		k := n
-		req += step
-		req := req
-		mu.Unlock()
-		fmt.Fprintf(w, "# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.\n"+
-			"# TYPE vllm:e2e_request_latency_seconds histogram\n"+
-			"vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.3\",model_name=\"m\"} %.1f\n"+
-			"vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.5\",model_name=\"m\"} %.1f\n"+
-			"vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\"} %.1f\n"+
-			"vllm:e2e_request_latency_seconds_count{engine=\"0\",model_name=\"m\"} %.1f\n"+
-			"vllm:e2e_request_latency_seconds_sum{engine=\"0\",model_name=\"m\"} %g\n"+
-			"# HELP vllm:request_success_total Count of successfully processed requests.\n"+
-			"# TYPE vllm:request_success_total counter\n"+
-			"vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=\"m\"} %.1f\n",
-			0.5*req, req, req, req, 0.3*req, req)
-		select {
-		case ch <- k:
-		default:
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/metrics", ch, func(v float64) {
-		mu.Lock()
-		step = v
-		mu.Unlock()
-	}
+// loadPage is a vLLM server's page after n requests, half of them within
+// 300 ms and all within 500 ms.
+func loadPage(n float64) string {
+	return vllmPage(n, 300, latencyBound{300, 0.5}, latencyBound{500, 1})
 }
 
 // TestObservedLoadRaisesPredictions: a service whose server serves far more
@@ -67,16 +29,15 @@ func loadServer(t *testing.T, perScrape float64) (url string, scrapes <-chan int
 // in a quote, and status shows what the server reports.
 func TestObservedLoadRaisesPredictions(t *testing.T) {
 	t.Parallel()
-	url, scrapes := vllmServer(t, 500) // 500 requests a second at 1 s scrapes, against 8 configured
-	cfg := testConfig(t, "gpu-observed", 1e6)
-	cfg.Services[0].Metrics = observe.Endpoint{URL: url, Preset: "vllm", Interval: time.Second}
+	srv := newMetricsServer(t, 500, loadPage) // 500 requests a second at 1 s scrapes, against 8 configured
+	cfg := watching(t, "gpu-observed", 1e6, srv.url)
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for k := 0; k < 3; { // the third scrape: the second reading is in the window
 		select {
-		case k = <-scrapes:
+		case k = <-srv.scrapes:
 		case <-ctx.Done():
 			t.Fatal("the server was not scraped three times")
 		}
@@ -114,8 +75,7 @@ func TestObservedLoadRaisesPredictions(t *testing.T) {
 // stops it.
 func TestWatchedServicesFollowReloads(t *testing.T) {
 	t.Parallel()
-	urlA, scrapesA := vllmServer(t, 10)
-	urlB, scrapesB := vllmServer(t, 10)
+	a, b := newMetricsServer(t, 10, loadPage), newMetricsServer(t, 10, loadPage)
 	svc := func(url string) []configs.Service {
 		s := configs.Service{Name: "chat"}
 		if url != "" {
@@ -123,16 +83,8 @@ func TestWatchedServicesFollowReloads(t *testing.T) {
 		}
 		return []configs.Service{s}
 	}
-	w := newWatchedServices(slog.New(slog.DiscardHandler), svc(urlA))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	w := newWatchedServices(slog.New(slog.DiscardHandler), svc(a.url))
+	runtest.UntilCleanup(t, w.Run)
 	wait := func(ch <-chan int, what string) {
 		t.Helper()
 		select {
@@ -141,9 +93,9 @@ func TestWatchedServicesFollowReloads(t *testing.T) {
 			t.Fatalf("%s was not scraped", what)
 		}
 	}
-	wait(scrapesA, "the first server")
-	w.set(svc(urlB))
-	wait(scrapesB, "the server after the reload")
+	wait(a.scrapes, "the first server")
+	w.set(svc(b.url))
+	wait(b.scrapes, "the server after the reload")
 	w.set(svc(""))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -166,9 +118,8 @@ func TestGuardThrottlesOnObservedLoad(t *testing.T) {
 	if !(high > low) {
 		t.Fatalf("p99 %g at 10 req/s, not above %g at 8", high, low)
 	}
-	url, scrapes, setStep := loadServer(t, 0) // idle: nothing observed above the configured rate
-	cfg := testConfig(t, "gpu-guard", (low+high)/2/(1-configs.Default().Admission.Headroom))
-	cfg.Services[0].Metrics = observe.Endpoint{URL: url, Preset: "vllm", Interval: time.Second}
+	srv := newMetricsServer(t, 0, loadPage) // idle: nothing observed above the configured rate
+	cfg := watching(t, "gpu-guard", (low+high)/2/(1-configs.Default().Admission.Headroom), srv.url)
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -178,14 +129,11 @@ func TestGuardThrottlesOnObservedLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer events.Stop()
-	d, err := c.Admit(ctx, s.ID(), admitReq("guarded", 10, 100))
-	if err != nil || d.Lease == nil || d.Lease.ActiveThreadPct != 100 {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
-	setStep(40) // about 40 req/s at one scrape a second, five times the configured rate
+	d := leasedInFull(ctx, t, c, s.ID(), admitReq("guarded", 10, 100))
+	srv.setStep(40) // about 40 req/s at one scrape a second, five times the configured rate
 	for k := 0; k < 3; {
 		select {
-		case k = <-scrapes:
+		case k = <-srv.scrapes:
 		case <-ctx.Done():
 			t.Fatal("not scraped")
 		}
@@ -200,29 +148,182 @@ func TestGuardThrottlesOnObservedLoad(t *testing.T) {
 	}
 }
 
-func getMetrics(t *testing.T, s *running) string {
+// slowServer serves a vLLM metrics page on which perScrape requests
+// complete between two scrapes, every one with a latency in (lowMS, highMS].
+func slowServer(t *testing.T, perScrape, lowMS, highMS float64) string {
 	t.Helper()
-	resp, err := http.Get("http://" + s.HTTPAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return newMetricsServer(t, perScrape, func(n float64) string {
+		return vllmPage(n, highMS, latencyBound{lowMS, 0}, latencyBound{highMS, 1})
+	}).url
 }
 
-// eventually polls cond until it holds or ctx ends: for figures a loop of
-// the sidecar records on its own timer.
-func eventually(ctx context.Context, cond func() bool) bool {
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(50 * time.Millisecond):
+// The predictor is off: the server's own p99 is 1.5 to 1.6 times what it
+// predicts for the lease that runs, over the limit, while the prediction
+// fits with room to spare. The observation, not the prediction, throttles
+// the lease; status and /metrics show the correction.
+func TestObservedP99ThrottlesWhenThePredictorIsLow(t *testing.T) {
+	t.Parallel()
+	pred := p99At(t, 100)
+	url := slowServer(t, 7, 1.5*pred, 1.6*pred) // 7 requests a second, under the configured 8
+	cfg := watching(t, "gpu-slow", pred/0.9*1.2, url)
+	cfg.Services[0].Metrics.Window = 16 * time.Second
+	s := start(t, cfg, Options{})
+	c := client(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// At 100 %, its workers run (a window is measured only then).
+	_, sub := runningJob(ctx, t, c, s.ID(), "job-slow", 6001)
+	// The first window that began after the grant and holds 100 requests.
+	var ev bus.Event
+	select {
+	case rec := <-sub.C():
+		ev = rec.Event
+	case <-ctx.Done():
+		t.Fatal("no event within 90 s")
+	}
+	if ev.Type != bus.EventThrottle || ev.ActiveThreadPct >= 100 || !strings.Contains(ev.Reason, "own p99") {
+		t.Fatalf("event %+v, want a throttle for the observed p99", ev)
+	}
+	st, err := c.Status(ctx, s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc := st.Services[0]; svc.Guard != "corrected" || !(svc.Correction >= 1.5) || !(svc.PredictedP99MS*svc.Correction <= 0.9*svc.SLOP99MS) {
+		t.Errorf("status %+v, want the service corrected by about 1.5 and the corrected prediction within the limit", svc)
+	}
+	for _, want := range []string{`colocd_observed_over_predicted_bucket{`, `colocd_guard_correction{`} {
+		if !eventually(ctx, func() bool { return strings.Contains(getMetrics(t, s), want) }) {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	return true
+	// The measured window is in the data dir, and makes a measurement
+	// record for `colocd calibrate --from-observations`.
+	dir := filepath.Join(cfg.Sidecar.DataDir, "observations")
+	var m *calibrate.Measurements
+	if !eventually(ctx, func() bool { m, _, err = calibrate.FromObservations(dir); return err == nil }) {
+		t.Fatalf("no measurement records from %s: %v", dir, err)
+	}
+	if r := m.Records[0]; r.TrainingPct != 100 || !(r.Measured.LatencyMS["p99"] >= 1.5*pred) || m.Device.Name != "NVIDIA H200" {
+		t.Errorf("record %+v on %+v, want the window at 100 %% with its observed p99", r, m.Device)
+	}
+}
+
+// simulatedServer serves the simulated inference server over HTTP: its
+// latency is the predictor's for the clients the simulated MPS daemon
+// shows, at their percentages.
+func simulatedServer(t *testing.T, s *running, arrivals []time.Duration) string {
+	t.Helper()
+	inf, tr, cal := testModel(t)
+	model := &simserver.Model{Inference: inf, Calibration: cal, Mode: predictor.ModeMPS, Requests: testRequests, Seed: 1, SMs: 132}
+	trKey := tr.Key()
+	srv, err := simserver.New(simserver.Config{Preset: "vllm", ModelName: "m", Arrivals: arrivals, Start: time.Now(), Latency: model,
+		Trainers: func() []simserver.Trainer {
+			clients, err := s.sim.mps.Clients(context.Background())
+			if err != nil {
+				return nil
+			}
+			var out []simserver.Trainer
+			for _, c := range clients {
+				out = append(out, simserver.Trainer{Profile: tr, Key: trKey, Pct: int(c.ActiveThreadPct)})
+			}
+			return out
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return hs.URL + "/metrics"
+}
+
+// The load on the simulated server doubles: the guard throttles the lease,
+// the launcher restarts its workers at the new percentage and registers
+// them, and its lease lives on past the deadline, at the lower
+// percentage, with no revoke.
+func TestLoadDoublesThrottleHonoured(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, "gpu-doubles", p99AtRate(t, 100, 4)/0.9*1.05) // a job at 100 % fits at 4 req/s, just
+	cfg.Services[0].RateRPS = 4
+	cfg.Admission.Guard.Deadline = 3 * time.Second
+	s := start(t, cfg, Options{})
+	arrivals := simserver.Poisson(4, 10*time.Second, 1)
+	for _, a := range simserver.Poisson(8, 10*time.Minute, 2) {
+		arrivals = append(arrivals, 10*time.Second+a)
+	}
+	// Scrapes every 5 s (the default): the forecast 30 s ahead is six
+	// intervals of trend. At 1 s it would be thirty, and the noise of a
+	// one-second rate would swamp it.
+	s.Sidecar.watched.set([]configs.Service{{Name: "v100-infer", Metrics: observe.Endpoint{URL: simulatedServer(t, s, arrivals), Preset: "vllm", Window: 20 * time.Second}}})
+	c := client(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	d, sub := runningJob(ctx, t, c, s.ID(), "job-doubles", 5001)
+	// The launcher restarts its workers with each throttle's env and
+	// registers them, until the guard has been quiet for longer than a
+	// deadline.
+	throttles, pid := 0, 5002
+	for quiet := time.After(80 * time.Second); ; {
+		select {
+		case rec := <-sub.C():
+			ev := rec.Event
+			if ev.Type != bus.EventThrottle {
+				t.Fatalf("event %+v, want only throttles while the launcher honours them", ev)
+			}
+			throttles++
+			if ev.Deadline != nil {
+				if err := register(ctx, c, s.ID(), d.Lease, pid); err != nil {
+					t.Fatal(err)
+				}
+				pid++
+			}
+			quiet = time.After(cfg.Admission.Guard.Deadline + 5*time.Second)
+		case <-quiet:
+			if throttles == 0 {
+				t.Fatal("no throttle within 80 s of the load doubling")
+			}
+			ls := s.adm.Leases()
+			if len(ls) != 1 || ls[0].Revoked || ls[0].Pct >= 100 || ls[0].RunningPct != ls[0].Pct {
+				t.Errorf("leases %+v, want the lease lowered, its workers at its percentage", ls)
+			}
+			return
+		}
+	}
+}
+
+// The server's metrics endpoint goes down: status says so, and once the
+// last good window is older than three intervals nothing observed is used
+// any more: predictions fall back to the configured rate.
+func TestMetricsDownFallsBackToTheConfiguredRate(t *testing.T) {
+	t.Parallel()
+	// Some 40 requests a second against 8 configured, each within 100 ms.
+	srv := newMetricsServer(t, 40, func(n float64) string { return vllmPage(n, 50, latencyBound{100, 1}) })
+	cfg := watching(t, "gpu-down", 1e6, srv.url)
+	s := start(t, cfg, Options{})
+	c := client(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	status := func() bus.ServiceStatus {
+		st, err := c.Status(ctx, s.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Services[0]
+	}
+	if !eventually(ctx, func() bool { return status().PredictedAtRPS > 30 }) {
+		t.Fatalf("never predicted at the observed load: %+v", status())
+	}
+	srv.down.Store(true)
+	var last bus.ServiceStatus
+	// Status predicts, then reads the observation: on a busy machine one
+	// status can hold a prediction made just before the expiry, so wait
+	// for both.
+	if !eventually(ctx, func() bool {
+		last = status()
+		return last.Observed != nil && last.Observed.State == "expired" && last.PredictedAtRPS == 8
+	}) {
+		t.Fatalf("the observation never expired, or the prediction never went back to the configured rate: %+v", last)
+	}
+	if last.PredictedAtRPS != 8 || last.Guard != "configured" || !strings.Contains(last.Observed.Reason, "503") {
+		t.Errorf("status %+v (observed %+v), want the configured rate, guard configured, and the scrape's failure", last, *last.Observed)
+	}
 }

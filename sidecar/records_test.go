@@ -19,22 +19,12 @@ func testMeasurement(t *testing.T, end time.Time, tr *predictor.Profile) admissi
 		PredictedP99MS: 110, RateRPS: 8, Mode: predictor.ModeMPS, Trainers: []admission.Trainer{{Profile: tr, Pct: 50}}}
 }
 
-// mustProfile loads the profile at path.
-func mustProfile(t *testing.T, path string) *predictor.Profile {
-	t.Helper()
-	p, err := predictor.LoadProfile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // A line cut off by a crash costs only itself; the profiles folder is
 // bounded across restarts.
 func TestObservationLog(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	inf, tr := mustProfile(t, serviceProfile), mustProfile(t, trainProfile)
+	inf, tr, _ := testModel(t)
 	svc := admission.ServiceSpec{Name: "chat", Profile: inf}
 	dev := predictor.Device{Name: "NVIDIA H200", SMs: 132}
 	r := newObservationLog(dir, dev, slog.New(slog.DiscardHandler))
@@ -75,7 +65,7 @@ func TestObservationLog(t *testing.T) {
 func TestObservationLogSkipsEngines(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	inf, tr := mustProfile(t, serviceProfile), mustProfile(t, trainProfile)
+	inf, tr, _ := testModel(t)
 	r := newObservationLog(dir, predictor.Device{Name: "NVIDIA H200", SMs: 132}, slog.New(slog.DiscardHandler))
 	end := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	r.record(admission.ServiceSpec{Name: "llama", Profile: inf, BurstSteps: 128}, testMeasurement(t, end, tr))

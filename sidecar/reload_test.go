@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/simconfig"
 )
 
 // An inference team tightens its SLO in the file: the sidecar reloads it,
@@ -25,10 +22,7 @@ func TestSLOHotReloadThrottlesLease(t *testing.T) {
 	r := newReloading(t, p100/0.9*1.05, "") // room for a job at 100 %
 	s, c, path := r.s, r.c, r.path
 	ctx := context.Background()
-	d, err := c.Admit(ctx, s.ID(), admitReq("job-r", 10, 100))
-	if err != nil || d.Lease == nil || d.Lease.ActiveThreadPct != 100 {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
+	d := leasedInFull(ctx, t, c, s.ID(), admitReq("job-r", 10, 100))
 	sub, err := c.Events(ctx, s.ID(), "job-r", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +52,7 @@ func TestSLOHotReloadThrottlesLease(t *testing.T) {
 		t.Errorf("status leases %+v: want the lease throttling below 100 %% until a deadline", l)
 	}
 	// Registered again (restarted at the new percentage), it is active.
-	if err := c.Register(ctx, s.ID(), &bus.RegisterRequest{LeaseID: d.Lease.ID, Token: d.Lease.Token, PIDs: []int{4242}}); err != nil {
+	if err := register(ctx, c, s.ID(), d.Lease, 4242); err != nil {
 		t.Fatal(err)
 	}
 	if l, err := c.Renew(ctx, s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil || l.State != "active" || l.Deadline != nil {
@@ -93,88 +87,6 @@ func TestRejectedReloadShowsInStatus(t *testing.T) {
 	r.eventually("the rejection cleared by an applied edit", func() bool { return status().ConfigRejected == nil })
 }
 
-// TestHotKeysAreWhatAdmissionApplies derives the keys a reload applies
-// from what admission.Reconfigure changes, and checks them against
-// configs.HotReloadable (which the watcher and docs/configuration.md use):
-// each admission key, changed alone, reaches only hot fields of the
-// admission config, and some; every key outside services and admission is
-// for a restart.
-func TestHotKeysAreWhatAdmissionApplies(t *testing.T) {
-	t.Parallel()
-	hot := admission.HotFields()
-	base := configs.Default()
-	adm := reflect.ValueOf(&base.Admission).Elem()
-	var walk func(v reflect.Value, key string)
-	walk = func(v reflect.Value, key string) {
-		if v.Kind() == reflect.Struct {
-			for i := range v.NumField() {
-				walk(v.Field(i), key+"."+v.Type().Field(i).Tag.Get("mapstructure"))
-			}
-			return
-		}
-		t.Run(key, func(t *testing.T) {
-			old := reflect.ValueOf(v.Interface())
-			switch v.Kind() {
-			case reflect.Int, reflect.Int64: // ints and durations
-				v.SetInt(v.Int() + 1)
-			case reflect.Float64:
-				v.SetFloat(v.Float()/2 + 0.01)
-			default:
-				t.Fatalf("admission key %s of kind %s: teach this test to change it", key, v.Kind())
-			}
-			defer v.Set(old)
-			def := configs.Default()
-			before, after := admissionConfig(&def, nil, ""), admissionConfig(&base, nil, "")
-			var reached []string
-			bv, av := reflect.ValueOf(before), reflect.ValueOf(after)
-			for i := range bv.NumField() {
-				if !reflect.DeepEqual(bv.Field(i).Interface(), av.Field(i).Interface()) {
-					reached = append(reached, bv.Type().Field(i).Name)
-				}
-			}
-			applied := len(reached) > 0
-			for _, f := range reached {
-				applied = applied && slices.Contains(hot, f)
-			}
-			if applied != configs.HotReloadable(key) {
-				t.Errorf("%s reaches admission fields %v (hot: %v); configs.HotReloadable says %v", key, reached, hot, configs.HotReloadable(key))
-			}
-		})
-	}
-	walk(adm, "admission")
-	for _, k := range configs.Keys() {
-		if !strings.HasPrefix(k, "admission.") && k != "services" && configs.HotReloadable(k) {
-			t.Errorf("%s is said to be hot, but only services and admission keys reach a running sidecar", k)
-		}
-	}
-	// The reference's reload column says the same, for every key.
-	doc, err := os.ReadFile("../docs/configuration.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for line := range strings.SplitSeq(string(doc), "\n") {
-		cells := strings.Split(line, "|")
-		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
-			continue
-		}
-		key := strings.Trim(strings.TrimSpace(cells[1]), "`")
-		reload := strings.TrimSpace(cells[len(cells)-2])
-		if reload != "hot" && reload != "restart" {
-			continue
-		}
-		seen[key] = true
-		if want := configs.HotReloadable(key); (reload == "hot") != want {
-			t.Errorf("docs/configuration.md: %s is %q, but a reload applies it: %v", key, reload, want)
-		}
-	}
-	for _, k := range configs.Keys() {
-		if !seen[k] && !strings.HasPrefix(k, "services") {
-			t.Errorf("docs/configuration.md has no row for %s", k)
-		}
-	}
-}
-
 // reloading is a sidecar run on a config file whose admission section the
 // test rewrites.
 type reloading struct {
@@ -201,26 +113,8 @@ func newReloading(t *testing.T, sloMS float64, admissionYAML string) *reloading 
 // write replaces the file, as editors and ConfigMaps do.
 func (r *reloading) write(admissionYAML string) {
 	r.t.Helper()
-	profile, err := filepath.Abs(serviceProfile)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	doc := fmt.Sprintf(`sidecar: {id: gpu-reload, data_dir: %q}
-nats: {listen: "127.0.0.1:0"}
-gpu: {backend: sim}
-predictor: {requests: %d, confidence: 0}
-telemetry: {http: "127.0.0.1:0"}
-services:
-  - {name: v100-infer, profile: %q, rate_rps: 8, slo: {p99_ms: %g}}
-admission: {%s}
-`, filepath.Join(r.dir, "data"), testRequests, profile, r.sloMS, admissionYAML)
-	tmp := filepath.Join(r.dir, ".colocd.yaml.tmp")
-	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, r.path); err != nil {
-		r.t.Fatal(err)
-	}
+	simconfig.Write(r.t, r.path, simconfig.File{ID: "gpu-reload", DataDir: filepath.Join(r.dir, "data"), Listen: "127.0.0.1:0",
+		Requests: testRequests, Profile: serviceProfile, SLOMS: r.sloMS, Admission: admissionYAML})
 }
 
 // eventually polls ok until it holds: a reload reaches the sidecar within

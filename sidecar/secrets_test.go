@@ -9,7 +9,6 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestSecretsNeverTravel: another launcher with the same identity listens
@@ -60,14 +59,7 @@ func TestSecretsNeverTravel(t *testing.T) {
 	}
 
 	// The store, read with the sidecar's own identity.
-	js, err := jetstream.New(sidecarConn(t, s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, bus.LeaseBucketName(s.ID()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := leaseBucket(ctx, t, s)
 	entry, err := kv.Get(ctx, d.Lease.ID)
 	if err != nil {
 		t.Fatal(err)

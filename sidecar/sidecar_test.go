@@ -17,9 +17,9 @@ import (
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/natstest"
+	"github.com/colocd/colocd/internal/runtest"
 	"github.com/colocd/colocd/predictor"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
@@ -79,15 +79,7 @@ func start(t testing.TB, cfg *configs.Config, opts Options) *running {
 // runSidecar runs s until the test ends, when it stops it and checks that
 // Run ended well.
 func runSidecar(t testing.TB, s *Sidecar) *running {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	r := &running{Sidecar: s, stop: func() error {
-		once.Do(func() { cancel(); runErr = <-done })
-		return runErr
-	}}
+	r := &running{Sidecar: s, stop: runtest.Background(s.Run)}
 	t.Cleanup(func() {
 		if err := r.stop(); err != nil {
 			t.Errorf("Run = %v", err)
@@ -158,20 +150,23 @@ func testModel(t testing.TB) (inf, tr *predictor.Profile, cal *predictor.Calibra
 // p99AtRate is p99At at another request rate.
 func p99AtRate(t testing.TB, pct int, rate float64) float64 {
 	t.Helper()
-	return p99Of(t, serviceProfile, pct, rate)
+	return p99Of(t, serviceProfile, rate, pct)
 }
 
-// p99Of is p99AtRate for the inference profile at path.
-func p99Of(t testing.TB, path string, pct int, rate float64) float64 {
+// p99Of predicts the p99 of the inference profile at path at rate, next
+// to one trainer at each of pcts.
+func p99Of(t testing.TB, path string, rate float64, pcts ...int) float64 {
 	t.Helper()
 	_, tr, cal := testModel(t)
 	inf, err := predictor.LoadProfile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sc := &predictor.Scenario{Inference: inf, RateRPS: rate, Requests: testRequests, Seed: 1, DeviceSMs: 132}
+	for _, pct := range pcts {
+		sc.Training, sc.TrainingPct = append(sc.Training, tr), append(sc.TrainingPct, float64(pct))
+	}
 	var pr predictor.Predictor
-	sc := &predictor.Scenario{Inference: inf, Training: []*predictor.Profile{tr}, RateRPS: rate, Requests: testRequests, Seed: 1,
-		TrainingPct: []float64{float64(pct)}, DeviceSMs: 132}
 	pred, err := pr.PredictMPS(sc, cal.MPS.Params())
 	if err != nil {
 		t.Fatal(err)
@@ -179,55 +174,33 @@ func p99Of(t testing.TB, path string, pct int, rate float64) float64 {
 	return pred.Inference.LatencyMS.P99
 }
 
-// TestDecisions causes each outcome for a real reason, and checks that a
-// decision's predicted p99 is what the predictor says for the same inputs.
+// TestDecisions: over NATS, a decision for a real reason (only lower
+// percentages fit) is a throttle with its lease, token and env, and its
+// predicted p99 is what the predictor says for the same inputs. Each other
+// outcome is admission.TestDecisionScenarios.
 func TestDecisions(t *testing.T) {
 	t.Parallel()
 	p10, p100 := p99At(t, 10), p99At(t, 100)
 	if !(p10 < p100) {
 		t.Fatalf("p99 at 10 %% = %v, at 100 %% = %v: the scenario has no room to throttle", p10, p100)
 	}
-	tests := []struct {
-		name     string
-		slo      float64 // the SLO; admission keeps p99 within 90 % of it
-		memory   int
-		want     string
-		wantCode string
-	}{
-		{"grant: loose SLO", p100 / 0.9 * 1.05, 1000, bus.DecisionGrant, string(admission.CodeFits)},
-		{"throttle: only lower percentages fit", (p10 + p100) / 2 / 0.9, 1000, bus.DecisionThrottle, string(admission.CodeThrottledToFit)},
-		{"deny: even 10 % breaks the SLO", p10 * 0.95 / 0.9, 1000, bus.DecisionDeny, string(admission.CodeSLOViolation)},
-		{"deny: not enough GPU memory", p100 * 2, 200_000, bus.DecisionDeny, string(admission.CodeInsufficientMemory)},
+	s := start(t, testConfig(t, "", (p10+p100)/2/0.9), Options{}) // admission keeps p99 within 90 % of the SLO
+	d, err := client(t, s).Admit(context.Background(), s.ID(), admitReq("job-1", 10, 100))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := start(t, testConfig(t, "", tt.slo), Options{})
-			req := admitReq("job-1", 10, 100)
-			req.MemoryMiB = tt.memory
-			d, err := client(t, s).Admit(context.Background(), s.ID(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Decision != tt.want || d.Reason.Code != tt.wantCode {
-				t.Fatalf("decision %s (%s: %s), want %s (%s)", d.Decision, d.Reason.Code, d.Reason.Message, tt.want, tt.wantCode)
-			}
-			if tt.want == bus.DecisionDeny {
-				if d.Lease != nil {
-					t.Errorf("a deny carries a lease: %+v", d.Lease)
-				}
-				return
-			}
-			l := d.Lease
-			if l == nil || l.Token == "" || l.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != fmt.Sprint(l.ActiveThreadPct) {
-				t.Fatalf("lease %+v: want a token and the percentage in the env", l)
-			}
-			if got, want := d.Predictions[0].PredictedP99MS, p99At(t, l.ActiveThreadPct); got != want {
-				t.Errorf("predicted p99 %v ms at %d %%, colocd predict gives %v", got, l.ActiveThreadPct, want)
-			}
-			if tt.want == bus.DecisionThrottle && !(l.ActiveThreadPct > 10 && l.ActiveThreadPct < 100) {
-				t.Errorf("throttled to %d %%", l.ActiveThreadPct)
-			}
-		})
+	if d.Decision != bus.DecisionThrottle || d.Reason.Code != string(admission.CodeThrottledToFit) {
+		t.Fatalf("decision %s (%s: %s), want %s (%s)", d.Decision, d.Reason.Code, d.Reason.Message, bus.DecisionThrottle, admission.CodeThrottledToFit)
+	}
+	l := d.Lease
+	if l == nil || l.Token == "" || l.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != fmt.Sprint(l.ActiveThreadPct) {
+		t.Fatalf("lease %+v: want a token and the percentage in the env", l)
+	}
+	if got, want := d.Predictions[0].PredictedP99MS, p99At(t, l.ActiveThreadPct); got != want {
+		t.Errorf("predicted p99 %v ms at %d %%, colocd predict gives %v", got, l.ActiveThreadPct, want)
+	}
+	if !(l.ActiveThreadPct > 10 && l.ActiveThreadPct < 100) {
+		t.Errorf("throttled to %d %%", l.ActiveThreadPct)
 	}
 }
 
@@ -241,10 +214,7 @@ func TestProfileByReference(t *testing.T) {
 	s := start(t, testConfig(t, "", (p99At(t, 10)+p99At(t, 100))/2/0.9), Options{})
 	c := client(t, s)
 	ctx := context.Background()
-	inline, err := c.Admit(ctx, s.ID(), admitReq("job-inline", 10, 100))
-	if err != nil || inline.Lease == nil {
-		t.Fatalf("inline admit: %+v, %v", inline, err)
-	}
+	inline := leased(ctx, t, c, s.ID(), admitReq("job-inline", 10, 100))
 	if err := c.Release(ctx, s.ID(), &bus.LeaseRef{LeaseID: inline.Lease.ID, Token: inline.Lease.Token}); err != nil {
 		t.Fatal(err)
 	}
@@ -314,10 +284,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	c := client(t, s)
 	ctx := context.Background()
 	req := admitReq("job-1", 10, 100)
-	d, err := c.Admit(ctx, s.ID(), req)
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
+	d := leased(ctx, t, c, s.ID(), req)
 	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
 
 	// An idempotent retry returns the same lease, not a second one.
@@ -398,10 +365,7 @@ func TestExpiry(t *testing.T) {
 	defer live.Stop()
 	req := admitReq("job-x", 10, 100)
 	req.LeaseSeconds = 1
-	d, err := c.Admit(ctx, s.ID(), req)
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit: %v %+v", err, d)
-	}
+	d := leased(ctx, t, c, s.ID(), req)
 	expired := func(who string, sub *bus.EventSubscription) {
 		t.Helper()
 		select {
@@ -484,14 +448,7 @@ func TestRestartKeepsLeases(t *testing.T) {
 	}
 	// Records that are no lease (written by whoever held a key that could)
 	// are skipped at the restart, not a failed start.
-	js, err := jetstream.New(sidecarConn(t, first))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, bus.LeaseBucketName(first.ID()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := leaseBucket(ctx, t, first)
 	// The 200 KB profile is in the profile store, not in the record: a
 	// record stays far below NATS's 1 MiB message limit.
 	rec, err := kv.Get(ctx, refs[0].LeaseID)

@@ -85,10 +85,7 @@ func TestProfileUploadThroughTheSidecar(t *testing.T) {
 	}
 	r := admitReq("job-uploaded", 10, 100)
 	r.Profile, r.ProfileRef = nil, ref
-	d, err := c.Admit(ctx, s.ID(), r)
-	if err != nil || d.Lease == nil {
-		t.Fatalf("admit by the uploaded reference: %+v, %v", d, err)
-	}
+	leased(ctx, t, c, s.ID(), r)
 
 	infer, err := os.ReadFile(serviceProfile)
 	if err != nil {

@@ -38,7 +38,7 @@ func startSidecar(t *testing.T, id string, mutate func(*configs.Config)) *sideca
 	if err != nil {
 		t.Fatal(err)
 	}
-	runtest.Background(t, s.Run)
+	runtest.UntilCleanup(t, s.Run)
 	return s
 }
 

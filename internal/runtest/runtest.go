@@ -1,35 +1,34 @@
-// Package runtest runs, in a test, a component's Run loop in the
-// background until the test ends, and checks how it ended: a loop that
-// returns an error on a clean stop, or does not stop, fails the test.
+// Package runtest runs, in tests, a loop that runs until its context ends
+// (a Run method), and checks how it ended.
 package runtest
 
 import (
 	"context"
+	"sync"
 	"testing"
-	"time"
 )
 
-// stopTimeout is how long a stopped loop may take to return: long, so
-// that a loaded machine does not fail the test.
-const stopTimeout = time.Minute
-
-// Background runs run in a goroutine with a context that is cancelled
-// when the test ends; then it waits for run to return, and fails t if it
-// returned an error or did not return within a minute.
-func Background(t testing.TB, run func(context.Context) error) {
-	t.Helper()
+// Background runs run in a goroutine until stop cancels its context; stop
+// waits for it and returns what it returned, the same on every call.
+func Background(run func(context.Context) error) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx) }()
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+}
+
+// UntilCleanup runs run until the test ends, and fails the test if it
+// returned an error. (In a synctest bubble the cleanup runs inside it.)
+func UntilCleanup(t testing.TB, run func(context.Context) error) {
+	stop := Background(run)
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(stopTimeout):
-			t.Error("Run did not return")
+		if err := stop(); err != nil {
+			t.Error(err)
 		}
 	})
 }
