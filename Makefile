@@ -85,7 +85,7 @@ BENCH_FILES  := $(shell grep -rl --include='*_test.go' '^func Benchmark' . 2>/de
 PLAIN_PKGS   := $(sort $(dir $(NORACE_FILES) $(BENCH_FILES)))
 NORACE_TESTS := $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\).*/\1/p' $(NORACE_FILES) /dev/null | sort -u | paste -sd'|' -)
 test-race:
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -p 4 $(PKGS)
 test-plain:
 	$(GO) test -tags slow -count=1 -p 4 -run '^($(NORACE_TESTS))$$' -bench . -benchtime 1x $(PLAIN_PKGS)
 
