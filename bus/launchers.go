@@ -32,9 +32,9 @@ import (
 // Launcher is one identity that may connect as a launcher.
 type Launcher struct {
 	// Name names it in logs and in `colocd launcher list`.
-	Name string
+	Name string `json:"name"`
 	// Key is its public user NKey ("U…").
-	Key string
+	Key string `json:"key"`
 }
 
 // LauncherInbox returns the reply-subject prefix of the launcher whose

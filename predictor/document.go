@@ -63,3 +63,27 @@ func writeJSONAtomic(path string, v any) error {
 	}
 	return atomicfile.Write(path, buf.Bytes(), 0o644) // profiles are shared files
 }
+
+// FileCheck is what CheckProfiles found of one file.
+type FileCheck struct {
+	File  string `json:"file"`
+	OK    bool   `json:"ok"`
+	Name  string `json:"name,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// CheckProfiles loads each profile file and says whether it is valid, in
+// order, and how many are not.
+func CheckProfiles(paths []string) (checks []FileCheck, failed int) {
+	for _, path := range paths {
+		p, err := LoadProfile(path)
+		if err != nil {
+			failed++
+			checks = append(checks, FileCheck{File: path, Error: err.Error()})
+			continue
+		}
+		checks = append(checks, FileCheck{File: path, OK: true, Name: p.Name, Kind: string(p.Kind)})
+	}
+	return checks, failed
+}

@@ -108,9 +108,10 @@ func Listen(listen string, srv *Server) (hs *http.Server, addr net.Addr, done <-
 	return hs, ln.Addr(), served, nil
 }
 
-// Serve serves srv's page on listen until linger after the last of
-// arrivals, or until ctx ends, and says where on out.
-func Serve(ctx context.Context, out io.Writer, listen string, srv *Server, arrivals []time.Duration, linger time.Duration) error {
+// Serve serves srv's page on listen until linger after its last arrival,
+// or until ctx ends, and says where on out.
+func Serve(ctx context.Context, out io.Writer, listen string, srv *Server, linger time.Duration) error {
+	arrivals := srv.cfg.Arrivals
 	hs, addr, done, err := Listen(listen, srv)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)

@@ -101,15 +101,7 @@ once, and one removed is disconnected.`,
 			return err
 		}
 		if asJSON {
-			type entry struct {
-				Name string `json:"name"`
-				Key  string `json:"key"`
-			}
-			es := make([]entry, 0, len(ls))
-			for _, l := range ls {
-				es = append(es, entry{l.Name, l.Key})
-			}
-			return printJSON(cmd.OutOrStdout(), es)
+			return printJSON(cmd.OutOrStdout(), append([]bus.Launcher{}, ls...)) // [] when none
 		}
 		w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "NAME\tKEY")

@@ -79,14 +79,6 @@ docs/profiles.md for the rules.`,
 }
 
 // validated is one file of profile validate --json.
-type validated struct {
-	File  string `json:"file"`
-	OK    bool   `json:"ok"`
-	Name  string `json:"name,omitempty"`
-	Kind  string `json:"kind,omitempty"`
-	Error string `json:"error,omitempty"`
-}
-
 func newProfileValidateCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -94,26 +86,19 @@ func newProfileValidateCmd() *cobra.Command {
 		Short: "Check profile files (colocd.profile/v1)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			failed := 0
-			var all []validated
-			for _, path := range args {
-				p, err := predictor.LoadProfile(path)
-				if err != nil {
-					failed++
-					all = append(all, validated{File: path, Error: err.Error()})
-					if !asJSON {
-						fmt.Fprintf(cmd.ErrOrStderr(), "FAIL %v\n", err)
-					}
-					continue
-				}
-				all = append(all, validated{File: path, OK: true, Name: p.Name, Kind: string(p.Kind)})
-				if !asJSON {
-					fmt.Fprintf(cmd.OutOrStdout(), "ok %s (%s)\n", p.Name, path)
-				}
-			}
+			all, failed := predictor.CheckProfiles(args)
 			if asJSON {
 				if err := printJSON(cmd.OutOrStdout(), all); err != nil {
 					return err
+				}
+			}
+			for _, c := range all {
+				switch {
+				case asJSON:
+				case c.OK:
+					fmt.Fprintf(cmd.OutOrStdout(), "ok %s (%s)\n", c.Name, c.File)
+				default:
+					fmt.Fprintf(cmd.ErrOrStderr(), "FAIL %s\n", c.Error)
 				}
 			}
 			if failed > 0 {

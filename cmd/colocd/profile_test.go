@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/colocd/colocd/predictor"
 )
 
 const kinetoDir = "../../testdata/kineto"
@@ -62,7 +64,7 @@ func TestProfileValidate(t *testing.T) {
 	}
 	// --json: one entry per file, in order, the failures with their error.
 	stdout, _, err := runCLI(t, "profile", "validate", "--json", good, bad)
-	var got []validated
+	var got []predictor.FileCheck
 	if jerr := json.Unmarshal([]byte(stdout), &got); jerr != nil || err == nil || len(got) != 2 {
 		t.Fatalf("validate --json: %v, %v, %s", err, jerr, stdout)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,13 +14,10 @@ import (
 
 func newSimserveCmd() *cobra.Command {
 	var (
-		lf                      launcherFlags
-		listen, preset, model   string
-		tracePath, infPath      string
-		trainPath, calPath      string
-		rate, compress, errFact float64
-		duration, poll, linger  time.Duration
-		requests                int
+		lf           launcherFlags
+		o            simserver.Options
+		listen       string
+		poll, linger time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "simserve --inference PROFILE --training PROFILE (--trace CSV | --rate R) [--sidecar ID]",
@@ -39,28 +35,8 @@ the predictor's error to simulate. It runs until the last request or an
 interrupt.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if infPath == "" || trainPath == "" {
-				return errors.New("simserve: --inference and --training: want the paths of the service's and the jobs' profiles")
-			}
-			if (tracePath == "") == (rate == 0) {
-				return errors.New("simserve: --trace or --rate: want one of the two")
-			}
-			if !(compress > 0) || !(errFact > 0) || rate < 0 {
-				return fmt.Errorf("simserve: --compress %g, --error %g, --rate %g: want factors above 0 and a rate ≥ 0", compress, errFact, rate)
-			}
-			inf, err := predictor.LoadProfile(infPath)
-			if err != nil {
-				return fmt.Errorf("simserve: --inference: %w", err)
-			}
-			tr, err := predictor.LoadProfile(trainPath)
-			if err != nil {
-				return fmt.Errorf("simserve: --training: %w", err)
-			}
-			cal, err := predictor.ResolveCalibration(calPath, inf.Device.Name)
-			if err != nil {
-				return fmt.Errorf("simserve: --calibration: %w", err)
-			}
-			arrivals, err := simserver.Arrivals(tracePath, rate, duration, compress)
+			jobs := &simserver.Jobs{}
+			srv, tr, err := o.Build(time.Now(), jobs.Now)
 			if err != nil {
 				return fmt.Errorf("simserve: %w", err)
 			}
@@ -68,7 +44,6 @@ interrupt.`,
 			var wg sync.WaitGroup
 			defer wg.Wait()
 			defer cancel()
-			jobs := &simserver.Jobs{}
 			if lf.Sidecar != "" {
 				client, nc, err := lf.Dial(true)
 				if err != nil {
@@ -85,13 +60,7 @@ interrupt.`,
 					}, cmd.ErrOrStderr())
 				})
 			}
-			srv, err := simserver.New(simserver.Config{Preset: preset, ModelName: model, Arrivals: arrivals, Start: time.Now(),
-				Latency:  &simserver.Model{Inference: inf, Calibration: cal, Mode: predictor.ModeMPS, Requests: requests, Seed: 1, SMs: cal.Device.SMs},
-				Trainers: jobs.Now, ErrorFactor: errFact, Seed: 1})
-			if err != nil {
-				return fmt.Errorf("simserve: %w", err)
-			}
-			if err := simserver.Serve(ctx, cmd.OutOrStdout(), listen, srv, arrivals, linger); err != nil {
+			if err := simserver.Serve(ctx, cmd.OutOrStdout(), listen, srv, linger); err != nil {
 				return fmt.Errorf("simserve: %w", err)
 			}
 			return nil
@@ -99,17 +68,17 @@ interrupt.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8000", "address of the metrics page")
-	f.StringVar(&preset, "preset", "vllm", "metrics format: vllm, sglang or tgi")
-	f.StringVar(&model, "model-name", "sim", "the model label's value")
-	f.StringVar(&tracePath, "trace", "", "CSV of arrivals with a TIMESTAMP column")
-	f.Float64Var(&compress, "compress", 1, "replay the trace this many times faster")
-	f.Float64Var(&rate, "rate", 0, "Poisson arrivals at this many requests a second (instead of --trace)")
-	f.DurationVar(&duration, "duration", time.Hour, "with --rate, how long requests arrive")
-	f.StringVar(&infPath, "inference", "", "the service's inference profile")
-	f.StringVar(&trainPath, "training", "", "the profile of each job next to it")
-	f.StringVar(&calPath, "calibration", "", "calibration file (default: the preset for the inference profile's GPU)")
-	f.Float64Var(&errFact, "error", 1, "multiply every latency by this: the predictor off by this much")
-	f.IntVar(&requests, "requests", predictor.DefaultRequests, "simulated requests per prediction")
+	f.StringVar(&o.Preset, "preset", "vllm", "metrics format: vllm, sglang or tgi")
+	f.StringVar(&o.ModelName, "model-name", "sim", "the model label's value")
+	f.StringVar(&o.Trace, "trace", "", "the arrival trace: the Azure LLM inference CSV, or one arrival a line")
+	f.Float64Var(&o.Compress, "compress", 1, "replay the trace this many times faster")
+	f.Float64Var(&o.Rate, "rate", 0, "Poisson arrivals at this many requests a second (instead of --trace)")
+	f.DurationVar(&o.Duration, "duration", time.Hour, "with --rate, how long requests arrive")
+	f.StringVar(&o.Inference, "inference", "", "the service's inference profile")
+	f.StringVar(&o.Training, "training", "", "the profile of each job next to it")
+	f.StringVar(&o.Calibration, "calibration", "", "calibration file (default: the preset for the inference profile's GPU)")
+	f.Float64Var(&o.Error, "error", 1, "multiply every latency by this: the predictor off by this much")
+	f.IntVar(&o.Requests, "requests", predictor.DefaultRequests, "simulated requests per prediction")
 	f.DurationVar(&poll, "poll", time.Second, "with --sidecar, how often to read its leases")
 	f.DurationVar(&linger, "linger", time.Minute, "how long to go on serving after the last request")
 	lf.register(cmd, true)
