@@ -29,6 +29,8 @@ type Endpoint struct {
 	Counter   string `mapstructure:"counter"`
 	// Labels pick one model's series.
 	Labels map[string]string `mapstructure:"labels"`
+	// Forecast is how the guard forecasts the load from what it observes.
+	Forecast Forecast `mapstructure:"forecast"`
 	// Steps observes an LLM engine's steps instead of its requests (the
 	// preset's Steps view; generic's counter and histogram then count and
 	// time steps). Set from the service, not from the file.
@@ -47,7 +49,8 @@ var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 // Set reports whether the section is given at all.
 func (e Endpoint) Set() bool {
-	return e.URL != "" || e.Preset != "" || e.Histogram != "" || e.Counter != "" || e.Interval != 0 || e.Window != 0 || len(e.Labels) > 0
+	return e.URL != "" || e.Preset != "" || e.Histogram != "" || e.Counter != "" || e.Interval != 0 || e.Window != 0 || len(e.Labels) > 0 ||
+		e.Forecast != (Forecast{})
 }
 
 // Validate names every bad value, with keys under prefix
@@ -78,6 +81,7 @@ func (e Endpoint) Validate(prefix string) error {
 	if e.Window != 0 && (e.Window < 2*interval || e.Window > MaxWindow) {
 		c.Add(at("window"), fmt.Sprintf("a duration from two intervals (%s) to %s (0: %s)", 2*interval, MaxWindow, DefaultWindow), e.Window.String())
 	}
+	e.Forecast.Validate(&c, at("forecast"))
 	for k, v := range e.Labels {
 		if !labelName.MatchString(k) || len(v) > 256 {
 			c.Add(at("labels."+clip(k)), "a Prometheus label name (letters, digits, _) and a value of at most 256 bytes", strconv.Quote(clip(v)))
@@ -102,7 +106,7 @@ func (e Endpoint) Observer(log *slog.Logger) (*Observer, error) {
 		return nil, err
 	}
 	src := &Scraper{URL: e.URL, Preset: p, Labels: e.Labels}
-	return NewObserver(src, Config{Interval: e.Interval, Window: e.Window, Logger: log}), nil
+	return NewObserver(src, Config{Interval: e.Interval, Window: e.Window, Forecast: e.Forecast, Logger: log}), nil
 }
 
 func clip(s string) string {

@@ -1,6 +1,57 @@
 package observe
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/colocd/colocd/field"
+)
+
+// Forecast is how the guard forecasts a service's load from its observed
+// request rate (the service's metrics.forecast section): Holt's constants,
+// how far ahead, and how much of the load's burstiness beyond Poisson
+// arrivals it adds. Zero fields take the defaults.
+type Forecast struct {
+	// Alpha and Beta smooth the level and the trend, in (0, 1].
+	Alpha float64 `mapstructure:"alpha"`
+	Beta  float64 `mapstructure:"beta"`
+	// Phi damps the trend, in (0, 1] (1: undamped).
+	Phi float64 `mapstructure:"phi"`
+	// Horizon is how far ahead the rate is forecast (0: DefaultHorizon).
+	Horizon time.Duration `mapstructure:"horizon"`
+	// Burst is how many standard deviations of the window's rate beyond
+	// what Poisson arrivals at its mean would show are added to the
+	// forecast: the predictor simulates Poisson arrivals, and a burstier
+	// load needs more room at the same mean (0: DefaultBurst; a negative
+	// value, none).
+	Burst float64 `mapstructure:"burst"`
+}
+
+// DefaultBurst is Forecast.Burst's default (see DefaultAlpha).
+const DefaultBurst = 0.5
+
+// MaxBurst bounds Forecast.Burst.
+const MaxBurst = 10
+
+// Validate names every bad value under prefix ("services[0].metrics.forecast").
+func (f Forecast) Validate(c *field.Checker, prefix string) {
+	frac := func(k string, v float64) {
+		if !(v >= 0 && v <= 1) {
+			c.Add(prefix+"."+k, "a fraction in (0, 1] (0: the default)", strconv.FormatFloat(v, 'g', -1, 64))
+		}
+	}
+	frac("alpha", f.Alpha)
+	frac("beta", f.Beta)
+	frac("phi", f.Phi)
+	if f.Horizon < 0 || f.Horizon > MaxWindow {
+		c.Add(prefix+".horizon", fmt.Sprintf("a duration from 0 (%s) to %s", DefaultHorizon, MaxWindow), f.Horizon.String())
+	}
+	if !(f.Burst >= -1 && f.Burst <= MaxBurst) {
+		c.Add(prefix+".burst", fmt.Sprintf("a number of standard deviations from 0 to %d (0: the default, -1: none)", MaxBurst), strconv.FormatFloat(f.Burst, 'g', -1, 64))
+	}
+}
 
 // Holt is Holt's linear trend method (double exponential smoothing) on a
 // series sampled at a steady interval, with the trend damped (Gardner and
@@ -21,15 +72,16 @@ type Holt struct {
 	n            int
 }
 
-// Defaults of Holt: a level that follows a step within a few samples, a
-// trend that needs a few samples of the same direction to build.
+// Defaults of Holt and Forecast.Burst, chosen by cross-validation across
+// two Azure LLM traces, one smooth and one bursty, leaving each out in turn
+// (tools/guard-tuning/cv.py, docs/guard.md#the-forecast): a slow level, a
+// trend of a few samples, damped hard, and half a standard deviation of
+// the rate's burstiness beyond Poisson arrivals'. Before, a level that
+// followed every 5 s burst (0.5) overshot bursty loads tenfold.
 const (
-	DefaultAlpha = 0.5
+	DefaultAlpha = 0.2
 	DefaultBeta  = 0.3
-	// DefaultPhi was chosen on the guard's replay of the Azure trace
-	// (docs/guard.md#replay): against the undamped trend it kept the SLO in
-	// every run and did more training work with a right predictor.
-	DefaultPhi = 0.9
+	DefaultPhi   = 0.8
 )
 
 // Add takes the next sample; a NaN or infinite one is skipped.

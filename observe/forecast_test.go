@@ -49,19 +49,26 @@ func TestHoltFollowsTrends(t *testing.T) {
 	}
 }
 
-// TestHoltLeadsAStep: after a rising load's first steps, the forecast a few
-// steps ahead is above the current rate, which is what lets the guard
-// throttle before the load arrives.
+// TestHoltLeadsAStep: after a rising load's first steps, a fast level
+// (alpha 0.5) forecasts a few steps ahead above the current rate, which
+// lets the guard throttle before the load arrives; the defaults' slow one
+// follows the rise from below, without the overshoot a burst would get
+// (the guard plans on the higher of the rate and its forecast).
 func TestHoltLeadsAStep(t *testing.T) {
 	t.Parallel()
-	var h Holt
-	for range 10 {
-		h.Add(1)
+	rise := func(h Holt) float64 {
+		for range 10 {
+			h.Add(1)
+		}
+		for _, y := range []float64{2, 3, 4} { // the Azure trace rises like this within minutes
+			h.Add(y)
+		}
+		return h.Forecast(3)
 	}
-	for _, y := range []float64{2, 3, 4} { // the Azure trace rises like this within minutes
-		h.Add(y)
+	if f := rise(Holt{Alpha: 0.5, Beta: 0.3, Phi: 0.9}); !(f > 4) {
+		t.Errorf("fast level: forecast %g three steps into a rise that reached 4, want above 4", f)
 	}
-	if f := h.Forecast(3); !(f > 4) {
-		t.Errorf("forecast %g three steps into a rise that reached 4, want above 4", f)
+	if f := rise(Holt{}); !(f > 2 && f < 4) {
+		t.Errorf("the defaults: forecast %g three steps into a rise from 1 to 4, want between 2 and 4", f)
 	}
 }

@@ -1,9 +1,11 @@
 package observe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 )
@@ -32,8 +34,9 @@ type Config struct {
 	// past it the observation is expired and the configured rate applies
 	// again (0: three intervals).
 	MaxAge time.Duration
-	// Horizon is how far ahead the rate is forecast (0: DefaultHorizon).
-	Horizon time.Duration
+	// Forecast sets how the rate is forecast; its Horizon is how far
+	// ahead (0: DefaultHorizon).
+	Forecast Forecast
 	// Logger logs state changes; nil discards.
 	Logger *slog.Logger
 	// History is how far back ObserveSince reaches (0: MaxWindow, at
@@ -71,7 +74,9 @@ type Observation struct {
 	// Reason says why the state is what it is, in one sentence.
 	Reason string
 	// ForecastRPS is the request rate forecast Horizon ahead by Holt's
-	// linear trend on each interval's rate (NaN before two scrapes).
+	// linear trend on each interval's rate, plus Forecast.Burst times the
+	// window's rate deviation beyond Poisson arrivals' (NaN before two
+	// scrapes).
 	ForecastRPS float64
 }
 
@@ -103,8 +108,8 @@ func NewObserver(src Source, cfg Config) *Observer {
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = 3 * cfg.Interval
 	}
-	if cfg.Horizon <= 0 {
-		cfg.Horizon = DefaultHorizon
+	if cfg.Forecast.Horizon <= 0 {
+		cfg.Forecast.Horizon = DefaultHorizon
 	}
 	if cfg.History <= 0 {
 		cfg.History = MaxWindow
@@ -117,7 +122,8 @@ func NewObserver(src Source, cfg Config) *Observer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Observer{src: src, cfg: cfg, log: log, win: Window{Span: cfg.Window}, hist: Window{Span: cfg.History}}
+	return &Observer{src: src, cfg: cfg, log: log, win: Window{Span: cfg.Window}, hist: Window{Span: cfg.History},
+		holt: Holt{Alpha: cfg.Forecast.Alpha, Beta: cfg.Forecast.Beta, Phi: cfg.Forecast.Phi}}
 }
 
 // Run scrapes at once and then every Interval until ctx is done.
@@ -195,7 +201,11 @@ func (o *Observer) Observe() Observation {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	stats, ok := o.win.Stats()
-	obs := Observation{Stats: stats, ForecastRPS: o.holt.Forecast(float64(o.cfg.Horizon) / float64(o.cfg.Interval))}
+	forecast := o.holt.Forecast(float64(o.cfg.Forecast.Horizon) / float64(o.cfg.Interval))
+	if k := cmp.Or(o.cfg.Forecast.Burst, DefaultBurst); k > 0 && !math.IsNaN(forecast) {
+		forecast += k * o.win.ExcessSD()
+	}
+	obs := Observation{Stats: stats, ForecastRPS: forecast}
 	if !o.lastOK.IsZero() {
 		obs.Age = o.cfg.Clock().Sub(o.lastOK)
 	}

@@ -75,7 +75,7 @@ func TestObserverForecasts(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		src := &scripted{step: 10}
-		o := runObserver(t, src, Config{Interval: 5 * time.Second, Window: time.Minute, Horizon: 15 * time.Second})
+		o := runObserver(t, src, Config{Interval: 5 * time.Second, Window: time.Minute, Forecast: Forecast{Horizon: 15 * time.Second}})
 		for i := range 6 { // 10, 20, ... requests per interval: 2, 4, 6 ... req/s
 			src.mu.Lock()
 			src.step = 10 * float64(i+1)

@@ -140,6 +140,29 @@ func stats(readings []Reading) (s Stats, ok bool) {
 	return s, true
 }
 
+// ExcessSD is the standard deviation of the window's per-interval request
+// rates beyond what Poisson arrivals at their mean rate would give (in
+// requests a second): √max(0, variance − mean/T̄), T̄ the mean interval in
+// seconds. 0 with fewer than three readings.
+func (w *Window) ExcessSD() float64 {
+	n := len(w.readings) - 1
+	if n < 2 {
+		return 0
+	}
+	var sum, sum2, secs float64
+	for i := 1; i <= n; i++ {
+		prev, cur := w.readings[i-1], w.readings[i]
+		dt := cur.At.Sub(prev.At).Seconds()
+		r := delta(prev.Requests, cur.Requests) / dt
+		sum += r
+		sum2 += r * r
+		secs += dt
+	}
+	mean := sum / float64(n)
+	variance := sum2/float64(n) - mean*mean
+	return math.Sqrt(max(0, variance-mean/(secs/float64(n))))
+}
+
 // delta is the counter's increase from prev to cur; a decrease means the
 // server restarted, and cur is what it counted since.
 func delta(prev, cur float64) float64 {

@@ -121,6 +121,32 @@ func TestWindowStatsSince(t *testing.T) {
 	}
 }
 
+// ExcessSD is the rate's spread beyond Poisson arrivals' at its mean: none
+// for a steady count, the bursts' for a bursty one.
+func TestWindowExcessSD(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		steps []float64 // requests each 5 s
+		want  float64   // req/s
+	}{
+		{"steady at 10 req/s (below Poisson's own spread)", []float64{50, 50, 50, 50, 50, 50}, 0},
+		{"bursts of 100 in every other interval", []float64{100, 0, 100, 0, 100, 0}, math.Sqrt(100 - 10.0/5)},
+		{"two readings", []float64{50}, 0},
+	} {
+		w := Window{Span: time.Hour}
+		n := 0.0
+		w.Add(reading(0, 0))
+		for i, d := range c.steps {
+			n += d
+			w.Add(reading(5*(i+1), n))
+		}
+		if got := w.ExcessSD(); !near(got, c.want) {
+			t.Errorf("%s: ExcessSD = %g, want %g", c.name, got, c.want)
+		}
+	}
+}
+
 // TestWindowTailBucket: a p99 in the +Inf bucket is the last finite bound,
 // flagged as a lower bound.
 func TestWindowTailBucket(t *testing.T) {

@@ -46,7 +46,7 @@ func FromConfig(cfg *configs.Config, service, device string, sms int, trace []ll
 		Service: specs[i], Mode: predictor.Mode(cfg.Sharing.Mode), Settings: cfg.Admission,
 		Calibration: cal, Requests: cfg.Predictor.Requests, PredictorSeed: cfg.Predictor.Seed, SMs: sms, Confidence: cfg.Predictor.Confidence,
 		Preset: sv.Metrics.Preset, Trace: trace, ServerSeed: 11, Launcher: DefaultLauncher(tr),
-		Observe: observe.Config{Interval: sv.Metrics.Interval, Window: sv.Metrics.Window}, Engine: engine,
+		Observe: observe.Config{Interval: sv.Metrics.Interval, Window: sv.Metrics.Window, Forecast: sv.Metrics.Forecast}, Engine: engine,
 	}
 	if out.Preset == "triton" || out.Preset == "generic" {
 		out.Preset = "vllm" // the simulated server speaks vLLM's, SGLang's or TGI's format

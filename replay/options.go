@@ -18,6 +18,7 @@ import (
 // the same name.
 type Options struct {
 	Trace, Config, Service, Server, Training, Device string
+	Forecast                                         string
 	SMs                                              int
 	Error                                            float64
 	Start, Minutes                                   int
@@ -88,6 +89,9 @@ func Prepare(o Options) (Config, error) {
 		if cfg.Launcher.Profile, err = predictor.LoadProfile(o.Training); err != nil {
 			return Config{}, fmt.Errorf("--training: %w", err)
 		}
+	}
+	if cfg.Observe.Forecast, err = ParseForecast(o.Forecast, cfg.Observe.Forecast); err != nil {
+		return Config{}, fmt.Errorf("--forecast: %w", err)
 	}
 	cfg.ErrorFactor, cfg.ServerSeed, cfg.Policies = o.Error, o.Seed, want
 	return cfg, nil

@@ -26,17 +26,26 @@ const (
 	Static   Policy = "static"
 	Reactive Policy = "reactive"
 	Forecast Policy = "forecast"
+	// BestStatic is no policy colocd has: the training job at the
+	// largest percentage that keeps every judged minute within the SLO,
+	// found by replaying each percentage of the grid, top down, knowing
+	// the whole trace in advance. What a guard could keep at best without
+	// moving the job: the measure of the others' work.
+	BestStatic Policy = "best-static"
 )
 
 // Policies are the policies in the order they are reported.
-var Policies = []Policy{Static, Reactive, Forecast}
+var Policies = []Policy{Static, Reactive, Forecast, BestStatic}
+
+// DefaultPolicies are those a replay reports unless asked for others.
+var DefaultPolicies = []Policy{Static, Reactive, Forecast}
 
 // ParsePolicy returns the policy named s.
 func ParsePolicy(s string) (Policy, error) {
 	if p := Policy(s); slices.Contains(Policies, p) {
 		return p, nil
 	}
-	return "", fmt.Errorf("want one of static, reactive, forecast, got %q", s)
+	return "", fmt.Errorf("want one of static, reactive, forecast, best-static, got %q", s)
 }
 
 // Config is one replay.
@@ -108,10 +117,13 @@ type Result struct {
 	Evictions int `json:"evictions"`
 	// WorstP99MS is the highest p99 of a judged minute.
 	WorstP99MS float64 `json:"worst_p99_ms"`
+	// Pct is best-static's percentage (0: none keeps the SLO).
+	Pct int `json:"pct,omitempty"`
 	// Series is what happened, every observer interval, and PerMinute
 	// each judged minute; for the picture.
 	Series    []Sample     `json:"-"`
 	PerMinute []MinuteStat `json:"-"`
+	slo       float64
 }
 
 // Sample is the replay at one moment.
@@ -177,7 +189,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	want := cfg.Policies
 	if len(want) == 0 {
-		want = Policies
+		want = DefaultPolicies
 	}
 	w := &world{cfg: cfg, trKey: cfg.Launcher.Profile.Key(), engineAt: map[int]llm.Trainer{}}
 	if cfg.Engine == nil {
@@ -193,7 +205,11 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		if p != Static && !slices.Contains(want, p) {
 			continue
 		}
-		r, err := w.replay(ctx, p)
+		replay := w.replay
+		if p == BestStatic {
+			replay = w.best
+		}
+		r, err := replay(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("replay %s: %w", p, err)
 		}
@@ -366,14 +382,63 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 	}
 	res.Evictions = evicted.n
 	res.PerMinute = minutes.judge(cfg.MinRequests)
-	for _, m := range res.PerMinute {
-		res.Minutes++
-		if m.P99MS > cfg.Service.SLOP99MS {
-			res.MinutesOver++
-		}
-		res.WorstP99MS = max(res.WorstP99MS, m.P99MS)
-	}
+	res.slo = cfg.Service.SLOP99MS
+	res.tally()
 	return res, nil
+}
+
+// tally counts the judged minutes, those over the SLO and the worst.
+func (r *Result) tally() {
+	r.Minutes, r.MinutesOver, r.WorstP99MS = 0, 0, 0
+	for _, m := range r.PerMinute {
+		r.Minutes++
+		if m.P99MS > r.slo {
+			r.MinutesOver++
+		}
+		r.WorstP99MS = max(r.WorstP99MS, m.P99MS)
+	}
+}
+
+// best replays the training job at each percentage of the grid from its
+// largest down, with no controller, and returns the first that keeps every
+// judged minute within the SLO (BestStatic).
+func (w *world) best(ctx context.Context, _ Policy) (Result, error) {
+	cfg := &w.cfg
+	end := start.Add(cfg.Trace[len(cfg.Trace)-1].Arrival)
+	step := cmp.Or(cfg.Settings.PctStep, admission.DefaultPctStep)
+	var pcts []int
+	for p := cfg.Launcher.MaxPct; p >= max(1, cfg.Launcher.MinPct); p -= step {
+		pcts = append(pcts, p)
+	}
+	pcts = append(pcts, 0) // no percentage the job would run at keeps the SLO
+	var last Result
+	for _, pct := range pcts {
+		if err := ctx.Err(); err != nil {
+			return last, err
+		}
+		minutes := tally{}
+		for _, r := range cfg.Trace {
+			minutes.arrive(start.Add(r.Arrival))
+		}
+		srv, err := w.server(minutes, func() int { return pct })
+		if err != nil {
+			return last, err
+		}
+		for now := start; now.Before(end); now = now.Add(time.Minute) {
+			if err := srv.Advance(now); err != nil {
+				return last, err
+			}
+		}
+		if err := srv.Advance(end); err != nil {
+			return last, err
+		}
+		last = Result{Policy: BestStatic, Pct: pct, WorkPctSeconds: float64(pct) * end.Sub(start).Seconds(), PerMinute: minutes.judge(cfg.MinRequests), slo: cfg.Service.SLOP99MS}
+		last.tally()
+		if last.MinutesOver == 0 || pct == 0 {
+			return last, nil
+		}
+	}
+	return last, nil
 }
 
 // observer is admission's view of the simulated server's observer.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/internal/fieldtest"
+	"github.com/colocd/colocd/observe"
 	"github.com/colocd/colocd/simserver/llm"
 )
 
@@ -28,12 +29,12 @@ func TestShortReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != len(Policies) {
-		t.Fatalf("got %d results, want one per policy", len(results))
+	if len(results) != len(DefaultPolicies) {
+		t.Fatalf("got %d results, want one per default policy", len(results))
 	}
 	for i, r := range results {
-		if r.Policy != Policies[i] {
-			t.Errorf("result %d is %s, want %s", i, r.Policy, Policies[i])
+		if r.Policy != DefaultPolicies[i] {
+			t.Errorf("result %d is %s, want %s", i, r.Policy, DefaultPolicies[i])
 		}
 		if r.Minutes != 3 || len(r.PerMinute) != 3 {
 			t.Errorf("%s judged %d minutes (%d listed), want the 3 replayed", r.Policy, r.Minutes, len(r.PerMinute))
@@ -66,6 +67,37 @@ func TestPoliciesOnlyThoseAsked(t *testing.T) {
 	}
 	if len(results) != 1 || results[0].Policy != Forecast || !(results[0].WorkVsStatic >= 0) {
 		t.Fatalf("got %+v; want the forecast alone, measured against the static run", results)
+	}
+}
+
+// best-static is the largest percentage of the grid with no minute over
+// the SLO: the one above it has one.
+func TestBestStaticIsTheLargestThatKeepsTheSLO(t *testing.T) {
+	t.Parallel()
+	cfg := conversation(t, 20, 3)
+	cfg.Requests, cfg.Policies = 200, []Policy{BestStatic}
+	results, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := results[0]
+	if b.Policy != BestStatic || b.MinutesOver != 0 || b.Minutes != 3 || b.Throttles+b.Revokes != 0 {
+		t.Fatalf("best-static: %+v; want 3 minutes judged, none over, no action", b)
+	}
+	if b.Pct >= cfg.Launcher.MaxPct {
+		t.Fatalf("best-static at %d %%: the whole grid keeps the SLO, so this checks nothing; tighten the SLO", b.Pct)
+	}
+	if b.Pct > 0 && b.WorkPctSeconds != float64(b.Pct)*cfg.Trace[len(cfg.Trace)-1].Arrival.Seconds() {
+		t.Errorf("work %g pct·s at %d %%", b.WorkPctSeconds, b.Pct)
+	}
+	above := cfg
+	above.Launcher.MinPct, above.Launcher.MaxPct = b.Pct+10, b.Pct+10
+	over, err := Run(context.Background(), above)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if over[0].Pct != 0 { // the grid was b.Pct+10 alone, then none
+		t.Errorf("%d %% keeps the SLO too, but best-static chose %d %%", b.Pct+10, b.Pct)
 	}
 }
 
@@ -232,4 +264,42 @@ func TestDefaultReplaysAnEngine(t *testing.T) {
 	if obs := r.Series[len(r.Series)-1].ObservedRPS; !(obs > cfg.Service.RateRPS/10) {
 		t.Errorf("observed %g steps/s at the end, want the engine's steps (planned %g)", obs, cfg.Service.RateRPS)
 	}
+}
+
+func TestParseForecast(t *testing.T) {
+	t.Parallel()
+	base := observe.Forecast{Alpha: 0.5}
+	got, err := ParseForecast(" beta=0.2, phi=1,burst=1.5 ,horizon=15s,", base)
+	if err != nil || got != (observe.Forecast{Alpha: 0.5, Beta: 0.2, Phi: 1, Burst: 1.5, Horizon: 15 * time.Second}) {
+		t.Fatalf("ParseForecast = %+v, %v", got, err)
+	}
+	for _, c := range []struct{ in, want string }{
+		{"alpha", "want key=value"},
+		{"gamma=1", "want one of alpha"},
+		{"phi=x", "phi: want a number"},
+		{"horizon=soon", "horizon: want a duration"},
+		{"alpha=1.5", "forecast.alpha"},
+		{"burst=-2", "forecast.burst"},
+		{strings.Repeat("a", 300), "at most 256 bytes"},
+	} {
+		if _, err := ParseForecast(c.in, base); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseForecast(%q) = %v, want an error with %q", c.in, err, c.want)
+		}
+	}
+}
+
+func FuzzParseForecast(f *testing.F) {
+	f.Add("alpha=0.5,beta=0.3,phi=0.9,burst=1,horizon=30s")
+	f.Add("burst=NaN")
+	f.Add("horizon=-1h,,=")
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseForecast(s, observe.Forecast{})
+		if err != nil {
+			return
+		}
+		var c field.Checker
+		if got.Validate(&c, "forecast"); c.Len() != 0 {
+			t.Fatalf("ParseForecast(%q) = %+v, which does not validate: %v", s, got, c.Err("forecast"))
+		}
+	})
 }

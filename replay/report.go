@@ -13,7 +13,11 @@ func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tminutes over SLO\twork vs static\tthrottles\traises\trevokes\tevictions\tworst p99 ms\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d of %d\t%.2f\t%d\t%d\t%d\t%d\t%.1f\t\n", r.Policy, r.MinutesOver, r.Minutes, r.WorkVsStatic,
+		name := string(r.Policy)
+		if r.Policy == BestStatic {
+			name = fmt.Sprintf("%s (%d %%)", r.Policy, r.Pct)
+		}
+		fmt.Fprintf(tw, "%s\t%d of %d\t%.2f\t%d\t%d\t%d\t%d\t%.1f\t\n", name, r.MinutesOver, r.Minutes, r.WorkVsStatic,
 			r.Throttles, r.Raises, r.Revokes, r.Evictions, r.WorstP99MS)
 	}
 	return tw.Flush()

@@ -54,6 +54,7 @@ server F times slower than it would be.`,
 	f.IntVar(&o.Start, "start", 0, "the first minute of the trace to replay")
 	f.IntVar(&o.Minutes, "minutes", 0, "minutes of the trace to replay (0: to its end)")
 	f.StringSliceVar(&o.Policies, "policies", []string{"static", "reactive", "forecast"}, "the policies to report: static, reactive, forecast")
+	f.StringVar(&o.Forecast, "forecast", "", "override the service's forecast settings: alpha=,beta=,phi=,burst=,horizon= (docs/guard.md)")
 	f.Uint64Var(&o.Seed, "seed", 11, "the seed of the simulated server's latency draws")
 	f.BoolVar(&asJSON, "json", false, `print {"policies":[{"name","minutes","minutes_over","work_vs_static",...}]}`)
 	f.StringVar(&svgPath, "svg", "", "draw load, forecast, SLO, observed p99 and the job's percentage over time to this SVG file")
