@@ -519,6 +519,14 @@ type ServiceSpec struct {
 	Correction float64
 }
 
+// EngineService is an LLM engine service: its profile one engine step,
+// its load busy, the fraction of time the engine has work (as RateRPS,
+// steps a second at the step's solo time), burst its mean busy period in
+// steps, and sloMS its step p99 SLO.
+func EngineService(name string, step *predictor.Profile, busy, burst, sloMS float64) ServiceSpec {
+	return ServiceSpec{Name: name, Profile: step, RateRPS: busy * 1e6 / step.SoloUS(), SLOP99MS: sloMS, BurstSteps: burst}
+}
+
 // correction is Correction, at least 1.
 func (s *ServiceSpec) correction() float64 { return max(1, s.Correction) }
 

@@ -17,11 +17,8 @@ func (cfg *Config) ServiceSpecs() ([]admission.ServiceSpec, error) {
 			return nil, fmt.Errorf("services[%d].profile: %w", i, err)
 		}
 		spec := admission.ServiceSpec{Name: sv.Name, Profile: p, RateRPS: sv.RateRPS, SLOP99MS: sv.SLO.P99MS}
-		if sv.IsEngine() {
-			// An engine's load is its busy fraction: steps per second at
-			// its solo step time; its SLO is on the step.
-			spec.RateRPS = sv.Engine.Busy * 1e6 / p.SoloUS()
-			spec.SLOP99MS, spec.BurstSteps = sv.SLO.StepP99MS, sv.Bursts()
+		if sv.IsEngine() { // its SLO is on the step
+			spec = admission.EngineService(sv.Name, p, sv.Engine.Busy, sv.Bursts(), sv.SLO.StepP99MS)
 		}
 		out = append(out, spec)
 	}

@@ -63,8 +63,7 @@ func Default(trace []llm.Request) (Config, error) {
 	cfg.Engine = &engine
 	// The prediction simulates Requests steps: a burst of at most a tenth
 	// of them.
-	cfg.Service = admission.ServiceSpec{Name: "chat", Profile: step, RateRPS: max(0.001, busy) * 1e6 / step.SoloUS(),
-		SLOP99MS: DefaultStepSLOMS, BurstSteps: min(max(1, burst), float64(cfg.Requests)/10)}
+	cfg.Service = admission.EngineService("chat", step, max(0.001, busy), min(max(1, burst), float64(cfg.Requests)/10), DefaultStepSLOMS)
 	return cfg, nil
 }
 
