@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -80,13 +81,8 @@ func (m *minute) p99() float64 {
 // judge returns each minute in which at least minRequests requests arrived
 // and some latency was recorded, in order, with its p99.
 func (t tally) judge(minRequests int) []MinuteStat {
-	keys := make([]int, 0, len(t))
-	for k := range t {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	var out []MinuteStat
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(t)) {
 		m := t[k]
 		if m.arrived < minRequests || m.n == 0 {
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -37,13 +38,8 @@ func (cs Checks) Ready() error {
 	if len(failed) == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(failed))
-	for n := range failed {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 	var errs []error
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(failed)) {
 		errs = append(errs, errors.New(n+": "+failed[n]))
 	}
 	return errors.Join(errs...)
