@@ -147,6 +147,32 @@ type mpsContext struct {
 	// rates); aloneCycle, one whole unit's.
 	aloneCum   []float64
 	aloneCycle float64
+	// pair is what runPair reads of each op, in one 64-byte record, with
+	// the products of the run's coefficients that its stage 2 starts with
+	// (setPair).
+	pair []pairOp
+}
+
+// pairOp is one op as runPair reads it: mpsOp's fields that the loop
+// uses, and bd, bl, bk, the first products of its stage-2 terms (β_dram·dram,
+// β_l2·l2, β_kernels·u). Go evaluates a·b·c as (a·b)·c, so taking those
+// products once per run gives the same factors bit for bit.
+type pairOp struct {
+	u, alone, invAlone, dram, l2 float64
+	bd, bl, bk                   float64
+}
+
+// setPair fills c.pair from c.ops for the coefficients beta.
+func (c *mpsContext) setPair(beta [3]float64) {
+	if cap(c.pair) < len(c.ops) {
+		c.pair = make([]pairOp, len(c.ops))
+	}
+	c.pair = c.pair[:len(c.ops)]
+	for i := range c.ops {
+		o := &c.ops[i]
+		c.pair[i] = pairOp{u: o.u, alone: o.alone, invAlone: o.invAlone, dram: o.dram, l2: o.l2,
+			bd: beta[0] * o.dram, bl: beta[1] * o.l2, bk: beta[2] * o.u}
+	}
 }
 
 func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]kernelClass) (estimated int) {
@@ -254,6 +280,9 @@ func (s *mpsSim) run(services [][]Op, training [][]Op, arrivals [][]float64, pct
 	s.inv = growFloats(s.inv, n)
 	s.end = growFloats(s.end, n)
 	beta := p.Vector()
+	for c := range s.mctx {
+		s.mctx[c].setPair(beta)
+	}
 
 	now := 0.0
 	for !s.done() {
@@ -275,7 +304,7 @@ func (s *mpsSim) run(services [][]Op, training [][]Op, arrivals [][]float64, pct
 		case 1:
 			now = s.runAlone(s.running[0], now, next)
 		case 2:
-			now = s.runPair(s.running[0], s.running[1], now, next, beta)
+			now = s.runPair(s.running[0], s.running[1], now, next)
 		default:
 			now = s.runShared(now, next, beta)
 		}
@@ -351,9 +380,10 @@ func (s *mpsSim) runAlone(c int, now, next float64) float64 {
 // (the inference server and one trainer): it keeps advancing them, kernel
 // after kernel, while both have work and nobody else does, with the
 // arithmetic of rates written out for two.
-func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
+func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 	ca, cb := &s.ctx[a], &s.ctx[b]
-	opsA, opsB := s.mctx[a].ops, s.mctx[b].ops
+	opsA, opsB := s.mctx[a].pair, s.mctx[b].pair
+	readyA, readyB := &s.ready[a], &s.ready[b]
 	for {
 		oa, ob := &opsA[ca.idx], &opsB[cb.idx]
 		// (Plain comparisons rather than max: this is the hottest loop, and
@@ -377,9 +407,10 @@ func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 				ib *= slow
 			}
 		}
-		// Stage 2: each kernel's co-runner is the other one.
-		fa := 1 + beta[0]*oa.dram*ob.dram*rb + beta[1]*oa.l2*ob.l2*rb + beta[2]*ob.u*scale
-		fb := 1 + beta[0]*ob.dram*oa.dram*ra + beta[1]*ob.l2*oa.l2*ra + beta[2]*oa.u*scale
+		// Stage 2: each kernel's co-runner is the other one; β·x·y·r is
+		// (β·x)·y·r, its first product taken once per run (pairOp).
+		fa := 1 + oa.bd*ob.dram*rb + oa.bl*ob.l2*rb + ob.bk*scale
+		fb := 1 + ob.bd*oa.dram*ra + ob.bl*oa.l2*ra + oa.bk*scale
 		endA, endB := now+ca.rem*ia*fa, now+cb.rem*ib*fb
 		t := next
 		if endA < t {
@@ -405,7 +436,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 		if doneA {
 			if i := ca.idx + 1; i < len(ca.dur) {
 				s.res.events++
-				ca.idx, ca.rem, s.ready[a] = i, ca.dur[i], now+ca.gap[i]
+				ca.idx, ca.rem, *readyA = i, ca.dur[i], now+ca.gap[i]
 			} else {
 				s.complete(a, now)
 			}
@@ -415,7 +446,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 		if doneB {
 			if i := cb.idx + 1; i < len(cb.dur) {
 				s.res.events++
-				cb.idx, cb.rem, s.ready[b] = i, cb.dur[i], now+cb.gap[i]
+				cb.idx, cb.rem, *readyB = i, cb.dur[i], now+cb.gap[i]
 			} else {
 				s.complete(b, now)
 			}
@@ -428,12 +459,34 @@ func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 			// in runAlone, step for step; the common case, a gap shorter
 			// than the kernel it overlaps, stays here (most kernels are
 			// followed by a gap, so this halves the trips through the main
-			// loop). Anything else goes back to the main loop.
-			if now = s.pairGap(a, b, now, next); s.ready[a] <= now && s.ready[b] <= now {
+			// loop). Anything else goes back to the main loop. (pairGap,
+			// written out: the call cost more than its work.)
+			if inA, inB := !(*readyA <= now), !(*readyB <= now); inA != inB {
+				run, ops, wake := ca, opsA, *readyB
+				if inA {
+					run, ops, wake = cb, opsB, *readyA
+				}
+				if wake < next {
+					// At rate 1, the common case, x/1 and x·1 are x exactly:
+					// the division is skipped, not approximated.
+					if o := &ops[run.idx]; o.alone == 1 {
+						if now+run.rem > wake {
+							run.rem -= wake - now
+							s.res.events++
+							now = wake
+						}
+					} else if now+run.rem/o.alone > wake {
+						run.rem -= (wake - now) * o.alone
+						s.res.events++
+						now = wake
+					}
+				}
+			}
+			if *readyA <= now && *readyB <= now {
 				continue
 			}
 		}
-		if s.done() || s.ready[a] > now || s.ready[b] > now || t >= next {
+		if s.done() || *readyA > now || *readyB > now || t >= next {
 			s.markHeadOfLine(a, doneA)
 			s.markHeadOfLine(b, doneB)
 			return now
@@ -448,38 +501,14 @@ func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 	}
 }
 
-// pairGaps lets runPair take the other context's gaps itself (pairGap);
+// pairGaps lets runPair take the other context's gaps itself: it advances
+// the one of the two that has work alone through the other's gap, when the
+// gap ends before next and before the lone kernel would, exactly what the
+// main loop would then do (runAlone up to the gap's end, an event), and
+// only without head-of-line waits, which the main loop charges;
 // a test turns it off to check that the main loop gives the same, bit for
 // bit.
 var pairGaps = true
-
-// pairGap advances the one of a and b that has work alone through the
-// other's gap, when the gap ends before next and before the lone kernel
-// would: exactly what the main loop would then do (runAlone up to the
-// gap's end, an event), and returns the gap's end. In any other case it
-// changes nothing and returns now. Only without head-of-line waits, which
-// the main loop charges.
-func (s *mpsSim) pairGap(a, b int, now, next float64) float64 {
-	run, wake := a, s.ready[b]
-	switch ra, rb := s.ready[a] <= now, s.ready[b] <= now; {
-	case ra && !rb:
-	case rb && !ra:
-		run, wake = b, s.ready[a]
-	default:
-		return now
-	}
-	if wake >= next {
-		return now
-	}
-	c := &s.ctx[run]
-	rate := s.mctx[run].ops[c.idx].alone
-	if end := now + c.rem/rate; end > wake {
-		c.rem -= (wake - now) * rate
-		s.res.events++
-		return wake
-	}
-	return now
-}
 
 // runShared advances the running kernels together to the next event: the
 // first to finish at the current rates, or next, when another context's work
