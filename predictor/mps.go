@@ -379,13 +379,20 @@ func (s *mpsSim) runAlone(c int, now, next float64) float64 {
 // runPair is runShared for the common case of exactly two running kernels
 // (the inference server and one trainer): it keeps advancing them, kernel
 // after kernel, while both have work and nobody else does, with the
-// arithmetic of rates written out for two.
+// arithmetic of rates written out for two. The two contexts' current op
+// and remaining work, and the event count, live in locals while it runs
+// (through the pointers the compiler reloads and stores them at every
+// step) and are written back before anything else reads them: s.complete
+// and the return.
 func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 	ca, cb := &s.ctx[a], &s.ctx[b]
 	opsA, opsB := s.mctx[a].pair, s.mctx[b].pair
+	durA, gapA, durB, gapB := ca.dur, ca.gap, cb.dur, cb.gap
 	readyA, readyB := &s.ready[a], &s.ready[b]
+	idxA, remA, idxB, remB := ca.idx, ca.rem, cb.idx, cb.rem
+	events := s.res.events
 	for {
-		oa, ob := &opsA[ca.idx], &opsB[cb.idx]
+		oa, ob := &opsA[idxA], &opsB[idxB]
 		// (Plain comparisons rather than max: this is the hottest loop, and
 		// the builtin's NaN handling costs here.)
 		over, scale := oa.u+ob.u, 1.0
@@ -411,7 +418,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 		// (β·x)·y·r, its first product taken once per run (pairOp).
 		fa := 1 + oa.bd*ob.dram*rb + oa.bl*ob.l2*rb + ob.bk*scale
 		fb := 1 + ob.bd*oa.dram*ra + ob.bl*oa.l2*ra + oa.bk*scale
-		endA, endB := now+ca.rem*ia*fa, now+cb.rem*ib*fb
+		endA, endB := now+remA*ia*fa, now+remB*ib*fb
 		t := next
 		if endA < t {
 			t = endA
@@ -423,7 +430,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 		now = t
 		doneA, doneB := endA <= t, endB <= t
 		if !doneA && !doneB {
-			s.res.events++ // another context's work is ready: rates change
+			events++ // another context's work is ready: rates change
 		}
 		// complete(), with its common case written out: too big for the
 		// compiler to inline (cost 109, budget 80), and called once per
@@ -434,50 +441,63 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 		// copies (p = 0.13), and PGO did not speed up the copies either
 		// (p = 0.33). So the copies stay and no profile ships.
 		if doneA {
-			if i := ca.idx + 1; i < len(ca.dur) {
-				s.res.events++
-				ca.idx, ca.rem, *readyA = i, ca.dur[i], now+ca.gap[i]
+			if i := idxA + 1; i < len(durA) {
+				events++
+				idxA, remA, *readyA = i, durA[i], now+gapA[i]
 			} else {
+				ca.idx, s.res.events = idxA, events
 				s.complete(a, now)
+				idxA, remA, events = ca.idx, ca.rem, s.res.events
 			}
 		} else {
-			ca.rem -= ra / fa * dt
+			remA -= ra / fa * dt
 		}
 		if doneB {
-			if i := cb.idx + 1; i < len(cb.dur) {
-				s.res.events++
-				cb.idx, cb.rem, *readyB = i, cb.dur[i], now+cb.gap[i]
+			if i := idxB + 1; i < len(durB) {
+				events++
+				idxB, remB, *readyB = i, durB[i], now+gapB[i]
 			} else {
+				cb.idx, s.res.events = idxB, events
 				s.complete(b, now)
+				idxB, remB, events = cb.idx, cb.rem, s.res.events
 			}
 		} else {
-			cb.rem -= rb / fb * dt
+			remB -= rb / fb * dt
 		}
-		if pairGaps && !s.blocks && !s.done() && t < next {
+		if pairGaps && !s.blocks && !s.doneAt(events) && t < next {
 			// One of the two is in a gap (host work, a launch): the other
 			// runs alone until it ends, as the main loop would have it do
 			// in runAlone, step for step; the common case, a gap shorter
 			// than the kernel it overlaps, stays here (most kernels are
 			// followed by a gap, so this halves the trips through the main
-			// loop). Anything else goes back to the main loop. (pairGap,
-			// written out: the call cost more than its work.)
-			if inA, inB := !(*readyA <= now), !(*readyB <= now); inA != inB {
-				run, ops, wake := ca, opsA, *readyB
-				if inA {
-					run, ops, wake = cb, opsB, *readyA
-				}
-				if wake < next {
-					// At rate 1, the common case, x/1 and x·1 are x exactly:
-					// the division is skipped, not approximated.
-					if o := &ops[run.idx]; o.alone == 1 {
-						if now+run.rem > wake {
-							run.rem -= wake - now
-							s.res.events++
+			// loop). Anything else goes back to the main loop. At rate 1,
+			// the common case, x/1 and x·1 are x exactly: the division is
+			// skipped, not approximated.
+			if inA, inB := !(*readyA <= now), !(*readyB <= now); inB && !inA {
+				if wake := *readyB; wake < next {
+					if rate := opsA[idxA].alone; rate == 1 {
+						if now+remA > wake {
+							remA -= wake - now
+							events++
 							now = wake
 						}
-					} else if now+run.rem/o.alone > wake {
-						run.rem -= (wake - now) * o.alone
-						s.res.events++
+					} else if now+remA/rate > wake {
+						remA -= (wake - now) * rate
+						events++
+						now = wake
+					}
+				}
+			} else if inA && !inB {
+				if wake := *readyA; wake < next {
+					if rate := opsB[idxB].alone; rate == 1 {
+						if now+remB > wake {
+							remB -= wake - now
+							events++
+							now = wake
+						}
+					} else if now+remB/rate > wake {
+						remB -= (wake - now) * rate
+						events++
 						now = wake
 					}
 				}
@@ -486,14 +506,11 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 				continue
 			}
 		}
-		if s.done() || *readyA > now || *readyB > now || t >= next {
-			s.markHeadOfLine(a, doneA)
-			s.markHeadOfLine(b, doneB)
-			return now
-		}
-		// A serving context's next kernel meets the co-runner's resident
-		// blocks: the main loop charges the wait.
-		if s.blocks && (doneA && a < s.nsvc || doneB && b < s.nsvc) {
+		if s.doneAt(events) || *readyA > now || *readyB > now || t >= next ||
+			// A serving context's next kernel meets the co-runner's
+			// resident blocks: the main loop charges the wait.
+			s.blocks && (doneA && a < s.nsvc || doneB && b < s.nsvc) {
+			ca.idx, ca.rem, cb.idx, cb.rem, s.res.events = idxA, remA, idxB, remB, events
 			s.markHeadOfLine(a, doneA)
 			s.markHeadOfLine(b, doneB)
 			return now
