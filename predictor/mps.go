@@ -391,6 +391,16 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 	readyA, readyB := &s.ready[a], &s.ready[b]
 	idxA, remA, idxB, remB := ca.idx, ca.rem, cb.idx, cb.rem
 	events := s.res.events
+	// Invariant while it runs (s.complete changes neither): whether to
+	// take gaps here, and done's budget and stop channel.
+	gaps, blocks := pairGaps && !s.blocks, s.blocks
+	budget, canStop := maxEvents, s.stop != nil
+	done := func() bool { // s.doneAt(events), its common answer without the call
+		if s.pending != 0 && events <= budget && (!canStop || events%cancelCheck != 0) {
+			return false
+		}
+		return s.doneAt(events)
+	}
 	for {
 		oa, ob := &opsA[idxA], &opsB[idxB]
 		// (Plain comparisons rather than max: this is the hottest loop, and
@@ -464,7 +474,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 		} else {
 			remB -= rb / fb * dt
 		}
-		if pairGaps && !s.blocks && !s.doneAt(events) && t < next {
+		if gaps && !done() && t < next {
 			// One of the two is in a gap (host work, a launch): the other
 			// runs alone until it ends, as the main loop would have it do
 			// in runAlone, step for step; the common case, a gap shorter
@@ -506,10 +516,10 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 				continue
 			}
 		}
-		if s.doneAt(events) || *readyA > now || *readyB > now || t >= next ||
+		if done() || *readyA > now || *readyB > now || t >= next ||
 			// A serving context's next kernel meets the co-runner's
 			// resident blocks: the main loop charges the wait.
-			s.blocks && (doneA && a < s.nsvc || doneB && b < s.nsvc) {
+			blocks && (doneA && a < s.nsvc || doneB && b < s.nsvc) {
 			ca.idx, ca.rem, cb.idx, cb.rem, s.res.events = idxA, remA, idxB, remB, events
 			s.markHeadOfLine(a, doneA)
 			s.markHeadOfLine(b, doneB)
