@@ -147,6 +147,7 @@ type mpsContext struct {
 	// rates); aloneCycle, one whole unit's.
 	aloneCum   []float64
 	aloneCycle float64
+	capSM      float64 // the client's cap: an op at or above it has u = capSM
 	// pair is what runPair reads of each op, in one 64-byte record, with
 	// the products of the run's coefficients that its stage 2 starts with
 	// (setPair).
@@ -182,7 +183,7 @@ func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]k
 	c.ops = c.ops[:len(ops)]
 	c.aloneCum = growFloats(c.aloneCum, len(ops))
 	oneSM := 1 / float64(sms)
-	c.aloneCycle = 0
+	c.aloneCycle, c.capSM = 0, capSM
 	for i := range ops {
 		c.aloneCum[i] = c.aloneCycle
 		o := &c.ops[i]
@@ -226,6 +227,11 @@ type mpsSim struct {
 	// classes caches kernel classes by name across runs.
 	classes   map[string]kernelClass
 	estimated int // ops whose memory intensities were estimated in the last run
+	// capScale[a*n+b], once built in a run (capScaleOK), is for each op of
+	// context a what runPair computes of its SM share next to a kernel of
+	// context b that fills b's cap (scaleNextToCap).
+	capScale   [][]overScale
+	capScaleOK []bool
 	// blocks is set when some op knows its block time: serving kernels
 	// then wait for co-runners' blocks (headOfLine); holPending[c] marks
 	// a serving context whose current op has not been charged that wait.
@@ -265,6 +271,12 @@ func (s *mpsSim) run(services [][]Op, training [][]Op, arrivals [][]float64, pct
 			}
 		}
 	}
+	if cap(s.capScale) < n*n {
+		s.capScale = make([][]overScale, n*n)
+		s.capScaleOK = make([]bool, n*n)
+	}
+	s.capScale, s.capScaleOK = s.capScale[:n*n], s.capScaleOK[:n*n]
+	clear(s.capScaleOK)
 	if cap(s.holPending) < n {
 		s.holPending = make([]bool, n)
 	}
@@ -391,6 +403,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 	readyA, readyB := &s.ready[a], &s.ready[b]
 	idxA, remA, idxB, remB := ca.idx, ca.rem, cb.idx, cb.rem
 	events := s.res.events
+	scaleA, capB := s.scaleNextToCap(a, b), s.mctx[b].capSM
 	// Invariant while it runs (s.complete changes neither): whether to
 	// take gaps here, and done's budget and stop channel.
 	gaps, blocks := pairGaps && !s.blocks, s.blocks
@@ -405,8 +418,11 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 		oa, ob := &opsA[idxA], &opsB[idxB]
 		// (Plain comparisons rather than max: this is the hottest loop, and
 		// the builtin's NaN handling costs here.)
-		over, scale := oa.u+ob.u, 1.0
-		if over > 1 {
+		var over, scale float64
+		if ob.u == capB {
+			ov := &scaleA[idxA]
+			over, scale = ov.over, ov.scale
+		} else if over, scale = oa.u+ob.u, 1.0; over > 1 {
 			scale = 1 / over
 		} else {
 			over = 1
@@ -526,6 +542,39 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 			return now
 		}
 	}
+}
+
+// overScale is runPair's SM oversubscription of a pair of kernels and its
+// inverse: over = u_a + u_b and scale = 1/over when over > 1, else 1 and 1.
+type overScale struct{ over, scale float64 }
+
+// scaleNextToCap returns, for each op of context a, runPair's overScale
+// next to an op of context b at b's cap (u = capSM, the usual case of a
+// throttled trainer): the same sum and quotient, computed once per run
+// instead of once per step, where the division was the head of the chain
+// of arithmetic that decides which kernel ends first.
+func (s *mpsSim) scaleNextToCap(a, b int) []overScale {
+	k := a*len(s.mctx) + b
+	if s.capScaleOK[k] {
+		return s.capScale[k]
+	}
+	ops, capB := s.mctx[a].pair, s.mctx[b].capSM
+	t := s.capScale[k]
+	if cap(t) < len(ops) {
+		t = make([]overScale, len(ops))
+	}
+	t = t[:len(ops)]
+	for i := range ops {
+		over, scale := ops[i].u+capB, 1.0
+		if over > 1 {
+			scale = 1 / over
+		} else {
+			over = 1
+		}
+		t[i] = overScale{over, scale}
+	}
+	s.capScale[k], s.capScaleOK[k] = t, true
+	return t
 }
 
 // pairGaps lets runPair take the other context's gaps itself: it advances
