@@ -147,6 +147,33 @@ type mpsContext struct {
 	// rates); aloneCycle, one whole unit's.
 	aloneCum   []float64
 	aloneCycle float64
+	capSM      float64 // the client's cap: an op at or above it has u = capSM
+	// pair is what runPair reads of each op, in one 64-byte record, with
+	// the products of the run's coefficients that its stage 2 starts with
+	// (setPair).
+	pair []pairOp
+}
+
+// pairOp is one op as runPair reads it: mpsOp's fields that the loop
+// uses, and bd, bl, bk, the first products of its stage-2 terms (β_dram·dram,
+// β_l2·l2, β_kernels·u). Go evaluates a·b·c as (a·b)·c, so taking those
+// products once per run gives the same factors bit for bit.
+type pairOp struct {
+	u, alone, invAlone, dram, l2 float64
+	bd, bl, bk                   float64
+}
+
+// setPair fills c.pair from c.ops for the coefficients beta.
+func (c *mpsContext) setPair(beta [3]float64) {
+	if cap(c.pair) < len(c.ops) {
+		c.pair = make([]pairOp, len(c.ops))
+	}
+	c.pair = c.pair[:len(c.ops)]
+	for i := range c.ops {
+		o := &c.ops[i]
+		c.pair[i] = pairOp{u: o.u, alone: o.alone, invAlone: o.invAlone, dram: o.dram, l2: o.l2,
+			bd: beta[0] * o.dram, bl: beta[1] * o.l2, bk: beta[2] * o.u}
+	}
 }
 
 func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]kernelClass) (estimated int) {
@@ -156,7 +183,7 @@ func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]k
 	c.ops = c.ops[:len(ops)]
 	c.aloneCum = growFloats(c.aloneCum, len(ops))
 	oneSM := 1 / float64(sms)
-	c.aloneCycle = 0
+	c.aloneCycle, c.capSM = 0, capSM
 	for i := range ops {
 		c.aloneCum[i] = c.aloneCycle
 		o := &c.ops[i]
@@ -200,6 +227,11 @@ type mpsSim struct {
 	// classes caches kernel classes by name across runs.
 	classes   map[string]kernelClass
 	estimated int // ops whose memory intensities were estimated in the last run
+	// capScale[a*n+b], once built in a run (capScaleOK), is for each op of
+	// context a what runPair computes of its SM share next to a kernel of
+	// context b that fills b's cap (scaleNextToCap).
+	capScale   [][]overScale
+	capScaleOK []bool
 	// blocks is set when some op knows its block time: serving kernels
 	// then wait for co-runners' blocks (headOfLine); holPending[c] marks
 	// a serving context whose current op has not been charged that wait.
@@ -239,6 +271,12 @@ func (s *mpsSim) run(services [][]Op, training [][]Op, arrivals [][]float64, pct
 			}
 		}
 	}
+	if cap(s.capScale) < n*n {
+		s.capScale = make([][]overScale, n*n)
+		s.capScaleOK = make([]bool, n*n)
+	}
+	s.capScale, s.capScaleOK = s.capScale[:n*n], s.capScaleOK[:n*n]
+	clear(s.capScaleOK)
 	if cap(s.holPending) < n {
 		s.holPending = make([]bool, n)
 	}
@@ -254,6 +292,9 @@ func (s *mpsSim) run(services [][]Op, training [][]Op, arrivals [][]float64, pct
 	s.inv = growFloats(s.inv, n)
 	s.end = growFloats(s.end, n)
 	beta := p.Vector()
+	for c := range s.mctx {
+		s.mctx[c].setPair(beta)
+	}
 
 	now := 0.0
 	for !s.done() {
@@ -275,7 +316,7 @@ func (s *mpsSim) run(services [][]Op, training [][]Op, arrivals [][]float64, pct
 		case 1:
 			now = s.runAlone(s.running[0], now, next)
 		case 2:
-			now = s.runPair(s.running[0], s.running[1], now, next, beta)
+			now = s.runPair(s.running[0], s.running[1], now, next)
 		default:
 			now = s.runShared(now, next, beta)
 		}
@@ -350,16 +391,38 @@ func (s *mpsSim) runAlone(c int, now, next float64) float64 {
 // runPair is runShared for the common case of exactly two running kernels
 // (the inference server and one trainer): it keeps advancing them, kernel
 // after kernel, while both have work and nobody else does, with the
-// arithmetic of rates written out for two.
-func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
+// arithmetic of rates written out for two. The two contexts' current op
+// and remaining work, and the event count, live in locals while it runs
+// (through the pointers the compiler reloads and stores them at every
+// step) and are written back before anything else reads them: s.complete
+// and the return.
+func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 	ca, cb := &s.ctx[a], &s.ctx[b]
-	opsA, opsB := s.mctx[a].ops, s.mctx[b].ops
+	opsA, opsB := s.mctx[a].pair, s.mctx[b].pair
+	durA, gapA, durB, gapB := ca.dur, ca.gap, cb.dur, cb.gap
+	readyA, readyB := &s.ready[a], &s.ready[b]
+	idxA, remA, idxB, remB := ca.idx, ca.rem, cb.idx, cb.rem
+	events := s.res.events
+	scaleA, capB := s.scaleNextToCap(a, b), s.mctx[b].capSM
+	// Invariant while it runs (s.complete changes neither): whether to
+	// take gaps here, and done's budget and stop channel.
+	gaps, blocks := pairGaps && !s.blocks, s.blocks
+	budget, canStop := maxEvents, s.stop != nil
+	done := func() bool { // s.doneAt(events), its common answer without the call
+		if s.pending != 0 && events <= budget && (!canStop || events%cancelCheck != 0) {
+			return false
+		}
+		return s.doneAt(events)
+	}
 	for {
-		oa, ob := &opsA[ca.idx], &opsB[cb.idx]
+		oa, ob := &opsA[idxA], &opsB[idxB]
 		// (Plain comparisons rather than max: this is the hottest loop, and
 		// the builtin's NaN handling costs here.)
-		over, scale := oa.u+ob.u, 1.0
-		if over > 1 {
+		var over, scale float64
+		if ob.u == capB {
+			ov := &scaleA[idxA]
+			over, scale = ov.over, ov.scale
+		} else if over, scale = oa.u+ob.u, 1.0; over > 1 {
 			scale = 1 / over
 		} else {
 			over = 1
@@ -377,10 +440,11 @@ func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 				ib *= slow
 			}
 		}
-		// Stage 2: each kernel's co-runner is the other one.
-		fa := 1 + beta[0]*oa.dram*ob.dram*rb + beta[1]*oa.l2*ob.l2*rb + beta[2]*ob.u*scale
-		fb := 1 + beta[0]*ob.dram*oa.dram*ra + beta[1]*ob.l2*oa.l2*ra + beta[2]*oa.u*scale
-		endA, endB := now+ca.rem*ia*fa, now+cb.rem*ib*fb
+		// Stage 2: each kernel's co-runner is the other one; β·x·y·r is
+		// (β·x)·y·r, its first product taken once per run (pairOp).
+		fa := 1 + oa.bd*ob.dram*rb + oa.bl*ob.l2*rb + ob.bk*scale
+		fb := 1 + ob.bd*oa.dram*ra + ob.bl*oa.l2*ra + oa.bk*scale
+		endA, endB := now+remA*ia*fa, now+remB*ib*fb
 		t := next
 		if endA < t {
 			t = endA
@@ -392,7 +456,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 		now = t
 		doneA, doneB := endA <= t, endB <= t
 		if !doneA && !doneB {
-			s.res.events++ // another context's work is ready: rates change
+			events++ // another context's work is ready: rates change
 		}
 		// complete(), with its common case written out: too big for the
 		// compiler to inline (cost 109, budget 80), and called once per
@@ -403,44 +467,76 @@ func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 		// copies (p = 0.13), and PGO did not speed up the copies either
 		// (p = 0.33). So the copies stay and no profile ships.
 		if doneA {
-			if i := ca.idx + 1; i < len(ca.dur) {
-				s.res.events++
-				ca.idx, ca.rem, s.ready[a] = i, ca.dur[i], now+ca.gap[i]
+			if i := idxA + 1; i < len(durA) {
+				events++
+				idxA, remA, *readyA = i, durA[i], now+gapA[i]
 			} else {
+				ca.idx, s.res.events = idxA, events
 				s.complete(a, now)
+				idxA, remA, events = ca.idx, ca.rem, s.res.events
 			}
 		} else {
-			ca.rem -= ra / fa * dt
+			remA -= ra / fa * dt
 		}
 		if doneB {
-			if i := cb.idx + 1; i < len(cb.dur) {
-				s.res.events++
-				cb.idx, cb.rem, s.ready[b] = i, cb.dur[i], now+cb.gap[i]
+			if i := idxB + 1; i < len(durB) {
+				events++
+				idxB, remB, *readyB = i, durB[i], now+gapB[i]
 			} else {
+				cb.idx, s.res.events = idxB, events
 				s.complete(b, now)
+				idxB, remB, events = cb.idx, cb.rem, s.res.events
 			}
 		} else {
-			cb.rem -= rb / fb * dt
+			remB -= rb / fb * dt
 		}
-		if pairGaps && !s.blocks && !s.done() && t < next {
+		if gaps && !done() && t < next {
 			// One of the two is in a gap (host work, a launch): the other
 			// runs alone until it ends, as the main loop would have it do
 			// in runAlone, step for step; the common case, a gap shorter
 			// than the kernel it overlaps, stays here (most kernels are
 			// followed by a gap, so this halves the trips through the main
-			// loop). Anything else goes back to the main loop.
-			if now = s.pairGap(a, b, now, next); s.ready[a] <= now && s.ready[b] <= now {
+			// loop). Anything else goes back to the main loop. At rate 1,
+			// the common case, x/1 and x·1 are x exactly: the division is
+			// skipped, not approximated.
+			if inA, inB := !(*readyA <= now), !(*readyB <= now); inB && !inA {
+				if wake := *readyB; wake < next {
+					if rate := opsA[idxA].alone; rate == 1 {
+						if now+remA > wake {
+							remA -= wake - now
+							events++
+							now = wake
+						}
+					} else if now+remA/rate > wake {
+						remA -= (wake - now) * rate
+						events++
+						now = wake
+					}
+				}
+			} else if inA && !inB {
+				if wake := *readyA; wake < next {
+					if rate := opsB[idxB].alone; rate == 1 {
+						if now+remB > wake {
+							remB -= wake - now
+							events++
+							now = wake
+						}
+					} else if now+remB/rate > wake {
+						remB -= (wake - now) * rate
+						events++
+						now = wake
+					}
+				}
+			}
+			if *readyA <= now && *readyB <= now {
 				continue
 			}
 		}
-		if s.done() || s.ready[a] > now || s.ready[b] > now || t >= next {
-			s.markHeadOfLine(a, doneA)
-			s.markHeadOfLine(b, doneB)
-			return now
-		}
-		// A serving context's next kernel meets the co-runner's resident
-		// blocks: the main loop charges the wait.
-		if s.blocks && (doneA && a < s.nsvc || doneB && b < s.nsvc) {
+		if done() || *readyA > now || *readyB > now || t >= next ||
+			// A serving context's next kernel meets the co-runner's
+			// resident blocks: the main loop charges the wait.
+			blocks && (doneA && a < s.nsvc || doneB && b < s.nsvc) {
+			ca.idx, ca.rem, cb.idx, cb.rem, s.res.events = idxA, remA, idxB, remB, events
 			s.markHeadOfLine(a, doneA)
 			s.markHeadOfLine(b, doneB)
 			return now
@@ -448,38 +544,47 @@ func (s *mpsSim) runPair(a, b int, now, next float64, beta [3]float64) float64 {
 	}
 }
 
-// pairGaps lets runPair take the other context's gaps itself (pairGap);
+// overScale is runPair's SM oversubscription of a pair of kernels and its
+// inverse: over = u_a + u_b and scale = 1/over when over > 1, else 1 and 1.
+type overScale struct{ over, scale float64 }
+
+// scaleNextToCap returns, for each op of context a, runPair's overScale
+// next to an op of context b at b's cap (u = capSM, the usual case of a
+// throttled trainer): the same sum and quotient, computed once per run
+// instead of once per step, where the division was the head of the chain
+// of arithmetic that decides which kernel ends first.
+func (s *mpsSim) scaleNextToCap(a, b int) []overScale {
+	k := a*len(s.mctx) + b
+	if s.capScaleOK[k] {
+		return s.capScale[k]
+	}
+	ops, capB := s.mctx[a].pair, s.mctx[b].capSM
+	t := s.capScale[k]
+	if cap(t) < len(ops) {
+		t = make([]overScale, len(ops))
+	}
+	t = t[:len(ops)]
+	for i := range ops {
+		over, scale := ops[i].u+capB, 1.0
+		if over > 1 {
+			scale = 1 / over
+		} else {
+			over = 1
+		}
+		t[i] = overScale{over, scale}
+	}
+	s.capScale[k], s.capScaleOK[k] = t, true
+	return t
+}
+
+// pairGaps lets runPair take the other context's gaps itself: it advances
+// the one of the two that has work alone through the other's gap, when the
+// gap ends before next and before the lone kernel would, exactly what the
+// main loop would then do (runAlone up to the gap's end, an event), and
+// only without head-of-line waits, which the main loop charges;
 // a test turns it off to check that the main loop gives the same, bit for
 // bit.
 var pairGaps = true
-
-// pairGap advances the one of a and b that has work alone through the
-// other's gap, when the gap ends before next and before the lone kernel
-// would: exactly what the main loop would then do (runAlone up to the
-// gap's end, an event), and returns the gap's end. In any other case it
-// changes nothing and returns now. Only without head-of-line waits, which
-// the main loop charges.
-func (s *mpsSim) pairGap(a, b int, now, next float64) float64 {
-	run, wake := a, s.ready[b]
-	switch ra, rb := s.ready[a] <= now, s.ready[b] <= now; {
-	case ra && !rb:
-	case rb && !ra:
-		run, wake = b, s.ready[a]
-	default:
-		return now
-	}
-	if wake >= next {
-		return now
-	}
-	c := &s.ctx[run]
-	rate := s.mctx[run].ops[c.idx].alone
-	if end := now + c.rem/rate; end > wake {
-		c.rem -= (wake - now) * rate
-		s.res.events++
-		return wake
-	}
-	return now
-}
 
 // runShared advances the running kernels together to the next event: the
 // first to finish at the current rates, or next, when another context's work

@@ -170,11 +170,15 @@ func (s *simState) reset(services [][]Op, training [][]Op, arrivals [][]float64)
 
 // done reports whether every request has completed, or the event budget
 // is spent (run then reports ErrTooManyEvents).
-func (s *simState) done() bool {
-	if s.pending == 0 || s.res.events > maxEvents {
+func (s *simState) done() bool { return s.doneAt(s.res.events) }
+
+// doneAt is done for a loop that counts its events in a local: events
+// stands for s.res.events.
+func (s *simState) doneAt(events int) bool {
+	if s.pending == 0 || events > maxEvents {
 		return true
 	}
-	if s.stop != nil && s.res.events%cancelCheck == 0 {
+	if s.stop != nil && events%cancelCheck == 0 {
 		select {
 		case <-s.stop:
 			s.canceled = true
