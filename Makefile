@@ -120,7 +120,11 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) -tags attack,slow $(PKGS)
 
-lint: vet fmt-check staticcheck
+# vet, gofmt and staticcheck are independent: side by side, each fills the
+# others' waits (379 s for make test with them in a row, 330 s beside each
+# other, both after a change that makes them check most packages again).
+lint:
+	$(MAKE) -j3 --output-sync=target vet fmt-check staticcheck
 
 # A short pass of every native fuzz test (go test -fuzz takes one target at
 # a time). The targets are found in the test files, without building every
