@@ -45,8 +45,13 @@ func (c *Controller) guardShared(ctx context.Context) ([]Event, error) {
 	c.mu.Lock()
 	key := guardKey(c.observedServices(c.cfg.Services))
 	same := slices.Equal(key, c.guarded)
-	held := c.revokeDueLocked(c.now())
+	due, budget := c.revokeDueLocked(c.now())
+	services := c.cfg.Services
 	c.mu.Unlock()
+	// A held revoke whose time has come re-plans only when it may go
+	// through: past the budget, only while the SLO is being broken, not
+	// every second for nothing.
+	held := due && (budget || c.observedOverSLO(services))
 	if same && !held {
 		return c.raise(ctx)
 	}

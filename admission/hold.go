@@ -56,15 +56,25 @@ func (c *Controller) holdRevokesLocked(live []liveLease, p plan, now time.Time, 
 	return p
 }
 
-// revokeDueLocked reports whether a held revoke's time has come. c.mu is
-// held.
-func (c *Controller) revokeDueLocked(now time.Time) bool {
+// revokeDueLocked reports whether a held revoke's time has come, and
+// whether the budget allows one more revoke now. c.mu is held.
+func (c *Controller) revokeDueLocked(now time.Time) (due, budget bool) {
 	for id, since := range c.noRoom {
 		if _, live := c.leases[id]; live && now.Sub(since) >= c.cfg.Guard.RevokeAfter {
-			return true
+			due = true
+			break
 		}
 	}
-	return false
+	if !due {
+		return false, false
+	}
+	recent := 0
+	for _, t := range c.revokes {
+		if t.After(now.Add(-time.Hour)) {
+			recent++
+		}
+	}
+	return true, recent < c.cfg.Guard.MaxRevokesPerHour
 }
 
 // observedOverSLO reports whether a service's last observed p99 is over
