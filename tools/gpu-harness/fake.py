@@ -27,6 +27,8 @@ FAKE = {
     "resnet50-train": ("training", 30.0, 40),
     "gpt2-train": ("training", 25.0, 30),
     "bert-train": ("training", 20.0, 30),
+    "spin-long-train": ("training", 30.0, 30),
+    "spin-short-train": ("training", 30.0, 600),
 }
 FAKE_DEVICE = {"name": "FAKE GPU (synthetic, no GPU)", "sms": 132}
 

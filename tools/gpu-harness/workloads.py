@@ -15,6 +15,14 @@ Training (one iteration = forward, backward, optimizer step):
   gpt2-train      GPT-2-small, batch 8, sequence 512, AdamW, next-token loss (vocab 50257)
   bert-train      BERT-base with an MLM head, batch 32, sequence 128, AdamW (vocab 30522)
 
+Synthetic trainers for head-of-line blocking (CUDA only, through CuPy's NVRTC):
+  spin-long-train   kernels that fill every SM (2 blocks of 1024 threads per SM)
+                    and whose blocks each run about 1 ms of dependent FMAs
+  spin-short-train  the same kernel with blocks of about 50 us: the same
+                    utilisation (back to back, every SM full), 20x shorter kernels
+  One iteration is about 60 ms of such kernels. Under MPS another client's
+  block can only start on an SM when one of these blocks retires.
+
 scale="tiny" shrinks every size (for CPU smoke tests of the same code).
 """
 
@@ -30,6 +38,8 @@ SPECS = {
     "resnet50-train": {"kind": "training", "model": "resnet50", "batch": 64, "image": 224, "guess_ms": 110.0},
     "gpt2-train": {"kind": "training", "model": "gpt2", "batch": 8, "seq": 512, "guess_ms": 90.0},
     "bert-train": {"kind": "training", "model": "bert", "batch": 32, "seq": 128, "guess_ms": 70.0},
+    "spin-long-train": {"kind": "training", "model": "spin", "block_us": 1000.0, "iter_ms": 60.0, "guess_ms": 60.0},
+    "spin-short-train": {"kind": "training", "model": "spin", "block_us": 50.0, "iter_ms": 60.0, "guess_ms": 60.0},
 }
 
 BERT = {"layers": 12, "d": 768, "heads": 12, "ff": 3072, "vocab": 30522, "max_pos": 512}
@@ -371,7 +381,93 @@ class Workload(object):
         return d
 
 
+_SPIN_SRC = r"""
+extern "C" __global__ void spin(long long n, float *sink) {
+    float a = threadIdx.x * 1e-3f, b = blockIdx.x * 1e-3f;
+    for (long long i = 0; i < n; i++) {
+        a = fmaf(a, 0.999999f, b);
+        b = fmaf(b, 0.999999f, a);
+    }
+    if (a == -1.0f) sink[blockIdx.x] = a + b;
+}
+"""
+
+
+class SpinWorkload(object):
+    """A synthetic trainer of identical compute-bound kernels that fill every
+    SM: 2 blocks of 1024 threads per SM, each block running a chain of
+    dependent FMAs sized at build time to spec["block_us"] microseconds (timed
+    alone). An iteration launches iter_ms / block_us such kernels back to back
+    on the default stream, so two spin trainers differ only in kernel length.
+    Needs CUDA and CuPy (compiled with NVRTC at build time)."""
+
+    THREADS = 1024
+    BLOCKS_PER_SM = 2
+
+    def __init__(self, name, device="cuda", precision="tf32", scale="full", seed=0):
+        self.name, self.spec = name, dict(SPECS[name])
+        self.kind = self.spec["kind"]
+        self.device, self.precision, self.scale, self.seed = device, precision, scale, seed
+        if device == "cpu":
+            raise ValueError("%s: needs a CUDA device (CuPy kernels)" % name)
+        self.params = 0
+        self.n = 0
+        self.kernels = 0
+        self.measured_block_us = 0.0
+
+    def build(self):
+        import cupy
+        torch = _nn()["torch"]
+        torch.cuda.init()
+        self._cp = cupy
+        self._k = cupy.RawKernel(_SPIN_SRC, "spin")
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        self.grid = sms * self.BLOCKS_PER_SM
+        self._sink = cupy.zeros(self.grid, dtype=cupy.float32)
+        want_us = float(self.spec["block_us"])
+        n = 4096
+        for _ in range(4):  # grow n until one kernel takes a measurable time, then scale
+            us = self._time(n)
+            if us > 200:
+                break
+            n *= 8
+        self.n = max(1, int(n * want_us / us))
+        self.measured_block_us = self._time(self.n)
+        self.kernels = max(1, int(round(self.spec["iter_ms"] * 1e3 / want_us)))
+        return self
+
+    def _time(self, n):
+        cp = self._cp
+        self._launch(n)
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        for _ in range(3):
+            self._launch(n)
+        end.record()
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end) * 1e3 / 3
+
+    def _launch(self, n):
+        self._k((self.grid,), (self.THREADS,), (self._cp.int64(n), self._sink))
+
+    def step(self):
+        for _ in range(self.kernels):
+            self._launch(self.n)
+
+    def sync(self):
+        self._cp.cuda.runtime.deviceSynchronize()
+
+    def info(self):
+        d = {k: v for k, v in self.spec.items() if k != "guess_ms"}
+        d.update({"params": 0, "precision": "fp32", "scale": self.scale, "grid": self.grid,
+                  "threads": self.THREADS, "fma_pairs": self.n, "kernels_per_iter": self.kernels,
+                  "measured_block_us": round(self.measured_block_us, 2)})
+        return d
+
+
 def make(name, **kw):
+    if SPECS.get(name, {}).get("model") == "spin":
+        return SpinWorkload(name, **kw)
     return Workload(name, **kw)
 
 

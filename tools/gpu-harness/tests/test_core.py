@@ -405,11 +405,12 @@ class Workloads(unittest.TestCase):
                 "assert 'torch' not in sys.modules, 'torch imported'; print(len(workloads.SPECS))" % testlib.HARNESS)
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stdout.strip(), "6")
+        self.assertEqual(p.stdout.strip(), "8")
 
     def test_specs(self):
         self.assertEqual(sorted(workloads.names("inference")), ["bert-infer", "gpt-decode", "resnet50-infer"])
-        self.assertEqual(sorted(workloads.names("training")), ["bert-train", "gpt2-train", "resnet50-train"])
+        self.assertEqual(sorted(workloads.names("training")), ["bert-train", "gpt2-train", "resnet50-train",
+                                                                   "spin-long-train", "spin-short-train"])
         self.assertEqual(workloads.SPECS["resnet50-infer"]["batch"], 8)
         self.assertEqual(workloads.SPECS["bert-infer"]["seq"], 128)
         self.assertEqual(workloads.SPECS["resnet50-train"]["batch"], 64)
