@@ -136,7 +136,7 @@ type mpsOp struct {
 	invAlone float64 // sm / u
 	dram     float64 // DRAM intensity
 	l2       float64 // L2 intensity
-	blockUS  float64 // one thread block's time (dur/waves); 0: unknown
+	blockUS  float64 // one thread block's time (dur/waves) × occupancy; 0: unknown
 }
 
 // mpsContext holds the MPS view of one context's ops.
@@ -201,7 +201,11 @@ func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]k
 		}
 		o.blockUS = 0
 		if w := ops[i].Waves; w > 0 {
-			o.blockUS = ops[i].DurUS / w
+			// A block holds its SM's warp slots in proportion to the
+			// kernel's occupancy: at full occupancy another client's block
+			// must wait for it, at low occupancy it mostly finds room
+			// beside it (measured on an H200: docs/accuracy.md).
+			o.blockUS = ops[i].DurUS / w * ops[i].Occupancy
 		}
 		var est bool
 		o.dram, o.l2, est = memoryIntensity(&ops[i], class)

@@ -39,8 +39,10 @@ type Options struct {
 	MaxOps int
 	// Waves writes each kernel's rounds of thread blocks (Op.Waves, from
 	// blocks per SM, block size and achieved occupancy), which turns on the
-	// MPS model's head-of-line wait next to this workload. Off by default:
-	// the wait is not yet checked against a measurement (docs/predictor.md).
+	// MPS model's head-of-line wait next to this workload. Off by default,
+	// chosen by held-out error on real H200 measurements: it removes a
+	// large under-prediction next to long full-occupancy kernels but
+	// over-predicts next to ordinary trainers (docs/predictor.md).
 	Waves bool
 }
 
