@@ -217,6 +217,9 @@ type InferencePrediction struct {
 	ServiceInterval Intervals `json:"service_ms_interval"`
 	// ParameterUncertainty says the intervals include the calibration's.
 	ParameterUncertainty bool `json:"parameter_uncertainty,omitempty"`
+	// ModelUncertainty says the intervals include the model's own error
+	// as the calibration measured it (WidenByModelError).
+	ModelUncertainty bool `json:"model_uncertainty,omitempty"`
 }
 
 // TrainingPrediction is one training job's iteration time, co-located and solo.
@@ -306,8 +309,9 @@ func (pr *Predictor) prepare(sc *Scenario) error {
 
 // Predict predicts the scenario under mode with the calibration's
 // parameters for that mode: the one place that chooses a model. When the
-// calibration says how well its time-slicing parameters are pinned, the
-// intervals carry that uncertainty too (WidenByParameters).
+// calibration says how well its parameters are pinned, the intervals carry
+// that uncertainty too (WidenByParameters), and when it says how far its
+// fit missed the measurements, the model's own error (WidenByModelError).
 func (pr *Predictor) Predict(sc *Scenario, mode Mode, cal *Calibration) (*Prediction, error) {
 	switch mode {
 	case ModeMPS:
@@ -319,6 +323,9 @@ func (pr *Predictor) Predict(sc *Scenario, mode Mode, cal *Calibration) (*Predic
 			if err := pr.WidenMPSByParameters(sc, cal.MPS.Params(), cal.MPS.Fit.Parameters, pred); err != nil {
 				return nil, err
 			}
+		}
+		if cal.MPS != nil {
+			WidenByModelError(cal.MPS.Fit, pred)
 		}
 		return pred, nil
 	case ModeTimeslice:
@@ -334,6 +341,7 @@ func (pr *Predictor) Predict(sc *Scenario, mode Mode, cal *Calibration) (*Predic
 				return nil, err
 			}
 		}
+		WidenByModelError(cal.Fit, pred)
 		return pred, nil
 	}
 	return nil, fmt.Errorf("predict: mode: want %q or %q, got %q", ModeTimeslice, ModeMPS, mode)

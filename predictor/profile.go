@@ -2,7 +2,10 @@ package predictor
 
 import (
 	"fmt"
+	"math"
 	"strings"
+
+	"github.com/colocd/colocd/field"
 )
 
 // ProfileFormat is the format string every profile document carries.
@@ -248,3 +251,41 @@ func (p *Profile) IterationKnown() bool {
 // SoloUS is the solo length of one unit (request or iteration) in µs: the sum
 // of every op's gap and duration.
 func (p *Profile) SoloUS() float64 { return opsUS(p.Expanded()) }
+
+// FitUnit scales every op's host gap by one factor so that the unit (the
+// sum of the ops' gaps and durations) lasts unitMS. A profiler slows the
+// host: a traced unit's gaps (launches, Python, syncs) run longer than the
+// workload's own, while its kernels keep their length. Given the unit timed
+// without the profiler (a back-to-back request, a training iteration), the
+// gaps shrink back and the kernels stay as traced. It returns the factor;
+// the error names the field: unit_ms must be at least the kernels' busy
+// time, and a unit with no gaps cannot change length.
+func (p *Profile) FitUnit(unitMS float64) (float64, error) {
+	if len(p.Ops) == 0 {
+		return 0, unitError("a profile with ops (this one is a summary)", unitMS)
+	}
+	var busy, gaps float64
+	for _, op := range p.Ops {
+		busy += op.DurUS
+		gaps += op.GapUS
+	}
+	want := unitMS * 1000
+	if !(want >= busy) || math.IsInf(want, 0) {
+		return 0, unitError(fmt.Sprintf("at least the kernels' busy time, %.3f ms", busy/1000), unitMS)
+	}
+	if gaps <= 0 {
+		if want == busy {
+			return 1, nil
+		}
+		return 0, unitError(fmt.Sprintf("the kernels' busy time, %.3f ms (the unit has no host gaps to scale)", busy/1000), unitMS)
+	}
+	k := (want - busy) / gaps
+	for i := range p.Ops {
+		p.Ops[i].GapUS = math.Round(p.Ops[i].GapUS*k*1000) / 1000
+	}
+	return k, nil
+}
+
+func unitError(want string, unitMS float64) error {
+	return &field.Error{Path: "unit_ms", Want: want, Got: fmt.Sprint(unitMS)}
+}

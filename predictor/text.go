@@ -77,8 +77,13 @@ func (in *InferencePrediction) writeText(w io.Writer, named bool) error {
 		fmt.Fprintf(tw, "\t%s\t%s\n", when, strings.Join(cells, "\t"))
 	}
 	ivName := fmt.Sprintf("%g %% interval", 100*in.LatencyInterval.Confidence)
-	if in.ParameterUncertainty {
+	switch {
+	case in.ParameterUncertainty && in.ModelUncertainty:
+		ivName += " (with the calibration's and the model's error)"
+	case in.ParameterUncertainty:
 		ivName += " (with the calibration's)"
+	case in.ModelUncertainty:
+		ivName += " (with the model's error)"
 	}
 	row("latency", "solo", in.SoloLatencyMS)
 	row("latency", "co-located", in.LatencyMS)

@@ -226,6 +226,8 @@ func TestProfileImportErrors(t *testing.T) {
 		{"unknown step", []string{"--format", "kineto", "--step", "3", "--out", out, v100}, []string{"no ProfilerStep#3", "ProfilerStep#101"}},
 		{"truncated trace", []string{"--format", "kineto", "--out", out, kinetoDir + "/a100-truncated.json.gz"}, []string{"invalid trace", "truncated"}},
 		{"unwritable out", []string{"--format", "kineto", "--out", filepath.Join(dir, "no", "dir", "p.json"), v100}, []string{"write"}},
+		{"a unit shorter than its kernels", []string{"--format", "kineto", "--unit-ms", "1", "--out", out, v100}, []string{"--unit-ms: want at least the kernels' busy time", "got 1"}},
+		{"a negative unit", []string{"--format", "kineto", "--unit-ms", "-3", "--out", out, v100}, []string{"--unit-ms", "> 0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

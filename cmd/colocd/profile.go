@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/predictor/kineto"
 
 	"github.com/colocd/colocd/predictor"
@@ -52,6 +53,10 @@ docs/profiles.md for the rules.`,
 				opts.Step = &step
 			}
 			p, err := kineto.ImportFile(args[0], opts)
+			var fe *field.Error
+			if errors.As(err, &fe) && fe.Path == "unit_ms" {
+				return fmt.Errorf("profile import: --unit-ms: want %s, got %s", fe.Want, fe.Got)
+			}
 			if err != nil {
 				return fmt.Errorf("profile import: %w", err)
 			}
@@ -73,7 +78,8 @@ docs/profiles.md for the rules.`,
 	f.StringVar(&opts.Annotation, "annotation", "", "import the GPU work of the annotation whose name contains this text (the median-length one)")
 	f.StringVar(&opts.Name, "name", "", "profile name (default: the trace file name without .json/.json.gz)")
 	f.IntVar(&opts.MaxOps, "max-ops", 0, "keep only the first N kernels of the unit (default: all)")
-	f.BoolVar(&opts.Waves, "waves", false, "write each kernel's rounds of thread blocks (ops[].waves), which turns on the MPS head-of-line wait next to this workload (not yet checked against a measurement)")
+	f.BoolVar(&opts.Waves, "waves", true, "write each kernel's rounds of thread blocks (ops[].waves), which turns on the MPS head-of-line wait next to this workload (on by default, chosen by held-out error: docs/predictor.md; --waves=false for the fluid model)")
+	f.Float64Var(&opts.UnitMS, "unit-ms", 0, "the unit's length timed without the profiler, ms (a back-to-back request, a training iteration): host gaps are scaled to match (default: as traced)")
 	f.StringVarP(&out, "out", "o", "", "profile file to write (required)")
 	return cmd
 }

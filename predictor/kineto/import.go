@@ -39,11 +39,16 @@ type Options struct {
 	MaxOps int
 	// Waves writes each kernel's rounds of thread blocks (Op.Waves, from
 	// blocks per SM, block size and achieved occupancy), which turns on the
-	// MPS model's head-of-line wait next to this workload. Off by default,
-	// chosen by held-out error on real H200 measurements: it removes a
-	// large under-prediction next to long full-occupancy kernels but
-	// over-predicts next to ordinary trainers (docs/predictor.md).
+	// MPS model's head-of-line wait next to this workload. colocd profile
+	// import sets it by default, chosen by held-out error on real H200
+	// measurements (docs/predictor.md).
 	Waves bool
+	// UnitMS, when > 0, is the unit's length timed without the profiler
+	// (one back-to-back request, one training iteration): the host gaps,
+	// which the profiler stretches, are scaled by one factor so that the
+	// unit lasts that long (predictor.Profile.FitUnit); the kernels keep
+	// their traced length.
+	UnitMS float64
 }
 
 // ErrInvalidTrace is wrapped by every error about a trace file that is not a
@@ -132,6 +137,8 @@ func checkKinetoOptions(opts Options) error {
 		return &field.Error{Path: "step", Want: "a ProfilerStep number ≥ 0", Got: fmt.Sprint(*opts.Step)}
 	case opts.MaxOps < 0:
 		return &field.Error{Path: "max_ops", Want: "a count ≥ 0 (0: every kernel)", Got: fmt.Sprint(opts.MaxOps)}
+	case opts.UnitMS < 0 || math.IsNaN(opts.UnitMS) || math.IsInf(opts.UnitMS, 0):
+		return &field.Error{Path: "unit_ms", Want: "a unit length in ms > 0 (0: as traced)", Got: fmt.Sprint(opts.UnitMS)}
 	case opts.Step != nil && opts.Annotation != "":
 		return &field.Error{Path: "step", Want: "either a step or an annotation, not both", Got: fmt.Sprintf("step %d and annotation %q", *opts.Step, opts.Annotation)}
 	}
@@ -302,6 +309,13 @@ func (tr *kinetoTrace) buildProfile(u kinetoUnit, opts Options, traceName string
 			Trace: traceName, Format: "kineto", Unit: u.label,
 			Kernels: len(ks), KernelTimeUS: src.kernelTime / 1000, SpanUS: nsToUS(src.span), Streams: src.streams,
 		},
+	}
+	if opts.UnitMS > 0 {
+		k, err := p.FitUnit(opts.UnitMS)
+		if err != nil {
+			return nil, err
+		}
+		p.Notes = append(p.Notes, fmt.Sprintf("host gaps scaled by %.3f so that the unit lasts %g ms, as timed without the profiler (--unit-ms)", k, opts.UnitMS))
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -103,9 +103,9 @@ def group_key(r, by):
 SEEDS = 3
 
 
-def calibrate(colocd, meas_path, out_path, requests, seed, cv, seeds=SEEDS):
+def calibrate(colocd, meas_path, out_path, requests, seed, cv, seeds=SEEDS, extra=()):
     argv = [colocd, "calibrate", "--measurements", meas_path, "--out", out_path, "--json", "--seed", str(seed),
-            "--seeds", str(seeds)]
+            "--seeds", str(seeds)] + list(extra)
     if requests:
         argv += ["--requests", str(requests)]
     if not cv:
@@ -116,7 +116,9 @@ def calibrate(colocd, meas_path, out_path, requests, seed, cv, seeds=SEEDS):
 def predict_mean(colocd, r, cal_path, requests, seed, sms, seeds=SEEDS):
     """colocd predict for one record as calibrate simulates it: the mean
     over SEEDS seeds from the record's (or the run's) seed upwards, summed
-    in calibrate's order so that the figures agree to the last bit."""
+    in calibrate's order so that the figures agree to the last bit. The
+    intervals are those of the record's own seed (its arrivals, its
+    requests: what one such window could show)."""
     base = r.get("seed") or seed
     preds = [predict(colocd, dict(r, seed=base + k), cal_path, requests, seed, sms) for k in range(seeds)]
     out = json.loads(json.dumps(preds[0]))
@@ -138,9 +140,15 @@ def predict_mean(colocd, r, cal_path, requests, seed, sms, seeds=SEEDS):
     return out
 
 
+# The level of the intervals whose coverage of the measured values is
+# reported (the issue of trust: a 90 % interval should hold 90 % of them).
+CONFIDENCE = 0.9
+
+
 def predict(colocd, r, cal_path, requests, seed, sms):
-    """colocd predict for one record with one seed."""
-    argv = [colocd, "predict", "--inference", r["inference"]]
+    """colocd predict for one record with one seed, its intervals at
+    CONFIDENCE."""
+    argv = [colocd, "predict", "--inference", r["inference"], "--confidence", repr(CONFIDENCE)]
     for t in r["training"]:
         argv += ["--training", t]
     argv += ["--mode", r["mode"], "--rate", repr(float(r["rate_rps"])),
@@ -180,6 +188,15 @@ def predicted_value(pred, field):
     return pred["inference"][q][k]
 
 
+def predicted_interval(pred, field):
+    """The interval colocd gave for a latency or service figure, or None."""
+    if field.startswith("training_iteration_ms["):
+        return None
+    q, k = field.split(".")
+    iv = (pred["inference"].get(q + "_interval") or {}).get(k)
+    return iv if isinstance(iv, list) and len(iv) == 2 else None
+
+
 def rel_err(pred, meas):
     return None if pred is None else (pred - meas) / meas
 
@@ -190,7 +207,7 @@ def mape(errs):
 
 
 def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False, check=False, workdir=None,
-             progress=None, seeds=SEEDS):
+             progress=None, seeds=SEEDS, solo=None, calibrate_args=()):
     """Run the leave-one-group-out evaluation; returns a result dict."""
     work = workdir or tempfile.mkdtemp(prefix="colocd-accuracy-")
     say = progress or (lambda s: None)
@@ -202,7 +219,9 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
     full_path = os.path.join(work, "all.measurements.json")
     write_subset(doc, recs, full_path)
     say("calibrating on all %d records%s" % (len(recs), " (with colocd's own cross-validation)" if builtin_cv else ""))
-    full = calibrate(colocd, full_path, os.path.join(work, "all.calibration.json"), requests, seed, builtin_cv, seeds)
+    full = calibrate(colocd, full_path, os.path.join(work, "all.calibration.json"), requests, seed, builtin_cv, seeds,
+                     calibrate_args)
+    res["calibrate_args"] = list(calibrate_args)
     res["full_fit"] = {"timeslice": full.get("timeslice"), "mps": (full.get("mps") or {}).get("coefficients"),
                        "timeslice_fit": _fit_summary(full.get("fit")),
                        "mps_fit": _fit_summary((full.get("mps") or {}).get("fit"))}
@@ -223,7 +242,7 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
         write_subset(doc, rest, mp)
         say("fold %d/%d: leave out %s (%d records), calibrate on %d" % (gi + 1, len(groups), key, len(idx), len(rest)))
         try:
-            cal = calibrate(colocd, mp, cp, requests, seed, False, seeds)
+            cal = calibrate(colocd, mp, cp, requests, seed, False, seeds, calibrate_args)
         except ColocdError as e:
             fold["error"] = str(e)
             continue
@@ -245,6 +264,7 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
         res["consistency"] = consistency(doc, colocd, full, os.path.join(work, "all.calibration.json"), requests,
                                          seed, sms, seeds)
 
+    base = baseline(doc, solo, by) if solo else {}
     for i, r in enumerate(recs):
         row = {"name": r["name"], "mode": r["mode"], "group": group_key(r, by), "rate_rps": r["rate_rps"],
                "training_pct": r.get("training_pct"), "metrics": []}
@@ -253,10 +273,103 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
             row["error"] = p["error"]
         for field, meas in metrics_of(r):
             pv = predicted_value(p["prediction"], field) if "prediction" in p else None
-            row["metrics"].append({"field": field, "measured": meas, "predicted": pv, "error": rel_err(pv, meas)})
+            m = {"field": field, "measured": meas, "predicted": pv, "error": rel_err(pv, meas)}
+            iv = predicted_interval(p["prediction"], field) if "prediction" in p else None
+            if iv:
+                m["interval"], m["covered"] = iv, iv[0] <= meas <= iv[1]
+            if solo:
+                bv = base.get(i, {}).get(field)
+                m["baseline"], m["baseline_error"] = bv, rel_err(bv, meas)
+            row["metrics"].append(m)
         res["records"].append(row)
     res["mape"] = summarize_errors(res["records"])
+    res["coverage"] = coverage(res["records"])
+    if solo:
+        res["baseline_mape"] = summarize_errors(res["records"], key="baseline_error")
     return res
+
+
+def load_solo(meas_path):
+    """The harness's solo figures beside a measurements file (run.json), or
+    None: {"inference": {(name, rate): {"latency_ms": {...}, "service_ms":
+    {...}}}, "training": {name: iteration mean ms}}."""
+    path = os.path.join(os.path.dirname(os.path.abspath(meas_path)), "run.json")
+    try:
+        with open(path) as f:
+            run = json.load(f)
+    except (OSError, ValueError):
+        return None
+    out = {"inference": {}, "training": {}}
+    for name, s in (run.get("solo") or {}).items():
+        if "iteration_ms" in s:
+            out["training"][name] = float(s["iteration_ms"]["mean"])
+        for w in (s.get("at_load") or {}).values():
+            out["inference"][(name, round(float(w["rate_rps"]), 3))] = w
+    return out
+
+
+def solo_reference(solo, r, field):
+    """The solo measurement a naive prediction of `field` scales, or None."""
+    if field.startswith("training_iteration_ms["):
+        j = int(field[len("training_iteration_ms["):-1])
+        names = r.get("_training_names") or []
+        return solo["training"].get(names[j]) if j < len(names) else None
+    w = solo["inference"].get((r["_inference_name"], round(float(r["rate_rps"]), 3)))
+    if not w:
+        return None
+    q, k = field.split(".")
+    return (w.get(q) or {}).get(k)
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return None if not n else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
+
+
+def baseline(doc, solo, by):
+    """The naive baseline, folded exactly like the predictor: a record's value
+    is its solo measurement times one constant per mode and field, the
+    median of measured / solo over the other folds' records. Returns
+    {record index: {field: predicted}}."""
+    recs = doc["records"]
+    out = {}
+    for key in sorted({group_key(r, by) for r in recs}):
+        train = [r for r in recs if group_key(r, by) != key]
+        ratios = {}
+        for r in train:
+            for field, meas in metrics_of(r):
+                ref = solo_reference(solo, r, field)
+                if ref:
+                    f = "training_iteration_ms" if field.startswith("training_iteration_ms") else field
+                    ratios.setdefault((r["mode"], f), []).append(meas / ref)
+        for i, r in enumerate(recs):
+            if group_key(r, by) != key:
+                continue
+            out[i] = {}
+            for field, _ in metrics_of(r):
+                ref = solo_reference(solo, r, field)
+                f = "training_iteration_ms" if field.startswith("training_iteration_ms") else field
+                k = median(ratios.get((r["mode"], f), []))
+                out[i][field] = None if ref is None or k is None else ref * k
+    return out
+
+
+def coverage(rows):
+    """Per mode, for latency p99 and mean: how many measured values the
+    predicted interval (at CONFIDENCE) holds, and how many lie above it
+    (the dangerous side: the prediction too optimistic)."""
+    out = {}
+    for mode in core.MODES:
+        d = {}
+        for f in ("latency_ms.p99", "latency_ms.mean"):
+            ms = [m for r in rows if r["mode"] == mode for m in r["metrics"] if m["field"] == f and "covered" in m]
+            if ms:
+                d[f] = {"n": len(ms), "covered": sum(1 for m in ms if m["covered"]),
+                        "above": sum(1 for m in ms if m["measured"] > m["interval"][1])}
+        if d:
+            out[mode] = d
+    return out
 
 
 def _fit_summary(fit):
@@ -287,7 +400,7 @@ def consistency(doc, colocd, full, cal_path, requests, seed, sms, seeds=SEEDS):
     return {"compared": n, "max_rel_diff": worst}
 
 
-def summarize_errors(rows):
+def summarize_errors(rows, key="error"):
     out = {}
     for mode in core.MODES:
         rs = [r for r in rows if r["mode"] == mode]
@@ -299,7 +412,7 @@ def summarize_errors(rows):
                "training_iteration_ms": lambda f: f.startswith("training_iteration_ms")}
         d = {"records": len(rs), "predicted": sum(1 for r in rs if "error" not in r)}
         for k, f in sel.items():
-            errs = [m["error"] for r in rs for m in r["metrics"] if f(m["field"]) and m["error"] is not None]
+            errs = [m[key] for r in rs for m in r["metrics"] if f(m["field"]) and m.get(key) is not None]
             d[k] = {"mape": mape(errs), "n": len(errs)}
         out[mode] = d
     return out
@@ -339,6 +452,8 @@ def table(res, markdown=False):
 
 def report(res, markdown=False):
     out = []
+    if res.get("calibrate_args"):
+        out.append("colocd calibrate %s" % " ".join(res["calibrate_args"]))
     out.append("leave-one-%s-out: each record predicted by a calibration that never saw its %s; each record "
                "simulated with its own requests and seed (else %d requests, seed %d)" % (
                    res["by"], res["by"] if res["by"] != "record" else "record", res["requests"], res["seed"]))
@@ -353,12 +468,18 @@ def report(res, markdown=False):
     out.append("")
     out.append("MAPE, left-out predictions (Parallax reports 4.33 % time-slicing, 6.12 % MPS):")
     for mode, d in res["mape"].items():
-        parts = []
-        for k in ("all", "latency_ms.mean", "latency_ms.p99", "service_ms.mean", "training_iteration_ms"):
-            v = d[k]
-            if v["n"]:
-                parts.append("%s %.2f %% (%d)" % (k, 100 * v["mape"], v["n"]))
-        out.append("  %-9s %d/%d records predicted; %s" % (mode, d["predicted"], d["records"], ", ".join(parts)))
+        out.append("  %-9s %d/%d records predicted; %s" % (mode, d["predicted"], d["records"], _mape_parts(d)))
+    if res.get("coverage"):
+        out.append("%g %% intervals (of each record's own seed) holding the measured value; in brackets, above "
+                   "the interval:" % (100 * CONFIDENCE))
+        for mode, d in res["coverage"].items():
+            out.append("  %-9s %s" % (mode, ", ".join("%s %d/%d (%d)" % (f, c["covered"], c["n"], c["above"])
+                                                      for f, c in d.items())))
+    if res.get("baseline_mape"):
+        out.append("naive baseline (solo measurement x one constant per mode and field, the median ratio of the "
+                   "other folds), same folds:")
+        for mode, d in res["baseline_mape"].items():
+            out.append("  %-9s %s" % (mode, _mape_parts(d)))
     ff = res.get("full_fit") or {}
     out.append("")
     out.append("calibrated on all records (reference, in-sample):")
@@ -382,6 +503,15 @@ def report(res, markdown=False):
     return "\n".join(out)
 
 
+def _mape_parts(d):
+    parts = []
+    for k in ("all", "latency_ms.mean", "latency_ms.p99", "service_ms.mean", "training_iteration_ms"):
+        v = d[k]
+        if v["n"]:
+            parts.append("%s %.2f %% (%d)" % (k, 100 * v["mape"], v["n"]))
+    return ", ".join(parts)
+
+
 def _pct(v):
     return "—" if v is None else "%.2f %%" % (100 * v)
 
@@ -399,6 +529,9 @@ def main(argv=None):
     ap.add_argument("--builtin-cv", action="store_true", help="also run colocd calibrate's own cross-validation")
     ap.add_argument("--check", action="store_true",
                     help="check that colocd predict reproduces calibrate's in-sample values")
+    ap.add_argument("--calibrate-arg", action="append", default=[], metavar="ARG",
+                    help="pass ARG to every colocd calibrate (repeatable; e.g. --calibrate-arg=--no-prior): "
+                         "how a calibration default is compared by held-out error")
     ap.add_argument("--json", default=None, help="write the full result as JSON to this file")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--workdir", default=None, help="keep the fold files here (default: a temporary directory)")
@@ -412,7 +545,8 @@ def main(argv=None):
     progress = None if a.quiet else (lambda s: sys.stderr.write("accuracy: %s\n" % s))
     try:
         res = evaluate(doc, a.colocd, by=a.by, requests=a.requests, seed=a.seed, builtin_cv=a.builtin_cv,
-                       check=a.check, workdir=a.workdir, progress=progress, seeds=a.seeds)
+                       check=a.check, workdir=a.workdir, progress=progress, seeds=a.seeds,
+                       solo=load_solo(a.measurements), calibrate_args=a.calibrate_arg)
     except (ColocdError, OSError) as e:
         sys.stderr.write("accuracy: %s\n" % e)
         return 1

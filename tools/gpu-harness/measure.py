@@ -562,6 +562,8 @@ class Runner(object):
     def finalize(self):
         self.phase("finalize")
         self.collect_imports()
+        if self.args.colocd and (os.path.exists(self.args.colocd) or shutil.which(self.args.colocd)):
+            import_profiles(self.out, self.state, self.args.colocd, only_measured=True)
         self.state["finished"] = utcnow()
         self.phase(None)
         self.save()
@@ -633,25 +635,36 @@ def write_summary(out, st):
         f.write("\n".join(lines) + "\n")
 
 
+def import_profiles(out, st, colocd, only_measured=False):
+    """Import every traced workload with --unit-ms set to its solo unit
+    (core.solo_unit_ms), so that a profile lasts what the workload ran
+    without the profiler; a workload with no solo figure is imported as
+    traced (unless only_measured: then its import is left as it was)."""
+    os.makedirs(os.path.join(out, "profiles"), exist_ok=True)
+    for name, w in st.get("workloads", {}).items():
+        if not w.get("trace"):
+            continue
+        unit = core.solo_unit_ms((st.get("solo") or {}).get(name))
+        if only_measured and not unit:
+            continue
+        kind = workloads.SPECS.get(name, {}).get("kind") or (w.get("info") or {}).get("kind")
+        argv = core.import_argv(colocd, os.path.join(out, w["trace"]["path"]),
+                                os.path.join(out, core.profile_relpath(name)), name, kind, unit)
+        p = subprocess.run(argv, capture_output=True, text=True)
+        st["profiles"][name] = {"ok": p.returncode == 0, "argv": argv, "rc": p.returncode, "stdout": p.stdout,
+                                "stderr": p.stderr, "unit_ms": unit}
+        if p.returncode == 0:
+            st["profiles"][name]["path"] = core.profile_relpath(name)
+        sys.stderr.write(p.stdout + p.stderr)
+
+
 def finalize_only(args):
     """Import the traces again and rebuild measurements.json from run.json
     (e.g. on another machine, when the GPU box had no colocd)."""
     out = os.path.abspath(args.out)
     with open(os.path.join(out, "run.json")) as f:
         st = json.load(f)
-    os.makedirs(os.path.join(out, "profiles"), exist_ok=True)
-    for name, w in st.get("workloads", {}).items():
-        if not w.get("trace"):
-            continue
-        kind = workloads.SPECS.get(name, {}).get("kind") or (w.get("info") or {}).get("kind")
-        argv = core.import_argv(args.colocd, os.path.join(out, w["trace"]["path"]),
-                                os.path.join(out, core.profile_relpath(name)), name, kind)
-        p = subprocess.run(argv, capture_output=True, text=True)
-        st["profiles"][name] = {"ok": p.returncode == 0, "argv": argv, "rc": p.returncode, "stdout": p.stdout,
-                                "stderr": p.stderr}
-        if p.returncode == 0:
-            st["profiles"][name]["path"] = core.profile_relpath(name)
-        sys.stderr.write(p.stdout + p.stderr)
+    import_profiles(out, st, args.colocd)
     assemble(out, st)
     core.write_json_atomic(os.path.join(out, "run.json"), st)
     write_summary(out, st)

@@ -38,8 +38,14 @@ SPECS = {
     "resnet50-train": {"kind": "training", "model": "resnet50", "batch": 64, "image": 224, "guess_ms": 110.0},
     "gpt2-train": {"kind": "training", "model": "gpt2", "batch": 8, "seq": 512, "guess_ms": 90.0},
     "bert-train": {"kind": "training", "model": "bert", "batch": 32, "seq": 128, "guess_ms": 70.0},
-    "spin-long-train": {"kind": "training", "model": "spin", "block_us": 1000.0, "iter_ms": 60.0, "guess_ms": 60.0},
-    "spin-short-train": {"kind": "training", "model": "spin", "block_us": 50.0, "iter_ms": 60.0, "guess_ms": 60.0},
+    # fma_pairs: fixed work per thread, about block_us on a whole H200 (53,099
+    # and 2,655 measured there on 2026-12-04). Fixed rather than timed in each
+    # process, so that an MPS client at a lower percentage runs the profiled
+    # kernels (in more waves), not kernels re-sized to its share.
+    "spin-long-train": {"kind": "training", "model": "spin", "block_us": 1000.0, "fma_pairs": 53099,
+                        "iter_ms": 60.0, "guess_ms": 60.0},
+    "spin-short-train": {"kind": "training", "model": "spin", "block_us": 50.0, "fma_pairs": 2655,
+                         "iter_ms": 60.0, "guess_ms": 60.0},
 }
 
 BERT = {"layers": 12, "d": 768, "heads": 12, "ff": 3072, "vocab": 30522, "max_pos": 512}
@@ -395,11 +401,12 @@ extern "C" __global__ void spin(long long n, float *sink) {
 
 class SpinWorkload(object):
     """A synthetic trainer of identical compute-bound kernels that fill every
-    SM: 2 blocks of 1024 threads per SM, each block running a chain of
-    dependent FMAs sized at build time to spec["block_us"] microseconds (timed
-    alone). An iteration launches iter_ms / block_us such kernels back to back
+    SM: 2 blocks of 1024 threads per SM, each block running spec["fma_pairs"]
+    pairs of dependent FMAs (about spec["block_us"] microseconds on a whole
+    H200). An iteration launches iter_ms / block_us such kernels back to back
     on the default stream, so two spin trainers differ only in kernel length.
-    Needs CUDA and CuPy (compiled with NVRTC at build time)."""
+    build() times one kernel (measured_block_us, for the record); it never
+    re-sizes the work. Needs CUDA and CuPy (compiled with NVRTC at build time)."""
 
     THREADS = 1024
     BLOCKS_PER_SM = 2
@@ -424,16 +431,9 @@ class SpinWorkload(object):
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         self.grid = sms * self.BLOCKS_PER_SM
         self._sink = cupy.zeros(self.grid, dtype=cupy.float32)
-        want_us = float(self.spec["block_us"])
-        n = 4096
-        for _ in range(4):  # grow n until one kernel takes a measurable time, then scale
-            us = self._time(n)
-            if us > 200:
-                break
-            n *= 8
-        self.n = max(1, int(n * want_us / us))
+        self.n = int(self.spec["fma_pairs"])
         self.measured_block_us = self._time(self.n)
-        self.kernels = max(1, int(round(self.spec["iter_ms"] * 1e3 / want_us)))
+        self.kernels = max(1, int(round(self.spec["iter_ms"] * 1e3 / float(self.spec["block_us"]))))
         return self
 
     def _time(self, n):

@@ -124,8 +124,18 @@ class Synthetic(unittest.TestCase):
             self.assertEqual(m["predicted"], m["records"])
             self.assertLess(m["all"]["mape"], 0.08, m)
             self.assertLess(m["latency_ms.mean"]["mape"], 0.08, m)
+        # every predicted p99 carries its interval, and the coverage counts them
+        for mode in ("timeslice", "mps"):
+            c = res["coverage"][mode]["latency_ms.p99"]
+            self.assertEqual(c["n"], res["mape"][mode]["records"])
+            self.assertLessEqual(c["covered"] + c["above"], c["n"])
+        for r in res["records"]:
+            m = {x["field"]: x for x in r["metrics"]}["latency_ms.p99"]
+            self.assertLessEqual(m["interval"][0], m["interval"][1])
+            self.assertEqual(m["covered"], m["interval"][0] <= m["measured"] <= m["interval"][1])
         text = accuracy.report(res)
-        for want in ("record", "meas mean", "pred p99", "MAPE, left-out predictions", "timeslice", "mps 50%"):
+        for want in ("record", "meas mean", "pred p99", "MAPE, left-out predictions", "timeslice", "mps 50%",
+                     "90 % intervals"):
             self.assertIn(want, text)
         md = accuracy.table(res, markdown=True)
         self.assertTrue(md.startswith("| record |"))

@@ -378,7 +378,17 @@ class Measurements(unittest.TestCase):
         self.assertEqual(a[-1], "t.json.gz")
         b = core.import_argv("colocd", "t.json.gz", "p.json", "bert-train", "training")
         self.assertNotIn("--annotation", b)
+        self.assertNotIn("--unit-ms", b)
         self.assertEqual(b[b.index("--kind") + 1], "training")
+        c = core.import_argv("colocd", "t.json.gz", "p.json", "bert-train", "training", 30.4498)
+        self.assertEqual(c[c.index("--unit-ms") + 1], "30.4498")
+        self.assertEqual(c[-1], "t.json.gz")
+
+    def test_solo_unit_ms(self):
+        self.assertEqual(core.solo_unit_ms({"service_backtoback_ms": {"mean": 4.82}, "rates": {}}), 4.82)
+        self.assertEqual(core.solo_unit_ms({"iteration_ms": {"mean": 30.45}, "n": 20}), 30.45)
+        self.assertIsNone(core.solo_unit_ms({}))
+        self.assertIsNone(core.solo_unit_ms(None))
 
     def test_write_json_atomic(self):
         d = tempfile.mkdtemp()

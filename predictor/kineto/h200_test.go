@@ -2,9 +2,12 @@ package kineto
 
 import (
 	"encoding/json"
-
+	"errors"
+	"math"
+	"strings"
 	"testing"
 
+	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/internal/testfiles"
 	"github.com/colocd/colocd/predictor"
 )
@@ -13,7 +16,8 @@ import (
 // trainers of the same utilisation on an H200 under MPS at 100 %, one of
 // 1 ms kernels and one of 52 µs kernels whose blocks fill every SM
 // (testdata/gpu/h200-hol2: measured service mean 59.8 and 7.95 ms, latency
-// p99 943 and 15.3 ms). Imported with waves, the long-kernel trainer must
+// p99 943 and 15.3 ms). Imported with waves (and each unit as timed without
+// the profiler), the long-kernel trainer must
 // come out much worse, and the service time within 25 % of the
 // measurement, simulated as the record was served (its rate, requests and
 // seed; no contention terms, as the calibration on the 45 other records
@@ -37,8 +41,19 @@ func TestHeadOfLineOnH200(t *testing.T) {
 	if err := json.Unmarshal([]byte(testfiles.Read(t, dir+"measurements.json")), &meas); err != nil {
 		t.Fatal(err)
 	}
+	// Each unit as timed without the profiler (--unit-ms, as the harness imports).
+	var run struct {
+		Solo map[string]struct {
+			BackToBack struct{ Mean float64 } `json:"service_backtoback_ms"`
+			Iteration  struct{ Mean float64 } `json:"iteration_ms"`
+		} `json:"solo"`
+	}
+	if err := json.Unmarshal([]byte(testfiles.Read(t, dir+"run.json")), &run); err != nil {
+		t.Fatal(err)
+	}
 	load := func(name string, kind predictor.Kind, annotation string) *predictor.Profile {
-		p, err := ImportFile(testfiles.Path(t, dir+"traces/"+name+".json.gz"), Options{Kind: kind, Annotation: annotation, Waves: true})
+		unit := run.Solo[name].BackToBack.Mean + run.Solo[name].Iteration.Mean
+		p, err := ImportFile(testfiles.Path(t, dir+"traces/"+name+".json.gz"), Options{Kind: kind, Annotation: annotation, Waves: true, UnitMS: unit})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,5 +87,45 @@ func TestHeadOfLineOnH200(t *testing.T) {
 	}
 	if long, short := p99["spin-long-train"], p99["spin-short-train"]; !(long > 10*short) {
 		t.Errorf("p99 %.1f ms next to 1 ms kernels, %.1f ms next to 52 µs ones: want the long kernels far worse (measured 943 vs 15.3 ms)", long, short)
+	}
+}
+
+// A training step traced on the H200 runs 42.05 ms under the profiler and
+// 30.45 ms without it (testdata/gpu/h200/run.json, solo iteration mean):
+// --unit-ms shrinks the host gaps to match and keeps every kernel as traced;
+// a length shorter than the kernels is refused by field.
+func TestUnitMSOnH200(t *testing.T) {
+	t.Parallel()
+	path := testfiles.Path(t, "testdata/gpu/h200/traces/bert-train.json.gz")
+	traced, err := ImportFile(path, Options{Kind: predictor.KindTraining})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fitted, err := ImportFile(path, Options{Kind: predictor.KindTraining, UnitMS: 30.4498})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := func(p *predictor.Profile) (unit, busy float64) {
+		for _, op := range p.Ops {
+			unit += op.DurUS + op.GapUS
+			busy += op.DurUS
+		}
+		return unit / 1000, busy / 1000
+	}
+	tu, tb := unit(traced)
+	fu, fb := unit(fitted)
+	t.Logf("traced unit %.2f ms (kernels %.2f ms), fitted %.2f ms (kernels %.2f ms)", tu, tb, fu, fb)
+	if math.Abs(fu-30.4498) > 0.01 || fb != tb || len(fitted.Ops) != len(traced.Ops) {
+		t.Errorf("fitted unit %.3f ms with kernels %.3f ms (%d ops); want 30.450 ms with the traced %.3f ms (%d ops)", fu, fb, len(fitted.Ops), tb, len(traced.Ops))
+	}
+	if n := fitted.Notes[len(fitted.Notes)-1]; !strings.Contains(n, "--unit-ms") {
+		t.Errorf("last note %q: want it to say the gaps were scaled", n)
+	}
+	for _, ms := range []float64{20, -1, math.NaN()} {
+		_, err := ImportFile(path, Options{Kind: predictor.KindTraining, UnitMS: ms})
+		var fe *field.Error
+		if !errors.As(err, &fe) || fe.Path != "unit_ms" {
+			t.Errorf("unit %v ms: %v, want a unit_ms error", ms, err)
+		}
 	}
 }

@@ -1,0 +1,75 @@
+package predictor
+
+import (
+	"math"
+	"testing"
+)
+
+func fitOf(metrics ...MetricFit) *FitReport {
+	return &FitReport{PerRecord: []RecordFit{{Name: "r", Metrics: metrics}}}
+}
+
+func TestModelErrorSD(t *testing.T) {
+	t.Parallel()
+	cv := func(v float64) *float64 { return &v }
+	e := math.E
+	f := fitOf(
+		MetricFit{Field: "latency_ms.p99", Measured: 10, Predicted: 10 * e},                      // log error +1
+		MetricFit{Field: "latency_ms.p99", Measured: 10, Predicted: 10 / e},                      // −1
+		MetricFit{Field: "latency_ms.p99", Measured: 10, Predicted: 10, CVPredicted: cv(10 * e)}, // the CV one counts: +1
+		MetricFit{Field: "latency_ms.mean", Measured: 5, Predicted: 5 * e * e},                   // +2
+		MetricFit{Field: "service_ms.mean", Measured: 0, Predicted: 3},                           // no measurement: skipped
+	)
+	if got := f.ModelErrorSD("latency_ms.p99"); math.Abs(got-1) > 1e-12 {
+		t.Errorf("p99: sd %v, want 1 (three values of |log| 1, the CV prediction in place of the in-sample one)", got)
+	}
+	// One value of the mean: the latency figures together stand in, RMS of (1, −1, 1, 2).
+	if got, want := f.ModelErrorSD("latency_ms.mean"), math.Sqrt(7.0/4); math.Abs(got-want) > 1e-12 {
+		t.Errorf("mean: sd %v, want %v", got, want)
+	}
+	if got := f.ModelErrorSD("service_ms.p99"); got != 0 {
+		t.Errorf("service: sd %v, want 0 (no usable value)", got)
+	}
+	var none *FitReport
+	if got := none.ModelErrorSD("latency_ms.p99"); got != 0 {
+		t.Errorf("no fit: sd %v, want 0", got)
+	}
+}
+
+func TestWidenByModelError(t *testing.T) {
+	t.Parallel()
+	// Every latency figure was predicted 2× too high once and 2× too low once: sd = ln 2.
+	var ms []MetricFit
+	for _, k := range []string{"mean", "p50", "p90", "p95", "p99"} {
+		ms = append(ms, MetricFit{Field: "latency_ms." + k, Measured: 10, Predicted: 20},
+			MetricFit{Field: "latency_ms." + k, Measured: 10, Predicted: 5})
+	}
+	fit := fitOf(ms...)
+	pt := Percentiles{Mean: 10, P50: 10, P90: 10, P95: 10, P99: 10}
+	sp := InferencePrediction{LatencyMS: pt, ServiceMS: pt,
+		LatencyInterval: Intervals{Confidence: 0.9, Mean: Interval{9, 11}, P50: Interval{9, 11}, P90: Interval{9, 11}, P95: Interval{9, 11}, P99: Interval{7, 13}},
+		ServiceInterval: Intervals{Confidence: 0.9, P99: Interval{10, 10}}}
+	pred := &Prediction{Services: []InferencePrediction{sp}}
+	if !WidenByModelError(fit, pred) {
+		t.Fatal("nothing widened")
+	}
+	z := 1.6448536269514722 // the normal quantile of 0.95: a two-sided 90 % interval
+	up, down := 10*(math.Exp(z*math.Ln2)-1), 10*(1-math.Exp(-z*math.Ln2))
+	got := pred.Inference.LatencyInterval.P99
+	want := Interval{10 - math.Sqrt(9+down*down), 10 + math.Sqrt(9+up*up)}
+	if math.Abs(got[0]-want[0]) > 1e-9 || math.Abs(got[1]-want[1]) > 1e-9 {
+		t.Errorf("p99 interval %v, want %v", got, want)
+	}
+	if !pred.Inference.ModelUncertainty {
+		t.Error("ModelUncertainty not set")
+	}
+	// The service figures had no measurement of their kind: unchanged.
+	if got := pred.Inference.ServiceInterval.P99; got != (Interval{10, 10}) {
+		t.Errorf("service p99 interval %v, want it unchanged", got)
+	}
+	// A fit without per-record figures widens nothing.
+	before := pred.Services[0].LatencyInterval
+	if WidenByModelError(&FitReport{MAPE: 0.3}, pred) || pred.Services[0].LatencyInterval != before {
+		t.Error("a fit without per-record figures widened the intervals")
+	}
+}
