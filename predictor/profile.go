@@ -67,6 +67,12 @@ type Summary struct {
 	// every kernel fills the GPU). SMUtil/GPUUtil is the share of the SMs
 	// the kernels keep busy: communication kernels, for one, use few.
 	SMUtil float64 `json:"sm_util,omitempty"`
+	// BlockUS is the mean, weighted by kernel time, of occupancy × thread
+	// block time over the kernels (Summarize computes it from a profile
+	// with waves): under MPS a co-runner's kernel waits half of it per unit
+	// of this workload's SM share before it starts. 0 (absent): unknown,
+	// no head-of-line wait.
+	BlockUS float64 `json:"block_us,omitempty"`
 }
 
 // Source records where an imported profile came from and what the trace held,
@@ -225,6 +231,9 @@ func (s *Summary) check(c *fieldChecker, kind Kind) {
 	c.fraction("summary.mem_util", s.MemUtil)
 	if !(s.SMUtil >= 0 && s.SMUtil <= s.GPUUtil) {
 		c.add("summary.sm_util", "a fraction in [0, gpu_util] (0: every kernel fills the GPU)", fmtFloat(s.SMUtil))
+	}
+	if !(s.BlockUS == 0 || s.BlockUS > 0 && s.BlockUS <= MaxDurationUS) {
+		c.add("summary.block_us", "a block time in (0, 3.6e9] µs (0: unknown)", fmtFloat(s.BlockUS))
 	}
 	if !(s.KernelUS == 0 || s.KernelUS >= 1 && s.KernelUS <= MaxDurationUS) {
 		c.add("summary.kernel_us", "a mean kernel length in [1, 3.6e9] µs (0: the default)", fmtFloat(s.KernelUS))

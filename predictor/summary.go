@@ -36,7 +36,10 @@ const (
 // the unit, the others take the slots every n/L kernels in a stride order
 // that mixes large and small.
 // sm = min(1, sm_util/gpu_util) (1 without sm_util), occupancy = 1 and
-// dram = min(1, mem_util/gpu_util).
+// dram = min(1, mem_util/gpu_util). With block_us, each kernel runs
+// max(1, dur/block_us) waves, so that a co-runner waits behind blocks of
+// min(dur, block_us) as behind the traced kernels (the MPS head-of-line
+// wait); without it, none.
 func (p *Profile) Expanded() []Op {
 	if len(p.Ops) > 0 || p.Summary == nil {
 		return p.Ops
@@ -65,9 +68,13 @@ func (p *Profile) Expanded() []Op {
 		sm = math.Min(1, s.SMUtil/s.GPUUtil)
 	}
 	ops := make([]Op, n)
+	var waves float64
+	if s.BlockUS > 0 {
+		waves = max(1, busy/float64(n)/s.BlockUS)
+	}
 	for i := range ops {
 		d := dram
-		ops[i] = Op{Name: "summary", DurUS: busy / float64(n), GapUS: launch, SM: sm, Occupancy: 1, DRAM: &d}
+		ops[i] = Op{Name: "summary", DurUS: busy / float64(n), GapUS: launch, SM: sm, Occupancy: 1, DRAM: &d, Waves: waves}
 	}
 	if rest > 0 {
 		l := max(1, min(int(math.Round(rest/SummaryLongGapUS)), max(1, n/3)))
@@ -102,7 +109,7 @@ func (p *Profile) Summarize() Summary {
 	if len(p.Ops) == 0 && p.Summary != nil {
 		return *p.Summary
 	}
-	var busy, idle, mem, sm float64
+	var busy, idle, mem, sm, hol float64
 	for i := range p.Ops {
 		op := &p.Ops[i]
 		busy += op.DurUS
@@ -110,9 +117,15 @@ func (p *Profile) Summarize() Summary {
 		dram, _, _ := memoryIntensity(op, classify(op.Name))
 		mem += op.DurUS * dram
 		sm += op.DurUS * op.SM
+		if op.Waves > 0 {
+			hol += op.DurUS * op.Occupancy * op.DurUS / op.Waves
+		}
 	}
 	t := busy + idle
 	s := Summary{GPUUtil: busy / t, MemUtil: mem / t, SMUtil: sm / t, KernelUS: busy / float64(len(p.Ops))}
+	if hol > 0 {
+		s.BlockUS = hol / busy
+	}
 	if p.Kind == KindTraining {
 		s.IterationMS = t / 1000
 	} else {

@@ -1,0 +1,37 @@
+package predictor
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// A summary keeps the head-of-line figure of the profile it summarises:
+// block_us is the kernel-time-weighted mean of occupancy × block time, and
+// the expansion's kernels run in blocks that long (none without it); a
+// negative block_us is refused by name.
+func TestSummaryBlockTime(t *testing.T) {
+	t.Parallel()
+	p := uniformProfile("t", KindTraining, 4, 100, 10)
+	p.Ops[0].Waves, p.Ops[0].Occupancy = 2, 1   // 100 µs · 1 · 50 µs
+	p.Ops[1].Waves, p.Ops[1].Occupancy = 1, 0.5 // 100 µs · 0.5 · 100 µs
+	p.Ops[2].Waves, p.Ops[2].Occupancy = 4, 1   // 100 µs · 1 · 25 µs
+	s := p.Summarize()                          // the fourth op has no waves: it adds only to the weights
+	if want := (50 + 50 + 25) / 4.0; math.Abs(s.BlockUS-want) > 1e-9 {
+		t.Fatalf("block_us %v, want %v", s.BlockUS, want)
+	}
+	sp := &Profile{Format: ProfileFormat, Name: "t-summary", Kind: KindTraining, Summary: &s}
+	for _, op := range sp.Expanded() {
+		if b := op.DurUS / op.Waves; math.Abs(b-min(op.DurUS, s.BlockUS)) > 1e-9 {
+			t.Fatalf("expanded op of %v µs in %v waves: blocks of %v µs, want %v", op.DurUS, op.Waves, b, min(op.DurUS, s.BlockUS))
+		}
+	}
+	none := uniformProfile("u", KindTraining, 4, 100, 10).Summarize()
+	if none.BlockUS != 0 {
+		t.Errorf("a profile without waves: block_us %v, want 0", none.BlockUS)
+	}
+	bad := &Profile{Format: ProfileFormat, Name: "b", Kind: KindTraining, Summary: &Summary{IterationMS: 10, GPUUtil: 0.5, BlockUS: -1}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "summary.block_us") {
+		t.Errorf("block_us -1: %v, want an error naming summary.block_us", err)
+	}
+}
