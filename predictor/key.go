@@ -29,7 +29,7 @@ func (p *Profile) Key() ProfileKey {
 	}
 	h.Bool(p.Summary != nil)
 	if s := p.Summary; s != nil {
-		hashFloats(&h, s.LatencyMS, s.IterationMS, s.GPUUtil, s.MemUtil, s.KernelUS, s.SMUtil, s.BlockUS)
+		hashFloats(&h, s.LatencyMS, s.IterationMS, s.GPUUtil, s.MemUtil, s.KernelUS, s.SMUtil, s.BlockUS, s.FullSMShare)
 	}
 	return h.Sum()
 }

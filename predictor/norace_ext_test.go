@@ -32,13 +32,15 @@ func importTrace(t *testing.T, name string, opts kineto.Options) *predictor.Prof
 }
 
 // For each real trace, a summary made from it (utilisation, iteration or
-// request time, memory utilisation, block time) predicts the inference p99
-// within 10 % of the full kernel profile's under time slicing and with the
-// trainer at 50 % under MPS, at loads 0.2 and 0.5. With the trainer at 100
-// or 25 % the multistream trace misses by up to 19 %: half its kernels use
-// one SM and half fill the GPU, and the summary's one SM share (sm_util)
-// averages them; that bound is held at 25 %, and a queue that never drains
-// (a p99 over 5 s) is not compared
+// request time, memory and SM utilisation, the share of busy time in
+// GPU-filling kernels, block time) predicts the inference p99 within 10 %
+// of the full kernel profile's, under time slicing and with the trainer at
+// 100, 50 and 25 % under MPS, at loads 0.2 and 0.5, for profiles imported
+// without waves. With waves, the same holds except next to the multistream
+// trainer under MPS: its tail comes from stretches of 12–63 ms one-SM
+// communication kernels, whose head-of-line wait a summary spreads evenly
+// over the step (up to −39 %; held at 40 %). A queue that never drains (a
+// p99 over 5 s) is not compared
 // (docs/profiles.md#summary-only-profiles has the table).
 func TestSummaryMatchesTrace(t *testing.T) {
 	t.Parallel()
@@ -92,10 +94,9 @@ func summaryMatchesTrace(t *testing.T, infer *predictor.Profile, waves bool) {
 		return pred.Inference.LatencyMS.P99
 	}
 	settings := []struct {
-		mode  predictor.Mode
-		pct   float64 // the trainer's MPS percentage
-		bound float64 // the largest relative error accepted
-	}{{predictor.ModeTimeslice, 0, 0.10}, {predictor.ModeMPS, 50, 0.10}, {predictor.ModeMPS, 100, 0.25}, {predictor.ModeMPS, 25, 0.25}}
+		mode predictor.Mode
+		pct  float64 // the trainer's MPS percentage
+	}{{predictor.ModeTimeslice, 0}, {predictor.ModeMPS, 100}, {predictor.ModeMPS, 50}, {predictor.ModeMPS, 25}}
 	t.Logf("| trace | summary | mode | load | p99 full (ms) | p99 summary (ms) | error |")
 	for _, c := range cases {
 		sum := summaryOf(c.full)
@@ -120,8 +121,12 @@ func summaryMatchesTrace(t *testing.T, infer *predictor.Profile, waves bool) {
 				if full > 5000 {
 					continue // a queue that never drains: its p99 is the run's length
 				}
-				if math.Abs(e) > set.bound {
-					t.Errorf("%s, %s, load %.1f: summary p99 %.2f ms, full profile %.2f ms: %+.1f %%, want within %.0f %%", c.trace, mode, load, got, full, 100*e, 100*set.bound)
+				bound := 0.10
+				if waves && c.full == multi && set.mode == predictor.ModeMPS {
+					bound = 0.40
+				}
+				if math.Abs(e) > bound {
+					t.Errorf("%s, %s, load %.1f: summary p99 %.2f ms, full profile %.2f ms: %+.1f %%, want within %.0f %%", c.trace, mode, load, got, full, 100*e, 100*bound)
 				}
 			}
 		}

@@ -67,12 +67,17 @@ type Summary struct {
 	// every kernel fills the GPU). SMUtil/GPUUtil is the share of the SMs
 	// the kernels keep busy: communication kernels, for one, use few.
 	SMUtil float64 `json:"sm_util,omitempty"`
-	// BlockUS is the mean, weighted by kernel time, of occupancy × thread
-	// block time over the kernels (Summarize computes it from a profile
-	// with waves): under MPS a co-runner's kernel waits half of it per unit
-	// of this workload's SM share before it starts. 0 (absent): unknown,
-	// no head-of-line wait.
+	// BlockUS is the mean, weighted by kernel time × SM share, of occupancy
+	// × thread block time over the kernels (Summarize computes it from a
+	// profile with waves): under MPS a co-runner's kernel waits half of it
+	// per unit of this workload's SM share before it starts. 0 (absent):
+	// unknown, no head-of-line wait.
 	BlockUS float64 `json:"block_us,omitempty"`
+	// FullSMShare is the fraction of busy time spent in kernels that fill
+	// every SM (sm ≥ 0.99), when known (optional, needs sm_util): a trainer
+	// whose kernels are either GPU-filling or few-SM (communication) is not
+	// one whose kernels all fill sm_util/gpu_util of the GPU.
+	FullSMShare float64 `json:"full_sm_share,omitempty"`
 }
 
 // Source records where an imported profile came from and what the trace held,
@@ -232,6 +237,7 @@ func (s *Summary) check(c *fieldChecker, kind Kind) {
 	if !(s.SMUtil >= 0 && s.SMUtil <= s.GPUUtil) {
 		c.add("summary.sm_util", "a fraction in [0, gpu_util] (0: every kernel fills the GPU)", fmtFloat(s.SMUtil))
 	}
+	c.fraction("summary.full_sm_share", s.FullSMShare)
 	if !(s.BlockUS == 0 || s.BlockUS > 0 && s.BlockUS <= MaxDurationUS) {
 		c.add("summary.block_us", "a block time in (0, 3.6e9] µs (0: unknown)", fmtFloat(s.BlockUS))
 	}

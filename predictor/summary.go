@@ -22,6 +22,9 @@ const (
 	SummaryLongGapUS = 2000.0
 	// StreamIterationMS is the nominal unit of a trainer with no iteration time.
 	StreamIterationMS = 100.0
+	// minSMShare is the least SM share a synthetic kernel gets: about one
+	// SM of a data-centre GPU.
+	minSMShare = 0.01
 )
 
 // Expanded returns the profile's ops, synthesising them from the summary when
@@ -36,7 +39,9 @@ const (
 // the unit, the others take the slots every n/L kernels in a stride order
 // that mixes large and small.
 // sm = min(1, sm_util/gpu_util) (1 without sm_util), occupancy = 1 and
-// dram = min(1, mem_util/gpu_util). With block_us, each kernel runs
+// dram = min(1, mem_util/gpu_util); with sm_util and full_sm_share f, a
+// fraction f of the kernels, spread evenly, fill the GPU (sm = 1) and the
+// others share the rest of the SM activity. With block_us, each kernel runs
 // max(1, dur/block_us) waves, so that a co-runner waits behind blocks of
 // min(dur, block_us) as behind the traced kernels (the MPS head-of-line
 // wait); without it, none.
@@ -72,9 +77,23 @@ func (p *Profile) Expanded() []Op {
 	if s.BlockUS > 0 {
 		waves = max(1, busy/float64(n)/s.BlockUS)
 	}
+	// With full_sm_share f, a fraction f of the kernels (spread evenly)
+	// fill the GPU and the others share the rest of the SM activity.
+	f := s.FullSMShare
+	others := sm
+	if f > 0 && f < 1 && s.SMUtil > 0 {
+		others = max(minSMShare, (sm-f)/(1-f))
+	}
 	for i := range ops {
 		d := dram
-		ops[i] = Op{Name: "summary", DurUS: busy / float64(n), GapUS: launch, SM: sm, Occupancy: 1, DRAM: &d, Waves: waves}
+		opSM := sm
+		if f > 0 && s.SMUtil > 0 {
+			opSM = others
+			if math.Floor(float64(i+1)*f) > math.Floor(float64(i)*f) {
+				opSM = 1
+			}
+		}
+		ops[i] = Op{Name: "summary", DurUS: busy / float64(n), GapUS: launch, SM: opSM, Occupancy: 1, DRAM: &d, Waves: waves}
 	}
 	if rest > 0 {
 		l := max(1, min(int(math.Round(rest/SummaryLongGapUS)), max(1, n/3)))
@@ -109,7 +128,7 @@ func (p *Profile) Summarize() Summary {
 	if len(p.Ops) == 0 && p.Summary != nil {
 		return *p.Summary
 	}
-	var busy, idle, mem, sm, hol float64
+	var busy, idle, mem, sm, hol, holW, full float64
 	for i := range p.Ops {
 		op := &p.Ops[i]
 		busy += op.DurUS
@@ -118,14 +137,19 @@ func (p *Profile) Summarize() Summary {
 		mem += op.DurUS * dram
 		sm += op.DurUS * op.SM
 		if op.Waves > 0 {
-			hol += op.DurUS * op.Occupancy * op.DurUS / op.Waves
+			hol += op.DurUS * op.SM * op.Occupancy * op.DurUS / op.Waves
+		}
+		holW += op.DurUS * op.SM
+		if op.SM >= 0.99 {
+			full += op.DurUS
 		}
 	}
 	t := busy + idle
 	s := Summary{GPUUtil: busy / t, MemUtil: mem / t, SMUtil: sm / t, KernelUS: busy / float64(len(p.Ops))}
 	if hol > 0 {
-		s.BlockUS = hol / busy
+		s.BlockUS = hol / holW
 	}
+	s.FullSMShare = full / busy
 	if p.Kind == KindTraining {
 		s.IterationMS = t / 1000
 	} else {

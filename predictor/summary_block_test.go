@@ -35,3 +35,36 @@ func TestSummaryBlockTime(t *testing.T) {
 		t.Errorf("block_us -1: %v, want an error naming summary.block_us", err)
 	}
 }
+
+// full_sm_share splits the synthetic kernels: that fraction of them fill the
+// GPU, the others share the rest of the SM activity, so that the mean SM
+// share is still sm_util/gpu_util.
+func TestSummaryFullSMShare(t *testing.T) {
+	t.Parallel()
+	p := uniformProfile("t", KindTraining, 8, 100, 10)
+	for i := range p.Ops {
+		if i%4 != 0 {
+			p.Ops[i].SM = 0.1 // three in four kernels use a tenth of the GPU
+		}
+	}
+	s := p.Summarize()
+	if s.FullSMShare != 0.25 {
+		t.Fatalf("full_sm_share %v, want 0.25", s.FullSMShare)
+	}
+	ops := (&Profile{Format: ProfileFormat, Name: "s", Kind: KindTraining, Summary: &s}).Expanded()
+	var full int
+	var mean float64
+	for _, op := range ops {
+		if op.SM == 1 {
+			full++
+		}
+		mean += op.SM / float64(len(ops))
+	}
+	if want := s.SMUtil / s.GPUUtil; math.Abs(mean-want) > 1e-9 || full != len(ops)/4 {
+		t.Errorf("%d of %d kernels fill the GPU, mean sm %v; want a quarter and %v", full, len(ops), mean, want)
+	}
+	bad := &Profile{Format: ProfileFormat, Name: "b", Kind: KindTraining, Summary: &Summary{IterationMS: 10, GPUUtil: 0.5, FullSMShare: 1.5}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "summary.full_sm_share") {
+		t.Errorf("full_sm_share 1.5: %v, want an error naming summary.full_sm_share", err)
+	}
+}
