@@ -62,12 +62,12 @@ calibration-study:
 # carry so that a plain go test ./... stays quick, with every benchmark once, so that none rots
 # between two `make bench` (figures come from `make bench` alone). The two
 # passes and the GPU harness's tests run side by side (each one's output
-# kept together): the race pass's longest tests mostly wait. Each fuzz
-# target runs 3,000 inputs beyond its corpus.
+# kept together): the race pass's longest tests mostly wait, and the fuzz
+# targets (3,000 inputs each beyond the corpus, one at a time) fill the
+# gaps.
 test: lint
-	$(MAKE) -j3 --output-sync=target test-race test-plain harness-test
+	$(MAKE) -j4 --output-sync=target test-race test-plain harness-test fuzz FUZZTIME=3000x FUZZ_JOBS=1
 	$(MAKE) attack
-	$(MAKE) fuzz FUZZTIME=3000x
 
 # The attack suite (docs/security.md#containment): a launcher with valid
 # credentials floods renews, sends slow profiles, opens 5,000 idle HTTP
