@@ -225,7 +225,7 @@ func (pr *Predictor) widen(pred *Prediction, fits []ParameterFit, open bool, at 
 		iv.each(func(key string, in *Interval) {
 			c, _ := point.Get(key)
 			lo, hi := c-in[0], in[1]-c
-			in[0] = c - math.Sqrt(lo*lo+d[i].down)
+			in[0] = max(0, c-math.Sqrt(lo*lo+d[i].down)) // a latency is never negative
 			in[1] = c + math.Sqrt(hi*hi+d[i].up)
 			i++
 		})

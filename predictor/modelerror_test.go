@@ -67,6 +67,14 @@ func TestWidenByModelError(t *testing.T) {
 	if got := pred.Inference.ServiceInterval.P99; got != (Interval{10, 10}) {
 		t.Errorf("service p99 interval %v, want it unchanged", got)
 	}
+	// A large error never takes the lower end below zero.
+	far := fitOf(MetricFit{Field: "latency_ms.p99", Measured: 10, Predicted: 30}, MetricFit{Field: "latency_ms.p99", Measured: 10, Predicted: 30},
+		MetricFit{Field: "latency_ms.p99", Measured: 10, Predicted: 30})
+	wide := &Prediction{Services: []InferencePrediction{{LatencyMS: pt, LatencyInterval: Intervals{Confidence: 0.9, P99: Interval{2, 12}}}}}
+	WidenByModelError(far, wide)
+	if lo := wide.Inference.LatencyInterval.P99[0]; lo < 0 {
+		t.Errorf("p99 interval's lower end %v, want ≥ 0", lo)
+	}
 	// A fit without per-record figures widens nothing.
 	before := pred.Services[0].LatencyInterval
 	if WidenByModelError(&FitReport{MAPE: 0.3}, pred) || pred.Services[0].LatencyInterval != before {

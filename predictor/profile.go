@@ -238,6 +238,9 @@ func (s *Summary) check(c *fieldChecker, kind Kind) {
 		c.add("summary.sm_util", "a fraction in [0, gpu_util] (0: every kernel fills the GPU)", fmtFloat(s.SMUtil))
 	}
 	c.fraction("summary.full_sm_share", s.FullSMShare)
+	if s.FullSMShare > 0 && (s.SMUtil <= 0 || s.GPUUtil > 0 && s.FullSMShare > s.SMUtil/s.GPUUtil+0.01) {
+		c.add("summary.full_sm_share", "with sm_util, a fraction of busy time at most sm_util/gpu_util (the kernels that fill the GPU are part of the SM activity)", fmtFloat(s.FullSMShare))
+	}
 	if !(s.BlockUS == 0 || s.BlockUS > 0 && s.BlockUS <= MaxDurationUS) {
 		c.add("summary.block_us", "a block time in (0, 3.6e9] µs (0: unknown)", fmtFloat(s.BlockUS))
 	}

@@ -79,17 +79,24 @@ func (p *Profile) Expanded() []Op {
 	}
 	// With full_sm_share f, a fraction f of the kernels (spread evenly)
 	// fill the GPU and the others share the rest of the SM activity.
-	f := s.FullSMShare
+	f := min(s.FullSMShare, sm)
+	split := f > 0 && s.SMUtil > 0
+	full := func(i int) bool { return math.Floor(float64(i+1)*f) > math.Floor(float64(i)*f) }
 	others := sm
-	if f > 0 && f < 1 && s.SMUtil > 0 {
-		others = max(minSMShare, (sm-f)/(1-f))
+	if split {
+		// The others share what the m full kernels leave of n·sm, so that
+		// the mean SM share stays sm_util/gpu_util.
+		m := int(math.Floor(float64(n) * f))
+		if m < n {
+			others = min(1, max(minSMShare, (float64(n)*sm-float64(m))/float64(n-m)))
+		}
 	}
 	for i := range ops {
 		d := dram
 		opSM := sm
-		if f > 0 && s.SMUtil > 0 {
+		if split {
 			opSM = others
-			if math.Floor(float64(i+1)*f) > math.Floor(float64(i)*f) {
+			if full(i) {
 				opSM = 1
 			}
 		}

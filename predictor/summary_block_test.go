@@ -63,8 +63,27 @@ func TestSummaryFullSMShare(t *testing.T) {
 	if want := s.SMUtil / s.GPUUtil; math.Abs(mean-want) > 1e-9 || full != len(ops)/4 {
 		t.Errorf("%d of %d kernels fill the GPU, mean sm %v; want a quarter and %v", full, len(ops), mean, want)
 	}
-	bad := &Profile{Format: ProfileFormat, Name: "b", Kind: KindTraining, Summary: &Summary{IterationMS: 10, GPUUtil: 0.5, FullSMShare: 1.5}}
-	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "summary.full_sm_share") {
-		t.Errorf("full_sm_share 1.5: %v, want an error naming summary.full_sm_share", err)
+	// A few kernels: the mean still holds (the others take what the whole
+	// ones leave), and a share above the SM activity, or without it, is refused.
+	for _, n := range []float64{1, 3} {
+		s := Summary{IterationMS: n * 0.1, GPUUtil: 1, SMUtil: 0.6, FullSMShare: 0.5, KernelUS: 100}
+		var mean float64
+		ops := (&Profile{Format: ProfileFormat, Name: "s", Kind: KindTraining, Summary: &s}).Expanded()
+		for _, op := range ops {
+			mean += op.SM / float64(len(ops))
+		}
+		if math.Abs(mean-0.6) > 1e-9 {
+			t.Errorf("%d kernels: mean sm %v, want 0.6", len(ops), mean)
+		}
+	}
+	for _, s := range []Summary{
+		{IterationMS: 10, GPUUtil: 0.5, SMUtil: 0.4, FullSMShare: 1.5},
+		{IterationMS: 10, GPUUtil: 0.5, SMUtil: 0.25, FullSMShare: 0.8},
+		{IterationMS: 10, GPUUtil: 0.5, FullSMShare: 0.3},
+	} {
+		bad := &Profile{Format: ProfileFormat, Name: "b", Kind: KindTraining, Summary: &s}
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "summary.full_sm_share") {
+			t.Errorf("%+v: %v, want an error naming summary.full_sm_share", s, err)
+		}
 	}
 }

@@ -228,6 +228,7 @@ func TestProfileImportErrors(t *testing.T) {
 		{"unwritable out", []string{"--format", "kineto", "--out", filepath.Join(dir, "no", "dir", "p.json"), v100}, []string{"write"}},
 		{"a unit shorter than its kernels", []string{"--format", "kineto", "--unit-ms", "1", "--out", out, v100}, []string{"--unit-ms: want at least the kernels' busy time", "got 1"}},
 		{"a negative unit", []string{"--format", "kineto", "--unit-ms", "-3", "--out", out, v100}, []string{"--unit-ms", "> 0"}},
+		{"a unit length for a cut unit", []string{"--format", "kineto", "--unit-ms", "100", "--max-ops", "10", "--out", out, v100}, []string{"--unit-ms", "max_ops"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

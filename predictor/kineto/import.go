@@ -139,6 +139,8 @@ func checkKinetoOptions(opts Options) error {
 		return &field.Error{Path: "max_ops", Want: "a count ≥ 0 (0: every kernel)", Got: fmt.Sprint(opts.MaxOps)}
 	case opts.UnitMS < 0 || math.IsNaN(opts.UnitMS) || math.IsInf(opts.UnitMS, 0):
 		return &field.Error{Path: "unit_ms", Want: "a unit length in ms > 0 (0: as traced)", Got: fmt.Sprint(opts.UnitMS)}
+	case opts.UnitMS > 0 && opts.MaxOps > 0:
+		return &field.Error{Path: "unit_ms", Want: "no unit length with max_ops (a cut unit is not the unit that was timed)", Got: fmt.Sprint(opts.UnitMS)}
 	case opts.Step != nil && opts.Annotation != "":
 		return &field.Error{Path: "step", Want: "either a step or an annotation, not both", Got: fmt.Sprintf("step %d and annotation %q", *opts.Step, opts.Annotation)}
 	}

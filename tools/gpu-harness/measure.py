@@ -651,11 +651,17 @@ def import_profiles(out, st, colocd, only_measured=False):
         argv = core.import_argv(colocd, os.path.join(out, w["trace"]["path"]),
                                 os.path.join(out, core.profile_relpath(name)), name, kind, unit)
         p = subprocess.run(argv, capture_output=True, text=True)
-        st["profiles"][name] = {"ok": p.returncode == 0, "argv": argv, "rc": p.returncode, "stdout": p.stdout,
-                                "stderr": p.stderr, "unit_ms": unit}
-        if p.returncode == 0:
-            st["profiles"][name]["path"] = core.profile_relpath(name)
         sys.stderr.write(p.stdout + p.stderr)
+        entry = {"ok": p.returncode == 0, "argv": argv, "rc": p.returncode, "stdout": p.stdout,
+                 "stderr": p.stderr, "unit_ms": unit}
+        if p.returncode == 0:
+            entry["path"] = core.profile_relpath(name)
+        elif unit and (st["profiles"].get(name) or {}).get("ok"):
+            # The traced import stands (its file was not replaced: colocd
+            # writes nothing on an error); say why the fit was refused.
+            st["profiles"][name]["unit_fit_error"] = p.stderr.strip() or "exit %d" % p.returncode
+            continue
+        st["profiles"][name] = entry
 
 
 def finalize_only(args):
