@@ -123,6 +123,16 @@ func sampleIntervals(xs, sorted []float64, point Percentiles, conf float64) Inte
 	return iv
 }
 
+// addInQuadrature widens the interval around its point c by another source
+// of error whose squared rise is up2 and squared fall down2: each half-width
+// becomes the root of the sum of the squares. A latency is never negative,
+// so the lower end stops at 0.
+func (in *Interval) addInQuadrature(c, up2, down2 float64) {
+	lo, hi := c-in[0], in[1]-c
+	in[0] = max(0, c-math.Sqrt(lo*lo+down2))
+	in[1] = c + math.Sqrt(hi*hi+up2)
+}
+
 // openFactor is how far a parameter interval open on one side is taken to
 // reach: the end of the range the calibration's profile searched.
 const openFactor = 8
@@ -224,9 +234,7 @@ func (pr *Predictor) widen(pred *Prediction, fits []ParameterFit, open bool, at 
 		i := 0
 		iv.each(func(key string, in *Interval) {
 			c, _ := point.Get(key)
-			lo, hi := c-in[0], in[1]-c
-			in[0] = max(0, c-math.Sqrt(lo*lo+d[i].down)) // a latency is never negative
-			in[1] = c + math.Sqrt(hi*hi+d[i].up)
+			in.addInQuadrature(c, d[i].up, d[i].down)
 			i++
 		})
 	}

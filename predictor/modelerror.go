@@ -79,9 +79,7 @@ func WidenByModelError(fit *FitReport, pred *Prediction) bool {
 				return
 			}
 			up, down := c*(math.Exp(z*sd)-1), c*(1-math.Exp(-z*sd))
-			lo, hi := c-in[0], in[1]-c
-			in[0] = max(0, c-math.Sqrt(lo*lo+down*down)) // a latency is never negative
-			in[1] = c + math.Sqrt(hi*hi+up*up)
+			in.addInQuadrature(c, up*up, down*down)
 			did = true
 		})
 		return did

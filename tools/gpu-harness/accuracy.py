@@ -321,12 +321,6 @@ def solo_reference(solo, r, field):
     return (w.get(q) or {}).get(k)
 
 
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return None if not n else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
-
-
 def baseline(doc, solo, by):
     """The naive baseline, folded exactly like the predictor: a record's value
     is its solo measurement times one constant per mode and field, the
@@ -350,7 +344,8 @@ def baseline(doc, solo, by):
             for field, _ in metrics_of(r):
                 ref = solo_reference(solo, r, field)
                 f = "training_iteration_ms" if field.startswith("training_iteration_ms") else field
-                k = median(ratios.get((r["mode"], f), []))
+                rs = sorted(ratios.get((r["mode"], f), []))
+                k = core.quantile_sorted(rs, 0.5) if rs else None
                 out[i][field] = None if ref is None or k is None else ref * k
     return out
 
