@@ -137,6 +137,7 @@ type mpsOp struct {
 	dram     float64 // DRAM intensity
 	l2       float64 // L2 intensity
 	blockUS  float64 // one thread block's time (dur/waves) × occupancy; 0: unknown
+	ownUS    float64 // one thread block's time, dur/waves (dur when waves are unknown)
 }
 
 // mpsContext holds the MPS view of one context's ops.
@@ -199,8 +200,9 @@ func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]k
 				classes[ops[i].Name] = class
 			}
 		}
-		o.blockUS = 0
+		o.blockUS, o.ownUS = 0, ops[i].DurUS
 		if w := ops[i].Waves; w > 0 {
+			o.ownUS = ops[i].DurUS / max(w, 1)
 			// A block holds its SM's warp slots in proportion to the
 			// kernel's occupancy: at full occupancy another client's block
 			// must wait for it, at low occupancy it mostly finds room
@@ -793,10 +795,16 @@ func (s *mpsSim) markHeadOfLine(c int, done bool) {
 
 // chargeHeadOfLine delays each serving context whose op is ready at now and
 // not yet charged by the wait for its co-runners' resident thread blocks
-// (Op.Waves): a kernel launched while another client's blocks hold the
-// SMs starts as those retire, on average half a block later, on the share
-// of the SMs each co-runner holds. A co-runner held to a lower active-
-// thread percentage holds fewer SMs, so the wait falls with it; one whose
+// (Op.Waves). A kernel launched next to another client's kernel starts at
+// once on the SMs that kernel leaves free; only the part of its SM demand
+// that finds no free SM waits. When the co-runners fill the device, the
+// whole kernel waits for their blocks to retire, on average half a block;
+// when they leave some SMs free, the blocks that found none start on the
+// SMs that the kernel's own first blocks free, if that comes sooner. So a
+// co-runner that holds a single SM for a long communication kernel delays
+// a kernel that needs every SM by at most that SM's share of one of the
+// kernel's own blocks, and a co-runner held to a lower active-thread
+// percentage holds fewer SMs, so the wait falls with it. A co-runner whose
 // block time is unknown costs none (the fluid model). Run by the main loop
 // with the running set still to be formed.
 func (s *mpsSim) chargeHeadOfLine(now float64) {
@@ -805,13 +813,27 @@ func (s *mpsSim) chargeHeadOfLine(now float64) {
 			continue
 		}
 		s.holPending[c] = false
-		var wait float64
+		// held: the co-runners' SMs; block: their half-block waits,
+		// weighted by the SMs each holds.
+		var held, block float64
 		for k, t := range s.ready {
 			if k == c || t > now {
 				continue
 			}
 			o := &s.mctx[k].ops[s.ctx[k].idx]
-			wait += 0.5 * o.u * o.blockUS
+			held += o.u
+			block += 0.5 * o.u * o.blockUS
+		}
+		var wait float64
+		if op := &s.mctx[c].ops[s.ctx[c].idx]; held > 0 && op.u+held > 1 {
+			// The share of its demand that finds no free SM, times the
+			// co-runners' mean half-block wait, or its own block's time
+			// when some SMs are free.
+			wait = block / held
+			if held < 1-1e-9 {
+				wait = min(wait, op.ownUS)
+			}
+			wait *= min(1, (op.u+held-1)/op.u)
 		}
 		if wait > 0 {
 			s.ready[c] = now + wait
