@@ -31,9 +31,11 @@ func TestNewSim(t *testing.T) {
 	t.Parallel()
 	const uuid = "GPU-5e2c9f1a-0b1c-4d2e-8f3a-9b8c7d6e5f40"
 	tests := []struct {
-		name   string
-		mutate func(c *Config)
-		want   Info
+		name     string
+		mutate   func(c *Config)
+		want     Info   // zero: NewSim fails
+		wantIs   error  // on failure
+		wantText string // on failure
 	}{
 		{
 			name: "default h200",
@@ -67,10 +69,39 @@ func TestNewSim(t *testing.T) {
 			want: Info{Backend: BackendSim, Name: "NVIDIA RTX PRO 6000", UUID: simUUID("NVIDIA RTX PRO 6000", 0),
 				SMs: 188, SMSource: "config", MemoryTotalMiB: 97887, Driver: "sim"},
 		},
+		{
+			name:     "unknown name",
+			mutate:   func(c *Config) { c.Sim = SimConfig{Name: "NVIDIA A10G", MemoryMiB: 23028} },
+			wantIs:   ErrUnknownSMs,
+			wantText: `"NVIDIA A10G": set gpu.sms`,
+		},
+		{
+			name:     "no memory size",
+			mutate:   func(c *Config) { c.Sim.Name = "NVIDIA L4" },
+			wantText: `simulated device "NVIDIA L4": set gpu.sim.memory_mib`,
+		},
+		{name: "bad selector", mutate: func(c *Config) { c.Device = "-1" }, wantIs: ErrInvalidSelector},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newTestSim(t, tt.mutate)
+			s, err := NewSim(simConfig(tt.mutate), Options{})
+			if tt.want == (Info{}) {
+				if err == nil {
+					s.Close()
+					t.Fatal("NewSim succeeded, want an error")
+				}
+				if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
+					t.Errorf("error %q is not %v", err, tt.wantIs)
+				}
+				if !strings.Contains(err.Error(), tt.wantText) {
+					t.Errorf("error %q lacks %q", err, tt.wantText)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("NewSim: %v", err)
+			}
+			t.Cleanup(func() { s.Close() })
 			if got := s.Info(); got != tt.want {
 				t.Errorf("Info() = %+v\nwant %+v", got, tt.want)
 			}
@@ -98,43 +129,6 @@ func TestSimUUIDIsStable(t *testing.T) {
 	}
 	if !strings.HasPrefix(h200, "GPU-") || len(h200) != 40 {
 		t.Errorf("simUUID = %q, want GPU- and 36 characters", h200)
-	}
-}
-
-func TestNewSimErrors(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name     string
-		mutate   func(c *Config)
-		wantIs   error
-		wantText string
-	}{
-		{
-			name:     "unknown name",
-			mutate:   func(c *Config) { c.Sim = SimConfig{Name: "NVIDIA A10G", MemoryMiB: 23028} },
-			wantIs:   ErrUnknownSMs,
-			wantText: `"NVIDIA A10G": set gpu.sms`,
-		},
-		{
-			name:     "no memory size",
-			mutate:   func(c *Config) { c.Sim.Name = "NVIDIA L4" },
-			wantText: `simulated device "NVIDIA L4": set gpu.sim.memory_mib`,
-		},
-		{name: "bad selector", mutate: func(c *Config) { c.Device = "-1" }, wantIs: ErrInvalidSelector},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewSim(simConfig(tt.mutate), Options{})
-			if err == nil {
-				t.Fatal("NewSim succeeded, want an error")
-			}
-			if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
-				t.Errorf("error %q is not %v", err, tt.wantIs)
-			}
-			if !strings.Contains(err.Error(), tt.wantText) {
-				t.Errorf("error %q lacks %q", err, tt.wantText)
-			}
-		})
 	}
 }
 

@@ -9,12 +9,16 @@ import (
 	"github.com/colocd/colocd/internal/fieldtest"
 )
 
+// TestSMCount checks the table through resolveSMs, which passes on
+// SMCount's answer ("table") unless the configuration overrides it
+// ("config").
 func TestSMCount(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name   string
-		device string // as NVML reports it
-		want   int    // 0: unknown
+		name     string
+		device   string // as NVML reports it
+		override int    // gpu.sms; 0: none
+		want     int    // 0: unknown
 	}{
 		{name: "V100 SXM2", device: "Tesla V100-SXM2-16GB", want: 80},
 		{name: "V100 PCIe", device: "Tesla V100-PCIE-32GB", want: 80},
@@ -42,45 +46,25 @@ func TestSMCount(t *testing.T) {
 		{name: "unknown model", device: "NVIDIA GeForce RTX 4090", want: 0},
 		{name: "vendor only", device: "NVIDIA", want: 0},
 		{name: "empty", device: "", want: 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := SMCount(tt.device)
-			if tt.want == 0 {
-				if !errors.Is(err, ErrUnknownSMs) {
-					t.Fatalf("SMCount(%q) = %d, %v; want ErrUnknownSMs", tt.device, got, err)
-				}
-				fieldtest.WantText(t, err, `"`+tt.device+`"`, "gpu.sms", "COLOCD_GPU_SMS")
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("SMCount(%q) = %d, %v; want %d", tt.device, got, err, tt.want)
-			}
-		})
-	}
-}
-
-func TestResolveSMs(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name       string
-		device     string
-		override   int
-		want       int
-		wantSource string
-		wantErr    error
-	}{
-		{name: "table", device: "NVIDIA H200", want: 132, wantSource: "table"},
-		{name: "override wins over the table", device: "NVIDIA H200", override: 66, want: 66, wantSource: "config"},
-		{name: "override for an unknown device", device: "NVIDIA A10G", override: 80, want: 80, wantSource: "config"},
-		{name: "unknown without override", device: "NVIDIA A10G", wantErr: ErrUnknownSMs},
+		{name: "override wins over the table", device: "NVIDIA H200", override: 66, want: 66},
+		{name: "override for an unknown device", device: "NVIDIA A10G", override: 80, want: 80},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, source, err := resolveSMs(tt.device, tt.override)
-			if !errors.Is(err, tt.wantErr) || got != tt.want || source != tt.wantSource {
-				t.Errorf("resolveSMs(%q, %d) = %d, %q, %v; want %d, %q, %v",
-					tt.device, tt.override, got, source, err, tt.want, tt.wantSource, tt.wantErr)
+			if tt.want == 0 {
+				if !errors.Is(err, ErrUnknownSMs) || got != 0 || source != "" {
+					t.Fatalf("resolveSMs(%q, %d) = %d, %q, %v; want ErrUnknownSMs", tt.device, tt.override, got, source, err)
+				}
+				fieldtest.WantText(t, err, `"`+tt.device+`"`, "gpu.sms", "COLOCD_GPU_SMS")
+				return
+			}
+			wantSource := "table"
+			if tt.override > 0 {
+				wantSource = "config"
+			}
+			if err != nil || got != tt.want || source != wantSource {
+				t.Fatalf("resolveSMs(%q, %d) = %d, %q, %v; want %d, %q", tt.device, tt.override, got, source, err, tt.want, wantSource)
 			}
 		})
 	}

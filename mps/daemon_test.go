@@ -43,9 +43,8 @@ func TestEnsureStartsDaemonAndAppliesDefaults(t *testing.T) {
 		f := newFake(t)
 		cfg := withDefaults(f.config())
 		cfg.Supervise = supervise
-		c := f.control(cfg)
+		c := f.ensured(cfg)
 		ctx := testCtx(t)
-		ensure(t, c)
 		h := c.Health()
 		if h.State != StateReady || !h.Started || !h.Owned || h.Daemon != f.daemonPID() || !strings.HasPrefix(h.Reason, "started daemon") {
 			t.Fatalf("Health = %+v", h)
@@ -80,9 +79,8 @@ func TestEnsureAttachesToForeignDaemon(t *testing.T) {
 	pid := f.start()
 	cfg := f.config()
 	cfg.QuitOnClose = true
-	c := f.control(cfg)
+	c := f.ensured(cfg)
 	ctx := testCtx(t)
-	ensure(t, c)
 	h := c.Health()
 	if h.Started || h.Owned || h.Daemon != pid || !strings.HasPrefix(h.Reason, "attached to daemon") {
 		t.Fatalf("Health = %+v", h)
@@ -109,11 +107,9 @@ func TestRestartedColocdReattaches(t *testing.T) {
 	f := newFake(t)
 	cfg := withDefaults(f.config())
 	cfg.QuitOnClose = true
-	first := f.control(cfg)
+	first := f.ensured(cfg)
 	ctx := testCtx(t)
-	ensure(t, first)
-	second := f.control(cfg)
-	ensure(t, second)
+	second := f.ensured(cfg)
 	h := second.Health()
 	if h.Started || !h.Owned {
 		t.Fatalf("Health = %+v, want owned but not started", h)
@@ -200,8 +196,7 @@ func TestEnsureReplacesStalePIDFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.touch(PIDFile, strconv.Itoa(dead.Process.Pid)+"\n")
-	c := f.control(f.config())
-	ensure(t, c)
+	c := f.ensured(f.config())
 	if h := c.Health(); !h.Started || h.Daemon == PID(dead.Process.Pid) {
 		t.Fatalf("Health = %+v", h)
 	}
@@ -222,9 +217,8 @@ func TestCloseQuitsSupervisedChild(t *testing.T) {
 	f := newFake(t)
 	cfg := f.config()
 	cfg.Supervise, cfg.QuitOnClose = true, true
-	c := f.control(cfg)
+	c := f.ensured(cfg)
 	ctx := testCtx(t)
-	ensure(t, c)
 	pid := f.daemonPID()
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)

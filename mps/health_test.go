@@ -146,8 +146,7 @@ func TestHealthFaultFromLogs(t *testing.T) {
 			f.start()
 			// Lines written before colocd looked are history.
 			f.appendLog(file, "[2026-02-06 09:34:10.000 Control   261] Server 95 exited with status 1")
-			c := f.control(f.config())
-			ensure(t, c)
+			c := f.ensured(f.config())
 			events, _ := watch(t, c)
 			f.appendLog("control.log", "[2026-02-06 09:34:17.770 Control   261] set_default_active_thread_percentage 40")
 			f.appendLog(file, "[2026-02-06 09:34:18.000 Server   337] Server encountered a fatal exception. Shutting down")
@@ -190,8 +189,7 @@ func TestHealthRestartsOwnedDaemon(t *testing.T) {
 		cfg := withDefaults(f.config())
 		cfg.Supervise = supervise
 		cfg.Logger = slog.New(logs)
-		c := f.control(cfg)
-		ensure(t, c)
+		c := f.ensured(cfg)
 		first := f.daemonPID()
 		events, stop := watch(t, c)
 		f.touch("fake-crash", "")
@@ -225,8 +223,7 @@ func TestHealthRestartsOwnedDaemon(t *testing.T) {
 func TestHealthRestartBacksOff(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	c := f.control(withDefaults(f.config()))
-	ensure(t, c)
+	c := f.ensured(withDefaults(f.config()))
 	events, _ := watch(t, c)
 	f.touch("fake-fail-start", "")
 	f.touch("fake-crash", "")
@@ -302,9 +299,8 @@ func TestHealthDoesNotRestartForeignDaemon(t *testing.T) {
 func TestHealthNoRestartAfterClose(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	c := f.control(f.config())
+	c := f.ensured(f.config())
 	ctx := testCtx(t)
-	ensure(t, c)
 	events, _ := watch(t, c)
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)

@@ -108,6 +108,16 @@ func (f *fake) control(cfg Config) *Control {
 	return c
 }
 
+// ensured returns a Control for cfg whose Ensure has succeeded.
+func (f *fake) ensured(cfg Config) *Control {
+	f.t.Helper()
+	c := f.control(cfg)
+	if err := c.Ensure(testCtx(f.t)); err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
 // hangTimeout bounds a command or a probe in the tests of a daemon that
 // hangs: short, as those tests wait for it to pass.
 const hangTimeout = 300 * time.Millisecond

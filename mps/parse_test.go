@@ -25,12 +25,13 @@ func wantOutputError(t *testing.T, err error, out string) {
 
 // parseCase is one answer of the control binary for a parser: what the
 // parser must return, or (ok false) that it must refuse the answer with an
-// *OutputError quoting it.
+// *OutputError quoting it, or with err when err is set.
 type parseCase[T any] struct {
 	name string
 	out  string
 	want T
 	ok   bool
+	err  error
 }
 
 // testParse runs cases against parse, side by side.
@@ -40,6 +41,12 @@ func testParse[T any](t *testing.T, parse func(string) (T, error), cases []parse
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			got, err := parse(tt.out)
+			if !tt.ok && tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("parse(%q) = %v, want %v", tt.out, err, tt.err)
+				}
+				return
+			}
 			if !tt.ok {
 				wantOutputError(t, err, tt.out)
 				return
@@ -197,34 +204,29 @@ func TestParseValues(t *testing.T) {
 	})
 }
 
+// noValue adapts a parser that answers only an error to testParse.
+func noValue(parse func(string) error) func(string) (struct{}, error) {
+	return func(out string) (struct{}, error) { return struct{}{}, parse(out) }
+}
+
 func TestParseTerminateAndEmpty(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		out     string
-		err     error
-		outputE bool
-	}{
-		{name: "success", out: "0\n"},
-		{name: "cuda error", out: "999\n", err: ErrTerminateFailed},
-		{name: "text", out: "Client not found\n", outputE: true},
-		{name: "empty", out: "", outputE: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := parseTerminate(tt.out)
-			switch {
-			case tt.outputE:
-				wantOutputError(t, err, tt.out)
-			case !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil):
-				t.Fatalf("parseTerminate(%q) = %v, want %v", tt.out, err, tt.err)
-			}
+	t.Run("terminate", func(t *testing.T) {
+		t.Parallel()
+		testParse(t, noValue(parseTerminate), []parseCase[struct{}]{
+			{name: "success", out: "0\n", ok: true},
+			{name: "cuda error", out: "999\n", err: ErrTerminateFailed},
+			{name: "text", out: "Client not found\n"},
+			{name: "empty", out: ""},
 		})
-	}
-	if err := parseEmpty(verbQuit, " \n"); err != nil {
-		t.Fatalf("parseEmpty(blank) = %v", err)
-	}
-	wantOutputError(t, parseEmpty(verbSetDefaultActiveThreads, "Invalid percentage\n"), "Invalid percentage\n")
+	})
+	t.Run("empty", func(t *testing.T) {
+		t.Parallel()
+		testParse(t, noValue(func(out string) error { return parseEmpty(verbSetDefaultActiveThreads, out) }), []parseCase[struct{}]{
+			{name: "blank", out: " \n", ok: true},
+			{name: "text", out: "Invalid percentage\n"},
+		})
+	})
 }
 
 func TestOutputErrorQuotesAPrefix(t *testing.T) {

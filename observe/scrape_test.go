@@ -24,14 +24,12 @@ func vllmPage(n float64) string {
 	const m = `engine="0",`
 	const model = `model_name="meta-llama/Llama-3.1-8B-Instruct"`
 	var b strings.Builder
-	b.WriteString("# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.\n")
-	b.WriteString("# TYPE vllm:e2e_request_latency_seconds histogram\n")
+	writeFamily(&b, "vllm:e2e_request_latency_seconds", "histogram", "Histogram of e2e request latency in seconds.")
 	writeBuckets(&b, "vllm:e2e_request_latency_seconds_bucket{"+m+"le=%q,"+model+"} %.1f\n", n,
 		[]string{"0.3", "0.5", "1.0", "2.5", "5.0", "+Inf"}, 0, 0, 0.4, 0.8, 1, 1)
 	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_count{%s%s} %.1f\n", m, model, n)
 	fmt.Fprintf(&b, "vllm:e2e_request_latency_seconds_sum{%s%s} %g\n", m, model, 1.7*n)
-	b.WriteString("# HELP vllm:request_success_total Count of successfully processed requests.\n")
-	b.WriteString("# TYPE vllm:request_success_total counter\n")
+	writeFamily(&b, "vllm:request_success_total", "counter", "Count of successfully processed requests.")
 	fmt.Fprintf(&b, "vllm:request_success_total{%sfinished_reason=\"stop\",%s} %.1f\n", m, model, 0.8*n)
 	fmt.Fprintf(&b, "vllm:request_success_total{%sfinished_reason=\"length\",%s} %.1f\n", m, model, 0.2*n)
 	fmt.Fprintf(&b, "vllm:request_success_total{%sfinished_reason=\"abort\",%s} 0.0\n", m, model)
@@ -42,16 +40,19 @@ func sglangPage(n float64) string {
 	const l = `engine_type="unified",`
 	const model = `model_name="meta-llama/Llama-3.1-8B-Instruct"`
 	var b strings.Builder
-	b.WriteString("# HELP sglang:e2e_request_latency_seconds Histogram of End-to-end request latency in seconds\n")
-	b.WriteString("# TYPE sglang:e2e_request_latency_seconds histogram\n")
+	writeFamily(&b, "sglang:e2e_request_latency_seconds", "histogram", "Histogram of End-to-end request latency in seconds")
 	fmt.Fprintf(&b, "sglang:e2e_request_latency_seconds_sum{%s%s} %g\n", l, model, 1.7*n)
 	writeBuckets(&b, "sglang:e2e_request_latency_seconds_bucket{"+l+"le=%q,"+model+"} %.1f\n", n,
 		[]string{"0.6", "1.0", "2.0", "4.0", "6.0", "+Inf"}, 0, 0.4, 0.6, 0.9, 1, 1)
 	fmt.Fprintf(&b, "sglang:e2e_request_latency_seconds_count{%s%s} %.1f\n", l, model, n)
-	b.WriteString("# HELP sglang:num_requests_total Number of requests processed.\n")
-	b.WriteString("# TYPE sglang:num_requests_total counter\n")
+	writeFamily(&b, "sglang:num_requests_total", "counter", "Number of requests processed.")
 	fmt.Fprintf(&b, "sglang:num_requests_total{%s%s} %.1f\n", l, model, n)
 	return b.String()
+}
+
+// writeFamily writes the HELP and TYPE lines that open a metric family.
+func writeFamily(b *strings.Builder, name, kind, help string) {
+	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
 }
 
 // writeBuckets writes one bucket line per bound, with its fraction of n
@@ -64,9 +65,11 @@ func writeBuckets(b *strings.Builder, line string, n float64, les []string, frac
 
 func tgiPage(n float64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# HELP tgi_request_success Number of successful requests\n# TYPE tgi_request_success counter\ntgi_request_success %d\n\n", int(n))
-	fmt.Fprintf(&b, "# HELP tgi_request_count Total number of requests\n# TYPE tgi_request_count counter\ntgi_request_count %d\n\n", int(n))
-	b.WriteString("# HELP tgi_request_duration Request duration\n# TYPE tgi_request_duration histogram\n")
+	writeFamily(&b, "tgi_request_success", "counter", "Number of successful requests")
+	fmt.Fprintf(&b, "tgi_request_success %d\n\n", int(n))
+	writeFamily(&b, "tgi_request_count", "counter", "Total number of requests")
+	fmt.Fprintf(&b, "tgi_request_count %d\n\n", int(n))
+	writeFamily(&b, "tgi_request_duration", "histogram", "Request duration")
 	for _, bk := range []struct {
 		le   string
 		frac float64
@@ -79,13 +82,13 @@ func tgiPage(n float64) string {
 
 func tritonPage(n float64) string {
 	var b strings.Builder
-	b.WriteString("# HELP nv_inference_request_success Number of successful inference requests, all batch sizes\n# TYPE nv_inference_request_success counter\n")
+	writeFamily(&b, "nv_inference_request_success", "counter", "Number of successful inference requests, all batch sizes")
 	fmt.Fprintf(&b, "nv_inference_request_success{model=\"resnet50\",version=\"1\"} %d\n", int(n))
 	fmt.Fprintf(&b, "nv_inference_request_success{model=\"bert\",version=\"2\"} %d\n", int(n/10))
-	b.WriteString("# HELP nv_inference_request_duration_us Cumulative inference request duration in microseconds (includes cached requests)\n# TYPE nv_inference_request_duration_us counter\n")
+	writeFamily(&b, "nv_inference_request_duration_us", "counter", "Cumulative inference request duration in microseconds (includes cached requests)")
 	fmt.Fprintf(&b, "nv_inference_request_duration_us{model=\"resnet50\",version=\"1\"} %d\n", int(1.7e6*n))
 	fmt.Fprintf(&b, "nv_inference_request_duration_us{model=\"bert\",version=\"2\"} %d\n", int(9e6*n/10))
-	b.WriteString("# HELP nv_inference_request_summary_us Summary of inference request duration in microseconds (includes cached requests)\n# TYPE nv_inference_request_summary_us summary\n")
+	writeFamily(&b, "nv_inference_request_summary_us", "summary", "Summary of inference request duration in microseconds (includes cached requests)")
 	fmt.Fprintf(&b, "nv_inference_request_summary_us_count{model=\"resnet50\",version=\"1\"} %d\n", int(n))
 	fmt.Fprintf(&b, "nv_inference_request_summary_us_sum{model=\"resnet50\",version=\"1\"} %d\n", int(1.7e6*n))
 	b.WriteString("nv_inference_request_summary_us{model=\"resnet50\",version=\"1\",quantile=\"0.5\"} 1300000\n")

@@ -13,12 +13,12 @@ import (
 func vllmStepPage(n float64) string {
 	const model = `model_name="meta-llama/Llama-3.1-8B-Instruct"`
 	var b strings.Builder
-	b.WriteString("# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.\n# TYPE vllm:iteration_tokens_total histogram\n")
+	writeFamily(&b, "vllm:iteration_tokens_total", "histogram", "Histogram of number of tokens per engine_step.")
 	writeBuckets(&b, "vllm:iteration_tokens_total_bucket{engine=\"0\",le=%q,"+model+"} %.1f\n", n,
 		[]string{"1.0", "8.0", "32.0", "+Inf"}, 0, 0.1, 1, 1)
 	fmt.Fprintf(&b, "vllm:iteration_tokens_total_count{engine=\"0\",%s} %.1f\n", model, n)
 	fmt.Fprintf(&b, "vllm:iteration_tokens_total_sum{engine=\"0\",%s} %.1f\n", model, 30*n)
-	b.WriteString("# HELP vllm:inter_token_latency_seconds Histogram of inter-token latency in seconds.\n# TYPE vllm:inter_token_latency_seconds histogram\n")
+	writeFamily(&b, "vllm:inter_token_latency_seconds", "histogram", "Histogram of inter-token latency in seconds.")
 	writeBuckets(&b, "vllm:inter_token_latency_seconds_bucket{engine=\"0\",le=%q,"+model+"} %.1f\n", 32*n,
 		[]string{"0.01", "0.025", "0.05", "+Inf"}, 0, 0.5, 1, 1)
 	fmt.Fprintf(&b, "vllm:inter_token_latency_seconds_count{engine=\"0\",%s} %.1f\n", model, 32*n)
@@ -30,7 +30,7 @@ func vllmStepPage(n float64) string {
 // many prefills, which are not steps of the decode loop).
 func tgiStepPage(n float64) string {
 	var b strings.Builder
-	b.WriteString("# HELP tgi_batch_forward_duration Batch forward duration per method (prefill or decode)\n# TYPE tgi_batch_forward_duration histogram\n")
+	writeFamily(&b, "tgi_batch_forward_duration", "histogram", "Batch forward duration per method (prefill or decode)")
 	for _, method := range []string{"prefill", "decode"} {
 		scale := map[string]float64{"prefill": 10, "decode": 1}[method]
 		writeBuckets(&b, "tgi_batch_forward_duration_bucket{method=\""+method+"\",le=%q} %.0f\n", n,

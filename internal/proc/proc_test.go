@@ -13,27 +13,26 @@ import (
 
 func TestParseStartTicks(t *testing.T) {
 	t.Parallel()
-	for stat, want := range map[string]uint64{
-		"27226 (cat) R 27223 27223 26517 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 1536637 3133440 388 18446744073709551615": 1536637,
-		// A name with spaces and parentheses.
-		"7 (a) b) c) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0": 42,
-	} {
-		if got, err := ParseStartTicks(stat); err != nil || got != want {
-			t.Errorf("ParseStartTicks(%q) = %d, %v; want %d", stat, got, err, want)
-		}
-	}
-}
-
-func TestParseStartTicksRefuses(t *testing.T) {
-	t.Parallel()
-	for name, tc := range map[string]struct{ stat, wantErr string }{
-		"no name":      {"7 S 1 7", "no command name"},
-		"short":        {"7 (x) S 1 7 7", "at least 22 fields"},
-		"not a number": {"7 (x) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0 0", "starttime"},
+	for name, tc := range map[string]struct {
+		stat    string
+		want    uint64
+		wantErr string // "": ParseStartTicks succeeds
+	}{
+		"cat":                                {stat: "27226 (cat) R 27223 27223 26517 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 1536637 3133440 388 18446744073709551615", want: 1536637},
+		"a name with spaces and parentheses": {stat: "7 (a) b) c) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0", want: 42},
+		"no name":                            {stat: "7 S 1 7", wantErr: "no command name"},
+		"short":                              {stat: "7 (x) S 1 7 7", wantErr: "at least 22 fields"},
+		"not a number":                       {stat: "7 (x) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5 0 0", wantErr: "starttime"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := ParseStartTicks(tc.stat)
-			fieldtest.WantText(t, err, tc.wantErr)
+			got, err := ParseStartTicks(tc.stat)
+			if tc.wantErr != "" {
+				fieldtest.WantText(t, err, tc.wantErr)
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("ParseStartTicks(%q) = %d, %v; want %d", tc.stat, got, err, tc.want)
+			}
 		})
 	}
 }
