@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/colocd/colocd/internal/runtest"
 	"github.com/colocd/colocd/predictor"
 	"github.com/google/go-cmp/cmp"
 )
@@ -19,12 +20,9 @@ import (
 // it returned nil.
 func runController(t *testing.T, c *Controller) func() {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	stop := runtest.Background(c.Run)
 	return func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("run: %v", err)
 		}
 	}

@@ -47,7 +47,7 @@ func TestGuardHoldsRevokes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := newTestModel(t)
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	svc := bert()
 	at := func(rate float64, pct int) float64 {
 		s := svc
 		s.RateRPS = rate

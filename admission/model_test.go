@@ -207,7 +207,7 @@ func TestModelOnInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	whole := newTestModel(t)
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	svc := bert()
 	train := trainingProfile("resnet")
 	trainers := []Trainer{{Profile: train, Pct: 50}}
 	got, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, trainers, predictor.ModeMPS)

@@ -90,7 +90,7 @@ func TestGuardFollowsObservedLoad(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	m := newTestModel(t)
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	svc := bert()
 	trainer := []Trainer{{Profile: trainingProfile("resnet"), Pct: 100}}
 	low, err := m.PredictP99(ctx, []ServiceSpec{svc}, 0, trainer, predictor.ModeMPS)
 	if err != nil {

@@ -53,7 +53,7 @@ func predictBoth(ctx context.Context, t *testing.T, eval jointEval, a, b []int) 
 // percentage and every job at 100 %, and the jobs as trainers.
 func jointSetup(t *testing.T, profiles []*predictor.Profile, pctStep int) (*harness, []Trainer) {
 	t.Helper()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	svc := bert()
 	var ts []Trainer
 	var pcts, lows []float64
 	for _, p := range profiles {
@@ -205,7 +205,7 @@ func denseAndNarrow(t *testing.T) (h *harness, granted []Decision, both func(a, 
 	t.Helper()
 	profiles := jointProfiles()
 	dense, narrow := profiles[0], profiles[1]
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	svc := bert()
 	both = func(a, b float64) float64 {
 		return p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{dense, narrow}, []float64{a, b})
 	}

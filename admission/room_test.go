@@ -22,7 +22,7 @@ func roomSetup(t *testing.T, edit func(*Config), minPct int) (*harness, Decision
 	t.Helper()
 	profiles := jointProfiles()
 	dense, narrow := profiles[0], profiles[1]
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
+	svc := bert()
 	at := func(pcts ...float64) float64 {
 		return p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{dense, narrow}[:len(pcts)], pcts)
 	}

@@ -21,10 +21,7 @@ import (
 // decision's predicted p99 is what the predictor says for the same inputs.
 func TestDecisionScenarios(t *testing.T) {
 	t.Parallel()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	at := func(pct int) float64 {
-		return p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet")}, []float64{float64(pct)})
-	}
+	at := func(pct int) float64 { return resnetP99(t, float64(pct)) }
 	p10, p100 := at(10), at(100)
 	if !(p10 < p100) {
 		t.Fatalf("p99 at 10 %% = %v, at 100 %% = %v: the scenario has no room to throttle", p10, p100)
@@ -80,11 +77,7 @@ func TestDecisionScenarios(t *testing.T) {
 // the deadline.
 func TestThrottleHonouredKeepsTheLease(t *testing.T) {
 	t.Parallel()
-	svc := ServiceSpec{Name: "bert", Profile: inferenceProfile("bert"), RateRPS: 100}
-	at := func(pct int) float64 {
-		return p99At(t, predictor.ModeMPS, svc, []*predictor.Profile{trainingProfile("resnet")}, []float64{float64(pct)})
-	}
-	p10, p100 := at(10), at(100)
+	p10, p100 := resnetP99(t, 10), resnetP99(t, 100)
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		h := newHarness(t, predictor.ModeMPS, p100/0.9*1.05, nil)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/internal/jsontest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -139,14 +140,7 @@ func TestWireKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := json.Marshal(tt.v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var m map[string]json.RawMessage
-			if err := json.Unmarshal(b, &m); err != nil {
-				t.Fatal(err)
-			}
+			m := jsontest.RoundTrip[map[string]json.RawMessage](t, tt.v)
 			var got []string
 			for k := range m {
 				got = append(got, k)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/natstest"
@@ -18,12 +17,7 @@ import (
 // auto sends it inline and says why; ref fails with the reason.
 func TestSendProfileFallsBackInline(t *testing.T) {
 	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1}) // JetStream off
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c := bus.NewClient(nc, bus.WithTimeout(2*time.Second))
+	c := bus.NewClient(natstest.Connect(t, ns), bus.WithTimeout(2*time.Second))
 	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", RefAbove(c)) + `"}`)
 	req := &bus.AdmitRequest{Profile: big}
 	var warn strings.Builder

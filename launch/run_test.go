@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/natstest"
 	"github.com/colocd/colocd/internal/runtest"
 	"github.com/colocd/colocd/internal/simconfig"
 	"github.com/colocd/colocd/predictor"
@@ -46,13 +46,7 @@ type node struct {
 
 func newNode(t *testing.T, slo float64, admission string) *node {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	n := &node{t: t, dir: t.TempDir(), port: port, slo: slo, admission: admission}
+	n := &node{t: t, dir: t.TempDir(), port: natstest.FreePort(t), slo: slo, admission: admission}
 	n.path = filepath.Join(n.dir, "colocd.yaml")
 	n.write()
 	n.start()
@@ -458,11 +452,7 @@ func TestRevokeStopsTheCommand(t *testing.T) {
 // and the command never stops.
 func TestSidecarRestartKeepsTheCommand(t *testing.T) {
 	t.Parallel()
-	n := newNode(t, 100000, "lease: {first_term: 40s, default: 40s}")
-	c, recs, cfg, log := n.job()
-	cfg.Grace = time.Second
-	done, cancel := n.launch(t, cfg, c, "restart-1", 40, recs)
-	n.down()
+	n, c, recs, log, done, cancel := sidecarGoes(t, "restart-1", 40)
 	time.Sleep(20 * time.Second)
 	n.start()
 	// The renew that failed while it was away succeeds again: the lease,
@@ -488,11 +478,7 @@ func TestSidecarRestartKeepsTheCommand(t *testing.T) {
 // exits ExitLeaseLost once it has.
 func TestUnrenewableLeaseStopsBeforeExpiry(t *testing.T) {
 	t.Parallel()
-	n := newNode(t, 100000, "lease: {first_term: 6s, default: 6s}")
-	c, recs, cfg, log := n.job()
-	cfg.Grace = time.Second
-	done, _ := n.launch(t, cfg, c, "lost-1", 6, recs)
-	n.down()
+	_, _, recs, log, done, _ := sidecarGoes(t, "lost-1", 6)
 	var res Result
 	select {
 	case res = <-done:
@@ -565,6 +551,19 @@ func (n *node) launch(t *testing.T, cfg Config, c *bus.Client, job string, lease
 	}()
 	waitFor(t, "registered", func() bool { return len(recs.of("registered")) == 1 })
 	return done, cancel
+}
+
+// sidecarGoes runs job under a lease of seconds (its first term and every
+// renewal alike), with a second's grace to stop, and takes the sidecar and
+// its NATS server away once the command is registered.
+func sidecarGoes(t *testing.T, job string, seconds int) (n *node, c *bus.Client, recs *records, log childLog, done <-chan Result, cancel context.CancelCauseFunc) {
+	t.Helper()
+	n = newNode(t, 100000, fmt.Sprintf("lease: {first_term: %[1]ds, default: %[1]ds}", seconds))
+	c, recs, cfg, log := n.job()
+	cfg.Grace = time.Second
+	done, cancel = n.launch(t, cfg, c, job, seconds, recs)
+	n.down()
+	return n, c, recs, log, done, cancel
 }
 
 // throttling is a node whose SLO lets a job run at 100 %, with 30 s to

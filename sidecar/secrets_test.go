@@ -18,11 +18,7 @@ import (
 func TestSecretsNeverTravel(t *testing.T) {
 	t.Parallel()
 	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
-	sniffer, err := s.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sniffer.Close()
+	sniffer := launcherConn(t, s)
 	var mu sync.Mutex
 	var seen [][]byte
 	arrived := make(chan struct{}, 64) // one per answer seen, as far as there is room

@@ -99,14 +99,21 @@ func sidecarConn(t testing.TB, s *running) *nats.Conn {
 	return nc
 }
 
-func client(t *testing.T, s *running) *bus.Client {
+// launcherConn is a connection with the identity of the sidecar's own
+// launchers (its default seed), as s.Conn gives it.
+func launcherConn(t testing.TB, s *running) *nats.Conn {
 	t.Helper()
 	nc, err := s.Conn()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	return bus.NewClient(nc, bus.WithTimeout(60*time.Second))
+	return nc
+}
+
+func client(t *testing.T, s *running) *bus.Client {
+	t.Helper()
+	return bus.NewClient(launcherConn(t, s), bus.WithTimeout(60*time.Second))
 }
 
 var trainJSON = func() json.RawMessage {

@@ -47,11 +47,7 @@ func TestProfileUploadThroughTheSidecar(t *testing.T) {
 	s := start(t, testConfig(t, "", 1e6), Options{})
 	c := client(t, s)
 	ctx := context.Background()
-	nc, err := s.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := launcherConn(t, s)
 	big := bigTrainingProfile(t, int(nc.MaxPayload())+1)
 
 	// A launcher cannot put the profile in the store itself (the server
