@@ -2,6 +2,7 @@ package migplan
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -27,6 +28,28 @@ type Input struct {
 	PctStep  int
 	// Calibration is the device's, for MPS sharing of the whole GPU.
 	Calibration *predictor.Calibration
+}
+
+// Check validates the figures, before any profile is read. Its errors name
+// the flags of colocd mig plan, every one wrong at once.
+func (in *Input) Check() error {
+	var errs []error
+	if !(in.RateRPS >= predictor.MinRateRPS && in.RateRPS <= 1e9) {
+		errs = append(errs, fmt.Errorf("--rate: want a rate in [0.001, 1e9] req/s, got %g", in.RateRPS))
+	}
+	if !(in.SLOP99MS > 0 && in.SLOP99MS <= predictor.MaxDurationUS/1000) {
+		errs = append(errs, fmt.Errorf("--slo-p99-ms: want a p99 in (0, 3.6e6] ms, got %g", in.SLOP99MS))
+	}
+	if !(in.Headroom >= 0 && in.Headroom < 1) {
+		errs = append(errs, fmt.Errorf("--headroom: want a fraction in [0, 1), got %g", in.Headroom))
+	}
+	if in.PctStep < 1 || in.PctStep > 100 {
+		errs = append(errs, fmt.Errorf("--pct-step: want a step in [1, 100], got %d", in.PctStep))
+	}
+	if in.Requests < 1 {
+		errs = append(errs, fmt.Errorf("--requests: want a count ≥ 1, got %d", in.Requests))
+	}
+	return errors.Join(errs...)
 }
 
 // Plan is the layouts ranked, MPS beside them, and the best of all

@@ -158,3 +158,27 @@ func TestMakeNothingHolds(t *testing.T) {
 		t.Errorf("warnings %q", plan.Warnings)
 	}
 }
+
+// Check passes the figures colocd mig plan defaults to, and names every
+// flag whose figure is out of range, all at once.
+func TestInputCheck(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		in   Input
+		want string // the whole error; "" for none
+	}{
+		{"valid", Input{RateRPS: 1, SLOP99MS: 1, Headroom: 0.1, PctStep: 5, Requests: 1}, ""},
+		{"the bounds", Input{RateRPS: 0.001, SLOP99MS: 3.6e6, PctStep: 100, Requests: 1}, ""},
+		{"every figure out of range", Input{RateRPS: 2e9, SLOP99MS: 3.7e6, Headroom: 1, PctStep: 101},
+			"--rate: want a rate in [0.001, 1e9] req/s, got 2e+09\n--slo-p99-ms: want a p99 in (0, 3.6e6] ms, got 3.7e+06\n" +
+				"--headroom: want a fraction in [0, 1), got 1\n--pct-step: want a step in [1, 100], got 101\n--requests: want a count ≥ 1, got 0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.in.Check()
+			if got := fmt.Sprint(err); tt.want == "" && err != nil || tt.want != "" && got != tt.want {
+				t.Errorf("Check() = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -7,7 +7,6 @@
 package replay
 
 import (
-	"context"
 	"testing"
 )
 
@@ -27,10 +26,7 @@ func TestGuardKeepsTheSLO(t *testing.T) {
 			}
 			cfg = eng
 		}
-		results, err := Run(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		results := mustRun(t, cfg)
 		by := map[Policy]Result{}
 		for _, r := range results {
 			by[r.Policy] = r

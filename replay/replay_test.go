@@ -7,7 +7,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"math"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +22,7 @@ import (
 // measured against it.
 func TestShortReplay(t *testing.T) {
 	t.Parallel()
-	cfg := conversation(t, 20, 3)
-	cfg.Requests = 200 // a coarser prediction: this checks the loop, not the guard
-	results, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	results := mustRun(t, coarse(t, 3))
 	if len(results) != len(DefaultPolicies) {
 		t.Fatalf("got %d results, want one per default policy", len(results))
 	}
@@ -59,12 +53,7 @@ func TestShortReplay(t *testing.T) {
 
 func TestPoliciesOnlyThoseAsked(t *testing.T) {
 	t.Parallel()
-	cfg := conversation(t, 20, 2)
-	cfg.Requests, cfg.Policies = 200, []Policy{Forecast}
-	results, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	results := mustRun(t, coarse(t, 2, Forecast))
 	if len(results) != 1 || results[0].Policy != Forecast || !(results[0].WorkVsStatic >= 0) {
 		t.Fatalf("got %+v; want the forecast alone, measured against the static run", results)
 	}
@@ -74,12 +63,8 @@ func TestPoliciesOnlyThoseAsked(t *testing.T) {
 // the SLO: the one above it has one.
 func TestBestStaticIsTheLargestThatKeepsTheSLO(t *testing.T) {
 	t.Parallel()
-	cfg := conversation(t, 20, 3)
-	cfg.Requests, cfg.Policies = 200, []Policy{BestStatic}
-	results, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := coarse(t, 3, BestStatic)
+	results := mustRun(t, cfg)
 	b := results[0]
 	if b.Policy != BestStatic || b.MinutesOver != 0 || b.Minutes != 3 || b.Throttles+b.Revokes != 0 {
 		t.Fatalf("best-static: %+v; want 3 minutes judged, none over, no action", b)
@@ -92,10 +77,7 @@ func TestBestStaticIsTheLargestThatKeepsTheSLO(t *testing.T) {
 	}
 	above := cfg
 	above.Launcher.MinPct, above.Launcher.MaxPct = b.Pct+10, b.Pct+10
-	over, err := Run(context.Background(), above)
-	if err != nil {
-		t.Fatal(err)
-	}
+	over := mustRun(t, above)
 	if over[0].Pct != 0 { // the grid was b.Pct+10 alone, then none
 		t.Errorf("%d %% keeps the SLO too, but best-static chose %d %%", b.Pct+10, b.Pct)
 	}
@@ -236,16 +218,7 @@ func TestResultJSONKeys(t *testing.T) {
 // decode step at the busy fraction the engine showed alone.
 func TestDefaultReplaysAnEngine(t *testing.T) {
 	t.Parallel()
-	f, err := os.Open(conversationTrace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, err := llm.ParseTrace(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := Default(Slice(all, 20*time.Minute, 3*time.Minute))
+	cfg, err := Default(conversationMinutes(t, 20, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,10 +226,7 @@ func TestDefaultReplaysAnEngine(t *testing.T) {
 		t.Fatalf("service %+v, engine %v; want an engine service on the LLM engine", cfg.Service, cfg.Engine != nil)
 	}
 	cfg.Requests, cfg.Service.BurstSteps, cfg.Policies = 200, 20, []Policy{Reactive} // a coarser prediction: this checks the loop
-	results, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	results := mustRun(t, cfg)
 	r := results[0]
 	if r.Minutes != 3 || !(r.WorkVsStatic > 0) || r.WorstP99MS < 1 {
 		t.Fatalf("reactive: %+v; want 3 minutes judged by their inter-token p99, and work done", r)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/observe"
+	"github.com/colocd/colocd/simserver/llm"
 )
 
 // DefaultBuckets are the latency histogram's bounds in ms: fine enough for
@@ -144,12 +145,7 @@ func (s *Server) Advance(now time.Time) error {
 
 // ServeHTTP serves the metrics page in the preset's format, as of now.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := s.Advance(time.Now()); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	_, _ = w.Write([]byte(s.Page()))
+	llm.ServePage(w, s, "text/plain; version=0.0.4")
 }
 
 // Page is the metrics page as of the last Advance.
@@ -159,7 +155,7 @@ func (s *Server) Page() string {
 	p := s.preset
 	labels := ""
 	if p.ModelLabel != "" {
-		labels = p.ModelLabel + `="` + escapeLabel(s.cfg.ModelName) + `"`
+		labels = p.ModelLabel + `="` + llm.EscapeLabel(s.cfg.ModelName) + `"`
 	}
 	with := func(extra string) string {
 		switch {
@@ -188,12 +184,6 @@ func (s *Server) Page() string {
 	fmt.Fprintf(&b, "# HELP %s Requests completed.\n# TYPE %s counter\n%s%s %g\n", p.Requests, p.Requests, p.Requests, with(counterLabels), s.count)
 	return b.String()
 }
-
-// labelEscaper escapes a label value as the text exposition format has it:
-// backslash, double quote and line feed only.
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-func escapeLabel(v string) string { return labelEscaper.Replace(strings.ToValidUTF8(v, "\uFFFD")) }
 
 // completion is a request in flight: when it completes, and its latency.
 type completion struct {

@@ -5,7 +5,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,16 +14,11 @@ import (
 
 const azureTrace = "../testdata/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
 
-// The real trace: 19,366 requests over about an hour, 0.6 to 8.5 a second
-// per minute (its README).
+// The real trace, read as simserve reads --trace: 19,366 requests over
+// about an hour, 0.6 to 8.5 a second per minute (its README).
 func TestParseAzureTrace(t *testing.T) {
 	t.Parallel()
-	f, err := os.Open(azureTrace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	arr, err := ParseArrivals(f)
+	arr, err := Arrivals(azureTrace, 0, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,8 @@ func TestMIGPlanFlags(t *testing.T) {
 		{"unknown gpu", []string{"--gpu", "Tesla V100", "--inference", profilesDir + "/summary-bert.json", "--training", profilesDir + "/summary-train.json", "--rate", "1", "--slo-p99-ms", "1"}, `--gpu: no MIG profiles for device "Tesla V100"`},
 		{"bad numbers", []string{"--gpu", "NVIDIA H200", "--inference", "x", "--training", "y", "--rate", "0", "--slo-p99-ms", "-1", "--headroom", "1"},
 			"--rate: want a rate in [0.001, 1e9] req/s, got 0\n--slo-p99-ms: want a p99 in (0, 3.6e6] ms, got -1\n--headroom: want a fraction in [0, 1), got 1"},
+		{"numbers that are not", []string{"--gpu", "NVIDIA H200", "--inference", "x", "--training", "y", "--rate", "NaN", "--slo-p99-ms", "NaN", "--headroom", "NaN"},
+			"--rate: want a rate in [0.001, 1e9] req/s, got NaN\n--slo-p99-ms: want a p99 in (0, 3.6e6] ms, got NaN\n--headroom: want a fraction in [0, 1), got NaN"},
 		{"swapped kinds", []string{"--gpu", "NVIDIA H200", "--inference", profilesDir + "/summary-train.json", "--training", profilesDir + "/summary-train.json", "--rate", "1", "--slo-p99-ms", "1"}, `kind: want "inference", got "training"`},
 	})
 }

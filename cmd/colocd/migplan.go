@@ -12,13 +12,10 @@ import (
 
 func newMIGPlanCmd() *cobra.Command {
 	var (
-		in                  migplan.Input
-		infPath, trainPath  string
-		calPath             string
-		asJSON              bool
-		pctStep, requests   int
-		seed                uint64
-		rate, slo, headroom float64
+		in                 migplan.Input
+		infPath, trainPath string
+		calPath            string
+		asJSON             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "plan --gpu NAME --inference FILE --training FILE --rate RPS --slo-p99-ms MS [--json]",
@@ -44,22 +41,7 @@ memory bandwidth (docs/predictor.md#on-a-mig-instance).`,
 			case trainPath == "":
 				errs = append(errs, errors.New("--training: want a training profile file"))
 			}
-			if !(rate >= predictor.MinRateRPS && rate <= 1e9) {
-				errs = append(errs, fmt.Errorf("--rate: want a rate in [0.001, 1e9] req/s, got %g", rate))
-			}
-			if !(slo > 0 && slo <= predictor.MaxDurationUS/1000) {
-				errs = append(errs, fmt.Errorf("--slo-p99-ms: want a p99 in (0, 3.6e6] ms, got %g", slo))
-			}
-			if !(headroom >= 0 && headroom < 1) {
-				errs = append(errs, fmt.Errorf("--headroom: want a fraction in [0, 1), got %g", headroom))
-			}
-			if pctStep < 1 || pctStep > 100 {
-				errs = append(errs, fmt.Errorf("--pct-step: want a step in [1, 100], got %d", pctStep))
-			}
-			if requests < 1 {
-				errs = append(errs, fmt.Errorf("--requests: want a count ≥ 1, got %d", requests))
-			}
-			if err := errors.Join(errs...); err != nil {
+			if err := errors.Join(append(errs, in.Check())...); err != nil {
 				return fmt.Errorf("mig plan: %w", err)
 			}
 			var err error
@@ -72,7 +54,6 @@ memory bandwidth (docs/predictor.md#on-a-mig-instance).`,
 			if in.Calibration, err = predictor.ResolveCalibration(calPath, in.GPU); err != nil {
 				return fmt.Errorf("mig plan: --calibration: %w", err)
 			}
-			in.RateRPS, in.SLOP99MS, in.Headroom, in.PctStep, in.Requests, in.Seed = rate, slo, headroom, pctStep, requests, seed
 			plan, err := migplan.Make(in)
 			if err != nil {
 				return fmt.Errorf("mig plan: %w", err)
@@ -87,12 +68,12 @@ memory bandwidth (docs/predictor.md#on-a-mig-instance).`,
 	f.StringVar(&in.GPU, "gpu", "", `the GPU's NVML name, e.g. "NVIDIA H200"`)
 	f.StringVar(&infPath, "inference", "", "the inference service's profile")
 	f.StringVar(&trainPath, "training", "", "the trainer's profile")
-	f.Float64Var(&rate, "rate", 0, "the service's request rate, req/s")
-	f.Float64Var(&slo, "slo-p99-ms", 0, "the service's p99 latency SLO, ms")
-	f.Float64Var(&headroom, "headroom", 0.1, "the share of the SLO kept free, as admission.headroom")
-	f.IntVar(&pctStep, "pct-step", 5, "the MPS percentage search's step")
-	f.IntVar(&requests, "requests", predictor.DefaultRequests, "simulated requests per prediction")
-	f.Uint64Var(&seed, "seed", 1, "arrival seed")
+	f.Float64Var(&in.RateRPS, "rate", 0, "the service's request rate, req/s")
+	f.Float64Var(&in.SLOP99MS, "slo-p99-ms", 0, "the service's p99 latency SLO, ms")
+	f.Float64Var(&in.Headroom, "headroom", 0.1, "the share of the SLO kept free, as admission.headroom")
+	f.IntVar(&in.PctStep, "pct-step", 5, "the MPS percentage search's step")
+	f.IntVar(&in.Requests, "requests", predictor.DefaultRequests, "simulated requests per prediction")
+	f.Uint64Var(&in.Seed, "seed", 1, "arrival seed")
 	f.StringVar(&calPath, "calibration", "", "calibration file for MPS (default: the GPU's preset)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd

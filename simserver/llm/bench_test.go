@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"os"
 	"testing"
 	"time"
 )
@@ -10,15 +9,7 @@ import (
 // (19,366 requests) on the default engine with no trainer, and reports
 // the seconds one trace-hour takes to simulate and the steps a second.
 func BenchmarkReplayHour(b *testing.B) {
-	f, err := os.Open(azureConv)
-	if err != nil {
-		b.Fatal(err)
-	}
-	reqs, err := ParseTrace(f)
-	f.Close()
-	if err != nil {
-		b.Fatal(err)
-	}
+	reqs := azureRequests(b)
 	hours := reqs[len(reqs)-1].Arrival.Hours()
 	cfg := Default()
 	cfg.Requests = reqs
@@ -26,13 +17,8 @@ func BenchmarkReplayHour(b *testing.B) {
 	steps := 0
 	b.ResetTimer()
 	for b.Loop() {
-		e, err := New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := e.Advance(cfg.Start.Add(24 * time.Hour)); err != nil {
-			b.Fatal(err)
-		}
+		e := newEngine(b, cfg)
+		advanceBy(b, e, 24*time.Hour)
 		steps += e.Stats().Steps
 	}
 	secs := b.Elapsed().Seconds() / float64(b.N)

@@ -18,13 +18,8 @@ func run(t *testing.T, cfg Config) ([]Finished, *Engine) {
 	t.Helper()
 	var out []Finished
 	cfg.OnFinish = func(f Finished) { out = append(out, f) }
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Advance(cfg.Start.Add(1000 * time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg)
+	advanceBy(t, e, 1000*time.Hour)
 	if !e.Done() {
 		t.Fatalf("not done after 1000 h: %+v", e.Stats())
 	}
@@ -123,15 +118,10 @@ func TestMaxNumSeqs(t *testing.T) {
 	for range 10 {
 		cfg.Requests = append(cfg.Requests, Request{PromptTokens: 8, OutputTokens: 20})
 	}
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg)
 	most, waited := 0, false
 	for at := time.Duration(0); !e.Done(); at += 500 * time.Microsecond {
-		if err := e.Advance(cfg.Start.Add(at)); err != nil {
-			t.Fatal(err)
-		}
+		advanceBy(t, e, at)
 		s := e.Stats()
 		most = max(most, s.Running)
 		waited = waited || s.Waiting > 0
@@ -190,14 +180,9 @@ func TestPreemptVictim(t *testing.T) {
 	cfg.Scheduler.MaxNumBatchedTokens = 256
 	cfg.Requests = []Request{{PromptTokens: 60, OutputTokens: 100}, {PromptTokens: 60, OutputTokens: 100},
 		{PromptTokens: 60, OutputTokens: 100}, {Arrival: time.Millisecond, PromptTokens: 16, OutputTokens: 100}}
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg)
 	for at := time.Duration(0); e.Stats().Preemptions == 0; at += time.Millisecond {
-		if err := e.Advance(cfg.Start.Add(at)); err != nil {
-			t.Fatal(err)
-		}
+		advanceBy(t, e, at)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -271,22 +256,15 @@ func TestStepInFlight(t *testing.T) {
 	t.Parallel()
 	cfg := tiny()
 	cfg.Requests = []Request{{PromptTokens: 40, OutputTokens: 1}}
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg)
 	end := time.Duration(handMS(&cfg, 40, 40, 820) * float64(time.Millisecond))
 	for _, at := range []time.Duration{end / 2, end - 1, end / 4} {
-		if err := e.Advance(cfg.Start.Add(at)); err != nil {
-			t.Fatal(err)
-		}
+		advanceBy(t, e, at)
 		if s := e.Stats(); s.Finished != 0 || s.Running != 1 {
 			t.Fatalf("at %v: %+v, want the step in flight", at, s)
 		}
 	}
-	if err := e.Advance(cfg.Start.Add(end)); err != nil {
-		t.Fatal(err)
-	}
+	advanceBy(t, e, end)
 	if s := e.Stats(); s.Finished != 1 || s.Running != 0 || s.Steps != 1 {
 		t.Errorf("at the step's end: %+v, want it finished", s)
 	}
@@ -297,13 +275,8 @@ func TestWaitingCountsArrivalsDuringAStep(t *testing.T) {
 	t.Parallel()
 	cfg := tiny()
 	cfg.Requests = []Request{{PromptTokens: 64, OutputTokens: 2}, {Arrival: 100 * time.Microsecond}}
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Advance(cfg.Start.Add(200 * time.Microsecond)); err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg)
+	advanceBy(t, e, 200*time.Microsecond)
 	if s := e.Stats(); s.Running != 1 || s.Waiting != 1 {
 		t.Errorf("stats %+v, want 1 running and 1 waiting", s)
 	}
@@ -337,11 +310,8 @@ func TestBadTrainer(t *testing.T) {
 	cfg := tiny()
 	cfg.Requests = []Request{{}}
 	cfg.Trainers = func() []Trainer { return []Trainer{{Pct: 50}, {Pct: 101, Duty: math.NaN()}} }
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = e.Advance(cfg.Start.Add(time.Second))
+	e := newEngine(t, cfg)
+	err := e.Advance(cfg.Start.Add(time.Second))
 	var l *field.List
 	if !errors.As(err, &l) || len(l.Errors) != 2 || l.Errors[0].Path != "pct" || l.Errors[1].Path != "duty" {
 		t.Fatalf("err = %v, want trainers[1]'s pct and duty", err)
@@ -368,13 +338,8 @@ func TestInterTokenLatency(t *testing.T) {
 			itl = append(itl, ms(d))
 		}
 	}
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Advance(cfg.Start.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg)
+	advanceBy(t, e, time.Hour)
 	if len(itl) != 3 {
 		t.Fatalf("%d inter-token latencies, want 3", len(itl))
 	}
@@ -405,13 +370,8 @@ func TestSlowdownAndBusyPeriods(t *testing.T) {
 	run := func(slowdown float64) Stats {
 		c := cfg
 		c.Slowdown = slowdown
-		e, err := New(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Advance(c.Start.Add(time.Hour)); err != nil {
-			t.Fatal(err)
-		}
+		e := newEngine(t, c)
+		advanceBy(t, e, time.Hour)
 		return e.Stats()
 	}
 	one, slow := run(0), run(1.5)
@@ -490,9 +450,7 @@ func TestRandomReplaysBalance(t *testing.T) {
 			if now > time.Hour {
 				t.Fatalf("replay %d: not done after an hour: %+v", i, e.Stats())
 			}
-			if err := e.Advance(cfg.Start.Add(now)); err != nil {
-				t.Fatal(err)
-			}
+			advanceBy(t, e, now)
 			e.check(t)
 		}
 		s := e.Stats()

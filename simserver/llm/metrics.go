@@ -61,12 +61,25 @@ func newMetrics() metrics {
 // ServeHTTP advances the engine to the time of the request and serves its
 // metrics page.
 func (e *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := e.Advance(time.Now()); err != nil {
+	ServePage(w, e, "text/plain; version=0.0.4; charset=utf-8")
+}
+
+// Pager is a simulated server whose metrics page is as of its last
+// Advance: the Engine, or simserver's Server.
+type Pager interface {
+	Advance(now time.Time) error
+	Page() string
+}
+
+// ServePage advances p to now, the time of a request, and serves its page
+// as contentType; an error of Advance is a 500.
+func ServePage(w http.ResponseWriter, p Pager, contentType string) {
+	if err := p.Advance(time.Now()); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_, _ = w.Write([]byte(e.Page()))
+	w.Header().Set("Content-Type", contentType)
+	_, _ = w.Write([]byte(p.Page()))
 }
 
 // Page is the metrics page as of the last Advance, in the Prometheus text
@@ -77,7 +90,7 @@ func (e *Engine) Page() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var b strings.Builder
-	lb := `model_name="` + escapeLabel(e.cfg.ModelName) + `",engine="0"`
+	lb := `model_name="` + EscapeLabel(e.cfg.ModelName) + `",engine="0"`
 	gauge := func(name, help string, v float64) {
 		family(&b, name, help, "gauge")
 		sample(&b, name, lb, v)
@@ -145,7 +158,9 @@ func pyFloat(v float64) string {
 }
 
 // labelEscaper escapes a label value as the text format has it: backslash,
-// double quote and line feed.
+// double quote and line feed only.
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
-func escapeLabel(v string) string { return labelEscaper.Replace(strings.ToValidUTF8(v, "\uFFFD")) }
+// EscapeLabel is v as a label value of the text format: valid UTF-8 (an
+// invalid byte is U+FFFD), escaped.
+func EscapeLabel(v string) string { return labelEscaper.Replace(strings.ToValidUTF8(v, "\uFFFD")) }

@@ -37,13 +37,8 @@ func replayed(t *testing.T, name string) (*Engine, Config) {
 	for i := range 20 {
 		cfg.Requests = append(cfg.Requests, Request{Arrival: time.Duration(i) * time.Millisecond, PromptTokens: 24, OutputTokens: 5})
 	}
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Advance(cfg.Start.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg)
+	advanceBy(t, e, time.Hour)
 	return e, cfg
 }
 
@@ -153,13 +148,8 @@ func TestPageGauges(t *testing.T) {
 	for range 5 {
 		cfg.Requests = append(cfg.Requests, Request{PromptTokens: 1, OutputTokens: 50})
 	}
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Advance(cfg.Start.Add(20 * time.Millisecond)); err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg)
+	advanceBy(t, e, 20*time.Millisecond)
 	fams := parsePage(t, e.Page())
 	gauge := func(name string) float64 { return fams[name].GetMetric()[0].GetGauge().GetValue() }
 	// Two running hold a block each of the 64.
@@ -175,10 +165,7 @@ func TestServeHTTP(t *testing.T) {
 	cfg := tiny()
 	cfg.Start = time.Now().Add(-time.Hour)
 	cfg.Requests = []Request{{PromptTokens: 8, OutputTokens: 2}}
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEngine(t, cfg)
 	srv := httptest.NewServer(e)
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)

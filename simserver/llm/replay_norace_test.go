@@ -4,7 +4,6 @@ package llm
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -28,15 +27,7 @@ func quantile(xs []float64, q float64) float64 {
 // percentage. Under the race detector it would take too long.
 func TestReplayAzureWithTrainers(t *testing.T) {
 	t.Parallel()
-	f, err := os.Open(azureConv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqs, err := ParseTrace(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	reqs := azureRequests(t)
 	// A trainer whose kernels keep the GPU 90 % busy, 200 µs each, asking
 	// for 30 % of the bandwidth.
 	base := Trainer{Duty: 0.9, BandwidthFrac: 0.3, KernelMS: 0.2}
@@ -61,13 +52,8 @@ func TestReplayAzureWithTrainers(t *testing.T) {
 				itl = append(itl, d.Seconds()*1000)
 			}
 		}
-		e, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Advance(cfg.Start.Add(24 * time.Hour)); err != nil {
-			t.Fatal(err)
-		}
+		e := newEngine(t, cfg)
+		advanceBy(t, e, 24*time.Hour)
 		if !e.Done() {
 			t.Fatalf("at %d %%: not done: %+v", pct, e.Stats())
 		}

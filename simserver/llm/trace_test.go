@@ -12,8 +12,6 @@ import (
 	"github.com/colocd/colocd/field"
 )
 
-const azureConv = "../../testdata/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
-
 // The recorded Azure conversation trace: every request, in order, from 0,
 // with its tokens.
 func TestParseAzureTrace(t *testing.T) {

@@ -63,6 +63,15 @@ class Daemon(object):
     def command(self, verb, *args):
         return self._run(core.control_argv(self.control), core.control_input(verb, *args))
 
+    def parsed(self, parse, verb, *args):
+        """The command's answer and what parse reads from its stdout: []
+        when the command failed or its output does not parse."""
+        r = self.command(verb, *args)
+        try:
+            return r, parse(r["stdout"]) if r["rc"] == 0 else []
+        except ValueError:
+            return r, []
+
     def log_tail(self, name="control.log", n=4000):
         p = os.path.join(self.log_dir, name)
         try:
@@ -75,26 +84,11 @@ class Daemon(object):
         """Whether the worker PIDs are clients of this daemon, with the raw
         answers: get_server_list, ps, get_client_list, control.log."""
         out = {}
-        r = self.command("get_server_list")
-        out["get_server_list"] = r
-        try:
-            servers = core.parse_pid_lines(r["stdout"]) if r["rc"] == 0 else []
-        except ValueError:
-            servers = []
-        r = self.command("ps")
-        out["ps"] = r
-        try:
-            rows = core.parse_ps(r["stdout"]) if r["rc"] == 0 else []
-        except ValueError:
-            rows = []
+        out["get_server_list"], servers = self.parsed(core.parse_pid_lines, "get_server_list")
+        out["ps"], rows = self.parsed(core.parse_ps, "ps")
         lists = {}
         for s in servers:
-            r = self.command("get_client_list", s)
-            out["get_client_list %d" % s] = r
-            try:
-                lists[s] = core.parse_pid_lines(r["stdout"]) if r["rc"] == 0 else []
-            except ValueError:
-                lists[s] = []
+            out["get_client_list %d" % s], lists[s] = self.parsed(core.parse_pid_lines, "get_client_list", s)
         ok, ev = core.mps_attachment(pids, servers, rows, lists, self.log_tail(n=200000))
         ev["raw"] = out
         return ok, ev, rows
@@ -103,11 +97,7 @@ class Daemon(object):
         """terminate_client <server> <client> for each server that has the
         client (the documented way to end an MPS client before a signal)."""
         res = []
-        r = self.command("get_server_list")
-        try:
-            servers = core.parse_pid_lines(r["stdout"]) if r["rc"] == 0 else []
-        except ValueError:
-            servers = []
+        _, servers = self.parsed(core.parse_pid_lines, "get_server_list")
         for s in servers:
             res.append(self.command("terminate_client", s, client_pid))
         return res
