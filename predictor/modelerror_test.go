@@ -34,6 +34,27 @@ func TestModelErrorSD(t *testing.T) {
 	if got := none.ModelErrorSD("latency_ms.p99"); got != 0 {
 		t.Errorf("no fit: sd %v, want 0", got)
 	}
+	// In-sample misses of a fit with two parameters: four values of |log| 1
+	// have two degrees of freedom, too few alone, and the kind's six (ss 9,
+	// four more of them) stand in: sd² = 9/(6−2). Cross-validated misses keep
+	// all their degrees of freedom.
+	var ms []MetricFit
+	for range 4 {
+		ms = append(ms, MetricFit{Field: "latency_ms.p99", Measured: 10, Predicted: 10 * e})
+	}
+	ms = append(ms, MetricFit{Field: "latency_ms.mean", Measured: 5, Predicted: 5 * e}, MetricFit{Field: "latency_ms.p50", Measured: 5, Predicted: 5 * e * e})
+	two := fitOf(ms...)
+	two.Parameters = []ParameterFit{{Name: "a"}, {Name: "b"}}
+	if sd, df := two.ModelError("latency_ms.p99"); df != 4 || math.Abs(sd-1.5) > 1e-12 {
+		t.Errorf("in-sample, two parameters: sd %v with %d degrees of freedom, want 1.5 with 4", sd, df)
+	}
+	for i := range two.PerRecord[0].Metrics {
+		m := &two.PerRecord[0].Metrics[i]
+		m.CVPredicted = cv(m.Predicted)
+	}
+	if sd, df := two.ModelError("latency_ms.p99"); df != 4 || math.Abs(sd-1) > 1e-12 {
+		t.Errorf("cross-validated: sd %v with %d degrees of freedom, want 1 with 4", sd, df)
+	}
 }
 
 func TestWidenByModelError(t *testing.T) {
@@ -53,7 +74,10 @@ func TestWidenByModelError(t *testing.T) {
 	if !WidenByModelError(fit, pred) {
 		t.Fatal("nothing widened")
 	}
-	z := 1.6448536269514722 // the normal quantile of 0.95: a two-sided 90 % interval
+	// Two values per figure are too few alone: the ten latency misses
+	// stand in, ten degrees of freedom. Student's t quantile of 0.95 with
+	// them (a two-sided 90 % interval; the normal's is 1.645).
+	z := 1.8124611228107335
 	up, down := 10*(math.Exp(z*math.Ln2)-1), 10*(1-math.Exp(-z*math.Ln2))
 	got := pred.Inference.LatencyInterval.P99
 	want := Interval{10 - math.Sqrt(9+down*down), 10 + math.Sqrt(9+up*up)}
