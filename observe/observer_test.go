@@ -76,6 +76,10 @@ func TestObserverForecasts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &scripted{step: 10}
 		o := runObserver(t, src, Config{Interval: 5 * time.Second, Window: time.Minute, Forecast: Forecast{Horizon: 15 * time.Second}})
+		// The load steps half-way between scrapes: a step at a scrape's
+		// instant would race it (goroutines woken at one instant run in
+		// no set order), and the forecast would depend on which ran first.
+		time.Sleep(2500 * time.Millisecond)
 		for i := range 6 { // 10, 20, ... requests per interval: 2, 4, 6 ... req/s
 			src.mu.Lock()
 			src.step = 10 * float64(i+1)
