@@ -237,15 +237,9 @@ type world struct {
 	engineAt map[int]llm.Trainer
 }
 
-// server is the simulated inference server a replay runs.
-type server interface {
-	Advance(now time.Time) error
-	Page() string
-}
-
 // server builds the policy's simulated server, recording what the
 // minutes are judged by in t, with the trainer's percentage from running.
-func (w *world) server(t tally, running func() int) (server, error) {
+func (w *world) server(t tally, running func() int) (llm.Pager, error) {
 	cfg := &w.cfg
 	if cfg.Engine == nil {
 		return simserver.New(simserver.Config{Preset: cfg.Preset, ModelName: cfg.Service.Name, Arrivals: w.arrivals, Start: start,
@@ -465,7 +459,7 @@ func (o *observer) ObservedWindow(_ string, since time.Time) (admission.Observed
 // page is an observe.Source that reads the simulated server's page in
 // process, at simulated time.
 type page struct {
-	srv     server
+	srv     llm.Pager
 	scraper *observe.Scraper
 	clock   func() time.Time
 }
