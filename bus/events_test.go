@@ -242,20 +242,24 @@ func TestWatchConsumerNamesUnguessable(t *testing.T) {
 func TestWatchFloodKeepsOthersWatching(t *testing.T) {
 	t.Parallel()
 	e, pub := eventsServer(t)
-	ctx := testCtx(t)
 	honest := NewClient(connect(t, e))
-	sub, err := honest.Events(ctx, "gpu-a", "job-h", 0)
+	// The subscription lives as long as the test: the flood below may take
+	// longer than one request's deadline on a busy machine.
+	sub, err := honest.Events(t.Context(), "gpu-a", "job-h", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Stop()
 	hostile := NewClient(connect(t, e))
 	for i := range MaxWatchConsumers + 40 {
+		// Each watch its own deadline: every one must be answered, however
+		// long a thousand take on a busy machine.
 		var r WatchReply
-		if err := hostile.call(ctx, "gpu-a", EndpointWatch, &WatchRequest{}, &r); err != nil {
+		if err := hostile.call(testCtx(t), "gpu-a", EndpointWatch, &WatchRequest{}, &r); err != nil {
 			t.Fatalf("watch %d: %v", i, err)
 		}
 	}
+	ctx := testCtx(t)
 	js := jetStreamOf(t, e)
 	st, err := js.Stream(ctx, EventStreamName("gpu-a"))
 	if err != nil {

@@ -625,7 +625,8 @@ func TestHTTPEndpoints(t *testing.T) {
 }
 
 // A GPU fault makes the sidecar unready and new admissions fail with 503;
-// the lease it had stays.
+// the lease it had is revoked at the guard's next round, and its launcher
+// told (admission.TestFaultRevokesEveryLease has the details).
 func TestUnhealthyGPUDenies503(t *testing.T) {
 	t.Parallel()
 	s := start(t, testConfig(t, "gpu-a", 10000), Options{})
@@ -634,6 +635,11 @@ func TestUnhealthyGPUDenies503(t *testing.T) {
 	if d, err := c.Admit(ctx, s.ID(), admitReq("job-1", 10, 100)); err != nil || d.Lease == nil {
 		t.Fatalf("admit: %v", err)
 	}
+	sub, err := c.Events(ctx, s.ID(), "job-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
 	if err := s.sim.gpu.InjectXID(79); err != nil { // fallen off the bus: not the workload's fault
 		t.Fatal(err)
 	}
@@ -653,13 +659,23 @@ func TestUnhealthyGPUDenies503(t *testing.T) {
 	if s.Ready() == nil {
 		t.Fatal("ready after an XID 79")
 	}
-	_, err := c.Admit(ctx, s.ID(), admitReq("job-2", 10, 100))
+	_, err = c.Admit(ctx, s.ID(), admitReq("job-2", 10, 100))
 	var be *bus.Error
 	if !errors.As(err, &be) || be.Code != bus.CodeUnavailable || !strings.Contains(strings.ToLower(be.Description), "gpu") {
 		t.Errorf("admit on a faulted GPU: err = %v, want 503 naming the GPU", err)
 	}
-	if st, _ := c.Status(ctx, s.ID()); st.Ready || len(st.Leases) != 1 {
-		t.Errorf("status ready %v with %d leases, want not ready and the lease kept", st.Ready, len(st.Leases))
+	if st, err := c.Status(ctx, s.ID()); err != nil || st.Ready {
+		t.Errorf("status ready %v (%v), want not ready", st != nil && st.Ready, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	select {
+	case rec := <-sub.C():
+		if rec.Event.Type != bus.EventRevoke || !strings.Contains(rec.Event.Reason, "79") {
+			t.Errorf("event %+v, want the lease revoked for the XID 79", rec.Event)
+		}
+	case <-wctx.Done():
+		t.Error("no revoke of the lease within 30 s of the fault")
 	}
 }
 
