@@ -521,7 +521,9 @@ func TestDeniedStartsNothing(t *testing.T) {
 	if res.Status != ExitDenied || !errorsAs(err, &de) || de.Decision.Reason.Code == "" {
 		t.Errorf("run: %+v, %v; want status 3 and a DeniedError", res, err)
 	}
-	cfg.WaitForSlot = 2 * time.Second
+	// Asks 200 ms apart, each a denial over NATS: 4 s leaves room for two
+	// waits even when a loaded machine makes the first ask slow.
+	cfg.WaitForSlot = 4 * time.Second
 	res, err = Run(context.Background(), cfg, c, n.admitter(c, "deny-2", 0))
 	if res.Status != ExitDenied || err == nil || len(recs.of("waiting")) < 2 {
 		t.Errorf("with a wait: %+v, %v, %d waits; want 3 after at least two\n%s", res, err, len(recs.of("waiting")), recs)
