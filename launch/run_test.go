@@ -441,6 +441,10 @@ func TestRevokeStopsTheCommand(t *testing.T) {
 	n := newNode(t, 100000, "guard: {deadline: 20s}")
 	c, recs, cfg, log := n.job()
 	done, _ := n.launch(t, cfg, c, "rev-1", 0, recs)
+	// The command runs (its log says so once its signal handler is set)
+	// before the SLO changes: on a loaded machine the revoke could come
+	// first otherwise, and find nothing to stop.
+	waitFor(t, "the command started", func() bool { return len(log.starts(t)) == 1 })
 	n.slo = 0.001
 	n.write()
 	select {
