@@ -412,7 +412,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 	scaleA, capB := s.scaleNextToCap(a, b), s.mctx[b].capSM
 	// Invariant while it runs (s.complete changes neither): whether to
 	// take gaps here, and done's budget and stop channel.
-	gaps, blocks := pairGaps && !s.blocks, s.blocks
+	gaps, blocks := pairGaps, s.blocks
 	budget, canStop := maxEvents, s.stop != nil
 	done := func() bool { // s.doneAt(events), its common answer without the call
 		if s.pending != 0 && events <= budget && (!canStop || events%cancelCheck != 0) {
@@ -481,6 +481,9 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 				s.complete(a, now)
 				idxA, remA, events = ca.idx, ca.rem, s.res.events
 			}
+			if blocks && a < s.nsvc {
+				s.holPending[a] = true // its next op is not yet charged its wait
+			}
 		} else {
 			remA -= ra / fa * dt
 		}
@@ -493,8 +496,17 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 				s.complete(b, now)
 				idxB, remB, events = cb.idx, cb.rem, s.res.events
 			}
+			if blocks && b < s.nsvc {
+				s.holPending[b] = true
+			}
 		} else {
 			remB -= rb / fb * dt
+		}
+		if blocks && gaps && (s.holPending[a] || s.holPending[b]) {
+			// A serving context whose next op is ready now starts it next
+			// to the other's resident blocks (chargeHeadOfLine, the first
+			// context first, as the main loop charges them).
+			s.pairHeadOfLine(a, b, idxA, idxB, now)
 		}
 		if gaps && !done() && t < next {
 			// One of the two is in a gap (host work, a launch): the other
@@ -505,6 +517,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 			// loop). Anything else goes back to the main loop. At rate 1,
 			// the common case, x/1 and x·1 are x exactly: the division is
 			// skipped, not approximated.
+		wake:
 			if inA, inB := !(*readyA <= now), !(*readyB <= now); inB && !inA {
 				if wake := *readyB; wake < next {
 					if rate := opsA[idxA].alone; rate == 1 {
@@ -534,17 +547,24 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 					}
 				}
 			}
+			if blocks && (s.holPending[a] || s.holPending[b]) && *readyA <= now && *readyB <= now {
+				// The one that woke starts its op next to the other's
+				// blocks: a wait is one more gap to take the same way.
+				s.pairHeadOfLine(a, b, idxA, idxB, now)
+				if *readyA > now || *readyB > now {
+					goto wake
+				}
+			}
 			if *readyA <= now && *readyB <= now {
 				continue
 			}
 		}
 		if done() || *readyA > now || *readyB > now || t >= next ||
-			// A serving context's next kernel meets the co-runner's
-			// resident blocks: the main loop charges the wait.
-			blocks && (doneA && a < s.nsvc || doneB && b < s.nsvc) {
+			// Without gaps here, a serving context's next kernel meets the
+			// co-runner's resident blocks in the main loop, which charges
+			// the wait.
+			blocks && !gaps && (doneA && a < s.nsvc || doneB && b < s.nsvc) {
 			ca.idx, ca.rem, cb.idx, cb.rem, s.res.events = idxA, remA, idxB, remB, events
-			s.markHeadOfLine(a, doneA)
-			s.markHeadOfLine(b, doneB)
 			return now
 		}
 	}
@@ -586,10 +606,11 @@ func (s *mpsSim) scaleNextToCap(a, b int) []overScale {
 // pairGaps lets runPair take the other context's gaps itself: it advances
 // the one of the two that has work alone through the other's gap, when the
 // gap ends before next and before the lone kernel would, exactly what the
-// main loop would then do (runAlone up to the gap's end, an event), and
-// only without head-of-line waits, which the main loop charges;
-// a test turns it off to check that the main loop gives the same, bit for
-// bit.
+// main loop would then do (runAlone up to the gap's end, an event); and it
+// charges a serving context's head-of-line wait when its op is ready,
+// taking the wait as one more gap, as the main loop's chargeHeadOfLine
+// would. A test turns it off to check that the main loop gives the same,
+// bit for bit.
 var pairGaps = true
 
 // runShared advances the running kernels together to the next event: the
@@ -824,19 +845,46 @@ func (s *mpsSim) chargeHeadOfLine(now float64) {
 			held += o.u
 			block += 0.5 * o.u * o.blockUS
 		}
-		var wait float64
-		if op := &s.mctx[c].ops[s.ctx[c].idx]; held > 0 && op.u+held > 1 {
-			// The share of its demand that finds no free SM, times the
-			// co-runners' mean half-block wait, or its own block's time
-			// when some SMs are free.
-			wait = block / held
-			if held < 1-1e-9 {
-				wait = min(wait, op.ownUS)
-			}
-			wait *= min(1, (op.u+held-1)/op.u)
-		}
-		if wait > 0 {
+		if wait := headOfLineWait(&s.mctx[c].ops[s.ctx[c].idx], held, block); wait > 0 {
 			s.ready[c] = now + wait
+		}
+	}
+}
+
+// headOfLineWait is the wait of op next to co-runners that hold held of
+// the SMs, block their SM-weighted half-block waits summed: the share of
+// its demand that finds no free SM, times the co-runners' mean half-block
+// wait, or its own block's time when some SMs are free.
+func headOfLineWait(op *mpsOp, held, block float64) float64 {
+	if !(held > 0 && op.u+held > 1) {
+		return 0
+	}
+	wait := block / held
+	if held < 1-1e-9 {
+		wait = min(wait, op.ownUS)
+	}
+	return wait * min(1, (op.u+held-1)/op.u)
+}
+
+// pairHeadOfLine is chargeHeadOfLine for runPair's two contexts, whose
+// current ops are idxA and idxB: each pending one whose op is ready at now
+// waits for the other's blocks if the other's op is ready too.
+func (s *mpsSim) pairHeadOfLine(a, b, idxA, idxB int, now float64) {
+	opA, opB := &s.mctx[a].ops[idxA], &s.mctx[b].ops[idxB]
+	if s.holPending[a] && s.ready[a] <= now {
+		s.holPending[a] = false
+		if s.ready[b] <= now {
+			if wait := headOfLineWait(opA, opB.u, 0.5*opB.u*opB.blockUS); wait > 0 {
+				s.ready[a] = now + wait
+			}
+		}
+	}
+	if s.holPending[b] && s.ready[b] <= now {
+		s.holPending[b] = false
+		if s.ready[a] <= now {
+			if wait := headOfLineWait(opB, opA.u, 0.5*opA.u*opA.blockUS); wait > 0 {
+				s.ready[b] = now + wait
+			}
 		}
 	}
 }

@@ -15,6 +15,23 @@ func BenchmarkPredictMPS(b *testing.B) {
 	benchModel(b, func(pr *Predictor) (*Prediction, error) { return pr.PredictMPS(sc, mpsBenchParams) })
 }
 
+// BenchmarkPredictMPSWaves is BenchmarkPredictMPS on profiles that carry
+// waves, so that every kernel the service starts next to the trainer's is
+// charged a head-of-line wait: ResNet-50 inference and training as
+// `colocd profile import` wrote them from H200 traces, the trainer at 50 %.
+func BenchmarkPredictMPSWaves(b *testing.B) {
+	var ps [2]*Profile
+	for i, name := range []string{"resnet50-infer", "resnet50-train"} {
+		p, err := LoadProfile("../testdata/gpu/h200/profiles/" + name + ".json")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ps[i] = p
+	}
+	sc := &Scenario{Inference: ps[0], Training: []*Profile{ps[1]}, Load: 0.5, Requests: 2000, Seed: 1, TrainingPct: []float64{50}}
+	benchModel(b, func(pr *Predictor) (*Prediction, error) { return pr.PredictMPS(sc, mpsBenchParams) })
+}
+
 // BenchmarkMPSSweep predicts every training percentage the admission search
 // can pick with a 5 % step, 10 % to 100 % (19 predictions): the most an
 // admission decision pays for one service; the binary search pays about 5.

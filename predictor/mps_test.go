@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/colocd/colocd/internal/fieldtest"
@@ -274,15 +275,37 @@ func FuzzMPS(f *testing.F) {
 	})
 }
 
-// runPair's own handling of a gap (pairGap) is the main loop's, bit for bit:
-// the same predictions and event counts with it and without, on real
-// profiles under several percentages, two trainers and several services.
+// runPair's own handling of a gap (pairGap) and of a head-of-line wait is
+// the main loop's, bit for bit: the same predictions and event counts with
+// it and without, on real profiles under several percentages, two trainers
+// and several services, with and without waves.
 func TestMPSPairGapsChangeNothing(t *testing.T) {
 	// Not parallel: it switches the package's pairGaps.
 	inf, train := benchProfiles(t)
 	gappy := mpsProfile("gappy", KindTraining, 20, 200, 300, 0.7, 0.6, 0.3) // gaps longer than the hold
 	params := MPSParams{DRAM: 0.5, L2: 0.25, Kernels: 0.1}
+	// With waves: the real profiles' kernels in 1 to 4 rounds of blocks,
+	// and a trainer of long one-wave kernels that fill the device.
+	wavy := func(p *Profile) *Profile {
+		q := *p
+		q.Ops = slices.Clone(p.Ops)
+		for i := range q.Ops {
+			q.Ops[i].Waves = float64(1 + i%4)
+			q.Ops[i].Occupancy = max(q.Ops[i].Occupancy, 0.25)
+		}
+		return &q
+	}
+	winf, wtrain := wavy(inf), wavy(train)
+	long := uniformProfile("long", KindTraining, 20, 2000, 100)
+	for i := range long.Ops {
+		long.Ops[i].Waves, long.Ops[i].Occupancy = 1, 1
+	}
 	scenarios := []*Scenario{
+		{Inference: winf, Training: []*Profile{wtrain}, RateRPS: 8, Requests: 300, Seed: 6, TrainingPct: []float64{35}},
+		{Inference: winf, Training: []*Profile{wtrain}, Load: 0.6, Requests: 300, Seed: 7, TrainingPct: []float64{100}},
+		{Inference: winf, Training: []*Profile{long}, Load: 0.3, Requests: 200, Seed: 8, TrainingPct: []float64{100}},
+		{Inference: winf, Training: []*Profile{wtrain, gappy}, Load: 0.3, Requests: 200, Seed: 9, TrainingPct: []float64{50, 30}},
+		{Inference: inf, Training: []*Profile{long}, Load: 0.4, Requests: 200, Seed: 10, TrainingPct: []float64{60}},
 		{Inference: inf, Training: []*Profile{train}, RateRPS: 8, Requests: 300, Seed: 1, TrainingPct: []float64{35}},
 		{Inference: inf, Training: []*Profile{train}, Load: 0.6, Requests: 300, Seed: 2, TrainingPct: []float64{100}},
 		{Inference: inf, Training: []*Profile{gappy}, Load: 0.4, Requests: 300, Seed: 3, TrainingPct: []float64{60}},
