@@ -80,6 +80,11 @@ type GuardSettings struct {
 	// service's observed p99 is over its SLO. Revokes for a fault are not
 	// counted.
 	MaxRevokesPerHour int `mapstructure:"max_revokes_per_hour"`
+	// GrantBeforeMeasured lets a new job be granted up to its max_pct
+	// before the guard has measured the servers' latency next to a
+	// training job (default false: its min_pct until then, raised once the
+	// measurement shows room; observed.go).
+	GrantBeforeMeasured bool `mapstructure:"grant_before_measured"`
 }
 
 // DefaultSettings are the file's defaults: every default above, a tenth

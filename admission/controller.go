@@ -48,6 +48,9 @@ type Controller struct {
 	// last measurement of each (latency.go).
 	corrections map[string]float64
 	measured    map[string]Measurement
+	// coMeasured: the services whose latency has been measured next to a
+	// training job (latency.go).
+	coMeasured map[string]bool
 	// movedAt is when what runs on the GPU last changed: a lease granted,
 	// gone, re-planned or with new processes. An observed window that began
 	// before it saw another lease set.

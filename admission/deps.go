@@ -211,6 +211,9 @@ type LatencyObserver interface {
 	// last window), and whether they may be decided on (recent, and with
 	// enough requests for a p99).
 	ObservedWindow(service string, since time.Time) (ObservedWindow, bool)
+	// Watches is whether it reads the service's latency at all (its
+	// metrics are configured), windows or not yet.
+	Watches(service string) bool
 }
 
 // ObservedWindow is what a server's own metrics say over one window.

@@ -91,3 +91,28 @@ func (c *Controller) observedOverSLO(services []ServiceSpec) bool {
 	}
 	return false
 }
+
+// readmitAtLocked is when a new job may be co-located again after the
+// guard's revokes of the last hour: a revoke is the guard finding no room
+// for a job at any percentage, and a new job is a raise from nothing, so
+// it waits as long as a raise would (Guard.RaiseAfter) after the last
+// revoke, doubled for each further revoke in the hour, so that a load
+// that keeps coming back does not revoke job after job; never more than
+// an hour (or RaiseAfter, when that is longer), the span the revokes are
+// counted over. Zero when the guard revoked nothing in the last hour.
+// c.mu is held.
+func (c *Controller) readmitAtLocked(now time.Time) time.Time {
+	var last time.Time
+	n := 0
+	for _, t := range c.revokes {
+		if t.After(now.Add(-time.Hour)) {
+			n++
+			last = t
+		}
+	}
+	if n == 0 {
+		return time.Time{}
+	}
+	hold := min(c.cfg.Guard.RaiseAfter<<min(n-1, 6), max(time.Hour, c.cfg.Guard.RaiseAfter))
+	return last.Add(hold)
+}

@@ -33,6 +33,8 @@ func (s *heldServer) ObservedRate(string) (float64, bool) {
 	return s.rate, s.rate > 0
 }
 
+func (s *heldServer) Watches(string) bool { return true }
+
 func (s *heldServer) ObservedWindow(string, time.Time) (ObservedWindow, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -72,6 +74,7 @@ func TestGuardHoldsRevokes(t *testing.T) {
 	h := newHarness(t, predictor.ModeMPS, limit/0.9, func(c *Config) {
 		c.Guard.MaxRevokesPerHour = 1
 		c.Guard.Deadline = 10 * time.Minute // the launcher's restart is not what is tested
+		c.Guard.GrantBeforeMeasured = true  // nor the first grant's measurement (TestFirstGrantWaitsForAMeasurement)
 	})
 	h.c.deps.Observer, h.c.deps.Clock = srv, srv.Now
 	guard := func(what string) []Event {
@@ -103,9 +106,15 @@ func TestGuardHoldsRevokes(t *testing.T) {
 	srv.Advance(31 * time.Second)
 	one("61 s on", guard("61 s on"), EventRevoke, first.Lease.ID)
 
-	// The budget: one revoke an hour.
+	// A new job waits as long as a raise would after the revoke.
 	srv.set(50, 0)
 	guard("the load falls")
+	if d := mustDecide(t, h, request("too-soon"), Deny); d.Code != CodeRecentRevoke {
+		t.Fatalf("a job right after the revoke: %s (%s), want %s", d.Code, d.Message, CodeRecentRevoke)
+	}
+	srv.Advance(DefaultRaiseAfter)
+
+	// The budget: one revoke an hour.
 	second := mustDecide(t, h, request("second"), Grant)
 	srv.set(high, 0)
 	one("the load rises again", guard("the load rises again"), EventThrottle, second.Lease.ID)
@@ -115,4 +124,33 @@ func TestGuardHoldsRevokes(t *testing.T) {
 	}
 	srv.set(high, limit/0.9*1.2)
 	one("the observed p99 over the SLO", guard("the observed p99 over the SLO"), EventRevoke, second.Lease.ID)
+}
+
+// After the guard's revokes, a new job waits raise_after from the last,
+// doubled for each further revoke in the last hour, at most an hour.
+func TestReadmitWaitsLongerAfterEachRevoke(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ago := func(m int) time.Time { return now.Add(-time.Duration(m) * time.Minute) }
+	tests := []struct {
+		name    string
+		revokes []time.Time
+		want    time.Time
+	}{
+		{"none", nil, time.Time{}},
+		{"one", []time.Time{ago(2)}, ago(2).Add(5 * time.Minute)},
+		{"two", []time.Time{ago(30), ago(2)}, ago(2).Add(10 * time.Minute)},
+		{"three", []time.Time{ago(50), ago(30), ago(2)}, ago(2).Add(20 * time.Minute)},
+		{"one older than an hour", []time.Time{ago(61), ago(2)}, ago(2).Add(5 * time.Minute)},
+		{"many: an hour at most", []time.Time{ago(59), ago(50), ago(40), ago(30), ago(20), ago(10), ago(5), ago(2)}, ago(2).Add(time.Hour)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := &Controller{cfg: Config{Settings: DefaultSettings()}, revokes: tt.revokes}
+			if got := c.readmitAtLocked(now); !got.Equal(tt.want) {
+				t.Errorf("readmit at %v, want %v", got, tt.want)
+			}
+		})
+	}
 }

@@ -73,10 +73,23 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 		if c.measured == nil {
 			c.measured = map[string]Measurement{}
 		}
+		if len(trainers) > 0 {
+			if c.coMeasured == nil {
+				c.coMeasured = map[string]bool{}
+			}
+			c.coMeasured[svc.Name] = true
+		}
 		if m := c.measured[svc.Name]; !m.Window.Since.Equal(since) {
 			c.measured[svc.Name] = Measurement{Window: win, PredictedP99MS: lat.P99MS, RateRPS: svc.RateRPS, Mode: s.pol.cfg.Mode, Trainers: trainers, serviceKey: svc.profileKey(), burst: svc.BurstSteps}
 		}
 		if c.movedAt.Equal(moved) && c.corrections[svc.Name] != corr && (corr > 1 || c.corrections[svc.Name] > 1) {
+			if corr < c.corrections[svc.Name] && len(trainers) == 0 {
+				// The service alone was faster than the correction says:
+				// that shows the model right for the service itself, not
+				// for co-location, which is measured again before a new
+				// job is granted more than its min_pct (observed.go).
+				delete(c.coMeasured, svc.Name)
+			}
 			if c.corrections == nil {
 				c.corrections = map[string]float64{}
 			}
@@ -140,6 +153,7 @@ func (c *Controller) pruneLocked() {
 	for name, m := range c.measured {
 		if _, ok := keys[name]; !ok || (measuredAs{m.serviceKey, m.burst}) != keys[name] {
 			delete(c.measured, name)
+			delete(c.coMeasured, name)
 			if c.corrections[name] > 0 && ok {
 				delete(c.corrections, name)
 				c.freedLocked()

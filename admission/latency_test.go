@@ -21,6 +21,8 @@ type fakeLatency struct {
 
 func (f *fakeLatency) ObservedRate(string) (float64, bool) { return 0, false }
 
+func (f *fakeLatency) Watches(string) bool { return true }
+
 func (f *fakeLatency) ObservedWindow(string, time.Time) (ObservedWindow, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -43,7 +45,9 @@ func TestObservedP99CorrectsThePrediction(t *testing.T) {
 	both := resnetP99(t, 100, 100)
 	synctest.Test(t, func(t *testing.T) {
 		slo := both / 0.9 * 1.2 // both at 100 % fit by 20 %
-		h := newHarness(t, predictor.ModeMPS, slo, nil)
+		h := newHarness(t, predictor.ModeMPS, slo, func(c *Config) {
+			c.Guard.GrantBeforeMeasured = true // both granted in full, as the predictor allows
+		})
 		obs := &fakeLatency{}
 		h.c.deps.Observer = obs
 		first, second := request("first"), request("second")
@@ -107,5 +111,102 @@ func TestObservedP99CorrectsThePrediction(t *testing.T) {
 		if c := h.c.Corrections(); len(c) != 0 {
 			t.Errorf("corrections %v after the service became an engine, want none", c)
 		}
+	})
+}
+
+// A window with no training job running that is faster than the
+// correction lowers it, as any window does; but it shows the service
+// alone, not what co-location costs, so a new job then starts at its
+// min_pct again until the guard has measured it (measure_first).
+func TestSoloWindowMeasuresAgainFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	one, solo := resnetP99(t, 100), resnetP99(t)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, predictor.ModeMPS, one/0.9*3, nil)
+		obs := &fakeLatency{}
+		h.c.deps.Observer = obs
+		d := mustDecide(t, h, request("job"), Throttle) // measure_first
+		if err := h.c.Register(ctx, d.Lease.ID, tokenOf(d), []int{100}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		time.Sleep(time.Minute)
+		obs.set(resnetP99(t, float64(d.Pct))*2, start)
+		if _, err := h.c.Guard(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if corr := h.c.Corrections()["bert"]; corr < 2 {
+			t.Fatalf("correction %v next to the job, want 2 rounded up", corr)
+		}
+		if d := mustQuote(t, h, request("measured")); d.Code == CodeMeasureFirst {
+			t.Fatalf("a quote once measured: %s (%s), want no measure_first", d.Code, d.Message)
+		}
+		if err := h.c.Release(ctx, d.Lease.ID, tokenOf(d)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		gone := time.Now()
+		time.Sleep(time.Minute)
+		obs.set(solo, gone) // alone, as fast as predicted
+		if _, err := h.c.Guard(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if c := h.c.Corrections(); len(c) != 0 {
+			t.Errorf("after a window of the service alone as predicted: corrections %v, want none", c)
+		}
+		if d := mustDecide(t, h, request("again"), Throttle); d.Code != CodeMeasureFirst {
+			t.Errorf("a new job after the service alone lowered the correction: %s (%s), want %s", d.Code, d.Message, CodeMeasureFirst)
+		}
+	})
+}
+
+// Until the guard has measured the server next to a training job, a new
+// job starts at its min_pct (a throttle that says why), and is raised once
+// the measurement shows room; later jobs are granted what fits. Without a
+// latency observer, or with admission.guard.grant_before_measured, a job
+// gets what fits at once.
+func TestFirstGrantWaitsForAMeasurement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	one := resnetP99(t, 100)
+	synctest.Test(t, func(t *testing.T) {
+		slo := one / 0.9 * 3 // two jobs at 100 % fit
+		h := newHarness(t, predictor.ModeMPS, slo, nil)
+		mustDecide(t, h, request("no-observer"), Grant)
+
+		h = newHarness(t, predictor.ModeMPS, slo, nil)
+		obs := &fakeLatency{}
+		h.c.deps.Observer = obs
+		first := mustDecide(t, h, request("first"), Throttle)
+		if first.Code != CodeMeasureFirst || first.Pct != first.Lease.MinPct || !strings.Contains(first.Message, "not yet measured") {
+			t.Fatalf("first job: %s at %d %% (%s), want %s at its min_pct", first.Code, first.Pct, first.Message, CodeMeasureFirst)
+		}
+		if err := h.c.Register(ctx, first.Lease.ID, tokenOf(first), []int{100}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		time.Sleep(time.Minute)
+		obs.set(resnetP99(t, float64(first.Pct)), start) // as predicted
+		for range 7 * 60 {                               // the guard's ticks, past raise_after
+			if _, err := h.c.Guard(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+		}
+		raised := false
+		for _, ev := range h.events.all() {
+			raised = raised || ev.Type == EventRaise && ev.LeaseID == first.Lease.ID && ev.Pct == 100
+		}
+		if !raised {
+			t.Errorf("events %+v: want the first job raised to 100 %% once measured", h.events.all())
+		}
+		if d := mustDecide(t, h, request("second"), Grant); d.Code != CodeFits {
+			t.Errorf("second job, once measured: %s (%s), want %s", d.Code, d.Message, CodeFits)
+		}
+
+		h = newHarness(t, predictor.ModeMPS, slo, func(c *Config) { c.Guard.GrantBeforeMeasured = true })
+		h.c.deps.Observer = &fakeLatency{}
+		mustDecide(t, h, request("trusted"), Grant)
 	})
 }

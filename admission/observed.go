@@ -35,7 +35,14 @@ func (c *Controller) observedServices(services []ServiceSpec) []ServiceSpec {
 	if c.deps.Observer == nil {
 		return out
 	}
+	lo, latency := c.deps.Observer.(LatencyObserver)
 	for i, s := range services {
+		if latency && !c.cfg.Guard.GrantBeforeMeasured && !c.coMeasured[s.Name] && lo.Watches(s.Name) {
+			if &out[0] == &services[0] {
+				out = slices.Clone(services)
+			}
+			out[i].Unmeasured = true
+		}
 		rps, ok := c.deps.Observer.ObservedRate(s.Name)
 		if !ok || !(rps > s.RateRPS) || math.IsInf(rps, 0) {
 			continue

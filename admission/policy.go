@@ -50,6 +50,9 @@ type view struct {
 	// lent are the leases that hold a MIG instance whole: they run next to
 	// no service, so no prediction counts them.
 	lent []liveLease
+	// readmitAt: after the guard revoked a lease, no new job is co-located
+	// before it (Controller.readmitAtLocked).
+	readmitAt time.Time
 }
 
 // newPolicy returns the policy for cfg, reading the world through deps'
@@ -76,6 +79,11 @@ func (pol *policy) decide(ctx context.Context, req *Request, key predictor.Profi
 			return unavailable(CodeDaemonUnhealthy, "the MPS daemon is unhealthy: "+why)
 		}
 	}
+	if v.now.Before(v.readmitAt) {
+		return Decision{Outcome: Deny, Code: CodeRecentRevoke, Message: fmt.Sprintf("the guard revoked a lease on this GPU for the servers' load or latency; "+
+			"new jobs are admitted again from %s (admission.guard.raise_after after the revoke, doubled for each further revoke in the hour)",
+			v.readmitAt.UTC().Format(time.RFC3339))}, nil
+	}
 	if n := len(v.live); n >= pol.cfg.MaxJobs {
 		jobs := fmt.Sprintf("%d training jobs", n)
 		if n == 1 {
@@ -89,7 +97,7 @@ func (pol *policy) decide(ctx context.Context, req *Request, key predictor.Profi
 	}
 	grid := []int{100}
 	if pol.cfg.Mode == predictor.ModeMPS {
-		grid = pctGrid(req.MinPct, req.MaxPct, pol.cfg.PctStep)
+		grid = pctGrid(req.MinPct, pol.firstMax(req), pol.cfg.PctStep)
 	}
 	others := trainersOf(v.live)
 	results := make([][]ServicePrediction, len(grid))
@@ -117,6 +125,10 @@ func (pol *policy) decide(ctx context.Context, req *Request, key predictor.Profi
 	d := pol.outcome(grid, best, results)
 	if best >= 0 {
 		d.Pct = grid[best]
+	}
+	if d.Outcome == Grant && d.Pct < req.MaxPct {
+		d.Outcome, d.Code = Throttle, CodeMeasureFirst
+		d.Message = fmt.Sprintf("%s; the guard has not yet measured the servers' latency next to a training job, so a new job starts at its min_pct and is raised once the measurement shows room (admission.guard.grant_before_measured)", d.Message)
 	}
 	if best < 0 && pol.cfg.Mode == predictor.ModeMPS && len(v.live) > 0 {
 		return pol.makeRoom(ctx, req, key, v.live, v.now, d)
@@ -245,4 +257,19 @@ func trainersOf(live []liveLease) []Trainer {
 		ts[i] = Trainer{Profile: e.lease.Profile, Key: e.key, Pct: e.lease.Pct}
 	}
 	return ts
+}
+
+// firstMax is the highest percentage a new job may be granted: its
+// max_pct, or its min_pct while the guard has yet to measure some
+// service's latency next to a training job. The prediction is the
+// model's until the server has shown what co-location does to it; a
+// job granted its lowest percentage costs least if the model is wrong,
+// and the guard raises it once the measurement shows room.
+func (pol *policy) firstMax(req *Request) int {
+	for _, s := range pol.cfg.Services {
+		if s.Unmeasured {
+			return req.MinPct
+		}
+	}
+	return req.MaxPct
 }

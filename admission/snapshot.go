@@ -75,7 +75,7 @@ type snapshot struct {
 // snapshotLocked copies the config and the live leases. c.mu is held.
 func (c *Controller) snapshotLocked() *snapshot {
 	now := c.now()
-	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}}, pol: c.policyLocked()}
+	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}, readmitAt: c.readmitAtLocked(now)}, pol: c.policyLocked()}
 	for _, e := range c.liveLocked(now) {
 		cp := e.copy()
 		if e.lease.Instance != nil {

@@ -216,11 +216,13 @@ const (
 	CodeFits               ReasonCode = "fits"                // grant: every service within its limit at max_pct
 	CodeFreeInstance       ReasonCode = "free_instance"       // grant: a free MIG instance, lent whole; nothing is co-located
 	CodeThrottledToFit     ReasonCode = "throttled_to_fit"    // throttle: only a lower percentage fits
+	CodeMeasureFirst       ReasonCode = "measure_first"       // throttle: min_pct until the guard has measured the servers next to a training job
 	CodeSharedToFit        ReasonCode = "shared_to_fit"       // grant or throttle (MPS): it fits once live leases are lowered, by joint allocation
 	CodeSLOViolation       ReasonCode = "slo_violation"       // deny (MPS): a service exceeds its limit even at min_pct
 	CodeTimesliceNoFit     ReasonCode = "timeslice_no_fit"    // deny (time slicing): a service exceeds its limit
 	CodeInsufficientMemory ReasonCode = "insufficient_memory" // deny: not enough free device memory
 	CodeMaxJobs            ReasonCode = "max_jobs"            // deny: the GPU already runs the maximum number of jobs
+	CodeRecentRevoke       ReasonCode = "recent_revoke"       // deny: the guard revoked a lease for the servers' load or latency a short while ago; retry later
 	CodeGPUUnhealthy       ReasonCode = "gpu_unhealthy"       // unavailable: the GPU is unhealthy or unreadable
 	CodeDaemonUnhealthy    ReasonCode = "daemon_unhealthy"    // unavailable: the MPS daemon is unhealthy
 	CodePredictorUnhealthy ReasonCode = "predictor_unhealthy" // unavailable: a prediction failed
@@ -517,6 +519,11 @@ type ServiceSpec struct {
 	// a prediction fits when PredictedP99MS × Correction is within the
 	// limit. The config's services leave it 0.
 	Correction float64
+	// Unmeasured: the guard reads the server's latency, and has not yet
+	// measured it next to a training job (since the service's profile last
+	// changed); until it has, a new job is granted its min_pct only. The
+	// config's services leave it false.
+	Unmeasured bool
 }
 
 // EngineService is an LLM engine service: its profile one engine step,

@@ -157,6 +157,12 @@ type JointJob struct {
 	Utility float64 `json:"utility"`
 }
 
+// ReasonMeasureFirst is the code of a throttle to the job's min_pct
+// because the sidecar has not yet measured its servers next to a training
+// job: the raise that follows is the percentage the job was to have, and
+// a launcher should take it (docs/guard.md).
+const ReasonMeasureFirst = "measure_first"
+
 // Reason explains a decision or an error.
 type Reason struct {
 	// Code is stable and machine-readable.

@@ -331,6 +331,11 @@ func sidecarConfig(dir, infPath, metricsURL string) (*configs.Config, error) {
 		Metrics: observe.Endpoint{URL: metricsURL, Preset: "vllm", Interval: 5 * time.Second, Window: 15 * time.Second}}}
 	c.Admission.Lease.FirstTerm = 20 * time.Second
 	c.Admission.Guard.Deadline = 15 * time.Second
+	// The simulated server's latency is drawn from colocd's own prediction,
+	// so a first measurement has nothing to correct: the script's jobs are
+	// granted what the prediction allows at once (docs/guard.md, the first
+	// grant).
+	c.Admission.Guard.GrantBeforeMeasured = true
 	for _, d := range []string{c.Sidecar.DataDir, c.MPS.PipeDir, c.MPS.LogDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("demo: %w", err)

@@ -90,6 +90,10 @@ type supervisor struct {
 	pct            int // the percentage the command runs at (0: none, time slicing or a MIG instance)
 	env            map[string]string
 	restarts       int
+	// startedLow: the lease was granted at its min_pct until the sidecar
+	// had measured its servers (measure_first); its first raise is taken
+	// even without TakeRaises.
+	startedLow bool
 
 	child      *child
 	registered []procKey        // what the last register named
@@ -234,6 +238,7 @@ func (s *supervisor) take(g *Grant) {
 	s.sidecar, s.jobID = g.Sidecar, l.JobID
 	s.ref = bus.LeaseRef{LeaseID: l.ID, Token: l.Token}
 	s.expires, s.pct, s.env = l.ExpiresAt, l.ActiveThreadPct, l.Env
+	s.startedLow = g.Decision.Reason.Code == bus.ReasonMeasureFirst
 	if l.Instance != nil {
 		s.pct = 0
 	}
@@ -348,6 +353,13 @@ func (s *supervisor) onEvent(rec bus.EventRecord, paused bool) (outcome, bool) {
 	case bus.EventThrottle:
 		s.move("throttled", ev.ActiveThreadPct, ev.Env, ev.Deadline, paused)
 	case bus.EventRaise:
+		if s.startedLow && ev.ActiveThreadPct > s.pct {
+			// Started at its min_pct only until measured: the raise is
+			// the percentage the job was to have.
+			s.startedLow = false
+			s.move("raised", ev.ActiveThreadPct, ev.Env, nil, paused)
+			return 0, false
+		}
 		if !s.cfg.TakeRaises {
 			if ev.ActiveThreadPct != s.pct {
 				s.emit(Record{Event: "raise_ignored", Pct: s.pct, Message: fmt.Sprintf("raise %d→%d %% offered: ignored (run with --take-raises to restart at it)", s.pct, ev.ActiveThreadPct)})

@@ -446,6 +446,9 @@ func (o *observer) ObservedRate(string) (float64, bool) {
 	return o.obs.Observe().PlannedRate(o.forecast)
 }
 
+// Watches is admission.LatencyObserver: the replay reads its service's metrics.
+func (o *observer) Watches(string) bool { return true }
+
 func (o *observer) ObservedWindow(_ string, since time.Time) (admission.ObservedWindow, bool) {
 	ob := o.obs.ObserveSince(since)
 	since, end, ok := ob.Span(o.clock())

@@ -54,6 +54,8 @@ func TestHotKeysAreWhatAdmissionApplies(t *testing.T) {
 				v.SetInt(v.Int() + 1)
 			case reflect.Float64:
 				v.SetFloat(v.Float()/2 + 0.01)
+			case reflect.Bool:
+				v.SetBool(!v.Bool())
 			default:
 				t.Fatalf("admission key %s of kind %s: teach this test to change it", key, v.Kind())
 			}

@@ -130,6 +130,14 @@ func (w *watchedServices) ObservedRate(service string) (float64, bool) {
 	return o.PlannedRate(true)
 }
 
+// Watches is admission.LatencyObserver: whether the service's metrics are
+// read.
+func (w *watchedServices) Watches(service string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.byName[service] != nil
+}
+
 // ObservedWindow is admission.LatencyObserver: the service's figures from
 // since on, once they hold observe.MinRequestsForP99 requests.
 func (w *watchedServices) ObservedWindow(service string, since time.Time) (admission.ObservedWindow, bool) {

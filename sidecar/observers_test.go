@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/runtest"
@@ -120,6 +121,7 @@ func TestGuardThrottlesOnObservedLoad(t *testing.T) {
 	}
 	srv := newMetricsServer(t, 0, loadPage) // idle: nothing observed above the configured rate
 	cfg := watching(t, "gpu-guard", (low+high)/2/(1-configs.Default().Admission.Headroom), srv.url)
+	cfg.Admission.Guard.GrantBeforeMeasured = true // a grant in full, as the prediction allows: the load is what is tested
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -167,6 +169,7 @@ func TestObservedP99ThrottlesWhenThePredictorIsLow(t *testing.T) {
 	url := slowServer(t, 7, 1.5*pred, 1.6*pred) // 7 requests a second, under the configured 8
 	cfg := watching(t, "gpu-slow", pred/0.9*1.2, url)
 	cfg.Services[0].Metrics.Window = 16 * time.Second
+	cfg.Admission.Guard.GrantBeforeMeasured = true // a grant in full, as the prediction allows: the correction is what is tested
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -254,6 +257,7 @@ func TestLoadDoublesThrottleHonoured(t *testing.T) {
 	cfg := testConfig(t, "gpu-doubles", p99AtRate(t, 100, 4)/0.9*1.05) // a job at 100 % fits at 4 req/s, just
 	cfg.Services[0].RateRPS = 4
 	cfg.Admission.Guard.Deadline = 3 * time.Second
+	cfg.Admission.Guard.GrantBeforeMeasured = true // a grant in full, as the prediction allows: the load is what is tested
 	s := start(t, cfg, Options{})
 	arrivals := simserver.Poisson(4, 10*time.Second, 1)
 	for _, a := range simserver.Poisson(8, 10*time.Minute, 2) {
@@ -334,5 +338,13 @@ func TestMetricsDownFallsBackToTheConfiguredRate(t *testing.T) {
 	}
 	if last.PredictedAtRPS != 8 || last.Guard != "configured" || !strings.Contains(last.Observed.Reason, "503") {
 		t.Errorf("status %+v (observed %+v), want the configured rate, guard configured, and the scrape's failure", last, *last.Observed)
+	}
+}
+
+// The launcher recognises a measure-first throttle by its wire code.
+func TestMeasureFirstCodeIsTheLaunchersOwn(t *testing.T) {
+	t.Parallel()
+	if string(admission.CodeMeasureFirst) != bus.ReasonMeasureFirst {
+		t.Errorf("admission says %q, the launcher looks for %q", admission.CodeMeasureFirst, bus.ReasonMeasureFirst)
 	}
 }

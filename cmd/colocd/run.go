@@ -35,7 +35,8 @@ follows its events:
   throttle  stop CMD (--on-throttle: restart sends SIGTERM, then SIGKILL after
             --grace; signal:SIGUSR1 lets it checkpoint and exit) and start it
             again at the new percentage, registered before the deadline
-  raise     ignored, unless --take-raises
+  raise     ignored, unless --take-raises; the first after a measure_first
+            grant (min_pct until the sidecar has measured) is always taken
   revoke    stop CMD; exit 75, or with --readmit ask again
   lost      a lease that cannot be renewed: CMD is stopped before it would
             run past it; exit 69, or with --readmit ask again
