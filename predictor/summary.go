@@ -65,8 +65,6 @@ func (p *Profile) Expanded() []Op {
 		k = s.KernelUS
 	}
 	n := max(1, min(int(math.Round(busy/k)), SummaryMaxKernels))
-	launch := min(SummaryLaunchGapUS, idle/float64(n))
-	rest := idle - launch*float64(n)
 	dram := math.Min(1, s.MemUtil/s.GPUUtil)
 	sm := 1.0
 	if s.SMUtil > 0 {
@@ -100,8 +98,26 @@ func (p *Profile) Expanded() []Op {
 				opSM = 1
 			}
 		}
-		ops[i] = Op{Name: "summary", DurUS: busy / float64(n), GapUS: launch, SM: opSM, Occupancy: 1, DRAM: &d, Waves: waves}
+		ops[i] = Op{Name: "summary", DurUS: busy / float64(n), SM: opSM, Occupancy: 1, DRAM: &d, Waves: waves}
 	}
+	SpreadIdle(ops, idle)
+	return ops
+}
+
+// SpreadIdle sets the gaps of ops (at least one) so that they add up to
+// idleUS, by the summary rule (Expanded): a launch gap of min(1 µs,
+// idleUS/n) before each op, and the rest in L = clamp(round(rest/2 ms), 1,
+// max(1, n/3)) long gaps whose sizes fall as 1/j, the largest opening the
+// unit and the others every n/L ops in a stride order. It is how an
+// importer whose source records no host gaps (Nsight Compute times each
+// kernel alone) lays out a unit's measured idle time.
+func SpreadIdle(ops []Op, idleUS float64) {
+	n := len(ops)
+	launch := min(SummaryLaunchGapUS, idleUS/float64(n))
+	for i := range ops {
+		ops[i].GapUS = launch
+	}
+	rest := idleUS - launch*float64(n)
 	if rest > 0 {
 		l := max(1, min(int(math.Round(rest/SummaryLongGapUS)), max(1, n/3)))
 		var h float64 // the harmonic number H_l
@@ -121,7 +137,6 @@ func (p *Profile) Expanded() []Op {
 			ops[slot*n/l].GapUS += rest / (float64(j) * h)
 		}
 	}
-	return ops
 }
 
 // Summarize is the summary a user who measured this profile's workload

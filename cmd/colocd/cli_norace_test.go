@@ -212,6 +212,7 @@ func TestProfileImportErrors(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "p.json")
 	v100 := kinetoDir + "/v100-training-5steps.json.gz"
+	const ncuExport = "../../predictor/ncu/testdata/step.csv"
 	tests := []struct {
 		name    string
 		args    []string
@@ -229,6 +230,11 @@ func TestProfileImportErrors(t *testing.T) {
 		{"a unit shorter than its kernels", []string{"--format", "kineto", "--unit-ms", "1", "--out", out, v100}, []string{"--unit-ms: want at least the kernels' busy time", "got 1"}},
 		{"a negative unit", []string{"--format", "kineto", "--unit-ms", "-3", "--out", out, v100}, []string{"--unit-ms", "> 0"}},
 		{"a unit length for a cut unit", []string{"--format", "kineto", "--unit-ms", "100", "--max-ops", "10", "--out", out, v100}, []string{"--unit-ms", "max_ops"}},
+		{"ncu without a kind", []string{"--format", "ncu", "--out", out, ncuExport}, []string{"--kind", "does not say"}},
+		{"ncu with a step", []string{"--format", "ncu", "--kind", "training", "--step", "2", "--out", out, ncuExport}, []string{"--step", "a Kineto option"}},
+		{"kineto with a device", []string{"--format", "kineto", "--device", "A100", "--out", out, v100}, []string{"--device", "an ncu option"}},
+		{"ncu unit shorter than its kernels", []string{"--format", "ncu", "--kind", "training", "--unit-ms", "1", "--out", out, ncuExport}, []string{"--unit-ms: want at least the kernels' time", "got 1"}},
+		{"ncu from a Kineto trace", []string{"--format", "ncu", "--kind", "training", "--out", out, v100}, []string{"invalid Nsight Compute export"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -245,6 +251,26 @@ func TestProfileImportErrors(t *testing.T) {
 				t.Errorf("%s was written, want no output on error", out)
 			}
 		})
+	}
+}
+
+// An Nsight Compute export becomes a profile with its measured figures.
+func TestProfileImportNCU(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "p.json")
+	_, stderr, err := runCLI(t, "profile", "import", "--format", "ncu", "--kind", "training", "--device", "NVIDIA A100-SXM4-40GB", "--unit-ms", "2", "--out", out, "../../predictor/ncu/testdata/step.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := predictor.LoadProfile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "step" || p.Device.SMs != 108 || len(p.Ops) != 2 || p.Ops[0].DRAM == nil || p.Ops[0].Waves != 1.48 || p.SoloUS() < 1999 || p.SoloUS() > 2001 {
+		t.Errorf("profile %+v", p)
+	}
+	if !strings.Contains(stderr, "no host gaps") {
+		t.Errorf("stderr %q: want the importer's notes", stderr)
 	}
 }
 

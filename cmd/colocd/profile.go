@@ -7,13 +7,14 @@ import (
 
 	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/predictor/kineto"
+	"github.com/colocd/colocd/predictor/ncu"
 
 	"github.com/colocd/colocd/predictor"
 	"github.com/spf13/cobra"
 )
 
 // profileFormats are the trace formats `colocd profile import` reads.
-var profileFormats = []string{"kineto"}
+var profileFormats = []string{"kineto", "ncu"}
 
 func newProfileCmd() *cobra.Command {
 	return groupCmd("profile", "Work with workload profiles (colocd.profile/v1)", newProfileImportCmd(), newProfileValidateCmd())
@@ -21,24 +22,39 @@ func newProfileCmd() *cobra.Command {
 
 func newProfileImportCmd() *cobra.Command {
 	var (
-		format, kind, out string
-		step              int
-		opts              kineto.Options
-		asJSON            bool
+		format, kind, out, device string
+		step                      int
+		opts                      kineto.Options
+		asJSON                    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "import --format kineto --out FILE TRACE",
+		Use:   "import --format kineto|ncu --out FILE TRACE",
 		Short: "Import a profiler trace as a profile",
-		Long: `Import a PyTorch profiler (Kineto) trace (.json or .json.gz) as a colocd.profile/v1 file.
+		Long: `Import a PyTorch profiler (Kineto) trace (.json or .json.gz), or an Nsight
+Compute CSV export (ncu --csv), as a colocd.profile/v1 file.
 
-The unit is one ProfilerStep (the median-length one, or --step N), the GPU work
-launched inside a record_function annotation (--annotation TEXT), or the whole
-trace when it has no steps. Every kernel on every stream becomes an op; see
+Kineto: the unit is one ProfilerStep (the median-length one, or --step N), the
+GPU work launched inside a record_function annotation (--annotation TEXT), or
+the whole trace when it has no steps. Every kernel on every stream becomes an
+op.
+
+ncu: every profiled kernel becomes an op, in launch order, with its measured
+SM fill, waves, occupancy and DRAM and L2 throughput; --kind is required, and
+--unit-ms lays out the unit's idle time, which an export does not record. See
 docs/profiles.md for the rules.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "kineto" {
+			if format != "kineto" && format != "ncu" {
 				return fmt.Errorf("profile import: --format: want one of %s, got %q", strings.Join(profileFormats, ", "), format)
+			}
+			if format == "ncu" {
+				for _, f := range []string{"step", "annotation", "max-ops"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("profile import: --%s: a Kineto option; an Nsight Compute export's unit is every kernel in it", f)
+					}
+				}
+			} else if cmd.Flags().Changed("device") {
+				return errors.New("profile import: --device: an ncu option; a Kineto trace names its device")
 			}
 			switch predictor.Kind(kind) {
 			case "", predictor.KindInference, predictor.KindTraining:
@@ -52,7 +68,16 @@ docs/profiles.md for the rules.`,
 			if cmd.Flags().Changed("step") {
 				opts.Step = &step
 			}
-			p, err := kineto.ImportFile(args[0], opts)
+			var p *predictor.Profile
+			var err error
+			if format == "ncu" {
+				if opts.Kind == "" {
+					return errors.New("profile import: --kind: want inference or training (an Nsight Compute export does not say)")
+				}
+				p, err = ncu.ImportFile(args[0], ncu.Options{Kind: opts.Kind, Name: opts.Name, Device: device, Waves: opts.Waves, UnitMS: opts.UnitMS})
+			} else {
+				p, err = kineto.ImportFile(args[0], opts)
+			}
 			var fe *field.Error
 			if errors.As(err, &fe) && fe.Path == "unit_ms" {
 				return fmt.Errorf("profile import: --unit-ms: want %s, got %s", fe.Want, fe.Got)
@@ -73,13 +98,14 @@ docs/profiles.md for the rules.`,
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON: {name, kind, ops, span_ms, device, sms, unit, out, notes}")
 	f.StringVar(&format, "format", "", "trace format: "+strings.Join(profileFormats, ", ")+" (required)")
-	f.StringVar(&kind, "kind", "", "inference or training (default: training when the trace has ProfilerStep annotations)")
+	f.StringVar(&kind, "kind", "", "inference or training (Kineto default: training when the trace has ProfilerStep annotations; ncu: required)")
 	f.IntVar(&step, "step", 0, "import ProfilerStep#N (default: the median-length step)")
 	f.StringVar(&opts.Annotation, "annotation", "", "import the GPU work of the annotation whose name contains this text (the median-length one)")
 	f.StringVar(&opts.Name, "name", "", "profile name (default: the trace file name without .json/.json.gz)")
 	f.IntVar(&opts.MaxOps, "max-ops", 0, "keep only the first N kernels of the unit (default: all)")
 	f.BoolVar(&opts.Waves, "waves", true, "write each kernel's rounds of thread blocks (ops[].waves), which turns on the MPS head-of-line wait next to this workload (on by default, chosen by held-out error: docs/predictor.md; --waves=false for the fluid model)")
-	f.Float64Var(&opts.UnitMS, "unit-ms", 0, "the unit's length timed without the profiler, ms (a back-to-back request, a training iteration): host gaps are scaled to match (default: as traced)")
+	f.Float64Var(&opts.UnitMS, "unit-ms", 0, "the unit's length timed without the profiler, ms (a back-to-back request, a training iteration): host gaps are scaled to match (default: as traced; ncu: the idle time is laid out as a summary profile's, default none)")
+	f.StringVar(&device, "device", "", "ncu: the GPU's name (an export names it only by index)")
 	f.StringVarP(&out, "out", "o", "", "profile file to write (required)")
 	return cmd
 }

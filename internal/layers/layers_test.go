@@ -21,7 +21,7 @@ var floors = map[string]int{
 	// 0: helpers that know nothing of GPUs or NATS.
 	"internal/": 0, "field": 0,
 	// 1: the model of the GPU and its workloads.
-	"predictor": 1, "predictor/kineto": 1, "predictor/calibrate": 1, "predictor/sweep": 1,
+	"predictor": 1, "predictor/kineto": 1, "predictor/ncu": 1, "predictor/calibrate": 1, "predictor/sweep": 1,
 	// 2: the decision, and one adapter per outside thing (NATS, NVML, the
 	// MPS daemon, the inference server's metrics), and the configuration
 	// that composes their sections; the launcher's side; the simulated

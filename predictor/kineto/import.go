@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -67,20 +66,12 @@ const kernelNameMax = 128
 // Import. The profile's name defaults to the file's base name without
 // .json/.json.gz, and its source records that base name.
 func ImportFile(path string, opts Options) (*predictor.Profile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("import kineto trace: %w", err)
-	}
-	defer f.Close()
-	base := filepath.Base(path)
 	if opts.Name == "" {
-		opts.Name = traceStem(base)
+		opts.Name = traceStem(filepath.Base(path))
 	}
-	p, err := importKineto(f, opts, base)
-	if err != nil {
-		return nil, fmt.Errorf("import kineto trace %s: %w", path, err)
-	}
-	return p, nil
+	return predictor.ImportFile(path, "kineto trace", func(r io.Reader, base string) (*predictor.Profile, error) {
+		return importKineto(r, opts, base)
+	})
 }
 
 // Import turns a PyTorch profiler (Kineto) Chrome trace into a profile;
