@@ -38,10 +38,16 @@ type policy struct {
 type liveLease struct {
 	lease Lease
 	key   predictor.ProfileKey
+	// raiseBelow, when above 0, bounds what a raise may offer the lease:
+	// less than this, a percentage a recent raise reached and the guard
+	// had to lower it from (Controller.raiseCapsLocked).
+	raiseBelow int
 }
 
 // copy is a copy of l that shares none of its slices.
-func (l *liveLease) copy() liveLease { return liveLease{lease: l.lease.clone(), key: l.key} }
+func (l *liveLease) copy() liveLease {
+	return liveLease{lease: l.lease.clone(), key: l.key, raiseBelow: l.raiseBelow}
+}
 
 // view is the state of the leases a policy decides on, at now.
 type view struct {

@@ -36,14 +36,22 @@ var errNotJoint = errors.New("not a joint raise")
 
 // raisable reports whether a lease may be raised now, by at least
 // Config.MinMovePct.
-func (pol *policy) raisable(l *Lease) bool {
-	return !l.Revoked && !l.awaitingRestart() && l.ceiling()-l.Pct >= pol.cfg.Guard.MinMovePct
+func (pol *policy) raisable(e *liveLease) bool {
+	l := &e.lease
+	return !l.Revoked && !l.awaitingRestart() && len(pol.raiseGrid(e)) > 1
 }
 
-// raiseGrid is what a raisable lease may rise to: its percentage, then
-// those of its grid at least Config.MinMovePct above it.
-func (pol *policy) raiseGrid(l *Lease) []int {
-	return movesFrom(l.Pct, pctGrid(l.Pct, l.ceiling(), pol.cfg.PctStep), pol.cfg.Guard.MinMovePct)
+// raiseGrid is what a lease may rise to: its percentage, then those of its
+// grid up to its ceiling at least Config.MinMovePct above it, and below
+// e.raiseBelow when that is set (a percentage a recent raise reached and
+// the guard had to lower it from).
+func (pol *policy) raiseGrid(e *liveLease) []int {
+	l := &e.lease
+	grid := movesFrom(l.Pct, pctGrid(l.Pct, l.ceiling(), pol.cfg.PctStep), pol.cfg.Guard.MinMovePct)
+	if e.raiseBelow > 0 {
+		grid = slices.DeleteFunc(grid, func(p int) bool { return p > l.Pct && p >= e.raiseBelow })
+	}
+	return grid
 }
 
 // lowerGrid is what a live lease may be lowered to to make room for an
@@ -72,7 +80,7 @@ func movesFrom(cur int, grid []int, minMove int) []int {
 func (pol *policy) jointRaise(ctx context.Context, live []liveLease) ([]int, []string, bool, error) {
 	n := 0
 	for i := range live {
-		if pol.raisable(&live[i].lease) {
+		if pol.raisable(&live[i]) {
 			n++
 		}
 	}
@@ -85,8 +93,8 @@ func (pol *policy) jointRaise(ctx context.Context, live []liveLease) ([]int, []s
 		l := &e.lease
 		ts[i] = Trainer{Profile: l.Profile, Key: e.key}
 		grid := []int{l.Pct}
-		if pol.raisable(l) {
-			grid = pol.raiseGrid(l)
+		if pol.raisable(&e) {
+			grid = pol.raiseGrid(&e)
 		}
 		jobs[i] = jointJob{weight: pol.weight(l.Weight), grid: grid, memoryMiB: l.MemoryMiB}
 	}
@@ -130,11 +138,10 @@ func (pol *policy) greedyRaise(ctx context.Context, live []liveLease) ([]int, bo
 	slices.Reverse(order)
 	room := false
 	for _, i := range order {
-		l := &live[i].lease
-		if !pol.raisable(l) {
+		if !pol.raisable(&live[i]) {
 			continue
 		}
-		grid := pol.raiseGrid(l)
+		grid := pol.raiseGrid(&live[i])
 		best, err := searchGrid(ctx, grid, pol.cfg.SearchWorkers, func(ctx context.Context, k int) (probe, error) {
 			trial := slices.Clone(pcts)
 			trial[i] = grid[k]

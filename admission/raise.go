@@ -88,6 +88,10 @@ func (c *Controller) applyRaise(ctx context.Context, planned []liveLease, pcts [
 		delete(c.raiseRoom, e.lease.ID)
 		l := e.lease.clone()
 		old := l.Pct
+		if c.raisedTo == nil {
+			c.raisedTo = map[string]raised{}
+		}
+		c.raisedTo[l.ID] = raised{to: pcts[i], at: now}
 		l.Pct = pcts[i]
 		// A raise takes capacity, as a grant does: decisions see the raised
 		// percentage while its record is written (a snapshot taken before
@@ -108,4 +112,50 @@ func (c *Controller) applyRaise(ctx context.Context, planned []liveLease, pcts [
 		events = append(events, Event{Type: EventRaise, LeaseID: l.ID, JobID: l.JobID, Pct: l.Pct, Env: c.Env(l), Time: now, Reason: reason})
 	}
 	return events, errors.Join(errs...)
+}
+
+// raised is a lease's last raise: to what, and when.
+type raised struct {
+	to int
+	at time.Time
+}
+
+// raiseCap bounds the raises a lease is offered after a raise failed: below
+// below, until until; failed holds the times of its failed raises in the
+// last hour.
+type raiseCap struct {
+	below  int
+	until  time.Time
+	failed []time.Time
+}
+
+// lowerAfterRaiseLocked notes that the guard lowers lease id to pct at
+// now. If that comes within Guard.RaiseAfter of a raise to more than pct,
+// the raise failed: the server could not take that percentage, whatever
+// the prediction said (an observed correction measured at the lower
+// percentage may understate the slowdown at the higher one), and the
+// lease is offered only less than it for RaiseAfter, doubled for each
+// further failed raise of the lease in the last hour (at most an hour, or
+// RaiseAfter when that is longer), as the hold after a revoke is
+// (readmitAtLocked). Without this, the guard raises, measures, lowers and
+// raises again every few minutes, each time over the limit for a while.
+// c.mu is held.
+func (c *Controller) lowerAfterRaiseLocked(id string, pct int, now time.Time) {
+	r, ok := c.raisedTo[id]
+	if !ok {
+		return
+	}
+	delete(c.raisedTo, id)
+	if now.Sub(r.at) > c.cfg.Guard.RaiseAfter || pct >= r.to {
+		return
+	}
+	if c.raiseCaps == nil {
+		c.raiseCaps = map[string]raiseCap{}
+	}
+	rc := c.raiseCaps[id]
+	rc.failed = append(slices.DeleteFunc(rc.failed, func(t time.Time) bool { return !t.After(now.Add(-time.Hour)) }), now)
+	rc.below = r.to
+	hold := min(c.cfg.Guard.RaiseAfter<<min(len(rc.failed)-1, 6), max(time.Hour, c.cfg.Guard.RaiseAfter))
+	rc.until = now.Add(hold)
+	c.raiseCaps[id] = rc
 }

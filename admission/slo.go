@@ -121,6 +121,9 @@ func (c *Controller) applyPlan(ctx context.Context, planned []liveLease, p plan,
 			continue
 		}
 		delete(c.raiseRoom, l.ID)
+		if ev.Type == EventThrottle {
+			c.lowerAfterRaiseLocked(l.ID, l.Pct, now)
+		}
 		if err := c.update(ctx, cmp.Or(why.op, "update services"), e, l); err != nil {
 			errs = append(errs, err)
 			continue

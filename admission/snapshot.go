@@ -78,6 +78,9 @@ func (c *Controller) snapshotLocked() *snapshot {
 	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}, readmitAt: c.readmitAtLocked(now)}, pol: c.policyLocked()}
 	for _, e := range c.liveLocked(now) {
 		cp := e.copy()
+		if rc, ok := c.raiseCaps[e.lease.ID]; ok && now.Before(rc.until) {
+			cp.raiseBelow = rc.below
+		}
 		if e.lease.Instance != nil {
 			s.lent = append(s.lent, cp)
 		} else {

@@ -1,0 +1,61 @@
+package admission
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// A raise the guard has to take back within raise_after failed: the lease
+// is offered only less than that percentage for raise_after, doubled for
+// each further failed raise in the last hour, at most an hour. A throttle
+// later than that, or not below the raise, is no failure.
+func TestFailedRaiseCapsTheNextOffers(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	c := &Controller{cfg: Config{Settings: DefaultSettings()}}
+	c.cfg.PctStep, c.cfg.Guard.MinMovePct = 10, 10
+	pol := newPolicy(c.cfg, Deps{}, nil)
+	raiseTo := func(to int, at time.Time) { c.raisedTo = map[string]raised{"L": {to: to, at: at}} }
+	offers := func(now time.Time) []int {
+		e := liveLease{lease: Lease{ID: "L", Pct: 20, MinPct: 10, MaxPct: 100}}
+		if rc, ok := c.raiseCaps["L"]; ok && now.Before(rc.until) {
+			e.raiseBelow = rc.below
+		}
+		return pol.raiseGrid(&e)
+	}
+	raiseTo(60, t0)
+	c.lowerAfterRaiseLocked("L", 10, t0.Add(time.Minute))
+	if got := offers(t0.Add(2 * time.Minute)); !slices.Equal(got, []int{20, 30, 40, 50}) {
+		t.Errorf("after a failed raise to 60 %%: offers %v, want up to 50 %%", got)
+	}
+	if got := offers(t0.Add(6*time.Minute + time.Second)); !slices.Equal(got, pctGrid(20, 100, 10)) {
+		t.Errorf("raise_after later: offers %v, want every percentage again", got)
+	}
+	// Two more failures within the hour: twice, then four times as long.
+	for i, to := range []int{40, 30} {
+		at := t0.Add(time.Duration(10*(i+1)) * time.Minute)
+		raiseTo(to, at)
+		c.lowerAfterRaiseLocked("L", 20, at.Add(time.Minute))
+		hold := DefaultRaiseAfter << (i + 1)
+		if rc := c.raiseCaps["L"]; rc.below != to || len(rc.failed) != i+2 || !rc.until.Equal(at.Add(time.Minute+hold)) {
+			t.Errorf("failure %d: cap %+v, want below %d for %v", i+2, rc, to, hold)
+		}
+	}
+	if got := offers(t0.Add(32 * time.Minute)); !slices.Equal(got, []int{20}) {
+		t.Errorf("after a failed raise to 30 %%: offers %v, want none above 20 %%", got)
+	}
+	// No failure: a throttle past raise_after, or to the raised percentage.
+	for _, tt := range []struct {
+		name  string
+		after time.Duration
+		to    int
+	}{{"late", 6 * time.Minute, 10}, {"not below", time.Minute, 60}} {
+		c.raiseCaps = nil
+		raiseTo(60, t0)
+		c.lowerAfterRaiseLocked("L", tt.to, t0.Add(tt.after))
+		if len(c.raiseCaps) != 0 {
+			t.Errorf("%s: caps %+v, want none", tt.name, c.raiseCaps)
+		}
+	}
+}
