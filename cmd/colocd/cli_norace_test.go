@@ -231,8 +231,8 @@ func TestProfileImportErrors(t *testing.T) {
 		{"a negative unit", []string{"--format", "kineto", "--unit-ms", "-3", "--out", out, v100}, []string{"--unit-ms", "> 0"}},
 		{"a unit length for a cut unit", []string{"--format", "kineto", "--unit-ms", "100", "--max-ops", "10", "--out", out, v100}, []string{"--unit-ms", "max_ops"}},
 		{"ncu without a kind", []string{"--format", "ncu", "--out", out, ncuExport}, []string{"--kind", "does not say"}},
-		{"ncu with a step", []string{"--format", "ncu", "--kind", "training", "--step", "2", "--out", out, ncuExport}, []string{"--step", "a Kineto option"}},
-		{"kineto with a device", []string{"--format", "kineto", "--device", "A100", "--out", out, v100}, []string{"--device", "an ncu option"}},
+		{"ncu with a step", []string{"--format", "ncu", "--kind", "training", "--step", "2", "--out", out, ncuExport}, []string{"--step", "not an option of --format ncu"}},
+		{"kineto with a device", []string{"--format", "kineto", "--device", "A100", "--out", out, v100}, []string{"--device", "not an option of --format kineto"}},
 		{"ncu unit shorter than its kernels", []string{"--format", "ncu", "--kind", "training", "--unit-ms", "1", "--out", out, ncuExport}, []string{"--unit-ms: want at least the kernels' time", "got 1"}},
 		{"ncu from a Kineto trace", []string{"--format", "ncu", "--kind", "training", "--out", out, v100}, []string{"invalid Nsight Compute export"}},
 	}

@@ -35,26 +35,19 @@ Compute CSV export (ncu --csv), as a colocd.profile/v1 file.
 
 Kineto: the unit is one ProfilerStep (the median-length one, or --step N), the
 GPU work launched inside a record_function annotation (--annotation TEXT), or
-the whole trace when it has no steps. Every kernel on every stream becomes an
-op.
-
-ncu: every profiled kernel becomes an op, in launch order, with its measured
-SM fill, waves, occupancy and DRAM and L2 throughput; --kind is required, and
---unit-ms lays out the unit's idle time, which an export does not record. See
-docs/profiles.md for the rules.`,
+the whole trace when it has no steps; every kernel on every stream is an op.
+ncu: every profiled kernel is an op, with its measured SM fill, waves,
+occupancy, DRAM and L2 throughput; --kind is required, and --unit-ms lays out
+the idle time an export does not record. See docs/profiles.md for the rules.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "kineto" && format != "ncu" {
 				return fmt.Errorf("profile import: --format: want one of %s, got %q", strings.Join(profileFormats, ", "), format)
 			}
-			if format == "ncu" {
-				for _, f := range []string{"step", "annotation", "max-ops"} {
-					if cmd.Flags().Changed(f) {
-						return fmt.Errorf("profile import: --%s: a Kineto option; an Nsight Compute export's unit is every kernel in it", f)
-					}
+			for _, f := range map[string][]string{"ncu": {"step", "annotation", "max-ops"}, "kineto": {"device"}}[format] {
+				if cmd.Flags().Changed(f) {
+					return fmt.Errorf("profile import: --%s: not an option of --format %s", f, format)
 				}
-			} else if cmd.Flags().Changed("device") {
-				return errors.New("profile import: --device: an ncu option; a Kineto trace names its device")
 			}
 			switch predictor.Kind(kind) {
 			case "", predictor.KindInference, predictor.KindTraining:
@@ -68,19 +61,16 @@ docs/profiles.md for the rules.`,
 			if cmd.Flags().Changed("step") {
 				opts.Step = &step
 			}
-			var p *predictor.Profile
-			var err error
+			imp := func() (*predictor.Profile, error) { return kineto.ImportFile(args[0], opts) }
 			if format == "ncu" {
-				if opts.Kind == "" {
-					return errors.New("profile import: --kind: want inference or training (an Nsight Compute export does not say)")
+				imp = func() (*predictor.Profile, error) {
+					return ncu.ImportFile(args[0], ncu.Options{Kind: opts.Kind, Name: opts.Name, Device: device, Waves: opts.Waves, UnitMS: opts.UnitMS})
 				}
-				p, err = ncu.ImportFile(args[0], ncu.Options{Kind: opts.Kind, Name: opts.Name, Device: device, Waves: opts.Waves, UnitMS: opts.UnitMS})
-			} else {
-				p, err = kineto.ImportFile(args[0], opts)
 			}
+			p, err := imp()
 			var fe *field.Error
-			if errors.As(err, &fe) && fe.Path == "unit_ms" {
-				return fmt.Errorf("profile import: --unit-ms: want %s, got %s", fe.Want, fe.Got)
+			if errors.As(err, &fe) && (fe.Path == "unit_ms" || fe.Path == "kind") {
+				return fmt.Errorf("profile import: --%s: want %s, got %s", strings.ReplaceAll(fe.Path, "_", "-"), fe.Want, fe.Got)
 			}
 			if err != nil {
 				return fmt.Errorf("profile import: %w", err)
