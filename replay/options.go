@@ -102,7 +102,11 @@ func Prepare(o Options) (Config, error) {
 func Report(w io.Writer, name string, cfg Config, results []Result, asJSON bool, svgPath string) error {
 	if svgPath != "" {
 		title := fmt.Sprintf("%s: %s, SLO p99 %g ms, error ×%g", name, cfg.Service.Name, cfg.Service.SLOP99MS, cfg.ErrorFactor)
-		if err := atomicfile.Write(svgPath, SVG(title, cfg.Service.SLOP99MS, results), 0o644); err != nil {
+		load := "req/s"
+		if cfg.Service.BurstSteps > 0 {
+			load = "arrivals in req/s, the engine's observed and forecast steps/s"
+		}
+		if err := atomicfile.Write(svgPath, SVG(title, load, cfg.Service.SLOP99MS, results), 0o644); err != nil {
 			return fmt.Errorf("--svg: %w", err)
 		}
 	}

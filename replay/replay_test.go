@@ -164,7 +164,7 @@ func TestSVGIsWellFormed(t *testing.T) {
 		{Policy: Forecast, Minutes: 2, PerMinute: []MinuteStat{{0, 60, 70}},
 			Series: []Sample{{At: 0, ArrivalRPS: 1, ObservedRPS: 1, ForecastRPS: 2, Pct: 30}, {At: time.Minute, ArrivalRPS: 2, ObservedRPS: 2, ForecastRPS: math.Inf(1), Pct: 10}}},
 	}
-	svg := SVG(`a <trace> & "its" SLO`, 100, results)
+	svg := SVG(`a <trace> & "its" SLO`, "req/s", 100, results)
 	d := xml.NewDecoder(bytes.NewReader(svg))
 	rects, circles := 0, 0
 	for {

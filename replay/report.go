@@ -37,7 +37,10 @@ const (
 // arrival rate each observer interval, the observed rate and its
 // forecast), and each judged minute's p99 against the SLO with the
 // training job's percentage.
-func SVG(title string, sloMS float64, results []Result) []byte {
+//
+// load names the load plot's unit: "req/s", or for an engine, whose
+// observed rate counts its steps, what each line counts.
+func SVG(title, load string, sloMS float64, results []Result) []byte {
 	var end float64 // minutes
 	var maxRate, maxP99 float64
 	for _, r := range results {
@@ -63,7 +66,7 @@ func SVG(title string, sloMS float64, results []Result) []byte {
 	for _, r := range results {
 		// The load.
 		y := func(v float64) float64 { return top + svgPanel*(1-v/maxRate) }
-		frame(&b, top, fmt.Sprintf("%s: load, req/s", r.Policy), maxRate, end)
+		frame(&b, top, fmt.Sprintf("%s: load, %s", r.Policy, load), maxRate, end)
 		line(&b, r.Series, x, y, func(s Sample) float64 { return s.ArrivalRPS }, "#bbbbbb", "")
 		line(&b, r.Series, x, y, func(s Sample) float64 { return s.ObservedRPS }, "#1f77b4", "")
 		line(&b, r.Series, x, y, func(s Sample) float64 { return s.ForecastRPS }, "#ff7f0e", "4 3")
