@@ -58,6 +58,10 @@ func testConfig(t testing.TB, id string, sloMS float64) *configs.Config {
 	c.Predictor.Confidence = 0
 	c.Services = []configs.Service{{Name: "v100-infer", Profile: serviceProfile, RateRPS: 8, SLO: configs.SLO{P99MS: sloMS}}}
 	c.Admission.MaxJobs = 3
+	// Cold decisions next to live leases, under the race detector on a
+	// busy machine, can take longer than the default 5 s; a test of the
+	// timeout sets its own.
+	c.Admission.DecisionTimeout = 10 * time.Minute
 	return &c
 }
 
