@@ -523,6 +523,9 @@ func TestWatchesOfOneLauncherLeaveAnothersAlone(t *testing.T) {
 			t.Fatalf("watch %d of launcher a: %v", i, err)
 		}
 	}
+	// The checks get a deadline of their own: the flood may have used
+	// up the first one on a busy machine.
+	ctx = testCtx(t)
 	js, err := jetstream.New(connect(t, tt.e))
 	if err != nil {
 		t.Fatal(err)
