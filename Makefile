@@ -111,7 +111,7 @@ harness-bin:
 ACCURACY_DATA ?= testdata/gpu/h200/measurements.json
 accuracy: build
 	@test -f $(ACCURACY_DATA) || { echo "accuracy: no dataset at $(ACCURACY_DATA) yet (see docs/accuracy.md)"; exit 1; }
-	python3 tools/gpu-harness/accuracy.py --colocd $(BIN) --measurements $(ACCURACY_DATA) --check
+	python3 tools/gpu-harness/accuracy.py --colocd $(BIN) --measurements $(ACCURACY_DATA) --check --fold-cv
 
 # With the attack and slow tags every file is checked: they add the attack
 # suite's file and the slow tests, and leave out none.

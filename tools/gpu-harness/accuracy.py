@@ -207,14 +207,14 @@ def mape(errs):
 
 
 def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False, check=False, workdir=None,
-             progress=None, seeds=SEEDS, solo=None, calibrate_args=()):
+             progress=None, seeds=SEEDS, solo=None, calibrate_args=(), fold_cv=False):
     """Run the leave-one-group-out evaluation; returns a result dict."""
     work = workdir or tempfile.mkdtemp(prefix="colocd-accuracy-")
     say = progress or (lambda s: None)
     recs = doc["records"]
     sms = (doc.get("device") or {}).get("sms") or 0
     res = {"by": by, "requests": requests or 2000, "seed": seed, "source": doc.get("source"),
-           "records": [], "folds": []}
+           "records": [], "folds": [], "fold_cv": fold_cv}
 
     full_path = os.path.join(work, "all.measurements.json")
     write_subset(doc, recs, full_path)
@@ -242,7 +242,7 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
         write_subset(doc, rest, mp)
         say("fold %d/%d: leave out %s (%d records), calibrate on %d" % (gi + 1, len(groups), key, len(idx), len(rest)))
         try:
-            cal = calibrate(colocd, mp, cp, requests, seed, False, seeds, calibrate_args)
+            cal = calibrate(colocd, mp, cp, requests, seed, fold_cv, seeds, calibrate_args)
         except ColocdError as e:
             fold["error"] = str(e)
             continue
@@ -522,6 +522,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--seeds", type=int, default=SEEDS, help="arrival seeds per record, as colocd calibrate --seeds (default %(default)s)")
     ap.add_argument("--builtin-cv", action="store_true", help="also run colocd calibrate's own cross-validation")
+    ap.add_argument("--fold-cv", action="store_true",
+                    help="calibrate each fold as colocd calibrate does by default, with its own cross-validation, "
+                         "so that the intervals are the ones users get (slower; default: --no-cv in the folds)")
     ap.add_argument("--check", action="store_true",
                     help="check that colocd predict reproduces calibrate's in-sample values")
     ap.add_argument("--calibrate-arg", action="append", default=[], metavar="ARG",
@@ -541,7 +544,7 @@ def main(argv=None):
     try:
         res = evaluate(doc, a.colocd, by=a.by, requests=a.requests, seed=a.seed, builtin_cv=a.builtin_cv,
                        check=a.check, workdir=a.workdir, progress=progress, seeds=a.seeds,
-                       solo=load_solo(a.measurements), calibrate_args=a.calibrate_arg)
+                       solo=load_solo(a.measurements), calibrate_args=a.calibrate_arg, fold_cv=a.fold_cv)
     except (ColocdError, OSError) as e:
         sys.stderr.write("accuracy: %s\n" % e)
         return 1

@@ -140,6 +140,28 @@ class Synthetic(unittest.TestCase):
         md = accuracy.table(res, markdown=True)
         self.assertTrue(md.startswith("| record |"))
 
+    def test_fold_cv_calibrates_folds_as_users_do(self):
+        # --fold-cv: each fold's calibration runs colocd calibrate's own
+        # cross-validation (no --no-cv), as colocd calibrate does by default.
+        doc = accuracy.load_doc(self.meas)
+        seen = []
+        real = accuracy.calibrate
+
+        def spy(colocd, meas_path, out_path, requests, seed, cv, *rest):
+            seen.append((os.path.basename(out_path), cv))
+            return real(colocd, meas_path, out_path, requests, seed, cv, *rest)
+
+        accuracy.calibrate = spy
+        try:
+            res = accuracy.evaluate(doc, self.colocd, requests=200, seeds=1, fold_cv=True)
+        finally:
+            accuracy.calibrate = real
+            shutil.rmtree(doc["_tmp"], ignore_errors=True)
+        folds = [cv for name, cv in seen if name.startswith("fold")]
+        self.assertEqual(len(folds), 2, seen)
+        self.assertTrue(all(folds), seen)
+        self.assertTrue(res["fold_cv"])
+
     def test_accuracy_cli(self):
         js = os.path.join(self.dir, "acc.json")
         p = testlib.run_py("accuracy.py", "-q", "--colocd", self.colocd, "--measurements", self.meas, "--requests",
