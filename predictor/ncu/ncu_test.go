@@ -28,6 +28,7 @@ const rawExport = `"ID","Kernel Name","gpu__time_duration.sum","launch__grid_siz
 "","","msecond","","SM","","%","%","%","inst"
 "1","vectorized_elementwise_kernel","0,005632","27","108","0,02","","",""
 "0","ampere_sgemm_128x64_nn","1,20448","320","108","1,48","24,96","35,20","41,07","123456"
+==PROF== Disconnected from process 4242
 `
 
 func TestParseBothForms(t *testing.T) {

@@ -131,24 +131,31 @@ type table struct {
 	rows    int
 }
 
-// next returns the next row, or nil at the end.
+// next returns the next row, or nil at the end. ncu's own messages
+// (==PROF== Disconnected …) may follow the table: they are skipped, and
+// count towards MaxRows like any row.
 func (t *table) next() ([]string, error) {
-	rec, err := t.cr.Read()
-	if err == io.EOF {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, invalid("%v", err)
-	}
-	if t.rows++; t.rows > MaxRows {
-		return nil, invalid("more than %d rows", MaxRows)
-	}
-	for _, f := range rec {
-		if len(f) > MaxFieldLen {
-			return nil, invalid("row %d: a field of %d bytes, longer than %d", t.rows, len(f), MaxFieldLen)
+	for {
+		rec, err := t.cr.Read()
+		if err == io.EOF {
+			return nil, nil
 		}
+		if err != nil {
+			return nil, invalid("%v", err)
+		}
+		if t.rows++; t.rows > MaxRows {
+			return nil, invalid("more than %d rows", MaxRows)
+		}
+		if len(rec) > 0 && strings.HasPrefix(rec[0], "==") {
+			continue
+		}
+		for _, f := range rec {
+			if len(f) > MaxFieldLen {
+				return nil, invalid("row %d: a field of %d bytes, longer than %d", t.rows, len(f), MaxFieldLen)
+			}
+		}
+		return rec, nil
 	}
-	return rec, nil
 }
 
 func (t *table) field(rec []string, name string) string {
