@@ -113,6 +113,13 @@ func (c *Controller) readmitAtLocked(now time.Time) time.Time {
 	if n == 0 {
 		return time.Time{}
 	}
-	hold := min(c.cfg.Guard.RaiseAfter<<min(n-1, 6), max(time.Hour, c.cfg.Guard.RaiseAfter))
-	return last.Add(hold)
+	return last.Add(c.holdLocked(n))
+}
+
+// holdLocked is how long the guard holds back after the n-th revoke (or
+// failed raise) in an hour: Guard.RaiseAfter, doubled for each one after
+// the first, at most an hour (or RaiseAfter, when that is longer). c.mu
+// is held.
+func (c *Controller) holdLocked(n int) time.Duration {
+	return min(c.cfg.Guard.RaiseAfter<<min(n-1, 6), max(time.Hour, c.cfg.Guard.RaiseAfter))
 }

@@ -40,7 +40,7 @@ type liveLease struct {
 	key   predictor.ProfileKey
 	// raiseBelow, when above 0, bounds what a raise may offer the lease:
 	// less than this, a percentage a recent raise reached and the guard
-	// had to lower it from (Controller.raiseCapsLocked).
+	// had to lower it from (Controller.lowerAfterRaiseLocked).
 	raiseBelow int
 }
 
@@ -101,9 +101,10 @@ func (pol *policy) decide(ctx context.Context, req *Request, key predictor.Profi
 	if d, denied, err := pol.checkMemory(ctx, req, v.live, v.now); denied || err != nil {
 		return d, err
 	}
-	grid := []int{100}
+	grid, top := []int{100}, req.MaxPct
 	if pol.cfg.Mode == predictor.ModeMPS {
-		grid = pctGrid(req.MinPct, pol.firstMax(req), pol.cfg.PctStep)
+		top = pol.firstMax(req)
+		grid = pctGrid(req.MinPct, top, pol.cfg.PctStep)
 	}
 	others := trainersOf(v.live)
 	results := make([][]ServicePrediction, len(grid))
@@ -132,7 +133,7 @@ func (pol *policy) decide(ctx context.Context, req *Request, key predictor.Profi
 	if best >= 0 {
 		d.Pct = grid[best]
 	}
-	if d.Outcome == Grant && d.Pct < req.MaxPct {
+	if d.Outcome == Grant && top < req.MaxPct {
 		d.Outcome, d.Code = Throttle, CodeMeasureFirst
 		d.Message = fmt.Sprintf("%s; the guard has not yet measured the servers' latency next to a training job, so a new job starts at its min_pct and is raised once the measurement shows room (admission.guard.grant_before_measured)", d.Message)
 	}

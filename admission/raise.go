@@ -155,7 +155,6 @@ func (c *Controller) lowerAfterRaiseLocked(id string, pct int, now time.Time) {
 	rc := c.raiseCaps[id]
 	rc.failed = append(slices.DeleteFunc(rc.failed, func(t time.Time) bool { return !t.After(now.Add(-time.Hour)) }), now)
 	rc.below = r.to
-	hold := min(c.cfg.Guard.RaiseAfter<<min(len(rc.failed)-1, 6), max(time.Hour, c.cfg.Guard.RaiseAfter))
-	rc.until = now.Add(hold)
+	rc.until = now.Add(c.holdLocked(len(rc.failed)))
 	c.raiseCaps[id] = rc
 }

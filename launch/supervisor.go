@@ -353,19 +353,16 @@ func (s *supervisor) onEvent(rec bus.EventRecord, paused bool) (outcome, bool) {
 	case bus.EventThrottle:
 		s.move("throttled", ev.ActiveThreadPct, ev.Env, ev.Deadline, paused)
 	case bus.EventRaise:
-		if s.startedLow && ev.ActiveThreadPct > s.pct {
-			// Started at its min_pct only until measured: the raise is
-			// the percentage the job was to have.
-			s.startedLow = false
-			s.move("raised", ev.ActiveThreadPct, ev.Env, nil, paused)
-			return 0, false
-		}
-		if !s.cfg.TakeRaises {
+		// A job started at its min_pct only until measured takes its first
+		// raise: it is the percentage the job was to have.
+		first := s.startedLow && ev.ActiveThreadPct > s.pct
+		if !s.cfg.TakeRaises && !first {
 			if ev.ActiveThreadPct != s.pct {
 				s.emit(Record{Event: "raise_ignored", Pct: s.pct, Message: fmt.Sprintf("raise %d→%d %% offered: ignored (run with --take-raises to restart at it)", s.pct, ev.ActiveThreadPct)})
 			}
 			return 0, false
 		}
+		s.startedLow = false
 		s.move("raised", ev.ActiveThreadPct, ev.Env, nil, paused)
 	case bus.EventRevoke:
 		grace := s.cfg.Grace

@@ -481,9 +481,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 				s.complete(a, now)
 				idxA, remA, events = ca.idx, ca.rem, s.res.events
 			}
-			if blocks && a < s.nsvc {
-				s.holPending[a] = true // its next op is not yet charged its wait
-			}
+			s.markHeadOfLine(a, true) // its next op is not yet charged its wait
 		} else {
 			remA -= ra / fa * dt
 		}
@@ -496,17 +494,16 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 				s.complete(b, now)
 				idxB, remB, events = cb.idx, cb.rem, s.res.events
 			}
-			if blocks && b < s.nsvc {
-				s.holPending[b] = true
-			}
+			s.markHeadOfLine(b, true)
 		} else {
 			remB -= rb / fb * dt
 		}
 		if blocks && gaps && (s.holPending[a] || s.holPending[b]) {
 			// A serving context whose next op is ready now starts it next
-			// to the other's resident blocks (chargeHeadOfLine, the first
-			// context first, as the main loop charges them).
-			s.pairHeadOfLine(a, b, idxA, idxB, now)
+			// to the other's resident blocks, charged as the main loop
+			// charges it (it reads the contexts' current ops).
+			ca.idx, cb.idx = idxA, idxB
+			s.chargeHeadOfLine(now)
 		}
 		if gaps && !done() && t < next {
 			// One of the two is in a gap (host work, a launch): the other
@@ -550,7 +547,8 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 			if blocks && (s.holPending[a] || s.holPending[b]) && *readyA <= now && *readyB <= now {
 				// The one that woke starts its op next to the other's
 				// blocks: a wait is one more gap to take the same way.
-				s.pairHeadOfLine(a, b, idxA, idxB, now)
+				ca.idx, cb.idx = idxA, idxB
+				s.chargeHeadOfLine(now)
 				if *readyA > now || *readyB > now {
 					goto wake
 				}
@@ -845,46 +843,19 @@ func (s *mpsSim) chargeHeadOfLine(now float64) {
 			held += o.u
 			block += 0.5 * o.u * o.blockUS
 		}
-		if wait := headOfLineWait(&s.mctx[c].ops[s.ctx[c].idx], held, block); wait > 0 {
+		var wait float64
+		if op := &s.mctx[c].ops[s.ctx[c].idx]; held > 0 && op.u+held > 1 {
+			// The share of its demand that finds no free SM, times the
+			// co-runners' mean half-block wait, or its own block's time
+			// when some SMs are free.
+			wait = block / held
+			if held < 1-1e-9 {
+				wait = min(wait, op.ownUS)
+			}
+			wait *= min(1, (op.u+held-1)/op.u)
+		}
+		if wait > 0 {
 			s.ready[c] = now + wait
-		}
-	}
-}
-
-// headOfLineWait is the wait of op next to co-runners that hold held of
-// the SMs, block their SM-weighted half-block waits summed: the share of
-// its demand that finds no free SM, times the co-runners' mean half-block
-// wait, or its own block's time when some SMs are free.
-func headOfLineWait(op *mpsOp, held, block float64) float64 {
-	if !(held > 0 && op.u+held > 1) {
-		return 0
-	}
-	wait := block / held
-	if held < 1-1e-9 {
-		wait = min(wait, op.ownUS)
-	}
-	return wait * min(1, (op.u+held-1)/op.u)
-}
-
-// pairHeadOfLine is chargeHeadOfLine for runPair's two contexts, whose
-// current ops are idxA and idxB: each pending one whose op is ready at now
-// waits for the other's blocks if the other's op is ready too.
-func (s *mpsSim) pairHeadOfLine(a, b, idxA, idxB int, now float64) {
-	opA, opB := &s.mctx[a].ops[idxA], &s.mctx[b].ops[idxB]
-	if s.holPending[a] && s.ready[a] <= now {
-		s.holPending[a] = false
-		if s.ready[b] <= now {
-			if wait := headOfLineWait(opA, opB.u, 0.5*opB.u*opB.blockUS); wait > 0 {
-				s.ready[a] = now + wait
-			}
-		}
-	}
-	if s.holPending[b] && s.ready[b] <= now {
-		s.holPending[b] = false
-		if s.ready[a] <= now {
-			if wait := headOfLineWait(opB, opA.u, 0.5*opA.u*opA.blockUS); wait > 0 {
-				s.ready[b] = now + wait
-			}
 		}
 	}
 }

@@ -88,7 +88,6 @@ func Parse(r io.Reader) ([]Kernel, error) {
 	}
 	cr := csv.NewReader(io.MultiReader(strings.NewReader(header), br))
 	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = false
 	head, err := cr.Read()
 	if err != nil {
 		return nil, invalid("the header: %v", err)
