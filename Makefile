@@ -13,7 +13,7 @@ STATICCHECK_VERSION := v0.8.2
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: attack build run demo predict replay calibration-study test test-race test-plain bench-once harness-test harness-bin accuracy vet lint fmt-check staticcheck fuzz bench fleet clean
+.PHONY: attack build run demo predict replay calibration-study test test-race test-plain bench-once harness-test harness-bin accuracy accuracy-public vet lint fmt-check staticcheck fuzz bench fleet clean
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/colocd
@@ -100,6 +100,7 @@ bench-once:
 # The GPU harness's logic (no torch, no GPU needed), run against the real binary.
 harness-test: build
 	COLOCD_BIN=$(abspath $(BIN)) python3 -m unittest discover -s tools/gpu-harness/tests
+	python3 -m unittest discover -s tools/public/tests
 
 # The binary the GPU harness carries to the device machine (cgo: go-nvml needs
 # it, so build on linux/amd64 like the device).
@@ -112,6 +113,14 @@ ACCURACY_DATA ?= testdata/gpu/h200/measurements.json
 accuracy: build
 	@test -f $(ACCURACY_DATA) || { echo "accuracy: no dataset at $(ACCURACY_DATA) yet (see docs/accuracy.md)"; exit 1; }
 	python3 tools/gpu-harness/accuracy.py --colocd $(BIN) --measurements $(ACCURACY_DATA) --check --fold-cv
+	$(MAKE) --no-print-directory accuracy-public
+
+# The public measurements (testdata/public, docs/accuracy.md#public-measurements):
+# each source converted afresh from its raw files, then predicted with nothing
+# fitted on it.
+accuracy-public: build
+	python3 tools/public/orion.py --check
+	python3 tools/gpu-harness/accuracy.py --colocd $(BIN) --measurements testdata/public/orion-v100/measurements.json --no-fit -q
 
 # With the attack and slow tags every file is checked: they add the attack
 # suite's file and the slow tests, and leave out none.

@@ -152,8 +152,9 @@ def predict(colocd, r, cal_path, requests, seed, sms):
     for t in r["training"]:
         argv += ["--training", t]
     argv += ["--mode", r["mode"], "--rate", repr(float(r["rate_rps"])),
-             "--requests", str(r.get("requests") or requests or 2000), "--seed", str(r.get("seed") or seed),
-             "--calibration", cal_path, "--json"]
+             "--requests", str(r.get("requests") or requests or 2000), "--seed", str(r.get("seed") or seed), "--json"]
+    if cal_path:  # else the preset for the profile's GPU or the built-in default
+        argv += ["--calibration", cal_path]
     if r["mode"] == "mps":
         for _ in r["training"]:
             argv += ["--pct", "%r" % float(r["training_pct"])]
@@ -207,14 +208,25 @@ def mape(errs):
 
 
 def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False, check=False, workdir=None,
-             progress=None, seeds=SEEDS, solo=None, calibrate_args=(), fold_cv=False):
-    """Run the leave-one-group-out evaluation; returns a result dict."""
+             progress=None, seeds=SEEDS, solo=None, calibrate_args=(), fold_cv=False, no_fit=False):
+    """Run the leave-one-group-out evaluation (with no_fit: predict every
+    record with colocd's own calibration for the device, fitting nothing);
+    returns a result dict."""
     work = workdir or tempfile.mkdtemp(prefix="colocd-accuracy-")
     say = progress or (lambda s: None)
     recs = doc["records"]
     sms = (doc.get("device") or {}).get("sms") or 0
     res = {"by": by, "requests": requests or 2000, "seed": seed, "source": doc.get("source"),
-           "records": [], "folds": [], "fold_cv": fold_cv}
+           "records": [], "folds": [], "fold_cv": fold_cv, "no_fit": no_fit}
+    if no_fit:
+        preds = {}
+        for i, r in enumerate(recs):
+            say("record %d/%d: %s" % (i + 1, len(recs), r["name"]))
+            try:
+                preds[i] = {"prediction": predict_mean(colocd, r, None, requests, seed, sms, seeds)}
+            except ColocdError as e:
+                preds[i] = {"error": str(e)}
+        return _score(res, recs, preds, solo and baseline(doc, solo, by))
 
     full_path = os.path.join(work, "all.measurements.json")
     write_subset(doc, recs, full_path)
@@ -264,9 +276,14 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
         res["consistency"] = consistency(doc, colocd, full, os.path.join(work, "all.calibration.json"), requests,
                                          seed, sms, seeds)
 
-    base = baseline(doc, solo, by) if solo else {}
+    return _score(res, recs, preds, baseline(doc, solo, by) if solo else None)
+
+
+def _score(res, recs, preds, base):
+    """Fill res with each record's errors against its predictions (and the
+    baseline's, when given) and the summaries."""
     for i, r in enumerate(recs):
-        row = {"name": r["name"], "mode": r["mode"], "group": group_key(r, by), "rate_rps": r["rate_rps"],
+        row = {"name": r["name"], "mode": r["mode"], "group": group_key(r, res["by"]), "rate_rps": r["rate_rps"],
                "training_pct": r.get("training_pct"), "metrics": []}
         p = preds.get(i, {"error": "not predicted"})
         if "error" in p:
@@ -277,14 +294,14 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
             iv = predicted_interval(p["prediction"], field) if "prediction" in p else None
             if iv:
                 m["interval"], m["covered"] = iv, iv[0] <= meas <= iv[1]
-            if solo:
+            if base is not None:
                 bv = base.get(i, {}).get(field)
                 m["baseline"], m["baseline_error"] = bv, rel_err(bv, meas)
             row["metrics"].append(m)
         res["records"].append(row)
     res["mape"] = summarize_errors(res["records"])
     res["coverage"] = coverage(res["records"])
-    if solo:
+    if base is not None:
         res["baseline_mape"] = summarize_errors(res["records"], key="baseline_error")
     return res
 
@@ -422,8 +439,13 @@ def fmt_ms(v):
 
 
 def table(res, markdown=False):
-    cols = ["record", "mode", "meas mean", "pred mean", "err", "meas p99", "pred p99", "err", "meas iter",
-            "pred iter", "err"]
+    # The mean, or the p50 where no record measured a mean (some public
+    # sources publish percentiles only).
+    centre = "mean"
+    if not any(x["field"] == "latency_ms.mean" for r in res["records"] for x in r["metrics"]):
+        centre = "p50"
+    cols = ["record", "mode", "meas " + centre, "pred " + centre, "err", "meas p99", "pred p99", "err",
+            "meas iter", "pred iter", "err"]
     rows = []
     for r in res["records"]:
         m = {x["field"]: x for x in r["metrics"]}
@@ -434,7 +456,7 @@ def table(res, markdown=False):
                 return ["—", "—", "—"]
             return [fmt_ms(x["measured"]), fmt_ms(x["predicted"]), fmt_pct(x["error"])]
         mode = r["mode"] if r["mode"] == "timeslice" else "mps %g%%" % r["training_pct"]
-        rows.append([r["name"], mode] + trip("latency_ms.mean") + trip("latency_ms.p99") +
+        rows.append([r["name"], mode] + trip("latency_ms." + centre) + trip("latency_ms.p99") +
                     trip("training_iteration_ms[0]"))
     if markdown:
         lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -449,9 +471,14 @@ def report(res, markdown=False):
     out = []
     if res.get("calibrate_args"):
         out.append("colocd calibrate %s" % " ".join(res["calibrate_args"]))
-    out.append("leave-one-%s-out: each record predicted by a calibration that never saw its %s; each record "
-               "simulated with its own requests and seed (else %d requests, seed %d)" % (
-                   res["by"], res["by"] if res["by"] != "record" else "record", res["requests"], res["seed"]))
+    if res.get("no_fit"):
+        out.append("no fit: each record predicted with colocd's own calibration for the device (its preset, else "
+                   "the built-in default), nothing fitted on these records; each record simulated with its own "
+                   "requests and seed (else %d requests, seed %d)" % (res["requests"], res["seed"]))
+    else:
+        out.append("leave-one-%s-out: each record predicted by a calibration that never saw its %s; each record "
+                   "simulated with its own requests and seed (else %d requests, seed %d)" % (
+                       res["by"], res["by"] if res["by"] != "record" else "record", res["requests"], res["seed"]))
     if res.get("source"):
         out.append("measurements: %s" % res["source"])
     out.append("")
@@ -461,7 +488,8 @@ def report(res, markdown=False):
         out.append("")
         out.append("not predicted: " + "; ".join("%s (%s)" % (r["name"], r["error"].splitlines()[0]) for r in errs))
     out.append("")
-    out.append("MAPE, left-out predictions (Parallax reports 4.33 % time-slicing, 6.12 % MPS):")
+    out.append("MAPE, %s predictions (Parallax reports 4.33 %% time-slicing, 6.12 %% MPS):" % (
+        "unfitted" if res.get("no_fit") else "left-out"))
     for mode, d in res["mape"].items():
         out.append("  %-9s %d/%d records predicted; %s" % (mode, d["predicted"], d["records"], _mape_parts(d)))
     if res.get("coverage"):
@@ -475,7 +503,9 @@ def report(res, markdown=False):
                    "other folds), same folds:")
         for mode, d in res["baseline_mape"].items():
             out.append("  %-9s %s" % (mode, _mape_parts(d)))
-    ff = res.get("full_fit") or {}
+    ff = res.get("full_fit")
+    if ff is None:
+        return "\n".join(out)
     out.append("")
     out.append("calibrated on all records (reference, in-sample):")
     if ff.get("timeslice"):
@@ -530,11 +560,18 @@ def main(argv=None):
     ap.add_argument("--calibrate-arg", action="append", default=[], metavar="ARG",
                     help="pass ARG to every colocd calibrate (repeatable; e.g. --calibrate-arg=--no-prior): "
                          "how a calibration default is compared by held-out error")
+    ap.add_argument("--no-fit", action="store_true",
+                    help="fit nothing: predict every record with colocd's own calibration for the device (a "
+                         "source too small to fold, such as one public run)")
     ap.add_argument("--json", default=None, help="write the full result as JSON to this file")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--workdir", default=None, help="keep the fold files here (default: a temporary directory)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
+    if a.no_fit and (a.check or a.fold_cv or a.builtin_cv or a.calibrate_arg):
+        sys.stderr.write("accuracy: --no-fit fits nothing, so --check, --fold-cv, --builtin-cv and --calibrate-arg "
+                         "do not apply\n")
+        return 2
     try:
         doc = load_doc(a.measurements)
     except (OSError, ValueError, KeyError) as e:
@@ -544,7 +581,8 @@ def main(argv=None):
     try:
         res = evaluate(doc, a.colocd, by=a.by, requests=a.requests, seed=a.seed, builtin_cv=a.builtin_cv,
                        check=a.check, workdir=a.workdir, progress=progress, seeds=a.seeds,
-                       solo=load_solo(a.measurements), calibrate_args=a.calibrate_arg, fold_cv=a.fold_cv)
+                       solo=load_solo(a.measurements), calibrate_args=a.calibrate_arg, fold_cv=a.fold_cv,
+                       no_fit=a.no_fit)
     except (ColocdError, OSError) as e:
         sys.stderr.write("accuracy: %s\n" % e)
         return 1

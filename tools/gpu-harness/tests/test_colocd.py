@@ -173,6 +173,30 @@ class Synthetic(unittest.TestCase):
         self.assertEqual(len(res["records"]), 12)
         self.assertEqual(sorted(res["mape"]), ["mps", "timeslice"])
 
+    def test_accuracy_no_fit(self):
+        # A source too small to fold is predicted with colocd's own
+        # calibration: the figures are colocd predict's with no
+        # --calibration, and nothing is calibrated.
+        d = accuracy.load_doc(self.meas)
+        real = accuracy.calibrate
+        accuracy.calibrate = lambda *a, **k: self.fail("--no-fit calibrated")
+        try:
+            res = accuracy.evaluate(d, self.colocd, requests=200, seeds=1, no_fit=True)
+        finally:
+            accuracy.calibrate = real
+            shutil.rmtree(d["_tmp"], ignore_errors=True)
+        self.assertTrue(res["no_fit"])
+        self.assertEqual(len(res["records"]), len(d["records"]))
+        r, row = d["records"][0], res["records"][0]
+        own = accuracy.predict(self.colocd, r, None, 200, 1, 0)
+        p99 = [m for m in row["metrics"] if m["field"] == "latency_ms.p99"][0]
+        self.assertEqual(p99["predicted"], own["inference"]["latency_ms"]["p99"])
+        self.assertIn("no fit", accuracy.report(res))
+        p = testlib.run_py("accuracy.py", "-q", "--colocd", self.colocd, "--measurements", self.meas, "--no-fit",
+                           "--check")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--no-fit fits nothing", p.stderr)
+
     def test_accuracy_single_workload_mode(self):
         # A mode measured with one trainer only cannot be predicted for it:
         # said, not faked.
