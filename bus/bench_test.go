@@ -22,6 +22,11 @@ func BenchmarkEchoRoundTrip(b *testing.B) {
 	if _, err := srv.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
 		b.Fatal(err)
 	}
+	// The subscription must reach the server before the other connection
+	// asks, or the first request finds no responder.
+	if err := srv.Flush(); err != nil {
+		b.Fatal(err)
+	}
 	nc := connect(b, e)
 	body := []byte(admitExample)
 	for b.Loop() {
