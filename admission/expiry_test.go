@@ -149,11 +149,9 @@ func testRestore(t *testing.T) {
 		t.Errorf("retry of a restored lease's request: %v, want ErrConflict", err)
 	}
 	// The restored lease is a trainer in the next prediction: the same job
-	// now gets a lower percentage, or the same one predicted worse than it
-	// was alone.
+	// at the same percentage is now predicted worse than it was alone.
 	d, _ := h2.c.Quote(ctx, short)
-	worse := d.Pct == dShort.Pct && d.Predictions[0].PredictedP99MS > dShort.Predictions[0].PredictedP99MS
-	if !(d.Pct < dShort.Pct || worse) {
+	if d.Pct != dShort.Pct || !(d.Predictions[0].PredictedP99MS > dShort.Predictions[0].PredictedP99MS) {
 		t.Errorf("quote with the restored lease: %d %%, p99 %v; alone %d %%, p99 %v", d.Pct,
 			d.Predictions[0].PredictedP99MS, dShort.Pct, dShort.Predictions[0].PredictedP99MS)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -88,12 +87,11 @@ var errJointInfeasible = errors.New("joint allocation: no allocation fits, not e
 const jointRounds = 8
 
 // jointCurves is, around a base allocation, what each job's options do
-// when it alone moves there: the whole utility, the SLO slack taken (the
-// worst service's score over the base's), and the prediction itself.
+// when it alone moves there: the whole utility, and the SLO slack taken
+// (the worst service's score over the base's).
 type jointCurves struct {
-	value  [][]float64
-	use    [][]float64
-	probes [][]jointProbe
+	value [][]float64
+	use   [][]float64
 }
 
 // curvesAround predicts each job at each of its options with the others
@@ -102,17 +100,16 @@ type jointCurves struct {
 // independent: up to workers run at once.
 func curvesAround(ctx context.Context, jobs []jointJob, eval jointEval, workers int, base []int, at jointProbe) (jointCurves, error) {
 	n := len(jobs)
-	cv := jointCurves{value: make([][]float64, n), use: make([][]float64, n), probes: make([][]jointProbe, n)}
+	cv := jointCurves{value: make([][]float64, n), use: make([][]float64, n)}
 	baseU := utility(jobs, at)
 	type point struct{ j, k int }
 	var todo []point
 	for j, job := range jobs {
 		cv.value[j] = make([]float64, len(job.grid))
 		cv.use[j] = make([]float64, len(job.grid))
-		cv.probes[j] = make([]jointProbe, len(job.grid))
 		for k, p := range job.grid {
 			if p == base[j] {
-				cv.value[j][k], cv.probes[j][k] = baseU, at
+				cv.value[j][k] = baseU
 				continue
 			}
 			todo = append(todo, point{j, k})
@@ -131,7 +128,6 @@ func curvesAround(ctx context.Context, jobs []jointJob, eval jointEval, workers 
 			// Each point is its own cell: no two goroutines write one.
 			cv.value[pt.j][pt.k] = utility(jobs, pr)
 			cv.use[pt.j][pt.k] = pr.score - at.score
-			cv.probes[pt.j][pt.k] = pr
 			return nil
 		})
 	}
@@ -178,11 +174,7 @@ func allocate(ctx context.Context, jobs []jointJob, lim jointLimits, eval jointE
 			return jointPlan{}, err
 		}
 		budget := 1 - plan.probe.score // the slack left at the base
-		// The best one-job move is exact (the curves predicted it whole):
-		// the priced choice must beat it, or it is taken instead, so that
-		// a round never ends below plain coordinate ascent.
-		next := bestMove(jobs, lim, cv, plan)
-		moved := next.utility > plan.utility*(1+1e-9)
+		moved := false
 		for range jointRounds {
 			prices, choice := priceJobs(jobs, lim, cv, budget)
 			pcts := make([]int, len(jobs))
@@ -203,8 +195,8 @@ func allocate(ctx context.Context, jobs []jointJob, lim jointLimits, eval jointE
 				budget *= 0.7
 				continue
 			}
-			if u := utility(jobs, pr); u > max(plan.utility, next.utility)*(1+1e-9) {
-				next = jointPlan{pcts: pcts, probe: pr, utility: u, prices: prices}
+			if u := utility(jobs, pr); u > plan.utility*(1+1e-9) {
+				plan.pcts, plan.probe, plan.utility, plan.prices = pcts, pr, u, prices
 				moved = true
 			}
 			break
@@ -212,30 +204,9 @@ func allocate(ctx context.Context, jobs []jointJob, lim jointLimits, eval jointE
 		if !moved {
 			break
 		}
-		plan.pcts, plan.probe, plan.utility, plan.prices = next.pcts, next.probe, next.utility, next.prices
 	}
 	plan.predictions = int(calls.Load())
 	return plan, nil
-}
-
-// bestMove is the best allocation one job's move from plan reaches, by the
-// curves around plan: it fits and keeps to the limits. Its prices are
-// plan's. It is plan itself when no move does better.
-func bestMove(jobs []jointJob, lim jointLimits, cv jointCurves, plan jointPlan) jointPlan {
-	best := jointPlan{pcts: plan.pcts, probe: plan.probe, utility: plan.utility, prices: plan.prices}
-	for j := range jobs {
-		for k, p := range jobs[j].grid {
-			if p == plan.pcts[j] || !cv.probes[j][k].fits || !(cv.value[j][k] > best.utility) {
-				continue
-			}
-			pcts := slices.Clone(plan.pcts)
-			pcts[j] = p
-			if withinLimits(jobs, lim, pcts) {
-				best = jointPlan{pcts: pcts, probe: cv.probes[j][k], utility: cv.value[j][k], prices: plan.prices}
-			}
-		}
-	}
-	return best
 }
 
 // sloPrice says what an allocation's SLO price means, for a decision's or

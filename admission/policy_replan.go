@@ -99,16 +99,9 @@ func (pol *policy) replanBy(ctx context.Context, live []liveLease) ([]int, []boo
 // job.priority (priorities are a strict order, which the rule keeps;
 // weights share within one). Any lowering the SLOs need is made, whatever
 // Config.MinMovePct. It gives up (errNotJoint: the rule's plan stands)
-// when that does not hold, when the allocation is worth less than
-// jointMinGain more weighted throughput than the rule's plan, when the
-// predictor gives no throughput,
+// when that does not hold, when the allocation is worth no more weighted
+// throughput than the rule's plan, when the predictor gives no throughput,
 // or when the allocation takes longer than jointBudget.
-// jointMinGain is the share of weighted throughput a joint re-plan must
-// gain over the rule's plan to replace it: it may move leases the rule
-// leaves alone, and each move costs its job a restart, which a gain within
-// the predictions' rounding does not repay.
-const jointMinGain = 0.01
-
 func (pol *policy) jointLower(ctx context.Context, live []liveLease, byRule []int) ([]int, string, error) {
 	if pol.cfg.Mode != predictor.ModeMPS {
 		return nil, "", errNotJoint
@@ -144,7 +137,7 @@ func (pol *policy) jointLower(ctx context.Context, live []liveLease, byRule []in
 	default:
 		return nil, "", err
 	}
-	if ru := utility(jobs, rule); !(plan.utility >= ru*(1+jointMinGain)) {
+	if ru := utility(jobs, rule); !(plan.utility > ru*(1+1e-9)) {
 		return nil, "", errNotJoint
 	}
 	return plan.pcts, fmt.Sprintf("what is left was shared by joint allocation among %d leases (%s): a weighted throughput of %.3f, against %.3f by lowering the newest first",

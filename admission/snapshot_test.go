@@ -148,7 +148,7 @@ func TestRacingAdmitsCommitLikeSerialOnes(t *testing.T) {
 	}{
 		{name: "max_jobs", slo: 100, setup: func(h *harness) { h.c.cfg.MaxJobs = 1 }},
 		{name: "memory", slo: 100, setup: func(h *harness) { h.dev.free = 2048 + 4096 + 1000 }},
-		{name: "slo", slo: 14, setup: func(h *harness) { h.c.cfg.Guard.MinMovePct = 100 }}, // no joint allocation: the first job stays where it is,
+		{name: "slo", slo: 14},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

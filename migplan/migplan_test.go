@@ -26,7 +26,7 @@ func TestMake(t *testing.T) {
 		best, first, infOn, trOn string
 		mpsPct                   int
 	}{
-		{"small kernels, tight SLO", "testdata/small-kernel-infer.json", 50, 20, "mig", "4g.71gb+3g.71gb", "3g.71gb", "4g.71gb", 10},
+		{"small kernels, tight SLO", "testdata/small-kernel-infer.json", 50, 20, "mig", "4g.71gb+3g.71gb", "3g.71gb", "4g.71gb", 15},
 		{"kernels that fill the GPU", profilesDir + "/summary-bert.json", 20, 40, "mps", "4g.71gb+3g.71gb", "3g.71gb", "4g.71gb", 100},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

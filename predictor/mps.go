@@ -132,8 +132,8 @@ func containsAny(s string, words []string) bool {
 type mpsOp struct {
 	sm       float64 // SM demand: the fraction of the device it fills alone, at least one SM
 	u        float64 // SMs it may use: min(sm, its client's cap)
-	alone    float64 // its rate when running alone at its cap: 1 / invAlone
-	invAlone float64 // (1 − dram)·sm/u + dram: only the time DRAM does not bound stretches
+	alone    float64 // its rate when running alone: u / sm
+	invAlone float64 // sm / u
 	dram     float64 // DRAM intensity
 	l2       float64 // L2 intensity
 	blockUS  float64 // one thread block's time (dur/waves) × occupancy; 0: unknown
@@ -190,6 +190,8 @@ func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]k
 		o := &c.ops[i]
 		o.sm = max(ops[i].SM, oneSM)
 		o.u = min(o.sm, capSM)
+		o.alone = o.u / o.sm
+		o.invAlone = o.sm / o.u
 		class := classOther
 		if ops[i].DRAM == nil || ops[i].L2 == nil {
 			var ok bool
@@ -211,17 +213,6 @@ func (c *mpsContext) load(ops []Op, capSM float64, sms int, classes map[string]k
 		o.dram, o.l2, est = memoryIntensity(&ops[i], class)
 		if est {
 			estimated++
-		}
-		// Held by its cap to u of the SMs it would fill (sm), a kernel
-		// stretches in the time its SMs bound, not in the share of it
-		// (its DRAM intensity) that DRAM bounds: the DRAM is the whole
-		// device's whatever the cap (docs/predictor.md). When another
-		// client's kernel shares the SMs, it uses the DRAM too, and the
-		// whole kernel stretches (rates, runPair).
-		o.invAlone, o.alone = 1, 1
-		if o.u < o.sm {
-			o.invAlone = (1-o.dram)*o.sm/o.u + o.dram
-			o.alone = 1 / o.invAlone
 		}
 		c.aloneCycle += ops[i].GapUS + ops[i].DurUS*o.invAlone
 	}

@@ -212,13 +212,13 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
     """Run the leave-one-group-out evaluation (with no_fit: predict every
     record with colocd's own calibration for the device, fitting nothing);
     returns a result dict."""
-    work = workdir or tempfile.mkdtemp(prefix="colocd-accuracy-")
     say = progress or (lambda s: None)
     recs = doc["records"]
     sms = (doc.get("device") or {}).get("sms") or 0
     res = {"by": by, "requests": requests or 2000, "seed": seed, "source": doc.get("source"),
            "records": [], "folds": [], "fold_cv": fold_cv, "no_fit": no_fit}
     if no_fit:
+        # Nothing is fitted, the naive baseline's constants included.
         preds = {}
         for i, r in enumerate(recs):
             say("record %d/%d: %s" % (i + 1, len(recs), r["name"]))
@@ -226,7 +226,8 @@ def evaluate(doc, colocd, by="training", requests=None, seed=1, builtin_cv=False
                 preds[i] = {"prediction": predict_mean(colocd, r, None, requests, seed, sms, seeds)}
             except ColocdError as e:
                 preds[i] = {"error": str(e)}
-        return _score(res, recs, preds, solo and baseline(doc, solo, by))
+        return _score(res, recs, preds, None)
+    work = workdir or tempfile.mkdtemp(prefix="colocd-accuracy-")
 
     full_path = os.path.join(work, "all.measurements.json")
     write_subset(doc, recs, full_path)

@@ -30,6 +30,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import sys
 
@@ -106,11 +107,13 @@ def profile(kernels, name, kind):
 def measurements(log, where):
     def num(key):
         v = log.get(key)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
-            raise ConvertError("%s: %s is %r, want a number > 0" % (where, key, v))
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not (v > 0 and math.isfinite(v)):
+            raise ConvertError("%s: %s is %r, want a finite number > 0" % (where, key, v))
         return float(v)
 
     latency = {k: round(num("%s-latency-0" % k), 4) for k in ("p50", "p90", "p95", "p99")}
+    if num("iterations-1") != int(log["iterations-1"]):
+        raise ConvertError("%s: iterations-1 is %r, want a whole number" % (where, log["iterations-1"]))
     iters = num("iterations-1") - WARM_UP_ITERATIONS - 1  # Orion counts (batch_idx - warm_up) / duration
     if iters <= 0:
         raise ConvertError("%s: iterations-1 is %r, want more than %d" % (where, log.get("iterations-1"),

@@ -81,7 +81,17 @@ class BadInput(unittest.TestCase):
     def test_log(self):
         self.write(orion.LOG, json.dumps({"p50-latency-0": 1, "p90-latency-0": 2, "p95-latency-0": 3,
                                           "p99-latency-0": "slow"}))
-        self.fails("p99-latency-0 is 'slow', want a number > 0")
+        self.fails("p99-latency-0 is 'slow', want a finite number > 0")
+
+    def test_log_not_finite(self):
+        with open(os.path.join(DATA, "raw", orion.LOG)) as f:
+            log = json.load(f)
+        log["p99-latency-0"] = float("inf")
+        self.write(orion.LOG, json.dumps(log))
+        self.fails("p99-latency-0 is inf, want a finite number > 0")
+        log["p99-latency-0"], log["iterations-1"] = 181.0, 37.5
+        self.write(orion.LOG, json.dumps(log))
+        self.fails("iterations-1 is 37.5, want a whole number")
 
     def test_check_sees_stale_files(self):
         self.assertEqual(orion.main(["--data", self.dir]), 0)
