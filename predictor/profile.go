@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/colocd/colocd/field"
 )
@@ -28,6 +29,24 @@ const (
 type Device struct {
 	Name string `json:"name"`
 	SMs  int    `json:"sms,omitempty"`
+}
+
+// KernelNameMax caps an op's name in bytes, as importers write it:
+// demangled kernel names run to kilobytes, and profiles travel inline in
+// admission requests.
+const KernelNameMax = 128
+
+// ShortKernelName cuts name to KernelNameMax bytes at a rune boundary,
+// marking the cut with "…".
+func ShortKernelName(name string) string {
+	if len(name) <= KernelNameMax {
+		return name
+	}
+	cut := KernelNameMax - len("…")
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + "…"
 }
 
 // Op is one GPU kernel of a workload, in launch order.

@@ -8,6 +8,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/colocd/colocd/predictor"
 )
 
 // kinetoTrace is what the importer keeps of a trace: the kernels, the launch
@@ -224,10 +226,10 @@ func (tr *kinetoTrace) readEvents(dec *json.Decoder) error {
 			continue // not an event the importer uses, whatever its shape
 		}
 		if uerr != nil {
-			return invalidTrace("traceEvents[%d] (%s %q): %v", i, ev.Cat, shortName(ev.Name), uerr)
+			return invalidTrace("traceEvents[%d] (%s %q): %v", i, ev.Cat, predictor.ShortKernelName(ev.Name), uerr)
 		}
 		if err := tr.add(&ev); err != nil {
-			return invalidTrace("traceEvents[%d] (%s %q): %v", i, ev.Cat, shortName(ev.Name), err)
+			return invalidTrace("traceEvents[%d] (%s %q): %v", i, ev.Cat, predictor.ShortKernelName(ev.Name), err)
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing ']'
@@ -397,18 +399,3 @@ func parseTraceUS(n json.Number, field string) (int64, error) {
 	}
 	return ns, nil
 }
-
-// shortName cuts a kernel name to kernelNameMax bytes at a rune boundary,
-// marking the cut with "…".
-func shortName(name string) string {
-	if len(name) <= kernelNameMax {
-		return name
-	}
-	cut := kernelNameMax - len("…")
-	for cut > 0 && !isRuneStart(name[cut]) {
-		cut--
-	}
-	return name[:cut] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -58,10 +58,6 @@ var ErrInvalidTrace = errors.New("invalid trace")
 // not in the trace; the message lists what the trace has.
 var ErrUnitNotFound = errors.New("unit not found")
 
-// kernelNameMax caps an op's name in bytes: demangled kernel names run to
-// kilobytes, and profiles travel inline in admission requests.
-const kernelNameMax = 128
-
 // ImportFile imports the Kineto trace at path (.json or .json.gz); see
 // Import. The profile's name defaults to the file's base name without
 // .json/.json.gz, and its source records that base name.
@@ -239,7 +235,7 @@ func listNames(as []kinetoAnnotation, keep func(kinetoAnnotation) bool) string {
 	for _, a := range as {
 		if keep(a) && !seen[a.name] {
 			seen[a.name] = true
-			names = append(names, fmt.Sprintf("%q", shortName(a.name)))
+			names = append(names, fmt.Sprintf("%q", predictor.ShortKernelName(a.name)))
 		}
 	}
 	switch {
@@ -376,7 +372,7 @@ func mergeKernels(ks []kinetoKernel, dev kinetoDevice, withWaves bool) ([]predic
 		dur := max(0, k.end-max(k.start, busyEnd))
 		busyEnd = max(busyEnd, k.end)
 		f.busy += dur
-		op := predictor.Op{Name: shortName(k.name), DurUS: nsToUS(dur), GapUS: nsToUS(gap), SM: 1, Occupancy: 1}
+		op := predictor.Op{Name: predictor.ShortKernelName(k.name), DurUS: nsToUS(dur), GapUS: nsToUS(gap), SM: 1, Occupancy: 1}
 		switch {
 		case k.hasBlocks:
 			op.SM = clamp01(k.blocksPerSM)

@@ -202,8 +202,8 @@ func TestImportKinetoOpsV100(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, op := range p.Ops {
-		if len(op.Name) > kernelNameMax {
-			t.Fatalf("ops[%d].name is %d bytes, want ≤ %d", i, len(op.Name), kernelNameMax)
+		if len(op.Name) > predictor.KernelNameMax {
+			t.Fatalf("ops[%d].name is %d bytes, want ≤ %d", i, len(op.Name), predictor.KernelNameMax)
 		}
 		if op.DRAM != nil || op.L2 != nil {
 			t.Fatalf("ops[%d]: dram/l2 set, want nil (not in Kineto traces)", i)
@@ -411,8 +411,8 @@ func TestImportKinetoLongName(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := p.Ops[0].Name
-	if len(got) > kernelNameMax || !strings.HasSuffix(got, "…") || !strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
-		t.Errorf("name: got %q (%d bytes), want a ≤ %d-byte prefix of the kernel name ending in …", got, len(got), kernelNameMax)
+	if len(got) > predictor.KernelNameMax || !strings.HasSuffix(got, "…") || !strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
+		t.Errorf("name: got %q (%d bytes), want a ≤ %d-byte prefix of the kernel name ending in …", got, len(got), predictor.KernelNameMax)
 	}
 }
 

@@ -68,6 +68,24 @@ func TestParseBothForms(t *testing.T) {
 	}
 }
 
+// A demangled template kernel name runs to kilobytes: it is cut as the
+// Kineto importer cuts it, so that profiles stay small enough to send.
+func TestLongKernelNamesAreCut(t *testing.T) {
+	t.Parallel()
+	long := "void cutlass::Kernel<" + strings.Repeat("cutlass::gemm::GemmShape<128, 256, 64>, ", 200) + ">"
+	ks, err := Parse(strings.NewReader(strings.Replace(rawExport, "ampere_sgemm_128x64_nn", long, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Profile(ks, Options{Kind: predictor.KindTraining}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Ops[0].Name; got != predictor.ShortKernelName(long) || len(got) > predictor.KernelNameMax {
+		t.Errorf("name of %d bytes: %q, want the %d-byte cut", len(got), got, predictor.KernelNameMax)
+	}
+}
+
 func TestProfileOfAnExport(t *testing.T) {
 	t.Parallel()
 	ks, err := Parse(strings.NewReader(longExport))

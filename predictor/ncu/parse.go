@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/colocd/colocd/predictor"
 )
 
 // The metrics read, by their Nsight Compute names; every other one is
@@ -46,7 +48,8 @@ var ErrInvalidExport = errors.New("invalid Nsight Compute export")
 // is NaN.
 type Kernel struct {
 	// ID is Nsight Compute's launch id: kernels are in launch order by it.
-	ID   int
+	ID int
+	// Name is the kernel's name, cut to predictor.KernelNameMax bytes.
 	Name string
 	// DurUS is the kernel's duration, µs, as profiled alone.
 	DurUS float64
@@ -178,7 +181,7 @@ func (t *table) kernel(rec []string) (*Kernel, error) {
 		return nil, invalid("more than %d kernels", MaxKernels)
 	}
 	nan := math.NaN()
-	k := &Kernel{ID: id, Name: t.field(rec, "Kernel Name"), DurUS: nan, Blocks: nan, SMs: nan, Waves: nan, Occupancy: nan, DRAM: nan, L2: nan}
+	k := &Kernel{ID: id, Name: predictor.ShortKernelName(t.field(rec, "Kernel Name")), DurUS: nan, Blocks: nan, SMs: nan, Waves: nan, Occupancy: nan, DRAM: nan, L2: nan}
 	t.kernels[id] = k
 	return k, nil
 }
