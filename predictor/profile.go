@@ -89,10 +89,14 @@ type Summary struct {
 	// every kernel fills the GPU). SMUtil/GPUUtil is the share of the SMs
 	// the kernels keep busy: communication kernels, for one, use few.
 	SMUtil float64 `json:"sm_util,omitempty"`
-	// BlockUS is the mean, weighted by kernel time × SM share, of occupancy
-	// × thread block time over the kernels (Summarize computes it from a
-	// profile with waves): under MPS a co-runner's kernel waits half of it
-	// per unit of this workload's SM share before it starts. 0 (absent):
+	// BlockUS is the mean of occupancy × thread block time over the
+	// kernels that fill every SM (sm ≥ 0.99), weighted by kernel time, or
+	// when none does over all kernels, weighted by kernel time × SM share
+	// (Summarize computes it from a profile with waves): under MPS a
+	// co-runner's kernel waits half of it per unit of this workload's SM
+	// share before it starts. The GPU-filling kernels' blocks are the ones
+	// a co-runner waits for whole: behind a kernel on few SMs it starts on
+	// the SMs left free, and waits at most its own block. 0 (absent):
 	// unknown, no head-of-line wait.
 	BlockUS float64 `json:"block_us,omitempty"`
 	// FullSMShare is the fraction of busy time spent in kernels that fill

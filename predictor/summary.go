@@ -144,13 +144,15 @@ func SpreadIdle(ops []Op, idleUS float64) {
 // fraction of it the GPU is busy, the fraction its memory is (each
 // kernel's DRAM intensity, estimated from its name where the profile has
 // none, as the MPS model does), the fraction its SMs are (each kernel's
-// sm), and the mean kernel length. A summary-only
-// profile returns its own summary.
+// sm), the mean kernel length, the share of busy time in kernels that
+// fill every SM, and, from a profile with waves, the block time of those
+// kernels (Summary.BlockUS). A summary-only profile returns its own
+// summary.
 func (p *Profile) Summarize() Summary {
 	if len(p.Ops) == 0 && p.Summary != nil {
 		return *p.Summary
 	}
-	var busy, idle, mem, sm, hol, holW, full float64
+	var busy, idle, mem, sm, hol, holW, full, fullHol float64
 	for i := range p.Ops {
 		op := &p.Ops[i]
 		busy += op.DurUS
@@ -158,13 +160,22 @@ func (p *Profile) Summarize() Summary {
 		dram, _, _ := memoryIntensity(op, classify(op.Name))
 		mem += op.DurUS * dram
 		sm += op.DurUS * op.SM
+		var blk float64
 		if op.Waves > 0 {
-			hol += op.DurUS * op.SM * op.Occupancy * op.DurUS / op.Waves
+			blk = op.Occupancy * op.DurUS / op.Waves
+			hol += op.DurUS * op.SM * blk
 		}
 		holW += op.DurUS * op.SM
 		if op.SM >= 0.99 {
 			full += op.DurUS
+			fullHol += op.DurUS * blk
 		}
+	}
+	if full > 0 {
+		// A co-runner waits whole only for the blocks of kernels that
+		// fill every SM; next to one on few SMs it starts on those left
+		// free (chargeHeadOfLine).
+		hol, holW = fullHol, full
 	}
 	t := busy + idle
 	s := Summary{GPUUtil: busy / t, MemUtil: mem / t, SMUtil: sm / t, KernelUS: busy / float64(len(p.Ops))}

@@ -7,7 +7,8 @@ import (
 )
 
 // A summary keeps the head-of-line figure of the profile it summarises:
-// block_us is the kernel-time-weighted mean of occupancy × block time, and
+// block_us is the kernel-time-weighted mean of occupancy × block time over
+// the kernels that fill the GPU (over all, weighted by SMs, if none do), and
 // the expansion's kernels run in blocks that long (none without it); a
 // negative block_us is refused by name.
 func TestSummaryBlockTime(t *testing.T) {
@@ -25,6 +26,21 @@ func TestSummaryBlockTime(t *testing.T) {
 		if b := op.DurUS / op.Waves; math.Abs(b-min(op.DurUS, s.BlockUS)) > 1e-9 {
 			t.Fatalf("expanded op of %v µs in %v waves: blocks of %v µs, want %v", op.DurUS, op.Waves, b, min(op.DurUS, s.BlockUS))
 		}
+	}
+	// The blocks of kernels on few SMs are left out while some kernel
+	// fills every SM: a co-runner starts beside them, on the SMs left free.
+	mixed := uniformProfile("m", KindTraining, 4, 100, 10)
+	mixed.Ops[0].Waves = 2                                                  // fills the GPU, blocks of 50 µs
+	mixed.Ops[1].SM, mixed.Ops[1].DurUS, mixed.Ops[1].Waves = 0.01, 5000, 1 // one SM, one 5 ms block
+	if got, want := mixed.Summarize().BlockUS, 100*50/300.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("one GPU-filling kernel in 50 µs blocks among three: block_us %v, want %v", got, want)
+	}
+	// With none filling the GPU, every kernel counts, weighted by its SMs.
+	half := uniformProfile("h", KindTraining, 2, 100, 10)
+	half.Ops[0].SM, half.Ops[0].Waves = 0.5, 2 // 100 µs · 0.5 · 50 µs
+	half.Ops[1].SM, half.Ops[1].Waves = 0.25, 1
+	if got, want := half.Summarize().BlockUS, (100*0.5*50+100*0.25*100)/(100*0.75); math.Abs(got-want) > 1e-9 {
+		t.Errorf("no GPU-filling kernel: block_us %v, want %v", got, want)
 	}
 	none := uniformProfile("u", KindTraining, 4, 100, 10).Summarize()
 	if none.BlockUS != 0 {
