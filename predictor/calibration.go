@@ -184,7 +184,9 @@ type FitReport struct {
 	// model over every measured metric.
 	MAPE float64 `json:"mape"`
 	// CVMAPE is the same error on each record predicted by a fit that never
-	// saw it (leave-one-record-out); absent with fewer than two records.
+	// saw its training workload (CV says "leave-one-workload-out"), or, for
+	// time slicing with one workload, never saw the record
+	// ("leave-one-record-out"); absent when there is nothing to leave out.
 	CVMAPE *float64 `json:"cv_mape,omitempty"`
 	CV     string   `json:"cv,omitempty"`
 	// Unidentified lists parameters that even a ±50 % change does not

@@ -25,11 +25,12 @@ func newCalibrateCmd() *cobra.Command {
 		Short: "Fit the model's device parameters to measurements",
 		Long: `Fit the models' device parameters to measured co-location runs
 (colocd.measurements/v1): from time-slicing records the virtual slice, the
-switching overhead and the hold-over (MAPE in-sample and leave-one-record-out);
-from MPS records the contention coefficients (MAPE in-sample and
-leave-one-workload-out). Writes one colocd.calibration/v1 file with a section
-per mode measured. See docs/predictor.md for the method and docs/formats.md
-for the files.
+switching overhead and the hold-over; from MPS records the contention
+coefficients. Each with its MAPE in-sample and leave-one-workload-out: every
+record predicted by a fit that never saw its training workload (time-slicing
+records of one workload: leave-one-record-out). Writes one
+colocd.calibration/v1 file with a section per mode measured. See
+docs/predictor.md for the method and docs/formats.md for the files.
 
 With --from-observations, the measurements are what a sidecar recorded of
 its inference servers' own metrics (<data_dir>/observations): one record per
@@ -89,7 +90,7 @@ those records as a measurements file.`,
 	f.StringVarP(&out, "out", "o", "", "calibration file to write (required)")
 	f.IntVar(&opts.Requests, "requests", 0, fmt.Sprintf("simulated requests per record, unless the record sets its own (default %d)", predictor.DefaultRequests))
 	f.Uint64Var(&opts.Seed, "seed", 1, "arrival seed, unless the record sets its own")
-	f.BoolVar(&noCV, "no-cv", false, "skip the leave-one-record-out refits")
+	f.BoolVar(&noCV, "no-cv", false, "skip the cross-validation refits (leave-one-workload-out)")
 	f.StringToStringVar(&weights, "weight", nil, "weight of a metric in the objective, KEY=W with KEY one of mean, p50, p90, p95, p99, iteration (repeatable; given at all, the unnamed keys weigh 0; default p99=1,p95=0.5,p90=0.25,p50=0.1,mean=0.1,iteration=0.5)")
 	f.IntVar(&opts.Seeds, "seeds", 0, fmt.Sprintf("arrival seeds per record, the predictions' mean compared (default %d)", calibrate.DefaultSeeds))
 	f.BoolVar(&opts.NoPrior, "no-prior", false, "fit the time-slicing parameters to the records alone, without the prior toward their documented ranges (docs/predictor.md#priors)")

@@ -18,7 +18,9 @@ type FitOptions struct {
 	// unless the record sets its own (defaults: DefaultRequests, 1).
 	Requests int
 	Seed     uint64
-	// CrossValidate adds leave-one-record-out refits.
+	// CrossValidate adds the out-of-sample refits: leave-one-workload-out
+	// (leave-one-record-out for time slicing when the records hold one
+	// training workload).
 	CrossValidate bool
 	// MaxEvaluations bounds each Nelder–Mead run (default 300).
 	MaxEvaluations int
@@ -69,8 +71,8 @@ func newTSObjective(ctx context.Context, recs []*Record, opts FitOptions) *tsObj
 	return o
 }
 
-// predictAll predicts every record (in parallel) except skip (-1: none).
-func (o *tsObjective) predictAll(p predictor.TimesliceParams, skip int) ([]*predictor.Prediction, error) {
+// predictAll predicts every record (in parallel) but those skip holds out.
+func (o *tsObjective) predictAll(p predictor.TimesliceParams, skip heldOut) ([]*predictor.Prediction, error) {
 	if err := o.cancelled(); err != nil {
 		return nil, err // cancelled: every score is +Inf and the search ends fast
 	}
@@ -85,17 +87,17 @@ func (o *tsObjective) predictAll(p predictor.TimesliceParams, skip int) ([]*pred
 // score returns the mean absolute percentage error over all records but
 // skip, and the mean squared log error that the search minimises: smooth
 // where MAPE has kinks, and symmetric in over- and under-prediction.
-func (o *tsObjective) score(p predictor.TimesliceParams, skip int) (mape, msle float64) {
+func (o *tsObjective) score(p predictor.TimesliceParams, skip heldOut) (mape, msle float64) {
 	preds, err := o.predictAll(p, skip)
 	if err != nil {
 		return math.Inf(1), math.Inf(1)
 	}
-	return scoreMetrics(o.metrics, preds, o.opts.weights(), func(i int) bool { return i != skip })
+	return scoreMetrics(o.metrics, preds, o.opts.weights(), func(i int) bool { return !skip.has(i) })
 }
 
 // loss is what the search minimises: the records' weighted mean squared
 // log error plus the prior's term.
-func (o *tsObjective) loss(p predictor.TimesliceParams, skip int) float64 {
+func (o *tsObjective) loss(p predictor.TimesliceParams, skip heldOut) float64 {
 	_, l := o.score(p, skip)
 	return l + o.opts.prior().penalty([3]float64{p.SliceUS, p.SwitchUS, p.HoldoverUS}, o.opts.noise(), o.independent(skip))
 }
@@ -104,11 +106,11 @@ func (o *tsObjective) loss(p predictor.TimesliceParams, skip int) float64 {
 // one per record with a weighted metric. The metrics of one record share
 // its arrivals, in the measurement and in the simulation, so their errors
 // move together; counting each metric would overstate the evidence.
-func (o *tsObjective) independent(skip int) float64 {
+func (o *tsObjective) independent(skip heldOut) float64 {
 	w := o.opts.weights()
 	var n float64
 	for i, ms := range o.metrics {
-		if i != skip && slices.ContainsFunc(ms, func(m metric) bool { return weightOf(w, m) > 0 }) {
+		if !skip.has(i) && slices.ContainsFunc(ms, func(m metric) bool { return weightOf(w, m) > 0 }) {
 			n++
 		}
 	}
@@ -142,7 +144,7 @@ func fromParams(p predictor.TimesliceParams) []float64 {
 // minimize runs Nelder–Mead from each start, restarts it once from the best
 // point with a smaller simplex (a stalled simplex often moves again), and
 // polishes the result with a compass search.
-func (o *tsObjective) minimize(ctx context.Context, starts [][]float64, skip int) (predictor.TimesliceParams, float64, error) {
+func (o *tsObjective) minimize(ctx context.Context, starts [][]float64, skip heldOut) (predictor.TimesliceParams, float64, error) {
 	best, bestF, err := o.nelderMead(ctx, starts, 0.5, skip)
 	if err != nil {
 		return best, bestF, err
@@ -152,7 +154,7 @@ func (o *tsObjective) minimize(ctx context.Context, starts [][]float64, skip int
 
 // refine restarts Nelder–Mead from p with a small simplex and polishes
 // the result: what a refit that starts near its optimum needs.
-func (o *tsObjective) refine(ctx context.Context, p predictor.TimesliceParams, f float64, skip int) (predictor.TimesliceParams, float64, error) {
+func (o *tsObjective) refine(ctx context.Context, p predictor.TimesliceParams, f float64, skip heldOut) (predictor.TimesliceParams, float64, error) {
 	if q, g, err := o.nelderMead(ctx, [][]float64{fromParams(p)}, 0.1, skip); err != nil {
 		return p, f, err
 	} else if g < f {
@@ -164,7 +166,7 @@ func (o *tsObjective) refine(ctx context.Context, p predictor.TimesliceParams, f
 
 // nelderMead runs Nelder–Mead from each start with the given simplex size
 // (in log units) and returns the best point.
-func (o *tsObjective) nelderMead(ctx context.Context, starts [][]float64, simplex float64, skip int) (predictor.TimesliceParams, float64, error) {
+func (o *tsObjective) nelderMead(ctx context.Context, starts [][]float64, simplex float64, skip heldOut) (predictor.TimesliceParams, float64, error) {
 	best, bestF := predictor.TimesliceParams{}, math.Inf(1)
 	maxEval := o.opts.MaxEvaluations
 	if maxEval <= 0 {
@@ -200,7 +202,7 @@ func (o *tsObjective) nelderMead(ctx context.Context, starts [][]float64, simple
 // polish is a compass search around p: it tries each parameter scaled by
 // 1±δ for shrinking δ and keeps any improvement. Nelder–Mead can stop on
 // the kinks of a piecewise-smooth error; this walks along them.
-func (o *tsObjective) polish(p predictor.TimesliceParams, f float64, skip int) (predictor.TimesliceParams, float64) {
+func (o *tsObjective) polish(p predictor.TimesliceParams, f float64, skip heldOut) (predictor.TimesliceParams, float64) {
 	x, f := o.compass(fromParams(p), f, skip, -1, []float64{0.2, 0.1, 0.05, 0.02, 0.01, 0.005})
 	p, _ = toParams(x)
 	return p, f
@@ -209,7 +211,7 @@ func (o *tsObjective) polish(p predictor.TimesliceParams, f float64, skip int) (
 // compass moves every log-space coordinate of x but fixed (-1: none) by
 // 1±δ, for each δ in turn while that improves the loss f at x, staying
 // inside the bounds; it returns the point and its loss.
-func (o *tsObjective) compass(x []float64, f float64, skip, fixed int, deltas []float64) ([]float64, float64) {
+func (o *tsObjective) compass(x []float64, f float64, skip heldOut, fixed int, deltas []float64) ([]float64, float64) {
 	for _, d := range deltas {
 		for improved := true; improved; {
 			improved = false
@@ -240,10 +242,10 @@ func (o *tsObjective) compass(x []float64, f float64, skip, fixed int, deltas []
 // slice alone (the error can have a basin a few per cent wide in the slice,
 // where records resonate with it) and a grid of switch and hold-over at
 // the best slices; and the prior's centre.
-func (o *tsObjective) gridStarts(n int) [][]float64 {
+func (o *tsObjective) gridStarts(n int, skip heldOut) [][]float64 {
 	var cs []cand
 	score := func(p predictor.TimesliceParams) {
-		cs = append(cs, cand{fromParams(p), o.loss(p, -1)})
+		cs = append(cs, cand{fromParams(p), o.loss(p, skip)})
 	}
 	// Slice steps of 2^¼ from 128 µs to 32 ms.
 	for s := 128.0; s <= 32768; s *= math.Sqrt(math.Sqrt2) {
@@ -262,7 +264,7 @@ func (o *tsObjective) gridStarts(n int) [][]float64 {
 		for k := -32; k <= 32; k++ {
 			p := b
 			p.SliceUS = b.SliceUS * math.Pow(2, float64(k)/16)
-			scan = append(scan, cand{fromParams(p), o.loss(p, -1)})
+			scan = append(scan, cand{fromParams(p), o.loss(p, skip)})
 		}
 		sortCands(scan)
 		cs = append(cs, scan...)
@@ -313,21 +315,22 @@ func sortCands(cs []cand) {
 
 // FitTimeslice fits the virtual slice, switching overhead and hold-over to
 // the time-slicing records of m and reports the fit's MAPE in-sample and,
-// when asked, leave-one-record-out.
+// when asked, out of sample: leave-one-workload-out when the records hold
+// two training workloads or more, leave-one-record-out when they hold one.
 func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.Calibration, error) {
 	recs, err := m.fitRecords(predictor.ModeTimeslice, &opts)
 	if err != nil {
 		return nil, err
 	}
 	obj := newTSObjective(ctx, recs, opts)
-	if obj.independent(-1) == 0 {
+	if obj.independent(nil) == 0 {
 		return nil, fmt.Errorf("fit timeslice: %w: no record measured a metric whose weight is above 0 (weights %v)", ErrNoRecords, opts.weights())
 	}
-	best, bestLoss, err := obj.minimize(ctx, obj.gridStarts(8), -1)
+	best, bestLoss, err := obj.minimize(ctx, obj.gridStarts(8, nil), nil)
 	if err != nil {
 		return nil, fmt.Errorf("fit timeslice: %w", err)
 	}
-	preds, err := obj.predictAll(best, -1)
+	preds, err := obj.predictAll(best, nil)
 	if err != nil {
 		return nil, fmt.Errorf("fit timeslice: %w", err)
 	}
@@ -342,12 +345,12 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predi
 	}
 	rep.Unidentified = unidentified(rep.Parameters)
 	if opts.CrossValidate && len(recs) > 1 {
-		cv, ok, err := obj.crossValidate(ctx, best, rep)
+		cv, how, err := obj.crossValidate(ctx, best, rep)
 		if err != nil {
 			return nil, fmt.Errorf("fit timeslice: cross-validate: %w", err)
 		}
-		if ok {
-			rep.CVMAPE, rep.CV = &cv, "leave-one-record-out"
+		if how != "" {
+			rep.CVMAPE, rep.CV = &cv, how
 		}
 	}
 	rep.Evaluations = obj.evals
@@ -360,23 +363,53 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predi
 	}, nil
 }
 
-// crossValidate refits without each record in turn (starting from the full
-// fit) and scores the left-out record; it fills CVPredicted in rep.
-func (o *tsObjective) crossValidate(ctx context.Context, full predictor.TimesliceParams, rep *predictor.FitReport) (float64, bool, error) {
-	var cv cvScore
-	for i := range o.recs {
-		p, _, err := o.refine(ctx, full, o.loss(full, i), i)
-		if err != nil {
-			return 0, false, err
+// crossValidate refits without each training workload in turn and scores
+// the records left out, as a user's next trainer would be predicted; with
+// one workload, without each record in turn. Leaving a workload out can
+// move the optimum far (the slice that suits one trainer need not suit
+// another), so its refit searches from the start, as the full fit does;
+// leaving one record out moves it little, so that refit starts from the
+// full fit. It fills CVPredicted in rep and says which it did ("" when it
+// could not: one record).
+func (o *tsObjective) crossValidate(ctx context.Context, full predictor.TimesliceParams, rep *predictor.FitReport) (float64, string, error) {
+	groups, how := workloadGroups(o.recs), "leave-one-workload-out"
+	refit := func(skip heldOut) (predictor.TimesliceParams, float64, error) {
+		return o.minimize(ctx, o.gridStarts(8, skip), skip)
+	}
+	if len(groups) < 2 {
+		groups, how = nil, "leave-one-record-out"
+		for i := range o.recs {
+			groups = append(groups, []int{i})
 		}
-		pred, err := predictSeeds(o.opts, o.recs[i].scenario(o.opts, 0), func(sc *predictor.Scenario) (*predictor.Prediction, error) {
-			return o.preds[i].PredictTimeslice(sc, p)
+		refit = func(skip heldOut) (predictor.TimesliceParams, float64, error) {
+			return o.refine(ctx, full, o.loss(full, skip), skip)
+		}
+	}
+	if len(groups) < 2 {
+		return 0, "", nil
+	}
+	var cv cvScore
+	for _, held := range groups {
+		skip := heldOut(func(i int) bool { return slices.Contains(held, i) })
+		p, _, err := refit(skip)
+		if err != nil {
+			return 0, "", err
+		}
+		preds, err := predictRecords(len(o.recs), o.opts.Workers, func(i int) bool { return !skip(i) }, func(i int) (*predictor.Prediction, error) {
+			return predictSeeds(o.opts, o.recs[i].scenario(o.opts, 0), func(sc *predictor.Scenario) (*predictor.Prediction, error) {
+				return o.preds[i].PredictTimeslice(sc, p)
+			})
 		})
 		if err != nil {
-			return 0, false, err
+			return 0, "", err
 		}
-		cv.add(rep, o.metrics, i, pred)
+		for _, i := range held {
+			cv.add(rep, o.metrics, i, preds[i])
+		}
 	}
 	mape, ok := cv.mape()
-	return mape, ok, nil
+	if !ok {
+		return 0, "", nil
+	}
+	return mape, how, nil
 }

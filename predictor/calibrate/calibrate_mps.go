@@ -40,10 +40,7 @@ func (o *mpsObjective) predictAll(p predictor.MPSParams, include func(int) bool)
 		return nil, err
 	}
 	o.evals++
-	return predictRecords(len(o.recs), o.opts.Workers, -1, func(i int) (*predictor.Prediction, error) {
-		if !include(i) {
-			return nil, nil
-		}
+	return predictRecords(len(o.recs), o.opts.Workers, func(i int) bool { return !include(i) }, func(i int) (*predictor.Prediction, error) {
 		return predictSeeds(o.opts, o.recs[i].scenario(o.opts, o.sms), func(sc *predictor.Scenario) (*predictor.Prediction, error) {
 			return o.preds[i].PredictMPS(sc, p)
 		})
@@ -165,6 +162,20 @@ func (r *Record) workloadKey() string {
 	return strings.Join(names, "+")
 }
 
+// workloadGroups returns the records' indices grouped by training
+// workload set, in the order of its key.
+func workloadGroups(recs []*Record) [][]int {
+	groups := map[string][]int{}
+	for i, r := range recs {
+		groups[r.workloadKey()] = append(groups[r.workloadKey()], i)
+	}
+	out := make([][]int, 0, len(groups))
+	for _, key := range slices.Sorted(maps.Keys(groups)) {
+		out = append(out, groups[key])
+	}
+	return out
+}
+
 // FitMPS fits the MPS model's stage-2 coefficients to the MPS records of m
 // and reports the fit's MAPE in-sample and, when asked, leave-one-workload-out:
 // every record of one training workload predicted by a fit that never saw
@@ -215,16 +226,12 @@ func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.M
 // leaveOneWorkloadOut refits without each training workload in turn and
 // scores its records; ok is false with fewer than two workloads.
 func (o *mpsObjective) leaveOneWorkloadOut(ctx context.Context, rep *predictor.FitReport) (float64, bool, error) {
-	groups := map[string][]int{}
-	for i, r := range o.recs {
-		groups[r.workloadKey()] = append(groups[r.workloadKey()], i)
-	}
+	groups := workloadGroups(o.recs)
 	if len(groups) < 2 {
 		return 0, false, nil
 	}
 	var cv cvScore
-	for _, key := range slices.Sorted(maps.Keys(groups)) {
-		held := groups[key]
+	for _, held := range groups {
 		p, err := o.fit(ctx, func(i int) bool { return !slices.Contains(held, i) })
 		if err != nil {
 			return 0, false, err

@@ -62,10 +62,15 @@ func (m *Measurements) fitRecords(mode predictor.Mode, opts *FitOptions) ([]*Rec
 	return recs, nil
 }
 
-// predictRecords runs predict for records 0..n-1 except skip (-1: none) on
-// up to workers goroutines (0: GOMAXPROCS); each index must use its own
+// heldOut reports whether a fit leaves record i out (nil: none).
+type heldOut func(i int) bool
+
+func (h heldOut) has(i int) bool { return h != nil && h(i) }
+
+// predictRecords runs predict for records 0..n-1 but those skip holds out,
+// on up to workers goroutines (0: GOMAXPROCS); each index must use its own
 // Predictor. Skipped entries are nil.
-func predictRecords(n, workers, skip int, predict func(i int) (*predictor.Prediction, error)) ([]*predictor.Prediction, error) {
+func predictRecords(n, workers int, skip heldOut, predict func(i int) (*predictor.Prediction, error)) ([]*predictor.Prediction, error) {
 	out := make([]*predictor.Prediction, n)
 	errs := make([]error, n)
 	if workers <= 0 {
@@ -81,7 +86,7 @@ func predictRecords(n, workers, skip int, predict func(i int) (*predictor.Predic
 		})
 	}
 	for i := range n {
-		if i != skip {
+		if !skip.has(i) {
 			next <- i
 		}
 	}

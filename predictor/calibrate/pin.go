@@ -24,7 +24,7 @@ var pinLadder = []float64{1.05, 1.1, 1.2, 1.35, 1.5, 2, 3, 5, 8}
 // the assumed noise, which also stands in when the records are too few to
 // estimate it).
 func (o *tsObjective) threshold(msle float64) float64 {
-	n := o.independent(-1)
+	n := o.independent(nil)
 	noise := o.opts.noise()
 	s2 := noise * noise
 	if dof := n - float64(len(tsNames)); dof >= 1 {
@@ -96,7 +96,7 @@ func (o *tsObjective) pin(ctx context.Context, best predictor.TimesliceParams, b
 // y and returns the point and its loss.
 func (o *tsObjective) refitOthers(y []float64, i int) ([]float64, float64) {
 	p, _ := toParams(y)
-	return o.compass(y, o.loss(p, -1), -1, i, []float64{0.1, 0.03})
+	return o.compass(y, o.loss(p, nil), nil, i, []float64{0.1, 0.03})
 }
 
 // pinnedBy says what sets parameter i: the records when its interval is

@@ -24,18 +24,16 @@ func FitAll(ctx context.Context, m *Measurements, opts FitOptions, progress io.W
 	// A fit simulates every record many times (and once more per record
 	// with cross-validation): say what runs, and how long it took.
 	step := func(mode predictor.Mode, what string) func() {
-		n := 0
-		for _, r := range m.Records {
-			if r.Mode == mode {
-				n++
-			}
-		}
+		recs := m.recordsOf(mode)
+		n := len(recs)
 		if n == 0 {
 			return func() {}
 		}
 		cv := ""
-		if opts.CrossValidate {
-			cv = fmt.Sprintf(", then %d leave-one-out refits", n)
+		if g := len(workloadGroups(recs)); opts.CrossValidate && g > 1 {
+			cv = fmt.Sprintf(", then %d leave-one-workload-out refits", g)
+		} else if opts.CrossValidate && mode == predictor.ModeTimeslice && n > 1 {
+			cv = fmt.Sprintf(", then %d leave-one-record-out refits", n)
 		}
 		fmt.Fprintf(progress, "colocd calibrate: fitting %s on %d records%s…\n", what, n, cv)
 		start := time.Now()

@@ -11,8 +11,7 @@ errors, and the training iteration time; then the MAPE per mode. Nothing is
 fitted on the records it scores.
 
 The in-sample fit over all records (and, with --builtin-cv, colocd's own
-cross-validation: leave-one-record-out for time-slicing,
-leave-one-workload-out for MPS) is printed for reference.
+cross-validation, leave-one-workload-out) is printed for reference.
 
   python3 accuracy.py --colocd /tmp/colocd --measurements testdata/gpu/h200/measurements.json
 
