@@ -386,8 +386,8 @@ func (s *mpsSim) runAlone(c int, now, next float64) float64 {
 		}
 		if t := s.ready[c]; t > now {
 			if t >= next {
-				s.markHeadOfLine(c, true) // its next op starts later, maybe next to others
-				return now                // in a gap when the other context wakes: the caller moves on
+				s.markHeadOfLine(c) // its next op starts later, maybe next to others
+				return now          // in a gap when the other context wakes: the caller moves on
 			}
 			now = t
 		}
@@ -481,7 +481,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 				s.complete(a, now)
 				idxA, remA, events = ca.idx, ca.rem, s.res.events
 			}
-			s.markHeadOfLine(a, true) // its next op is not yet charged its wait
+			s.markHeadOfLine(a) // its next op is not yet charged its wait
 		} else {
 			remA -= ra / fa * dt
 		}
@@ -494,7 +494,7 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 				s.complete(b, now)
 				idxB, remB, events = cb.idx, cb.rem, s.res.events
 			}
-			s.markHeadOfLine(b, true)
+			s.markHeadOfLine(b)
 		} else {
 			remB -= rb / fb * dt
 		}
@@ -630,7 +630,7 @@ func (s *mpsSim) runShared(now, next float64, beta [3]float64) float64 {
 	for k, c := range s.running {
 		if s.end[k] <= next {
 			s.complete(c, next)
-			s.markHeadOfLine(c, true)
+			s.markHeadOfLine(c)
 			completed = true
 		} else {
 			s.ctx[c].rem -= s.rate[k] * dt
@@ -805,9 +805,9 @@ func (pr *Predictor) PredictMPS(sc *Scenario, p MPSParams) (*Prediction, error) 
 }
 
 // markHeadOfLine notes that serving context c has a new op, not yet
-// started (when done: its last one completed).
-func (s *mpsSim) markHeadOfLine(c int, done bool) {
-	if s.blocks && done && c < s.nsvc {
+// started: its last one completed.
+func (s *mpsSim) markHeadOfLine(c int) {
+	if s.blocks && c < s.nsvc {
 		s.holPending[c] = true
 	}
 }

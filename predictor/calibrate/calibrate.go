@@ -395,11 +395,7 @@ func (o *tsObjective) crossValidate(ctx context.Context, full predictor.Timeslic
 		if err != nil {
 			return 0, "", err
 		}
-		preds, err := predictRecords(len(o.recs), o.opts.Workers, func(i int) bool { return !skip(i) }, func(i int) (*predictor.Prediction, error) {
-			return predictSeeds(o.opts, o.recs[i].scenario(o.opts, 0), func(sc *predictor.Scenario) (*predictor.Prediction, error) {
-				return o.preds[i].PredictTimeslice(sc, p)
-			})
-		})
+		preds, err := o.predictAll(p, func(i int) bool { return !skip(i) })
 		if err != nil {
 			return 0, "", err
 		}

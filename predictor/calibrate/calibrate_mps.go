@@ -3,7 +3,6 @@ package calibrate
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -160,20 +159,6 @@ func (r *Record) workloadKey() string {
 	}
 	slices.Sort(names)
 	return strings.Join(names, "+")
-}
-
-// workloadGroups returns the records' indices grouped by training
-// workload set, in the order of its key.
-func workloadGroups(recs []*Record) [][]int {
-	groups := map[string][]int{}
-	for i, r := range recs {
-		groups[r.workloadKey()] = append(groups[r.workloadKey()], i)
-	}
-	out := make([][]int, 0, len(groups))
-	for _, key := range slices.Sorted(maps.Keys(groups)) {
-		out = append(out, groups[key])
-	}
-	return out
 }
 
 // FitMPS fits the MPS model's stage-2 coefficients to the MPS records of m

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/colocd/colocd/predictor"
@@ -60,6 +61,20 @@ func (m *Measurements) fitRecords(mode predictor.Mode, opts *FitOptions) ([]*Rec
 		return nil, fmt.Errorf("fit %s: %w: no record has mode %q", mode, ErrNoRecords, mode)
 	}
 	return recs, nil
+}
+
+// workloadGroups returns the records' indices grouped by training
+// workload set, in the order of its key.
+func workloadGroups(recs []*Record) [][]int {
+	groups := map[string][]int{}
+	for i, r := range recs {
+		groups[r.workloadKey()] = append(groups[r.workloadKey()], i)
+	}
+	out := make([][]int, 0, len(groups))
+	for _, key := range slices.Sorted(maps.Keys(groups)) {
+		out = append(out, groups[key])
+	}
+	return out
 }
 
 // heldOut reports whether a fit leaves record i out (nil: none).

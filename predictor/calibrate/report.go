@@ -21,8 +21,8 @@ import (
 func FitAll(ctx context.Context, m *Measurements, opts FitOptions, progress io.Writer) (*predictor.Calibration, error) {
 	cal := &predictor.Calibration{Format: predictor.CalibrationFormat, Device: m.Device}
 	var fitted bool
-	// A fit simulates every record many times (and once more per record
-	// with cross-validation): say what runs, and how long it took.
+	// A fit simulates every record many times (and, cross-validated, again
+	// per workload or record left out): say what runs, and how long it took.
 	step := func(mode predictor.Mode, what string) func() {
 		recs := m.recordsOf(mode)
 		n := len(recs)
