@@ -2,6 +2,7 @@ package predictor
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -33,16 +34,72 @@ func (f *FitReport) ModelErrorSD(field string) float64 {
 // about zero, not about the mean: a biased model's bias is part of its
 // error.
 func (f *FitReport) ModelError(field string) (sd float64, df int) {
-	if f == nil {
+	return f.misses(field).spread()
+}
+
+// ModelErrorBound returns the half-width, in log space, of the model's own
+// error for the figure field at the given confidence: the measured value
+// lies within a factor exp(±bound) of the prediction. It is t·sd, t the
+// quantile of Student's t with ModelError's degrees of freedom; and where
+// the misses are out of sample (a cross-validated fit), never less than the
+// k-th smallest of their n absolute values, k = ⌈confidence·(n+1)⌉ (at most
+// n). That floor is the split-conformal bound: if the next record's miss is
+// exchangeable with the cross-validated ones, it lies within it with at
+// least the confidence's probability whatever their distribution, where
+// the t bound assumes log-normal misses and falls short when a few of them
+// are large (a bias next to one trainer). With fewer misses than the level
+// needs (k > n) the largest one is the floor. In-sample misses are too
+// small to be such a floor and get the t bound alone.
+func (f *FitReport) ModelErrorBound(field string, confidence float64) float64 {
+	m := f.misses(field)
+	sd, df := m.spread()
+	if !(sd > 0) {
+		return 0
+	}
+	bound := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(df)}.Quantile((1+confidence)/2) * sd
+	if !m.inSample {
+		n := len(m.logs)
+		k := min(n, int(math.Ceil(confidence*float64(n+1)-1e-9)))
+		abs := make([]float64, n)
+		for i, l := range m.logs {
+			abs[i] = math.Abs(l)
+		}
+		slices.Sort(abs)
+		bound = max(bound, abs[max(k, 1)-1])
+	}
+	return bound
+}
+
+// modelMisses are the log misses, log(predicted / measured), that
+// ModelError reads for one figure, and their degrees of freedom.
+type modelMisses struct {
+	logs     []float64
+	dof      int
+	inSample bool // some miss is an in-sample one
+}
+
+// spread is ModelError's root mean square and degrees of freedom.
+func (m modelMisses) spread() (sd float64, df int) {
+	if len(m.logs) == 0 {
 		return 0, 0
 	}
-	kind, _, _ := strings.Cut(field, ".")
-	type misses struct {
-		ss       float64
-		n        int
-		inSample bool
+	var ss float64
+	for _, l := range m.logs {
+		ss += l * l
 	}
-	var exact, same misses
+	df = max(1, m.dof)
+	return math.Sqrt(ss / float64(df)), df
+}
+
+// misses collects the figure's misses, or every figure's of its kind when
+// the figure alone has fewer than minModelErrorValues degrees of freedom
+// (ModelError).
+func (f *FitReport) misses(field string) modelMisses {
+	if f == nil {
+		return modelMisses{}
+	}
+	kind, _, _ := strings.Cut(field, ".")
+	var exact, same modelMisses
 	for _, r := range f.PerRecord {
 		for _, m := range r.Metrics {
 			p, in := m.Predicted, true
@@ -53,7 +110,7 @@ func (f *FitReport) ModelError(field string) (sd float64, df int) {
 				continue
 			}
 			l := math.Log(p / m.Measured)
-			add := func(x *misses) { x.ss, x.n, x.inSample = x.ss+l*l, x.n+1, x.inSample || in }
+			add := func(x *modelMisses) { x.logs, x.inSample = append(x.logs, l), x.inSample || in }
 			if m.Field == field {
 				add(&exact)
 			}
@@ -62,28 +119,22 @@ func (f *FitReport) ModelError(field string) (sd float64, df int) {
 			}
 		}
 	}
-	dof := func(x misses) int {
+	for _, x := range []*modelMisses{&exact, &same} {
+		x.dof = len(x.logs)
 		if x.inSample {
-			return x.n - len(f.Parameters)
+			x.dof -= len(f.Parameters)
 		}
-		return x.n
 	}
-	x := exact
-	if dof(x) < minModelErrorValues {
-		x = same
+	if exact.dof < minModelErrorValues {
+		return same
 	}
-	if x.n == 0 {
-		return 0, 0
-	}
-	df = max(1, dof(x))
-	return math.Sqrt(x.ss / float64(df)), df
+	return exact
 }
 
 // WidenByModelError widens every service's intervals in pred by the model's
-// own error as the calibration's fit measured it (ModelError, per figure):
-// at the intervals' confidence, the measured value lies within a factor
-// exp(±t·sd) of the prediction, t the quantile of Student's t with the
-// spread's degrees of freedom. That factor's rise and fall add in
+// own error as the calibration's fit measured it (ModelErrorBound, per
+// figure): at the intervals' confidence, the measured value lies within a
+// factor exp(±bound) of the prediction. That factor's rise and fall add in
 // quadrature to the interval's half-widths, as the parameter uncertainty's
 // do. Without per-record figures the intervals are left as they are. It
 // reports whether it widened anything.
@@ -94,14 +145,12 @@ func WidenByModelError(fit *FitReport, pred *Prediction) bool {
 	widened := false
 	widen := func(kind string, iv *Intervals, point Percentiles) (did bool) {
 		iv.each(func(key string, in *Interval) {
-			sd, df := fit.ModelError(kind + "." + key)
+			bound := fit.ModelErrorBound(kind+"."+key, iv.Confidence)
 			c, _ := point.Get(key)
-			if !(sd > 0) || !(c > 0) {
+			if !(bound > 0) || !(c > 0) {
 				return
 			}
-			// Student's t: the spread itself is estimated from df misses.
-			z := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(df)}.Quantile((1 + iv.Confidence) / 2)
-			up, down := c*(math.Exp(z*sd)-1), c*(1-math.Exp(-z*sd))
+			up, down := c*(math.Exp(bound)-1), c*(1-math.Exp(-bound))
 			in.addInQuadrature(c, up*up, down*down)
 			did = true
 		})

@@ -3,6 +3,8 @@ package predictor
 import (
 	"math"
 	"testing"
+
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 func fitOf(metrics ...MetricFit) *FitReport {
@@ -103,5 +105,63 @@ func TestWidenByModelError(t *testing.T) {
 	before := pred.Services[0].LatencyInterval
 	if WidenByModelError(&FitReport{MAPE: 0.3}, pred) || pred.Services[0].LatencyInterval != before {
 		t.Error("a fit without per-record figures widened the intervals")
+	}
+}
+
+// TestModelErrorBound: cross-validated misses with a heavy tail (eight of
+// |log| 0.1 and one of 1) get the conformal floor where the t bound falls
+// short of it, the t bound where it does not, and in-sample misses the t
+// bound alone; the bound never falls as the confidence rises.
+func TestModelErrorBound(t *testing.T) {
+	t.Parallel()
+	cv := func(v float64) *float64 { return &v }
+	var outOf, in []MetricFit
+	for i := range 9 {
+		l := 0.1
+		if i == 8 {
+			l = -1
+		}
+		if i%2 == 1 {
+			l = -l // the sign does not matter
+		}
+		outOf = append(outOf, MetricFit{Field: "latency_ms.p99", Measured: 10, Predicted: 10, CVPredicted: cv(10 * math.Exp(l))})
+		in = append(in, MetricFit{Field: "latency_ms.p99", Measured: 10, Predicted: 10 * math.Exp(l)})
+	}
+	sd := math.Sqrt((8*0.01 + 1) / 9)
+	tq := func(c float64, df int) float64 {
+		return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(df)}.Quantile((1 + c) / 2)
+	}
+	fit := fitOf(outOf...)
+	for _, tc := range []struct {
+		conf, want float64
+		why        string
+	}{
+		{0.9, 1, "k = ⌈0.9·10⌉ = 9: the largest miss, above t·sd = 0.63"},
+		{0.95, 1, "k = 10 > 9: the largest miss"},
+		{0.5, tq(0.5, 9) * sd, "k = 5: a miss of 0.1, below t·sd"},
+	} {
+		if got := fit.ModelErrorBound("latency_ms.p99", tc.conf); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("cross-validated, confidence %v: bound %v, want %v (%s)", tc.conf, got, tc.want, tc.why)
+		}
+	}
+	if tq(0.9, 9)*sd >= 1 {
+		t.Fatalf("t bound %v: the case does not show the floor", tq(0.9, 9)*sd)
+	}
+	inFit := fitOf(in...)
+	inFit.Parameters = []ParameterFit{{Name: "a"}}
+	inSD := math.Sqrt((8*0.01 + 1) / 8)
+	if got, want := inFit.ModelErrorBound("latency_ms.p99", 0.9), tq(0.9, 8)*inSD; math.Abs(got-want) > 1e-12 {
+		t.Errorf("in-sample: bound %v, want t·sd = %v alone", got, want)
+	}
+	prev := 0.0
+	for c := 0.05; c < 1; c += 0.05 {
+		b := fit.ModelErrorBound("latency_ms.p99", c)
+		if b < prev {
+			t.Errorf("bound %v at confidence %.2f, below %v at the level before", b, c, prev)
+		}
+		prev = b
+	}
+	if got := fit.ModelErrorBound("service_ms.p99", 0.9); got != 0 {
+		t.Errorf("no misses of the kind: bound %v, want 0", got)
 	}
 }

@@ -369,16 +369,20 @@ def baseline(doc, solo, by):
 
 def coverage(rows):
     """Per mode, for latency p99 and mean: how many measured values the
-    predicted interval (at CONFIDENCE) holds, and how many lie above it
-    (the dangerous side: the prediction too optimistic)."""
+    predicted interval (at CONFIDENCE) holds, how many lie above it (the
+    dangerous side: the prediction too optimistic), and the intervals'
+    median width relative to the prediction, (upper - lower) / predicted:
+    coverage bought with width shows there."""
     out = {}
     for mode in core.MODES:
         d = {}
         for f in ("latency_ms.p99", "latency_ms.mean"):
             ms = [m for r in rows if r["mode"] == mode for m in r["metrics"] if m["field"] == f and "covered" in m]
             if ms:
+                widths = sorted((m["interval"][1] - m["interval"][0]) / m["predicted"] for m in ms if m["predicted"])
                 d[f] = {"n": len(ms), "covered": sum(1 for m in ms if m["covered"]),
-                        "above": sum(1 for m in ms if m["measured"] > m["interval"][1])}
+                        "above": sum(1 for m in ms if m["measured"] > m["interval"][1]),
+                        "median_width": core.quantile_sorted(widths, 0.5) if widths else None}
         if d:
             out[mode] = d
     return out
@@ -494,10 +498,10 @@ def report(res, markdown=False):
         out.append("  %-9s %d/%d records predicted; %s" % (mode, d["predicted"], d["records"], _mape_parts(d)))
     if res.get("coverage"):
         out.append("%g %% intervals (of each record's own seed) holding the measured value; in brackets, above "
-                   "the interval:" % (100 * CONFIDENCE))
+                   "the interval, and the median width as a share of the prediction:" % (100 * CONFIDENCE))
         for mode, d in res["coverage"].items():
-            out.append("  %-9s %s" % (mode, ", ".join("%s %d/%d (%d)" % (f, c["covered"], c["n"], c["above"])
-                                                      for f, c in d.items())))
+            out.append("  %-9s %s" % (mode, ", ".join("%s %d/%d (%d; width %s)" % (
+                f, c["covered"], c["n"], c["above"], _pct(c.get("median_width"))) for f, c in d.items())))
     if res.get("baseline_mape"):
         out.append("naive baseline (solo measurement x one constant per mode and field, the median ratio of the "
                    "other folds), same folds:")

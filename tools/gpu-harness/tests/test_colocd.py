@@ -129,6 +129,11 @@ class Synthetic(unittest.TestCase):
             c = res["coverage"][mode]["latency_ms.p99"]
             self.assertEqual(c["n"], res["mape"][mode]["records"])
             self.assertLessEqual(c["covered"] + c["above"], c["n"])
+            ws = sorted((x["interval"][1] - x["interval"][0]) / x["predicted"]
+                        for r in res["records"] if r["mode"] == mode
+                        for x in r["metrics"] if x["field"] == "latency_ms.p99")
+            self.assertAlmostEqual(c["median_width"], core.quantile_sorted(ws, 0.5))
+            self.assertGreater(c["median_width"], 0)
         for r in res["records"]:
             m = {x["field"]: x for x in r["metrics"]}["latency_ms.p99"]
             self.assertLessEqual(m["interval"][0], m["interval"][1])
