@@ -164,4 +164,12 @@ func TestModelErrorBound(t *testing.T) {
 	if got := fit.ModelErrorBound("service_ms.p99", 0.9); got != 0 {
 		t.Errorf("no misses of the kind: bound %v, want 0", got)
 	}
+	// WidenByModelError adds the floor, a factor e either way, in
+	// quadrature to a point interval.
+	pred := &Prediction{Services: []InferencePrediction{{LatencyMS: Percentiles{P99: 10},
+		LatencyInterval: Intervals{Confidence: 0.9, P99: Interval{10, 10}}}}}
+	WidenByModelError(fit, pred)
+	if got, want := pred.Inference.LatencyInterval.P99, (Interval{10 / math.E, 10 * math.E}); math.Abs(got[0]-want[0]) > 1e-9 || math.Abs(got[1]-want[1]) > 1e-9 {
+		t.Errorf("p99 interval %v, want %v", got, want)
+	}
 }
