@@ -60,12 +60,11 @@ func (f *FitReport) ModelErrorBound(field string, confidence float64) float64 {
 	if !m.inSample {
 		n := len(m.logs)
 		k := min(n, int(math.Ceil(confidence*float64(n+1)-1e-9)))
-		abs := make([]float64, n)
-		for i, l := range m.logs {
-			abs[i] = math.Abs(l)
+		for i, l := range m.logs { // misses' own slice: sorted in place
+			m.logs[i] = math.Abs(l)
 		}
-		slices.Sort(abs)
-		bound = max(bound, abs[max(k, 1)-1])
+		slices.Sort(m.logs)
+		bound = max(bound, m.logs[max(k, 1)-1])
 	}
 	return bound
 }
