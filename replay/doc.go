@@ -8,10 +8,12 @@
 //
 //   - static: decide once on the configured rate; no guard;
 //   - reactive: the guard on the observed rate;
-//   - forecast: the guard on the rate forecast ahead, as colocd runs.
+//   - forecast: the guard on the rate forecast ahead, as colocd runs;
 //
+// beside the hindsight oracle (oracle.go): the schedule with the most
+// training work that keeps the SLO, found on the simulated server itself.
 // For each policy it reports the minutes whose p99 was over the SLO, the
-// training work done as a fraction of what a static grant did, and the
-// guard's actions. A run is deterministic for its seed; an hour of trace
-// replays in seconds (BenchmarkReplayHour).
+// training work done as a fraction of the oracle's and of what a static
+// grant did, its changes an hour, and the guard's actions. A run is deterministic for its seed; an hour of trace
+// replays in seconds, the oracle included (BenchmarkReplayOracleHour).
 package replay

@@ -109,3 +109,12 @@ func (l *launcher) step(ctx context.Context, now time.Time, events []admission.E
 	}
 	return nil
 }
+
+// target is the percentage the launcher's job is to run at: its lease's,
+// also while its workers restart, or 0 without a lease.
+func (l *launcher) target() int {
+	if l.lease == "" {
+		return 0
+	}
+	return l.pct
+}

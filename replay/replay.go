@@ -35,17 +35,17 @@ const (
 )
 
 // Policies are the policies in the order they are reported.
-var Policies = []Policy{Static, Reactive, Forecast, BestStatic}
+var Policies = []Policy{Static, Reactive, Forecast, BestStatic, Oracle}
 
 // DefaultPolicies are those a replay reports unless asked for others.
-var DefaultPolicies = []Policy{Static, Reactive, Forecast}
+var DefaultPolicies = []Policy{Static, Reactive, Forecast, Oracle}
 
 // ParsePolicy returns the policy named s.
 func ParsePolicy(s string) (Policy, error) {
 	if p := Policy(s); slices.Contains(Policies, p) {
 		return p, nil
 	}
-	return "", fmt.Errorf("want one of static, reactive, forecast, best-static, got %q", s)
+	return "", fmt.Errorf("want one of static, reactive, forecast, best-static, oracle, got %q", s)
 }
 
 // Config is one replay.
@@ -92,8 +92,8 @@ type Config struct {
 	// it to be judged against the SLO (default 20): a quieter minute's
 	// p99 is its one or two slowest requests.
 	MinRequests int
-	// Policies to report (default all). Static always runs: it is what
-	// the others' work is measured against.
+	// Policies to report (default DefaultPolicies). Static and the oracle
+	// always run: they are what the others' work is measured against.
 	Policies []Policy
 }
 
@@ -104,11 +104,23 @@ type Result struct {
 	// those the minutes whose p99 was over the SLO.
 	Minutes     int `json:"minutes"`
 	MinutesOver int `json:"minutes_over"`
+	// MinutesOverAlone is how many of those minutes the server alone,
+	// with no training job, was over the SLO too: what no policy helps.
+	MinutesOverAlone int `json:"minutes_over_alone"`
 	// WorkVsStatic is the training work done (Σ over seconds of the
 	// running percentage) over the static policy's.
 	WorkVsStatic float64 `json:"work_vs_static"`
+	// WorkVsOracle is the training work over the oracle's: how much of
+	// what any schedule could have done with the SLO kept (oracle.go).
+	WorkVsOracle float64 `json:"work_vs_oracle"`
 	// WorkPctSeconds is the training work itself, in percent·seconds.
 	WorkPctSeconds float64 `json:"work_pct_seconds"`
+	// Changes is how often the percentage the job was to run at changed
+	// (a start after a stop, a throttle, a raise, a stop), and
+	// ChangesPerHour the same over the replayed hours: each costs the
+	// launcher a restart.
+	Changes        int     `json:"changes"`
+	ChangesPerHour float64 `json:"changes_per_hour"`
 	// The controller's actions: throttles, raises and revokes (events),
 	// and evictions (leases whose processes were ended for it).
 	Throttles int `json:"throttles"`
@@ -199,27 +211,53 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 			w.arrivals = append(w.arrivals, r.Arrival)
 		}
 	}
-	var out []Result
-	var static float64
+	var all []Result
+	var static, oracle float64
+	hours := cfg.Trace[len(cfg.Trace)-1].Arrival.Hours()
 	for _, p := range Policies {
-		if p != Static && !slices.Contains(want, p) {
+		if p != Static && p != Oracle && !slices.Contains(want, p) {
 			continue
 		}
 		replay := w.replay
-		if p == BestStatic {
+		switch p {
+		case BestStatic:
 			replay = w.best
+		case Oracle:
+			replay = w.oracle
 		}
 		r, err := replay(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("replay %s: %w", p, err)
 		}
-		if p == Static {
+		switch p {
+		case Static:
 			static = r.WorkPctSeconds
+		case Oracle:
+			oracle = r.WorkPctSeconds
+		}
+		if hours > 0 {
+			r.ChangesPerHour = float64(r.Changes) / hours
+		}
+		all = append(all, r)
+	}
+	alone := map[int]bool{}
+	for _, m := range w.constants[0].PerMinute {
+		alone[m.Minute] = m.P99MS > cfg.Service.SLOP99MS
+	}
+	var out []Result
+	for _, r := range all {
+		for _, m := range r.PerMinute {
+			if m.P99MS > cfg.Service.SLOP99MS && alone[m.Minute] {
+				r.MinutesOverAlone++
+			}
 		}
 		if static > 0 {
 			r.WorkVsStatic = r.WorkPctSeconds / static
 		}
-		if slices.Contains(want, p) {
+		if oracle > 0 {
+			r.WorkVsOracle = r.WorkPctSeconds / oracle
+		}
+		if slices.Contains(want, r.Policy) {
 			out = append(out, r)
 		}
 	}
@@ -235,6 +273,8 @@ type world struct {
 	latency  *simserver.Model
 	arrivals []time.Duration
 	engineAt map[int]llm.Trainer
+	// constants are the server's runs at one constant percentage, by it.
+	constants map[int]Result
 }
 
 // server builds the policy's simulated server, recording what the
@@ -329,7 +369,8 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 	evicted.l = l
 	interval := cfg.Observe.Interval
 	end := start.Add(cfg.Trace[len(cfg.Trace)-1].Arrival)
-	next := 0 // the next arrival not yet counted in a sample
+	next := 0   // the next arrival not yet counted in a sample
+	target := 0 // the percentage the job is to run at (0: no lease)
 	for now := start; now.Before(end); now = now.Add(time.Second) {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -350,6 +391,12 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 			return res, err
 		}
 		res.WorkPctSeconds += float64(l.running)
+		if t := l.target(); t != target {
+			if target != 0 || now.After(start) {
+				res.Changes++
+			}
+			target = t
+		}
 		if tick {
 			n := next
 			for next < len(cfg.Trace) && cfg.Trace[next].Arrival <= now.Sub(start) {
@@ -393,46 +440,22 @@ func (r *Result) tally() {
 	}
 }
 
-// best replays the training job at each percentage of the grid from its
-// largest down, with no controller, and returns the first that keeps every
-// judged minute within the SLO (BestStatic).
+// best returns the first percentage of the grid, from its largest down,
+// whose constant run keeps every judged minute within the SLO
+// (BestStatic), or 0 when none does.
 func (w *world) best(ctx context.Context, _ Policy) (Result, error) {
-	cfg := &w.cfg
-	end := start.Add(cfg.Trace[len(cfg.Trace)-1].Arrival)
-	step := cmp.Or(cfg.Settings.PctStep, admission.DefaultPctStep)
-	var pcts []int
-	for p := cfg.Launcher.MaxPct; p >= max(1, cfg.Launcher.MinPct); p -= step {
-		pcts = append(pcts, p)
-	}
-	pcts = append(pcts, 0) // no percentage the job would run at keeps the SLO
-	var last Result
-	for _, pct := range pcts {
-		if err := ctx.Err(); err != nil {
-			return last, err
-		}
-		minutes := tally{}
-		for _, r := range cfg.Trace {
-			minutes.arrive(start.Add(r.Arrival))
-		}
-		srv, err := w.server(minutes, func() int { return pct })
+	for _, pct := range w.grid() {
+		res, _, err := w.constant(ctx, pct)
 		if err != nil {
-			return last, err
+			return Result{}, err
 		}
-		for now := start; now.Before(end); now = now.Add(time.Minute) {
-			if err := srv.Advance(now); err != nil {
-				return last, err
-			}
-		}
-		if err := srv.Advance(end); err != nil {
-			return last, err
-		}
-		last = Result{Policy: BestStatic, Pct: pct, WorkPctSeconds: float64(pct) * end.Sub(start).Seconds(), PerMinute: minutes.judge(cfg.MinRequests), slo: cfg.Service.SLOP99MS}
-		last.tally()
-		if last.MinutesOver == 0 || pct == 0 {
-			return last, nil
+		if res.MinutesOver == 0 || pct == 0 {
+			res.Policy, res.Pct = BestStatic, pct
+			res.WorkPctSeconds = float64(pct) * w.cfg.Trace[len(w.cfg.Trace)-1].Arrival.Seconds()
+			return res, nil
 		}
 	}
-	return last, nil
+	return Result{}, nil // the grid always ends at 0
 }
 
 // observer is admission's view of the simulated server's observer.

@@ -11,14 +11,14 @@ import (
 // WriteTable prints one row per result.
 func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tminutes over SLO\twork vs static\tthrottles\traises\trevokes\tevictions\tworst p99 ms\t")
+	fmt.Fprintln(tw, "policy\tminutes over SLO (alone)\twork vs oracle\twork vs static\tchanges/h\tthrottles\traises\trevokes\tevictions\tworst p99 ms\t")
 	for _, r := range results {
 		name := string(r.Policy)
 		if r.Policy == BestStatic {
 			name = fmt.Sprintf("%s (%d %%)", r.Policy, r.Pct)
 		}
-		fmt.Fprintf(tw, "%s\t%d of %d\t%.2f\t%d\t%d\t%d\t%d\t%.1f\t\n", name, r.MinutesOver, r.Minutes, r.WorkVsStatic,
-			r.Throttles, r.Raises, r.Revokes, r.Evictions, r.WorstP99MS)
+		fmt.Fprintf(tw, "%s\t%d of %d (%d)\t%.2f\t%.2f\t%.1f\t%d\t%d\t%d\t%d\t%.1f\t\n", name, r.MinutesOver, r.Minutes, r.MinutesOverAlone, r.WorkVsOracle, r.WorkVsStatic,
+			r.ChangesPerHour, r.Throttles, r.Raises, r.Revokes, r.Evictions, r.WorstP99MS)
 	}
 	return tw.Flush()
 }
@@ -36,7 +36,8 @@ const (
 // SVG draws each result over time, two plots a policy: the load (the
 // arrival rate each observer interval, the observed rate and its
 // forecast), and each judged minute's p99 against the SLO with the
-// training job's percentage.
+// training job's percentage, and the oracle's beside it when the oracle is
+// among the results.
 //
 // load names the load plot's unit: "req/s", or for an engine, whose
 // observed rate counts its steps, what each line counts.
@@ -63,6 +64,12 @@ func SVG(title, load string, sloMS float64, results []Result) []byte {
 	plotW := float64(svgWidth - svgLeft - svgRight)
 	x := func(min float64) float64 { return svgLeft + plotW*min/end }
 	top := float64(svgHeader)
+	var oracle []Sample // the oracle's percentage, drawn beside every policy's
+	for _, r := range results {
+		if r.Policy == Oracle {
+			oracle = r.Series
+		}
+	}
 	for _, r := range results {
 		// The load.
 		y := func(v float64) float64 { return top + svgPanel*(1-v/maxRate) }
@@ -78,6 +85,9 @@ func SVG(title, load string, sloMS float64, results []Result) []byte {
 		frame(&b, top, fmt.Sprintf("%s: p99 per minute, ms (%d of %d over the SLO); the job's %%, right", r.Policy, r.MinutesOver, r.Minutes), maxP99, end)
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="start">100 %%</text>`+"\n", svgWidth-svgRight+4, top+4)
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#d62728" stroke-dasharray="6 3"/>`+"\n", svgLeft, svgWidth-svgRight, yp(sloMS), yp(sloMS))
+		if r.Policy != Oracle {
+			line(&b, oracle, x, ypct, func(s Sample) float64 { return float64(s.Pct) }, "#9467bd", "2 2")
+		}
 		line(&b, r.Series, x, ypct, func(s Sample) float64 { return float64(s.Pct) }, "#2ca02c", "")
 		for _, m := range r.PerMinute {
 			color := "#333333"
@@ -86,7 +96,11 @@ func SVG(title, load string, sloMS float64, results []Result) []byte {
 			}
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(float64(m.Minute)+0.5), yp(min(m.P99MS, maxP99)), color)
 		}
-		legend(&b, top, []string{"p99", "#333333", "SLO", "#d62728", "job %", "#2ca02c"})
+		pairs := []string{"p99", "#333333", "SLO", "#d62728", "job %", "#2ca02c"}
+		if oracle != nil && r.Policy != Oracle {
+			pairs = append(pairs, "oracle %", "#9467bd")
+		}
+		legend(&b, top, pairs)
 		top += svgPanel + svgGap
 	}
 	b.WriteString("</svg>\n")
@@ -128,7 +142,7 @@ func line(b *strings.Builder, samples []Sample, x, y func(float64) float64, v fu
 
 // legend writes name/color pairs at a plot's top right.
 func legend(b *strings.Builder, top float64, pairs []string) {
-	xx := float64(svgWidth - svgRight - 240)
+	xx := float64(svgWidth - svgRight - 320)
 	for i := 0; i+1 < len(pairs); i += 2 {
 		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="10" height="3" fill="%s"/><text x="%.1f" y="%.1f">%s</text>`+"\n",
 			xx, top+10, pairs[i+1], xx+14, top+14, esc(pairs[i]))

@@ -21,9 +21,12 @@ on simulated time: a simulated server (--server llm, an LLM engine built
 apart from the predictor; or predictor, latencies drawn from the
 prediction), a launcher that asks for a slot, honours throttles and comes
 back after a revoke, and colocd's own admission and guard deciding, under
-static admission, the reactive guard and the forecast guard. For each: the
-minutes over the SLO, the work against a static grant's, the throttles,
-raises, revokes and evictions (--json; --svg draws them). The service comes
+static admission, the reactive guard and the forecast guard, beside the
+hindsight oracle (the schedule with the most training work that keeps the
+SLO, found on the simulated server itself). For each: the minutes over the
+SLO, the work against the oracle's and a static grant's, the changes an
+hour, the throttles, raises, revokes and evictions (--json; --svg draws
+them). The service comes
 from --config, or is the default replay's (docs/cli.md); --error F makes the
 server F times slower than it would be.`,
 		Args: cobra.NoArgs,
@@ -53,10 +56,10 @@ server F times slower than it would be.`,
 	f.Float64Var(&o.Error, "error", 1, "the simulated server's latency over the prediction: the predictor that much too low")
 	f.IntVar(&o.Start, "start", 0, "the first minute of the trace to replay")
 	f.IntVar(&o.Minutes, "minutes", 0, "minutes of the trace to replay (0: to its end)")
-	f.StringSliceVar(&o.Policies, "policies", []string{"static", "reactive", "forecast"}, "the policies to report: static, reactive, forecast")
+	f.StringSliceVar(&o.Policies, "policies", []string{"static", "reactive", "forecast", "oracle"}, "the policies to report: static, reactive, forecast, best-static, oracle")
 	f.StringVar(&o.Forecast, "forecast", "", "override the service's forecast settings: alpha=,beta=,phi=,burst=,horizon= (docs/guard.md)")
 	f.Uint64Var(&o.Seed, "seed", 11, "the seed of the simulated server's latency draws")
-	f.BoolVar(&asJSON, "json", false, `print {"policies":[{"name","minutes","minutes_over","work_vs_static",...}]}`)
+	f.BoolVar(&asJSON, "json", false, `print {"policies":[{"name","minutes","minutes_over","work_vs_oracle","work_vs_static","changes_per_hour",...}]}`)
 	f.StringVar(&svgPath, "svg", "", "draw load, forecast, SLO, observed p99 and the job's percentage over time to this SVG file")
 	return cmd
 }

@@ -1,0 +1,63 @@
+package replay
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestBestSchedule(t *testing.T) {
+	t.Parallel()
+	grid := []int{0, 10, 20, 30} // ascending, 0 first
+	for _, tc := range []struct {
+		name    string
+		caps    []int
+		budget  int
+		restart time.Duration
+		want    []int
+	}{
+		{name: "every minute at its cap when changes are free", caps: []int{3, 1, 3, 2}, budget: 3, want: []int{3, 1, 3, 2}},
+		{name: "no change allowed: the lowest cap all through", caps: []int{3, 1, 3, 2}, budget: 0, want: []int{1, 1, 1, 1}},
+		{name: "one change: the best split", caps: []int{3, 3, 3, 1, 1, 1}, budget: 1, want: []int{3, 3, 3, 1, 1, 1}},
+		{name: "a minute at 0 where the server is over alone", caps: []int{2, 0, 2}, budget: 2, want: []int{2, 0, 2}},
+		// One minute 10 % higher is worth 600 pct·s; the restart back at 20 %
+		// costs 20 % × 40 s = 800 of it.
+		{name: "a rise not worth its restart", caps: []int{2, 3, 2}, budget: 2, restart: 40 * time.Second, want: []int{2, 2, 2}},
+		{name: "a rise worth its restart", caps: []int{2, 3, 3, 3, 2}, budget: 2, restart: 10 * time.Second, want: []int{2, 3, 3, 3, 2}},
+	} {
+		got := bestSchedule(grid, tc.caps, tc.budget, tc.restart)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+		for m, j := range got {
+			if j > tc.caps[m] {
+				t.Errorf("%s: minute %d at grid %d over its cap %d", tc.name, m, j, tc.caps[m])
+			}
+		}
+	}
+}
+
+// The oracle keeps every minute the server alone keeps, does at least
+// what the best constant percentage does, and is what every policy's
+// work is measured against.
+func TestOracleKeepsTheSLOAndBoundsTheOthers(t *testing.T) {
+	t.Parallel()
+	cfg := coarse(t, 4, Forecast, BestStatic, Oracle)
+	by := map[Policy]Result{}
+	for _, r := range mustRun(t, cfg) {
+		by[r.Policy] = r
+	}
+	o, b, f := by[Oracle], by[BestStatic], by[Forecast]
+	if o.MinutesOver != o.MinutesOverAlone || o.Minutes != 4 {
+		t.Fatalf("oracle: %d of %d minutes over, %d of them over alone; want only those", o.MinutesOver, o.Minutes, o.MinutesOverAlone)
+	}
+	if o.WorkVsOracle != 1 || !(o.WorkPctSeconds >= b.WorkPctSeconds) || !(o.WorkPctSeconds > 0) {
+		t.Errorf("oracle work %g pct·s (%.2f of itself), best-static %g: want at least best-static's", o.WorkPctSeconds, o.WorkVsOracle, b.WorkPctSeconds)
+	}
+	if want := f.WorkPctSeconds / o.WorkPctSeconds; f.WorkVsOracle != want {
+		t.Errorf("forecast work vs oracle %g, want %g", f.WorkVsOracle, want)
+	}
+	if len(o.Series) == 0 || o.ChangesPerHour != float64(o.Changes)/cfg.Trace[len(cfg.Trace)-1].Arrival.Hours() {
+		t.Errorf("oracle series %d samples, %d changes, %g an hour", len(o.Series), o.Changes, o.ChangesPerHour)
+	}
+}
