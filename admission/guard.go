@@ -13,7 +13,9 @@ import (
 // inference server is never touched.
 //
 // Otherwise Guard first measures the prediction against each service's
-// observed p99 (latency.go), then re-plans the live leases when a
+// observed p99 (latency.go), revokes a lease at once where the observed
+// p99 is over the SLO with every lease at its min_pct (broken.go), then
+// re-plans the live leases when a
 // service's observed load has moved to another band or its correction
 // changed since the last plan (observed.go): more load, or a server slower
 // than predicted, lowers leases (throttle events with a deadline) or
@@ -41,6 +43,9 @@ func (c *Controller) guardShared(ctx context.Context) ([]Event, error) {
 	measured, err := c.measure(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("guard: %w", err)
+	}
+	if events, err := c.revokeBroken(ctx); len(events) > 0 || err != nil {
+		return events, err
 	}
 	c.mu.Lock()
 	key := guardKey(c.observedServices(c.cfg.Services))
