@@ -65,6 +65,23 @@ type GuardSettings struct {
 	// RaiseAfter is how long the margin must hold before a lowered lease
 	// is offered a higher percentage with a raise event (default 5m).
 	RaiseAfter time.Duration `mapstructure:"raise_after"`
+	// ExploreAfter is how long the margin must hold before a lease whose
+	// trainer's response the guard has learned (response.go) is raised a
+	// step (default 1m, chosen by replay, docs/guard.md): the response
+	// is then measured, not predicted, and each step is judged by the
+	// windows after it.
+	ExploreAfter time.Duration `mapstructure:"explore_after"`
+	// LearnResponse lets the guard learn, from its own windows, how each
+	// service's observed p99 answers a trainer's percentage on this GPU,
+	// and decide on that (response.go; default false: on the replays of
+	// docs/guard.md it did less work than the prior with its correction,
+	// and broke more minutes at error 2).
+	LearnResponse bool `mapstructure:"learn_response"`
+	// ResponseTTL is how long a learned percentage's ratio stands against
+	// a newer measurement a step below it (default 10m, chosen by
+	// replay): past it the guard explores that percentage again from the
+	// newer one, since the load it was measured at has gone.
+	ResponseTTL time.Duration `mapstructure:"response_ttl"`
 	// MinMovePct is the smallest change of a live lease's percentage that
 	// a raise, or an admit's joint allocation, makes (default PctStep): a
 	// move costs the launcher a restart of its workers. A throttle the
@@ -98,7 +115,7 @@ func DefaultSettings() Settings {
 		MaxWeight:        MaxWeight,
 		DecisionTimeout:  DefaultDecisionTimeout,
 		Lease:            LeaseTerms{Default: DefaultLeaseDefault, Max: DefaultLeaseMax, FirstTerm: DefaultLeaseFirstTerm},
-		Guard: GuardSettings{Deadline: DefaultThrottleGrace, RaiseAfter: DefaultRaiseAfter, RevokeAfter: DefaultRevokeAfter,
+		Guard: GuardSettings{Deadline: DefaultThrottleGrace, RaiseAfter: DefaultRaiseAfter, ExploreAfter: DefaultExploreAfter, ResponseTTL: DefaultResponseTTL, RevokeAfter: DefaultRevokeAfter,
 			MaxRevokesPerHour: DefaultMaxRevokesPerHour},
 	}
 }
@@ -148,6 +165,8 @@ func (s Settings) check(c *fields) {
 		{"admission.lease.first_term", s.Lease.FirstTerm, time.Second, math.MaxInt64, ""},
 		{"admission.guard.deadline", s.Guard.Deadline, time.Second, time.Hour, "1h"},
 		{"admission.guard.raise_after", s.Guard.RaiseAfter, time.Second, 24 * time.Hour, "24h"},
+		{"admission.guard.explore_after", s.Guard.ExploreAfter, time.Second, 24 * time.Hour, "24h"},
+		{"admission.guard.response_ttl", s.Guard.ResponseTTL, time.Second, 24 * time.Hour, "24h"},
 		{"admission.guard.revoke_after", s.Guard.RevokeAfter, time.Second, time.Hour, "1h"},
 	} {
 		switch {
@@ -203,6 +222,8 @@ const (
 	DefaultVisibilityWindow  = time.Minute
 	DefaultThrottleGrace     = 2 * time.Minute
 	DefaultRaiseAfter        = 5 * time.Minute
+	DefaultExploreAfter      = time.Minute
+	DefaultResponseTTL       = 10 * time.Minute
 	DefaultRevokeAfter       = time.Minute
 	DefaultMaxRevokesPerHour = 2
 	DefaultIdempotencyTTL    = 10 * time.Minute
@@ -238,6 +259,8 @@ func (cfg Config) withDefaults() Config {
 	defD(&cfg.Guard.RevokeAfter, DefaultRevokeAfter)
 	def(&cfg.Guard.MaxRevokesPerHour, DefaultMaxRevokesPerHour)
 	defD(&cfg.Guard.RaiseAfter, DefaultRaiseAfter)
+	defD(&cfg.Guard.ExploreAfter, DefaultExploreAfter)
+	defD(&cfg.Guard.ResponseTTL, DefaultResponseTTL)
 	defD(&cfg.IdempotencyTTL, DefaultIdempotencyTTL)
 	cfg.Services = slices.Clone(cfg.Services)
 	for i := range cfg.Services {

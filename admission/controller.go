@@ -51,6 +51,10 @@ type Controller struct {
 	// coMeasured: the services whose latency has been measured next to a
 	// training job (latency.go).
 	coMeasured map[string]bool
+	// learned is the guard's learned response (response.go), and
+	// learnedGen moves whenever a learned ratio changes band.
+	learned    learned
+	learnedGen int
 	// movedAt is when what runs on the GPU last changed: a lease granted,
 	// gone, re-planned or with new processes. An observed window that began
 	// before it saw another lease set.

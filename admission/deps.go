@@ -150,10 +150,6 @@ type Latency struct {
 	Throughput []float64
 }
 
-// held is the p99 a decision compares with the limit: the upper bound
-// when there is one.
-func (l Latency) held() float64 { return max(l.P99MS, l.P99HighMS) }
-
 // Predictor predicts the tail latency of svcs[i], one of the inference
 // services on the GPU, with all of svcs (each the others' co-runner) and
 // the trainers co-located under mode. It must be safe for concurrent use

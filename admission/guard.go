@@ -48,7 +48,7 @@ func (c *Controller) guardShared(ctx context.Context) ([]Event, error) {
 		return events, err
 	}
 	c.mu.Lock()
-	key := guardKey(c.observedServices(c.cfg.Services))
+	key := append(guardKey(c.observedServices(c.cfg.Services)), float64(c.learnedGen))
 	same := slices.Equal(key, c.guarded)
 	due, budget := c.revokeDueLocked(c.now())
 	services := c.cfg.Services

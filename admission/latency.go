@@ -79,6 +79,16 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 			}
 			c.coMeasured[svc.Name] = true
 		}
+		if c.cfg.Guard.LearnResponse && s.pol.cfg.Mode == predictor.ModeMPS && len(trainers) == 1 && len(s.live) == 1 && lat.P99MS > 0 && c.movedAt.Equal(moved) {
+			if c.learned == nil {
+				c.learned = learned{}
+			}
+			if c.learned.observe(svc.Name, trainers[0], trainers[0].Pct, p99/lat.P99MS, win) {
+				c.learnedGen++
+				changed = true
+				c.log.Info("learned the server's response", "service", svc.Name, "pct", trainers[0].Pct, "ratio", p99/lat.P99MS)
+			}
+		}
 		if m := c.measured[svc.Name]; !m.Window.Since.Equal(since) {
 			c.measured[svc.Name] = Measurement{Window: win, PredictedP99MS: lat.P99MS, RateRPS: svc.RateRPS, Mode: s.pol.cfg.Mode, Trainers: trainers, serviceKey: svc.profileKey(), burst: svc.BurstSteps}
 		}

@@ -31,6 +31,11 @@ type policy struct {
 	daemon    Daemon    // MPS mode
 	instances Instances // nil: no MIG instance is lent
 	log       *slog.Logger
+	// learned is the guard's learned response when the policy was made
+	// (a clone: the policy only reads it), and stale when a learned ratio
+	// measured before it gives way to a newer one a step below.
+	learned learned
+	stale   time.Time
 }
 
 // liveLease is a live lease as the policy sees it: a copy of the lease, and
@@ -210,15 +215,34 @@ func (pol *policy) predictAll(ctx context.Context, trainers []Trainer) ([]Servic
 		corr := svc.correction()
 		preds[i] = ServicePrediction{Service: svc.Name, RateRPS: svc.RateRPS, SLOP99MS: svc.SLOP99MS, SoloP99MS: lat.SoloP99MS,
 			PredictedP99MS: lat.P99MS, UpperP99MS: lat.P99HighMS, Correction: corr, Step: svc.BurstSteps > 0}
+		if r, ok := pol.learnedRatio(svc.Name, trainers); ok {
+			preds[i].Learned = r
+		}
 		limit := pol.limit(svc)
-		p.fits = p.fits && lat.held()*corr <= limit
-		p.score = max(p.score, lat.held()*corr/limit)
+		held := preds[i].heldP99()
+		p.fits = p.fits && held <= limit
+		p.score = max(p.score, held/limit)
 		p.soloScore = max(p.soloScore, lat.SoloP99MS*corr/limit)
 		if i == 0 {
 			p.throughput = lat.Throughput
 		}
 	}
 	return preds, p, nil
+}
+
+// learnedRatio is the learned ratio for service beside trainers, when one
+// applies: MPS, one trainer, measured at or near its percentage
+// (response.go).
+func (pol *policy) learnedRatio(service string, trainers []Trainer) (float64, bool) {
+	if pol.cfg.Mode != predictor.ModeMPS || len(trainers) != 1 || !pol.learned.has(service) {
+		return 0, false
+	}
+	t := trainers[0]
+	key := t.Key
+	if key == (predictor.ProfileKey{}) && t.Profile != nil {
+		key = t.Profile.Key()
+	}
+	return pol.learned.ratio(service, key, t.Pct, max(pol.cfg.PctStep, pol.cfg.Guard.MinMovePct), pol.stale)
 }
 
 // known reports whether the predictor has every service's prediction with
@@ -272,9 +296,13 @@ func trainersOf(live []liveLease) []Trainer {
 // model's until the server has shown what co-location does to it; a
 // job granted its lowest percentage costs least if the model is wrong,
 // and the guard raises it once the measurement shows room.
+//
+// A job whose trainer the guard has learned the response of
+// (response.go) may go as far as that allows: one step above the highest
+// percentage measured.
 func (pol *policy) firstMax(req *Request) int {
 	for _, s := range pol.cfg.Services {
-		if s.Unmeasured {
+		if s.Unmeasured && !(pol.cfg.Mode == predictor.ModeMPS && req.Profile != nil && pol.learned.hasTrainer(s.Name, req.Profile.Key())) {
 			return req.MinPct
 		}
 	}

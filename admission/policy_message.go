@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -51,6 +52,13 @@ func subject(sp ServicePrediction) string {
 // to 19.5 ms)"; with the observed correction "18.2 ms (up to 19.5 ms; 29.3
 // ms with the ×1.50 the server's own p99 showed)".
 func p99Text(sp ServicePrediction) string {
+	switch {
+	case math.IsInf(sp.Learned, 1):
+		return fmtMS(sp.PredictedP99MS) + " ms (not measured: more than a step above what the guard has measured of this job on this GPU; it raises a step at a time)"
+	case sp.Learned > 0:
+		return fmt.Sprintf("%s ms (%s ms with the ×%s the server's own p99 showed for this job at this percentage)", fmtMS(sp.PredictedP99MS), fmtMS(sp.heldP99()),
+			strconv.FormatFloat(sp.Learned, 'f', 2, 64))
+	}
 	var notes []string
 	if sp.UpperP99MS > sp.PredictedP99MS {
 		notes = append(notes, "up to "+fmtMS(sp.UpperP99MS)+" ms")

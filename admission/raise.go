@@ -51,7 +51,7 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 			since = now
 		}
 		room[id] = since
-		if now.Sub(since) < c.cfg.Guard.RaiseAfter {
+		if now.Sub(since) < c.raiseHoldLocked(e.key) {
 			ripe[i] = e.lease.Pct // not yet: the room must hold
 			continue
 		}
@@ -114,13 +114,40 @@ func (c *Controller) applyRaise(ctx context.Context, planned []liveLease, pcts [
 	return events, errors.Join(errs...)
 }
 
+// raiseHoldLocked is how long the room must hold before a lease of
+// trainer is raised: Guard.ExploreAfter when the guard has learned that
+// trainer's response beside every service (response.go), Guard.RaiseAfter
+// otherwise. c.mu is held.
+func (c *Controller) raiseHoldLocked(trainer predictor.ProfileKey) time.Duration {
+	if !c.learnedAllLocked(trainer) {
+		return c.cfg.Guard.RaiseAfter
+	}
+	return min(c.cfg.Guard.ExploreAfter, c.cfg.Guard.RaiseAfter)
+}
+
+// learnedAllLocked reports whether the guard has learned trainer's
+// response beside every service, under MPS. c.mu is held.
+func (c *Controller) learnedAllLocked(trainer predictor.ProfileKey) bool {
+	if c.cfg.Mode != predictor.ModeMPS || len(c.cfg.Services) == 0 {
+		return false
+	}
+	for _, svc := range c.cfg.Services {
+		if !c.learned.hasTrainer(svc.Name, trainer) {
+			return false
+		}
+	}
+	return true
+}
+
 // raised is a lease's last raise: to what, and when.
 type raised struct {
 	to int
 	at time.Time
 }
 
-// raiseCap bounds the raises a lease is offered after a raise failed: below
+// raiseCap bounds the raises a lease is offered after a raise failed (a
+// lease whose trainer's response is learned has none: what the failed
+// raise measured bounds it, response.go): below
 // below, until until; failed holds the times of its failed raises in the
 // last hour.
 type raiseCap struct {

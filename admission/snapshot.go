@@ -78,7 +78,7 @@ func (c *Controller) snapshotLocked() *snapshot {
 	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}, readmitAt: c.readmitAtLocked(now)}, pol: c.policyLocked()}
 	for _, e := range c.liveLocked(now) {
 		cp := e.copy()
-		if rc, ok := c.raiseCaps[e.lease.ID]; ok && now.Before(rc.until) {
+		if rc, ok := c.raiseCaps[e.lease.ID]; ok && now.Before(rc.until) && !c.learnedAllLocked(cp.key) {
 			cp.raiseBelow = rc.below
 		}
 		if e.lease.Instance != nil {
@@ -104,7 +104,11 @@ func (c *Controller) snapshot() *snapshot {
 func (c *Controller) policyLocked() *policy {
 	cfg := c.cfg
 	cfg.Services = c.observedServices(cfg.Services)
-	return newPolicy(cfg, c.deps, c.log)
+	pol := newPolicy(cfg, c.deps, c.log)
+	if len(c.learned) > 0 {
+		pol.learned, pol.stale = c.learned.clone(), c.now().Add(-c.cfg.Guard.ResponseTTL)
+	}
+	return pol
 }
 
 // unchangedLocked reports whether the config and the live leases at now are

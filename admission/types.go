@@ -249,11 +249,20 @@ type ServicePrediction struct {
 	// Correction is the service's observed correction (1: none): the
 	// decision held the prediction (its upper end) × Correction to the limit.
 	Correction float64
+	// Learned, when above 0, is the ratio the guard learned of this
+	// server's observed p99 to the prediction, for the trainer at its
+	// percentage on this GPU (response.go): the decision held the point
+	// prediction × Learned to the limit instead.
+	Learned float64
 }
 
 // heldP99 is the p99 a decision holds to the limit: the prediction's upper
-// end (the point, when there is none) times the observed correction.
+// end (the point, when there is none) times the observed correction, or
+// the point times the learned ratio.
 func (sp ServicePrediction) heldP99() float64 {
+	if sp.Learned > 0 {
+		return sp.PredictedP99MS * sp.Learned
+	}
 	return max(sp.PredictedP99MS, sp.UpperP99MS) * max(1, sp.Correction)
 }
 

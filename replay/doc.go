@@ -4,11 +4,13 @@
 // with a simulated training launcher that asks for a slot, renews it,
 // honours throttles by restarting its workers, takes raises and asks again
 // after a revoke, and runs colocd's own admission controller and observer
-// on simulated time, under each of three policies:
+// on simulated time, under each of these policies:
 //
 //   - static: decide once on the configured rate; no guard;
 //   - reactive: the guard on the observed rate;
 //   - forecast: the guard on the rate forecast ahead, as colocd runs;
+//   - learned: the forecast guard deciding on the server's response it
+//     has learned (admission.guard.learn_response);
 //
 // beside the hindsight oracle (oracle.go): the schedule with the most
 // training work that keeps the SLO, found on the simulated server itself.

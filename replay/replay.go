@@ -26,6 +26,10 @@ const (
 	Static   Policy = "static"
 	Reactive Policy = "reactive"
 	Forecast Policy = "forecast"
+	// Learned is the forecast guard with admission.guard.learn_response
+	// on: it decides on the server's response it has measured for the
+	// job, raising a step at a time (admission's response.go).
+	Learned Policy = "learned"
 	// BestStatic is no policy colocd has: the training job at the
 	// largest percentage that keeps every judged minute within the SLO,
 	// found by replaying each percentage of the grid, top down, knowing
@@ -35,7 +39,7 @@ const (
 )
 
 // Policies are the policies in the order they are reported.
-var Policies = []Policy{Static, Reactive, Forecast, BestStatic, Oracle}
+var Policies = []Policy{Static, Reactive, Forecast, Learned, BestStatic, Oracle}
 
 // DefaultPolicies are those a replay reports unless asked for others.
 var DefaultPolicies = []Policy{Static, Reactive, Forecast, Oracle}
@@ -45,7 +49,7 @@ func ParsePolicy(s string) (Policy, error) {
 	if p := Policy(s); slices.Contains(Policies, p) {
 		return p, nil
 	}
-	return "", fmt.Errorf("want one of static, reactive, forecast, best-static, oracle, got %q", s)
+	return "", fmt.Errorf("want one of static, reactive, forecast, learned, best-static, oracle, got %q", s)
 }
 
 // Config is one replay.
@@ -358,10 +362,14 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 		ocfg := cfg.Observe
 		ocfg.Clock = clk.Now
 		obs = observe.NewObserver(&page{srv: srv, scraper: &observe.Scraper{URL: "replay://" + cfg.Service.Name, Preset: preset}, clock: clk.Now}, ocfg)
-		deps.Observer = &observer{obs: obs, forecast: policy == Forecast, clock: clk.Now}
+		deps.Observer = &observer{obs: obs, forecast: policy == Forecast || policy == Learned, clock: clk.Now}
 	}
 	svc := cfg.Service
-	c, err := admission.New(admission.Config{Mode: cfg.Mode, PipeDir: "/tmp/nvidia-mps", Settings: cfg.Settings, Services: []admission.ServiceSpec{svc}}, deps)
+	settings := cfg.Settings
+	if policy == Learned {
+		settings.Guard.LearnResponse = true
+	}
+	c, err := admission.New(admission.Config{Mode: cfg.Mode, PipeDir: "/tmp/nvidia-mps", Settings: settings, Services: []admission.ServiceSpec{svc}}, deps)
 	if err != nil {
 		return res, err
 	}

@@ -56,7 +56,7 @@ server F times slower than it would be.`,
 	f.Float64Var(&o.Error, "error", 1, "the simulated server's latency over the prediction: the predictor that much too low")
 	f.IntVar(&o.Start, "start", 0, "the first minute of the trace to replay")
 	f.IntVar(&o.Minutes, "minutes", 0, "minutes of the trace to replay (0: to its end)")
-	f.StringSliceVar(&o.Policies, "policies", []string{"static", "reactive", "forecast", "oracle"}, "the policies to report: static, reactive, forecast, best-static, oracle")
+	f.StringSliceVar(&o.Policies, "policies", []string{"static", "reactive", "forecast", "oracle"}, "the policies to report: static, reactive, forecast, learned, best-static, oracle")
 	f.StringVar(&o.Forecast, "forecast", "", "override the service's forecast settings: alpha=,beta=,phi=,burst=,horizon= (docs/guard.md)")
 	f.Uint64Var(&o.Seed, "seed", 11, "the seed of the simulated server's latency draws")
 	f.BoolVar(&asJSON, "json", false, `print {"policies":[{"name","minutes","minutes_over","work_vs_oracle","work_vs_static","changes_per_hour",...}]}`)

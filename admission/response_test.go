@@ -1,0 +1,119 @@
+package admission
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/colocd/colocd/predictor"
+)
+
+// What a prediction is multiplied by once the guard has learned the
+// server's response: the ratio measured at the percentage; a step above
+// the highest measured, its ratio (exploration); further, no fit; below,
+// the nearest measured; a stale measurement gives way to a newer one a
+// step below; nothing for a trainer never measured.
+func TestLearnedRatio(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	a, b := Trainer{Key: predictor.ProfileKey{1}}, Trainer{Key: predictor.ProfileKey{2}}
+	l := learned{}
+	win := func(end time.Time) ObservedWindow { return ObservedWindow{Since: end.Add(-30 * time.Second), End: end} }
+	l.observe("bert", a, 20, 2.0, win(t0))
+	l.observe("bert", a, 20, 2.5, win(t0.Add(time.Second))) // overlaps the last: not learned
+	l.observe("bert", a, 40, 3.0, win(t0.Add(time.Minute)))
+	l.observe("bert", a, 40, 2.2, win(t0.Add(2*time.Minute)))
+	stale := t0.Add(-time.Hour)
+	for _, tc := range []struct {
+		name    string
+		trainer Trainer
+		pct     int
+		want    float64
+		ok      bool
+	}{
+		{"measured", a, 20, 2.0, true},
+		{"measured: the largest of its windows", a, 40, 3.0, true},
+		{"between two measured: the larger", a, 30, 3.0, true},
+		{"below anything measured: the nearest", a, 10, 2.0, true},
+		{"a step above the highest: explore", a, 50, 3.0, true},
+		{"two steps above: not yet", a, 60, math.Inf(1), true},
+		{"another trainer: the prior", b, 20, 0, false},
+	} {
+		got, ok := l.ratio("bert", tc.trainer.Key, tc.pct, 10, stale)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: ratio %g, %v; want %g, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+	if got, ok := l.ratio("gpt", a.Key, 20, 10, stale); ok {
+		t.Errorf("another service: ratio %g, want none", got)
+	}
+	// 40 % measured before 30 % was: once stale, 30 %'s ratio stands for it.
+	l.observe("bert", a, 30, 1.5, win(t0.Add(20*time.Minute)))
+	if got, _ := l.ratio("bert", a.Key, 40, 10, t0.Add(10*time.Minute)); got != 1.5 {
+		t.Errorf("stale 40 %% with 30 %% measured since: ratio %g, want 1.5", got)
+	}
+	if got, _ := l.ratio("bert", a.Key, 40, 10, stale); got != 3.0 {
+		t.Errorf("40 %% not yet stale: ratio %g, want its own 3", got)
+	}
+	for range responseWindows + 2 {
+		t0 = t0.Add(time.Minute)
+		l.observe("bert", a, 20, 1.1, win(t0.Add(30*time.Minute)))
+	}
+	if got, _ := l.ratio("bert", a.Key, 20, 10, stale); got != 1.1 {
+		t.Errorf("after %d newer windows: ratio %g, want the old 2 forgotten", responseWindows, got)
+	}
+	pts := l.points()
+	if len(pts) != 3 || pts[0].Pct != 20 || pts[0].Windows != responseWindows+3 || len(pts[0].Ratios) != responseWindows {
+		t.Errorf("points %+v", pts)
+	}
+}
+
+// With admission.guard.learn_response, a job measured next to the service
+// is raised a step at a time, explore_after apart, and a new job of the
+// same trainer starts a step above what was measured, not at its min_pct.
+func TestLearnedResponseRaisesAStepAtATime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	one := resnetP99(t, 100)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, predictor.ModeMPS, one/0.9*3, func(c *Config) { c.Guard.LearnResponse = true })
+		obs := &fakeLatency{}
+		h.c.deps.Observer = obs
+		first := mustDecide(t, h, request("first"), Throttle) // measure first
+		if err := h.c.Register(ctx, first.Lease.ID, tokenOf(first), []int{100}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		time.Sleep(time.Minute)
+		obs.set(resnetP99(t, float64(first.Pct)), start) // as predicted
+		for range 3 * 60 {
+			if _, err := h.c.Guard(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+		}
+		step := max(h.c.cfg.PctStep, h.c.cfg.Guard.MinMovePct)
+		var raises []int
+		for _, ev := range h.events.all() {
+			if ev.Type == EventRaise && ev.LeaseID == first.Lease.ID {
+				raises = append(raises, ev.Pct)
+			}
+		}
+		if len(raises) == 0 || raises[0] != first.Pct+step {
+			t.Errorf("raises %v: want the job raised a step of %d %% above its %d %% within explore_after", raises, step, first.Pct)
+		}
+		if pts := h.c.Response(); len(pts) != 1 || pts[0].Pct != first.Pct || pts[0].Service != "bert" {
+			t.Errorf("learned %+v: want one point, bert at %d %%", pts, first.Pct)
+		}
+		if err := h.c.Release(ctx, first.Lease.ID, tokenOf(first)); err != nil {
+			t.Fatal(err)
+		}
+		d := mustDecide(t, h, request("second"), Throttle)
+		if d.Pct != first.Pct+step || !strings.Contains(d.Message, "a step at a time") {
+			t.Errorf("a second job of the trainer: %s at %d %% (%s), want %d %%", d.Code, d.Pct, d.Message, first.Pct+step)
+		}
+	})
+}
