@@ -378,6 +378,9 @@ func TestThrottleRestartsAtNewPercentage(t *testing.T) {
 	n, tighten := throttling(t)
 	c, recs, cfg, log := n.job()
 	done, cancel := n.launch(t, cfg, c, "thr-1", 0, recs)
+	// The command runs, its signal handler set, before the SLO changes
+	// (on a loaded machine the throttle could come first otherwise).
+	waitFor(t, "the command started", func() bool { return len(log.starts(t)) == 1 })
 	tighten()
 	waitFor(t, "restarted", func() bool { return len(recs.of("restarted")) == 1 })
 	thr := recs.of("throttled")
@@ -423,6 +426,9 @@ func TestSignalActionLetsTheJobCheckpoint(t *testing.T) {
 	c, recs, cfg, log := n.job()
 	cfg.OnThrottle = Action{Signal: syscall.SIGUSR1}
 	done, cancel := n.launch(t, cfg, c, "sig-1", 0, recs)
+	// The command runs, its signal handler set, before the SLO changes
+	// (on a loaded machine the throttle could come first otherwise).
+	waitFor(t, "the command started", func() bool { return len(log.starts(t)) == 1 })
 	tighten()
 	waitFor(t, "restarted", func() bool { return len(log.starts(t)) == 2 })
 	if !strings.Contains(strings.Join(log.lines(t), "\n"), "sig=user defined signal 1") {
