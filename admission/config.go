@@ -36,6 +36,10 @@ type Settings struct {
 	// 5s). Past it the request fails with ErrTimeout and nothing is
 	// granted.
 	DecisionTimeout time.Duration `mapstructure:"decision_timeout"`
+	// Identity bounds what each launcher identity may hold and claim,
+	// and Identities override it for named identities (identity.go).
+	Identity   IdentityLimits  `mapstructure:"identity"`
+	Identities []NamedIdentity `mapstructure:"identities"`
 	// Lease bounds lease durations.
 	Lease LeaseTerms `mapstructure:"lease"`
 	// Guard says how running leases are enforced.
@@ -114,6 +118,8 @@ func DefaultSettings() Settings {
 		PctStep:          DefaultPctStep,
 		MaxWeight:        MaxWeight,
 		DecisionTimeout:  DefaultDecisionTimeout,
+		Identity:         DefaultIdentity(),
+		Identities:       []NamedIdentity{},
 		Lease:            LeaseTerms{Default: DefaultLeaseDefault, Max: DefaultLeaseMax, FirstTerm: DefaultLeaseFirstTerm},
 		Guard: GuardSettings{Deadline: DefaultThrottleGrace, RaiseAfter: DefaultRaiseAfter, ExploreAfter: DefaultExploreAfter, ResponseTTL: DefaultResponseTTL, RevokeAfter: DefaultRevokeAfter,
 			MaxRevokesPerHour: DefaultMaxRevokesPerHour},
@@ -177,6 +183,7 @@ func (s Settings) check(c *fields) {
 			c.add(d.key, "a duration of at least 1s", d.v.String())
 		}
 	}
+	s.checkIdentities(c)
 	if s.Lease.Default > s.Lease.Max && s.Lease.Max >= time.Second {
 		c.add("admission.lease.default", fmt.Sprintf("a duration at most admission.lease.max (%v)", s.Lease.Max), s.Lease.Default.String())
 	}
@@ -247,6 +254,9 @@ func (cfg Config) withDefaults() Config {
 	def(&cfg.Guard.MinMovePct, cfg.PctStep)
 	if cfg.MaxWeight == 0 {
 		cfg.MaxWeight = MaxWeight
+	}
+	if cfg.Identity.MaxWeight == 0 {
+		cfg.Identity.MaxWeight = DefaultIdentity().MaxWeight
 	}
 	def(&cfg.IdempotencyMax, DefaultIdempotencyMax)
 	def(&cfg.SearchWorkers, 1)

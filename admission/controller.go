@@ -43,6 +43,7 @@ type Controller struct {
 	leases    map[string]*entry   // by lease id
 	byRequest map[[32]byte]string // request id's hash → lease id, live leases
 	idem      idempotency
+	rivals    rivals    // the identities that may want the GPU (identity.go)
 	guarded   []float64 // the services' rates and corrections the last Guard planned at
 	// corrections are the services' observed corrections, measured the
 	// last measurement of each (latency.go).
@@ -177,9 +178,10 @@ func (c *Controller) Decide(ctx context.Context, req Request) (Decision, error) 
 			_ = c.publish(pctx, events) // logged there; the leases were stored
 		}
 	}()
-	fp, rk := req.fingerprint(key), requestKey(req.RequestID)
+	fp, rk := req.fingerprint(key), requestKey(req.Tenant, req.RequestID)
 	c.mu.Lock()
 	attempts := c.admitAttemptsLocked()
+	c.rivals.see(req.Tenant, c.now(), c.cfg.Lease.Max)
 	c.mu.Unlock()
 	for range attempts {
 		c.mu.Lock()
@@ -315,7 +317,7 @@ func unavailable(code ReasonCode, msg string) (Decision, error) {
 func (c *Controller) grantLocked(ctx context.Context, req *Request, key predictor.ProfileKey, d Decision, now time.Time) (Decision, error) {
 	dur := c.leaseDuration(req.LeaseSeconds)
 	l := Lease{
-		ID: rand.Text(), TokenHash: req.TokenHash, JobID: req.JobID, Owner: req.Owner, RequestHash: requestKey(req.RequestID),
+		ID: rand.Text(), TokenHash: req.TokenHash, JobID: req.JobID, Owner: req.Owner, Tenant: req.Tenant, RequestHash: requestKey(req.Tenant, req.RequestID),
 		Priority: req.Priority, Weight: req.Weight, Checkpointable: req.Checkpointable, Pct: d.Pct, MinPct: req.MinPct, MaxPct: max(d.Pct, req.MaxPct), RunningPct: d.Pct,
 		MemoryMiB: req.memoryMiB(), Processes: req.Processes, Profile: req.Profile, CreatedAt: now,
 		ExpiresAt: now.Add(min(dur, c.cfg.Lease.FirstTerm)), Duration: dur, Instance: d.Instance,
@@ -398,8 +400,18 @@ func (c *Controller) signal() {
 	}
 }
 
-// requestKey is what colocd keeps of a request_id: its SHA-256.
-func requestKey(id string) [32]byte { return sha256.Sum256([]byte(id)) }
+// requestKey is what colocd keeps of a request_id: a SHA-256.
+//
+// The key is per identity: one identity's request_id is no other's, so
+// that no launcher can make another's admit a conflict by sending its id
+// first. A request without an identity keys by its id alone, as every
+// lease stored before identities were kept does.
+func requestKey(tenant, id string) [32]byte {
+	if tenant == "" {
+		return sha256.Sum256([]byte(id))
+	}
+	return sha256.Sum256([]byte(tenant + "\x00" + id))
+}
 
 // errStore wraps a store failure of a lease operation.
 func errStore(op string, err error) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +65,9 @@ type view struct {
 	// readmitAt: after the guard revoked a lease, no new job is co-located
 	// before it (Controller.readmitAtLocked).
 	readmitAt time.Time
+	// rivals are the identities besides the leases' holders that may want
+	// the GPU (identity.go).
+	rivals []string
 }
 
 // newPolicy returns the policy for cfg, reading the world through deps'
@@ -78,6 +82,16 @@ func newPolicy(cfg Config, deps Deps, log *slog.Logger) *policy {
 // a job that does not fit next to the live leases, room made by lowering
 // them (makeRoom).
 func (pol *policy) decide(ctx context.Context, req *Request, key predictor.ProfileKey, v *view) (Decision, error) {
+	notes := pol.cfg.capClaims(req)
+	d, err := pol.decideCapped(ctx, req, key, v)
+	if len(notes) > 0 && d.Outcome != "" {
+		d.Message += " (" + strings.Join(notes, "; ") + ")"
+	}
+	return d, err
+}
+
+// decideCapped is decide, for a request whose claims are capped.
+func (pol *policy) decideCapped(ctx context.Context, req *Request, key predictor.ProfileKey, v *view) (Decision, error) {
 	if ok, why := pol.device.Healthy(); !ok {
 		return unavailable(CodeGPUUnhealthy, "the GPU is unhealthy: "+why)
 	}
@@ -103,13 +117,17 @@ func (pol *policy) decide(ctx context.Context, req *Request, key predictor.Profi
 		return Decision{Outcome: Deny, Code: CodeMaxJobs, Message: "the GPU already runs " + jobs +
 			", the most admission.max_jobs allows"}, nil
 	}
+	quota, denied, quotaTop := pol.quota(req, v)
+	if denied {
+		return quota, nil
+	}
 	if d, denied, err := pol.checkMemory(ctx, req, v.live, v.now); denied || err != nil {
 		return d, err
 	}
 	grid, top := []int{100}, req.MaxPct
 	if pol.cfg.Mode == predictor.ModeMPS {
 		top = pol.firstMax(req)
-		grid = pctGrid(req.MinPct, top, pol.cfg.PctStep)
+		grid = pctGrid(req.MinPct, min(top, quotaTop), pol.cfg.PctStep)
 	}
 	others := trainersOf(v.live)
 	results := make([][]ServicePrediction, len(grid))
@@ -138,12 +156,19 @@ func (pol *policy) decide(ctx context.Context, req *Request, key predictor.Profi
 	if best >= 0 {
 		d.Pct = grid[best]
 	}
-	if d.Outcome == Grant && top < req.MaxPct {
+	switch {
+	case d.Outcome != Grant:
+	case top < req.MaxPct && top <= quotaTop:
 		d.Outcome, d.Code = Throttle, CodeMeasureFirst
 		d.Message = fmt.Sprintf("%s; the guard has not yet measured the servers' latency next to a training job, so a new job starts at its min_pct and is raised once the measurement shows room (admission.guard.grant_before_measured)", d.Message)
+	case quotaTop < req.MaxPct:
+		d.Outcome, d.Code = Throttle, CodeIdentityQuota
+		d.Message = fmt.Sprintf("%s; %d %% is what this launcher identity's quota of the GPU's threads leaves it (admission.identity.max_gpu_pct)", d.Message, d.Pct)
 	}
 	if best < 0 && pol.cfg.Mode == predictor.ModeMPS && len(v.live) > 0 {
-		return pol.makeRoom(ctx, req, key, v.live, v.now, d)
+		capped := *req
+		capped.MaxPct = min(req.MaxPct, quotaTop)
+		return pol.makeRoom(ctx, &capped, key, v.live, v.now, d)
 	}
 	return d, nil
 }

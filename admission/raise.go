@@ -37,6 +37,7 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raise: %w", err)
 	}
+	r.pcts = s.pol.capRaises(&s.view, r.pcts)
 	c.mu.Lock()
 	room := map[string]time.Time{}
 	ripe := slices.Clone(r.pcts)

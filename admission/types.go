@@ -26,6 +26,12 @@ type Request struct {
 	// becomes a NATS subject token and part of a KV key.
 	JobID string
 	Owner string
+	// Tenant is the launcher identity that sent the request, as the
+	// sidecar resolved it from what the server authenticated (its
+	// launcher name, else the user); never read from the request's body.
+	// "" is a request without one (the sidecar's own account), which no
+	// identity's limits hold (identity.go).
+	Tenant string
 	// Priority orders leases for a re-plan (lowest first lowered).
 	Priority int
 	// Weight values the job's throughput against other jobs' (0: 1), in
@@ -223,6 +229,7 @@ const (
 	CodeInsufficientMemory ReasonCode = "insufficient_memory" // deny: not enough free device memory
 	CodeMaxJobs            ReasonCode = "max_jobs"            // deny: the GPU already runs the maximum number of jobs
 	CodeRecentRevoke       ReasonCode = "recent_revoke"       // deny: the guard revoked a lease for the servers' load or latency a short while ago; retry later
+	CodeIdentityQuota      ReasonCode = "identity_quota"      // deny or throttle: the launcher identity's quota (admission.identity) leaves no more room
 	CodeGPUUnhealthy       ReasonCode = "gpu_unhealthy"       // unavailable: the GPU is unhealthy or unreadable
 	CodeDaemonUnhealthy    ReasonCode = "daemon_unhealthy"    // unavailable: the MPS daemon is unhealthy
 	CodePredictorUnhealthy ReasonCode = "predictor_unhealthy" // unavailable: a prediction failed
@@ -385,7 +392,10 @@ type Lease struct {
 	TokenHash [32]byte
 	JobID     string
 	Owner     string
-	// RequestHash is the SHA-256 of the request_id that created the lease.
+	// Tenant is the identity that was granted the lease (Request.Tenant).
+	Tenant string
+	// RequestHash is the SHA-256 of the identity and request_id that
+	// created the lease (requestKey).
 	RequestHash [32]byte
 	Priority    int
 	// Weight is the request's (0 in records from before it was kept: 1).

@@ -73,6 +73,11 @@ func Tenant(h nats.Header) string {
 // an endpoint need not read the header again.
 type tenantKey struct{}
 
+// TenantOf is who sent the request a handler's ctx belongs to (Tenant of
+// its headers; TenantLocal when none): what a handler holds an identity's
+// limits and privacy to.
+func TenantOf(ctx context.Context) string { return tenantOf(ctx) }
+
 // tenantOf is the tenant handle put in ctx (TenantLocal when none).
 func tenantOf(ctx context.Context) string {
 	if t, ok := ctx.Value(tenantKey{}).(string); ok {

@@ -156,6 +156,7 @@ type storedLease struct {
 	TokenHash      []byte             `json:"token_sha256"`
 	JobID          string             `json:"job_id"`
 	Owner          string             `json:"owner"`
+	Tenant         string             `json:"tenant,omitempty"`
 	RequestHash    []byte             `json:"request_sha256"`
 	Priority       int                `json:"priority"`
 	Weight         float64            `json:"weight,omitempty"`
@@ -209,7 +210,7 @@ func toStored(l *admission.Lease) storedLease {
 		inst = &storedInstance{UUID: g.UUID, Profile: g.Profile, SMs: g.SMs, MemoryMiB: g.MemoryMiB}
 	}
 	return storedLease{Instance: inst, StartIDs: l.StartIDs, Released: l.Released, MaxPct: l.MaxPct, RunningPct: l.RunningPct, Starts: l.Starts, RegisteredAt: l.RegisteredAt, ThrottledAt: l.ThrottledAt, Retired: retired,
-		ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, RequestHash: l.RequestHash[:],
+		ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, Tenant: l.Tenant, RequestHash: l.RequestHash[:],
 		Priority: l.Priority, Weight: l.Weight, Checkpointable: l.Checkpointable, Pct: l.Pct, MinPct: l.MinPct, MemoryMiB: l.MemoryMiB,
 		Processes: l.Processes, Profile: l.Profile, PIDs: l.PIDs, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt,
 		Duration: l.Duration, Deadline: l.Deadline, Revoked: l.Revoked}
@@ -219,7 +220,7 @@ func (s storedLease) lease(rev uint64) (*admission.Lease, error) {
 	if len(s.TokenHash) != 32 {
 		return nil, fmt.Errorf("lease %s: token_sha256: want 32 bytes, got %d", s.ID, len(s.TokenHash))
 	}
-	l := &admission.Lease{ID: s.ID, JobID: s.JobID, Owner: s.Owner, Priority: s.Priority, Weight: s.Weight,
+	l := &admission.Lease{ID: s.ID, JobID: s.JobID, Owner: s.Owner, Tenant: s.Tenant, Priority: s.Priority, Weight: s.Weight,
 		Checkpointable: s.Checkpointable, Pct: s.Pct, MinPct: s.MinPct, MemoryMiB: s.MemoryMiB, Processes: s.Processes,
 		Profile: s.Profile, PIDs: s.PIDs, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt, Duration: s.Duration,
 		Deadline: s.Deadline, Revoked: s.Revoked, Revision: rev,

@@ -56,6 +56,8 @@ func TestHotKeysAreWhatAdmissionApplies(t *testing.T) {
 				v.SetFloat(v.Float()/2 + 0.01)
 			case reflect.Bool:
 				v.SetBool(!v.Bool())
+			case reflect.Slice: // a list of entries: one zero entry added
+				v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
 			default:
 				t.Fatalf("admission key %s of kind %s: teach this test to change it", key, v.Kind())
 			}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
-	"github.com/nats-io/nats.go"
 )
 
 // The attack suite (make attack): a hostile launcher with valid
@@ -26,40 +24,11 @@ import (
 // Its figures are wall-clock goals, so it runs apart from make test's
 // unit tests, once, on an otherwise quiet machine.
 
-// hostileClient adds a launcher identity to cfg's launchers directory and
-// returns a client of it, once the sidecar runs.
+// hostileIdentity is identityNamed for the attack suite's identity,
+// "hostile".
 func hostileIdentity(t *testing.T, dataDir string) string {
 	t.Helper()
-	seed, _, err := bus.AddLauncher(filepath.Join(dataDir, "launchers"), "hostile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "hostile.nk")
-	if err := os.WriteFile(path, seed, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func dialAs(t *testing.T, s *running, seed string) *bus.Client {
-	t.Helper()
-	return bus.NewClient(connAs(t, s, seed), bus.WithTimeout(60*time.Second))
-}
-
-// connAs is a connection of the launcher whose seed is seed, closed when
-// the test ends.
-func connAs(t *testing.T, s *running, seed string) *nats.Conn {
-	t.Helper()
-	auth, err := bus.LauncherAuth(seed, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(s.ClientURL(), auth...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return identityNamed(t, dataDir, "hostile")
 }
 
 // hostileProfile is a distinct profile of half-microsecond kernels: seconds

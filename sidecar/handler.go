@@ -169,7 +169,7 @@ func (h *handler) request(ctx context.Context, r *bus.AdmitRequest) (admission.R
 			return admission.Request{}, bus.BadRequest(err.Error())
 		}
 	}
-	return admission.Request{RequestID: r.RequestID, TokenHash: tokenHash, JobID: r.Job.ID, Owner: r.Job.Owner, Priority: r.Job.Priority, Weight: r.Job.Weight, Profile: pp.p, ProfileKey: pp.key,
+	return admission.Request{RequestID: r.RequestID, TokenHash: tokenHash, JobID: r.Job.ID, Owner: r.Job.Owner, Tenant: h.s.identity(ctx), Priority: r.Job.Priority, Weight: r.Job.Weight, Profile: pp.p, ProfileKey: pp.key,
 		MemoryMiB: r.MemoryMiB, Processes: r.Processes, MinPct: r.Compute.MinPct, MaxPct: r.Compute.MaxPct,
 		LeaseSeconds: r.LeaseSeconds, Checkpointable: r.Checkpointable}, nil
 }
@@ -403,11 +403,25 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 		}
 		out.Services = append(out.Services, ss)
 	}
+	caller := h.s.identity(ctx)
 	for _, l := range st.Leases {
-		out.Leases = append(out.Leases, h.wireLease(l))
+		wl := h.wireLease(l)
+		if caller != "" && l.Tenant != caller {
+			wl = otherIdentity(wl)
+		}
+		out.Leases = append(out.Leases, wl)
 	}
 	out.ConfigRejected = h.s.configRejected()
 	return out, nil
+}
+
+// otherIdentity is another identity's lease as a launcher's status shows
+// it (docs/security.md#tenant-privacy): its share of the GPU and its
+// state, what explains a deny, and not who holds it, its job, its
+// environment or its processes.
+func otherIdentity(l bus.Lease) bus.Lease {
+	return bus.Lease{ExpiresAt: l.ExpiresAt, ActiveThreadPct: l.ActiveThreadPct, PinnedMemLimitMiB: l.PinnedMemLimitMiB,
+		Instance: l.Instance, State: l.State, Deadline: l.Deadline}
 }
 
 // wireCorrection is a correction as the wire carries it: absent when none.

@@ -27,6 +27,7 @@ func TestAdmitMakesRoomOverNATS(t *testing.T) {
 	}
 	cfg := testConfig(t, "gpu-joint", limit/0.9)
 	cfg.Admission.DecisionTimeout = 10 * time.Minute // cold joint predictions under the race detector
+	cfg.Admission.Identity.MaxWeight = 3             // the operator lets the launcher claim job-b's weight
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx := context.Background()

@@ -88,10 +88,67 @@ func (s *Sidecar) watchLaunchers(ctx context.Context) error {
 			s.log.Error("launchers: keeping the identities of before", "err", err)
 			continue
 		}
+		s.setNames(ls)
 		added, removed := diffLaunchers(last, ls)
 		s.log.Info("launchers changed", "added", added, "removed", removed)
+		for _, name := range removed {
+			if slices.ContainsFunc(ls, func(l bus.Launcher) bool { return l.Name == name }) {
+				continue // a new key under the same name: the same identity
+			}
+			evs, err := s.adm.RevokeIdentity(ctx, name)
+			if err != nil {
+				s.log.Error("launchers: revoking a removed identity's leases", "launcher", name, "err", err)
+			}
+			if len(evs) > 0 {
+				s.log.Info("launchers: a removed identity's leases are revoked", "launcher", name, "leases", len(evs))
+				s.afterLeaseChange()
+			}
+		}
 		last = ls
 	}
+}
+
+// setNames makes ls the identities requests are resolved against.
+func (s *Sidecar) setNames(ls []bus.Launcher) {
+	names := make(map[string]string, len(ls))
+	for _, l := range ls {
+		names[l.Key] = l.Name
+	}
+	s.names.Store(&names)
+	s.registerIdentities()
+}
+
+// registerIdentities tells admission which identities are registered
+// here: each one contends for the GPU (docs/security.md#quotas). Before
+// admission exists it waits for New's call.
+func (s *Sidecar) registerIdentities() {
+	names := s.names.Load()
+	if s.adm == nil || names == nil {
+		return
+	}
+	list := make([]string, 0, len(*names))
+	for _, n := range *names {
+		list = append(list, n)
+	}
+	s.adm.SetIdentities(list)
+}
+
+// identity is the identity a request's ctx came from, as admission holds
+// it to its limits (admission.identity, admission.identities): the
+// launcher's name when the embedded server knows its key, else the user
+// the server authenticated; "" for the sidecars' own account, which no
+// identity's limits hold.
+func (s *Sidecar) identity(ctx context.Context) string {
+	t := bus.TenantOf(ctx)
+	if t == bus.TenantLocal {
+		return ""
+	}
+	if names := s.names.Load(); names != nil {
+		if name, ok := (*names)[t]; ok {
+			return name
+		}
+	}
+	return t
 }
 
 // diffLaunchers names the identities in next and not in prev, and the

@@ -56,6 +56,9 @@ type Sidecar struct {
 	model   *admission.Model
 	adm     *admission.Controller
 	embed   *bus.Embedded
+	// names maps the launcher identities of the moment, by public key, to
+	// their names (launchers.go).
+	names   atomic.Pointer[map[string]string]
 	nc      *nats.Conn
 	profs   *bus.ProfileStore // profiles sent by reference
 	js      jetstream.JetStream
@@ -287,6 +290,7 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 		if launchers, err = s.launchers(); err != nil {
 			return nil, err
 		}
+		s.setNames(launchers)
 		s.embed, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(s.cfg.Sidecar.DataDir, "nats"),
 			ServerName: "colocd-" + s.id, Logger: serverLog, SidecarID: s.id, Launchers: launchers, MaxLauncherConns: c.Launchers.MaxConnections,
 			TLS:  c.ServerTLS,
@@ -376,6 +380,7 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	if s.adm, err = admission.New(admissionConfig(s.cfg, specs, s.visibleDevice()), deps); err != nil {
 		return err
 	}
+	s.registerIdentities()
 	if err := s.adm.Restore(ctx); err != nil {
 		return fmt.Errorf("restore leases: %w", err)
 	}

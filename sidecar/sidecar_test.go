@@ -444,6 +444,7 @@ func TestConcurrentAdmitsRespectCapacity(t *testing.T) {
 func TestRestartKeepsLeases(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, "gpu-a", 10000)
+	cfg.Admission.Identity.MaxWeight = 10 // the weights below are the launcher's to claim
 	first := start(t, cfg, Options{})
 	c := client(t, first)
 	ctx := context.Background()
