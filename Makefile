@@ -13,7 +13,7 @@ STATICCHECK_VERSION := v0.8.2
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: attack build run demo predict replay calibration-study test test-race test-plain bench-once harness-test harness-bin accuracy accuracy-public vet lint fmt-check staticcheck fuzz bench fleet clean
+.PHONY: deploy-check attack build run demo predict replay calibration-study test test-race test-plain bench-once harness-test harness-bin accuracy accuracy-public vet lint fmt-check staticcheck fuzz bench fleet clean
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/colocd
@@ -80,6 +80,12 @@ test: lint
 # its own, after the unit tests; a few seconds.
 attack:
 	$(GO) test -tags attack -count=1 -run '^TestAttack' -v ./sidecar/
+
+# Each deployment file read by its own tool (docs/deployment.md): the
+# systemd unit by systemd-analyze (verify, and security at most 5.0).
+# A missing tool fails here (in make test its tests skip).
+deploy-check:
+	COLOCD_DEPLOY_TOOLS=1 $(GO) test -count=1 -run 'Systemd' -v ./deploy/
 
 # The passes of make test. NORACE_* are the files tagged !race and their
 # tests; the plain pass builds only the packages that have such files, four

@@ -483,6 +483,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	g.Go(func() error { return s.guardLoop(gctx) })
 	g.Go(func() error { return s.fleet.run(gctx) })
 	g.Go(func() error { return s.http.serve(gctx) })
+	g.Go(func() error { return s.notifyManager(gctx) })
 	if s.embed != nil {
 		g.Go(func() error { return s.watchLaunchers(gctx) })
 	}
