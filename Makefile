@@ -82,10 +82,17 @@ attack:
 	$(GO) test -tags attack -count=1 -run '^TestAttack' -v ./sidecar/
 
 # Each deployment file read by its own tool (docs/deployment.md): the
-# systemd unit by systemd-analyze (verify, and security at most 5.0).
-# A missing tool fails here (in make test its tests skip).
+# systemd unit by systemd-analyze (verify, and security at most 5.0), the
+# alerting rules by promtool (check rules, test rules). A missing tool is
+# fetched from Debian's packages (promtool is unpacked under bin/tools, not
+# installed); one still missing fails here (in make test its tests skip).
+PROMTOOL_DIR := bin/tools/prometheus
 deploy-check:
-	COLOCD_DEPLOY_TOOLS=1 $(GO) test -count=1 -run 'Systemd' -v ./deploy/
+	@command -v systemd-analyze >/dev/null || (apt-get update -qq && apt-get install -y -qq systemd)
+	@command -v promtool >/dev/null || test -x $(PROMTOOL_DIR)/usr/bin/promtool || \
+		(apt-get update -qq && d=$$(mktemp -d) && (cd $$d && apt-get download -qq prometheus) && \
+		 mkdir -p $(PROMTOOL_DIR) && dpkg-deb -x $$d/prometheus_*.deb $(PROMTOOL_DIR) && rm -rf $$d)
+	PATH="$(CURDIR)/$(PROMTOOL_DIR)/usr/bin:$$PATH" COLOCD_DEPLOY_TOOLS=1 $(GO) test -count=1 -run 'Systemd|Prometheus' -v ./deploy/
 
 # The passes of make test. NORACE_* are the files tagged !race and their
 # tests; the plain pass builds only the packages that have such files, four

@@ -1,6 +1,7 @@
 // Package deploy holds what a deployment needs (Kubernetes manifests, a
-// systemd unit, the NATS accounts, a Grafana dashboard); its tests check
-// that they hold together with the code.
+// systemd unit, the NATS accounts, a Grafana dashboard, Prometheus alerting
+// rules); its tests check that they hold together with the code, and with
+// the tools that read them where those are installed (make deploy-check).
 package deploy
 
 import (

@@ -242,7 +242,7 @@ func (h *handler) decide(ctx context.Context, name string, r *bus.AdmitRequest, 
 			attribute.Int("colocd.pct", d.Pct))
 		worst := math.Inf(-1)
 		for _, p := range d.Predictions {
-			h.s.tel.metrics.predictedP99.Record(ctx, p.PredictedP99MS, metricAttrs("service", p.Service))
+			h.s.tel.metrics.predictedP99.Record(ctx, p.PredictedP99MS/1000, metricAttrs("service", p.Service))
 			if p.PredictedP99MS-p.SLOP99MS > worst {
 				worst = p.PredictedP99MS - p.SLOP99MS
 				span.SetAttributes(attribute.String("colocd.service", p.Service), attribute.Float64("colocd.predicted_p99_ms", p.PredictedP99MS),

@@ -189,7 +189,7 @@ func (s *Sidecar) recordObserved(ctx context.Context) {
 		for _, g := range []struct {
 			gauge metric.Float64Gauge
 			v     float64
-		}{{m.observedRate, o.RateRPS}, {m.forecastRate, o.ForecastRPS}, {m.observedP99, o.P99MS}, {m.observedAge, o.Age.Seconds()}} {
+		}{{m.observedRate, o.RateRPS}, {m.forecastRate, o.ForecastRPS}, {m.observedP99, o.P99MS / 1000}, {m.observedAge, o.Age.Seconds()}} {
 			if !math.IsNaN(g.v) && !math.IsInf(g.v, 0) && o.State != observe.StateNoData {
 				g.gauge.Record(ctx, g.v, attrs)
 			}

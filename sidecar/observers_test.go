@@ -57,7 +57,7 @@ func TestObservedLoadRaisesPredictions(t *testing.T) {
 	}
 	// /metrics shows what the server reports, once the guard's next tick
 	// has recorded it.
-	for _, want := range []string{`colocd_observed_rate_per_second{`, `colocd_observed_p99_milliseconds{`, `colocd_observed_age_seconds{`} {
+	for _, want := range []string{`colocd_observed_rate_per_second{`, `colocd_observed_p99_seconds{`, `colocd_observed_age_seconds{`} {
 		if !eventually(ctx, func() bool { return strings.Contains(getMetrics(t, s), want) }) {
 			t.Errorf("/metrics lacks %s:\n%s", want, getMetrics(t, s))
 		}

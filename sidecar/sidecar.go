@@ -141,6 +141,9 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 		return nil, err
 	}
 	s.checks = s.readiness()
+	if err := s.tel.metrics.observeReadiness(s.checks); err != nil {
+		return nil, err
+	}
 	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s, profiles: newProfileCache(profileCacheBytes)}, bus.WithFleetDomain(s.hubDomain()), bus.WithEventsDomain(s.eventsDomain()),
 		bus.WithLimits(cfg.NATS.Limits), bus.WithLogger(s.log.With("component", "api")), bus.WithFloodHandler(s.onFlood)); err != nil {
 		return nil, fmt.Errorf("serve nats api: %w", err)
@@ -352,6 +355,13 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 		return err
 	}
 	s.specs = specs
+	if err := s.tel.metrics.observeSLOs(func() []admission.ServiceSpec {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.specs
+	}); err != nil {
+		return err
+	}
 	s.watched = newWatchedServices(s.log.With("component", "metrics"), s.cfg.Services)
 	s.observations = newObservationLog(s.cfg.Sidecar.DataDir, predictor.Device{Name: s.gpuInfo.Name, SMs: s.gpuInfo.SMs}, s.log.With("component", "observations"))
 	deps := admission.Deps{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"io"
 	"net/http"
 	"os"
@@ -622,10 +623,19 @@ func TestHTTPEndpoints(t *testing.T) {
 		t.Errorf("/readyz %d %q", code, body)
 	}
 	_, metrics := get("/metrics")
-	for _, want := range []string{`colocd_decisions_total{code="fits"`, `colocd_leases{`, `colocd_predicted_p99_milliseconds{`, `colocd_prediction_duration_seconds_bucket{`} {
+	for _, want := range []string{`colocd_decisions_total{code="fits"`, `colocd_leases{`, `colocd_predicted_p99_seconds{`, `colocd_slo_p99_seconds{`,
+		`colocd_ready{component="mps"`, `colocd_leases_active_thread_pct{`, `colocd_prediction_duration_seconds_bucket{`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// What `promtool check metrics` says, by its own linter.
+	problems, err := promlint.New(strings.NewReader(metrics)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promtool check metrics: %s: %s", p.Metric, p.Text)
 	}
 }
 

@@ -24,6 +24,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/colocd/colocd/admission"
 )
 
 // Tracing modes of telemetry.tracing.
@@ -140,11 +142,53 @@ type metrics struct {
 	observedOverPredicted metric.Float64Histogram
 	correction            metric.Float64Gauge
 	leasePct              metric.Int64Gauge
+	// slo is each service's SLO, read when /metrics is scraped
+	// (observeSLOs).
+	slo   metric.Float64ObservableGauge
+	ready metric.Int64ObservableGauge
+	meter metric.Meter
+}
+
+// observeReadiness makes /metrics show each component /readyz checks as
+// colocd_ready{component}: 1 ready, 0 not (the MPS daemon's health among
+// them), asked at each scrape.
+func (ms *metrics) observeReadiness(cs Checks) error {
+	_, err := ms.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		failed := cs.run()
+		for name := range cs {
+			v := int64(1)
+			if _, bad := failed[name]; bad {
+				v = 0
+			}
+			o.ObserveInt64(ms.ready, v, metricAttrs("component", name))
+		}
+		return nil
+	}, ms.ready)
+	if err != nil {
+		return fmt.Errorf("metrics: the readiness gauge: %w", err)
+	}
+	return nil
+}
+
+// observeSLOs makes /metrics show each service's SLO p99, in the unit of
+// the predicted and observed p99 beside it, as specs returns them at each
+// scrape (a reload changes them).
+func (ms *metrics) observeSLOs(specs func() []admission.ServiceSpec) error {
+	_, err := ms.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, s := range specs() {
+			o.ObserveFloat64(ms.slo, s.SLOP99MS/1000, metricAttrs("service", s.Name))
+		}
+		return nil
+	}, ms.slo)
+	if err != nil {
+		return fmt.Errorf("metrics: the SLO gauge: %w", err)
+	}
+	return nil
 }
 
 func newMetrics(m metric.Meter) (*metrics, error) {
-	var ms metrics
-	var errs [13]error
+	ms := metrics{meter: m}
+	var errs [15]error
 	ms.decisions, errs[0] = m.Int64Counter("colocd.decisions", metric.WithDescription("admission decisions by outcome and reason code"))
 	ms.predictionS, errs[1] = m.Float64Histogram("colocd.prediction.duration", metric.WithUnit("s"),
 		metric.WithDescription("time to predict one service under one co-location"),
@@ -152,16 +196,16 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 	ms.decisionS, errs[2] = m.Float64Histogram("colocd.decision.duration", metric.WithUnit("s"),
 		metric.WithDescription("time to decide one admission request"),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))
-	ms.predictedP99, errs[3] = m.Float64Gauge("colocd.predicted.p99", metric.WithUnit("ms"),
-		metric.WithDescription("the latest predicted latency p99 of each inference service with the leases it has"))
+	ms.predictedP99, errs[3] = m.Float64Gauge("colocd.predicted.p99", metric.WithUnit("s"),
+		metric.WithDescription("the latest predicted latency p99 of each inference service with the leases it has (an LLM engine's: its step latency)"))
 	ms.leases, errs[4] = m.Int64Gauge("colocd.leases", metric.WithDescription("live leases"))
 	ms.events, errs[5] = m.Int64Counter("colocd.events", metric.WithDescription("lease events published, by type"))
 	ms.observedRate, errs[6] = m.Float64Gauge("colocd.observed.rate", metric.WithUnit("1/s"),
 		metric.WithDescription("the request rate each inference service's server reports, over the observer's window"))
 	ms.forecastRate, errs[7] = m.Float64Gauge("colocd.observed.forecast", metric.WithUnit("1/s"),
 		metric.WithDescription("the request rate forecast 30 s ahead from the server's own metrics"))
-	ms.observedP99, errs[8] = m.Float64Gauge("colocd.observed.p99", metric.WithUnit("ms"),
-		metric.WithDescription("the latency p99 each inference service's server reports, over the observer's window"))
+	ms.observedP99, errs[8] = m.Float64Gauge("colocd.observed.p99", metric.WithUnit("s"),
+		metric.WithDescription("the latency p99 each inference service's server reports, over the observer's window (an LLM engine's: its step latency)"))
 	ms.observedAge, errs[9] = m.Float64Gauge("colocd.observed.age", metric.WithUnit("s"),
 		metric.WithDescription("time since the last good scrape of each service's metrics"))
 	ms.observedOverPredicted, errs[10] = m.Float64Histogram("colocd.observed.over_predicted",
@@ -171,6 +215,10 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		metric.WithDescription("the factor decisions multiply each service's predicted p99 by, from its observed p99 (1: none)"))
 	ms.leasePct, errs[12] = m.Int64Gauge("colocd.leases.active_thread_pct",
 		metric.WithDescription("the sum of the live leases' MPS active-thread percentages: how much of the GPU training may take"))
+	ms.slo, errs[13] = m.Float64ObservableGauge("colocd.slo.p99", metric.WithUnit("s"),
+		metric.WithDescription("each inference service's latency p99 SLO (an LLM engine's: its step p99), to draw and alert on beside colocd_predicted_p99_seconds and colocd_observed_p99_seconds"))
+	ms.ready, errs[14] = m.Int64ObservableGauge("colocd.ready",
+		metric.WithDescription("1 while the component /readyz checks (gpu, mps, nats, store, admits, fds, predictor) is ready, 0 while not"))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
