@@ -310,7 +310,9 @@ func (s *Service) handle(name string, cl class, fn func(context.Context, micro.R
 			cancel()
 			s.refuse(req, Unavailable(fmt.Sprintf("%s: the sidecar is stopping; nothing was done: ask again", name)), time.Second)
 		}
-		if waiting, err := q.push(tenant, job{run: call, refuse: stopping}); err != nil {
+		if waiting, err := q.push(tenant, job{run: call, refuse: stopping}); errors.Is(err, errQueueClosed) {
+			stopping()
+		} else if err != nil {
 			cancel()
 			s.log.Debug("request refused: its queue is full", "endpoint", name, "tenant", tenant, "waiting", waiting)
 			s.refuse(req, Unavailable(fmt.Sprintf("%s: %s (%d requests waiting; this launcher may have at most its share of nats.limits' queues); retry after a second",

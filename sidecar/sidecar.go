@@ -317,7 +317,7 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect nats: %w", err)
 	}
-	s.closers = append(s.closers, func(context.Context) error { s.nc.Close(); return nil })
+	s.closers = append(s.closers, func(context.Context) error { drainConn(s.nc, drainBound); return nil })
 	js, err := jetstream.New(s.nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
@@ -587,6 +587,27 @@ func (s *Sidecar) afterLeaseChange() {
 	if s.sim.simulated() {
 		s.sim.show(leases, s.adm.Config().VisibilityWindow)
 	}
+}
+
+// drainBound bounds how long a stop waits for the NATS connection to
+// drain: the requests its subscriptions hold answered, its replies sent.
+const drainBound = 10 * time.Second
+
+// drainConn closes nc once every message its subscriptions hold has been
+// handled and what they published is flushed, or after bound. Closing at
+// once would drop the requests that had reached the connection but not
+// yet the API's handler: their launchers would wait for their timeout. A
+// stopping API answers them 503 "stopping", nothing done (bus.Service.Stop).
+func drainConn(nc *nats.Conn, bound time.Duration) {
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	deadline := time.Now().Add(bound)
+	for !nc.IsClosed() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	nc.Close()
 }
 
 // Close stops every component New started, in reverse order. It never quits
