@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultPlaceK is how many of the best-ranked sidecars Place quotes.
@@ -43,6 +46,11 @@ type Placement struct {
 	// summaries per shard read, the quotes, the admits).
 	Requests int
 }
+
+// ErrEveryQuoteDenied is Place's error when every quoted sidecar denied
+// the job; the error's text gives each one's reason, the closest to a
+// grant first.
+var ErrEveryQuoteDenied = errors.New("every quoted sidecar denied the job")
 
 // ErrEveryOfferLost is Place's error when every sidecar that offered a slot
 // denied the admit, or was busy, by the time it came (lost races).
@@ -127,10 +135,55 @@ func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions
 			break
 		}
 	}
+	if len(offers) == 0 && len(p.Quotes) > 0 {
+		return p, fmt.Errorf("place: %w (%d of %d answered): %s", ErrEveryQuoteDenied, len(p.Quotes), len(asked), denyReasons(p.Quotes))
+	}
 	if len(offers) == 0 {
-		return p, fmt.Errorf("place: none of the %d quoted sidecars would take the job: %w", len(asked), ErrNoSidecar)
+		return p, fmt.Errorf("place: none of the %d quoted sidecars answered: %w", len(asked), ErrNoSidecar)
 	}
 	return p, fmt.Errorf("place: %w: %w", ErrEveryOfferLost, errors.Join(errs...))
+}
+
+// denyReasons gives each deny's sidecar, code and message, the closest to
+// a grant first: the one whose worst service is least over its SLO (a
+// deny for memory or slots, which has no prediction over, after).
+func denyReasons(denies []*Decision) string {
+	ds := slices.Clone(denies)
+	slices.SortStableFunc(ds, func(a, b *Decision) int { return cmp.Compare(overshoot(a), overshoot(b)) })
+	var b strings.Builder
+	for i, d := range ds {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s: %s", clip(d.Sidecar), clip(d.Reason.Code), clipAt(d.Reason.Message, 1024))
+	}
+	return b.String()
+}
+
+// clipAt cuts s to n bytes, at a rune's start, and marks the cut.
+func clipAt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// overshoot is how far a deny's worst prediction is over its SLO (its
+// p99 over the SLO, 1 at the SLO); +Inf when it carries none.
+func overshoot(d *Decision) float64 {
+	worst := math.Inf(-1)
+	for _, p := range d.Predictions {
+		if p.SLOP99MS > 0 {
+			worst = max(worst, p.PredictedP99MS/p.SLOP99MS)
+		}
+	}
+	if math.IsInf(worst, -1) {
+		return math.Inf(1)
+	}
+	return worst
 }
 
 // quoteEach asks each sidecar for a quote at once and returns the answers

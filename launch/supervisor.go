@@ -229,7 +229,8 @@ func retryable(err error) bool {
 	case bus.CodeUnavailable, bus.CodeTimeout, bus.CodeTooManyRequests:
 		return true
 	}
-	return errors.Is(err, bus.ErrNoSidecar) || errors.Is(err, bus.ErrNoAnswer) || errors.Is(err, bus.ErrEveryOfferLost)
+	return errors.Is(err, bus.ErrNoSidecar) || errors.Is(err, bus.ErrNoAnswer) || errors.Is(err, bus.ErrEveryOfferLost) ||
+		errors.Is(err, bus.ErrEveryQuoteDenied)
 }
 
 // take makes g's lease the one held.

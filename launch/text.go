@@ -219,7 +219,7 @@ func WriteQuotes(w io.Writer, ds []*bus.Decision) error {
 // job (no candidate, no quote that grants, every offer lost), not a
 // failure.
 func NoOffer(err error) bool {
-	return errors.Is(err, bus.ErrNoSidecar) || errors.Is(err, bus.ErrEveryOfferLost)
+	return errors.Is(err, bus.ErrNoSidecar) || errors.Is(err, bus.ErrEveryOfferLost) || errors.Is(err, bus.ErrEveryQuoteDenied)
 }
 
 // PlacedLine is the comment colocd place prints above admit's lines: where

@@ -2,12 +2,15 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/launch"
 )
 
 // A sidecar keeps its capacity summary in the fleet's bucket: at start,
@@ -177,5 +180,43 @@ func TestPlaceLostRace(t *testing.T) {
 	}
 	if placed[0].Sidecar == placed[1].Sidecar {
 		t.Errorf("both on %s: %+v %+v", placed[0].Sidecar, placed[0], placed[1])
+	}
+}
+
+// When every quoted sidecar denies the job, Place says why, each
+// sidecar's reason with the closest to a grant first, and not that no
+// sidecar answered.
+func TestPlaceSaysWhyEverySidecarDenied(t *testing.T) {
+	t.Parallel()
+	url, sidecarSeed, launcherSeed := externalNATS(t)
+	alone := p99At(t, 10)
+	slo := map[string]float64{"gpu-near": alone * 0.9, "gpu-far": alone * 0.3} // over even at min_pct: both deny
+	for id, ms := range slo {
+		cfg := testConfig(t, id, ms)
+		cfg.NATS.URL, cfg.NATS.NKey = url, sidecarSeed
+		start(t, cfg, Options{})
+	}
+	lc := launcherClient(t, url, launcherSeed)
+	ctx := context.Background()
+	if !eventually(ctx, func() bool {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		got, _, _ := lc.Capacities(rctx)
+		return len(got) == 2
+	}) {
+		t.Fatal("two summaries never came")
+	}
+	p, err := lc.Place(ctx, admitReq("job-denied", 10, 100), bus.PlaceOptions{})
+	if err == nil || p.Decision != nil {
+		t.Fatalf("placed %+v, want every sidecar to deny", p)
+	}
+	msg := launch.Describe(err).Error()
+	t.Log(msg)
+	if !errors.Is(err, bus.ErrEveryQuoteDenied) || errors.Is(err, bus.ErrNoSidecar) || !launch.NoOffer(err) {
+		t.Errorf("error %v: want ErrEveryQuoteDenied (a no-offer), not ErrNoSidecar", err)
+	}
+	near, far := strings.Index(msg, "gpu-near: slo_violation: predicted"), strings.Index(msg, "gpu-far: slo_violation: predicted")
+	if near < 0 || far < 0 || near > far || strings.Contains(msg, "is colocd serve running") {
+		t.Errorf("message %q: want each sidecar's slo_violation, gpu-near (the closer) first, and no word of a sidecar not running", msg)
 	}
 }
