@@ -80,7 +80,7 @@ func LauncherServices(sidecarID string) []LauncherService {
 	}
 	// The endpoints of every sidecar, so that asking one that is not there
 	// is a quick "no responders", not a permission error and a timeout.
-	out := make([]LauncherService, 0, 14)
+	out := make([]LauncherService, 0, 17)
 	for _, ep := range []string{EndpointAdmit, EndpointRenew, EndpointRelease, EndpointRegister, EndpointStatus, EndpointProfile, quoteOneToken, EndpointWatch} {
 		var threshold time.Duration
 		if ep != EndpointAdmit && ep != quoteOneToken {
@@ -90,8 +90,14 @@ func LauncherServices(sidecarID string) []LauncherService {
 	}
 	out = append(out,
 		LauncherService{Subject: QuoteSubject, Streamed: true},
-		// micro discovery: PING, INFO, STATS, which every sidecar answers
-		LauncherService{Subject: "$SRV.>", Streamed: true},
+		// micro discovery, which every sidecar answers: PING and INFO.
+		// Not STATS: its per-endpoint counts and timings tell one
+		// launcher how busy the others keep a sidecar; operators read
+		// them as the sidecar's user (docs/security.md#tenant-privacy).
+		LauncherService{Subject: "$SRV.PING", Streamed: true},
+		LauncherService{Subject: "$SRV.PING.>", Streamed: true},
+		LauncherService{Subject: "$SRV.INFO", Streamed: true},
+		LauncherService{Subject: "$SRV.INFO.>", Streamed: true},
 		// Reading its events: pulls from a consumer on the events stream
 		// that the sidecar made (the watch endpoint), with a filter inside
 		// the events subjects. A launcher never creates a consumer: the

@@ -124,8 +124,10 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 	if _, err := c.Status(ctx, "gpu-a"); err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	if _, err := nc.Request("$SRV.PING.colocd", nil, 5*time.Second); err != nil {
-		t.Errorf("$SRV.PING: %v", err)
+	for _, subject := range []string{"$SRV.PING.colocd", "$SRV.INFO.colocd"} {
+		if _, err := nc.Request(subject, nil, 5*time.Second); err != nil {
+			t.Errorf("%s: %v", subject, err)
+		}
 	}
 	mustPublish(t, ctx, events, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
 	sub, err := c.Events(ctx, "gpu-a", "job-1", 0)
@@ -150,7 +152,9 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 		v.waitFor(t, subject)
 	}
 	for _, subject := range []string{"colocd.v1.gpu-a.events.job-1", "$KV." + LeaseBucketName("gpu-a") + ".lease-1",
-		"$JS.API.STREAM.DELETE." + EventStreamName("gpu-a"), "$JS.API.STREAM.INFO.KV_" + LeaseBucketName("gpu-a"), "_INBOX.someone-else"} {
+		"$JS.API.STREAM.DELETE." + EventStreamName("gpu-a"), "$JS.API.STREAM.INFO.KV_" + LeaseBucketName("gpu-a"), "_INBOX.someone-else",
+		// Others' traffic, counted per endpoint.
+		"$SRV.STATS.colocd"} {
 		if err := nc.Publish(subject, []byte(`{"type":"revoke","lease_id":"l1","job_id":"job-1","reason":"forged"}`)); err != nil {
 			t.Fatal(err)
 		}

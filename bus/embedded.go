@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/colocd/colocd/internal/frontdoor"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
@@ -33,6 +34,9 @@ type EmbeddedOptions struct {
 	ServerName string
 	// Logger receives the server's log; nil turns logging off.
 	Logger *slog.Logger
+	// Log receives what colocd says of the listener: the front door's
+	// refusals and launchers refused at authentication (nil: nothing).
+	Log *slog.Logger
 	// SidecarID is the sidecar whose API the server carries (required):
 	// launchers get LauncherPermissions(SidecarID).
 	SidecarID string
@@ -41,9 +45,12 @@ type EmbeddedOptions struct {
 	// connections can authenticate. Nobody connects anonymously.
 	Launchers []Launcher
 	// MaxLauncherConns bounds each launcher identity's connections at a
-	// time (0: DefaultMaxLauncherConns); MaxConns the server's
-	// (0: DefaultMaxConns).
-	MaxLauncherConns, MaxConns int
+	// time (0: DefaultMaxLauncherConns).
+	MaxLauncherConns int
+	// FrontDoor bounds the connections on Listen, in all and before they
+	// authenticate: the listener is a front door that relays to the
+	// server on a loopback port (docs/security.md#before-authentication).
+	FrontDoor frontdoor.Config
 	// TLS, when its Cert is set, makes the listener speak TLS only.
 	TLS ServerTLSFiles
 	// Leaf, when it names URLs, makes the server a leaf node of a hub
@@ -68,7 +75,8 @@ type ServerTLSFiles struct {
 // launchers' NKeys get LauncherPermissions.
 type Embedded struct {
 	srv     *server.Server
-	listen  bool
+	door    *frontdoor.Door // nil: in-process clients only
+	scheme  string
 	id      string
 	sidecar nkeys.KeyPair
 	auth    *authenticator
@@ -102,7 +110,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
 	auth := &authenticator{sidecarKey: pub, sidecarID: opts.SidecarID,
-		maxConns: cmp.Or(opts.MaxLauncherConns, DefaultMaxLauncherConns)}
+		maxConns: cmp.Or(opts.MaxLauncherConns, DefaultMaxLauncherConns), log: opts.Log}
 	if err := auth.set(opts.Launchers); err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
@@ -117,8 +125,10 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		// nonce it checks signatures of is sent to every client.
 		CustomClientAuthentication: auth,
 		AlwaysEnableNonce:          true,
-		MaxConn:                    cmp.Or(opts.MaxConns, DefaultMaxConns),
-		MaxSubs:                    MaxSubsPerConn,
+		// The front door bounds outside connections; in-process ones
+		// (the sidecar's own) get a little room beside them.
+		MaxConn: opts.FrontDoor.WithDefaults().MaxConnections + inProcessConns,
+		MaxSubs: MaxSubsPerConn,
 	}
 	if err := serverTLS(sopts, opts.TLS); err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
@@ -131,38 +141,38 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		sopts.JetStreamDomain = LeafDomain(opts.SidecarID)
 		sopts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
 	}
+	var ln net.Listener
 	if opts.Listen == "" {
 		sopts.DontListen = true
 	} else {
-		host, port, err := net.SplitHostPort(opts.Listen)
+		if err := opts.FrontDoor.Validate("nats.front_door."); err != nil {
+			return nil, fmt.Errorf("start embedded nats: %w", err)
+		}
+		addr, err := listenAddr(opts.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("start embedded nats: listen %q: %w", opts.Listen, err)
+			return nil, fmt.Errorf("start embedded nats: %w", err)
 		}
-		p, err := strconv.Atoi(port)
-		if err != nil || p < -1 || p > 65535 {
-			return nil, fmt.Errorf("start embedded nats: listen %q: bad port", opts.Listen)
-		}
-		if host == "" {
-			host = "0.0.0.0"
-		}
-		sopts.Host, sopts.Port = host, p
 		// A taken port is said at once, by its address, not as a server
 		// that is never ready.
-		if p > 0 {
-			l, err := net.Listen("tcp", net.JoinHostPort(host, port))
-			if err != nil {
-				return nil, fmt.Errorf("start embedded nats: nats.listen %s: %w (another colocd serve or nats-server there? choose another nats.listen)", opts.Listen, err)
-			}
-			l.Close()
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("start embedded nats: nats.listen %s: %w (another colocd serve or nats-server there? choose another nats.listen)", opts.Listen, err)
 		}
+		// The server itself listens on loopback only, behind the door.
+		sopts.Host, sopts.Port = "127.0.0.1", -1
+	}
+	fail := func(err error) (*Embedded, error) {
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
-		return nil, fmt.Errorf("start embedded nats: %w", err)
+		return fail(err)
 	}
 	// The server registers copies of the accounts in sopts: users join those.
 	if err := auth.attach(srv); err != nil {
-		return nil, fmt.Errorf("start embedded nats: %w", err)
+		return fail(err)
 	}
 	if opts.Logger != nil {
 		srv.SetLogger(slogLogger{opts.Logger}, opts.Logger.Enabled(context.Background(), slog.LevelDebug), false)
@@ -171,23 +181,55 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if !srv.ReadyForConnections(readyTimeout) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, fmt.Errorf("start embedded nats: not ready after %s (nats.listen %q)", readyTimeout, opts.Listen)
+		return fail(fmt.Errorf("not ready after %s (nats.listen %q)", readyTimeout, opts.Listen))
 	}
 	if err := enableJetStream(srv); err != nil {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, fmt.Errorf("start embedded nats: %w", err)
+		return fail(err)
 	}
-	return &Embedded{srv: srv, listen: !sopts.DontListen, id: opts.SidecarID, sidecar: kp, auth: auth}, nil
+	e := &Embedded{srv: srv, scheme: "nats", id: opts.SidecarID, sidecar: kp, auth: auth}
+	if sopts.TLSConfig != nil {
+		e.scheme = "tls"
+	}
+	if ln != nil {
+		var log *slog.Logger
+		if opts.Log != nil {
+			log = opts.Log.With("component", "front door")
+		}
+		e.door = frontdoor.New(ln, srv.Addr().String(), opts.FrontDoor, log)
+		auth.setDoor(e.door)
+		e.door.Start()
+	}
+	return e, nil
 }
+
+// listenAddr is nats.listen as net.Listen takes it: "" host means every
+// interface, port -1 a free port.
+func listenAddr(listen string) (string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("nats.listen %q: %w", listen, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < -1 || p > 65535 {
+		return "", fmt.Errorf("nats.listen %q: bad port", listen)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(max(p, 0))), nil
+}
+
+// inProcessConns is the room the server keeps beside the front door's
+// connections for in-process ones.
+const inProcessConns = 64
 
 // Limits of the embedded server's connections.
 const (
 	// DefaultMaxLauncherConns is how many connections one launcher
 	// identity may hold at a time: a launcher needs one per job.
 	DefaultMaxLauncherConns = 256
-	// DefaultMaxConns is how many connections the server takes in all.
-	DefaultMaxConns = 4096
 	// MaxSubsPerConn bounds one connection's subscriptions: a launcher
 	// needs a few (its inbox, a watch).
 	MaxSubsPerConn = 1024
@@ -299,17 +341,24 @@ func (e *Embedded) ConnAs(opts ...nats.Option) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// ClientURL returns the URL outside clients use, or "" when the server only
-// serves in-process connections.
+// ClientURL returns the URL outside clients use (the front door's), or ""
+// when the server only serves in-process connections.
 func (e *Embedded) ClientURL() string {
-	if !e.listen {
+	if e.door == nil {
 		return ""
 	}
-	return e.srv.ClientURL()
+	return e.scheme + "://" + e.door.Addr().String()
 }
+
+// FrontDoor is the listener's front door, for its counts and saturation;
+// nil when the server serves in-process connections only.
+func (e *Embedded) FrontDoor() *frontdoor.Door { return e.door }
 
 // Shutdown stops the server and waits until it is down.
 func (e *Embedded) Shutdown() {
+	if e.door != nil {
+		e.door.Close()
+	}
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/colocd/colocd/internal/frontdoor"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
@@ -202,10 +204,41 @@ type authenticator struct {
 	maxConns   int
 
 	mu    sync.RWMutex
-	srv   *server.Server // set once the server exists
+	srv   *server.Server  // set once the server exists
+	door  *frontdoor.Door // set once the front door exists, if it does
 	byKey map[string]Launcher
 	// shunned are identities refused until the time given (Shun).
 	shunned map[string]time.Time
+
+	// log hears of refused launchers, once per refusalLogEvery per
+	// identity and reason (logged: when each was last told).
+	log    *slog.Logger
+	logMu  sync.Mutex
+	logged map[[2]string]time.Time
+}
+
+// refusalLogEvery is the least time between two log lines of one
+// identity's refused connections for one reason.
+const refusalLogEvery = 10 * time.Second
+
+// refused logs that identity's connection was refused, and why, at most
+// once per refusalLogEvery per identity and reason.
+func (a *authenticator) refused(name, why string) {
+	if a.log == nil {
+		return
+	}
+	now, k := time.Now(), [2]string{name, why}
+	a.logMu.Lock()
+	if now.Sub(a.logged[k]) < refusalLogEvery {
+		a.logMu.Unlock()
+		return
+	}
+	if a.logged == nil || len(a.logged) > 4096 {
+		a.logged = map[[2]string]time.Time{}
+	}
+	a.logged[k] = now
+	a.logMu.Unlock()
+	a.log.Warn("launcher connection refused", "launcher", name, "reason", why)
 }
 
 // attach binds the authenticator to srv, whose accounts users join.
@@ -236,10 +269,11 @@ func (a *authenticator) Check(c server.ClientAuthentication) bool {
 	}
 	a.mu.RLock()
 	l, ok := a.byKey[o.Nkey]
-	srv, sidecars, launchers := a.srv, a.sidecars, a.launchers
+	srv, sidecars, launchers, door := a.srv, a.sidecars, a.launchers, a.door
 	until := a.shunned[o.Nkey]
 	a.mu.RUnlock()
 	if time.Now().Before(until) {
+		a.refused(l.Name, "shunned for flooding")
 		return false
 	}
 	if o.Nkey == a.sidecarKey {
@@ -256,11 +290,23 @@ func (a *authenticator) Check(c server.ClientAuthentication) bool {
 		// The connection being authenticated is counted too. (Total
 		// counts before the user filter; NumConns after.)
 		if cz, err := srv.Connz(&server.ConnzOptions{Username: true, User: o.Nkey, Limit: a.maxConns + 1}); err == nil && cz.NumConns > a.maxConns {
+			a.refused(l.Name, fmt.Sprintf("over nats.launchers.max_connections (%d)", a.maxConns))
 			return false
 		}
 	}
 	c.RegisterUser(&server.User{Username: "launcher:" + l.Name, Account: launchers, Permissions: LauncherPermissions(a.sidecarID, l.Key)})
+	if door != nil {
+		door.Authenticated(c.RemoteAddress())
+	}
 	return true
+}
+
+// setDoor tells the authenticator of the front door whose connections it
+// authenticates, so that it can tell the door which ones did.
+func (a *authenticator) setDoor(d *frontdoor.Door) {
+	a.mu.Lock()
+	a.door = d
+	a.mu.Unlock()
 }
 
 // pipeAddr stands for net.Pipe's address, which in-process connections have.

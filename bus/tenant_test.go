@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/internal/syncio"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -184,14 +186,24 @@ func await[T any](t *testing.T, ch <-chan T, failure string) T {
 // held back by it.
 func TestLauncherConnectionCap(t *testing.T) {
 	t.Parallel()
-	tt := twoTenants(t, func(o *EmbeddedOptions) { o.MaxLauncherConns = 3 })
+	var logs syncio.Buffer
+	tt := twoTenants(t, func(o *EmbeddedOptions) {
+		o.MaxLauncherConns = 3
+		o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	})
 	for range 3 {
 		tt.dial(t, tt.seedA)
 	}
-	if connects(tt.e, tt.seedA) {
-		t.Error("a fourth connection of launcher a was let in")
+	for range 3 {
+		if connects(tt.e, tt.seedA) {
+			t.Error("a fourth connection of launcher a was let in")
+		}
 	}
 	tt.dial(t, tt.seedB)
+	// Said once for the three refusals, with whose and why.
+	if got := logs.String(); strings.Count(got, "launcher connection refused") != 1 || !strings.Contains(got, "max_connections (3)") {
+		t.Errorf("log %q: want one line naming nats.launchers.max_connections (3)", got)
+	}
 }
 
 // gate holds the handler calls that reach it until it is opened (close

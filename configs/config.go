@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/admission"
-
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/gpu"
+	"github.com/colocd/colocd/internal/frontdoor"
 	"github.com/colocd/colocd/mps"
 	"github.com/colocd/colocd/observe"
 )
@@ -77,6 +77,9 @@ type NATS struct {
 	// Limits bound each launcher identity's share of the sidecar (package
 	// bus owns them: docs/security.md#containment).
 	Limits bus.Limits `mapstructure:"limits"`
+	// FrontDoor bounds the embedded listener's connections, in all and
+	// before they authenticate (docs/security.md#before-authentication).
+	FrontDoor frontdoor.Config `mapstructure:"front_door"`
 }
 
 // Leaf connects the embedded server to a hub cluster as a leaf node: the

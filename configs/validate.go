@@ -192,6 +192,9 @@ func (c *Config) checkNATS(ck *checker) {
 	if err := n.Limits.Validate("nats.limits."); err != nil {
 		ck.nested(err)
 	}
+	if err := n.FrontDoor.Validate("nats.front_door."); err != nil {
+		ck.nested(err)
+	}
 	c.checkLeaf(ck)
 }
 

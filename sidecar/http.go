@@ -47,8 +47,11 @@ func (cs Checks) Ready() error {
 
 // newMux serves /healthz (the process answers), /readyz (every component is
 // ready: 200 with {"ready":true}, else 503 with the failures by component)
-// and /metrics (Prometheus, from reg).
-func newMux(checks Checks, reg *prometheus.Registry) *http.ServeMux {
+// and /metrics (Prometheus, from reg). The degraded checks are told in
+// /readyz's body without making it a 503: a saturated front door is under
+// attack, and a 503 would take the inference pod out of its Service, which
+// is what the attacker wants (docs/operations.md#readiness).
+func newMux(checks, degraded Checks, reg *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -61,9 +64,10 @@ func newMux(checks Checks, reg *prometheus.Registry) *http.ServeMux {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		json.NewEncoder(w).Encode(struct {
-			Ready  bool              `json:"ready"`
-			Failed map[string]string `json:"failed,omitempty"`
-		}{len(failed) == 0, failed})
+			Ready    bool              `json:"ready"`
+			Failed   map[string]string `json:"failed,omitempty"`
+			Degraded map[string]string `json:"degraded,omitempty"`
+		}{len(failed) == 0, failed, degraded.run()})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return mux

@@ -17,7 +17,7 @@ import (
 func TestIdleConnectionsDoNotStarveProbes(t *testing.T) {
 	t.Parallel()
 	const bound, idle = 32, 500
-	srv, err := listenHTTPMax("127.0.0.1:0", newMux(Checks{}, prometheus.NewRegistry()), bound)
+	srv, err := listenHTTPMax("127.0.0.1:0", newMux(Checks{}, Checks{}, prometheus.NewRegistry()), bound)
 	if err != nil {
 		t.Fatal(err)
 	}

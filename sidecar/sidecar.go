@@ -18,6 +18,7 @@ import (
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/gpu"
+	"github.com/colocd/colocd/internal/frontdoor"
 	"github.com/colocd/colocd/mps"
 	"github.com/colocd/colocd/predictor"
 	"github.com/nats-io/nats.go"
@@ -73,6 +74,7 @@ type Sidecar struct {
 	// one it applied); the watcher keeps the file's own rejections.
 	applyRejected atomic.Pointer[configs.Rejection]
 	checks        Checks
+	degraded      Checks // told in /readyz, not failing it
 	// serving is what the requests tell of readiness (serving.go).
 	serving servingHealth
 	// viewMu orders afterLeaseChange's reads of the leases with what it
@@ -144,13 +146,20 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 	if err := s.tel.metrics.observeReadiness(s.checks); err != nil {
 		return nil, err
 	}
+	s.degraded = Checks{}
+	if door := s.frontDoor(); door != nil {
+		s.degraded["nats_front_door"] = door.Saturated
+		if err := s.tel.metrics.observeFrontDoor(door); err != nil {
+			return nil, err
+		}
+	}
 	if s.service, err = bus.Serve(s.nc, s.id, opts.Version, &handler{s: s, profiles: newProfileCache(profileCacheBytes)}, bus.WithFleetDomain(s.hubDomain()), bus.WithEventsDomain(s.eventsDomain()),
 		bus.WithLimits(cfg.NATS.Limits), bus.WithLogger(s.log.With("component", "api")), bus.WithFloodHandler(s.onFlood)); err != nil {
 		return nil, fmt.Errorf("serve nats api: %w", err)
 	}
 	// Run stops it first; a sidecar that never ran stops it on Close.
 	s.closers = append(s.closers, func(context.Context) error { return s.service.Stop() })
-	if s.http, err = listenHTTP(cfg.Telemetry.HTTP, newMux(s.checks, s.tel.Registry)); err != nil {
+	if s.http, err = listenHTTP(cfg.Telemetry.HTTP, newMux(s.checks, s.degraded, s.tel.Registry)); err != nil {
 		return nil, fmt.Errorf("telemetry.http %s: %w", cfg.Telemetry.HTTP, err)
 	}
 	if opts.ConfigPath != "" {
@@ -166,6 +175,15 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 
 // readiness is what /readyz checks: the GPU, NATS, the lease store, a
 // service to predict for, and (MPS mode) the daemon.
+// frontDoor is the embedded listener's front door; nil with a remote
+// server or no listener.
+func (s *Sidecar) frontDoor() *frontdoor.Door {
+	if s.embed == nil {
+		return nil
+	}
+	return s.embed.FrontDoor()
+}
+
 func (s *Sidecar) readiness() Checks {
 	checks := Checks{
 		"gpu": func() error {
@@ -295,8 +313,8 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 		}
 		s.setNames(launchers)
 		s.embed, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(s.cfg.Sidecar.DataDir, "nats"),
-			ServerName: "colocd-" + s.id, Logger: serverLog, SidecarID: s.id, Launchers: launchers, MaxLauncherConns: c.Launchers.MaxConnections,
-			TLS:  c.ServerTLS,
+			ServerName: "colocd-" + s.id, Logger: serverLog, Log: s.log.With("component", "nats"), SidecarID: s.id, Launchers: launchers, MaxLauncherConns: c.Launchers.MaxConnections,
+			FrontDoor: c.FrontDoor, TLS: c.ServerTLS,
 			Leaf: s.leafOptions()})
 		if err != nil {
 			return nil, fmt.Errorf("embedded nats server: %w", err)

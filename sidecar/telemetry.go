@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/colocd/colocd/admission"
+	"github.com/colocd/colocd/internal/frontdoor"
 )
 
 // Tracing modes of telemetry.tracing.
@@ -146,7 +147,30 @@ type metrics struct {
 	// (observeSLOs).
 	slo   metric.Float64ObservableGauge
 	ready metric.Int64ObservableGauge
-	meter metric.Meter
+	// The embedded listener's front door (observeFrontDoor).
+	doorConns   metric.Int64ObservableGauge
+	doorRefused metric.Int64ObservableCounter
+	meter       metric.Meter
+}
+
+// observeFrontDoor makes /metrics show the embedded listener's connections
+// as colocd_nats_connections{state: pending, authenticated} and those it
+// closed before they authenticated as
+// colocd_nats_refused_connections_total{reason}, read at each scrape.
+func (ms *metrics) observeFrontDoor(door *frontdoor.Door) error {
+	_, err := ms.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := door.Stats()
+		o.ObserveInt64(ms.doorConns, int64(st.Pending), metricAttrs("state", "pending"))
+		o.ObserveInt64(ms.doorConns, int64(st.Open-st.Pending), metricAttrs("state", "authenticated"))
+		for _, r := range frontdoor.Refusals() {
+			o.ObserveInt64(ms.doorRefused, int64(st.Refused[r]), metricAttrs("reason", r.String()))
+		}
+		return nil
+	}, ms.doorConns, ms.doorRefused)
+	if err != nil {
+		return fmt.Errorf("metrics: the front door's instruments: %w", err)
+	}
+	return nil
 }
 
 // observeReadiness makes /metrics show each component /readyz checks as
@@ -188,7 +212,7 @@ func (ms *metrics) observeSLOs(specs func() []admission.ServiceSpec) error {
 
 func newMetrics(m metric.Meter) (*metrics, error) {
 	ms := metrics{meter: m}
-	var errs [15]error
+	var errs [17]error
 	ms.decisions, errs[0] = m.Int64Counter("colocd.decisions", metric.WithDescription("admission decisions by outcome and reason code"))
 	ms.predictionS, errs[1] = m.Float64Histogram("colocd.prediction.duration", metric.WithUnit("s"),
 		metric.WithDescription("time to predict one service under one co-location"),
@@ -219,6 +243,10 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		metric.WithDescription("each inference service's latency p99 SLO (an LLM engine's: its step p99), to draw and alert on beside colocd_predicted_p99_seconds and colocd_observed_p99_seconds"))
 	ms.ready, errs[14] = m.Int64ObservableGauge("colocd.ready",
 		metric.WithDescription("1 while the component /readyz checks (gpu, mps, nats, store, admits, fds, predictor) is ready, 0 while not"))
+	ms.doorConns, errs[15] = m.Int64ObservableGauge("colocd.nats.connections",
+		metric.WithDescription("connections open on the embedded server's listener (nats.listen), by state: pending (not yet authenticated) or authenticated"))
+	ms.doorRefused, errs[16] = m.Int64ObservableCounter("colocd.nats.refused_connections",
+		metric.WithDescription("connections on the embedded server's listener closed before they authenticated, by reason: max_connections, max_pending, max_pending_per_address, handshake_timeout, upstream"))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
