@@ -52,6 +52,26 @@ type ProcessEnv interface {
 	LeaseOf(pid int) (string, error)
 }
 
+// ProcessOwner is a ProcessClock that also tells a process's user. With it
+// and an MPSUser, Register accepts only processes of the user the MPS
+// server serves (MPS's one-user rule, docs/mps.md#one-user).
+type ProcessOwner interface {
+	ProcessClock
+	// UserOf returns process pid's real user ID; an error wrapping
+	// ErrNoProcess when no such process runs.
+	UserOf(pid int) (uid int, err error)
+}
+
+// MPSUser tells which user the MPS daemon's server serves. An MPS server
+// serves one Linux user: a client of another user waits at CUDA init
+// until every client of the running server has exited, so a job of
+// another user than the inference server's would hang there.
+type MPSUser interface {
+	// ServerUser returns the running server's UID and PID; ok is false
+	// when no server runs or its user cannot be read.
+	ServerUser(ctx context.Context) (uid, server int, ok bool)
+}
+
 // ErrNoProcess is what a ProcessClock's error wraps for a PID that has no
 // running process.
 var ErrNoProcess = errors.New("no such process")
@@ -181,6 +201,9 @@ type Deps struct {
 	Observer Observer
 	// Processes, when set, tells when a registered process started.
 	Processes ProcessClock
+	// MPSUser, when set (and Processes is a ProcessOwner), makes Register
+	// refuse a process of another user than the MPS server's.
+	MPSUser MPSUser
 	// Evictor, when set, ends the processes of a lease that ends without a
 	// release; without it such a lease is only forgotten.
 	Evictor Evictor

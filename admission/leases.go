@@ -114,7 +114,10 @@ func (c *Controller) Release(ctx context.Context, leaseID, token string) error {
 // precision), so that no process that ran before it (the inference
 // server's) can be registered; and when it is a ProcessEnv, each started
 // with this lease's EnvLeaseID, so that no launcher can register another
-// job's worker. ErrUnavailable when the GPU's or the host's processes
+// job's worker; when it is a ProcessOwner and an MPSUser tells the MPS
+// server's user, each a process of that user (a client of another user
+// would wait at CUDA init until every client of the server has exited).
+// ErrUnavailable when the GPU's or the host's processes
 // cannot be read.
 func (c *Controller) Register(ctx context.Context, leaseID, token string, pids []int) error {
 	var f fields
@@ -209,7 +212,14 @@ type hostView struct {
 	at     []time.Time
 	ids    []uint64
 	leases []string
+	// uids are the processes' users and mps the MPS server they must be
+	// clients of; nil when not checked.
+	uids []int
+	mps  *mpsServer
 }
+
+// mpsServer is the running MPS server: its PID and the user it serves.
+type mpsServer struct{ pid, uid int }
 
 // inspect reads, for Register, the GPU's compute processes (nil when the
 // Device lists none) and those of each MIG instance that may be lent (by
@@ -236,6 +246,12 @@ func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, lent
 		return onGPU, lent, lentErr, hv, nil
 	}
 	env, _ := c.deps.Processes.(ProcessEnv)
+	owner, _ := c.deps.Processes.(ProcessOwner)
+	if owner != nil && c.deps.MPSUser != nil {
+		if uid, server, ok := c.deps.MPSUser.ServerUser(ctx); ok {
+			hv.mps, hv.uids = &mpsServer{pid: server, uid: uid}, make([]int, len(pids))
+		}
+	}
 	var f fields
 	hv.at, hv.ids = make([]time.Time, len(pids)), make([]uint64, len(pids))
 	if env != nil {
@@ -245,6 +261,9 @@ func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, lent
 		at, id, err := c.deps.Processes.StartTime(p)
 		if err == nil && env != nil {
 			hv.leases[i], err = env.LeaseOf(p)
+		}
+		if err == nil && hv.uids != nil {
+			hv.uids[i], err = owner.UserOf(p)
 		}
 		switch {
 		case errors.Is(err, ErrNoProcess):
@@ -257,7 +276,8 @@ func (c *Controller) inspect(ctx context.Context, pids []int) (onGPU []int, lent
 	return onGPU, lent, lentErr, hv, f.err("register")
 }
 
-// checkPIDsLocked adds a field error for each pid that was not started
+// checkPIDsLocked adds a field error for each pid that is not of the MPS
+// server's user (hv.uids non-nil), that was not started
 // with this lease's EnvLeaseID (hv.leases non-nil), that another live lease
 // holds, that is not on the GPU (onGPU non-nil), or that started before the
 // lease was granted or last throttled (hv.at non-nil). c.mu is held.
@@ -269,6 +289,9 @@ func (c *Controller) checkPIDsLocked(f *fields, e *entry, pids, onGPU []int, hv 
 	for i, p := range pids {
 		name := fmt.Sprintf("pids[%d]", i)
 		switch {
+		case hv.uids != nil && e.lease.Instance == nil && hv.uids[i] != hv.mps.uid: // a MIG instance's job runs without MPS
+			f.add(name, fmt.Sprintf("a process of uid %d, the user MPS server %d serves (a client of another user waits at CUDA init until every client of that server has exited: run the job as uid %d)",
+				hv.mps.uid, hv.mps.pid, hv.mps.uid), fmt.Sprintf("process %d of uid %d", p, hv.uids[i]))
 		case hv.leases != nil && hv.leases[i] != e.lease.ID:
 			f.add(name, fmt.Sprintf("a worker started with the grant's env (%s of this lease)", EnvLeaseID), strconv.Itoa(p))
 		case c.heldByOtherLocked(e, p, now):

@@ -234,6 +234,11 @@ type Lease struct {
 	// processes are gone). Set in status and renew answers.
 	State    string     `json:"state,omitempty"`
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// MPSServerUID, in a grant, is the user the GPU's MPS server serves
+	// when one runs: an MPS server serves one user, and a worker of
+	// another would wait at CUDA init. Absent when no server runs or its
+	// user is unknown (docs/mps.md#one-user).
+	MPSServerUID *int `json:"mps_server_uid,omitempty"`
 }
 
 // Instance is a MIG instance lent whole to one job.
@@ -288,6 +293,25 @@ type Status struct {
 	// applied (the configuration before it is in force); absent when the
 	// last edit was applied.
 	ConfigRejected *ConfigRejection `json:"config_rejected,omitempty"`
+	// MPS is the MPS daemon's servers at its last probe; absent under
+	// time slicing.
+	MPS *MPSStatus `json:"mps,omitempty"`
+}
+
+// MPSStatus describes the MPS daemon in Status.
+type MPSStatus struct {
+	// Servers are the daemon's servers: one serves one Linux user, and
+	// a client of another user waits until every client of it has exited.
+	Servers []MPSServer `json:"servers"`
+}
+
+// MPSServer is one MPS server in Status.
+type MPSServer struct {
+	PID int `json:"pid"`
+	// UID is the user the server serves; absent when it cannot be read.
+	UID *int `json:"uid,omitempty"`
+	// State is get_server_status's answer (ACTIVE, FAULT, ...).
+	State string `json:"state"`
 }
 
 // GPUStatus describes a GPU in Status. Fields the sidecar does not know are

@@ -88,22 +88,44 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			m := readManifest(t, file)
 			sidecars := 0
+			users := map[string]int64{} // the MPS user of each sidecar pod's pipe directory
 			for owner, spec := range m.pods {
 				colocd := container(spec, "colocd")
 				if colocd == nil {
 					continue // a launcher
 				}
 				sidecars++
-				checkSidecarPod(t, owner, spec, colocd, m)
+				if pipe, uid := checkSidecarPod(t, owner, spec, colocd, m); uid >= 0 {
+					users[pipe] = uid
+				}
 			}
 			if sidecars == 0 {
 				t.Error("no pod with a colocd container")
+			}
+			// A launcher's containers that reach a sidecar's MPS daemon run
+			// as its one user: another would wait at CUDA init.
+			for owner, spec := range m.pods {
+				if container(spec, "colocd") != nil {
+					continue
+				}
+				for _, c := range spec.Containers {
+					for pipe, uid := range users {
+						if mountedAt(spec, &c, pipe) == nil {
+							continue
+						}
+						if got := runAsUser(spec, &c); got == nil || *got != uid {
+							t.Errorf("%s: container %s reaches the MPS daemon at %s as uid %v, want the MPS user %d (docs/mps.md#one-user)", owner, c.Name, pipe, deref(got), uid)
+						}
+					}
+				}
 			}
 		})
 	}
 }
 
-func checkSidecarPod(t *testing.T, owner string, spec *corev1.PodSpec, colocd *corev1.Container, m manifest) {
+// checkSidecarPod checks a pod with a colocd container and returns its
+// MPS pipe directory and the one user that reaches it (-1: none set).
+func checkSidecarPod(t *testing.T, owner string, spec *corev1.PodSpec, colocd *corev1.Container, m manifest) (string, int64) {
 	i := slices.Index(colocd.Args, "--config")
 	if len(colocd.Args) == 0 || colocd.Args[0] != "serve" || i < 0 || i+1 >= len(colocd.Args) {
 		t.Fatalf("%s: colocd args %v, want serve --config FILE", owner, colocd.Args)
@@ -133,11 +155,20 @@ func checkSidecarPod(t *testing.T, owner string, spec *corev1.PodSpec, colocd *c
 	if host, _, _ := net.SplitHostPort(cfg.Telemetry.HTTP); host == "127.0.0.1" || host == "localhost" {
 		t.Errorf("%s: telemetry.http %s: the kubelet's probes cannot reach loopback", owner, cfg.Telemetry.HTTP)
 	}
-	for probe, want := range map[*corev1.Probe]string{colocd.ReadinessProbe: "/readyz", colocd.LivenessProbe: "/healthz"} {
-		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != want || portOf(colocd, probe.HTTPGet.Port.String()) != port {
-			t.Errorf("%s: want a probe on %s at port %s, got %+v", owner, want, port, probe)
+	probes := []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{
+		{"startupProbe", colocd.StartupProbe, "/readyz"}, {"readinessProbe", colocd.ReadinessProbe, "/readyz"}, {"livenessProbe", colocd.LivenessProbe, "/healthz"},
+	}
+	for _, p := range probes {
+		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || portOf(colocd, p.probe.HTTPGet.Port.String()) != port {
+			t.Errorf("%s: want a %s on %s at port %s, got %+v", owner, p.name, p.path, port, p.probe)
 		}
 	}
+	checkNativeSidecar(t, owner, spec, colocd)
+	checkSeesGPU(t, owner, colocd)
 	// Every GPU container shares the MPS pipe directory at the same path.
 	pipe := mountedAt(spec, colocd, cfg.MPS.PipeDir)
 	if pipe == nil {
@@ -167,12 +198,102 @@ func checkSidecarPod(t *testing.T, owner string, spec *corev1.PodSpec, colocd *c
 			t.Errorf("%s: no service watches vLLM container %s's metrics with the vllm preset", owner, c.Name)
 		}
 	}
+	return cfg.MPS.PipeDir, checkOneUser(t, owner, spec, colocd)
 }
 
+// checkNativeSidecar: colocd starts before the inference server, as an
+// init container that keeps running (restartPolicy Always, Kubernetes
+// 1.29+), so that the server starts once colocd's startup probe passes and
+// its CUDA context is an MPS client from the first.
+func checkNativeSidecar(t *testing.T, owner string, spec *corev1.PodSpec, colocd *corev1.Container) {
+	t.Helper()
+	i := slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == colocd.Name })
+	if i < 0 {
+		t.Errorf("%s: colocd is not an init container: the inference server may create its CUDA context before the MPS daemon exists", owner)
+		return
+	}
+	if p := colocd.RestartPolicy; p == nil || *p != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("%s: colocd's restartPolicy %v, want Always (a native sidecar, not an init step)", owner, deref(p))
+	}
+	for _, c := range spec.InitContainers[i+1:] {
+		if c.RestartPolicy == nil {
+			t.Errorf("%s: init container %s runs after colocd and holds the inference server back behind it", owner, c.Name)
+		}
+	}
+}
+
+// checkSeesGPU: colocd needs NVML and the MPS binaries but must not take a
+// device from the device plugin; the NVIDIA container toolkit gives them
+// to a container with NVIDIA_VISIBLE_DEVICES set and the utility (NVML,
+// nvidia-smi) and compute (CUDA, the MPS binaries) capabilities.
+func checkSeesGPU(t *testing.T, owner string, colocd *corev1.Container) {
+	t.Helper()
+	for _, rl := range []corev1.ResourceList{colocd.Resources.Limits, colocd.Resources.Requests} {
+		if _, ok := rl["nvidia.com/gpu"]; ok {
+			t.Errorf("%s: colocd asks for nvidia.com/gpu: it would take a device from the device plugin", owner)
+		}
+	}
+	switch v := env(colocd, "NVIDIA_VISIBLE_DEVICES"); v {
+	case "", "void", "none":
+		t.Errorf("%s: colocd's NVIDIA_VISIBLE_DEVICES %q, want the GPU (an index or UUID) or all", owner, v)
+	}
+	caps := strings.Split(env(colocd, "NVIDIA_DRIVER_CAPABILITIES"), ",")
+	for _, want := range []string{"compute", "utility"} {
+		if !slices.Contains(caps, want) && !slices.Contains(caps, "all") {
+			t.Errorf("%s: colocd's NVIDIA_DRIVER_CAPABILITIES %q, want compute and utility", owner, env(colocd, "NVIDIA_DRIVER_CAPABILITIES"))
+			break
+		}
+	}
+}
+
+// checkOneUser: colocd (whose MPS daemon serves its user) and every GPU
+// container of the pod run as one set, non-root UID, and returns it (-1
+// when colocd's is not set).
+func checkOneUser(t *testing.T, owner string, spec *corev1.PodSpec, colocd *corev1.Container) int64 {
+	t.Helper()
+	uid := runAsUser(spec, colocd)
+	if uid == nil || *uid == 0 {
+		t.Errorf("%s: colocd's runAsUser %v, want one non-root MPS user set in the manifest", owner, deref(uid))
+		return -1
+	}
+	for _, c := range spec.Containers {
+		if _, gpu := c.Resources.Limits["nvidia.com/gpu"]; !gpu {
+			continue
+		}
+		if got := runAsUser(spec, &c); got == nil || *got != *uid {
+			t.Errorf("%s: GPU container %s runs as uid %v, colocd as %d: an MPS server serves one user (docs/mps.md#one-user)", owner, c.Name, deref(got), *uid)
+		}
+	}
+	return *uid
+}
+
+// runAsUser is c's effective runAsUser: its own, else the pod's; nil when
+// neither sets one (the image's user).
+func runAsUser(spec *corev1.PodSpec, c *corev1.Container) *int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+		return c.SecurityContext.RunAsUser
+	}
+	if spec.SecurityContext != nil {
+		return spec.SecurityContext.RunAsUser
+	}
+	return nil
+}
+
+// deref is *p, or nil, for a message.
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// container is the container (or init container) named name.
 func container(spec *corev1.PodSpec, name string) *corev1.Container {
-	for i := range spec.Containers {
-		if spec.Containers[i].Name == name {
-			return &spec.Containers[i]
+	for _, cs := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				return &cs[i]
+			}
 		}
 	}
 	return nil

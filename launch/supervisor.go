@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config, c Client, admit Admitter) (Result, err
 		}
 		cfg.Log = lw
 	}
-	s := &supervisor{cfg: cfg, c: c, admit: admit, procs: proc.Table{},
+	s := &supervisor{cfg: cfg, c: c, admit: admit, procs: proc.Table{}, uid: os.Getuid(),
 		rep: &reporter{w: cfg.Log, asJSON: cfg.JSON, hook: cfg.OnRecord}}
 	return s.run(ctx)
 }
@@ -82,6 +82,7 @@ type supervisor struct {
 	admit Admitter
 	rep   *reporter
 	procs proc.Table
+	uid   int // this process's user: the command's
 
 	// The lease held.
 	sidecar, jobID string
@@ -137,6 +138,10 @@ func (s *supervisor) run(ctx context.Context) (Result, error) {
 		}
 		if !first {
 			s.restarts++
+		}
+		if err := s.checkUser(g); err != nil {
+			s.release(time.Now(), endExited) // the command never started
+			return Result{Status: 1, Restarts: s.restarts}, err
 		}
 		end, status, exitAt, err := s.hold(ctx, g)
 		s.release(exitAt, end)
@@ -219,6 +224,20 @@ func (s *supervisor) acquire(ctx context.Context, patient, readmit bool) (*Grant
 		}
 		wait = min(wait*2, time.Minute)
 	}
+}
+
+// checkUser refuses a grant on a GPU whose MPS server serves another user
+// than this process's (and so the command's): an MPS server serves one
+// user, and a CUDA process of another waits at CUDA init until every
+// client of that server (the inference server's among them) has exited.
+func (s *supervisor) checkUser(g *Grant) error {
+	l := g.Decision.Lease
+	if l.MPSServerUID == nil || *l.MPSServerUID == s.uid {
+		return nil
+	}
+	return fmt.Errorf("run: lease %s: the MPS server on %s serves uid %d, and this process runs as uid %d: "+
+		"a CUDA process of another user than the server's waits at CUDA init until every client of that server has exited, "+
+		"so %s would hang there: run colocd run as uid %d (docs/mps.md#one-user)", l.ID, g.Sidecar, *l.MPSServerUID, s.uid, s.cfg.Command[0], *l.MPSServerUID)
 }
 
 // retryable reports an admit error that waiting may cure: a sidecar not

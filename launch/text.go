@@ -63,6 +63,9 @@ func WriteStatus(w io.Writer, st *bus.Status) error {
 	if r := st.ConfigRejected; r != nil {
 		fmt.Fprintf(w, "config: the edit at %s was rejected, the configuration before it is in force: %s\n", r.At.Format(time.RFC3339), termtext.Line(r.Error))
 	}
+	if m := st.MPS; m != nil {
+		fmt.Fprintln(w, mpsLine(m))
+	}
 	names := make([]string, 0, len(st.Health))
 	for n := range st.Health {
 		names = append(names, n)
@@ -110,6 +113,23 @@ func WriteStatus(w io.Writer, st *bus.Status) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", termtext.Line(l.ID), termtext.Line(l.JobID), termtext.Line(l.Owner), pct, state, l.ExpiresAt.Format(time.RFC3339), l.PIDs, on)
 	}
 	return tw.Flush()
+}
+
+// mpsLine names the MPS servers and the user each serves: a job must run
+// as that user, or it waits at CUDA init (docs/mps.md#one-user).
+func mpsLine(m *bus.MPSStatus) string {
+	if len(m.Servers) == 0 {
+		return "mps: no server runs (the first CUDA client's user gets one)"
+	}
+	parts := make([]string, 0, len(m.Servers))
+	for _, sv := range m.Servers {
+		user := "user unknown"
+		if sv.UID != nil {
+			user = fmt.Sprintf("uid %d", *sv.UID)
+		}
+		parts = append(parts, fmt.Sprintf("server %d serves %s (%s)", sv.PID, user, termtext.Line(sv.State)))
+	}
+	return "mps: " + strings.Join(parts, "; ")
 }
 
 // EventLine is an event as one line for a person.

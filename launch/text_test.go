@@ -85,3 +85,35 @@ func TestPlacedLineAndNoOffer(t *testing.T) {
 		t.Error("NoOffer: want every offer lost and no sidecar, and nothing else")
 	}
 }
+
+// colocd status names the user each MPS server serves: a job must run as
+// it.
+func TestWriteStatusShowsTheMPSUser(t *testing.T) {
+	uid := 10001
+	tests := []struct {
+		name string
+		mps  *bus.MPSStatus
+		want string // "" : no mps line
+	}{
+		{name: "time slicing", mps: nil},
+		{name: "no server", mps: &bus.MPSStatus{Servers: []bus.MPSServer{}}, want: "mps: no server runs (the first CUDA client's user gets one)\n"},
+		{name: "one server", mps: &bus.MPSStatus{Servers: []bus.MPSServer{{PID: 5012, UID: &uid, State: "ACTIVE"}}}, want: "mps: server 5012 serves uid 10001 (ACTIVE)\n"},
+		{name: "user unknown", mps: &bus.MPSStatus{Servers: []bus.MPSServer{{PID: 5012, State: "ACTIVE"}}}, want: "mps: server 5012 serves user unknown (ACTIVE)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := WriteStatus(&b, &bus.Status{Sidecar: "gpu-0", Ready: true, MPS: tt.mps}); err != nil {
+				t.Fatal(err)
+			}
+			_, line, _ := strings.Cut(b.String(), "\nmps: ")
+			got := ""
+			if line != "" || strings.Contains(b.String(), "\nmps: ") {
+				got = "mps: " + line[:strings.IndexByte(line, '\n')+1]
+			}
+			if got != tt.want {
+				t.Errorf("mps line %q, want %q in:\n%s", got, tt.want, b.String())
+			}
+		})
+	}
+}

@@ -46,6 +46,9 @@ type Config struct {
 	// failure doubles it up to MaxRestartBackoff.
 	RestartBackoff    time.Duration
 	MaxRestartBackoff time.Duration
+	// ProcDir is the proc file system the servers' users are read from
+	// (/proc/<server pid>/status). Empty: /proc.
+	ProcDir string
 	// Logger is used by Run only. Nil discards.
 	Logger *slog.Logger
 }

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/colocd/colocd/internal/proc"
 )
 
 // Control drives the MPS control daemon of one GPU through the control
@@ -251,4 +253,32 @@ func (c *Control) Quit(ctx context.Context) error {
 	c.mu.Unlock()
 	removeOwner(c.cfg.PipeDir, daemon)
 	return nil
+}
+
+// serverUID reads a server's user from the proc file system; nil when it
+// cannot be read (no such process in this PID namespace).
+func (c *Control) serverUID(server PID) *UID {
+	uid, err := proc.Table{Root: c.cfg.ProcDir}.UID(int(server))
+	if err != nil {
+		return nil
+	}
+	u := UID(uid)
+	return &u
+}
+
+// ServerUser asks the daemon now (get_server_list) which user its server
+// serves: the UID of the first listed server whose user can be read, and
+// that server's PID. ok is false when no server runs or none's user can
+// be read. An MPS server serves one user at a time.
+func (c *Control) ServerUser(ctx context.Context) (uid UID, server PID, ok bool, err error) {
+	servers, err := c.ServerPIDs(ctx)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	sh := make([]ServerHealth, 0, len(servers))
+	for _, s := range servers {
+		sh = append(sh, ServerHealth{PID: s, UID: c.serverUID(s)})
+	}
+	uid, server, ok = firstUser(sh)
+	return uid, server, ok, nil
 }

@@ -41,6 +41,9 @@ func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 type ServerHealth struct {
 	PID   PID         `json:"pid"`
 	State ServerState `json:"state"`
+	// UID is the user the server serves (its real UID); nil when it could
+	// not be read (the server runs in another PID namespace).
+	UID *UID `json:"uid,omitempty"`
 }
 
 // Health is the daemon's health at the last probe.
@@ -57,6 +60,24 @@ type Health struct {
 
 // Ready reports whether new co-location is allowed.
 func (h Health) Ready() bool { return h.State == StateReady }
+
+// User is the user the daemon's server serves at the last probe: the UID
+// of the first server whose user is known. An MPS server serves one user:
+// a client of another user waits at CUDA init until every client of the
+// running server has exited (docs/mps.md#one-user). ok is false when no
+// server runs or no server's user could be read.
+func (h Health) User() (uid UID, server PID, ok bool) {
+	return firstUser(h.Servers)
+}
+
+func firstUser(servers []ServerHealth) (UID, PID, bool) {
+	for _, s := range servers {
+		if s.UID != nil {
+			return *s.UID, s.PID, true
+		}
+	}
+	return 0, 0, false
+}
 
 // eventBuffer is the size of a subscriber's channel. When it is full the
 // oldest event is dropped, so the newest state always arrives.

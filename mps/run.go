@@ -72,7 +72,7 @@ func (c *Control) check(ctx context.Context) Health {
 		if err != nil {
 			return c.snapshot(stateFor(err), note+"probe: "+err.Error(), sh)
 		}
-		sh = append(sh, ServerHealth{PID: s, State: st})
+		sh = append(sh, ServerHealth{PID: s, State: st, UID: c.serverUID(s)})
 		if st == ServerFault && state == StateReady {
 			state, reason = StateFault, fmt.Sprintf("server %d reports FAULT", s)
 		}

@@ -265,6 +265,23 @@ func (s *Sim) ServerPIDs(ctx context.Context) ([]PID, error) {
 	return pids, nil
 }
 
+// ServerUser is Control.ServerUser: the user of the simulated server with
+// the lowest PID.
+func (s *Sim) ServerUser(ctx context.Context) (UID, PID, bool, error) {
+	if err := s.begin(ctx, "list servers", verbGetServerList); err != nil {
+		return 0, 0, false, err
+	}
+	defer s.mu.Unlock()
+	var sh []ServerHealth
+	for pid, sv := range s.servers {
+		uid := sv.uid
+		sh = append(sh, ServerHealth{PID: pid, UID: &uid})
+	}
+	slices.SortFunc(sh, func(a, b ServerHealth) int { return int(a.PID - b.PID) })
+	uid, server, ok := firstUser(sh)
+	return uid, server, ok, nil
+}
+
 // ServerStatus is Control.ServerStatus.
 func (s *Sim) ServerStatus(ctx context.Context, server PID) (ServerState, error) {
 	if err := s.begin(ctx, "get server status", verbGetServerStatus, server); err != nil {
@@ -473,7 +490,8 @@ func (s *Sim) snapshot(st State, reason string) Health {
 	defer s.mu.Unlock()
 	h := Health{State: st, Reason: reason, Started: s.running, Owned: s.running}
 	for pid, sv := range s.servers {
-		h.Servers = append(h.Servers, ServerHealth{PID: pid, State: sv.state})
+		uid := sv.uid
+		h.Servers = append(h.Servers, ServerHealth{PID: pid, State: sv.state, UID: &uid})
 	}
 	slices.SortFunc(h.Servers, func(a, b ServerHealth) int { return int(a.PID - b.PID) })
 	return h

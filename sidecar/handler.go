@@ -268,7 +268,9 @@ func (h *handler) decide(ctx context.Context, name string, r *bus.AdmitRequest, 
 	if name == spanAdmit { // a quote changes nothing
 		h.s.afterLeaseChange()
 	}
-	return h.wireDecision(d), nil
+	out := h.wireDecision(d)
+	h.s.grantUser(ctx, out.Lease)
+	return out, nil
 }
 
 // Span names of the decision calls.
@@ -412,6 +414,9 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 		out.Leases = append(out.Leases, wl)
 	}
 	out.ConfigRejected = h.s.configRejected()
+	if h.s.daemon != nil {
+		out.MPS = wireMPS(h.s.daemon.Health())
+	}
 	return out, nil
 }
 

@@ -40,6 +40,9 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// NATSOptions are added to the connection (tests).
 	NATSOptions []nats.Option
+	// MPSProcDir is the proc file system the MPS servers' users are read
+	// from (tests: the fake control daemon's); empty: /proc.
+	MPSProcDir string
 }
 
 // Sidecar is one running colocd: every component built from the
@@ -239,7 +242,8 @@ func (s *Sidecar) openMPS(ctx context.Context) error {
 	c := s.cfg.MPS
 	uuid := mps.UUID(s.gpuInfo.UUID)
 	if c.Simulated(s.sim.gpu != nil) {
-		sim, err := mps.NewSim(mps.SimConfig{Device: uuid, Defaults: c.Defaults()})
+		// The simulated server serves the sidecar's own user.
+		sim, err := mps.NewSim(mps.SimConfig{Device: uuid, Defaults: c.Defaults(), UID: ownUID()})
 		if err != nil {
 			return fmt.Errorf("simulated mps daemon: %w", err)
 		}
@@ -247,7 +251,7 @@ func (s *Sidecar) openMPS(ctx context.Context) error {
 		s.log.Warn("mps daemon is SIMULATED in process: percentages and clients are the sidecar's own grants", "gpu", s.gpuInfo.Name)
 	} else {
 		mc := c.Config(uuid)
-		mc.Logger = s.log.With("component", "mps")
+		mc.Logger, mc.ProcDir = s.log.With("component", "mps"), s.opts.MPSProcDir
 		ctl, err := mps.New(mc)
 		if err != nil {
 			return fmt.Errorf("mps daemon: %w", err)
@@ -404,6 +408,7 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	if s.daemon != nil {
 		deps.Daemon = daemonAdapter{s.daemon}
 		deps.Evictor = &evictor{daemon: s.daemon, clock: clock, log: s.log.With("component", "evict")}
+		deps.MPSUser = s.mpsUser()
 	}
 	if s.adm, err = admission.New(admissionConfig(s.cfg, specs, s.visibleDevice()), deps); err != nil {
 		return err

@@ -226,3 +226,43 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// maxUID is the largest Linux user ID ((uid_t)-1 is "no user").
+const maxUID = 1<<32 - 2
+
+// UID returns the real user ID of process pid (the first field of the
+// Uid: line of /proc/<pid>/status): the user an MPS control daemon serves
+// the process as.
+func (t Table) UID(pid int) (int, error) {
+	status, err := t.read(pid, "status", 64<<10)
+	if err != nil {
+		return 0, fmt.Errorf("user of process %d: %w", pid, err)
+	}
+	uid, err := ParseStatusUID(string(status))
+	if err != nil {
+		return 0, fmt.Errorf("user of process %d: %w", pid, err)
+	}
+	return uid, nil
+}
+
+// ParseStatusUID reads the real user ID from the text of a
+// /proc/<pid>/status file: the first of the four numbers on its Uid: line
+// (real, effective, saved, file system).
+func ParseStatusUID(status string) (int, error) {
+	for line := range strings.SplitSeq(status, "\n") {
+		rest, ok := strings.CutPrefix(line, "Uid:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return 0, errors.New("status: Uid: want four user ids, got none")
+		}
+		uid, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil || uid > maxUID {
+			return 0, fmt.Errorf("status: Uid: want a user id in [0, %d], got %q", maxUID, truncate(f[0]))
+		}
+		return int(uid), nil
+	}
+	return 0, errors.New("status: want a Uid: line, found none")
+}

@@ -165,3 +165,67 @@ func FuzzParseStat(f *testing.F) {
 		}
 	})
 }
+
+func TestParseStatusUID(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, status string
+		want         int
+		err          string // "" when it parses
+	}{
+		{name: "root", status: "Name:\tvllm\nUmask:\t0022\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n", want: 0},
+		{name: "user", status: "Name:\tpython\nUid:\t1000\t1000\t1000\t1000\n", want: 1000},
+		{name: "real, not effective", status: "Uid:\t1000\t0\t0\t0\n", want: 1000},
+		{name: "largest", status: "Uid:\t4294967294\t1\t1\t1\n", want: 4294967294},
+		{name: "no user", status: "Uid:\t4294967295\t1\t1\t1\n", err: `status: Uid: want a user id in [0, 4294967294], got "4294967295"`},
+		{name: "not a number", status: "Uid:\troot\n", err: `status: Uid: want a user id in [0, 4294967294], got "root"`},
+		{name: "empty line", status: "Uid:\n", err: "status: Uid: want four user ids, got none"},
+		{name: "no line", status: "Name:\tx\nGid:\t0\t0\t0\t0\n", err: "status: want a Uid: line, found none"},
+		{name: "indented is not the line", status: " Uid:\t5\n", err: "status: want a Uid: line, found none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseStatusUID(tc.status)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("ParseStatusUID = %d, %v; want error %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseStatusUID = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestUIDOfTableAndRealProcess(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "7"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "7", "status"), []byte("Name:\tvllm\nUid:\t0\t0\t0\t0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if uid, err := (Table{Root: root}).UID(7); err != nil || uid != 0 {
+		t.Fatalf("UID(7) = %d, %v; want 0", uid, err)
+	}
+	if _, err := (Table{Root: root}).UID(8); !errors.Is(err, ErrNoProcess) {
+		t.Fatalf("UID(8) err = %v, want ErrNoProcess", err)
+	}
+	if uid, err := (Table{}).UID(os.Getpid()); err != nil || uid != os.Getuid() {
+		t.Fatalf("UID of this process = %d, %v; want %d", uid, err, os.Getuid())
+	}
+}
+
+func FuzzParseStatusUID(f *testing.F) {
+	f.Add("Name:\tpython\nUid:\t1000\t1000\t1000\t1000\n")
+	f.Add("Uid:\t-1\n")
+	f.Add("Uid:")
+	f.Fuzz(func(t *testing.T, status string) {
+		uid, err := ParseStatusUID(status)
+		if err == nil && (uid < 0 || uid > maxUID) {
+			t.Fatalf("uid %d out of [0, %d]", uid, maxUID)
+		}
+	})
+}

@@ -5,6 +5,13 @@
 // real daemon does, and can be told through files in the pipe directory to
 // misbehave. See docs/mps.md for the list.
 //
+// It keeps MPS's one-user rule as the real daemon does: a server serves
+// one user; a client of another user waits (pending) until every client of
+// the running server has exited, then gets a server of its own user. Each
+// server's user can be read as the real one's is, from a status file
+// (fake-proc/<server pid>/status in the pipe directory, laid out as
+// /proc/<pid>/status).
+//
 // It shares no code with package mps on purpose: a parser bug must not be
 // mirrored by the fake.
 package main
@@ -33,6 +40,7 @@ const (
 	commandsLog = "fake-commands.log"           // every command received, quoted, one per line
 	startsLog   = "fake-starts.log"             // one line per daemon start: -d or -f
 	hungPIDFile = "fake-hung.pid"               // PID of a run that hangs
+	procDir     = "fake-proc"                   // <server pid>/status, as in /proc
 
 	// Control files: a test creates them to make the fake misbehave.
 	hangFile      = "fake-hang"       // command runs hang; content: verbs to hang on (empty: all)
@@ -59,6 +67,9 @@ type server struct {
 	Mem     map[string]string `json:"mem"`
 	Clients []client          `json:"clients"`
 	NextID  int               `json:"next_id"`
+	// Draining: a client of another user waits; the server exits once its
+	// last client has, and accepts no new client.
+	Draining bool `json:"draining"`
 }
 
 type state struct {
@@ -69,7 +80,10 @@ type state struct {
 	Priority   int               `json:"priority"`
 	Servers    []*server         `json:"servers"`
 	NextServer int               `json:"next_server"`
-	Quit       bool              `json:"quit"`
+	// Pending are clients (PID 0: a start_server request) waiting for a
+	// server of their user, in arrival order.
+	Pending []client `json:"pending"`
+	Quit    bool     `json:"quit"`
 }
 
 type env struct {
@@ -199,6 +213,7 @@ func (e env) foreground() int {
 	if next > 4_000_000 {
 		next = 1000
 	}
+	_ = os.RemoveAll(e.path(procDir)) // servers die with their daemon
 	st := &state{Daemon: pid, Visible: os.Getenv("CUDA_VISIBLE_DEVICES"), DefaultPct: 100, DefaultMem: map[string]string{}, NextServer: next}
 	unlock, err := e.lock()
 	if err != nil {
@@ -238,6 +253,7 @@ func (e env) foreground() int {
 
 func (e env) stop(pid int) {
 	e.logLine("control.log", "Control", pid, "Exit")
+	_ = os.RemoveAll(e.path(procDir))
 	_ = os.Remove(e.path(pidFile))
 }
 
@@ -525,6 +541,7 @@ var verbs = map[string]func(k *call) string{
 		}
 		s.Clients = slices.Delete(s.Clients, i, i+1)
 		k.e.logLine("server.log", "Server", s.PID, "Client {PID: %d, Context ID: 0} terminated", c)
+		k.e.settle(k.st)
 		return "0\n"
 	},
 	"shutdown_server": func(k *call) string {
@@ -532,8 +549,8 @@ var verbs = map[string]func(k *call) string{
 		if s == nil || len(k.args) > 2 || len(k.args) == 2 && k.args[1] != "-f" {
 			return k.notFound(0)
 		}
-		k.st.Servers = slices.DeleteFunc(k.st.Servers, func(x *server) bool { return x == s })
-		k.e.logLine("control.log", "Control", k.st.Daemon, "Server %d exited with status 0", s.PID)
+		k.e.exited(k.st, s)
+		k.e.settle(k.st)
 		return ""
 	},
 	"start_server": func(k *call) string {
@@ -541,7 +558,7 @@ var verbs = map[string]func(k *call) string{
 		if len(k.args) != 2 || k.args[0] != "-uid" || !ok {
 			return "Invalid arguments for start_server\n"
 		}
-		k.e.serverFor(k.st, uid)
+		k.e.connect(k.st, client{UID: uid})
 		return ""
 	},
 	"quit": func(k *call) string {
@@ -554,31 +571,122 @@ var verbs = map[string]func(k *call) string{
 		if !ok1 || !ok2 || pid == 0 {
 			return "Invalid arguments for fake_client_connect\n"
 		}
-		s := k.e.serverFor(k.st, uid)
 		cmd := strings.Join(k.args[2:], " ")
 		if cmd == "" {
 			cmd = "./client"
 		}
-		k.e.logLine("control.log", "Control", k.st.Daemon, "NEW CLIENT %d from user %d: Server already exists", pid, uid)
-		s.Clients = append(s.Clients, client{PID: pid, ID: s.NextID, UID: uid, Cmd: cmd})
-		s.NextID++
-		k.e.logLine("server.log", "Server", s.PID, "Client {PID: %d, Context ID: %d} connected", pid, s.NextID-1)
+		if s := k.e.connect(k.st, client{PID: pid, UID: uid, Cmd: cmd}); s != nil {
+			// The real client blocks in CUDA init; the fake says why.
+			return fmt.Sprintf("pending: server %d serves user %d\n", s.PID, s.UID)
+		}
+		return ""
+	},
+	"fake_client_exit": func(k *call) string { // fake only: a client process exits
+		pid, ok := k.num(0)
+		if !ok || pid == 0 || len(k.args) != 1 {
+			return "Invalid arguments for fake_client_exit\n"
+		}
+		k.st.Pending = slices.DeleteFunc(k.st.Pending, func(c client) bool { return c.PID == pid })
+		for _, s := range k.st.Servers {
+			if i := slices.IndexFunc(s.Clients, func(c client) bool { return c.PID == pid }); i >= 0 {
+				s.Clients = slices.Delete(s.Clients, i, i+1)
+				k.e.logLine("server.log", "Server", s.PID, "Client {PID: %d} disconnected", pid)
+			}
+		}
+		k.e.settle(k.st)
 		return ""
 	},
 }
 
-func (e env) serverFor(st *state, uid int) *server {
+// connect is a client (PID 0: a start_server request) asking for a server
+// of its user. It joins the running server of its user; with no server
+// running it gets one; while a server of another user runs (or one drains)
+// it waits in Pending, and every running server is asked to exit once its
+// clients have: it returns the server it waits behind, nil when it joined.
+func (e env) connect(st *state, c client) *server {
 	for _, s := range st.Servers {
-		if s.UID == uid {
-			return s
+		if s.UID == c.UID && !s.Draining && len(st.Pending) == 0 {
+			e.join(st, s, c)
+			return nil
 		}
 	}
+	if len(st.Servers) == 0 && len(st.Pending) == 0 {
+		e.join(st, e.startServer(st, c.UID), c)
+		return nil
+	}
+	if c.PID != 0 {
+		e.logLine("control.log", "Control", st.Daemon, "NEW CLIENT %d from user %d: Server is not ready, push client to pending list", c.PID, c.UID)
+	}
+	st.Pending = append(st.Pending, c)
+	for _, s := range st.Servers {
+		s.Draining = true
+	}
+	e.settle(st)
+	if i := slices.IndexFunc(st.Pending, func(p client) bool { return p == c }); i >= 0 && len(st.Servers) > 0 {
+		return st.Servers[0]
+	}
+	return nil
+}
+
+// join adds c to s (a start_server request, PID 0, adds nothing).
+func (e env) join(st *state, s *server, c client) {
+	if c.PID == 0 {
+		return
+	}
+	e.logLine("control.log", "Control", st.Daemon, "NEW CLIENT %d from user %d: Server already exists", c.PID, c.UID)
+	c.ID = s.NextID
+	s.Clients = append(s.Clients, c)
+	s.NextID++
+	e.logLine("server.log", "Server", s.PID, "Client {PID: %d, Context ID: %d} connected", c.PID, c.ID)
+}
+
+// settle ends draining servers that have no client left and, once no
+// server runs, starts one for the first pending user and lets that user's
+// pending clients join it; the next user's clients keep waiting behind it.
+func (e env) settle(st *state) {
+	for {
+		for _, s := range slices.Clone(st.Servers) {
+			if s.Draining && len(s.Clients) == 0 {
+				e.exited(st, s)
+			}
+		}
+		if len(st.Servers) > 0 || len(st.Pending) == 0 {
+			return
+		}
+		s := e.startServer(st, st.Pending[0].UID)
+		var rest []client
+		for _, c := range st.Pending {
+			if c.UID == s.UID {
+				e.join(st, s, c)
+			} else {
+				rest = append(rest, c)
+			}
+		}
+		st.Pending = rest
+		s.Draining = len(rest) > 0
+	}
+}
+
+// exited removes server s, as when the real one exits.
+func (e env) exited(st *state, s *server) {
+	st.Servers = slices.DeleteFunc(st.Servers, func(x *server) bool { return x == s })
+	_ = os.RemoveAll(filepath.Join(e.path(procDir), strconv.Itoa(s.PID)))
+	e.logLine("control.log", "Control", st.Daemon, "Server %d exited with status 0", s.PID)
+}
+
+// startServer starts a server for uid and writes its status file.
+func (e env) startServer(st *state, uid int) *server {
 	s := &server{PID: st.NextServer, UID: uid, Pct: st.DefaultPct, Mem: map[string]string{}}
 	for k, v := range st.DefaultMem {
 		s.Mem[k] = v
 	}
 	st.NextServer++
 	st.Servers = append(st.Servers, s)
+	dir := filepath.Join(e.path(procDir), strconv.Itoa(s.PID))
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		status := fmt.Sprintf("Name:\tnvidia-cuda-mps-server\nState:\tS (sleeping)\nUid:\t%d\t%d\t%d\t%d\n", uid, uid, uid, uid)
+		_ = os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644)
+	}
 	e.logLine("control.log", "Control", st.Daemon, "Starting new server %d for user %d", s.PID, uid)
 	e.logLine("control.log", "Control", st.Daemon, "NEW SERVER %d: Ready", s.PID)
 	e.logLine("server.log", "Server", s.PID, "Server has started")
