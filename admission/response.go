@@ -3,8 +3,10 @@ package admission
 import (
 	"cmp"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -189,4 +191,79 @@ func (c *Controller) Response() []ResponsePoint {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.learned.points()
+}
+
+// MaxResponsePoints bounds the points RestoreResponse takes.
+const MaxResponsePoints = 4096
+
+// RestoreResponse takes back what an earlier run of the guard learned
+// (Response, saved by its caller): a restart keeps the server's measured
+// response instead of measuring it again from min_pct. Points of a service
+// that is no longer configured are dropped; a point already learned by
+// this run is kept. It returns how many it took, or an error naming the
+// first bad point's field, with nothing taken.
+func (c *Controller) RestoreResponse(points []ResponsePoint) (int, error) {
+	if len(points) > MaxResponsePoints {
+		return 0, fmt.Errorf("learned response: %d points, want at most %d", len(points), MaxResponsePoints)
+	}
+	keys := make([]learnKey, len(points))
+	for i, p := range points {
+		var f fields
+		at := fmt.Sprintf("points[%d].", i)
+		b, err := hex.DecodeString(p.Trainer)
+		if err != nil || len(b) != len(keys[i].trainer) {
+			f.add(at+"trainer", fmt.Sprintf("a profile key: %d hex digits", 2*len(keys[i].trainer)), strconv.Quote(p.Trainer))
+		}
+		copy(keys[i].trainer[:], b)
+		if p.Pct < 1 || p.Pct > 100 {
+			f.add(at+"pct", "a percentage from 1 to 100", strconv.Itoa(p.Pct))
+		}
+		if len(p.Ratios) == 0 || len(p.Ratios) > responseWindows {
+			f.add(at+"ratios", fmt.Sprintf("1 to %d ratios", responseWindows), strconv.Itoa(len(p.Ratios)))
+		}
+		for j, r := range p.Ratios {
+			if !(r >= 1/maxCorrection && r <= maxCorrection) {
+				f.add(fmt.Sprintf("%sratios[%d]", at, j), fmt.Sprintf("a ratio from %g to %g", 1.0/maxCorrection, float64(maxCorrection)), fmt.Sprint(r))
+			}
+		}
+		if p.Windows < len(p.Ratios) {
+			f.add(at+"windows", fmt.Sprintf("at least its %d ratios", len(p.Ratios)), strconv.Itoa(p.Windows))
+		}
+		if err := f.err("learned response"); err != nil {
+			return 0, err
+		}
+		keys[i].pct = p.Pct
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	known := map[string]bool{}
+	for _, s := range c.cfg.Services {
+		known[s.Name] = true
+	}
+	if c.learned == nil {
+		c.learned = learned{}
+	}
+	n := 0
+	for i, p := range points {
+		if !known[p.Service] {
+			continue
+		}
+		m := c.learned[p.Service]
+		if m == nil {
+			m = map[learnKey]*ResponsePoint{}
+			c.learned[p.Service] = m
+		}
+		if _, ok := m[keys[i]]; ok {
+			continue
+		}
+		cp := p
+		cp.Ratios = slices.Clone(p.Ratios)
+		cp.Ratio = slices.Max(cp.Ratios)
+		m[keys[i]] = &cp
+		n++
+	}
+	if n > 0 {
+		c.learnedGen++
+	}
+	return n, nil
 }

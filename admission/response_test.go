@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -116,4 +117,84 @@ func TestLearnedResponseRaisesAStepAtATime(t *testing.T) {
 			t.Errorf("a second job of the trainer: %s at %d %% (%s), want %d %%", d.Code, d.Pct, d.Message, first.Pct+step)
 		}
 	})
+}
+
+// What one run learned, restored into the next, places a new job of the
+// trainer where the measurement says it fits, as in the run that learned
+// it; points of services gone are dropped.
+func TestRestoredResponseSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	one := resnetP99(t, 100)
+	synctest.Test(t, func(t *testing.T) {
+		learn := func(c *Config) { c.Guard.LearnResponse = true }
+		h := newHarness(t, predictor.ModeMPS, one/0.9*3, learn)
+		obs := &fakeLatency{}
+		h.c.deps.Observer = obs
+		first := mustDecide(t, h, request("first"), Throttle)
+		if err := h.c.Register(ctx, first.Lease.ID, tokenOf(first), []int{100}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		time.Sleep(time.Minute)
+		obs.set(resnetP99(t, float64(first.Pct)), start)
+		if _, err := h.c.Guard(ctx); err != nil {
+			t.Fatal(err)
+		}
+		saved := h.c.Response()
+		if len(saved) != 1 {
+			t.Fatalf("learned %+v, want one point", saved)
+		}
+		gone := saved[0]
+		gone.Service = "removed"
+
+		again := newHarness(t, predictor.ModeMPS, one/0.9*3, learn)
+		again.c.deps.Observer = &fakeLatency{}
+		before := mustDecide(t, again, request("before"), Throttle)
+		if before.Pct != first.Pct {
+			t.Fatalf("before the restore: %d %%, want measure-first's %d %%", before.Pct, first.Pct)
+		}
+		if err := again.c.Release(ctx, before.Lease.ID, tokenOf(before)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := again.c.RestoreResponse(append(saved, gone))
+		if err != nil || n != 1 {
+			t.Fatalf("RestoreResponse = %d, %v; want 1 point taken, the removed service's dropped", n, err)
+		}
+		step := max(again.c.cfg.PctStep, again.c.cfg.Guard.MinMovePct)
+		if d := mustDecide(t, again, request("after"), Throttle); d.Pct != first.Pct+step {
+			t.Errorf("after the restore: %s at %d %% (%s), want a step above the measured %d %%", d.Code, d.Pct, d.Message, first.Pct)
+		}
+		if got := again.c.Response(); len(got) != 1 || got[0].Windows != saved[0].Windows || got[0].Ratio != saved[0].Ratio {
+			t.Errorf("restored %+v, want %+v", got, saved)
+		}
+	})
+}
+
+func TestRestoreResponseNamesTheBadField(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, predictor.ModeMPS, 100, nil)
+	good := ResponsePoint{Service: "bert", Trainer: strings.Repeat("ab", 32), Pct: 20, Ratios: []float64{1.2}, Windows: 1}
+	for _, tc := range []struct {
+		name  string
+		edit  func(p *ResponsePoint)
+		field string
+	}{
+		{"trainer", func(p *ResponsePoint) { p.Trainer = "xyz" }, "points[1].trainer"},
+		{"pct", func(p *ResponsePoint) { p.Pct = 0 }, "points[1].pct"},
+		{"no ratios", func(p *ResponsePoint) { p.Ratios = nil }, "points[1].ratios"},
+		{"ratio", func(p *ResponsePoint) { p.Ratios = []float64{math.NaN()} }, "points[1].ratios[0]"},
+		{"windows", func(p *ResponsePoint) { p.Windows = 0 }, "points[1].windows"},
+	} {
+		bad := good
+		bad.Ratios = slices.Clone(good.Ratios)
+		tc.edit(&bad)
+		n, err := h.c.RestoreResponse([]ResponsePoint{good, bad})
+		if n != 0 || err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: RestoreResponse = %d, %v; want nothing taken and an error naming %s", tc.name, n, err, tc.field)
+		}
+	}
+	if pts := h.c.Response(); len(pts) != 0 {
+		t.Errorf("after bad restores the controller learned %+v, want nothing", pts)
+	}
 }

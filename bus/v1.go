@@ -356,6 +356,23 @@ type ServiceStatus struct {
 	// Observed is what the service's server reports about itself, when
 	// its metrics are configured.
 	Observed *ObservedStatus `json:"observed,omitempty"`
+	// Response is what the guard learned of this service's observed p99
+	// beside one training job at each percentage
+	// (admission.guard.learn_response), by trainer and percentage.
+	Response []ResponsePoint `json:"response,omitempty"`
+}
+
+// ResponsePoint is one learned percentage of one trainer in
+// ServiceStatus.
+type ResponsePoint struct {
+	// Trainer is the training profile's name, or the start of its key.
+	Trainer string `json:"trainer"`
+	Pct     int    `json:"pct"`
+	// Ratio is the observed p99 over the point prediction that decisions
+	// at Pct use, learned from Windows windows, the last ending at Last.
+	Ratio   float64   `json:"ratio"`
+	Windows int       `json:"windows"`
+	Last    time.Time `json:"last"`
 }
 
 // ObservedStatus is a window of the server's own metrics. Figures the

@@ -98,6 +98,16 @@ func WriteStatus(w io.Writer, st *bus.Status) error {
 			upper, s.PredictedAtRPS, orate, op99, state, guard)
 	}
 	tw.Flush()
+	for _, s := range st.Services {
+		if len(s.Response) == 0 {
+			continue
+		}
+		var at []string
+		for _, p := range s.Response {
+			at = append(at, fmt.Sprintf("%s at %d %%: ×%.2f (%d windows)", termtext.Line(p.Trainer), p.Pct, p.Ratio, p.Windows))
+		}
+		fmt.Fprintf(w, "learned beside %s: %s\n", termtext.Line(s.Name), strings.Join(at, "; "))
+	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "lease\tjob\towner\tpct\tstate\texpires\tpids\ton")

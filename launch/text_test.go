@@ -117,3 +117,16 @@ func TestWriteStatusShowsTheMPSUser(t *testing.T) {
 		})
 	}
 }
+
+func TestWriteStatusShowsTheLearnedResponse(t *testing.T) {
+	var b strings.Builder
+	st := &bus.Status{Sidecar: "gpu-a", Services: []bus.ServiceStatus{{Name: "chat", Response: []bus.ResponsePoint{
+		{Trainer: "v100-train", Pct: 20, Ratio: 1.1, Windows: 6}, {Trainer: "v100-train", Pct: 30, Ratio: 1.254, Windows: 2}}}}}
+	if err := WriteStatus(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	want := "learned beside chat: v100-train at 20 %: ×1.10 (6 windows); v100-train at 30 %: ×1.25 (2 windows)\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("status:\n%s\nwant the line %q", b.String(), want)
+	}
+}

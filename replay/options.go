@@ -47,14 +47,9 @@ func Prepare(o Options) (Config, error) {
 	if o.Server != "llm" && o.Server != "predictor" {
 		return Config{}, fmt.Errorf("--server: want llm or predictor, got %q", o.Server)
 	}
-	f, err := os.Open(o.Trace)
+	all, err := readTrace(o.Trace)
 	if err != nil {
-		return Config{}, fmt.Errorf("--trace: %w", err)
-	}
-	all, err := llm.ParseTrace(f)
-	f.Close()
-	if err != nil {
-		return Config{}, fmt.Errorf("--trace %s: %w", o.Trace, err)
+		return Config{}, err
 	}
 	trace := Slice(all, time.Duration(o.Start)*time.Minute, time.Duration(o.Minutes)*time.Minute)
 	if len(trace) == 0 {
@@ -95,6 +90,27 @@ func Prepare(o Options) (Config, error) {
 	}
 	cfg.ErrorFactor, cfg.ServerSeed, cfg.Policies = o.Error, o.Seed, want
 	return cfg, nil
+}
+
+// readTrace reads the --trace file, or draws the synthetic trace it names
+// (synth.go).
+func readTrace(name string) ([]llm.Request, error) {
+	if kind, seed, ok, err := ParseSynthetic(name); ok {
+		if err != nil {
+			return nil, fmt.Errorf("--trace: %w", err)
+		}
+		return Synthetic(kind, seed)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("--trace: %w", err)
+	}
+	defer f.Close()
+	all, err := llm.ParseTrace(f)
+	if err != nil {
+		return nil, fmt.Errorf("--trace %s: %w", name, err)
+	}
+	return all, nil
 }
 
 // Report writes the results: as JSON ({"policies": [...]}), or a line

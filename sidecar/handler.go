@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -383,6 +384,7 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 	}
 	specs := h.s.services()
 	faulted, _ := h.s.faults().Fault()
+	learned := h.s.adm.Response()
 	for _, p := range st.Services {
 		ss := bus.ServiceStatus{Name: p.Service, SLOP99MS: p.SLOP99MS, PredictedP99MS: p.PredictedP99MS, PredictedP99UpperMS: p.UpperP99MS, PredictedAtRPS: p.RateRPS,
 			Correction: wireCorrection(p.Correction), Guard: "configured", SLOMetric: sloMetric(p)}
@@ -403,6 +405,7 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 		case ss.Correction > 1:
 			ss.Guard = "corrected"
 		}
+		ss.Response = wireResponse(learned, p.Service)
 		out.Services = append(out.Services, ss)
 	}
 	caller := h.s.identity(ctx)
@@ -435,4 +438,33 @@ func wireCorrection(c float64) float64 {
 		return 0
 	}
 	return c
+}
+
+// wireResponse is what the guard learned beside service, for status.
+func wireResponse(points []admission.ResponsePoint, service string) []bus.ResponsePoint {
+	var out []bus.ResponsePoint
+	for _, p := range wireResponsePoints(points) {
+		if p.service == service {
+			out = append(out, p.ResponsePoint)
+		}
+	}
+	return out
+}
+
+// servicePoint is a learned point as status and metrics give it, with its
+// service.
+type servicePoint struct {
+	bus.ResponsePoint
+	service string
+}
+
+// wireResponsePoints names each point's trainer by its profile's name, or
+// the start of its key when it has none.
+func wireResponsePoints(points []admission.ResponsePoint) []servicePoint {
+	out := make([]servicePoint, len(points))
+	for i, p := range points {
+		out[i] = servicePoint{bus.ResponsePoint{Trainer: cmp.Or(p.Name, p.Trainer[:min(len(p.Trainer), 12)]), Pct: p.Pct,
+			Ratio: p.Ratio, Windows: p.Windows, Last: p.Last}, p.Service}
+	}
+	return out
 }

@@ -234,6 +234,7 @@ func (s *Sidecar) guardLoop(ctx context.Context) error {
 		start := time.Now()
 		events, err := s.adm.Guard(ctx)
 		s.recordMeasured(ctx, measured)
+		s.saveLearned()
 		if len(events) == 0 && err == nil {
 			continue // nothing moved: no span, or one a second would drown the traces
 		}

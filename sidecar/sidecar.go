@@ -78,6 +78,9 @@ type Sidecar struct {
 	applyRejected atomic.Pointer[configs.Rejection]
 	checks        Checks
 	degraded      Checks // told in /readyz, not failing it
+	// learnedSaved marks the learned response last saved (learned.go);
+	// the guard loop's alone once it runs.
+	learnedSaved [2]int
 	// serving is what the requests tell of readiness (serving.go).
 	serving servingHealth
 	// viewMu orders afterLeaseChange's reads of the leases with what it
@@ -140,6 +143,10 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 		return nil, err
 	}
 	if err := s.openAdmission(ctx, js); err != nil {
+		return nil, err
+	}
+	s.restoreLearned()
+	if err := s.tel.metrics.observeLearned(s.adm.Response); err != nil {
 		return nil, err
 	}
 	if err := s.openFleet(ctx); err != nil {

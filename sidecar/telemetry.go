@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -150,7 +151,26 @@ type metrics struct {
 	// The embedded listener's front door (observeFrontDoor).
 	doorConns   metric.Int64ObservableGauge
 	doorRefused metric.Int64ObservableCounter
-	meter       metric.Meter
+	// learned is the guard's learned response (observeLearned).
+	learned metric.Float64ObservableGauge
+	meter   metric.Meter
+}
+
+// observeLearned makes /metrics show what the guard learned of each
+// service's response, as colocd_guard_learned_ratio{service, trainer,
+// pct}: the observed p99 over the point prediction at that percentage,
+// read at each scrape.
+func (ms *metrics) observeLearned(points func() []admission.ResponsePoint) error {
+	_, err := ms.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, p := range wireResponsePoints(points()) {
+			o.ObserveFloat64(ms.learned, p.Ratio, metricAttrs("service", p.service, "trainer", p.Trainer, "pct", strconv.Itoa(p.Pct)))
+		}
+		return nil
+	}, ms.learned)
+	if err != nil {
+		return fmt.Errorf("metrics: the learned response gauge: %w", err)
+	}
+	return nil
 }
 
 // observeFrontDoor makes /metrics show the embedded listener's connections
@@ -212,7 +232,7 @@ func (ms *metrics) observeSLOs(specs func() []admission.ServiceSpec) error {
 
 func newMetrics(m metric.Meter) (*metrics, error) {
 	ms := metrics{meter: m}
-	var errs [17]error
+	var errs [18]error
 	ms.decisions, errs[0] = m.Int64Counter("colocd.decisions", metric.WithDescription("admission decisions by outcome and reason code"))
 	ms.predictionS, errs[1] = m.Float64Histogram("colocd.prediction.duration", metric.WithUnit("s"),
 		metric.WithDescription("time to predict one service under one co-location"),
@@ -247,6 +267,8 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		metric.WithDescription("connections open on the embedded server's listener (nats.listen), by state: pending (not yet authenticated) or authenticated"))
 	ms.doorRefused, errs[16] = m.Int64ObservableCounter("colocd.nats.refused_connections",
 		metric.WithDescription("connections on the embedded server's listener closed before they authenticated, by reason: max_connections, max_pending, max_pending_per_address, handshake_timeout, upstream"))
+	ms.learned, errs[17] = m.Float64ObservableGauge("colocd.guard.learned_ratio",
+		metric.WithDescription("what the guard learned (admission.guard.learn_response): each service's observed p99 over the point prediction beside one training job, by trainer and MPS percentage"))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

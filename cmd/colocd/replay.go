@@ -46,7 +46,7 @@ server F times slower than it would be.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Trace, "trace", "", "the arrival trace: the Azure LLM inference CSV, or one arrival a line")
+	f.StringVar(&o.Trace, "trace", "", "the arrival trace: the Azure LLM inference CSV, one arrival a line, or synthetic:onoff|diurnal|flash[:SEED] (an hour drawn around the conversation trace's mean rate)")
 	f.StringVar(&o.Config, "config", "", "a colocd configuration: the service, its SLO and the settings to replay (default: the default replay)")
 	f.StringVar(&o.Service, "service", "", "with --config: the service the trace is for (default: the file's only one)")
 	f.StringVar(&o.Server, "server", "llm", "the simulated server: llm (an LLM engine built apart from the predictor) or predictor (latencies drawn from colocd's own prediction)")
