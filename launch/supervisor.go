@@ -100,8 +100,13 @@ type supervisor struct {
 	registered []procKey        // what the last register named
 	regSince   time.Time        // a register is owed since (a start); zero: none
 	notGPU     map[procKey]bool // refused by the sidecar as no GPU process of ours
-	regErr     string           // the last register failure reported
-	overCap    bool             // more GPU processes than Processes were seen (said once)
+	// notYet are processes refused while they held no GPU device open
+	// (the command before its CUDA context): they are named again once
+	// they open one.
+	notYet   map[procKey]bool
+	fallback bool   // the last gpuProcs named the command for want of a GPU process
+	regErr   string // the last register failure reported
+	overCap  bool   // more GPU processes than Processes were seen (said once)
 }
 
 type procKey struct {
@@ -262,7 +267,7 @@ func (s *supervisor) take(g *Grant) {
 	if l.Instance != nil {
 		s.pct = 0
 	}
-	s.registered, s.notGPU, s.regErr = nil, map[procKey]bool{}, ""
+	s.registered, s.notGPU, s.notYet, s.regErr = nil, map[procKey]bool{}, map[procKey]bool{}, ""
 	on := fmt.Sprintf("at %d %%", l.ActiveThreadPct)
 	if l.Instance != nil {
 		on = "on MIG instance " + l.Instance.UUID
@@ -570,6 +575,15 @@ func (s *supervisor) register(force bool) {
 		if bus.CodeOf(err) == bus.CodeBadRequest {
 			if m := pidField.FindStringSubmatch(err.Error()); m != nil {
 				if i, _ := strconv.Atoi(m[1]); i < len(keys) {
+					if s.fallback {
+						// Not on the GPU yet: named again once it opens a
+						// device, as a real GPU refuses a process with no
+						// CUDA context.
+						s.notYet[keys[i]] = true
+						s.emit(Record{Event: "register_failed", PIDs: []int{keys[i].pid},
+							Message: fmt.Sprintf("pid %d left out of the register until it opens the GPU: %v", keys[i].pid, err)})
+						return
+					}
 					s.notGPU[keys[i]] = true
 					s.emit(Record{Event: "register_failed", PIDs: []int{keys[i].pid},
 						Message: fmt.Sprintf("pid %d left out of the register while it lives: %v", keys[i].pid, err)})
@@ -592,7 +606,9 @@ var pidField = regexp.MustCompile(`pids\[(\d+)\]`)
 func (s *supervisor) gpuProcs() []procKey {
 	all, err := s.procs.List()
 	root := procKey{pid: s.child.pid}
+	s.fallback = false
 	if err != nil {
+		s.fallback = true
 		return []procKey{root}
 	}
 	t := tree(all, s.child.pid)
@@ -608,15 +624,18 @@ func (s *supervisor) gpuProcs() []procKey {
 			gpu = append(gpu, k)
 		}
 	}
-	for k := range s.notGPU {
-		if !live[k] {
-			delete(s.notGPU, k) // gone: its id may come back as another process
+	for _, m := range []map[procKey]bool{s.notGPU, s.notYet} {
+		for k := range m {
+			if !live[k] {
+				delete(m, k) // gone: its id may come back as another process
+			}
 		}
 	}
 	if len(gpu) == 0 {
-		if s.notGPU[root] {
+		if s.notGPU[root] || s.notYet[root] {
 			return nil
 		}
+		s.fallback = true
 		return []procKey{root}
 	}
 	if len(gpu) > s.cfg.Processes {
