@@ -13,7 +13,7 @@ STATICCHECK_VERSION := v0.8.2
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: deploy-check attack build run demo predict replay calibration-study test test-race test-plain bench-once harness-test harness-bin accuracy accuracy-public vet lint fmt-check staticcheck fuzz bench fleet clean
+.PHONY: deploy-check attack build run demo predict replay calibration-study test test-race test-plain bench-once harness-test harness-e2e harness-bin accuracy accuracy-public vet lint fmt-check staticcheck fuzz bench fleet clean
 
 build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/colocd
@@ -110,10 +110,22 @@ test-plain:
 bench-once:
 	$(GO) test -tags slow -count=1 -run '^$$' -bench . -benchtime 1x $(BENCH_PKGS)
 
-# The GPU harness's logic (no torch, no GPU needed), run against the real binary.
-harness-test: build
+# The GPU harness's logic (no torch, no GPU needed), run against the real binary,
+# and its end-to-end script dry-run (harness-e2e).
+harness-test: build harness-e2e
 	COLOCD_BIN=$(abspath $(BIN)) python3 -m unittest discover -s tools/gpu-harness/tests
 	python3 -m unittest discover -s tools/public/tests
+
+# colocd itself end to end (tools/gpu-harness/README.md#end-to-end): on a GPU
+# host `OUT=dir bash tools/gpu-harness/e2e.sh` runs it on the real GPU and MPS
+# daemon; here it runs the same steps against the simulated GPU, the fake MPS
+# control program and the harness's fake workers, and fails when a step does
+# not give what a dry run must (about 45 s). The results: $(E2E_OUT)/results.md.
+E2E_OUT := bin/e2e-dry
+harness-e2e: build
+	@rm -rf $(E2E_OUT) && mkdir -p $(E2E_OUT)
+	@BACKEND=fake COLOCD=$(abspath $(BIN)) OUT=$(abspath $(E2E_OUT)) bash tools/gpu-harness/e2e.sh >/dev/null 2>&1 \
+		&& cat $(E2E_OUT)/results.md || { tail -80 $(E2E_OUT)/e2e.log; exit 1; }
 
 # The binary the GPU harness carries to the device machine (cgo: go-nvml needs
 # it, so build on linux/amd64 like the device).

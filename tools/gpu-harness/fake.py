@@ -54,8 +54,10 @@ class FakeBackend(object):
                 raise KeyError("unknown fake workload %r" % n)
         self.names = list(names)
         pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY")
-        # A fake MPS client attaches only if the fake daemon runs.
-        if pipe and os.path.exists(os.path.join(pipe, "nvidia-cuda-mps-control.pid")):
+        # A fake MPS client attaches only if the fake daemon runs (and the
+        # caller has not its own way to attach: FAKE_MPS_ATTACH=0).
+        attach = os.environ.get("FAKE_MPS_ATTACH", "1") != "0"
+        if attach and pipe and os.path.exists(os.path.join(pipe, "nvidia-cuda-mps-control.pid")):
             with open(os.path.join(pipe, "fake-clients"), "a") as f:
                 f.write("%d\n" % os.getpid())
             log = os.environ.get("CUDA_MPS_LOG_DIRECTORY")
