@@ -45,6 +45,7 @@ type Controller struct {
 	idem      idempotency
 	rivals    rivals    // the identities that may want the GPU (identity.go)
 	guarded   []float64 // the services' rates and corrections the last Guard planned at
+	drain     *Drain    // the operator's drain in force (drain.go); nil: none
 	// corrections are the services' observed corrections, measured the
 	// last measurement of each (latency.go).
 	corrections map[string]float64

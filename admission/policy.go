@@ -68,6 +68,8 @@ type view struct {
 	// rivals are the identities besides the leases' holders that may want
 	// the GPU (identity.go).
 	rivals []string
+	// drain, when set, denies every request (drain.go).
+	drain *Drain
 }
 
 // newPolicy returns the policy for cfg, reading the world through deps'
@@ -92,6 +94,9 @@ func (pol *policy) decide(ctx context.Context, req *Request, key predictor.Profi
 
 // decideCapped is decide, for a request whose claims are capped.
 func (pol *policy) decideCapped(ctx context.Context, req *Request, key predictor.ProfileKey, v *view) (Decision, error) {
+	if v.drain != nil {
+		return Decision{Outcome: Deny, Code: CodeDraining, Message: v.drain.message() + ": no job is admitted until colocd undrain"}, nil
+	}
 	if ok, why := pol.device.Healthy(); !ok {
 		return unavailable(CodeGPUUnhealthy, "the GPU is unhealthy: "+why)
 	}

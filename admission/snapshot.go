@@ -75,7 +75,7 @@ type snapshot struct {
 // snapshotLocked copies the config and the live leases. c.mu is held.
 func (c *Controller) snapshotLocked() *snapshot {
 	now := c.now()
-	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}, readmitAt: c.readmitAtLocked(now), rivals: c.rivals.names(now, c.cfg.Lease.Max)}, pol: c.policyLocked()}
+	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}, readmitAt: c.readmitAtLocked(now), rivals: c.rivals.names(now, c.cfg.Lease.Max), drain: c.drain}, pol: c.policyLocked()}
 	for _, e := range c.liveLocked(now) {
 		cp := e.copy()
 		if rc, ok := c.raiseCaps[e.lease.ID]; ok && now.Before(rc.until) && !c.learnedAllLocked(cp.key) {

@@ -13,9 +13,11 @@ import (
 // they ask any.
 type Summary struct {
 	// Healthy says it admits now: the GPU, in MPS mode the daemon, and the
-	// predictor are well; Reason says why not.
+	// predictor are well, and it is not drained; Reason says why not.
 	Healthy bool
 	Reason  string
+	// Draining says the operator drained it (Controller.Drain).
+	Draining bool
 	// AvailableMiB is the memory a job may take now: the device's free
 	// memory less the reserve and the leases not yet visible.
 	AvailableMiB int
@@ -56,6 +58,8 @@ func (c *Controller) Summarize(ctx context.Context, typical Request) (Summary, e
 	switch {
 	case ctx.Err() != nil:
 		return Summary{}, ctxErr("summarize", ctx)
+	case s.drain != nil:
+		sum.Healthy, sum.Draining, sum.Reason = false, true, s.drain.message()
 	case err != nil:
 		sum.Healthy, sum.Reason = false, "prediction: "+err.Error()
 	case !gpuOK:

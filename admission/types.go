@@ -230,6 +230,7 @@ const (
 	CodeMaxJobs            ReasonCode = "max_jobs"            // deny: the GPU already runs the maximum number of jobs
 	CodeRecentRevoke       ReasonCode = "recent_revoke"       // deny: the guard revoked a lease for the servers' load or latency a short while ago; retry later
 	CodeIdentityQuota      ReasonCode = "identity_quota"      // deny or throttle: the launcher identity's quota (admission.identity) leaves no more room
+	CodeDraining           ReasonCode = "draining"            // deny: the operator drained the sidecar (colocd drain) until colocd undrain
 	CodeGPUUnhealthy       ReasonCode = "gpu_unhealthy"       // unavailable: the GPU is unhealthy or unreadable
 	CodeDaemonUnhealthy    ReasonCode = "daemon_unhealthy"    // unavailable: the MPS daemon is unhealthy
 	CodePredictorUnhealthy ReasonCode = "predictor_unhealthy" // unavailable: a prediction failed

@@ -45,6 +45,9 @@ type Capacity struct {
 	// Reason says why not.
 	Healthy bool   `json:"healthy"`
 	Reason  string `json:"reason,omitempty"`
+	// Draining says its operator drained it (colocd drain): it admits
+	// nothing until colocd undrain, and placement passes it by.
+	Draining bool `json:"draining,omitempty"`
 	// FreeMemoryMiB is the GPU memory a job may take now: NVML's free
 	// memory less the reserve and the memory of leases not yet visible.
 	FreeMemoryMiB int `json:"free_memory_mib"`

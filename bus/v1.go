@@ -296,6 +296,16 @@ type Status struct {
 	// MPS is the MPS daemon's servers at its last probe; absent under
 	// time slicing.
 	MPS *MPSStatus `json:"mps,omitempty"`
+	// Draining is the operator's drain in force (colocd drain): every
+	// admit is denied "draining" and the leases were revoked. Absent when
+	// the sidecar admits.
+	Draining *DrainStatus `json:"draining,omitempty"`
+}
+
+// DrainStatus is a drain in Status.
+type DrainStatus struct {
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason,omitempty"`
 }
 
 // MPSStatus describes the MPS daemon in Status.

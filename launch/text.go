@@ -66,6 +66,13 @@ func WriteStatus(w io.Writer, st *bus.Status) error {
 	if m := st.MPS; m != nil {
 		fmt.Fprintln(w, mpsLine(m))
 	}
+	if d := st.Draining; d != nil {
+		line := "DRAINED by the operator since " + d.Since.Format(time.RFC3339) + ": admits are denied until colocd undrain"
+		if d.Reason != "" {
+			line += " (" + termtext.Line(d.Reason) + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
 	names := make([]string, 0, len(st.Health))
 	for n := range st.Health {
 		names = append(names, n)

@@ -206,7 +206,7 @@ func (f *fleetPublisher) summary(ctx context.Context) (*bus.Capacity, error) {
 	if len(reason) > 200 { // readers refuse more than 256 bytes
 		reason = reason[:200] + "…"
 	}
-	c := &bus.Capacity{Format: bus.CapacityFormat, Sidecar: s.id, Mode: string(s.adm.Config().Mode), Healthy: sum.Healthy, Reason: reason,
+	c := &bus.Capacity{Format: bus.CapacityFormat, Sidecar: s.id, Mode: string(s.adm.Config().Mode), Healthy: sum.Healthy, Draining: sum.Draining, Reason: reason,
 		FreeMemoryMiB: sum.AvailableMiB, Leases: sum.Leases, MaxJobs: sum.MaxJobs, FreeInstances: sum.FreeInstances,
 		Margin: round3(sum.Margin), TypicalPct: sum.TypicalPct, Services: []bus.CapacityService{}}
 	c.Node = s.cfg.Sidecar.Node

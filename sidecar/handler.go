@@ -420,6 +420,9 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 	if h.s.daemon != nil {
 		out.MPS = wireMPS(h.s.daemon.Health())
 	}
+	if d, ok := h.s.adm.Draining(); ok {
+		out.Draining = &bus.DrainStatus{Since: d.Since, Reason: d.Reason}
+	}
 	return out, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/admission"
+	"github.com/colocd/colocd/bus"
 )
 
 // p99Two is p99At with two trainers at pcts a and b.
@@ -29,7 +30,9 @@ func TestAdmitMakesRoomOverNATS(t *testing.T) {
 	cfg.Admission.DecisionTimeout = 10 * time.Minute // cold joint predictions under the race detector
 	cfg.Admission.Identity.MaxWeight = 3             // the operator lets the launcher claim job-b's weight
 	s := start(t, cfg, Options{})
-	c := client(t, s)
+	// The joint decision's deadline is the request's: as long as the
+	// decision timeout, so that a loaded machine only makes it slower.
+	c := bus.NewClient(launcherConn(t, s), bus.WithTimeout(cfg.Admission.DecisionTimeout))
 	ctx := context.Background()
 	first := leasedInFull(ctx, t, c, s.ID(), admitReq("job-a", 10, 100))
 	req := admitReq("job-b", 10, 100)

@@ -81,6 +81,8 @@ type Sidecar struct {
 	// learnedSaved marks the learned response last saved (learned.go);
 	// the guard loop's alone once it runs.
 	learnedSaved [2]int
+	// drainErr is the drain file's last read error said (drain.go).
+	drainErr string
 	// serving is what the requests tell of readiness (serving.go).
 	serving servingHealth
 	// viewMu orders afterLeaseChange's reads of the leases with what it
@@ -152,11 +154,13 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 	if err := s.openFleet(ctx); err != nil {
 		return nil, err
 	}
+	// Drained before the API serves a single admit.
+	s.applyDrain(ctx)
 	s.checks = s.readiness()
 	if err := s.tel.metrics.observeReadiness(s.checks); err != nil {
 		return nil, err
 	}
-	s.degraded = Checks{}
+	s.degraded = Checks{"draining": s.checkDrain}
 	if door := s.frontDoor(); door != nil {
 		s.degraded["nats_front_door"] = door.Saturated
 		if err := s.tel.metrics.observeFrontDoor(door); err != nil {
@@ -524,6 +528,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	g.Go(func() error { return s.fleet.run(gctx) })
 	g.Go(func() error { return s.http.serve(gctx) })
 	g.Go(func() error { return s.notifyManager(gctx) })
+	g.Go(func() error { return s.watchDrain(gctx) })
 	if s.embed != nil {
 		g.Go(func() error { return s.watchLaunchers(gctx) })
 	}

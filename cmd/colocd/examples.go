@@ -66,6 +66,9 @@ var examples = map[string]string{
   colocd launcher add team-vision --config /etc/colocd/colocd.yaml --out team-vision.nk`,
 	"colocd launcher remove": `  colocd launcher remove team-vision --config /etc/colocd/colocd.yaml`,
 	"colocd launcher list":   `  colocd launcher list --json`,
+	"colocd drain": `  # before the GPU's driver is upgraded: no admits, the leases revoked with their deadline
+  colocd drain --config /etc/colocd/colocd.yaml --reason "driver upgrade"`,
+	"colocd undrain": `  colocd undrain --config /etc/colocd/colocd.yaml`,
 	"colocd version": `  colocd version
   colocd version --json`,
 }

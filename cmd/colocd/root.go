@@ -56,6 +56,7 @@ func newRootCmd() *cobra.Command {
 	root.SetVersionTemplate("colocd {{.Version}}\n")
 	root.AddCommand(newServeCmd(), newProfileCmd(), newPredictCmd(), newCalibrateCmd(),
 		newAdmitCmd(), newPlaceCmd(), newQuoteCmd(), newRenewCmd(), newReleaseCmd(), newRegisterCmd(), newStatusCmd(), newRunCmd(), newWatchCmd(), newLoadtestCmd(), newSimserveCmd(), newMIGCmd(), newVersionCmd(), newProbeCmd(), newDemoCmd(), newReplayCmd(), newLauncherCmd())
+	root.AddCommand(newDrainCmds()...)
 	addExamples(root)
 	markUsageErrors(root)
 	return root
