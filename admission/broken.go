@@ -62,7 +62,7 @@ func (c *Controller) revokeBroken(ctx context.Context) ([]Event, error) {
 		c.mu.Unlock()
 		return nil, nil // the next check judges what runs now
 	}
-	c.revokes = append(c.revokes, now)
+	c.holds.revoked(now)
 	events, serr := c.applyPlan(ctx, s.live, p, now, planWhy{
 		op: "revoke for a broken SLO", revoke: broken + ": the job of lowest priority, newest first, must stop",
 		deadline: now.Add(c.cfg.Guard.Deadline)})

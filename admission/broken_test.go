@@ -54,7 +54,7 @@ func TestGuardRevokesAtOnceWhenTheSLOIsBrokenAtMinPct(t *testing.T) {
 		req.MinPct = tc.min
 		d := mustDecide(t, h, req, Grant)
 		h.c.mu.Lock()
-		h.c.revokes = []time.Time{srv.Now()} // the budget is spent: it must not hold this back
+		h.c.holds.revokes = []time.Time{srv.Now()} // the budget is spent: it must not hold this back
 		h.c.mu.Unlock()
 		if err := h.c.Register(ctx, d.Lease.ID, tokenOf(d), []int{4242}); err != nil {
 			t.Fatal(err)

@@ -66,16 +66,9 @@ type Controller struct {
 	// drops it); raiseAt is when the next check is due (raise.go).
 	raiseRoom map[string]time.Time
 	raiseAt   time.Time
-	// raisedTo holds, per lease id, its last raise (raise.go); raiseCaps
-	// the raises that failed: a lease the guard lowered soon after a
-	// raise is not offered that percentage again for a while.
-	raisedTo  map[string]raised
-	raiseCaps map[string]raiseCap
-	// noRoom holds, per lease id, since when the guard has found no room
-	// for it even at its min_pct, and revokes the times of the guard's
-	// revokes in the last hour (hold.go).
-	noRoom  map[string]time.Time
-	revokes []time.Time
+	// holds are the guard's held revokes, its revokes of the last hour
+	// and its failed raises (hold.go).
+	holds holds
 }
 
 // now is the controller's time (Deps.Clock).

@@ -50,7 +50,7 @@ func (c *Controller) guardShared(ctx context.Context) ([]Event, error) {
 	c.mu.Lock()
 	key := append(guardKey(c.observedServices(c.cfg.Services)), float64(c.learnedGen))
 	same := slices.Equal(key, c.guarded)
-	due, budget := c.revokeDueLocked(c.now())
+	due, budget := c.holds.revokeDue(c.cfg.Guard, c.now(), func(id string) bool { _, ok := c.leases[id]; return ok })
 	services := c.cfg.Services
 	c.mu.Unlock()
 	// A held revoke whose time has come re-plans only when it may go

@@ -15,52 +15,78 @@ import (
 // the revoke back). Guard re-plans when a hold ends even if the load has
 // not moved since.
 
-// holdRevokesLocked returns p with each revoke it makes held back, as
-// above, and records the revokes it lets through. c.mu is held.
-func (c *Controller) holdRevokesLocked(live []liveLease, p plan, now time.Time, overSLO bool) plan {
+// holds is what the guard holds back, and why: revokes it has not let
+// through yet, the revokes of the last hour, and raises that failed. It is
+// the Controller's, under its mutex; its methods take the guard's settings.
+type holds struct {
+	// noRoom holds, per lease id, since when the guard has found no room
+	// for it even at its min_pct, and revokes the times of the guard's
+	// revokes in the last hour.
+	noRoom  map[string]time.Time
+	revokes []time.Time
+	// raisedTo holds, per lease id, its last raise (raise.go); raiseCaps
+	// the raises that failed: a lease the guard lowered soon after a raise
+	// is not offered that percentage again for a while.
+	raisedTo  map[string]raised
+	raiseCaps map[string]raiseCap
+}
+
+// revoked records a revoke the guard let through at now.
+func (h *holds) revoked(now time.Time) { h.revokes = append(h.revokes, now) }
+
+// forget drops what is held of lease id (gone).
+func (h *holds) forget(id string) {
+	delete(h.raisedTo, id)
+	delete(h.raiseCaps, id)
+}
+
+// holdRevokes returns p with each revoke it makes held back, as above,
+// and records the revokes it lets through.
+func (h *holds) holdRevokes(g GuardSettings, live []liveLease, p plan, now time.Time, overSLO bool) plan {
 	hour := now.Add(-time.Hour)
-	kept := c.revokes[:0]
-	for _, t := range c.revokes {
+	kept := h.revokes[:0]
+	for _, t := range h.revokes {
 		if t.After(hour) {
 			kept = append(kept, t)
 		}
 	}
-	c.revokes = kept
-	if c.noRoom == nil {
-		c.noRoom = map[string]time.Time{}
+	h.revokes = kept
+	if h.noRoom == nil {
+		h.noRoom = map[string]time.Time{}
 	}
 	planned := map[string]bool{}
 	for i, e := range live {
 		id := e.lease.ID
 		planned[id] = true
 		if !p.revoked[i] || e.lease.Revoked {
-			delete(c.noRoom, id)
+			delete(h.noRoom, id)
 			continue
 		}
-		since, seen := c.noRoom[id]
+		since, seen := h.noRoom[id]
 		if !seen {
-			c.noRoom[id], since = now, now
+			h.noRoom[id], since = now, now
 		}
-		if now.Sub(since) >= c.cfg.Guard.RevokeAfter && (len(c.revokes) < c.cfg.Guard.MaxRevokesPerHour || overSLO) {
-			c.revokes = append(c.revokes, now)
-			delete(c.noRoom, id)
+		if now.Sub(since) >= g.RevokeAfter && (len(h.revokes) < g.MaxRevokesPerHour || overSLO) {
+			h.revoked(now)
+			delete(h.noRoom, id)
 			continue
 		}
 		p.revoked[i] = false // held: at its min_pct (the plan's lowest) meanwhile
 	}
-	for id := range c.noRoom {
+	for id := range h.noRoom {
 		if !planned[id] {
-			delete(c.noRoom, id) // gone
+			delete(h.noRoom, id) // gone
 		}
 	}
 	return p
 }
 
-// revokeDueLocked reports whether a held revoke's time has come, and
-// whether the budget allows one more revoke now. c.mu is held.
-func (c *Controller) revokeDueLocked(now time.Time) (due, budget bool) {
-	for id, since := range c.noRoom {
-		if _, live := c.leases[id]; live && now.Sub(since) >= c.cfg.Guard.RevokeAfter {
+// revokeDue reports whether a held revoke of a lease that live says is
+// still there has come due, and whether the budget allows one more revoke
+// now.
+func (h *holds) revokeDue(g GuardSettings, now time.Time, live func(id string) bool) (due, budget bool) {
+	for id, since := range h.noRoom {
+		if live(id) && now.Sub(since) >= g.RevokeAfter {
 			due = true
 			break
 		}
@@ -69,12 +95,12 @@ func (c *Controller) revokeDueLocked(now time.Time) (due, budget bool) {
 		return false, false
 	}
 	recent := 0
-	for _, t := range c.revokes {
+	for _, t := range h.revokes {
 		if t.After(now.Add(-time.Hour)) {
 			recent++
 		}
 	}
-	return true, recent < c.cfg.Guard.MaxRevokesPerHour
+	return true, recent < g.MaxRevokesPerHour
 }
 
 // observedOverSLO reports whether a service's last observed p99 is over
@@ -100,11 +126,10 @@ func (c *Controller) observedOverSLO(services []ServiceSpec) bool {
 // that keeps coming back does not revoke job after job; never more than
 // an hour (or RaiseAfter, when that is longer), the span the revokes are
 // counted over. Zero when the guard revoked nothing in the last hour.
-// c.mu is held.
-func (c *Controller) readmitAtLocked(now time.Time) time.Time {
+func (h *holds) readmitAt(g GuardSettings, now time.Time) time.Time {
 	var last time.Time
 	n := 0
-	for _, t := range c.revokes {
+	for _, t := range h.revokes {
 		if t.After(now.Add(-time.Hour)) {
 			n++
 			last = t
@@ -113,13 +138,12 @@ func (c *Controller) readmitAtLocked(now time.Time) time.Time {
 	if n == 0 {
 		return time.Time{}
 	}
-	return last.Add(c.holdLocked(n))
+	return last.Add(g.hold(n))
 }
 
-// holdLocked is how long the guard holds back after the n-th revoke (or
-// failed raise) in an hour: Guard.RaiseAfter, doubled for each one after
-// the first, at most an hour (or RaiseAfter, when that is longer). c.mu
-// is held.
-func (c *Controller) holdLocked(n int) time.Duration {
-	return min(c.cfg.Guard.RaiseAfter<<min(n-1, 6), max(time.Hour, c.cfg.Guard.RaiseAfter))
+// hold is how long the guard holds back after the n-th revoke (or failed
+// raise) in an hour: RaiseAfter, doubled for each one after the first, at
+// most an hour (or RaiseAfter, when that is longer).
+func (g GuardSettings) hold(n int) time.Duration {
+	return min(g.RaiseAfter<<min(n-1, 6), max(time.Hour, g.RaiseAfter))
 }

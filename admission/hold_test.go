@@ -147,8 +147,8 @@ func TestReadmitWaitsLongerAfterEachRevoke(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := &Controller{cfg: Config{Settings: DefaultSettings()}, revokes: tt.revokes}
-			if got := c.readmitAtLocked(now); !got.Equal(tt.want) {
+			h := holds{revokes: tt.revokes}
+			if got := h.readmitAt(DefaultSettings().Guard, now); !got.Equal(tt.want) {
 				t.Errorf("readmit at %v, want %v", got, tt.want)
 			}
 		})

@@ -323,8 +323,7 @@ func (c *Controller) forget(l *Lease) {
 	c.freedLocked()
 	c.movedLocked()
 	delete(c.leases, l.ID)
-	delete(c.raisedTo, l.ID)
-	delete(c.raiseCaps, l.ID)
+	c.holds.forget(l.ID)
 	if c.byRequest[l.RequestHash] == l.ID {
 		delete(c.byRequest, l.RequestHash)
 	}

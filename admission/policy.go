@@ -46,7 +46,7 @@ type liveLease struct {
 	key   predictor.ProfileKey
 	// raiseBelow, when above 0, bounds what a raise may offer the lease:
 	// less than this, a percentage a recent raise reached and the guard
-	// had to lower it from (Controller.lowerAfterRaiseLocked).
+	// had to lower it from (holds.lowerAfterRaise).
 	raiseBelow int
 }
 
@@ -63,7 +63,7 @@ type view struct {
 	// no service, so no prediction counts them.
 	lent []liveLease
 	// readmitAt: after the guard revoked a lease, no new job is co-located
-	// before it (Controller.readmitAtLocked).
+	// before it (holds.readmitAt).
 	readmitAt time.Time
 	// rivals are the identities besides the leases' holders that may want
 	// the GPU (identity.go).

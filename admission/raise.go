@@ -89,10 +89,7 @@ func (c *Controller) applyRaise(ctx context.Context, planned []liveLease, pcts [
 		delete(c.raiseRoom, e.lease.ID)
 		l := e.lease.clone()
 		old := l.Pct
-		if c.raisedTo == nil {
-			c.raisedTo = map[string]raised{}
-		}
-		c.raisedTo[l.ID] = raised{to: pcts[i], at: now}
+		c.holds.raised(l.ID, pcts[i], now)
 		l.Pct = pcts[i]
 		// A raise takes capacity, as a grant does: decisions see the raised
 		// percentage while its record is written (a snapshot taken before
@@ -157,7 +154,25 @@ type raiseCap struct {
 	failed []time.Time
 }
 
-// lowerAfterRaiseLocked notes that the guard lowers lease id to pct at
+// raised records a raise of lease id to pct at now.
+func (h *holds) raised(id string, to int, now time.Time) {
+	if h.raisedTo == nil {
+		h.raisedTo = map[string]raised{}
+	}
+	h.raisedTo[id] = raised{to: to, at: now}
+}
+
+// raiseCap is the cap on lease id's raises at now, if one holds: less
+// than below.
+func (h *holds) raiseCap(id string, now time.Time) (below int, ok bool) {
+	rc, ok := h.raiseCaps[id]
+	if !ok || !now.Before(rc.until) {
+		return 0, false
+	}
+	return rc.below, true
+}
+
+// lowerAfterRaise notes that the guard lowers lease id to pct at
 // now. If that comes within Guard.RaiseAfter of a raise to more than pct,
 // the raise failed: the server could not take that percentage, whatever
 // the prediction said (an observed correction measured at the lower
@@ -165,24 +180,23 @@ type raiseCap struct {
 // lease is offered only less than it for RaiseAfter, doubled for each
 // further failed raise of the lease in the last hour (at most an hour, or
 // RaiseAfter when that is longer), as the hold after a revoke is
-// (readmitAtLocked). Without this, the guard raises, measures, lowers and
+// (readmitAt). Without this, the guard raises, measures, lowers and
 // raises again every few minutes, each time over the limit for a while.
-// c.mu is held.
-func (c *Controller) lowerAfterRaiseLocked(id string, pct int, now time.Time) {
-	r, ok := c.raisedTo[id]
+func (h *holds) lowerAfterRaise(g GuardSettings, id string, pct int, now time.Time) {
+	r, ok := h.raisedTo[id]
 	if !ok {
 		return
 	}
-	delete(c.raisedTo, id)
-	if now.Sub(r.at) > c.cfg.Guard.RaiseAfter || pct >= r.to {
+	delete(h.raisedTo, id)
+	if now.Sub(r.at) > g.RaiseAfter || pct >= r.to {
 		return
 	}
-	if c.raiseCaps == nil {
-		c.raiseCaps = map[string]raiseCap{}
+	if h.raiseCaps == nil {
+		h.raiseCaps = map[string]raiseCap{}
 	}
-	rc := c.raiseCaps[id]
+	rc := h.raiseCaps[id]
 	rc.failed = append(slices.DeleteFunc(rc.failed, func(t time.Time) bool { return !t.After(now.Add(-time.Hour)) }), now)
 	rc.below = r.to
-	rc.until = now.Add(c.holdLocked(len(rc.failed)))
-	c.raiseCaps[id] = rc
+	rc.until = now.Add(g.hold(len(rc.failed)))
+	h.raiseCaps[id] = rc
 }

@@ -13,19 +13,20 @@ import (
 func TestFailedRaiseCapsTheNextOffers(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	c := &Controller{cfg: Config{Settings: DefaultSettings()}}
-	c.cfg.PctStep, c.cfg.Guard.MinMovePct = 10, 10
-	pol := newPolicy(c.cfg, Deps{}, nil)
-	raiseTo := func(to int, at time.Time) { c.raisedTo = map[string]raised{"L": {to: to, at: at}} }
+	cfg := Config{Settings: DefaultSettings()}
+	cfg.PctStep, cfg.Guard.MinMovePct = 10, 10
+	var h holds
+	pol := newPolicy(cfg, Deps{}, nil)
+	raiseTo := func(to int, at time.Time) { h.raisedTo = nil; h.raised("L", to, at) }
 	offers := func(now time.Time) []int {
 		e := liveLease{lease: Lease{ID: "L", Pct: 20, MinPct: 10, MaxPct: 100}}
-		if rc, ok := c.raiseCaps["L"]; ok && now.Before(rc.until) {
-			e.raiseBelow = rc.below
+		if below, ok := h.raiseCap("L", now); ok {
+			e.raiseBelow = below
 		}
 		return pol.raiseGrid(&e)
 	}
 	raiseTo(60, t0)
-	c.lowerAfterRaiseLocked("L", 10, t0.Add(time.Minute))
+	h.lowerAfterRaise(cfg.Guard, "L", 10, t0.Add(time.Minute))
 	if got := offers(t0.Add(2 * time.Minute)); !slices.Equal(got, []int{20, 30, 40, 50}) {
 		t.Errorf("after a failed raise to 60 %%: offers %v, want up to 50 %%", got)
 	}
@@ -36,9 +37,9 @@ func TestFailedRaiseCapsTheNextOffers(t *testing.T) {
 	for i, to := range []int{40, 30} {
 		at := t0.Add(time.Duration(10*(i+1)) * time.Minute)
 		raiseTo(to, at)
-		c.lowerAfterRaiseLocked("L", 20, at.Add(time.Minute))
+		h.lowerAfterRaise(cfg.Guard, "L", 20, at.Add(time.Minute))
 		hold := DefaultRaiseAfter << (i + 1)
-		if rc := c.raiseCaps["L"]; rc.below != to || len(rc.failed) != i+2 || !rc.until.Equal(at.Add(time.Minute+hold)) {
+		if rc := h.raiseCaps["L"]; rc.below != to || len(rc.failed) != i+2 || !rc.until.Equal(at.Add(time.Minute+hold)) {
 			t.Errorf("failure %d: cap %+v, want below %d for %v", i+2, rc, to, hold)
 		}
 	}
@@ -51,11 +52,11 @@ func TestFailedRaiseCapsTheNextOffers(t *testing.T) {
 		after time.Duration
 		to    int
 	}{{"late", 6 * time.Minute, 10}, {"not below", time.Minute, 60}} {
-		c.raiseCaps = nil
+		h.raiseCaps = nil
 		raiseTo(60, t0)
-		c.lowerAfterRaiseLocked("L", tt.to, t0.Add(tt.after))
-		if len(c.raiseCaps) != 0 {
-			t.Errorf("%s: caps %+v, want none", tt.name, c.raiseCaps)
+		h.lowerAfterRaise(cfg.Guard, "L", tt.to, t0.Add(tt.after))
+		if len(h.raiseCaps) != 0 {
+			t.Errorf("%s: caps %+v, want none", tt.name, h.raiseCaps)
 		}
 	}
 }

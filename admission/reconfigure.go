@@ -138,7 +138,7 @@ func (c *Controller) replanLiveHeld(ctx context.Context, why string, hold bool) 
 			continue
 		}
 		if hold {
-			p = c.holdRevokesLocked(s.live, p, now, overSLO)
+			p = c.holds.holdRevokes(c.cfg.Guard, s.live, p, now, overSLO)
 		}
 		throttle := why
 		if p.note != "" {

@@ -122,7 +122,7 @@ func (c *Controller) applyPlan(ctx context.Context, planned []liveLease, p plan,
 		}
 		delete(c.raiseRoom, l.ID)
 		if ev.Type == EventThrottle {
-			c.lowerAfterRaiseLocked(l.ID, l.Pct, now)
+			c.holds.lowerAfterRaise(c.cfg.Guard, l.ID, l.Pct, now)
 		}
 		if err := c.update(ctx, cmp.Or(why.op, "update services"), e, l); err != nil {
 			errs = append(errs, err)

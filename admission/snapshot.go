@@ -75,11 +75,11 @@ type snapshot struct {
 // snapshotLocked copies the config and the live leases. c.mu is held.
 func (c *Controller) snapshotLocked() *snapshot {
 	now := c.now()
-	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}, readmitAt: c.readmitAtLocked(now), rivals: c.rivals.names(now, c.cfg.Lease.Max), drain: c.drain}, pol: c.policyLocked()}
+	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}, readmitAt: c.holds.readmitAt(c.cfg.Guard, now), rivals: c.rivals.names(now, c.cfg.Lease.Max), drain: c.drain}, pol: c.policyLocked()}
 	for _, e := range c.liveLocked(now) {
 		cp := e.copy()
-		if rc, ok := c.raiseCaps[e.lease.ID]; ok && now.Before(rc.until) && !c.learnedAllLocked(cp.key) {
-			cp.raiseBelow = rc.below
+		if below, ok := c.holds.raiseCap(e.lease.ID, now); ok && !c.learnedAllLocked(cp.key) {
+			cp.raiseBelow = below
 		}
 		if e.lease.Instance != nil {
 			s.lent = append(s.lent, cp)
