@@ -122,15 +122,24 @@ func (s *Sidecar) setNames(ls []bus.Launcher) {
 // here: each one contends for the GPU (docs/security.md#quotas). Before
 // admission exists it waits for New's call.
 func (s *Sidecar) registerIdentities() {
-	names := s.names.Load()
-	if s.adm == nil || names == nil {
+	if s.adm == nil || s.names.Load() == nil {
 		return
 	}
-	list := make([]string, 0, len(*names))
-	for _, n := range *names {
-		list = append(list, n)
+	s.adm.SetIdentities(s.registeredIdentities())
+}
+
+// registeredIdentities are the names of the launcher identities of the
+// moment (none with a remote server, whose users are its own).
+func (s *Sidecar) registeredIdentities() []string {
+	names := s.names.Load()
+	if names == nil {
+		return nil
 	}
-	s.adm.SetIdentities(list)
+	out := make([]string, 0, len(*names))
+	for _, n := range *names {
+		out = append(out, n)
+	}
+	return out
 }
 
 // identity is the identity a request's ctx came from, as admission holds

@@ -160,6 +160,12 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 	if err := s.tel.metrics.observeReadiness(s.checks); err != nil {
 		return nil, err
 	}
+	if err := s.tel.metrics.observeGPU(s.gpu, s.adm.Leases); err != nil {
+		return nil, err
+	}
+	if err := s.tel.metrics.observeIdentities(s.adm.Leases, s.registeredIdentities); err != nil {
+		return nil, err
+	}
 	s.degraded = Checks{"draining": s.checkDrain}
 	if door := s.frontDoor(); door != nil {
 		s.degraded["nats_front_door"] = door.Saturated

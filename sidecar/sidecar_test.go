@@ -624,7 +624,8 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 	_, metrics := get("/metrics")
 	for _, want := range []string{`colocd_decisions_total{code="fits"`, `colocd_leases{`, `colocd_predicted_p99_seconds{`, `colocd_slo_p99_seconds{`,
-		`colocd_ready{component="mps"`, `colocd_leases_active_thread_pct{`, `colocd_prediction_duration_seconds_bucket{`} {
+		`colocd_ready{component="mps"`, `colocd_leases_active_thread_pct{`, `colocd_prediction_duration_seconds_bucket{`,
+		`colocd_gpu_memory_bytes{`, `colocd_identity_leases{`, `colocd_identity_active_thread_pct{`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -1,10 +1,13 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/colocd/colocd/admission"
+	"github.com/colocd/colocd/gpu"
 	"github.com/colocd/colocd/internal/frontdoor"
 )
 
@@ -153,7 +157,12 @@ type metrics struct {
 	doorRefused metric.Int64ObservableCounter
 	// learned is the guard's learned response (observeLearned).
 	learned metric.Float64ObservableGauge
-	meter   metric.Meter
+	// The GPU's memory and the leases by identity (observeGPU,
+	// observeIdentities).
+	gpuMemory   metric.Int64ObservableGauge
+	idLeases    metric.Int64ObservableGauge
+	idActivePct metric.Int64ObservableGauge
+	meter       metric.Meter
 }
 
 // observeLearned makes /metrics show what the guard learned of each
@@ -230,9 +239,138 @@ func (ms *metrics) observeSLOs(specs func() []admission.ServiceSpec) error {
 	return nil
 }
 
+// gpuReadTimeout bounds the device read of one scrape: /metrics must
+// answer while a driver call hangs.
+const gpuReadTimeout = 2 * time.Second
+
+// observeGPU makes /metrics show the GPU's memory as
+// colocd_gpu_memory_bytes{state}: total and free as dev reads them at each
+// scrape (total from the device's identity when the read fails, and then
+// no free), and granted, the sum of the memory the live leases on this
+// device may pin (a lease that holds a MIG instance whole pins its own
+// instance's, not this device's).
+func (ms *metrics) observeGPU(dev gpu.Device, leases func() []admission.Lease) error {
+	_, err := ms.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		ctx, cancel := context.WithTimeout(ctx, gpuReadTimeout)
+		defer cancel()
+		total := dev.Info().MemoryTotalMiB
+		if st, err := dev.State(ctx); err == nil {
+			total = st.Memory.TotalMiB
+			o.ObserveInt64(ms.gpuMemory, mibBytes(st.Memory.FreeMiB), metricAttrs("state", "free"))
+		}
+		o.ObserveInt64(ms.gpuMemory, mibBytes(total), metricAttrs("state", "total"))
+		var granted uint64
+		for _, l := range leases() {
+			if l.Instance == nil && l.MemoryMiB > 0 {
+				granted += uint64(l.MemoryMiB)
+			}
+		}
+		o.ObserveInt64(ms.gpuMemory, mibBytes(granted), metricAttrs("state", "granted"))
+		return nil
+	}, ms.gpuMemory)
+	if err != nil {
+		return fmt.Errorf("metrics: the gpu memory gauge: %w", err)
+	}
+	return nil
+}
+
+// mibBytes is n MiB in bytes, bounded to what an int64 holds.
+func mibBytes(n uint64) int64 {
+	if n > math.MaxInt64>>20 {
+		return math.MaxInt64
+	}
+	return int64(n << 20)
+}
+
+// observeIdentities makes /metrics show the live leases and their MPS
+// percentages by launcher identity, as colocd_identity_leases{identity}
+// and colocd_identity_active_thread_pct{identity}, read at each scrape.
+// The registered identities (registered, at each scrape) are shown at 0
+// when they hold nothing, so that their series do not come and go.
+// Identities are bounded (identityUses): a remote server's users may be
+// many.
+func (ms *metrics) observeIdentities(leases func() []admission.Lease, registered func() []string) error {
+	_, err := ms.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, u := range identityUses(leases(), registered(), maxIdentitySeries) {
+			attrs := metricAttrs("identity", u.identity)
+			o.ObserveInt64(ms.idLeases, u.leases, attrs)
+			o.ObserveInt64(ms.idActivePct, u.pct, attrs)
+		}
+		return nil
+	}, ms.idLeases, ms.idActivePct)
+	if err != nil {
+		return fmt.Errorf("metrics: the identity gauges: %w", err)
+	}
+	return nil
+}
+
+// maxIdentitySeries bounds the identities /metrics names one by one; the
+// rest are summed under identityOther.
+const maxIdentitySeries = 64
+
+// Identity label values that no launcher name can be (a launcher's name
+// starts with a letter or a digit, bus.ValidateLauncherName).
+const (
+	// identityLocal is the sidecars' own account (Lease.Tenant "").
+	identityLocal = "_local"
+	// identityOther sums the identities past maxIdentitySeries.
+	identityOther = "_other"
+)
+
+// identityUse is one identity's live leases and the sum of their
+// percentages.
+type identityUse struct {
+	identity    string
+	leases, pct int64
+}
+
+// identityUses sums leases by identity, with each of registered that holds
+// none at zero, and keeps at most max of them, those with the most leases
+// (then the highest percentage, then by name); the rest are summed into
+// one identityOther. The result is sorted as kept, identityOther last.
+func identityUses(leases []admission.Lease, registered []string, max int) []identityUse {
+	by := make(map[string]*identityUse, len(registered)+len(leases))
+	use := func(id string) *identityUse {
+		u, ok := by[id]
+		if !ok {
+			u = &identityUse{identity: id}
+			by[id] = u
+		}
+		return u
+	}
+	for _, r := range registered {
+		use(r)
+	}
+	for _, l := range leases {
+		id := l.Tenant
+		if id == "" {
+			id = identityLocal
+		}
+		u := use(id)
+		u.leases++
+		u.pct += int64(l.Pct)
+	}
+	out := make([]identityUse, 0, len(by))
+	for _, u := range by {
+		out = append(out, *u)
+	}
+	slices.SortFunc(out, func(a, b identityUse) int {
+		return cmp.Or(cmp.Compare(b.leases, a.leases), cmp.Compare(b.pct, a.pct), cmp.Compare(a.identity, b.identity))
+	})
+	if len(out) <= max {
+		return out
+	}
+	other := identityUse{identity: identityOther}
+	for _, u := range out[max:] {
+		other.leases += u.leases
+		other.pct += u.pct
+	}
+	return append(out[:max], other)
+}
+
 func newMetrics(m metric.Meter) (*metrics, error) {
 	ms := metrics{meter: m}
-	var errs [18]error
+	var errs [21]error
 	ms.decisions, errs[0] = m.Int64Counter("colocd.decisions", metric.WithDescription("admission decisions by outcome and reason code"))
 	ms.predictionS, errs[1] = m.Float64Histogram("colocd.prediction.duration", metric.WithUnit("s"),
 		metric.WithDescription("time to predict one service under one co-location"),
@@ -269,6 +407,12 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 		metric.WithDescription("connections on the embedded server's listener closed before they authenticated, by reason: max_connections, max_pending, max_pending_per_address, handshake_timeout, upstream"))
 	ms.learned, errs[17] = m.Float64ObservableGauge("colocd.guard.learned_ratio",
 		metric.WithDescription("what the guard learned (admission.guard.learn_response): each service's observed p99 over the point prediction beside one training job, by trainer and MPS percentage"))
+	ms.gpuMemory, errs[18] = m.Int64ObservableGauge("colocd.gpu.memory", metric.WithUnit("By"),
+		metric.WithDescription("the GPU's memory, by state: total and free as the device reports them at the scrape, granted the memory the live leases on it may pin"))
+	ms.idLeases, errs[19] = m.Int64ObservableGauge("colocd.identity.leases",
+		metric.WithDescription("live leases by launcher identity (at most 64 named; the rest summed under identity _other; _local: the sidecars' own account)"))
+	ms.idActivePct, errs[20] = m.Int64ObservableGauge("colocd.identity.active_thread_pct",
+		metric.WithDescription("the sum of the live leases' MPS active-thread percentages by launcher identity (at most 64 named; the rest summed under identity _other)"))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

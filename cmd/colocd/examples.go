@@ -36,7 +36,9 @@ var examples = map[string]string{
   colocd renew --sidecar gpu-0 --lease LEASE --token TOKEN`,
 	"colocd release":  `  colocd release --sidecar gpu-0 --lease LEASE --token TOKEN`,
 	"colocd register": `  colocd register --sidecar gpu-0 --lease LEASE --token TOKEN 4242 4243`,
-	"colocd status":   `  colocd status --sidecar gpu-0 --json`,
+	"colocd status": `  # the one sidecar on the bus (several: they are listed, name one with --sidecar)
+  colocd status
+  colocd status --sidecar gpu-0 --json`,
 	"colocd run": `  # a training job under a lease for its whole life: renewed, restarted on a throttle, released at its end
   colocd run --sidecar gpu-0 --job resnet-42 --profile train.json --memory-mib 16000 -- python train.py
   # torchrun with 4 workers that checkpoint on SIGUSR1; wait up to 30 minutes for a slot

@@ -16,16 +16,21 @@ import (
 	"github.com/colocd/colocd/launch"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // launcherFlags are the connection flags every launcher command shares.
 type launcherFlags struct {
 	launch.Endpoint
 	asJSON bool
+	// flags tell a flag given from its environment variable's default
+	// (credentials).
+	flags *pflag.FlagSet
 }
 
 func (f *launcherFlags) register(cmd *cobra.Command, needSidecar bool) {
 	fs := cmd.Flags()
+	f.flags = fs
 	fs.StringVar(&f.Server, "server", envOr(launch.EnvServer, nats.DefaultURL), "NATS server URL (env "+launch.EnvServer+")")
 	fs.StringVar(&f.Creds, "creds", os.Getenv(launch.EnvCreds), "NATS credentials file (env "+launch.EnvCreds+")")
 	fs.StringVar(&f.NKey, "nkey", os.Getenv(launch.EnvNKey), "NKey seed file, e.g. the launcher.nk colocd serve writes (env "+launch.EnvNKey+")")
@@ -330,11 +335,14 @@ func printDone(w io.Writer, lf launcherFlags, format string, args ...any) error 
 func newStatusCmd() *cobra.Command {
 	var lf launcherFlags
 	cmd := &cobra.Command{
-		Use:   "status --sidecar ID",
+		Use:   "status [--sidecar ID]",
 		Short: "Show a sidecar's services, predictions, leases and health",
-		Args:  cobra.NoArgs,
+		Long: `Show a sidecar's services, predictions, leases and health. Without --sidecar
+(and COLOCD_SIDECAR unset) it asks who is on the bus: the one sidecar there is
+is shown; several are listed (id, node, GPU) and --sidecar must pick one.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, nc, err := lf.Dial(true)
+			client, nc, err := lf.dialSidecar(cmd)
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/buildinfo"
 	"github.com/colocd/colocd/internal/termtext"
@@ -57,6 +58,9 @@ SIGINT or SIGTERM shut it down gracefully; no lease is lost.`,
 			fmt.Fprintf(cmd.OutOrStdout(), "colocd serving sidecar %s: nats %s, http %s\n", s.ID(), orEmbedded(s.ClientURL(), cfg.NATS.URL), s.HTTPAddr())
 			if f := s.LauncherNKeyFile(); f != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "launchers connect with: export %s=%s %s=%s\n", launch.EnvNKey, termtext.ShellQuote(f), launch.EnvSidecar, termtext.ShellQuote(s.ID()))
+				if line := natsCLILine(s.ClientURL(), f); line != "" {
+					fmt.Fprintln(cmd.OutOrStdout(), line)
+				}
 			}
 			return s.Run(cmd.Context())
 		},
@@ -74,4 +78,17 @@ func orEmbedded(embedded, url string) string {
 		return embedded + " (embedded)"
 	}
 	return url
+}
+
+// natsCLILine is what a nats CLI user passes to reach the embedded server
+// at url as the launcher whose seed is in seedFile: a launcher may read
+// replies only below its own inbox (bus.LauncherInbox), so the CLI needs
+// --inbox-prefix. "" without a listener or a readable seed.
+func natsCLILine(url, seedFile string) string {
+	pub := publicKeyOf(seedFile)
+	if url == "" || pub == "" {
+		return ""
+	}
+	return fmt.Sprintf("nats CLI (replies come only to the launcher's own inbox): nats --server %s --nkey %s --inbox-prefix %s micro ls colocd",
+		termtext.ShellQuote(url), termtext.ShellQuote(seedFile), bus.LauncherInbox(pub))
 }

@@ -18,20 +18,22 @@ func newWatchCmd() *cobra.Command {
 		from uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "watch --sidecar ID [--job ID] [--all | --from-seq N]",
+		Use:   "watch [--sidecar ID] [--job ID] [--all | --from-seq N]",
 		Short: "Follow a sidecar's lease events: throttles, raises, revokes, expiries",
 		Long: `Follow the lease events of a sidecar (of one job with --job) as they are
 published, one line each, until interrupted. It resumes where it was after a
 reconnect or a sidecar restart. By default it starts with the next event;
 --all starts with the oldest the sidecar keeps, --from-seq N at stream
-sequence N (the seq of a line printed earlier, plus one).`,
+sequence N (the seq of a line printed earlier, plus one). Without --sidecar
+(and COLOCD_SIDECAR unset) it follows the one sidecar on the bus, or lists
+the sidecars there are and asks for --sidecar.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if all && from > 0 {
 				return usageError{fmt.Errorf("watch: --all and --from-seq: want one of them")}
 			}
 			lf.Persistent = true
-			client, nc, err := lf.Dial(true)
+			client, nc, err := lf.dialSidecar(cmd)
 			if err != nil {
 				return fmt.Errorf("watch: %w", err)
 			}
