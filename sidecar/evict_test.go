@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,10 +64,32 @@ func newMPSWorld(t *testing.T, deadline time.Duration) *mpsWorld {
 	cfg.Admission.Guard.Deadline = deadline
 	w.s = start(t, cfg, Options{})
 	w.c = client(t, w.s)
-	t.Cleanup(func() {
-		_ = exec.Command("sh", "-c", "echo quit | CUDA_MPS_PIPE_DIRECTORY="+w.pipe+" "+w.bin).Run()
-	})
+	t.Cleanup(w.quitDaemon)
 	return w
+}
+
+// quitDaemon quits the fake daemon and waits until its process is gone,
+// so that it writes no log line into a directory the test is removing.
+func (w *mpsWorld) quitDaemon() {
+	pid := 0
+	if b, err := os.ReadFile(filepath.Join(w.pipe, "nvidia-cuda-mps-control.pid")); err == nil {
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	_ = exec.Command("sh", "-c", "echo quit | CUDA_MPS_PIPE_DIRECTORY="+w.pipe+" "+w.bin).Run()
+	for end := time.Now().Add(30 * time.Second); pid > 0 && processRuns(pid) && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// processRuns reports whether pid is a process that has not exited (a zombie
+// has).
+func processRuns(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 // worker starts a process with the lease's id in its environment (the

@@ -29,9 +29,7 @@ func newUserWorld(t *testing.T, serverUID int) *mpsWorld {
 	if out, err := d.CombinedOutput(); err != nil {
 		t.Fatalf("start the fake daemon: %v: %s", err, out)
 	}
-	t.Cleanup(func() {
-		_ = exec.Command("sh", "-c", "echo quit | CUDA_MPS_PIPE_DIRECTORY="+w.pipe+" "+w.bin).Run()
-	})
+	t.Cleanup(w.quitDaemon)
 	w.control(fmt.Sprintf("fake_client_connect 999999 %d vllm serve", serverUID))
 	w.s = start(t, cfg, Options{MPSProcDir: filepath.Join(w.pipe, "fake-proc")})
 	w.c = client(t, w.s)
