@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	v1 "github.com/colocd/colocd/api/v1"
 	"slices"
 	"strconv"
 	"time"
@@ -342,18 +343,18 @@ func (c *Controller) Leases() []Lease {
 	return out
 }
 
-// The environment variables of a grant: the lease's id, and MPS's.
+// The environment variables of a grant, as the wire contract names them
+// (api/v1): the lease's id (with a ProcessEnv, Register accepts only
+// processes started with it), and MPS's.
 const (
-	// EnvLeaseID names the lease a worker belongs to; with a ProcessEnv,
-	// Register accepts only processes started with it.
-	EnvLeaseID       = "COLOCD_LEASE_ID"
-	EnvPipeDirectory = "CUDA_MPS_PIPE_DIRECTORY"
-	EnvActiveThreads = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
-	EnvPinnedMemory  = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
-	EnvPriority      = "CUDA_MPS_CLIENT_PRIORITY"
+	EnvLeaseID       = v1.EnvLeaseID
+	EnvPipeDirectory = v1.EnvPipeDirectory
+	EnvActiveThreads = v1.EnvActiveThreads
+	EnvPinnedMemory  = v1.EnvPinnedMemory
+	EnvPriority      = v1.EnvPriority
 	// EnvVisibleDevices names the MIG device a job must use, when the
 	// sidecar guards one (Config.VisibleDevice).
-	EnvVisibleDevices = "CUDA_VISIBLE_DEVICES"
+	EnvVisibleDevices = v1.EnvVisibleDevices
 )
 
 // Env is the environment the launcher sets for every process of lease l

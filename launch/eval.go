@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/colocd/colocd/admission"
+	v1 "github.com/colocd/colocd/api/v1"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/termtext"
 )
@@ -24,7 +24,7 @@ import (
 // sidecarEnv is every variable a sidecar may ask a job to set: the lease's
 // id and admission's MPS client environment. Anything else in a reply is
 // refused.
-var sidecarEnv = []string{admission.EnvLeaseID, admission.EnvPipeDirectory, admission.EnvActiveThreads, admission.EnvPinnedMemory, admission.EnvPriority, admission.EnvVisibleDevices}
+var sidecarEnv = v1.GrantEnv
 
 var (
 	envKeyRe  = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
@@ -80,10 +80,10 @@ func CheckDecision(d *bus.Decision, sidecar string) error {
 		if len(v) > 4096 || strings.ContainsFunc(v, termtext.LineBreaking) {
 			return bad("lease.env."+k, "a value of at most 4096 bytes without control characters", v)
 		}
-		if k == admission.EnvLeaseID && v != l.ID {
+		if k == v1.EnvLeaseID && v != l.ID {
 			return bad("lease.env."+k, "the lease's id", v)
 		}
-		if k == admission.EnvVisibleDevices && !migRe.MatchString(v) {
+		if k == v1.EnvVisibleDevices && !migRe.MatchString(v) {
 			return bad("lease.env."+k, "a MIG device's UUID (MIG- and 8-4-4-4-12 lower-case hex digits)", v)
 		}
 	}
@@ -91,10 +91,10 @@ func CheckDecision(d *bus.Decision, sidecar string) error {
 		switch {
 		case !migRe.MatchString(in.UUID):
 			return bad("lease.instance.uuid", "a MIG device's UUID (MIG- and 8-4-4-4-12 lower-case hex digits)", in.UUID)
-		case l.Env[admission.EnvVisibleDevices] != in.UUID:
-			return bad("lease.env."+admission.EnvVisibleDevices, "the lent instance's UUID ("+in.UUID+")", l.Env[admission.EnvVisibleDevices])
-		case l.Env[admission.EnvPipeDirectory] != "":
-			return bad("lease.env."+admission.EnvPipeDirectory, "none on a lent instance (no MPS daemon serves it)", l.Env[admission.EnvPipeDirectory])
+		case l.Env[v1.EnvVisibleDevices] != in.UUID:
+			return bad("lease.env."+v1.EnvVisibleDevices, "the lent instance's UUID ("+in.UUID+")", l.Env[v1.EnvVisibleDevices])
+		case l.Env[v1.EnvPipeDirectory] != "":
+			return bad("lease.env."+v1.EnvPipeDirectory, "none on a lent instance (no MPS daemon serves it)", l.Env[v1.EnvPipeDirectory])
 		}
 	}
 	return nil

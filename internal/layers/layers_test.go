@@ -19,7 +19,7 @@ const module = "github.com/colocd/colocd"
 // below it.
 var floors = map[string]int{
 	// 0: helpers that know nothing of GPUs or NATS.
-	"internal/": 0, "field": 0,
+	"internal/": 0, "field": 0, "api/v1": 0,
 	// 1: the model of the GPU and its workloads.
 	"predictor": 1, "predictor/kineto": 1, "predictor/ncu": 1, "predictor/calibrate": 1, "predictor/sweep": 1,
 	// 2: the decision, and one adapter per outside thing (NATS, NVML, the
