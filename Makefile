@@ -193,3 +193,16 @@ fleet:
 
 clean:
 	rm -rf bin
+
+# The Slurm recipe of docs/launchers.md, extracted from the page and run as
+# written on a one-node Slurm started here (munged, slurmctld and slurmd from
+# a generated slurm.conf in a temporary directory, no systemd) against a
+# sidecar on the simulated GPU: a grant, a revoke with requeue, scancel and
+# the time limit, each asserted with its figures (about 7 minutes; as root).
+# Not part of make test.
+.PHONY: slurm-test
+slurm-test: build
+	@command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null && \
+		command -v munged >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm slurmctld slurmd munge)
+	COLOCD=$(abspath $(BIN)) bash tools/slurm/slurm-test.sh
