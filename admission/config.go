@@ -228,7 +228,7 @@ const (
 	DefaultDecisionTimeout   = 5 * time.Second
 	DefaultVisibilityWindow  = time.Minute
 	DefaultThrottleGrace     = 2 * time.Minute
-	DefaultRaiseAfter        = 5 * time.Minute
+	DefaultRaiseAfter        = time.Minute
 	DefaultExploreAfter      = time.Minute
 	DefaultResponseTTL       = 10 * time.Minute
 	DefaultRevokeAfter       = time.Minute

@@ -148,7 +148,9 @@ func TestReadmitWaitsLongerAfterEachRevoke(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h := holds{revokes: tt.revokes}
-			if got := h.readmitAt(DefaultSettings().Guard, now); !got.Equal(tt.want) {
+			g := DefaultSettings().Guard
+			g.RaiseAfter = 5 * time.Minute // the doubling, at a raise_after that shows it
+			if got := h.readmitAt(g, now); !got.Equal(tt.want) {
 				t.Errorf("readmit at %v, want %v", got, tt.want)
 			}
 		})

@@ -15,6 +15,7 @@ func TestFailedRaiseCapsTheNextOffers(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	cfg := Config{Settings: DefaultSettings()}
 	cfg.PctStep, cfg.Guard.MinMovePct = 10, 10
+	cfg.Guard.RaiseAfter = 5 * time.Minute // the doubling, at a raise_after that shows it
 	var h holds
 	pol := newPolicy(cfg, Deps{}, nil)
 	raiseTo := func(to int, at time.Time) { h.raisedTo = nil; h.raised("L", to, at) }
@@ -38,7 +39,7 @@ func TestFailedRaiseCapsTheNextOffers(t *testing.T) {
 		at := t0.Add(time.Duration(10*(i+1)) * time.Minute)
 		raiseTo(to, at)
 		h.lowerAfterRaise(cfg.Guard, "L", 20, at.Add(time.Minute))
-		hold := DefaultRaiseAfter << (i + 1)
+		hold := cfg.Guard.RaiseAfter << (i + 1)
 		if rc := h.raiseCaps["L"]; rc.below != to || len(rc.failed) != i+2 || !rc.until.Equal(at.Add(time.Minute+hold)) {
 			t.Errorf("failure %d: cap %+v, want below %d for %v", i+2, rc, to, hold)
 		}
