@@ -166,10 +166,13 @@ func slowServer(t *testing.T, perScrape, lowMS, highMS float64) string {
 func TestObservedP99ThrottlesWhenThePredictorIsLow(t *testing.T) {
 	t.Parallel()
 	pred := p99At(t, 100)
-	url := slowServer(t, 7, 1.5*pred, 1.6*pred) // 7 requests a second, under the configured 8
+	// 6 requests a second, well under the configured 8: a scrape that is
+	// late on a loaded machine, then a quick one, must not make the
+	// observed rate pass the configured one and throttle for load first.
+	url := slowServer(t, 6, 1.5*pred, 1.6*pred)
 	cfg := watching(t, "gpu-slow", pred/0.9*1.2, url)
-	cfg.Services[0].Metrics.Window = 16 * time.Second
-	cfg.Admission.Guard.GrantBeforeMeasured = true // a grant in full, as the prediction allows: the correction is what is tested
+	cfg.Services[0].Metrics.Window = 20 * time.Second // 120 requests
+	cfg.Admission.Guard.GrantBeforeMeasured = true    // a grant in full, as the prediction allows: the correction is what is tested
 	s := start(t, cfg, Options{})
 	c := client(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -1,7 +1,10 @@
 package sidecar
 
 import (
+	"bytes"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,9 +24,23 @@ type simDevice struct {
 	mps *mps.Sim       // nil: a real daemon, or time slicing
 	log *slog.Logger
 
+	// exists tells whether a process still runs (nil: read /proc): a real
+	// daemon drops a client that exited, so the simulated one does too.
+	exists func(pid int) bool
+
 	mu     sync.Mutex
 	pids   map[int]bool    // simulated MPS clients, by PID
 	grants map[string]bool // simulated GPU memory reservations, by lease
+}
+
+// processExists reports whether pid is a process that has not exited.
+func processExists(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 // simulated reports whether there is anything to show the leases on.
@@ -62,7 +79,14 @@ func (d *simDevice) show(leases []admission.Lease, window time.Duration) {
 		if on != "" {
 			continue // alone on its instance: no MPS client of this daemon
 		}
+		exists := d.exists
+		if exists == nil {
+			exists = processExists
+		}
 		for _, pid := range l.PIDs {
+			if !exists(pid) {
+				continue // exited: no client of any daemon
+			}
 			live[pid] = true
 			if d.mps != nil && !d.pids[pid] {
 				if err := d.mps.AddClient(mps.PID(pid), mps.Percentage(l.Pct)); err == nil {

@@ -40,7 +40,8 @@ func TestSimDeviceShowsLeases(t *testing.T) {
 		if err := daemon.Ensure(ctx); err != nil {
 			t.Fatal(err)
 		}
-		d := &simDevice{gpu: g, mps: daemon, log: slog.New(slog.DiscardHandler)}
+		gone := map[int]bool{}
+		d := &simDevice{gpu: g, mps: daemon, log: slog.New(slog.DiscardHandler), exists: func(pid int) bool { return !gone[pid] }}
 		cfg := admission.Config{VisibilityWindow: 90 * time.Second}
 		show := func(leases ...admission.Lease) shown {
 			t.Helper()
@@ -77,6 +78,12 @@ func TestSimDeviceShowsLeases(t *testing.T) {
 		check("a second before the window ends", registered, show(quiet, started))
 		time.Sleep(time.Second)
 		check("when the window ends", shown{UsedMiB: 3000, Clients: registered.Clients}, show(quiet, started))
+		// A process that exited is no client, while its lease still
+		// lists it (a released lease is listed until its processes are
+		// gone).
+		gone[4243] = true
+		check("after a worker exited", shown{UsedMiB: 3000, Clients: map[mps.PID]float64{4242: 30}}, show(quiet, started))
+		gone[4243] = false
 		check("after a release", shown{UsedMiB: 1000}, show(quiet))
 		check("after the last release", shown{}, show())
 	})
