@@ -101,7 +101,7 @@ return the same decision instead of a second lease (default: a random id).`,
 				return fmt.Errorf("admit: %w", launch.Describe(err))
 			}
 			if lf.asJSON {
-				if err := printJSON(cmd.OutOrStdout(), d); err != nil {
+				if err := printJSON(cmd.OutOrStdout(), admitJSON{d, leaseToken(d)}); err != nil {
 					return err
 				}
 				if d.Decision == bus.DecisionDeny {
@@ -120,6 +120,22 @@ return the same decision instead of a second lease (default: a random id).`,
 	af.register(cmd)
 	af.registerRetry(cmd)
 	return cmd
+}
+
+// admitJSON is what admit --json prints: the sidecar's answer, and the
+// lease's token, which the answer never holds (the launcher drew it) and
+// renew, release and register need.
+type admitJSON struct {
+	*bus.Decision
+	LeaseToken string `json:"lease_token,omitempty"`
+}
+
+// leaseToken is d's lease's token, "" when it has no lease.
+func leaseToken(d *bus.Decision) string {
+	if d.Lease == nil {
+		return ""
+	}
+	return d.Lease.Token
 }
 
 // admitFlags are the flags of an admission request, shared by admit, place

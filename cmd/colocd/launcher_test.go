@@ -69,6 +69,22 @@ func TestLauncherCommands(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sidecar refused (404)") {
 		t.Errorf("renew after release: %v, want a 404", err)
 	}
+	// admit --json prints the answer and the token the answer lacks.
+	out, _, err = runCLI(t, append([]string{"admit", "--job", "cli-json", "--profile", profilesDir + "/v100-train-step.json",
+		"--memory-mib", "1000", "--json"}, conn...)...)
+	var js struct {
+		Decision string `json:"decision"`
+		Lease    struct {
+			ID string `json:"id"`
+		} `json:"lease"`
+		LeaseToken string `json:"lease_token"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &js) != nil || js.Decision != "grant" || js.Lease.ID == "" || js.LeaseToken == "" {
+		t.Fatalf("admit --json: %v, %+v\n%s", err, js, out)
+	}
+	if out, _, err := runCLI(t, append(append([]string{"renew"}, conn...), "--lease", js.Lease.ID, "--token", js.LeaseToken)...); err != nil || !strings.Contains(out, "renewed until") {
+		t.Errorf("renew with admit --json's lease_token: %v, %q", err, out)
+	}
 	// The 200 KB profile fits in a message, so auto sends it inline. The
 	// embedded server lets launchers write no stream: ref with no sidecar
 	// named (a direct put) is refused; with one named the profile is
