@@ -82,8 +82,13 @@ func TestLauncherCommands(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &js) != nil || js.Decision != "grant" || js.Lease.ID == "" || js.LeaseToken == "" {
 		t.Fatalf("admit --json: %v, %+v\n%s", err, js, out)
 	}
-	if out, _, err := runCLI(t, append(append([]string{"renew"}, conn...), "--lease", js.Lease.ID, "--token", js.LeaseToken)...); err != nil || !strings.Contains(out, "renewed until") {
+	jsLease := []string{"--lease", js.Lease.ID, "--token", js.LeaseToken}
+	if out, _, err := runCLI(t, append(append([]string{"renew"}, conn...), jsLease...)...); err != nil || !strings.Contains(out, "renewed until") {
 		t.Errorf("renew with admit --json's lease_token: %v, %q", err, out)
+	}
+	// Released, so that the GPU is free again for the quotes below.
+	if out, _, err := runCLI(t, append(append([]string{"release"}, conn...), jsLease...)...); err != nil || !strings.Contains(out, "released") {
+		t.Errorf("release with admit --json's lease_token: %v, %q", err, out)
 	}
 	// The 200 KB profile fits in a message, so auto sends it inline. The
 	// embedded server lets launchers write no stream: ref with no sidecar
