@@ -2,8 +2,6 @@ package admission
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"strings"
 	"time"
 )
@@ -31,30 +29,10 @@ func (d *Drain) message() string {
 // removed identity's are. Draining a drained controller changes its
 // reason only. It returns the revokes it published.
 func (c *Controller) Drain(ctx context.Context, d Drain) ([]Event, error) {
-	c.mu.Lock()
-	c.drain = &d
-	c.changedLocked() // a decision made before it does not commit
-	s := c.snapshotLocked()
-	planned := append(slices.Clone(s.live), s.lent...)
-	p := plan{pcts: currentPcts(planned), revoked: make([]bool, len(planned))}
-	n := 0
-	for i, e := range planned {
-		if !e.lease.Revoked {
-			p.revoked[i] = true
-			n++
-		}
-	}
-	if n == 0 {
-		c.mu.Unlock()
-		return nil, nil
-	}
-	now := c.now()
-	events, serr := c.applyPlan(ctx, planned, p, now, planWhy{op: "revoke for a drain",
-		revoke: d.message() + ": its leases end", deadline: now.Add(c.cfg.Guard.Deadline)})
-	c.mu.Unlock()
-	c.signal()
-	perr := c.publish(ctx, events)
-	return events, errors.Join(serr, perr)
+	return c.revokeOperator(ctx, func(*Lease) bool { return true }, func() {
+		c.drain = &d
+		c.changedLocked() // a decision made before it does not commit
+	}, planWhy{op: "revoke for a drain", revoke: d.message() + ": its leases end"})
 }
 
 // Undrain opens the controller to admits again.

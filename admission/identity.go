@@ -351,13 +351,25 @@ func (c *Controller) RevokeIdentity(ctx context.Context, tenant string) ([]Event
 	if tenant == "" {
 		return nil, nil
 	}
+	return c.revokeOperator(ctx, func(l *Lease) bool { return l.Tenant == tenant }, nil, planWhy{op: "revoke for a removed identity",
+		revoke: "the operator removed launcher identity " + tenant + ": its leases end"})
+}
+
+// revokeOperator revokes every live lease pick chooses, with
+// admission.guard.deadline to stop, for the operator's reason why, and
+// publishes the revokes: a removed identity's leases, or a drain's.
+// first, when set, runs under the lock before the leases are read.
+func (c *Controller) revokeOperator(ctx context.Context, pick func(*Lease) bool, first func(), why planWhy) ([]Event, error) {
 	c.mu.Lock()
+	if first != nil {
+		first()
+	}
 	s := c.snapshotLocked()
 	planned := append(slices.Clone(s.live), s.lent...)
 	p := plan{pcts: currentPcts(planned), revoked: make([]bool, len(planned))}
 	n := 0
 	for i, e := range planned {
-		if e.lease.Tenant == tenant && !e.lease.Revoked {
+		if !e.lease.Revoked && pick(&e.lease) {
 			p.revoked[i] = true
 			n++
 		}
@@ -367,8 +379,8 @@ func (c *Controller) RevokeIdentity(ctx context.Context, tenant string) ([]Event
 		return nil, nil
 	}
 	now := c.now()
-	events, serr := c.applyPlan(ctx, planned, p, now, planWhy{op: "revoke for a removed identity",
-		revoke: "the operator removed launcher identity " + tenant + ": its leases end", deadline: now.Add(c.cfg.Guard.Deadline)})
+	why.deadline = now.Add(c.cfg.Guard.Deadline)
+	events, serr := c.applyPlan(ctx, planned, p, now, why)
 	c.mu.Unlock()
 	c.signal()
 	perr := c.publish(ctx, events)

@@ -139,16 +139,7 @@ func (s *Sidecar) applyDrain(ctx context.Context) {
 
 // watchDrain applies the drain file every launcherPoll.
 func (s *Sidecar) watchDrain(ctx context.Context) error {
-	t := time.NewTicker(launcherPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			s.applyDrain(ctx)
-		}
-	}
+	return every(ctx, launcherPoll, func() { s.applyDrain(ctx) })
 }
 
 // checkDrain is /readyz's "draining": told, never a failure (a drained

@@ -64,29 +64,22 @@ func (s *Sidecar) launchers() ([]bus.Launcher, error) {
 func (s *Sidecar) watchLaunchers(ctx context.Context) error {
 	last, _ := s.launchers()
 	var failed string
-	t := time.NewTicker(launcherPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return every(ctx, launcherPoll, func() {
 		ls, err := s.launchers()
 		if err != nil {
 			if err.Error() != failed {
 				s.log.Error("launchers: keeping the identities of before", "err", err)
 				failed = err.Error()
 			}
-			continue
+			return
 		}
 		failed = ""
 		if slices.Equal(ls, last) {
-			continue
+			return
 		}
 		if err := s.embed.SetLaunchers(ls); err != nil {
 			s.log.Error("launchers: keeping the identities of before", "err", err)
-			continue
+			return
 		}
 		s.setNames(ls)
 		added, removed := diffLaunchers(last, ls)
@@ -105,6 +98,20 @@ func (s *Sidecar) watchLaunchers(ctx context.Context) error {
 			}
 		}
 		last = ls
+	})
+}
+
+// every calls f every period until ctx ends.
+func every(ctx context.Context, period time.Duration, f func()) error {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			f()
+		}
 	}
 }
 

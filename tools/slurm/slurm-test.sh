@@ -207,6 +207,26 @@ fail() { RESULT[$1]=FAIL; FIGURES[$1]=$2; FAILED=1; say "$1: FAIL: $2"; }
 # check CASE COND MESSAGE: record a failed assertion
 check() { if ! eval "$2"; then ERRS+=("$3"); fi; }
 
+# The helpers below read the calling case's c (its name), id (its job),
+# figs and ERRS, as bash's locals are seen by the functions they call.
+
+# trainer_started waits for the job's trainer to start, and a little more.
+trainer_started() {
+	wait_for 120 "job $id's trainer to start" out_has $c "$id" '^train: start'
+	sleep 2
+}
+
+# first_checkpoint is the step of the trainer's first SIGTERM checkpoint.
+first_checkpoint() {
+	out_of $c "$id" | sed -n 's/^train: sigterm checkpoint step=\([0-9]*\) .*/\1/p' | head -1
+}
+
+# verdict says the case passed with its figures, or failed with them and
+# every check that did not hold.
+verdict() {
+	if [ ${#ERRS[@]} = 0 ]; then pass $c "$figs"; else fail $c "$figs; $(IFS=';'; echo "${ERRS[*]}")"; fi
+}
+
 case_grant() {
 	local c=grant id
 	id=$(submit $c 20)
@@ -225,14 +245,13 @@ case_grant() {
 	check $c 'out_has $c "$id" "train: done step=20"' "the trainer did not reach step 20"
 	check $c '[ "$released" -ge 1 ]' "no 'colocd run: lease .* released' line"
 	local figs="job $id $state exit $exit, lease $lease at ${pct}%, steps 20/20, released ($released line), live leases after: $(live_leases "resnet-$id")"
-	if [ ${#ERRS[@]} = 0 ]; then pass $c "$figs"; else fail $c "$figs; $(IFS=';'; echo "${ERRS[*]}")"; fi
+	verdict
 }
 
 case_revoke() {
 	local c=revoke id
 	id=$(submit $c 120)
-	wait_for 120 "job $id's trainer to start" out_has $c "$id" '^train: start'
-	sleep 2
+	trainer_started
 	local t0=$EPOCHREALTIME
 	slo_config 1 # no room beside the service at any percentage: the re-plan revokes
 	wait_for 90 "job $id to be revoked and requeued" eval '[ "$(jobfield "$id" Restarts)" -ge 1 ]'
@@ -249,7 +268,7 @@ case_revoke() {
 	state=$(jobfield "$id" JobState)
 	exit=$(jobfield "$id" ExitCode)
 	restarts=$(jobfield "$id" Restarts)
-	ck=$(out_of $c "$id" | sed -n 's/^train: sigterm checkpoint step=\([0-9]*\) .*/\1/p' | head -1)
+	ck=$(first_checkpoint)
 	resumed=$(out_of $c "$id" | sed -n 's/^train: start step=\([0-9]*\) .*restart_count=1 .*/\1/p' | head -1)
 	revokes=$(count_in $c "$id" 'colocd run: .*revoke')
 	leases=$(out_of $c "$id" | sed -n 's/^train: start .* lease=\([^ ]*\) .*/\1/p' | sort -u | wc -l)
@@ -263,14 +282,13 @@ case_revoke() {
 	check $c '[ "$state" = COMPLETED ] && [ "$exit" = 0:0 ]' "state $state exit $exit, want COMPLETED 0:0"
 	check $c 'out_has $c "$id" "train: done step=120"' "the trainer did not reach step 120"
 	local figs="job $id: revoked (exit 75) and requeued ${revoked_after}s after the SLO went to 1 ms (Restarts=$restarts), checkpoint at step $ck; requeued run waited ($waits_before wait lines), admitted ${readmitted_after}s after the SLO came back, resumed at step $resumed, $leases leases; ended $state $exit; trainer: $(trail $c "$id")"
-	if [ ${#ERRS[@]} = 0 ]; then pass $c "$figs"; else fail $c "$figs; $(IFS=';'; echo "${ERRS[*]}")"; fi
+	verdict
 }
 
 case_scancel() {
 	local c=scancel id
 	id=$(submit $c 100000)
-	wait_for 120 "job $id's trainer to start" out_has $c "$id" '^train: start'
-	sleep 2
+	trainer_started
 	local t0=$EPOCHREALTIME
 	scancel "$id"
 	wait_for $((KILLWAIT + 60)) "job $id to end" job_state_is "$id" "$ENDED"
@@ -279,7 +297,7 @@ case_scancel() {
 	local state restarts ck file released
 	state=$(jobfield "$id" JobState)
 	restarts=$(jobfield "$id" Restarts)
-	ck=$(out_of $c "$id" | sed -n 's/^train: sigterm checkpoint step=\([0-9]*\) .*/\1/p' | head -1)
+	ck=$(first_checkpoint)
 	file=$(cat "$T/jobs/$c/ckpt/step" 2>/dev/null || echo none)
 	released=$(count_in $c "$id" 'colocd run: lease .* released')
 	ERRS=()
@@ -289,7 +307,7 @@ case_scancel() {
 	check $c '[ -n "$ck" ] && [ "$file" = "$ck" ]' "checkpoint: trainer said '$ck', ckpt/step holds '$file'"
 	check $c '[ "$released" -ge 1 ]' "no 'colocd run: lease .* released' line"
 	local figs="job $id: $state ${ended_after}s after scancel (KillWait $KILLWAIT), trainer checkpoint at step $ck (ckpt/step=$file), released ($released line), Restarts=$restarts, live leases after: $(live_leases "resnet-$id")"
-	if [ ${#ERRS[@]} = 0 ]; then pass $c "$figs"; else fail $c "$figs; $(IFS=';'; echo "${ERRS[*]}")"; fi
+	verdict
 }
 
 case_timelimit() {
@@ -329,7 +347,7 @@ case_timelimit() {
 	into=$([ -n "$t_term" ] && [ -n "$t_start" ] && python3 -c "print(round($t_term - $t_start))" || echo '?')
 	again=$([ -n "$t_resume" ] && [ -n "$t_term" ] && python3 -c "print(round($t_resume - $t_term))" || echo '?')
 	local figs="job $id (TimeLimit=$tl, USR1@120): first run signalled and checkpointed ${into}s after the trainer started, requeued, trainer again ${again}s later (cred_expire $CRED_EXPIRE); Restarts=$restarts, each run resumed from the last checkpoint ($chain), $released releases, ended $state $exit; trainer: $(trail $c "$id")"
-	if [ ${#ERRS[@]} = 0 ]; then pass $c "$figs"; else fail $c "$figs; $(IFS=';'; echo "${ERRS[*]}")"; fi
+	verdict
 }
 
 for c in $CASES; do
