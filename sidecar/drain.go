@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/internal/atomicfile"
-	"github.com/colocd/colocd/internal/strictjson"
 )
 
 // An operator drains a sidecar on its host (colocd drain, as colocd
@@ -76,23 +74,12 @@ func RemoveDrain(dir string) (bool, error) {
 // ReadDrain reads the drain order of data directory dir: ok is false when
 // there is none.
 func ReadDrain(dir string) (DrainOrder, bool, error) {
-	f, err := os.Open(DrainPath(dir))
+	var o DrainOrder
+	err := readJSONFile(DrainPath(dir), drainFileMax, &o)
 	if errors.Is(err, fs.ErrNotExist) {
 		return DrainOrder{}, false, nil
 	}
 	if err != nil {
-		return DrainOrder{}, false, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, drainFileMax+1))
-	if err != nil {
-		return DrainOrder{}, false, err
-	}
-	if len(data) > drainFileMax {
-		return DrainOrder{}, false, fmt.Errorf("%s: over %d bytes", DrainPath(dir), drainFileMax)
-	}
-	var o DrainOrder
-	if err := strictjson.Decode(DrainPath(dir), data, &o); err != nil {
 		return DrainOrder{}, false, err
 	}
 	if o.Since.IsZero() {

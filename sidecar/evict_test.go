@@ -76,20 +76,9 @@ func (w *mpsWorld) quitDaemon() {
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 	_ = exec.Command("sh", "-c", "echo quit | CUDA_MPS_PIPE_DIRECTORY="+w.pipe+" "+w.bin).Run()
-	for end := time.Now().Add(30 * time.Second); pid > 0 && processRuns(pid) && time.Now().Before(end); {
+	for end := time.Now().Add(30 * time.Second); pid > 0 && processExists(pid) && time.Now().Before(end); {
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// processRuns reports whether pid is a process that has not exited (a zombie
-// has).
-func processRuns(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 // worker starts a process with the lease's id in its environment (the

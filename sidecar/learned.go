@@ -62,26 +62,32 @@ func (s *Sidecar) restoreLearned() {
 
 // readLearned reads the file at path.
 func readLearned(path string) ([]admission.ResponsePoint, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, learnedFileMax+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > learnedFileMax {
-		return nil, fmt.Errorf("%s: over %d bytes", path, learnedFileMax)
-	}
 	var doc learnedDoc
-	if err := strictjson.Decode(path, data, &doc); err != nil {
+	if err := readJSONFile(path, learnedFileMax, &doc); err != nil {
 		return nil, err
 	}
 	if doc.Version != learnedVersion {
 		return nil, fmt.Errorf("%s: version %d, want %d", path, doc.Version, learnedVersion)
 	}
 	return doc.Points, nil
+}
+
+// readJSONFile decodes the file at path, at most max bytes, strictly into
+// v; a missing file is fs.ErrNotExist.
+func readJSONFile(path string, max int64, v any) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) > max {
+		return fmt.Errorf("%s: over %d bytes", path, max)
+	}
+	return strictjson.Decode(path, data, v)
 }
 
 // saveLearned writes what admission learned when it changed since the

@@ -1,15 +1,13 @@
 package sidecar
 
 import (
-	"bytes"
 	"log/slog"
-	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/gpu"
+	"github.com/colocd/colocd/internal/proc"
 	"github.com/colocd/colocd/mps"
 )
 
@@ -34,14 +32,7 @@ type simDevice struct {
 }
 
 // processExists reports whether pid is a process that has not exited.
-func processExists(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
-}
+func processExists(pid int) bool { return proc.Table{}.Running(pid) }
 
 // simulated reports whether there is anything to show the leases on.
 func (d *simDevice) simulated() bool { return d.gpu != nil || d.mps != nil }

@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -104,6 +105,18 @@ func (t Table) read(pid int, file string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 	}
 	return nil, err
+}
+
+// Running reports whether pid is a process that has not exited: its stat
+// reads, and its state is not Z (a zombie has exited; only its parent's
+// wait is left).
+func (t Table) Running(pid int) bool {
+	stat, err := t.read(pid, "stat", 4096)
+	if err != nil {
+		return false
+	}
+	end := bytes.LastIndexByte(stat, ')')
+	return end < 0 || end+2 >= len(stat) || stat[end+2] != 'Z'
 }
 
 // maxTicks bounds a start time in ticks, so that the conversion to a

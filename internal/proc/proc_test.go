@@ -2,9 +2,11 @@ package proc
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,4 +230,35 @@ func FuzzParseStatusUID(f *testing.F) {
 			t.Fatalf("uid %d out of [0, %d]", uid, maxUID)
 		}
 	})
+}
+
+// Running: this process runs; a child that exited is a zombie until it is
+// waited for, and then gone: neither runs.
+func TestRunning(t *testing.T) {
+	t.Parallel()
+	if !(Table{}).Running(os.Getpid()) {
+		t.Error("this process does not run")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	zombie := func() bool {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err == nil && strings.Contains(string(stat), ") Z ")
+	}
+	for deadline := time.Now().Add(30 * time.Second); !zombie() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !zombie() {
+		t.Fatal("the child never became a zombie")
+	}
+	if (Table{}).Running(pid) {
+		t.Errorf("an exited child (a zombie) runs")
+	}
+	_ = cmd.Wait()
+	if (Table{}).Running(pid) {
+		t.Errorf("a child waited for runs")
+	}
 }
