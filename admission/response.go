@@ -80,6 +80,7 @@ func (l learned) observe(service string, trainer Trainer, pct int, ratio float64
 	k := learnKey{trainer.Key, pct}
 	p := points[k]
 	if p == nil {
+		l.makeRoom()
 		p = &ResponsePoint{Service: service, Trainer: hex.EncodeToString(trainer.Key[:]), Pct: pct}
 		if trainer.Profile != nil {
 			p.Name = trainer.Profile.Name
@@ -98,6 +99,27 @@ func (l learned) observe(service string, trainer Trainer, pct int, ratio float64
 	p.Windows++
 	p.Last = win.End
 	return rateBand(p.Ratio) != rateBand(old) || old == 0
+}
+
+// makeRoom drops the point learned longest ago when l holds
+// MaxResponsePoints: a launcher that sends profile after profile cannot
+// grow what the guard keeps, saves and exports without bound.
+func (l learned) makeRoom() {
+	n := 0
+	var oldSvc string
+	var oldKey learnKey
+	var old *ResponsePoint
+	for svc, points := range l {
+		for k, p := range points {
+			n++
+			if old == nil || p.Last.Before(old.Last) {
+				oldSvc, oldKey, old = svc, k, p
+			}
+		}
+	}
+	if n >= MaxResponsePoints && old != nil {
+		delete(l[oldSvc], oldKey)
+	}
 }
 
 // ratio is what a prediction for trainer at pct beside service is

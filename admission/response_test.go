@@ -198,3 +198,26 @@ func TestRestoreResponseNamesTheBadField(t *testing.T) {
 		t.Errorf("after bad restores the controller learned %+v, want nothing", pts)
 	}
 }
+
+// What is learned is bounded: past MaxResponsePoints the point learned
+// longest ago gives way, whatever number of profiles a launcher sends.
+func TestLearnedResponseIsBounded(t *testing.T) {
+	t.Parallel()
+	l := learned{}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i := range MaxResponsePoints + 10 {
+		var tr Trainer
+		tr.Key[0], tr.Key[1] = byte(i), byte(i>>8)
+		end := t0.Add(time.Duration(i) * time.Minute)
+		l.observe("bert", tr, 20, 1.1, ObservedWindow{Since: end.Add(-time.Minute), End: end})
+	}
+	pts := l.points()
+	if len(pts) != MaxResponsePoints {
+		t.Fatalf("%d points learned, want at most %d", len(pts), MaxResponsePoints)
+	}
+	for _, p := range pts {
+		if p.Last.Before(t0.Add(10 * time.Minute)) {
+			t.Errorf("point %s learned at %s kept, want the 10 oldest dropped", p.Trainer, p.Last)
+		}
+	}
+}
