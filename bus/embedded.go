@@ -473,11 +473,15 @@ func natsOptions(opts ConnectOptions) ([]nats.Option, error) {
 		nopts = append(nopts, nats.Timeout(opts.Timeout))
 	}
 	nopts = append(nopts, nats.ReconnectWait(time.Second), nats.ReconnectJitter(500*time.Millisecond, time.Second))
+	// Forever means through refusals too: nats.go alone closes a
+	// connection for good at the second refusal in a row, and a refusal
+	// can pass (an identity over its cap while a fleet reconnects, one
+	// shunned for a while, a .creds file rotated after its server).
 	switch opts.Policy {
 	case WaitForServer:
-		nopts = append(nopts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+		nopts = append(nopts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.IgnoreAuthErrorAbort())
 	case StayConnected:
-		nopts = append(nopts, nats.MaxReconnects(-1))
+		nopts = append(nopts, nats.MaxReconnects(-1), nats.IgnoreAuthErrorAbort())
 	}
 	nopts = append(nopts, LogHandlers(opts.Logger)...)
 	// The key, and the inbox below it that a launcher's permissions allow

@@ -669,3 +669,42 @@ func connects(e *Embedded, seed string) bool {
 	nc.Close()
 	return true
 }
+
+// A connection that stays connected (colocd run's, the sidecar's) keeps
+// reconnecting through refusals: an identity refused a while (removed and
+// added back, over its cap, shunned) is back once it is let in, where
+// nats.go alone would close the connection for good at the second refusal.
+func TestStayConnectedOutlastsRefusals(t *testing.T) {
+	t.Parallel()
+	tt := twoTenants(t)
+	var refusals atomic.Int64
+	back := make(chan struct{}, 1)
+	nc, err := Connect(tt.e.ClientURL(), ConnectOptions{NKeySeedFile: tt.seedB, Policy: StayConnected, Options: []nats.Option{
+		nats.ReconnectWait(20 * time.Millisecond), nats.ReconnectJitter(0, 0),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrAuthorization) {
+				refusals.Add(1)
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { back <- struct{}{} }),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if err := tt.e.SetLaunchers([]Launcher{{Name: "a", Key: tt.keyA}}); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(time.Minute); refusals.Load() < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) || nc.IsClosed() {
+			t.Fatalf("%d refusals in a minute, closed: %v", refusals.Load(), nc.IsClosed())
+		}
+	}
+	if err := tt.e.SetLaunchers([]Launcher{{Name: "a", Key: tt.keyA}, {Name: "b", Key: tt.keyB}}); err != nil {
+		t.Fatal(err)
+	}
+	await(t, back, "launcher b not back 30 s after it was let in again")
+	if err := nc.Flush(); err != nil {
+		t.Errorf("flush after the reconnect: %v", err)
+	}
+}

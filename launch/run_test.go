@@ -93,14 +93,11 @@ func (n *node) down() {
 	}
 }
 
-// client connects as a launcher that reconnects for good.
+// client connects as colocd run does: a launcher that stays connected.
 func (n *node) client() *bus.Client {
 	n.t.Helper()
-	auth, err := bus.LauncherAuth(n.s.LauncherNKeyFile(), "")
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	nc, err := nats.Connect(n.s.ClientURL(), append(auth, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))...)
+	nc, err := bus.Connect(n.s.ClientURL(), bus.ConnectOptions{NKeySeedFile: n.s.LauncherNKeyFile(), Policy: bus.StayConnected,
+		Options: []nats.Option{nats.ReconnectWait(200 * time.Millisecond), nats.ReconnectJitter(0, 0)}})
 	if err != nil {
 		n.t.Fatal(err)
 	}

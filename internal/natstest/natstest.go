@@ -149,12 +149,19 @@ func DocumentedServer(t testing.TB, path string) (ns *server.Server, sidecarSeed
 // A port from the ephemeral range, as ":0" gives, can be taken by any
 // outgoing connection between the moment it is found free and the moment
 // the server binds it; one below that range can only be taken by another
-// listener that picks the same number.
+// listener that picks the same number. A port handed out is reserved for
+// portHold across every test process on the machine (a file in the temp
+// dir), so that a test whose server is down for a while (a restart) does
+// not find its port taken by another test's server, whose refusal would
+// end its clients' reconnects.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	low := ephemeralLow()
 	for range 200 {
 		p := 10000 + rand.IntN(low-10000)
+		if !reservePort(p) {
+			continue // handed out to another test a moment ago
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
 			continue // taken
@@ -164,6 +171,31 @@ func FreePort(t testing.TB) int {
 	}
 	t.Fatalf("no free port in [10000, %d)", low)
 	return 0
+}
+
+// portHold is how long a port FreePort handed out is not handed out again:
+// longer than any test here runs.
+const portHold = 15 * time.Minute
+
+// reservePort claims port p for portHold with a file that only one
+// process can create; a claim older than that is taken over.
+func reservePort(p int) bool {
+	dir := filepath.Join(os.TempDir(), "colocd-test-ports")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return true // no reservations: the listen check alone
+	}
+	path := filepath.Join(dir, strconv.Itoa(p))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err == nil {
+		f.Close()
+		return true
+	}
+	fi, serr := os.Stat(path)
+	if serr != nil || time.Since(fi.ModTime()) < portHold {
+		return false
+	}
+	now := time.Now()
+	return os.Chtimes(path, now, now) == nil
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range (32768
