@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
+	"github.com/colocd/colocd/internal/credfiles"
 	"github.com/colocd/colocd/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -20,14 +24,14 @@ import (
 
 // authServer is an embedded server listening on loopback with one
 // launcher key, and the path of that key's seed.
-func authServer(t *testing.T) (*Embedded, string) {
+func authServer(t *testing.T) (*natsserver.Embedded, string) {
 	t.Helper()
 	seed := filepath.Join(t.TempDir(), "launcher.nk")
-	pub, err := NKeySeedFile(seed)
+	pub, err := credfiles.Ensure(seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), SidecarID: "gpu-a", Launchers: []Launcher{{Name: "test", Key: pub}}})
+	e, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), SidecarID: "gpu-a", Launchers: []natsserver.Launcher{{Name: "test", Key: pub}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +55,7 @@ func (v *violations) handler() nats.Option {
 
 // launcherConn connects to e as a launcher with the seed file seed; what
 // the server refuses it lands in the returned violations.
-func launcherConn(t *testing.T, e *Embedded, seed string) (*nats.Conn, *violations) {
+func launcherConn(t *testing.T, e *natsserver.Embedded, seed string) (*nats.Conn, *violations) {
 	t.Helper()
 	v := &violations{}
 	nc, err := Connect(e.ClientURL(), ConnectOptions{Name: "launcher", NKeySeedFile: seed, Options: []nats.Option{v.handler()}})
@@ -92,7 +96,7 @@ func TestAnonymousClientsAreRefused(t *testing.T) {
 		t.Errorf("anonymous connect: %v, want an authorization error", err)
 	}
 	other := filepath.Join(t.TempDir(), "other.nk")
-	if _, err := NKeySeedFile(other); err != nil {
+	if _, err := credfiles.Ensure(other); err != nil {
 		t.Fatal(err)
 	}
 	if nc, err := Connect(e.ClientURL(), ConnectOptions{NKeySeedFile: other, Options: []nats.Option{nats.RetryOnFailedConnect(false), nats.MaxReconnects(0)}}); err == nil {
@@ -129,7 +133,7 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 			t.Errorf("%s: %v", subject, err)
 		}
 	}
-	mustPublish(t, ctx, events, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
+	mustPublish(t, ctx, events, v1.Event{Type: v1.EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
 	sub, err := c.Events(ctx, "gpu-a", "job-1", 0)
 	if err != nil {
 		t.Fatalf("events: %v", err)
@@ -145,14 +149,14 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 	_ = sub.Stop()
 
 	// Refused: impersonating the service, sniffing, the store, the stream.
-	for _, subject := range []string{"colocd.v1.gpu-a.admit", "colocd.v1.>", ">", SidecarInboxPrefix("gpu-a") + ".>", "$KV.>"} {
+	for _, subject := range []string{"colocd.v1.gpu-a.admit", "colocd.v1.>", ">", v1.SidecarInboxPrefix("gpu-a") + ".>", "$KV.>"} {
 		if _, err := nc.QueueSubscribe(subject, "q", func(m *nats.Msg) { _ = m.Respond([]byte(`{"decision":"grant"}`)) }); err != nil {
 			t.Fatal(err)
 		}
 		v.waitFor(t, subject)
 	}
-	for _, subject := range []string{"colocd.v1.gpu-a.events.job-1", "$KV." + LeaseBucketName("gpu-a") + ".lease-1",
-		"$JS.API.STREAM.DELETE." + EventStreamName("gpu-a"), "$JS.API.STREAM.INFO.KV_" + LeaseBucketName("gpu-a"), "_INBOX.someone-else",
+	for _, subject := range []string{"colocd.v1.gpu-a.events.job-1", "$KV." + v1.LeaseBucketName("gpu-a") + ".lease-1",
+		"$JS.API.STREAM.DELETE." + v1.EventStreamName("gpu-a"), "$JS.API.STREAM.INFO.KV_" + v1.LeaseBucketName("gpu-a"), "_INBOX.someone-else",
 		// Others' traffic, counted per endpoint.
 		"$SRV.STATS.colocd"} {
 		if err := nc.Publish(subject, []byte(`{"type":"revoke","lease_id":"l1","job_id":"job-1","reason":"forged"}`)); err != nil {
@@ -163,7 +167,7 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	ljs, _ := jetstream.New(nc)
-	if _, err := ljs.KeyValue(short, LeaseBucketName("gpu-a")); err == nil {
+	if _, err := ljs.KeyValue(short, v1.LeaseBucketName("gpu-a")); err == nil {
 		t.Error("a launcher opened the lease bucket")
 	}
 	// Nothing changed: the sidecar still answers, the stream holds one
@@ -173,7 +177,7 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 			t.Fatalf("status %d after the probes: %v", i, err)
 		}
 	}
-	info, err := js.Stream(ctx, EventStreamName("gpu-a"))
+	info, err := js.Stream(ctx, v1.EventStreamName("gpu-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,37 +186,6 @@ func TestLauncherCanOnlyAsk(t *testing.T) {
 	}
 	if v, _, err := kv.Get(ctx, "lease-1"); err != nil || string(v) != `{"secret":1}` {
 		t.Errorf("lease record %q, %v", v, err)
-	}
-}
-
-func TestNKeySeedFile(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "sub", "launcher.nk")
-	pub, err := NKeySeedFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("seed file mode %v, %v; want 0600", fi.Mode().Perm(), err)
-	}
-	again, err := NKeySeedFile(path)
-	if err != nil || again != pub {
-		t.Errorf("second read: %q, %v; want %q", again, err, pub)
-	}
-	if err := os.Chmod(path, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NKeySeedFile(path); err == nil || !strings.Contains(err.Error(), "0600") {
-		t.Errorf("world-readable seed: %v, want a refusal naming 0600", err)
-	}
-	bad := filepath.Join(dir, "bad.nk")
-	if err := os.WriteFile(bad, []byte("not a seed\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NKeySeedFile(bad); err == nil || !strings.Contains(err.Error(), "user seed") {
-		t.Errorf("bad seed: %v", err)
 	}
 }
 
@@ -230,13 +203,13 @@ func TestDocumentedLauncherPermissions(t *testing.T) {
 	t.Parallel()
 	keys := map[string]string{}
 	for _, env := range []string{"COLOCD_SIDECAR_NKEY", "COLOCD_LAUNCHER_NKEY"} {
-		pub, err := NKeySeedFile(filepath.Join(t.TempDir(), "k.nk"))
+		pub, err := credfiles.Ensure(filepath.Join(t.TempDir(), "k.nk"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		keys[env] = pub
 	}
-	keys["COLOCD_LAUNCHER_INBOX"] = LauncherInbox(keys["COLOCD_LAUNCHER_NKEY"]) + ".>"
+	keys["COLOCD_LAUNCHER_INBOX"] = v1.LauncherInbox(keys["COLOCD_LAUNCHER_NKEY"]) + ".>"
 	opts := natstest.DocumentedWith(t, "../deploy/nats/colocd-auth.conf", t.TempDir(), keys)
 	users := map[string]*server.NkeyUser{}
 	for _, u := range opts.Nkeys {
@@ -246,19 +219,19 @@ func TestDocumentedLauncherPermissions(t *testing.T) {
 	if sidecar == nil || launcher == nil {
 		t.Fatalf("no sidecar or launcher user in the documented configuration: %+v", opts.Nkeys)
 	}
-	if sidecar.Account == nil || sidecar.Account.Name != SidecarAccount || launcher.Account == nil || launcher.Account.Name != LauncherAccount {
-		t.Fatalf("sidecar in %v, launcher in %v; want %s and %s", sidecar.Account, launcher.Account, SidecarAccount, LauncherAccount)
+	if sidecar.Account == nil || sidecar.Account.Name != v1.SidecarAccount || launcher.Account == nil || launcher.Account.Name != v1.LauncherAccount {
+		t.Fatalf("sidecar in %v, launcher in %v; want %s and %s", sidecar.Account, launcher.Account, v1.SidecarAccount, v1.LauncherAccount)
 	}
-	want := LauncherPermissions("*", keys["COLOCD_LAUNCHER_NKEY"])
+	want := natsserver.LauncherPermissions("*", keys["COLOCD_LAUNCHER_NKEY"])
 	got := launcher.Permissions
 	if !slices.Equal(got.Publish.Allow, want.Publish.Allow) || !slices.Equal(got.Subscribe.Allow, want.Subscribe.Allow) ||
 		len(got.Publish.Deny) != 0 || len(got.Subscribe.Deny) != 0 || got.Response != nil {
 		t.Errorf("documented launcher permissions\n%+v %+v\nwant\n%+v %+v", got.Publish, got.Subscribe, want.Publish, want.Subscribe)
 	}
-	services := LauncherServices("*")
+	services := v1.LauncherServices("*")
 	for _, s := range services {
 		if !sidecar.Account.IsExportService(s.Subject) {
-			t.Errorf("the documented %s account does not export %s", SidecarAccount, s.Subject)
+			t.Errorf("the documented %s account does not export %s", v1.SidecarAccount, s.Subject)
 			continue
 		}
 		want := s.Threshold
@@ -270,7 +243,7 @@ func TestDocumentedLauncherPermissions(t *testing.T) {
 		}
 	}
 	if n := launcher.Account.NumServiceImports(); n != len(services) {
-		t.Errorf("the documented %s account imports %d services, want %d", LauncherAccount, n, len(services))
+		t.Errorf("the documented %s account imports %d services, want %d", v1.LauncherAccount, n, len(services))
 	}
 	// That every import shares the requester's identity, which the
 	// sidecar queues by, TestBothServersTellTheTenant checks end to end.
@@ -294,7 +267,7 @@ var launcherSetups = []struct {
 	}},
 	{"documented", func(t *testing.T) (*nats.Conn, *nats.Conn) {
 		ns, sidecarSeed, launcherSeed := documentedServer(t)
-		side, err := Connect(ns.ClientURL(), ConnectOptions{NKeySeedFile: sidecarSeed, Options: []nats.Option{nats.CustomInboxPrefix(SidecarInboxPrefix("gpu-a"))}})
+		side, err := Connect(ns.ClientURL(), ConnectOptions{NKeySeedFile: sidecarSeed, Options: []nats.Option{nats.CustomInboxPrefix(v1.SidecarInboxPrefix("gpu-a"))}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,9 +291,9 @@ func TestLauncherCannotAimJetStream(t *testing.T) {
 	t.Parallel()
 	onEachLauncherSetup(t, func(t *testing.T, x jetStreamTarget) {
 		side, nc, ctx, js, events := x.side, x.launcher, x.ctx, x.js, x.events
-		mustPublish(t, ctx, events, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
+		mustPublish(t, ctx, events, v1.Event{Type: v1.EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
 		// The launcher's consumer, as the watch endpoint makes it.
-		stream := EventStreamName("gpu-a")
+		stream := v1.EventStreamName("gpu-a")
 		serveOn(t, side, "gpu-a", newFakeHandler())
 		c := NewClient(nc)
 		sub, err := c.Events(ctx, "gpu-a", "job-1", 0)
@@ -331,10 +304,10 @@ func TestLauncherCannotAimJetStream(t *testing.T) {
 		next(t, sub)
 		name := consumerName(t, js, stream)
 		next := "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + name
-		leases := "KV_" + LeaseBucketName("gpu-a")
+		leases := "KV_" + v1.LeaseBucketName("gpu-a")
 		for _, reply := range []string{
 			"$JS.API.STREAM.DELETE." + stream, "$JS.API.STREAM.DELETE." + leases,
-			"$JS.API.STREAM.PURGE." + leases, "$KV." + LeaseBucketName("gpu-a") + ".lease-1",
+			"$JS.API.STREAM.PURGE." + leases, "$KV." + v1.LeaseBucketName("gpu-a") + ".lease-1",
 		} {
 			// no_wait: an empty answer at once; batch 1 from the
 			// start: the event itself.
@@ -378,9 +351,9 @@ func TestLauncherCannotPushIntoJetStream(t *testing.T) {
 	t.Parallel()
 	onEachLauncherSetup(t, func(t *testing.T, x jetStreamTarget) {
 		nc, ctx, js, events := x.launcher, x.ctx, x.js, x.events
-		stream, leases := EventStreamName("gpu-a"), "KV_"+LeaseBucketName("gpu-a")
-		filter := EndpointSubject("gpu-a", "events") + ".job-1"
-		for _, deliver := range []string{"$JS.API.STREAM.DELETE." + leases, "$KV." + LeaseBucketName("gpu-a") + ".lease-1"} {
+		stream, leases := v1.EventStreamName("gpu-a"), "KV_"+v1.LeaseBucketName("gpu-a")
+		filter := v1.EndpointSubject("gpu-a", "events") + ".job-1"
+		for _, deliver := range []string{"$JS.API.STREAM.DELETE." + leases, "$KV." + v1.LeaseBucketName("gpu-a") + ".lease-1"} {
 			body, _ := json.Marshal(map[string]any{"stream_name": stream, "config": map[string]any{
 				"name": "push", "deliver_subject": deliver, "filter_subject": filter,
 				"deliver_policy": "all", "ack_policy": "none"}})
@@ -390,7 +363,7 @@ func TestLauncherCannotPushIntoJetStream(t *testing.T) {
 				}
 			}
 		}
-		mustPublish(t, ctx, events, Event{Type: EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
+		mustPublish(t, ctx, events, v1.Event{Type: v1.EventRevoke, LeaseID: "l1", JobID: "job-1", Reason: "real"})
 		time.Sleep(200 * time.Millisecond) // a push consumer would deliver now
 		if _, err := js.Stream(ctx, leases); err != nil {
 			t.Fatalf("lease bucket after the probes: %v", err)
@@ -450,34 +423,5 @@ func (x jetStreamTarget) leaseUntouched(t *testing.T) {
 	t.Helper()
 	if v, _, err := x.kv.Get(x.ctx, "lease-1"); err != nil || string(v) != `{"secret":1}` {
 		t.Errorf("lease record %q, %v", v, err)
-	}
-}
-
-// A seed file, or the directory it or the store is in, that anyone may
-// write is refused at start, naming the path: another user could swap it.
-func TestPrivatePaths(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	seed := filepath.Join(dir, "launcher.nk")
-	if _, err := NKeySeedFile(seed); err != nil {
-		t.Fatalf("a new seed file: %v", err)
-	}
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NKeySeedFile(seed); err == nil || !strings.Contains(err.Error(), "lets anyone write it") || !strings.Contains(err.Error(), dir) {
-		t.Errorf("seed in a world-writable directory: %v, want it refused naming %s", err, dir)
-	}
-	if err := writableDir(dir); err == nil || !strings.Contains(err.Error(), "lets anyone write it") {
-		t.Errorf("a world-writable store directory: %v, want it refused", err)
-	}
-	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil { // sticky, like /tmp: others cannot replace our files
-		t.Fatal(err)
-	}
-	if _, err := NKeySeedFile(seed); err != nil {
-		t.Errorf("seed in a sticky directory: %v", err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		t.Fatal(err)
 	}
 }

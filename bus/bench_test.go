@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+	"github.com/colocd/colocd/internal/wiretest"
+
 	"github.com/nats-io/nats.go"
 )
 
@@ -28,7 +31,7 @@ func BenchmarkEchoRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	nc := connect(b, e)
-	body := []byte(admitExample)
+	body := []byte(wiretest.AdmitExample)
 	for b.Loop() {
 		if _, err := nc.Request("bench.echo", body, 5*time.Second); err != nil {
 			b.Fatal(err)
@@ -40,13 +43,15 @@ func BenchmarkEchoRoundTrip(b *testing.B) {
 // trivial decides instantly.
 type trivial struct{ *fakeHandler }
 
-func (trivial) Admit(context.Context, *AdmitRequest) (*Decision, error) { return testDecision(), nil }
+func (trivial) Admit(context.Context, *v1.AdmitRequest) (*v1.Decision, error) {
+	return wiretest.Decision(), nil
+}
 
 func BenchmarkAdmitRoundTrip(b *testing.B) {
 	e := startServer(b)
 	serve(b, e, "gpu-a", trivial{newFakeHandler()})
 	c := NewClient(connect(b, e))
-	req := testAdmitRequest()
+	req := wiretest.AdmitRequest()
 	ctx := context.Background()
 	for b.Loop() {
 		if _, err := c.Admit(ctx, "gpu-a", req); err != nil {

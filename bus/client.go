@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
+	"github.com/colocd/colocd/internal/termtext"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -56,20 +58,14 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) *Client {
 // request); a granted lease then carries the drawn token in Lease.Token.
 // Errors: *Error for an error answer, ErrNoSidecar when no sidecar with
 // that id listens.
-func (c *Client) Admit(ctx context.Context, sidecarID string, req *AdmitRequest) (*Decision, error) {
-	if req.RequestID == "" {
-		req.RequestID = rand.Text() // 26 base32 characters: 130 bits
-	}
-	if req.TokenSHA256 == "" {
-		req.token = NewLeaseToken()
-		req.TokenSHA256 = TokenSHA256(req.token)
-	}
-	var d Decision
-	if err := c.call(ctx, sidecarID, EndpointAdmit, req, &d); err != nil {
+func (c *Client) Admit(ctx context.Context, sidecarID string, req *v1.AdmitRequest) (*v1.Decision, error) {
+	req.Prepare()
+	var d v1.Decision
+	if err := c.call(ctx, sidecarID, v1.EndpointAdmit, req, &d); err != nil {
 		return nil, err
 	}
-	if d.Lease != nil && req.token != "" && TokenSHA256(req.token) == req.TokenSHA256 {
-		d.Lease.Token = req.token
+	if d.Lease != nil && req.Token() != "" && v1.TokenSHA256(req.Token()) == req.TokenSHA256 {
+		d.Lease.Token = req.Token()
 	}
 	return &d, nil
 }
@@ -104,7 +100,7 @@ func (c *Client) PutProfile(ctx context.Context, raw []byte) (string, error) {
 // server's launchers). The bytes go in chunks that fit in a message; an
 // upload of a profile the sidecar already holds ends after the first.
 func (c *Client) UploadProfile(ctx context.Context, sidecarID string, raw []byte) (string, error) {
-	if err := ValidateSidecarID(sidecarID); err != nil {
+	if err := v1.ValidateSidecarID(sidecarID); err != nil {
 		return "", fmt.Errorf("upload profile: %w", err)
 	}
 	if len(raw) == 0 || uint64(len(raw)) > maxProfileBytes {
@@ -112,26 +108,26 @@ func (c *Client) UploadProfile(ctx context.Context, sidecarID string, raw []byte
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	ref, size := ProfileRef(raw), strconv.Itoa(len(raw))
+	ref, size := v1.ProfileRef(raw), strconv.Itoa(len(raw))
 	// Room for the headers and the reply subject in each message.
 	chunk := ProfileChunkBytes
 	if mp := int(c.nc.MaxPayload()); mp > 0 && chunk > mp-4096 {
 		chunk = max(mp-4096, 1024)
 	}
 	for off := 0; ; {
-		msg := c.rawMsg(ctx, EndpointSubject(sidecarID, EndpointProfile), raw[off:min(off+chunk, len(raw))])
+		msg := c.rawMsg(ctx, v1.EndpointSubject(sidecarID, v1.EndpointProfile), raw[off:min(off+chunk, len(raw))])
 		msg.Header.Set(HeaderProfileRef, ref)
 		msg.Header.Set(HeaderProfileSize, size)
 		msg.Header.Set(HeaderProfileOffset, strconv.Itoa(off))
 		var up ProfileUpload
-		if err := c.roundTrip(ctx, sidecarID, EndpointProfile, msg, &up); err != nil {
+		if err := c.roundTrip(ctx, sidecarID, v1.EndpointProfile, msg, &up); err != nil {
 			return "", fmt.Errorf("upload profile %s at offset %d: %w", ref, off, err)
 		}
 		switch {
 		case up.ProfileRef == ref:
 			return ref, nil
 		case up.ProfileRef != "":
-			return "", fmt.Errorf("upload profile %s: the sidecar stored it as %q", ref, clip(up.ProfileRef))
+			return "", fmt.Errorf("upload profile %s: the sidecar stored it as %q", ref, termtext.Clip(up.ProfileRef))
 		case up.Received <= off || up.Received >= len(raw):
 			return "", fmt.Errorf("upload profile %s: the sidecar holds %d bytes after a chunk at offset %d of %d", ref, up.Received, off, len(raw))
 		}
@@ -140,28 +136,28 @@ func (c *Client) UploadProfile(ctx context.Context, sidecarID string, raw []byte
 }
 
 // Renew extends a lease and returns it with its new expiry.
-func (c *Client) Renew(ctx context.Context, sidecarID string, ref *LeaseRef) (*Lease, error) {
-	var l Lease
-	if err := c.call(ctx, sidecarID, EndpointRenew, ref, &l); err != nil {
+func (c *Client) Renew(ctx context.Context, sidecarID string, ref *v1.LeaseRef) (*v1.Lease, error) {
+	var l v1.Lease
+	if err := c.call(ctx, sidecarID, v1.EndpointRenew, ref, &l); err != nil {
 		return nil, err
 	}
 	return &l, nil
 }
 
 // Release ends a lease.
-func (c *Client) Release(ctx context.Context, sidecarID string, ref *LeaseRef) error {
-	return c.call(ctx, sidecarID, EndpointRelease, ref, nil)
+func (c *Client) Release(ctx context.Context, sidecarID string, ref *v1.LeaseRef) error {
+	return c.call(ctx, sidecarID, v1.EndpointRelease, ref, nil)
 }
 
 // Register tells the sidecar the lease's client process ids.
-func (c *Client) Register(ctx context.Context, sidecarID string, req *RegisterRequest) error {
-	return c.call(ctx, sidecarID, EndpointRegister, req, nil)
+func (c *Client) Register(ctx context.Context, sidecarID string, req *v1.RegisterRequest) error {
+	return c.call(ctx, sidecarID, v1.EndpointRegister, req, nil)
 }
 
 // Status returns a sidecar's state.
-func (c *Client) Status(ctx context.Context, sidecarID string) (*Status, error) {
-	var st Status
-	if err := c.call(ctx, sidecarID, EndpointStatus, struct{}{}, &st); err != nil {
+func (c *Client) Status(ctx context.Context, sidecarID string) (*v1.Status, error) {
+	var st v1.Status
+	if err := c.call(ctx, sidecarID, v1.EndpointStatus, struct{}{}, &st); err != nil {
 		return nil, err
 	}
 	return &st, nil
@@ -170,12 +166,12 @@ func (c *Client) Status(ctx context.Context, sidecarID string) (*Status, error) 
 // call sends one request to a sidecar endpoint and decodes the answer into
 // out (nil: the answer is ignored).
 func (c *Client) call(ctx context.Context, sidecarID, endpoint string, in, out any) error {
-	if err := ValidateSidecarID(sidecarID); err != nil {
+	if err := v1.ValidateSidecarID(sidecarID); err != nil {
 		return fmt.Errorf("%s: %w", endpoint, err)
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	msg, err := c.newMsg(ctx, EndpointSubject(sidecarID, endpoint), in)
+	msg, err := c.newMsg(ctx, v1.EndpointSubject(sidecarID, endpoint), in)
 	if err != nil {
 		return fmt.Errorf("%s: %w", endpoint, err)
 	}
@@ -186,14 +182,14 @@ func (c *Client) call(ctx context.Context, sidecarID, endpoint string, in, out a
 // out (nil: the answer is ignored).
 func (c *Client) roundTrip(ctx context.Context, sidecarID, endpoint string, msg *nats.Msg, out any) error {
 	resp, resent, err := c.requestAcrossReconnects(ctx, msg)
-	if resent && endpoint == EndpointRelease && CodeOf(errOf(resp)) == CodeNotFound {
+	if resent && endpoint == v1.EndpointRelease && v1.CodeOf(errOf(resp)) == v1.CodeNotFound {
 		return nil // the first send released it before its server went away
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, ErrNoSidecar)
+		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, v1.ErrNoSidecar)
 	}
 	if sentUnanswered(err) {
-		return fmt.Errorf("%s on sidecar %s: %w: %w", endpoint, sidecarID, ErrNoAnswer, err)
+		return fmt.Errorf("%s on sidecar %s: %w: %w", endpoint, sidecarID, v1.ErrNoAnswer, err)
 	}
 	if err != nil {
 		return fmt.Errorf("%s on sidecar %s: %w", endpoint, sidecarID, err)
@@ -330,12 +326,12 @@ func (c *Client) rawMsg(ctx context.Context, subject string, data []byte) *nats.
 }
 
 // responseError returns the *Error carried in micro's error headers, or nil.
-func responseError(m *nats.Msg) *Error {
+func responseError(m *nats.Msg) *v1.Error {
 	code := m.Header.Get(micro.ErrorCodeHeader)
 	if code == "" {
 		return nil
 	}
-	e := parseWireError(code, m.Header.Get(micro.ErrorHeader))
+	e := v1.ParseWireError(code, m.Header.Get(micro.ErrorHeader))
 	if secs, err := strconv.Atoi(m.Header.Get(RetryAfterHeader)); err == nil && secs > 0 && secs <= maxRetryAfter {
 		e.RetryAfter = time.Duration(secs) * time.Second
 	}
@@ -357,11 +353,11 @@ func isNoResponders(m *nats.Msg) bool {
 // returns ErrNoSidecar (immediately when nobody listens), the sidecars'
 // errors joined when only errors came, or ctx's error when ctx ended before
 // wait. wait <= 0 means until ctx ends, which then needs a deadline.
-func (c *Client) Quote(ctx context.Context, req *AdmitRequest, wait time.Duration) ([]*Decision, error) {
+func (c *Client) Quote(ctx context.Context, req *v1.AdmitRequest, wait time.Duration) ([]*v1.Decision, error) {
 	return c.quote(ctx, req, wait, nil)
 }
 
-func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duration, expect []string) ([]*Decision, error) {
+func (c *Client) quote(ctx context.Context, req *v1.AdmitRequest, wait time.Duration, expect []string) ([]*v1.Decision, error) {
 	missing, expected, extras := map[string]bool{}, map[string]bool{}, 0
 	for _, id := range expect {
 		missing[id], expected[id] = true, true
@@ -376,7 +372,7 @@ func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duratio
 		ctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
 	}
-	msg, err := c.newMsg(ctx, QuoteSubject, req)
+	msg, err := c.newMsg(ctx, v1.QuoteSubject, req)
 	if err != nil {
 		return nil, fmt.Errorf("quote: %w", err)
 	}
@@ -390,7 +386,7 @@ func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duratio
 		return nil, fmt.Errorf("quote: publish: %w", err)
 	}
 	var (
-		decisions []*Decision
+		decisions []*v1.Decision
 		errs      []error
 	)
 	for {
@@ -401,7 +397,7 @@ func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duratio
 		if isNoResponders(m) {
 			break
 		}
-		var d Decision
+		var d v1.Decision
 		if e := responseError(m); e != nil {
 			errs = append(errs, e)
 		} else if err := json.Unmarshal(m.Data, &d); err != nil {
@@ -430,7 +426,7 @@ func (c *Client) quote(ctx context.Context, req *AdmitRequest, wait time.Duratio
 	case wait > 0 && parent.Err() != nil:
 		return nil, fmt.Errorf("quote: %w", parent.Err())
 	default:
-		return nil, fmt.Errorf("quote: %w", ErrNoSidecar)
+		return nil, fmt.Errorf("quote: %w", v1.ErrNoSidecar)
 	}
 }
 
@@ -449,17 +445,17 @@ func (c *Client) Capacities(ctx context.Context) ([]*Capacity, []error, error) {
 	// whole deadline.
 	for try := 1; ; try++ {
 		tctx, tcancel := context.WithTimeout(ctx, fleetTryTimeout)
-		msg, err := c.newMsg(tctx, FleetSubject, struct{}{})
+		msg, err := c.newMsg(tctx, v1.FleetSubject, struct{}{})
 		if err != nil {
 			tcancel()
 			return nil, nil, fmt.Errorf("fleet: %w", err)
 		}
-		err = c.roundTrip(tctx, "any", EndpointFleet, msg, &raws)
+		err = c.roundTrip(tctx, "any", v1.EndpointFleet, msg, &raws)
 		tcancel()
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, ErrNoAnswer) || try == fleetTries || ctx.Err() != nil {
+		if !errors.Is(err, v1.ErrNoAnswer) || try == fleetTries || ctx.Err() != nil {
 			return nil, nil, err
 		}
 	}
@@ -484,9 +480,9 @@ const fleetTryTimeout = DefaultTimeout + time.Second
 
 // QuoteOne asks one sidecar for a quote (colocd.v1.<id>.quote): its
 // decision, with no lease taken.
-func (c *Client) QuoteOne(ctx context.Context, sidecarID string, req *AdmitRequest) (*Decision, error) {
-	var d Decision
-	if err := c.call(ctx, sidecarID, quoteOneToken, req, &d); err != nil {
+func (c *Client) QuoteOne(ctx context.Context, sidecarID string, req *v1.AdmitRequest) (*v1.Decision, error) {
+	var d v1.Decision
+	if err := c.call(ctx, sidecarID, v1.QuoteOneToken, req, &d); err != nil {
 		return nil, err
 	}
 	return &d, nil

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+	"github.com/colocd/colocd/internal/wiretest"
+
 	"github.com/nats-io/nats.go"
 )
 
@@ -26,15 +29,15 @@ func TestCallerDeadlineTravels(t *testing.T) {
 		{"admit with the context's deadline", "admit", func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
-			_, err := c.Admit(ctx, "gpu-a", testAdmitRequest())
+			_, err := c.Admit(ctx, "gpu-a", wiretest.AdmitRequest())
 			return err
 		}, 3 * time.Second},
 		{"renew with the client's default timeout", "renew", func(ctx context.Context) error {
-			_, err := NewClient(connect(t, e), WithTimeout(7*time.Second)).Renew(context.Background(), "gpu-a", &LeaseRef{LeaseID: "l-1", Token: "t"})
+			_, err := NewClient(connect(t, e), WithTimeout(7*time.Second)).Renew(context.Background(), "gpu-a", &v1.LeaseRef{LeaseID: "l-1", Token: "t"})
 			return err
 		}, 7 * time.Second},
 		{"quote with its wait", "quote", func(ctx context.Context) error {
-			_, err := c.Quote(ctx, testAdmitRequest(), 2*time.Second)
+			_, err := c.Quote(ctx, wiretest.AdmitRequest(), 2*time.Second)
 			return err
 		}, 2 * time.Second},
 	}
@@ -66,7 +69,7 @@ func TestNoTimeoutHeaderNoDeadline(t *testing.T) {
 	t.Parallel()
 	e, h := servedFake(t)
 	nc := connect(t, e)
-	if _, err := nc.Request(EndpointSubject("gpu-a", EndpointStatus), []byte(`{}`), 5*time.Second); err != nil {
+	if _, err := nc.Request(v1.EndpointSubject("gpu-a", v1.EndpointStatus), []byte(`{}`), 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	_, hctx := h.last("status")
@@ -81,7 +84,7 @@ func TestBadTimeoutHeaderIsABadRequest(t *testing.T) {
 	nc := connect(t, e)
 	for _, v := range []string{"soon", "0", "-5", "1.5", "3600001", "99999999999999999999"} {
 		t.Run(v, func(t *testing.T) {
-			msg := nats.NewMsg(EndpointSubject("gpu-a", EndpointRenew))
+			msg := nats.NewMsg(v1.EndpointSubject("gpu-a", v1.EndpointRenew))
 			msg.Data = []byte(`{"lease_id":"l-1","token":"t"}`)
 			msg.Header.Set(TimeoutHeader, v)
 			m, err := nc.RequestMsg(msg, 5*time.Second)
@@ -89,7 +92,7 @@ func TestBadTimeoutHeaderIsABadRequest(t *testing.T) {
 				t.Fatal(err)
 			}
 			be := responseError(m)
-			if be == nil || be.Code != CodeBadRequest || !strings.Contains(be.Description, TimeoutHeader) {
+			if be == nil || be.Code != v1.CodeBadRequest || !strings.Contains(be.Description, TimeoutHeader) {
 				t.Errorf("got %v, want a 400 naming %s", be, TimeoutHeader)
 			}
 		})

@@ -8,12 +8,14 @@ import (
 	"slices"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats.go/micro"
 )
 
 // DiscoverSubject is what Sidecars asks: micro's PING of the colocd
 // service, which every sidecar answers and a launcher may send.
-const DiscoverSubject = "$SRV.PING." + ServiceName
+const DiscoverSubject = "$SRV.PING." + v1.ServiceName
 
 // maxDiscovered bounds the sidecars Sidecars keeps: answers are untrusted,
 // and a fleet is far smaller.
@@ -63,18 +65,18 @@ func (c *Client) Sidecars(ctx context.Context, wait time.Duration) ([]string, er
 	case parent.Err() != nil:
 		return nil, fmt.Errorf("discover: %w", parent.Err())
 	}
-	return nil, fmt.Errorf("discover: %w", ErrNoSidecar)
+	return nil, fmt.Errorf("discover: %w", v1.ErrNoSidecar)
 }
 
 // pingedSidecar is the sidecar id a PING answer names, if it is a colocd
 // service's answer with a valid id.
 func pingedSidecar(data []byte) (string, bool) {
 	var p micro.Ping
-	if len(data) > maxPingAnswer || json.Unmarshal(data, &p) != nil || p.Type != micro.PingResponseType || p.Name != ServiceName {
+	if len(data) > maxPingAnswer || json.Unmarshal(data, &p) != nil || p.Type != micro.PingResponseType || p.Name != v1.ServiceName {
 		return "", false
 	}
 	id := p.Metadata["sidecar"]
-	return id, ValidateSidecarID(id) == nil
+	return id, v1.ValidateSidecarID(id) == nil
 }
 
 // maxPingAnswer bounds the PING answer Sidecars decodes: micro's is a few

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 )
@@ -19,7 +21,7 @@ func TestSidecars(t *testing.T) {
 	c := NewClient(connect(t, e))
 	ctx := testCtx(t)
 	start := time.Now()
-	if ids, err := c.Sidecars(ctx, time.Minute); !errors.Is(err, ErrNoSidecar) {
+	if ids, err := c.Sidecars(ctx, time.Minute); !errors.Is(err, v1.ErrNoSidecar) {
 		t.Fatalf("with no sidecar: %v %v, want ErrNoSidecar", ids, err)
 	}
 	if d := time.Since(start); d > 30*time.Second { // a watchdog: "no responders" ends it, not the minute

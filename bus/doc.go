@@ -1,6 +1,10 @@
-// Package bus is colocd's NATS side: the v1 wire types, the micro service a
-// sidecar serves ("colocd"), the Go client launchers use, the JetStream KV
-// store that keeps a sidecar's leases, the JetStream stream of lease events,
-// an embedded nats-server, and the carrier that moves W3C trace context in
-// NATS headers. docs/nats-api.md is the user-facing reference.
+// Package bus is colocd's NATS side, on nats.go alone: the micro service a
+// sidecar serves ("colocd") with its per-launcher fair queues, rates and
+// deadlines (service, fair, tenant); the Go client launchers use (client,
+// connect), with profile uploads and event watches; placement across the
+// fleet (place, fleet: the capacity summaries every sidecar publishes); and
+// the JetStream stores: the lease bucket, the events stream, the profile
+// object store. The wire contract it speaks is api/v1; the embedded
+// nats-server, its accounts, launcher identities and leaf nodes are
+// natsserver's. docs/nats-api.md is the user-facing reference.
 package bus

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/internal/natstest"
-	"github.com/colocd/colocd/internal/syncio"
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
+	"github.com/colocd/colocd/internal/credfiles"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
@@ -19,13 +22,13 @@ func TestEmbeddedListensForOutsideClients(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	seed := filepath.Join(t.TempDir(), "launcher.nk")
-	pub, err := NKeySeedFile(seed)
+	pub, err := credfiles.Ensure(seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := StartEmbedded(EmbeddedOptions{
+	e, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{
 		Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), ServerName: "colocd-test",
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)), SidecarID: "gpu-a", Launchers: []Launcher{{Name: "test", Key: pub}},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), SidecarID: "gpu-a", Launchers: []natsserver.Launcher{{Name: "test", Key: pub}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -72,53 +75,18 @@ func TestEmbeddedInProcessOnly(t *testing.T) {
 
 func TestStartEmbeddedValidates(t *testing.T) {
 	t.Parallel()
-	for _, opts := range []EmbeddedOptions{
+	for _, opts := range []natsserver.EmbeddedOptions{
 		{},
 		{StoreDir: t.TempDir()}, // no sidecar id
-		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Launchers: []Launcher{{Name: "bad", Key: "SUAAA"}}},
+		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Launchers: []natsserver.Launcher{{Name: "bad", Key: "SUAAA"}}},
 		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Listen: "no-port"},
 		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Listen: "127.0.0.1:http"},
 		{StoreDir: t.TempDir(), SidecarID: "gpu-a", Listen: "127.0.0.1:70000"},
 	} {
-		if e, err := StartEmbedded(opts); err == nil {
+		if e, err := natsserver.StartEmbedded(opts); err == nil {
 			e.Shutdown()
 			t.Errorf("StartEmbedded(%+v) succeeded", opts)
 		}
-	}
-}
-
-func TestConnectValidates(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		url  string
-		opts ConnectOptions
-	}{
-		{"no url", "", ConnectOptions{}},
-		{"creds and nkey", "nats://127.0.0.1:1", ConnectOptions{Credentials: "a.creds", NKeySeedFile: "seed"}},
-		{"cert without key", "nats://127.0.0.1:1", ConnectOptions{TLS: TLSFiles{Cert: "c.pem"}}},
-		{"missing nkey file", "nats://127.0.0.1:1", ConnectOptions{NKeySeedFile: t.TempDir() + "/none"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if nc, err := Connect(tt.url, tt.opts); err == nil {
-				nc.Close()
-				t.Error("Connect succeeded")
-			}
-		})
-	}
-}
-
-// A sidecar may start before its NATS server: Connect keeps trying.
-func TestConnectWaitsForServer(t *testing.T) {
-	t.Parallel()
-	nc, err := Connect("nats://127.0.0.1:1", ConnectOptions{Options: []nats.Option{nats.ReconnectWait(time.Hour)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if nc.IsConnected() {
-		t.Error("connected to nothing")
 	}
 }
 
@@ -130,7 +98,7 @@ func TestEmbeddedStoreDirNotWritable(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e, err := StartEmbedded(EmbeddedOptions{StoreDir: filepath.Join(file, "nats"), SidecarID: "gpu-a"})
+	e, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: filepath.Join(file, "nats"), SidecarID: "gpu-a"})
 	if err == nil {
 		e.Shutdown()
 		t.Fatal("started on a store dir inside a file")
@@ -166,7 +134,7 @@ func TestEmbeddedMovesTheGlobalAccountsStore(t *testing.T) {
 
 	e := startServerIn(t, dir)
 	js := jetStreamOf(t, e)
-	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
+	kv, err := OpenKV(ctx, js, v1.LeaseBucketName("gpu-a"), 1)
 	if err != nil {
 		t.Fatalf("lease bucket after the move: %v", err)
 	}
@@ -183,51 +151,18 @@ func TestEmbeddedMovesTheGlobalAccountsStore(t *testing.T) {
 func TestEmbeddedRefusesTwoStores(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	for _, acc := range []string{server.DEFAULT_GLOBAL_ACCOUNT, SidecarAccount} {
+	for _, acc := range []string{server.DEFAULT_GLOBAL_ACCOUNT, v1.SidecarAccount} {
 		if err := os.MkdirAll(filepath.Join(dir, "jetstream", acc, "streams"), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := StartEmbedded(EmbeddedOptions{StoreDir: dir, SidecarID: "gpu-a"})
+	_, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: dir, SidecarID: "gpu-a"})
 	if err == nil || !strings.Contains(err.Error(), "both") {
 		t.Fatalf("StartEmbedded with two stores: %v, want a refusal naming both", err)
 	}
-	for _, acc := range []string{server.DEFAULT_GLOBAL_ACCOUNT, SidecarAccount} {
+	for _, acc := range []string{server.DEFAULT_GLOBAL_ACCOUNT, v1.SidecarAccount} {
 		if _, err := os.Stat(filepath.Join(dir, "jetstream", acc, "streams")); err != nil {
 			t.Errorf("%s: %v", acc, err)
 		}
-	}
-}
-
-// A slow consumer on a connection with LogHandlers is an error in the
-// structured log, not a line on stderr.
-func TestLogHandlersLogSlowConsumers(t *testing.T) {
-	t.Parallel()
-	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1})
-	var buf syncio.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, nil))
-	nc := natstest.Connect(t, ns, LogHandlers(log)...)
-	block := make(chan struct{})
-	defer close(block)
-	sub, err := nc.Subscribe("flood", func(*nats.Msg) { <-block })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sub.SetPendingLimits(4, 1<<20); err != nil {
-		t.Fatal(err)
-	}
-	for range 64 {
-		if err := nc.Publish("flood", []byte("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	nc.Flush()
-	for end := time.Now().Add(time.Minute); !strings.Contains(buf.String(), "slow consumer"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("no slow consumer error in the log a minute on: %q", buf.String())
-		}
-	}
-	if !strings.Contains(buf.String(), "subject=flood") {
-		t.Errorf("log %q does not name the subject", buf.String())
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -39,7 +41,7 @@ type Events struct {
 // in all and EventsMaxMsgsPerJob per job, replicas copies (at least one; a
 // cluster keeps them on as many servers).
 func OpenEvents(ctx context.Context, js jetstream.JetStream, sidecarID string, maxAge time.Duration, replicas int) (*Events, error) {
-	if err := ValidateSidecarID(sidecarID); err != nil {
+	if err := v1.ValidateSidecarID(sidecarID); err != nil {
 		return nil, fmt.Errorf("open events: %w", err)
 	}
 	if maxAge <= 0 {
@@ -48,8 +50,8 @@ func OpenEvents(ctx context.Context, js jetstream.JetStream, sidecarID string, m
 	e := &Events{
 		js:      js,
 		id:      sidecarID,
-		stream:  EventStreamName(sidecarID),
-		subject: EndpointSubject(sidecarID, "events"),
+		stream:  v1.EventStreamName(sidecarID),
+		subject: v1.EndpointSubject(sidecarID, "events"),
 	}
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:              e.stream,
@@ -76,16 +78,16 @@ func (e *Events) Stream() string { return e.stream }
 // Publish stores ev (Type, LeaseID and JobID required; a zero Time becomes
 // now) on the job's subject. Its Nats-Msg-Id is lease id, type and time, so
 // publishing the same event twice within two minutes stores it once.
-func (e *Events) Publish(ctx context.Context, ev Event) error {
+func (e *Events) Publish(ctx context.Context, ev v1.Event) error {
 	switch ev.Type {
-	case EventThrottle, EventRevoke, EventExpire, EventRaise:
+	case v1.EventThrottle, v1.EventRevoke, v1.EventExpire, v1.EventRaise:
 	default:
 		return fmt.Errorf("publish event: unknown type %q", ev.Type)
 	}
 	if ev.LeaseID == "" {
 		return errors.New("publish event: empty lease id")
 	}
-	subject, err := EventSubject(e.id, ev.JobID)
+	subject, err := v1.EventSubject(e.id, ev.JobID)
 	if err != nil {
 		return fmt.Errorf("publish event: %w", err)
 	}
@@ -112,7 +114,7 @@ type EventRecord struct {
 	// Seq is the event's sequence in the sidecar's stream.
 	Seq uint64
 	// Event is the decoded event.
-	Event Event
+	Event v1.Event
 }
 
 // EventSubscription delivers a job's events in stream order on C until it
@@ -152,21 +154,21 @@ func (s *EventSubscription) Err() error {
 // launcher that reconnects passes the last Seq it handled plus one and
 // misses nothing the stream still holds.
 func (c *Client) Events(ctx context.Context, sidecarID, jobID string, fromSeq uint64) (*EventSubscription, error) {
-	return c.events(ctx, sidecarID, WatchRequest{JobID: jobID, FromSeq: fromSeq})
+	return c.events(ctx, sidecarID, v1.WatchRequest{JobID: jobID, FromSeq: fromSeq})
 }
 
 // EventsSince is Events from the first event stored at or after since (by
 // the server's clock), or from the next new event when none is.
 func (c *Client) EventsSince(ctx context.Context, sidecarID, jobID string, since time.Time) (*EventSubscription, error) {
-	return c.events(ctx, sidecarID, WatchRequest{JobID: jobID, Since: &since})
+	return c.events(ctx, sidecarID, v1.WatchRequest{JobID: jobID, Since: &since})
 }
 
-func (c *Client) events(ctx context.Context, sidecarID string, w WatchRequest) (*EventSubscription, error) {
-	if err := ValidateSidecarID(sidecarID); err != nil {
+func (c *Client) events(ctx context.Context, sidecarID string, w v1.WatchRequest) (*EventSubscription, error) {
+	if err := v1.ValidateSidecarID(sidecarID); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	if w.JobID != "" {
-		if _, err := EventSubject(sidecarID, w.JobID); err != nil {
+		if _, err := v1.EventSubject(sidecarID, w.JobID); err != nil {
 			return nil, fmt.Errorf("events: %w", err)
 		}
 	}
@@ -199,9 +201,9 @@ func (w *watchConsumer) close() {
 
 // watch asks the sidecar for a consumer and binds to it: on this server's
 // JetStream, else in the domain the sidecar names (a leaf host's).
-func (c *Client) watch(ctx context.Context, sidecarID string, w WatchRequest) (*watchConsumer, error) {
-	var r WatchReply
-	if err := c.call(ctx, sidecarID, EndpointWatch, &w, &r); err != nil {
+func (c *Client) watch(ctx context.Context, sidecarID string, w v1.WatchRequest) (*watchConsumer, error) {
+	var r v1.WatchReply
+	if err := c.call(ctx, sidecarID, v1.EndpointWatch, &w, &r); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	bctx, cancel := c.bound(ctx)
@@ -232,7 +234,7 @@ func (c *Client) watch(ctx context.Context, sidecarID string, w WatchRequest) (*
 // rewatchWait is the pause before a consumer that went is asked for again.
 const rewatchWait = time.Second
 
-func (s *EventSubscription) run(ctx context.Context, c *Client, sidecarID string, w WatchRequest, wc *watchConsumer) {
+func (s *EventSubscription) run(ctx context.Context, c *Client, sidecarID string, w v1.WatchRequest, wc *watchConsumer) {
 	defer close(s.done)
 	defer close(s.c)
 	defer func() {
@@ -259,7 +261,7 @@ func (s *EventSubscription) run(ctx context.Context, c *Client, sidecarID string
 			continue
 		}
 		w.FromSeq, w.Since = meta.Sequence.Stream+1, nil
-		ev, err := DecodeEvent(m.Data())
+		ev, err := v1.DecodeEvent(m.Data())
 		if err != nil {
 			continue
 		}
@@ -274,7 +276,7 @@ func (s *EventSubscription) run(ctx context.Context, c *Client, sidecarID string
 // rewatch asks for a new consumer every rewatchWait until one comes or ctx
 // ends; nil when none will (ctx ended, or the sidecar refuses the request,
 // which is then the subscription's error).
-func (s *EventSubscription) rewatch(ctx context.Context, c *Client, sidecarID string, w WatchRequest, cause error) *watchConsumer {
+func (s *EventSubscription) rewatch(ctx context.Context, c *Client, sidecarID string, w v1.WatchRequest, cause error) *watchConsumer {
 	for {
 		select {
 		case <-ctx.Done():
@@ -285,7 +287,7 @@ func (s *EventSubscription) rewatch(ctx context.Context, c *Client, sidecarID st
 		if err == nil {
 			return wc
 		}
-		if CodeOf(err) == CodeBadRequest {
+		if v1.CodeOf(err) == v1.CodeBadRequest {
 			s.mu.Lock()
 			s.err = fmt.Errorf("%w (after %v)", err, cause)
 			s.mu.Unlock()

@@ -6,11 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
 )
 
 // openEvents opens sidecar id's events stream and serves its API, whose
 // watch endpoint makes the launchers' consumers.
-func openEvents(t *testing.T, e *Embedded, id string) *Events {
+func openEvents(t *testing.T, e *natsserver.Embedded, id string) *Events {
 	t.Helper()
 	serve(t, e, id, newFakeHandler())
 	js := jetStreamOf(t, e)
@@ -23,7 +27,7 @@ func openEvents(t *testing.T, e *Embedded, id string) *Events {
 
 // eventsServer starts a server with sidecar gpu-a's service and events
 // stream, and returns the stream's publisher.
-func eventsServer(t *testing.T) (*Embedded, *Events) {
+func eventsServer(t *testing.T) (*natsserver.Embedded, *Events) {
 	t.Helper()
 	e := startServer(t)
 	return e, openEvents(t, e, "gpu-a")
@@ -44,8 +48,8 @@ func next(t *testing.T, s *EventSubscription) EventRecord {
 	return EventRecord{}
 }
 
-func event(typ, job string, sec int) Event {
-	return Event{Type: typ, LeaseID: "lease-" + job, JobID: job, Reason: typ + " " + job,
+func event(typ, job string, sec int) v1.Event {
+	return v1.Event{Type: typ, LeaseID: "lease-" + job, JobID: job, Reason: typ + " " + job,
 		Time: time.Date(2026, 3, 1, 12, 0, sec, 0, time.UTC)}
 }
 
@@ -54,12 +58,12 @@ func TestEventsResumeFromSequence(t *testing.T) {
 	e, pub := eventsServer(t)
 	ctx := testCtx(t)
 	const job = "team.a/job 7" // not a subject token: escaped
-	for i, ev := range []Event{
-		event(EventThrottle, job, 1),
-		event(EventRevoke, "other-job", 2),
-		event(EventThrottle, job, 3),
-		event(EventThrottle, job, 3), // same id: deduplicated
-		event(EventRevoke, job, 4),
+	for i, ev := range []v1.Event{
+		event(v1.EventThrottle, job, 1),
+		event(v1.EventRevoke, "other-job", 2),
+		event(v1.EventThrottle, job, 3),
+		event(v1.EventThrottle, job, 3), // same id: deduplicated
+		event(v1.EventRevoke, job, 4),
 	} {
 		if err := pub.Publish(ctx, ev); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
@@ -83,7 +87,7 @@ func TestEventsResumeFromSequence(t *testing.T) {
 		t.Fatal("channel open after Stop")
 	}
 	// ... meanwhile the sidecar publishes one more ...
-	mustPublish(t, ctx, pub, event(EventExpire, job, 5))
+	mustPublish(t, ctx, pub, event(v1.EventExpire, job, 5))
 	// ... and it comes back from the next sequence.
 	sub, err = c.Events(ctx, "gpu-a", job, second.Seq+1)
 	if err != nil {
@@ -94,11 +98,11 @@ func TestEventsResumeFromSequence(t *testing.T) {
 	for range 2 {
 		got = append(got, next(t, sub).Event.Type)
 	}
-	if got[0] != EventRevoke || got[1] != EventExpire {
+	if got[0] != v1.EventRevoke || got[1] != v1.EventExpire {
 		t.Errorf("after resume read %v, want [revoke expire]", got)
 	}
 	// Live events follow.
-	mustPublish(t, ctx, pub, event(EventThrottle, job, 6))
+	mustPublish(t, ctx, pub, event(v1.EventThrottle, job, 6))
 	if r := next(t, sub); r.Event.Time.Second() != 6 {
 		t.Errorf("live event %+v", r)
 	}
@@ -108,7 +112,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 	t.Parallel()
 	e, pub := eventsServer(t)
 	ctx := testCtx(t)
-	mustPublish(t, ctx, pub, event(EventRevoke, "j1", 1))
+	mustPublish(t, ctx, pub, event(v1.EventRevoke, "j1", 1))
 	c := NewClient(connect(t, e))
 
 	all, err := c.Events(ctx, "gpu-a", "", 0)
@@ -116,7 +120,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = all.Stop() }()
-	mustPublish(t, ctx, pub, event(EventExpire, "j2", 2))
+	mustPublish(t, ctx, pub, event(v1.EventExpire, "j2", 2))
 	if a, b := next(t, all), next(t, all); a.Event.JobID != "j1" || b.Event.JobID != "j2" {
 		t.Errorf("all jobs: %+v, %+v", a, b)
 	}
@@ -136,7 +140,7 @@ func TestEventsSinceAndAllJobs(t *testing.T) {
 	if r := next(t, past); r.Event.Time.Second() != 1 {
 		t.Errorf("since an hour ago: %+v", r)
 	}
-	mustPublish(t, ctx, pub, event(EventThrottle, "j1", 9))
+	mustPublish(t, ctx, pub, event(v1.EventThrottle, "j1", 9))
 	if r := next(t, past); r.Event.Time.Second() != 9 {
 		t.Errorf("since an hour ago, live: %+v", r)
 	}
@@ -166,21 +170,21 @@ func TestEventsErrors(t *testing.T) {
 	t.Parallel()
 	e, pub := eventsServer(t)
 	ctx := testCtx(t)
-	for _, ev := range []Event{
+	for _, ev := range []v1.Event{
 		{Type: "explode", LeaseID: "l", JobID: "j"},
-		{Type: EventRevoke, JobID: "j"},
-		{Type: EventRevoke, LeaseID: "l"},
+		{Type: v1.EventRevoke, JobID: "j"},
+		{Type: v1.EventRevoke, LeaseID: "l"},
 	} {
 		if err := pub.Publish(ctx, ev); err == nil {
 			t.Errorf("Publish(%+v) succeeded", ev)
 		}
 	}
 	c := NewClient(connect(t, e))
-	if _, err := c.Events(ctx, "gpu-unknown", "j", 0); !errors.Is(err, ErrNoSidecar) {
+	if _, err := c.Events(ctx, "gpu-unknown", "j", 0); !errors.Is(err, v1.ErrNoSidecar) {
 		t.Errorf("Events on a sidecar that is not there: got %v, want ErrNoSidecar", err)
 	}
 	serve(t, e, "gpu-no-stream", newFakeHandler())
-	if _, err := c.Events(ctx, "gpu-no-stream", "j", 0); CodeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "stream not found") {
+	if _, err := c.Events(ctx, "gpu-no-stream", "j", 0); v1.CodeOf(err) != v1.CodeUnavailable || !strings.Contains(err.Error(), "stream not found") {
 		t.Errorf("Events on a sidecar without stream: got %v, want a 503 that says so", err)
 	}
 	if _, err := c.Events(ctx, "gpu.a", "j", 0); err == nil {
@@ -221,7 +225,7 @@ func TestWatchConsumerNamesUnguessable(t *testing.T) {
 	c := NewClient(connect(t, e))
 	names := map[string]bool{}
 	for range 3 {
-		wc, err := c.watch(testCtx(t), "gpu-a", WatchRequest{})
+		wc, err := c.watch(testCtx(t), "gpu-a", v1.WatchRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,14 +258,14 @@ func TestWatchFloodKeepsOthersWatching(t *testing.T) {
 	for i := range MaxWatchConsumers + 40 {
 		// Each watch its own deadline: every one must be answered, however
 		// long a thousand take on a busy machine.
-		var r WatchReply
-		if err := hostile.call(testCtx(t), "gpu-a", EndpointWatch, &WatchRequest{}, &r); err != nil {
+		var r v1.WatchReply
+		if err := hostile.call(testCtx(t), "gpu-a", v1.EndpointWatch, &v1.WatchRequest{}, &r); err != nil {
 			t.Fatalf("watch %d: %v", i, err)
 		}
 	}
 	ctx := testCtx(t)
 	js := jetStreamOf(t, e)
-	st, err := js.Stream(ctx, EventStreamName("gpu-a"))
+	st, err := js.Stream(ctx, v1.EventStreamName("gpu-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,8 +276,8 @@ func TestWatchFloodKeepsOthersWatching(t *testing.T) {
 	if n := info.State.Consumers; n > MaxWatchConsumers {
 		t.Errorf("%d consumers on the stream after %d watches, want at most %d", n, MaxWatchConsumers+40, MaxWatchConsumers)
 	}
-	mustPublish(t, ctx, pub, event(EventThrottle, "job-h", 1))
-	if got := next(t, sub); got.Event.JobID != "job-h" || got.Event.Type != EventThrottle {
+	mustPublish(t, ctx, pub, event(v1.EventThrottle, "job-h", 1))
+	if got := next(t, sub); got.Event.JobID != "job-h" || got.Event.Type != v1.EventThrottle {
 		t.Errorf("the honest launcher got %+v, want its throttle", got)
 	}
 }

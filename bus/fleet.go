@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
+	"github.com/colocd/colocd/internal/termtext"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -176,7 +179,7 @@ func DecodeCapacity(key string, data []byte) (*Capacity, error) {
 		return nil, fmt.Errorf("capacity: %d bytes, more than %d", len(data), maxCapacityBytes)
 	}
 	var c Capacity
-	if err := decodeStrict("capacity", data, &c); err != nil {
+	if err := v1.DecodeStrict("capacity", data, &c); err != nil {
 		return nil, err
 	}
 	var bad []string
@@ -186,13 +189,13 @@ func DecodeCapacity(key string, data []byte) (*Capacity, error) {
 	if c.Format != CapacityFormat {
 		add("format", strconv.Quote(CapacityFormat), strconv.Quote(c.Format))
 	}
-	if err := ValidateSidecarID(c.Sidecar); err != nil {
+	if err := v1.ValidateSidecarID(c.Sidecar); err != nil {
 		add("sidecar", "a sidecar id", err)
 	} else if key != "" && idOfKey(key) != c.Sidecar {
 		add("sidecar", "the id its key names", strconv.Quote(c.Sidecar))
 	}
 	if len(c.Node) > 253 || strings.ContainsFunc(c.Node, func(r rune) bool { return r <= ' ' || r > '~' }) {
-		add("node", "up to 253 printable characters", strconv.Quote(clip(c.Node)))
+		add("node", "up to 253 printable characters", strconv.Quote(termtext.Clip(c.Node)))
 	}
 	for _, f := range []struct {
 		name string
@@ -221,7 +224,7 @@ func DecodeCapacity(key string, data []byte) (*Capacity, error) {
 		}
 	}
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("capacity of %q: %s", clip(c.Sidecar), strings.Join(bad, "; "))
+		return nil, fmt.Errorf("capacity of %q: %s", termtext.Clip(c.Sidecar), strings.Join(bad, "; "))
 	}
 	return &c, nil
 }

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -17,7 +21,7 @@ import (
 )
 
 // capacitiesServer starts a server and opens its capacity bucket with ttl.
-func capacitiesServer(t *testing.T, ttl time.Duration) (*Embedded, *nats.Conn, *Capacities) {
+func capacitiesServer(t *testing.T, ttl time.Duration) (*natsserver.Embedded, *nats.Conn, *Capacities) {
 	t.Helper()
 	e := startServer(t)
 	nc, caps := openCapacities(t, e, ttl)
@@ -25,7 +29,7 @@ func capacitiesServer(t *testing.T, ttl time.Duration) (*Embedded, *nats.Conn, *
 }
 
 // openCapacities connects to e and opens the capacity bucket with ttl.
-func openCapacities(t *testing.T, e *Embedded, ttl time.Duration) (*nats.Conn, *Capacities) {
+func openCapacities(t *testing.T, e *natsserver.Embedded, ttl time.Duration) (*nats.Conn, *Capacities) {
 	t.Helper()
 	nc := connect(t, e)
 	js, err := jetstream.New(nc)
@@ -159,7 +163,7 @@ func FuzzDecodeCapacity(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if c.TypicalPct < 0 || c.TypicalPct > 100 || len(c.Services) > maxCapacityServices || !finiteIn(c.Margin, -1e6, 1) || ValidateSidecarID(c.Sidecar) != nil {
+		if c.TypicalPct < 0 || c.TypicalPct > 100 || len(c.Services) > maxCapacityServices || !finiteIn(c.Margin, -1e6, 1) || v1.ValidateSidecarID(c.Sidecar) != nil {
 			t.Fatalf("decoded out of bounds: %+v", c)
 		}
 	})
@@ -210,8 +214,8 @@ func TestNoAnswerOutsideAnInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	purge := "$JS.API.STREAM.PURGE.KV_" + LeaseBucketName("gpu-a")
-	for _, subject := range []string{EndpointSubject("gpu-a", EndpointStatus), EndpointSubject("gpu-a", quoteOneToken), FleetSubject, QuoteSubject} {
+	purge := "$JS.API.STREAM.PURGE.KV_" + v1.LeaseBucketName("gpu-a")
+	for _, subject := range []string{v1.EndpointSubject("gpu-a", v1.EndpointStatus), v1.EndpointSubject("gpu-a", v1.QuoteOneToken), v1.FleetSubject, v1.QuoteSubject} {
 		if err := nc.PublishRequest(subject, purge, []byte(`{"garbage`)); err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +278,7 @@ func TestCapacitiesAsksAgainWhenNoAnswerComes(t *testing.T) {
 	// A member of the endpoint's queue group that takes the request and
 	// dies with it.
 	lost := make(chan struct{})
-	stall, err := nc.QueueSubscribe(FleetSubject, "q", func(*nats.Msg) { close(lost) })
+	stall, err := nc.QueueSubscribe(v1.FleetSubject, "q", func(*nats.Msg) { close(lost) })
 	if err != nil {
 		t.Fatal(err)
 	}

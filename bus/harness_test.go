@@ -2,10 +2,14 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
+	"github.com/colocd/colocd/internal/wiretest"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,14 +20,14 @@ import (
 
 // startServer runs a real nats-server in the process with JetStream in a
 // fresh directory, shut down at the end of the test.
-func startServer(t testing.TB) *Embedded {
+func startServer(t testing.TB) *natsserver.Embedded {
 	t.Helper()
 	return startServerIn(t, t.TempDir())
 }
 
-func startServerIn(t testing.TB, dir string) *Embedded {
+func startServerIn(t testing.TB, dir string) *natsserver.Embedded {
 	t.Helper()
-	e, err := StartEmbedded(EmbeddedOptions{StoreDir: dir, SidecarID: "gpu-a"})
+	e, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: dir, SidecarID: "gpu-a"})
 	if err != nil {
 		t.Fatalf("StartEmbedded: %v", err)
 	}
@@ -32,7 +36,7 @@ func startServerIn(t testing.TB, dir string) *Embedded {
 }
 
 // connect opens an in-process connection closed at the end of the test.
-func connect(t testing.TB, e *Embedded, opts ...nats.Option) *nats.Conn {
+func connect(t testing.TB, e *natsserver.Embedded, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	nc, err := e.Conn(opts...)
 	if err != nil {
@@ -43,14 +47,14 @@ func connect(t testing.TB, e *Embedded, opts ...nats.Option) *nats.Conn {
 }
 
 // serve starts a sidecar service with id on its own connection.
-func serve(t testing.TB, e *Embedded, id string, h Handler) *Service {
+func serve(t testing.TB, e *natsserver.Embedded, id string, h Handler) *Service {
 	t.Helper()
 	return serveOn(t, connect(t, e), id, h)
 }
 
 // servedFake starts a server on which a fake handler serves gpu-a, and
 // returns the server and the handler.
-func servedFake(t testing.TB) (*Embedded, *fakeHandler) {
+func servedFake(t testing.TB) (*natsserver.Embedded, *fakeHandler) {
 	t.Helper()
 	e, h := startServer(t), newFakeHandler()
 	serve(t, e, "gpu-a", h)
@@ -73,7 +77,7 @@ func serveOn(t testing.TB, nc *nats.Conn, id string, h Handler) *Service {
 }
 
 // jetStreamOf opens JetStream on a new connection to e.
-func jetStreamOf(t testing.TB, e *Embedded) jetstream.JetStream {
+func jetStreamOf(t testing.TB, e *natsserver.Embedded) jetstream.JetStream {
 	t.Helper()
 	js, err := jetstream.New(connect(t, e))
 	if err != nil {
@@ -90,7 +94,7 @@ func leaseBucket(t testing.TB, ctx context.Context, nc *nats.Conn, record string
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := OpenKV(ctx, js, LeaseBucketName("gpu-a"), 1)
+	kv, err := OpenKV(ctx, js, v1.LeaseBucketName("gpu-a"), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,49 +168,27 @@ func (f *fakeHandler) wantLast(t *testing.T, method string, want any, opts ...cm
 	}
 }
 
-var testExpiry = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func testLease() *Lease {
-	return &Lease{
-		ID: "l-1", JobID: "job-1", Owner: "team-a",
-		ExpiresAt: testExpiry, ActiveThreadPct: 30, PinnedMemLimitMiB: 8192,
-		Env: map[string]string{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"},
-	}
-}
-
-func testDecision() *Decision {
-	return &Decision{
-		Decision: DecisionThrottle,
-		Reason:   Reason{Code: "slo_headroom", Message: "granted at 30 % to keep bert within its SLO"},
-		Predictions: []ServicePrediction{
-			{Service: "bert", SLOP99MS: 15, SoloP99MS: 4.1, PredictedP99MS: 12.9},
-		},
-		Lease:   testLease(),
-		Sidecar: "someone-else",
-	}
-}
-
-func (f *fakeHandler) Admit(ctx context.Context, req *AdmitRequest) (*Decision, error) {
+func (f *fakeHandler) Admit(ctx context.Context, req *v1.AdmitRequest) (*v1.Decision, error) {
 	f.record(ctx, "admit", req)
-	return testDecision(), nil
+	return wiretest.Decision(), nil
 }
 
-func (f *fakeHandler) Quote(ctx context.Context, req *AdmitRequest) (*Decision, error) {
+func (f *fakeHandler) Quote(ctx context.Context, req *v1.AdmitRequest) (*v1.Decision, error) {
 	f.record(ctx, "quote", req)
-	return testDecision(), nil
+	return wiretest.Decision(), nil
 }
 
-func (f *fakeHandler) Renew(ctx context.Context, ref *LeaseRef) (*Lease, error) {
+func (f *fakeHandler) Renew(ctx context.Context, ref *v1.LeaseRef) (*v1.Lease, error) {
 	f.record(ctx, "renew", ref)
-	return testLease(), nil
+	return wiretest.Lease(), nil
 }
 
-func (f *fakeHandler) Release(ctx context.Context, ref *LeaseRef) error {
+func (f *fakeHandler) Release(ctx context.Context, ref *v1.LeaseRef) error {
 	f.record(ctx, "release", ref)
 	return nil
 }
 
-func (f *fakeHandler) Register(ctx context.Context, req *RegisterRequest) error {
+func (f *fakeHandler) Register(ctx context.Context, req *v1.RegisterRequest) error {
 	f.record(ctx, "register", req)
 	return nil
 }
@@ -218,29 +200,17 @@ func (f *fakeHandler) HasProfile(ctx context.Context, ref string) (bool, error) 
 
 func (f *fakeHandler) PutProfile(ctx context.Context, raw []byte) (string, error) {
 	f.record(ctx, "put-profile", len(raw))
-	return ProfileRef(raw), nil
+	return v1.ProfileRef(raw), nil
 }
 
-func (f *fakeHandler) Status(ctx context.Context) (*Status, error) {
+func (f *fakeHandler) Status(ctx context.Context) (*v1.Status, error) {
 	f.record(ctx, "status", nil)
-	return &Status{
-		GPU:      GPUStatus{UUID: "GPU-1", Name: "NVIDIA H200", MemoryTotalMiB: 143771, MemoryFreeMiB: 100000},
+	return &v1.Status{
+		GPU:      v1.GPUStatus{UUID: "GPU-1", Name: "NVIDIA H200", MemoryTotalMiB: 143771, MemoryFreeMiB: 100000},
 		Mode:     "mps",
 		Ready:    true,
 		Health:   map[string]string{"gpu": "ok", "mps": "ok", "predictor": "ok", "nats": "ok"},
-		Services: []ServiceStatus{{Name: "bert", RateRPS: 120, SLOP99MS: 15, PredictedP99MS: 12.9}},
-		Leases:   []Lease{*testLease()},
+		Services: []v1.ServiceStatus{{Name: "bert", RateRPS: 120, SLOP99MS: 15, PredictedP99MS: 12.9}},
+		Leases:   []v1.Lease{*wiretest.Lease()},
 	}, nil
-}
-
-func testAdmitRequest() *AdmitRequest {
-	return &AdmitRequest{
-		RequestID: "r-1",
-		Job:       Job{ID: "job-1", Owner: "team-a", Priority: 2},
-		Profile:   json.RawMessage(`{"format":"colocd.profile/v1","name":"resnet-train","kind":"training"}`),
-		MemoryMiB: 8192, Processes: 1,
-		Compute:        Compute{MinPct: 10, MaxPct: 50},
-		LeaseSeconds:   600,
-		Checkpointable: true,
-	}
 }

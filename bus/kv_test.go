@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-func openKV(t *testing.T, e *Embedded, bucket string) *KV {
+func openKV(t *testing.T, e *natsserver.Embedded, bucket string) *KV {
 	t.Helper()
 	js := jetStreamOf(t, e)
 	kv, err := OpenKV(testCtx(t), js, bucket, 1)
@@ -22,7 +26,7 @@ func openKV(t *testing.T, e *Embedded, bucket string) *KV {
 func TestKVCompareAndSwap(t *testing.T) {
 	t.Parallel()
 	e := startServer(t)
-	kv := openKV(t, e, LeaseBucketName("GPU-1234"))
+	kv := openKV(t, e, v1.LeaseBucketName("GPU-1234"))
 	ctx := testCtx(t)
 
 	rev1, err := kv.Create(ctx, "l-1", []byte("v1"))
@@ -101,9 +105,9 @@ func TestKVEmptyList(t *testing.T) {
 func TestKVSurvivesServerRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	bucket := LeaseBucketName("gpu-a")
+	bucket := v1.LeaseBucketName("gpu-a")
 
-	e1, err := StartEmbedded(EmbeddedOptions{StoreDir: dir, SidecarID: "gpu-a"})
+	e1, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: dir, SidecarID: "gpu-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

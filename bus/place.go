@@ -3,7 +3,6 @@ package bus
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,10 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
+	"github.com/colocd/colocd/internal/termtext"
 )
 
 // DefaultPlaceK is how many of the best-ranked sidecars Place quotes.
@@ -32,7 +35,7 @@ type PlaceOptions struct {
 type Placement struct {
 	// Decision is the admit that placed the job (a grant or throttle), on
 	// Sidecar; nil when no sidecar took it.
-	Decision *Decision
+	Decision *v1.Decision
 	Sidecar  string
 	// Summaries is how many live summaries were read, Candidates how many
 	// of them could take the job, in rank order.
@@ -40,7 +43,7 @@ type Placement struct {
 	Candidates []string
 	// Quotes are the answers of the quoted sidecars, as they came; Tried
 	// the sidecars admitted at, in order (a lost race tries the next).
-	Quotes []*Decision
+	Quotes []*v1.Decision
 	Tried  []string
 	// Requests counts the NATS requests Place sent (one read of the
 	// summaries per shard read, the quotes, the admits).
@@ -67,19 +70,13 @@ var ErrEveryOfferLost = errors.New("every offer was lost")
 // caller retries there with the same request_id, never elsewhere. With no
 // candidate, no quote that grants, or every admit lost, Decision is nil
 // and the error says why (ErrNoSidecar when no sidecar could take it).
-func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions) (*Placement, error) {
+func (c *Client) Place(ctx context.Context, req *v1.AdmitRequest, opts PlaceOptions) (*Placement, error) {
 	k := opts.K
 	if k <= 0 {
 		k = DefaultPlaceK
 	}
 	// The admits use these; the quotes need a request_id too.
-	if req.RequestID == "" {
-		req.RequestID = rand.Text()
-	}
-	if req.TokenSHA256 == "" {
-		req.token = NewLeaseToken()
-		req.TokenSHA256 = TokenSHA256(req.token)
-	}
+	req.Prepare()
 	caps, _, err := c.Capacities(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("place: %w", err)
@@ -88,7 +85,7 @@ func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions
 	if opts.Node != "" {
 		caps = slices.DeleteFunc(caps, func(cp *Capacity) bool { return cp.Node != opts.Node })
 		if len(caps) == 0 {
-			return p, fmt.Errorf("place: none of %d sidecars is on node %q: %w", p.Summaries, clip(opts.Node), ErrNoSidecar)
+			return p, fmt.Errorf("place: none of %d sidecars is on node %q: %w", p.Summaries, termtext.Clip(opts.Node), v1.ErrNoSidecar)
 		}
 	}
 	ranked := RankCapacities(caps, req.MemoryMiB)
@@ -98,17 +95,17 @@ func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions
 		byID[cp.Sidecar] = cp
 	}
 	if len(ranked) == 0 {
-		return p, fmt.Errorf("place: none of %d sidecars can take the job now: %w", len(caps), ErrNoSidecar)
+		return p, fmt.Errorf("place: none of %d sidecars can take the job now: %w", len(caps), v1.ErrNoSidecar)
 	}
 	asked := ranked[:min(k, len(ranked))]
 	p.Quotes = c.quoteEach(ctx, req, asked)
 	p.Requests += len(asked)
-	offers := slices.DeleteFunc(slices.Clone(p.Quotes), func(d *Decision) bool { return d.Decision == DecisionDeny })
+	offers := slices.DeleteFunc(slices.Clone(p.Quotes), func(d *v1.Decision) bool { return d.Decision == v1.DecisionDeny })
 	rank := map[string]int{}
 	for i, cp := range asked {
 		rank[cp.Sidecar] = i
 	}
-	slices.SortStableFunc(offers, func(a, b *Decision) int {
+	slices.SortStableFunc(offers, func(a, b *v1.Decision) int {
 		return cmp.Or(
 			cmp.Compare(boolRank(b.Reason.Code == "free_instance"), boolRank(a.Reason.Code == "free_instance")),
 			cmp.Compare(b.ActiveThreadPct, a.ActiveThreadPct),
@@ -121,12 +118,12 @@ func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions
 		p.Requests++
 		d, err := c.Admit(ctx, o.Sidecar, req)
 		switch {
-		case err == nil && d.Decision != DecisionDeny:
+		case err == nil && d.Decision != v1.DecisionDeny:
 			p.Decision, p.Sidecar = d, o.Sidecar
 			return p, nil
 		case err == nil:
 			errs = append(errs, fmt.Errorf("%s: denied (%s) after quoting %s", o.Sidecar, d.Reason.Code, o.Decision))
-		case CodeOf(err) == CodeUnavailable:
+		case v1.CodeOf(err) == v1.CodeUnavailable:
 			errs = append(errs, fmt.Errorf("%s: %w", o.Sidecar, err))
 		default:
 			return p, fmt.Errorf("place: admit on %s: %w", o.Sidecar, err)
@@ -139,7 +136,7 @@ func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions
 		return p, fmt.Errorf("place: %w (%d of %d answered): %s", ErrEveryQuoteDenied, len(p.Quotes), len(asked), denyReasons(p.Quotes))
 	}
 	if len(offers) == 0 {
-		return p, fmt.Errorf("place: none of the %d quoted sidecars answered: %w", len(asked), ErrNoSidecar)
+		return p, fmt.Errorf("place: none of the %d quoted sidecars answered: %w", len(asked), v1.ErrNoSidecar)
 	}
 	return p, fmt.Errorf("place: %w: %w", ErrEveryOfferLost, errors.Join(errs...))
 }
@@ -147,15 +144,15 @@ func (c *Client) Place(ctx context.Context, req *AdmitRequest, opts PlaceOptions
 // denyReasons gives each deny's sidecar, code and message, the closest to
 // a grant first: the one whose worst service is least over its SLO (a
 // deny for memory or slots, which has no prediction over, after).
-func denyReasons(denies []*Decision) string {
+func denyReasons(denies []*v1.Decision) string {
 	ds := slices.Clone(denies)
-	slices.SortStableFunc(ds, func(a, b *Decision) int { return cmp.Compare(overshoot(a), overshoot(b)) })
+	slices.SortStableFunc(ds, func(a, b *v1.Decision) int { return cmp.Compare(overshoot(a), overshoot(b)) })
 	var b strings.Builder
 	for i, d := range ds {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s: %s: %s", clip(d.Sidecar), clip(d.Reason.Code), clipAt(d.Reason.Message, 1024))
+		fmt.Fprintf(&b, "%s: %s: %s", termtext.Clip(d.Sidecar), termtext.Clip(d.Reason.Code), clipAt(d.Reason.Message, 1024))
 	}
 	return b.String()
 }
@@ -173,7 +170,7 @@ func clipAt(s string, n int) string {
 
 // overshoot is how far a deny's worst prediction is over its SLO (its
 // p99 over the SLO, 1 at the SLO); +Inf when it carries none.
-func overshoot(d *Decision) float64 {
+func overshoot(d *v1.Decision) float64 {
 	worst := math.Inf(-1)
 	for _, p := range d.Predictions {
 		if p.SLOP99MS > 0 {
@@ -190,7 +187,7 @@ func overshoot(d *Decision) float64 {
 // as they come, until all answered or half the time left passed (the rest
 // is the admits'); a sidecar that errs answers nothing. It returns once
 // every quote has ended.
-func (c *Client) quoteEach(ctx context.Context, req *AdmitRequest, caps []*Capacity) []*Decision {
+func (c *Client) quoteEach(ctx context.Context, req *v1.AdmitRequest, caps []*Capacity) []*v1.Decision {
 	qctx, cancel := c.bound(ctx)
 	defer cancel()
 	if dl, ok := qctx.Deadline(); ok {
@@ -202,22 +199,22 @@ func (c *Client) quoteEach(ctx context.Context, req *AdmitRequest, caps []*Capac
 	if err != nil {
 		return nil
 	}
-	ch := make(chan *Decision, len(caps))
+	ch := make(chan *v1.Decision, len(caps))
 	var wg sync.WaitGroup
 	for _, cp := range caps {
 		wg.Go(func() {
-			var d Decision
-			msg := c.rawMsg(qctx, EndpointSubject(cp.Sidecar, quoteOneToken), data)
-			if err := c.roundTrip(qctx, cp.Sidecar, quoteOneToken, msg, &d); err != nil || d.Sidecar != cp.Sidecar {
+			var d v1.Decision
+			msg := c.rawMsg(qctx, v1.EndpointSubject(cp.Sidecar, v1.QuoteOneToken), data)
+			if err := c.roundTrip(qctx, cp.Sidecar, v1.QuoteOneToken, msg, &d); err != nil || d.Sidecar != cp.Sidecar {
 				ch <- nil // no answer, or one in another's name
 				return
 			}
 			ch <- &d
 		})
 	}
-	var out []*Decision
+	var out []*v1.Decision
 	for range caps {
-		var d *Decision
+		var d *v1.Decision
 		select {
 		case d = <-ch:
 		case <-qctx.Done():
@@ -268,6 +265,6 @@ func boolRank(b bool) int {
 // answered (none: only wait or ctx end it); colocd quote expects every
 // sidecar with a live summary. An error answer names no sidecar, so it
 // counts for none.
-func (c *Client) QuoteExpect(ctx context.Context, req *AdmitRequest, wait time.Duration, expect []string) ([]*Decision, error) {
+func (c *Client) QuoteExpect(ctx context.Context, req *v1.AdmitRequest, wait time.Duration, expect []string) ([]*v1.Decision, error) {
 	return c.quote(ctx, req, wait, expect)
 }

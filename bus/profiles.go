@@ -3,13 +3,12 @@ package bus
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
+
+	v1 "github.com/colocd/colocd/api/v1"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -19,38 +18,6 @@ import (
 // its reference ("profile_ref") in each admit and quote instead of the
 // profile itself; every sidecar on the NATS system can read it.
 const ProfileBucket = "colocd_profiles"
-
-// ProfileRefPrefix starts every profile reference.
-const ProfileRefPrefix = "sha256:"
-
-// ProfileRef returns the reference of a profile's bytes: "sha256:" and the
-// lower-case hex SHA-256 of exactly those bytes.
-func ProfileRef(raw []byte) string {
-	sum := sha256.Sum256(raw)
-	return ProfileRefPrefix + hex.EncodeToString(sum[:])
-}
-
-// ParseProfileRef checks a reference and returns its digest. The error names
-// the field and what was expected.
-func ParseProfileRef(ref string) ([32]byte, error) {
-	var d [32]byte
-	h, ok := strings.CutPrefix(ref, ProfileRefPrefix)
-	if !ok || len(h) != 2*len(d) || strings.ToLower(h) != h {
-		return d, fmt.Errorf("profile_ref: want %q and 64 lower-case hex digits, got %q", ProfileRefPrefix, clip(ref))
-	}
-	if _, err := hex.Decode(d[:], []byte(h)); err != nil {
-		return d, fmt.Errorf("profile_ref: want %q and 64 lower-case hex digits, got %q", ProfileRefPrefix, clip(ref))
-	}
-	return d, nil
-}
-
-// clip shortens what an error quotes back.
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
 
 // Errors of ProfileStore.Get, for callers to branch on with errors.Is.
 var (
@@ -111,7 +78,7 @@ func OpenProfileStore(ctx context.Context, js jetstream.JetStream, replicas int)
 // written less than half of ProfileStoreMaxAge ago, and returns the
 // reference.
 func (s *ProfileStore) Put(ctx context.Context, raw []byte) (string, error) {
-	ref := ProfileRef(raw)
+	ref := v1.ProfileRef(raw)
 	if uint64(len(raw)) > maxProfileBytes {
 		return "", fmt.Errorf("put profile %s: %d bytes: want at most %d: %w", ref, len(raw), maxProfileBytes, ErrProfileTooLarge)
 	}
@@ -130,7 +97,7 @@ func (s *ProfileStore) Put(ctx context.Context, raw []byte) (string, error) {
 // written less than half of ProfileStoreMaxAge ago (an older one is due to
 // be written again).
 func (s *ProfileStore) Has(ctx context.Context, ref string) (bool, error) {
-	if _, err := ParseProfileRef(ref); err != nil {
+	if _, err := v1.ParseProfileRef(ref); err != nil {
 		return false, err
 	}
 	info, err := s.os.GetInfo(ctx, ref)
@@ -146,7 +113,7 @@ func (s *ProfileStore) Has(ctx context.Context, ref string) (bool, error) {
 // Get returns the bytes of the profile ref names: ErrProfileNotFound when
 // there is none, an error when what is stored does not hash to ref.
 func (s *ProfileStore) Get(ctx context.Context, ref string) ([]byte, error) {
-	if _, err := ParseProfileRef(ref); err != nil {
+	if _, err := v1.ParseProfileRef(ref); err != nil {
 		return nil, err
 	}
 	info, err := s.os.GetInfo(ctx, ref)
@@ -173,7 +140,7 @@ func (s *ProfileStore) Get(ctx context.Context, ref string) ([]byte, error) {
 	if uint64(len(raw)) > maxProfileBytes {
 		return nil, fmt.Errorf("profile_ref: the profile %s is over %d bytes: %w", ref, maxProfileBytes, ErrProfileTooLarge)
 	}
-	if got := ProfileRef(raw); !bytes.Equal([]byte(got), []byte(ref)) {
+	if got := v1.ProfileRef(raw); !bytes.Equal([]byte(got), []byte(ref)) {
 		return nil, fmt.Errorf("profile_ref: the object %s in %s hashes to %s: it was not stored by its content (put it again): %w", ref, ProfileBucket, got, ErrProfileCorrupt)
 	}
 	return raw, nil

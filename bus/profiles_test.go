@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	v1 "github.com/colocd/colocd/api/v1"
 )
 
 func TestProfileStore(t *testing.T) {
@@ -32,7 +34,7 @@ func TestProfileStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ref != ProfileRef(raw) || !strings.HasPrefix(ref, "sha256:") || len(ref) != len("sha256:")+64 {
+	if ref != v1.ProfileRef(raw) || !strings.HasPrefix(ref, "sha256:") || len(ref) != len("sha256:")+64 {
 		t.Fatalf("ref %q", ref)
 	}
 	if again, err := st.Put(ctx, raw); err != nil || again != ref {
@@ -41,14 +43,14 @@ func TestProfileStore(t *testing.T) {
 	if ok, err := st.Has(ctx, ref); !ok || err != nil {
 		t.Errorf("has a profile just put: %v, %v", ok, err)
 	}
-	if ok, err := st.Has(ctx, ProfileRef([]byte("never put"))); ok || err != nil {
+	if ok, err := st.Has(ctx, v1.ProfileRef([]byte("never put"))); ok || err != nil {
 		t.Errorf("has a profile never put: %v, %v", ok, err)
 	}
 	got, err := st.Get(ctx, ref)
 	if err != nil || string(got) != string(raw) {
 		t.Fatalf("get: %q, %v", got, err)
 	}
-	missing := ProfileRef([]byte("another"))
+	missing := v1.ProfileRef([]byte("another"))
 	if _, err := st.Get(ctx, missing); !errors.Is(err, ErrProfileNotFound) || !strings.Contains(err.Error(), "put it there first") {
 		t.Errorf("get of a missing profile: %v", err)
 	}
@@ -81,8 +83,8 @@ func TestProfileStore(t *testing.T) {
 
 func TestParseProfileRef(t *testing.T) {
 	t.Parallel()
-	good := ProfileRef([]byte("x"))
-	if d, err := ParseProfileRef(good); err != nil || ProfileRefPrefix+hex.EncodeToString(d[:]) != good {
+	good := v1.ProfileRef([]byte("x"))
+	if d, err := v1.ParseProfileRef(good); err != nil || v1.ProfileRefPrefix+hex.EncodeToString(d[:]) != good {
 		t.Errorf("ParseProfileRef(%q) = %x, %v", good, d, err)
 	}
 	hexPart := strings.TrimPrefix(good, "sha256:")
@@ -91,7 +93,7 @@ func TestParseProfileRef(t *testing.T) {
 		strings.ToUpper(good[:7]) + good[7:], "sha256:" + strings.ToUpper(hexPart),
 		"sha256:" + strings.Repeat("g", 64), "sha256:" + strings.Repeat("0", 63) + "\n",
 	} {
-		if _, err := ParseProfileRef(ref); err == nil || !strings.HasPrefix(err.Error(), "profile_ref: want") {
+		if _, err := v1.ParseProfileRef(ref); err == nil || !strings.HasPrefix(err.Error(), "profile_ref: want") {
 			t.Errorf("ParseProfileRef(%q) = %v, want an error naming the field", ref, err)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/internal/natstest"
 	"github.com/nats-io/nats.go"
 )
@@ -23,14 +25,14 @@ func TestRequestResentAfterReconnect(t *testing.T) {
 	opts.Port = natstest.FreePort(t)
 	ns := natstest.Start(t, opts)
 	fast := nats.ReconnectWait(50 * time.Millisecond)
-	side, err := Connect(ns.ClientURL(), ConnectOptions{NKeySeedFile: sidecarSeed, Options: []nats.Option{fast, nats.CustomInboxPrefix(SidecarInboxPrefix("gpu-a"))}})
+	side, err := Connect(ns.ClientURL(), ConnectOptions{NKeySeedFile: sidecarSeed, Options: []nats.Option{fast, nats.CustomInboxPrefix(v1.SidecarInboxPrefix("gpu-a"))}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(side.Close)
 	var seen atomic.Int64
 	first := make(chan struct{})
-	if _, err := side.Subscribe(EndpointSubject("gpu-a", EndpointStatus), func(m *nats.Msg) {
+	if _, err := side.Subscribe(v1.EndpointSubject("gpu-a", v1.EndpointStatus), func(m *nats.Msg) {
 		if seen.Add(1) == 1 {
 			close(first) // lost with its server: never answered
 			return
@@ -43,7 +45,7 @@ func TestRequestResentAfterReconnect(t *testing.T) {
 	// gone, and the caller is told it is released.
 	var releases atomic.Int64
 	firstRelease := make(chan struct{})
-	if _, err := side.Subscribe(EndpointSubject("gpu-a", EndpointRelease), func(m *nats.Msg) {
+	if _, err := side.Subscribe(v1.EndpointSubject("gpu-a", v1.EndpointRelease), func(m *nats.Msg) {
 		if releases.Add(1) == 1 {
 			close(firstRelease)
 			return
@@ -85,7 +87,7 @@ func TestRequestResentAfterReconnect(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		released <- NewClient(launcher).Release(ctx, "gpu-a", &LeaseRef{LeaseID: "l-1", Token: "t"})
+		released <- NewClient(launcher).Release(ctx, "gpu-a", &v1.LeaseRef{LeaseID: "l-1", Token: "t"})
 	}()
 	<-firstRelease
 	ns2.Shutdown()

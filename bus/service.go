@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -50,17 +52,17 @@ const (
 type Handler interface {
 	// Admit decides on a request and, for a grant or throttle, returns the
 	// lease with its token.
-	Admit(ctx context.Context, req *AdmitRequest) (*Decision, error)
+	Admit(ctx context.Context, req *v1.AdmitRequest) (*v1.Decision, error)
 	// Quote decides without granting; any lease in the answer is dropped.
-	Quote(ctx context.Context, req *AdmitRequest) (*Decision, error)
+	Quote(ctx context.Context, req *v1.AdmitRequest) (*v1.Decision, error)
 	// Renew extends a lease.
-	Renew(ctx context.Context, ref *LeaseRef) (*Lease, error)
+	Renew(ctx context.Context, ref *v1.LeaseRef) (*v1.Lease, error)
 	// Release ends a lease.
-	Release(ctx context.Context, ref *LeaseRef) error
+	Release(ctx context.Context, ref *v1.LeaseRef) error
 	// Register records a lease's client processes.
-	Register(ctx context.Context, req *RegisterRequest) error
+	Register(ctx context.Context, req *v1.RegisterRequest) error
 	// Status reports the sidecar's state; lease tokens are stripped.
-	Status(ctx context.Context) (*Status, error)
+	Status(ctx context.Context) (*v1.Status, error)
 	// HasProfile reports whether the profile store holds the profile ref
 	// names, so that an upload of it can stop at its first chunk.
 	HasProfile(ctx context.Context, ref string) (bool, error)
@@ -162,11 +164,11 @@ func Serve(nc *nats.Conn, id, version string, h Handler, opts ...ServeOption) (*
 	if nc == nil || h == nil {
 		return nil, errors.New("serve: nil connection or handler")
 	}
-	if err := ValidateSidecarID(id); err != nil {
+	if err := v1.ValidateSidecarID(id); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	svc, err := micro.AddService(nc, micro.Config{
-		Name:        ServiceName,
+		Name:        v1.ServiceName,
 		Version:     version,
 		Description: "colocd admission sidecar: co-locates training with GPU inference",
 		Metadata:    map[string]string{"sidecar": id, "api": "v1"},
@@ -190,23 +192,23 @@ func Serve(nc *nats.Conn, id, version string, h Handler, opts ...ServeOption) (*
 		class         class
 		opts          []micro.EndpointOpt
 	}{
-		{EndpointAdmit, EndpointSubject(id, EndpointAdmit), body(s.admit), classDecide, nil},
-		{EndpointRenew, EndpointSubject(id, EndpointRenew), body(s.renew), classLease, nil},
-		{EndpointRelease, EndpointSubject(id, EndpointRelease), acknowledge(DecodeLeaseRef, h.Release), classLease, nil},
-		{EndpointRegister, EndpointSubject(id, EndpointRegister), acknowledge(DecodeRegisterRequest, h.Register), classLease, nil},
-		{EndpointStatus, EndpointSubject(id, EndpointStatus), body(s.status), classLease, nil},
-		{EndpointProfile, EndpointSubject(id, EndpointProfile), s.profile, classOther, nil},
-		{EndpointQuote, QuoteSubject, body(s.quote), classDecide, []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
-		{EndpointQuoteOne, EndpointSubject(id, quoteOneToken), body(s.quote), classDecide, nil},
-		{EndpointFleet, FleetSubject, s.fleet, classOther, nil}, // one sidecar of the queue group answers
-		{EndpointWatch, EndpointSubject(id, EndpointWatch), s.watch, classOther, nil},
+		{v1.EndpointAdmit, v1.EndpointSubject(id, v1.EndpointAdmit), body(s.admit), classDecide, nil},
+		{v1.EndpointRenew, v1.EndpointSubject(id, v1.EndpointRenew), body(s.renew), classLease, nil},
+		{v1.EndpointRelease, v1.EndpointSubject(id, v1.EndpointRelease), acknowledge(v1.DecodeLeaseRef, h.Release), classLease, nil},
+		{v1.EndpointRegister, v1.EndpointSubject(id, v1.EndpointRegister), acknowledge(v1.DecodeRegisterRequest, h.Register), classLease, nil},
+		{v1.EndpointStatus, v1.EndpointSubject(id, v1.EndpointStatus), body(s.status), classLease, nil},
+		{v1.EndpointProfile, v1.EndpointSubject(id, v1.EndpointProfile), s.profile, classOther, nil},
+		{v1.EndpointQuote, v1.QuoteSubject, body(s.quote), classDecide, []micro.EndpointOpt{micro.WithEndpointQueueGroupDisabled()}},
+		{v1.EndpointQuoteOne, v1.EndpointSubject(id, v1.QuoteOneToken), body(s.quote), classDecide, nil},
+		{v1.EndpointFleet, v1.FleetSubject, s.fleet, classOther, nil}, // one sidecar of the queue group answers
+		{v1.EndpointWatch, v1.EndpointSubject(id, v1.EndpointWatch), s.watch, classOther, nil},
 	}
 	for _, ep := range endpoints {
 		// A flood waits in a bounded queue per endpoint: past it the
 		// server drops requests (their senders time out) instead of the
 		// sidecar's memory growing with them.
 		msgs, bytes := EndpointPendingMsgs, EndpointPendingBytes
-		if ep.name == EndpointProfile {
+		if ep.name == v1.EndpointProfile {
 			bytes = ProfilePendingBytes
 		}
 		opts := append([]micro.EndpointOpt{micro.WithEndpointSubject(ep.subject), micro.WithEndpointPendingLimits(msgs, bytes)}, ep.opts...)
@@ -273,7 +275,7 @@ func (s *Service) handle(name string, cl class, fn func(context.Context, micro.R
 			}
 			wait := v.wait
 			s.log.Warn("requests refused: a launcher is past its rate; until it slows down, one refusal a second is answered and the rest dropped", "endpoint", name, "tenant", tenant)
-			s.refuse(req, TooManyRequests(fmt.Sprintf("%s: this launcher (%s) sent more than %g requests a second (nats.limits.tenant_rate); retry after %s",
+			s.refuse(req, v1.TooManyRequests(fmt.Sprintf("%s: this launcher (%s) sent more than %g requests a second (nats.limits.tenant_rate); retry after %s",
 				name, clipTenant(tenant), s.limits.TenantRate, wait.Round(time.Millisecond))), wait)
 			return
 		}
@@ -290,7 +292,7 @@ func (s *Service) handle(name string, cl class, fn func(context.Context, micro.R
 		call := func() {
 			defer cancel()
 			if ctx.Err() != nil {
-				s.respond(req, nil, Timeout(fmt.Sprintf("%s: the request's deadline passed while it waited for a worker; nothing was done", name)))
+				s.respond(req, nil, v1.Timeout(fmt.Sprintf("%s: the request's deadline passed while it waited for a worker; nothing was done", name)))
 				return
 			}
 			out, err := fn(ctx, req)
@@ -308,14 +310,14 @@ func (s *Service) handle(name string, cl class, fn func(context.Context, micro.R
 		}
 		stopping := func() {
 			cancel()
-			s.refuse(req, Unavailable(fmt.Sprintf("%s: the sidecar is stopping; nothing was done: ask again", name)), time.Second)
+			s.refuse(req, v1.Unavailable(fmt.Sprintf("%s: the sidecar is stopping; nothing was done: ask again", name)), time.Second)
 		}
 		if waiting, err := q.push(tenant, job{run: call, refuse: stopping}); errors.Is(err, errQueueClosed) {
 			stopping()
 		} else if err != nil {
 			cancel()
 			s.log.Debug("request refused: its queue is full", "endpoint", name, "tenant", tenant, "waiting", waiting)
-			s.refuse(req, Unavailable(fmt.Sprintf("%s: %s (%d requests waiting; this launcher may have at most its share of nats.limits' queues); retry after a second",
+			s.refuse(req, v1.Unavailable(fmt.Sprintf("%s: %s (%d requests waiting; this launcher may have at most its share of nats.limits' queues); retry after a second",
 				name, err, waiting)), time.Second)
 		}
 	})
@@ -345,7 +347,7 @@ func (s *Service) refuse(req micro.Request, err error, wait time.Duration) {
 
 // errorMsg is err in micro's error headers.
 func errorMsg(err error) *nats.Msg {
-	code, desc := wireError(err)
+	code, desc := v1.WireError(err)
 	return &nats.Msg{Header: nats.Header{micro.ErrorHeader: {desc}, micro.ErrorCodeHeader: {code}}}
 }
 
@@ -385,7 +387,7 @@ func requestTimeout(h nats.Header) (time.Duration, error) {
 		if len(v) > 32 {
 			v = v[:32] + "…"
 		}
-		return 0, BadRequest(fmt.Sprintf("header %s: want the milliseconds the caller waits, in [1, %d], got %q", TimeoutHeader, MaxTimeoutMS, v))
+		return 0, v1.BadRequest(fmt.Sprintf("header %s: want the milliseconds the caller waits, in [1, %d], got %q", TimeoutHeader, MaxTimeoutMS, v))
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
@@ -407,8 +409,8 @@ func (s *Service) quote(ctx context.Context, data []byte) (any, error) {
 
 // decide hands an admit or a quote to fn and stamps a copy of its decision
 // with the sidecar's id.
-func (s *Service) decide(ctx context.Context, data []byte, what string, fn func(context.Context, *AdmitRequest) (*Decision, error)) (*Decision, error) {
-	req, err := DecodeAdmitRequest(data)
+func (s *Service) decide(ctx context.Context, data []byte, what string, fn func(context.Context, *v1.AdmitRequest) (*v1.Decision, error)) (*v1.Decision, error) {
+	req, err := v1.DecodeAdmitRequest(data)
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +427,7 @@ func (s *Service) decide(ctx context.Context, data []byte, what string, fn func(
 }
 
 func (s *Service) renew(ctx context.Context, data []byte) (any, error) {
-	ref, err := DecodeLeaseRef(data)
+	ref, err := v1.DecodeLeaseRef(data)
 	if err != nil {
 		return nil, err
 	}
@@ -455,7 +457,7 @@ func acknowledge[R any](decode func([]byte) (R, error), fn func(context.Context,
 }
 
 func (s *Service) status(ctx context.Context, data []byte) (any, error) {
-	if err := decodeEmpty("status request", data); err != nil {
+	if err := v1.DecodeEmpty("status request", data); err != nil {
 		return nil, err
 	}
 	st, err := s.h.Status(ctx)
@@ -467,7 +469,7 @@ func (s *Service) status(ctx context.Context, data []byte) (any, error) {
 	}
 	out := *st
 	out.Sidecar = s.id
-	out.Leases = make([]Lease, len(st.Leases))
+	out.Leases = make([]v1.Lease, len(st.Leases))
 	for i, l := range st.Leases {
 		l.Token = ""
 		out.Leases[i] = l
@@ -510,7 +512,7 @@ func (s *Service) profile(ctx context.Context, req micro.Request) (any, error) {
 // published with the sidecar's identity, which may use the JetStream API,
 // so a reply of $JS.API.STREAM.PURGE.<bucket> would purge it.
 func inboxReply(reply string) bool {
-	return strings.HasPrefix(reply, LauncherInboxPrefix+".") || strings.HasPrefix(reply, sidecarInboxRoot+".") ||
+	return strings.HasPrefix(reply, v1.LauncherInboxPrefix+".") || strings.HasPrefix(reply, v1.SidecarInboxRoot+".") ||
 		strings.HasPrefix(reply, serviceReplyPrefix)
 }
 
@@ -551,14 +553,14 @@ func (s *Service) fleet(ctx context.Context, _ micro.Request) (any, error) {
 		}
 	}
 	if err != nil {
-		return nil, Unavailable(fmt.Sprintf("fleet: reading the capacity summaries failed: %v", err))
+		return nil, v1.Unavailable(fmt.Sprintf("fleet: reading the capacity summaries failed: %v", err))
 	}
 	data, err := json.Marshal(caps)
 	if err != nil {
 		return nil, err
 	}
 	if len(data) > MaxFleetReply {
-		return nil, Unavailable(fmt.Sprintf("fleet: %d summaries are %d bytes, more than one answer carries (%d)", len(caps), len(data), MaxFleetReply))
+		return nil, v1.Unavailable(fmt.Sprintf("fleet: %d summaries are %d bytes, more than one answer carries (%d)", len(caps), len(data), MaxFleetReply))
 	}
 	return json.RawMessage(data), nil
 }

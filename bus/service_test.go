@@ -12,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+	"github.com/colocd/colocd/internal/wiretest"
+
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -25,35 +29,36 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 	e, h := servedFake(t)
 	c := NewClient(connect(t, e))
 	ctx := testCtx(t)
-	ref := &LeaseRef{LeaseID: "l-1", Token: "secret"}
+	ref := &v1.LeaseRef{LeaseID: "l-1", Token: "secret"}
 
 	t.Run("admit", func(t *testing.T) {
-		sent := testAdmitRequest()
+		sent := wiretest.AdmitRequest()
 		got, err := c.Admit(ctx, "gpu-a", sent)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// The client drew a token, sent only its hash, and hands the
 		// token to its caller beside the lease.
-		if sent.token == "" || sent.TokenSHA256 != TokenSHA256(sent.token) || got.Lease.Token != sent.token {
-			t.Fatalf("token %q, hash %q, lease token %q", sent.token, sent.TokenSHA256, got.Lease.Token)
+		if sent.Token() == "" || sent.TokenSHA256 != v1.TokenSHA256(sent.Token()) || got.Lease.Token != sent.Token() {
+			t.Fatalf("token %q, hash %q, lease token %q", sent.Token(), sent.TokenSHA256, got.Lease.Token)
 		}
-		want := testDecision()
+		want := wiretest.Decision()
 		want.Sidecar = "gpu-a" // the service names itself
-		want.Lease.Token = sent.token
+		want.Lease.Token = sent.Token()
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("decision (-want +got):\n%s", diff)
 		}
-		wantReq := *sent
-		wantReq.token = "" // never on the wire
-		h.wantLast(t, "admit", &wantReq, cmp.AllowUnexported(AdmitRequest{}))
+		h.wantLast(t, "admit", sent, cmpopts.IgnoreUnexported(v1.AdmitRequest{}))
+		if r, _ := h.last("admit"); r.(*v1.AdmitRequest).Token() != "" {
+			t.Error("the lease token reached the sidecar: it is never on the wire")
+		}
 	})
 	t.Run("renew", func(t *testing.T) {
 		got, err := c.Renew(ctx, "gpu-a", ref)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(testLease(), got); diff != "" {
+		if diff := cmp.Diff(wiretest.Lease(), got); diff != "" {
 			t.Errorf("lease (-want +got):\n%s", diff)
 		}
 		h.wantLast(t, "renew", ref)
@@ -65,7 +70,7 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 		h.wantLast(t, "release", ref)
 	})
 	t.Run("register", func(t *testing.T) {
-		reg := &RegisterRequest{LeaseID: "l-1", Token: "secret", PIDs: []int{4242, 4243}}
+		reg := &v1.RegisterRequest{LeaseID: "l-1", Token: "secret", PIDs: []int{4242, 4243}}
 		if err := c.Register(ctx, "gpu-a", reg); err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +90,7 @@ func TestRoundTripEveryEndpoint(t *testing.T) {
 	})
 	t.Run("release answers {}", func(t *testing.T) {
 		nc := connect(t, e)
-		m, err := nc.Request(EndpointSubject("gpu-a", EndpointRelease), []byte(`{"lease_id":"l-1","token":"x"}`), 5*time.Second)
+		m, err := nc.Request(v1.EndpointSubject("gpu-a", v1.EndpointRelease), []byte(`{"lease_id":"l-1","token":"x"}`), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,24 +106,26 @@ type failing struct {
 	admitErr, renewErr, releaseErr, statusErr error
 }
 
-func (f failing) Admit(context.Context, *AdmitRequest) (*Decision, error) { return nil, f.admitErr }
-func (f failing) Renew(context.Context, *LeaseRef) (*Lease, error)        { return nil, f.renewErr }
-func (f failing) Release(context.Context, *LeaseRef) error                { return f.releaseErr }
-func (f failing) Status(context.Context) (*Status, error)                 { return nil, f.statusErr }
+func (f failing) Admit(context.Context, *v1.AdmitRequest) (*v1.Decision, error) {
+	return nil, f.admitErr
+}
+func (f failing) Renew(context.Context, *v1.LeaseRef) (*v1.Lease, error) { return nil, f.renewErr }
+func (f failing) Release(context.Context, *v1.LeaseRef) error            { return f.releaseErr }
+func (f failing) Status(context.Context) (*v1.Status, error)             { return nil, f.statusErr }
 
 func TestErrorsTravelInHeaders(t *testing.T) {
 	t.Parallel()
 	e := startServer(t)
 	serve(t, e, "gpu-a", failing{
 		fakeHandler: newFakeHandler(),
-		admitErr:    Unavailable("mps daemon not ready"),
-		renewErr:    Forbidden("wrong token for lease l-1"),
-		releaseErr:  fmt.Errorf("release: %w", NotFound("lease l-9")),
+		admitErr:    v1.Unavailable("mps daemon not ready"),
+		renewErr:    v1.Forbidden("wrong token for lease l-1"),
+		releaseErr:  fmt.Errorf("release: %w", v1.NotFound("lease l-9")),
 		statusErr:   errors.New("boom\ninjected: header"),
 	})
 	c := NewClient(connect(t, e))
 	ctx := testCtx(t)
-	ref := &LeaseRef{LeaseID: "l-1", Token: "x"}
+	ref := &v1.LeaseRef{LeaseID: "l-1", Token: "x"}
 
 	tests := []struct {
 		name     string
@@ -126,7 +133,7 @@ func TestErrorsTravelInHeaders(t *testing.T) {
 		code     int
 		wantDesc string
 	}{
-		{"503 admit", func() error { _, err := c.Admit(ctx, "gpu-a", testAdmitRequest()); return err }, 503, "mps daemon not ready"},
+		{"503 admit", func() error { _, err := c.Admit(ctx, "gpu-a", wiretest.AdmitRequest()); return err }, 503, "mps daemon not ready"},
 		{"403 renew", func() error { _, err := c.Renew(ctx, "gpu-a", ref); return err }, 403, "wrong token for lease l-1"},
 		{"404 wrapped", func() error { return c.Release(ctx, "gpu-a", ref) }, 404, "lease l-9"},
 		{"500 plain error, one line", func() error { _, err := c.Status(ctx, "gpu-a"); return err }, 500, "boom injected: header"},
@@ -134,15 +141,15 @@ func TestErrorsTravelInHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.call()
-			var be *Error
+			var be *v1.Error
 			if !errors.As(err, &be) {
-				t.Fatalf("error %v (%T) is not a *bus.Error", err, err)
+				t.Fatalf("error %v (%T) is not a *v1.Error", err, err)
 			}
 			if be.Code != tt.code || be.Description != tt.wantDesc {
 				t.Errorf("got %d %q, want %d %q", be.Code, be.Description, tt.code, tt.wantDesc)
 			}
-			if CodeOf(err) != tt.code {
-				t.Errorf("CodeOf = %d, want %d", CodeOf(err), tt.code)
+			if v1.CodeOf(err) != tt.code {
+				t.Errorf("CodeOf = %d, want %d", v1.CodeOf(err), tt.code)
 			}
 		})
 	}
@@ -156,17 +163,17 @@ func TestBadRequestNamesTheField(t *testing.T) {
 	tests := []struct {
 		name, endpoint, body, want string
 	}{
-		{"wrong type", EndpointAdmit, `{"job":{"id":"j","priority":"high"}}`, `job.priority: want a whole number`},
-		{"unknown field", EndpointAdmit, `{"request_id":"r","gpus":2}`, `gpus: want a known key`},
-		{"not an object", EndpointRenew, `[1,2]`, "must be a JSON object"},
-		{"empty", EndpointRegister, ``, "want a JSON document, got nothing"},
-		{"pids not ints", EndpointRegister, `{"lease_id":"l","token":"t","pids":["1"]}`, `pids[0]: want a whole number`},
-		{"status with fields", EndpointStatus, `{"verbose":true}`, `verbose: want a known key`},
-		{"syntax", EndpointRelease, `{"lease_id":`, "lease_id: want valid JSON: a value, got the end of the document (cut off)"},
+		{"wrong type", v1.EndpointAdmit, `{"job":{"id":"j","priority":"high"}}`, `job.priority: want a whole number`},
+		{"unknown field", v1.EndpointAdmit, `{"request_id":"r","gpus":2}`, `gpus: want a known key`},
+		{"not an object", v1.EndpointRenew, `[1,2]`, "must be a JSON object"},
+		{"empty", v1.EndpointRegister, ``, "want a JSON document, got nothing"},
+		{"pids not ints", v1.EndpointRegister, `{"lease_id":"l","token":"t","pids":["1"]}`, `pids[0]: want a whole number`},
+		{"status with fields", v1.EndpointStatus, `{"verbose":true}`, `verbose: want a known key`},
+		{"syntax", v1.EndpointRelease, `{"lease_id":`, "lease_id: want valid JSON: a value, got the end of the document (cut off)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := nc.Request(EndpointSubject("gpu-a", tt.endpoint), []byte(tt.body), 5*time.Second)
+			m, err := nc.Request(v1.EndpointSubject("gpu-a", tt.endpoint), []byte(tt.body), 5*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +181,7 @@ func TestBadRequestNamesTheField(t *testing.T) {
 			if be == nil {
 				t.Fatalf("no error headers; body %q", m.Data)
 			}
-			if be.Code != CodeBadRequest || !strings.Contains(be.Description, tt.want) {
+			if be.Code != v1.CodeBadRequest || !strings.Contains(be.Description, tt.want) {
 				t.Errorf("got %d %q, want 400 containing %q", be.Code, be.Description, tt.want)
 			}
 		})
@@ -189,14 +196,14 @@ func TestNoSidecar(t *testing.T) {
 	e := startServer(t)
 	c := NewClient(connect(t, e))
 	ctx := testCtx(t)
-	if _, err := c.Admit(ctx, "gpu-none", testAdmitRequest()); !errors.Is(err, ErrNoSidecar) {
+	if _, err := c.Admit(ctx, "gpu-none", wiretest.AdmitRequest()); !errors.Is(err, v1.ErrNoSidecar) {
 		t.Errorf("Admit: got %v, want ErrNoSidecar", err)
 	}
-	if err := c.Release(ctx, "gpu-none", &LeaseRef{}); !errors.Is(err, ErrNoSidecar) {
+	if err := c.Release(ctx, "gpu-none", &v1.LeaseRef{}); !errors.Is(err, v1.ErrNoSidecar) {
 		t.Errorf("Release: got %v, want ErrNoSidecar", err)
 	}
 	// Nobody listens on the quote subject: NATS says so at once.
-	if _, err := c.Quote(ctx, testAdmitRequest(), 5*time.Second); !errors.Is(err, ErrNoSidecar) {
+	if _, err := c.Quote(ctx, wiretest.AdmitRequest(), 5*time.Second); !errors.Is(err, v1.ErrNoSidecar) {
 		t.Errorf("Quote: got %v, want ErrNoSidecar", err)
 	}
 }
@@ -206,7 +213,7 @@ func TestClientRejectsBadSidecarID(t *testing.T) {
 	e := startServer(t)
 	c := NewClient(connect(t, e))
 	for _, id := range []string{"", "a.b", "*", ">", "a b"} {
-		if _, err := c.Status(testCtx(t), id); err == nil || errors.Is(err, ErrNoSidecar) {
+		if _, err := c.Status(testCtx(t), id); err == nil || errors.Is(err, v1.ErrNoSidecar) {
 			t.Errorf("Status(%q): got %v, want an id error", id, err)
 		}
 	}
@@ -219,11 +226,11 @@ type quoteHandler struct {
 	err      error
 }
 
-func (q quoteHandler) Quote(ctx context.Context, req *AdmitRequest) (*Decision, error) {
+func (q quoteHandler) Quote(ctx context.Context, req *v1.AdmitRequest) (*v1.Decision, error) {
 	if q.err != nil {
 		return nil, q.err
 	}
-	d := testDecision()
+	d := wiretest.Decision()
 	d.Decision = q.decision
 	return d, nil
 }
@@ -231,12 +238,12 @@ func (q quoteHandler) Quote(ctx context.Context, req *AdmitRequest) (*Decision, 
 func TestQuoteIsAnsweredByEverySidecar(t *testing.T) {
 	t.Parallel()
 	e := startServer(t)
-	serve(t, e, "gpu-a", quoteHandler{fakeHandler: newFakeHandler(), decision: DecisionGrant})
-	serve(t, e, "gpu-b", quoteHandler{fakeHandler: newFakeHandler(), decision: DecisionDeny})
-	serve(t, e, "gpu-c", quoteHandler{fakeHandler: newFakeHandler(), err: Unavailable("predictor not ready")})
+	serve(t, e, "gpu-a", quoteHandler{fakeHandler: newFakeHandler(), decision: v1.DecisionGrant})
+	serve(t, e, "gpu-b", quoteHandler{fakeHandler: newFakeHandler(), decision: v1.DecisionDeny})
+	serve(t, e, "gpu-c", quoteHandler{fakeHandler: newFakeHandler(), err: v1.Unavailable("predictor not ready")})
 	c := NewClient(connect(t, e))
 
-	got, err := c.Quote(testCtx(t), testAdmitRequest(), 300*time.Millisecond)
+	got, err := c.Quote(testCtx(t), wiretest.AdmitRequest(), 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +254,7 @@ func TestQuoteIsAnsweredByEverySidecar(t *testing.T) {
 			t.Errorf("quote from %s carries a lease", d.Sidecar)
 		}
 	}
-	want := map[string]string{"gpu-a": DecisionGrant, "gpu-b": DecisionDeny}
+	want := map[string]string{"gpu-a": v1.DecisionGrant, "gpu-b": v1.DecisionDeny}
 	if diff := cmp.Diff(want, bySidecar); diff != "" {
 		t.Errorf("quotes by sidecar (-want +got):\n%s", diff)
 	}
@@ -256,11 +263,11 @@ func TestQuoteIsAnsweredByEverySidecar(t *testing.T) {
 func TestQuoteOnlyErrors(t *testing.T) {
 	t.Parallel()
 	e := startServer(t)
-	serve(t, e, "gpu-c", quoteHandler{fakeHandler: newFakeHandler(), err: Unavailable("predictor not ready")})
+	serve(t, e, "gpu-c", quoteHandler{fakeHandler: newFakeHandler(), err: v1.Unavailable("predictor not ready")})
 	c := NewClient(connect(t, e))
-	_, err := c.Quote(testCtx(t), testAdmitRequest(), 200*time.Millisecond)
-	if CodeOf(err) != CodeUnavailable {
-		t.Errorf("got %v (code %d), want a 503", err, CodeOf(err))
+	_, err := c.Quote(testCtx(t), wiretest.AdmitRequest(), 200*time.Millisecond)
+	if v1.CodeOf(err) != v1.CodeUnavailable {
+		t.Errorf("got %v (code %d), want a 503", err, v1.CodeOf(err))
 	}
 }
 
@@ -271,7 +278,7 @@ type tracingHandler struct {
 	tracer trace.Tracer
 }
 
-func (h tracingHandler) Admit(ctx context.Context, req *AdmitRequest) (*Decision, error) {
+func (h tracingHandler) Admit(ctx context.Context, req *v1.AdmitRequest) (*v1.Decision, error) {
 	_, span := h.tracer.Start(ctx, "colocd.admit")
 	defer span.End()
 	return h.fakeHandler.Admit(ctx, req)
@@ -289,7 +296,7 @@ func TestTraceContextPropagates(t *testing.T) {
 	c := NewClient(connect(t, e))
 
 	ctx, launcher := tp.Tracer("launcher").Start(testCtx(t), "launcher.admit")
-	if _, err := c.Admit(ctx, "gpu-a", testAdmitRequest()); err != nil {
+	if _, err := c.Admit(ctx, "gpu-a", wiretest.AdmitRequest()); err != nil {
 		t.Fatal(err)
 	}
 	launcher.End()
@@ -360,12 +367,12 @@ func TestDiscovery(t *testing.T) {
 	nc := connect(t, e)
 
 	var sidecars []string
-	for _, m := range gather(t, nc, "$SRV.PING."+ServiceName, 2) {
+	for _, m := range gather(t, nc, "$SRV.PING."+v1.ServiceName, 2) {
 		var p micro.Ping
 		if err := json.Unmarshal(m.Data, &p); err != nil {
 			t.Fatal(err)
 		}
-		if p.Name != ServiceName || p.Version != "1.2.3" {
+		if p.Name != v1.ServiceName || p.Version != "1.2.3" {
 			t.Errorf("ping: %+v", p)
 		}
 		sidecars = append(sidecars, p.Metadata["sidecar"])
@@ -375,7 +382,7 @@ func TestDiscovery(t *testing.T) {
 		t.Errorf("pinged sidecars %v, want [gpu-a gpu-b]", sidecars)
 	}
 
-	for _, m := range gather(t, nc, "$SRV.INFO."+ServiceName, 2) {
+	for _, m := range gather(t, nc, "$SRV.INFO."+v1.ServiceName, 2) {
 		var info micro.Info
 		if err := json.Unmarshal(m.Data, &info); err != nil {
 			t.Fatal(err)
@@ -425,9 +432,9 @@ type blockingRenews struct {
 	*gate
 }
 
-func (b *blockingRenews) Renew(ctx context.Context, _ *LeaseRef) (*Lease, error) {
+func (b *blockingRenews) Renew(ctx context.Context, _ *v1.LeaseRef) (*v1.Lease, error) {
 	b.pass(ctx)
-	return nil, Forbidden("wrong token")
+	return nil, v1.Forbidden("wrong token")
 }
 
 // A flood of renews that nobody waits for, while the handler is stuck and
@@ -459,7 +466,7 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 	body := []byte(`{"lease_id":"l-1","token":"x"}`)
 	const sent = EndpointPendingMsgs * 3
 	for i := range sent {
-		if err := flood.PublishRequest(EndpointSubject("gpu-a", EndpointRenew), "_INBOX.flood."+strconv.Itoa(i), body); err != nil {
+		if err := flood.PublishRequest(v1.EndpointSubject("gpu-a", v1.EndpointRenew), "_INBOX.flood."+strconv.Itoa(i), body); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -493,8 +500,8 @@ func TestEndpointQueueIsBounded(t *testing.T) {
 	probes := int64(0)
 	for end := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		probes++
-		_, err := c.Renew(testCtx(t), "gpu-a", &LeaseRef{LeaseID: "l-1", Token: "x"})
-		if CodeOf(err) == CodeForbidden {
+		_, err := c.Renew(testCtx(t), "gpu-a", &v1.LeaseRef{LeaseID: "l-1", Token: "x"})
+		if v1.CodeOf(err) == v1.CodeForbidden {
 			break // answered again
 		}
 		if time.Now().After(end) {

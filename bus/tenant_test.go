@@ -14,7 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
+	"github.com/colocd/colocd/internal/credfiles"
 	"github.com/colocd/colocd/internal/syncio"
+	"github.com/colocd/colocd/internal/wiretest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -23,28 +29,28 @@ import (
 // tenants is an embedded server listening on loopback with two launcher
 // identities, a and b.
 type tenants struct {
-	e            *Embedded
+	e            *natsserver.Embedded
 	seedA, seedB string
 	keyA, keyB   string
 }
 
-func twoTenants(t *testing.T, opts ...func(*EmbeddedOptions)) *tenants {
+func twoTenants(t *testing.T, opts ...func(*natsserver.EmbeddedOptions)) *tenants {
 	t.Helper()
 	dir := t.TempDir()
 	tt := &tenants{seedA: filepath.Join(dir, "a.nk"), seedB: filepath.Join(dir, "b.nk")}
 	var err error
-	if tt.keyA, err = NKeySeedFile(tt.seedA); err != nil {
+	if tt.keyA, err = credfiles.Ensure(tt.seedA); err != nil {
 		t.Fatal(err)
 	}
-	if tt.keyB, err = NKeySeedFile(tt.seedB); err != nil {
+	if tt.keyB, err = credfiles.Ensure(tt.seedB); err != nil {
 		t.Fatal(err)
 	}
-	o := EmbeddedOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), SidecarID: "gpu-a",
-		Launchers: []Launcher{{Name: "a", Key: tt.keyA}, {Name: "b", Key: tt.keyB}}}
+	o := natsserver.EmbeddedOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), SidecarID: "gpu-a",
+		Launchers: []natsserver.Launcher{{Name: "a", Key: tt.keyA}, {Name: "b", Key: tt.keyB}}}
 	for _, f := range opts {
 		f(&o)
 	}
-	if tt.e, err = StartEmbedded(o); err != nil {
+	if tt.e, err = natsserver.StartEmbedded(o); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(tt.e.Shutdown)
@@ -67,7 +73,7 @@ func (tt *tenants) dial(t *testing.T, seed string, extra ...nats.Option) *nats.C
 func tenantsOfStatus(t *testing.T, side *nats.Conn) <-chan string {
 	t.Helper()
 	got := make(chan string, 4)
-	sub, err := side.Subscribe(EndpointSubject("gpu-a", EndpointStatus), func(m *nats.Msg) {
+	sub, err := side.Subscribe(v1.EndpointSubject("gpu-a", v1.EndpointStatus), func(m *nats.Msg) {
 		got <- Tenant(m.Header)
 		_ = m.Respond([]byte("{}"))
 	})
@@ -92,7 +98,7 @@ func TestTenantIsTheAuthenticatedLauncher(t *testing.T) {
 		seed, want string
 	}{{tt.seedA, tt.keyA}, {tt.seedB, tt.keyB}} {
 		nc := tt.dial(t, c.seed)
-		m := nats.NewMsg(EndpointSubject("gpu-a", EndpointStatus))
+		m := nats.NewMsg(v1.EndpointSubject("gpu-a", v1.EndpointStatus))
 		m.Header.Set(RequestInfoHeader, `{"acc":"COLOCD_LAUNCHERS","user":"`+tt.keyA+`"}`) // b pretends to be a
 		if _, err := nc.RequestMsg(m, 10*time.Second); err != nil {
 			t.Fatal(err)
@@ -102,7 +108,7 @@ func TestTenantIsTheAuthenticatedLauncher(t *testing.T) {
 		}
 	}
 	// The sidecar's own requests, in its account, carry no identity.
-	if _, err := side.Request(EndpointSubject("gpu-a", EndpointStatus), nil, 10*time.Second); err != nil {
+	if _, err := side.Request(v1.EndpointSubject("gpu-a", v1.EndpointStatus), nil, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if g := <-got; g != TenantLocal {
@@ -117,7 +123,7 @@ func TestLaunchersCannotReadEachOthersReplies(t *testing.T) {
 	tt := twoTenants(t)
 	var v violations
 	a := tt.dial(t, tt.seedA, v.handler())
-	for _, subj := range []string{"_INBOX.>", LauncherInbox(tt.keyB) + ".>", "_INBOX.x"} {
+	for _, subj := range []string{"_INBOX.>", v1.LauncherInbox(tt.keyB) + ".>", "_INBOX.x"} {
 		if _, err := a.SubscribeSync(subj); err != nil {
 			t.Fatal(err)
 		}
@@ -138,14 +144,14 @@ func TestSetLaunchersAddsAndRemoves(t *testing.T) {
 	closed := make(chan struct{})
 	tt.dial(t, tt.seedB, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 	dir := t.TempDir()
-	seed, c, err := AddLauncher(dir, "c")
+	seed, c, err := natsserver.AddLauncher(dir, "c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := AddLauncher(dir, "c"); err == nil || !strings.Contains(err.Error(), "exists") {
+	if _, _, err := natsserver.AddLauncher(dir, "c"); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("adding c twice: %v, want an error saying it exists", err)
 	}
-	listed, err := ReadLaunchers(dir)
+	listed, err := natsserver.ReadLaunchers(dir)
 	if err != nil || len(listed) != 1 || listed[0] != c {
 		t.Fatalf("ReadLaunchers = %v, %v; want [%v]", listed, err, c)
 	}
@@ -153,7 +159,7 @@ func TestSetLaunchersAddsAndRemoves(t *testing.T) {
 	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := tt.e.SetLaunchers([]Launcher{{Name: "a", Key: tt.keyA}, c}); err != nil {
+	if err := tt.e.SetLaunchers([]natsserver.Launcher{{Name: "a", Key: tt.keyA}, c}); err != nil {
 		t.Fatal(err)
 	}
 	await(t, closed, "launcher b still connected 30 s after its removal")
@@ -161,10 +167,10 @@ func TestSetLaunchersAddsAndRemoves(t *testing.T) {
 		t.Error("removed launcher b connected again")
 	}
 	tt.dial(t, seedFile) // c, added, connects
-	if err := RemoveLauncher(dir, "c"); err != nil {
+	if err := natsserver.RemoveLauncher(dir, "c"); err != nil {
 		t.Fatal(err)
 	}
-	if err := RemoveLauncher(dir, "c"); err == nil {
+	if err := natsserver.RemoveLauncher(dir, "c"); err == nil {
 		t.Error("removing c twice: no error")
 	}
 }
@@ -187,7 +193,7 @@ func await[T any](t *testing.T, ch <-chan T, failure string) T {
 func TestLauncherConnectionCap(t *testing.T) {
 	t.Parallel()
 	var logs syncio.Buffer
-	tt := twoTenants(t, func(o *EmbeddedOptions) {
+	tt := twoTenants(t, func(o *natsserver.EmbeddedOptions) {
 		o.MaxLauncherConns = 3
 		o.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	})
@@ -235,14 +241,14 @@ type gatedAdmits struct {
 	order []string
 }
 
-func (g *gatedAdmits) Admit(ctx context.Context, req *AdmitRequest) (*Decision, error) {
+func (g *gatedAdmits) Admit(ctx context.Context, req *v1.AdmitRequest) (*v1.Decision, error) {
 	if !g.pass(ctx) {
-		return nil, Timeout("gate")
+		return nil, v1.Timeout("gate")
 	}
 	g.mu.Lock()
 	g.order = append(g.order, req.Job.ID)
 	g.mu.Unlock()
-	return testDecision(), nil
+	return wiretest.Decision(), nil
 }
 
 // One launcher's backlog of admits delays another's by at most a turn:
@@ -265,7 +271,7 @@ func TestAdmitsAreServedFairly(t *testing.T) {
 	errs := make(chan error, 32)
 	admit := func(c *Client, job string) {
 		defer wg.Done()
-		req := testAdmitRequest()
+		req := wiretest.AdmitRequest()
 		req.Job.ID = job
 		_, err := c.Admit(ctx, "gpu-a", req)
 		errs <- err
@@ -282,10 +288,10 @@ func TestAdmitsAreServedFairly(t *testing.T) {
 	}
 	waitQueued(t, s.decideQ, "", 8)
 	// ...so its next is refused at once, with a Retry-After.
-	req := testAdmitRequest()
+	req := wiretest.AdmitRequest()
 	_, err = a.Admit(ctx, "gpu-a", req)
-	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeUnavailable || e.RetryAfter <= 0 {
+	var e *v1.Error
+	if !errors.As(err, &e) || e.Code != v1.CodeUnavailable || e.RetryAfter <= 0 {
 		t.Errorf("launcher a past its share: %v, want a 503 with Retry-After", err)
 	}
 	// b's admit, sent after a's eight, runs second.
@@ -345,14 +351,14 @@ func TestTenantRateLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = a.Status(ctx, "gpu-a")
-	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeTooManyRequests || e.RetryAfter <= 0 || !strings.Contains(e.Description, "tenant_rate") {
+	var e *v1.Error
+	if !errors.As(err, &e) || e.Code != v1.CodeTooManyRequests || e.RetryAfter <= 0 || !strings.Contains(e.Description, "tenant_rate") {
 		t.Errorf("launcher a past its burst: %v, want a 429 naming nats.limits.tenant_rate, with Retry-After", err)
 	}
 	// Within the second, its next excess request is dropped unanswered.
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
-	if _, err := a.Status(ctx2, "gpu-a"); CodeOf(err) == CodeTooManyRequests || err == nil {
+	if _, err := a.Status(ctx2, "gpu-a"); v1.CodeOf(err) == v1.CodeTooManyRequests || err == nil {
 		t.Errorf("launcher a's next excess request: %v, want no answer", err)
 	}
 	if _, err := b.Status(testCtx(t), "gpu-a"); err != nil {
@@ -375,7 +381,7 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 	c := NewClient(nc)
 	done := make(chan error, 1)
 	go func() {
-		req := testAdmitRequest()
+		req := wiretest.AdmitRequest()
 		req.Job.ID = "first"
 		_, err := c.Admit(testCtx(t), "gpu-a", req)
 		done <- err
@@ -384,9 +390,9 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// The second, with 300 ms to live, waits behind the first past them.
-	m := nats.NewMsg(EndpointSubject("gpu-a", EndpointAdmit))
-	req := testAdmitRequest()
-	req.Job.ID, req.RequestID, req.TokenSHA256 = "second", "r-second-0123456789abcdef", TokenSHA256(NewLeaseToken())
+	m := nats.NewMsg(v1.EndpointSubject("gpu-a", v1.EndpointAdmit))
+	req := wiretest.AdmitRequest()
+	req.Job.ID, req.RequestID, req.TokenSHA256 = "second", "r-second-0123456789abcdef", v1.TokenSHA256(v1.NewLeaseToken())
 	data, err := json.Marshal(req)
 	m.Data = data
 	if err != nil {
@@ -411,7 +417,7 @@ func TestDeadlineCountsFromArrival(t *testing.T) {
 	if r == nil {
 		return
 	}
-	if e := responseError(r); e == nil || e.Code != CodeTimeout {
+	if e := responseError(r); e == nil || e.Code != v1.CodeTimeout {
 		t.Errorf("the second admit: %v, want a 504", e)
 	}
 	if n := g.reached.Load(); n != 1 {
@@ -504,7 +510,7 @@ func TestBothServersTellTheTenant(t *testing.T) {
 			t.Parallel()
 			side, launcher := setup.dial(t)
 			got := tenantsOfStatus(t, side)
-			if _, err := launcher.Request(EndpointSubject("gpu-a", EndpointStatus), nil, 10*time.Second); err != nil {
+			if _, err := launcher.Request(v1.EndpointSubject("gpu-a", v1.EndpointStatus), nil, 10*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			if g := <-got; !nkeys.IsValidPublicUserKey(g) {
@@ -522,16 +528,16 @@ func TestWatchesOfOneLauncherLeaveAnothersAlone(t *testing.T) {
 	openEvents(t, tt.e, "gpu-a")
 	ctx := testCtx(t)
 	a, b := NewClient(tt.dial(t, tt.seedA)), NewClient(tt.dial(t, tt.seedB))
-	var mine WatchReply
-	if err := b.call(ctx, "gpu-a", EndpointWatch, &WatchRequest{}, &mine); err != nil {
+	var mine v1.WatchReply
+	if err := b.call(ctx, "gpu-a", v1.EndpointWatch, &v1.WatchRequest{}, &mine); err != nil {
 		t.Fatal(err)
 	}
 	const flood = MaxWatchConsumers + 40
 	for i := range flood {
 		// Each watch gets its own deadline: what is checked is that every
 		// one is answered, not how fast a thousand are on a busy machine.
-		var r WatchReply
-		if err := a.call(testCtx(t), "gpu-a", EndpointWatch, &WatchRequest{}, &r); err != nil {
+		var r v1.WatchReply
+		if err := a.call(testCtx(t), "gpu-a", v1.EndpointWatch, &v1.WatchRequest{}, &r); err != nil {
 			t.Fatalf("watch %d of launcher a: %v", i, err)
 		}
 	}
@@ -557,7 +563,7 @@ func TestWatchesOfOneLauncherLeaveAnothersAlone(t *testing.T) {
 		t.Errorf("%d consumers after a's %d watches and b's one, want at most a's share %d and b's", n, flood, share)
 	}
 	// b can still watch.
-	if err := b.call(ctx, "gpu-a", EndpointWatch, &WatchRequest{}, &mine); err != nil {
+	if err := b.call(ctx, "gpu-a", v1.EndpointWatch, &v1.WatchRequest{}, &mine); err != nil {
 		t.Errorf("launcher b's next watch: %v", err)
 	}
 }
@@ -566,14 +572,14 @@ func TestWatchesOfOneLauncherLeaveAnothersAlone(t *testing.T) {
 // decision the server's default 2 minutes.
 func TestResponseThresholds(t *testing.T) {
 	t.Parallel()
-	sidecars, _, err := Accounts("gpu-a")
+	sidecars, _, err := natsserver.Accounts("gpu-a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for subject, want := range map[string]time.Duration{
-		EndpointSubject("*", EndpointRenew): ResponseThreshold,
-		FleetSubject:                        ResponseThreshold,
-		EndpointSubject("*", EndpointAdmit): 2 * time.Minute,
+		v1.EndpointSubject("*", v1.EndpointRenew): v1.ResponseThreshold,
+		v1.FleetSubject: v1.ResponseThreshold,
+		v1.EndpointSubject("*", v1.EndpointAdmit): 2 * time.Minute,
 	} {
 		if got, err := sidecars.ServiceExportResponseThreshold(subject); err != nil || got != want {
 			t.Errorf("%s: %v (%v), want %v", subject, got, err, want)
@@ -612,7 +618,7 @@ func TestFloodIsReportedAndShunned(t *testing.T) {
 	}))
 	b := NewClient(tt.dial(t, tt.seedB))
 	for range 1000 {
-		if err := a.PublishRequest(EndpointSubject("gpu-a", EndpointStatus), a.NewRespInbox(), nil); err != nil {
+		if err := a.PublishRequest(v1.EndpointSubject("gpu-a", v1.EndpointStatus), a.NewRespInbox(), nil); err != nil {
 			break // closed under it
 		}
 	}
@@ -661,7 +667,7 @@ func TestFairQueueCloseRefusesQueued(t *testing.T) {
 
 // connects reports whether a launcher with the seed file seed gets a
 // connection to e now; one it gets is closed at once.
-func connects(e *Embedded, seed string) bool {
+func connects(e *natsserver.Embedded, seed string) bool {
 	nc, err := Connect(e.ClientURL(), ConnectOptions{NKeySeedFile: seed, Options: []nats.Option{nats.RetryOnFailedConnect(false)}})
 	if err != nil {
 		return false
@@ -692,7 +698,7 @@ func TestStayConnectedOutlastsRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if err := tt.e.SetLaunchers([]Launcher{{Name: "a", Key: tt.keyA}}); err != nil {
+	if err := tt.e.SetLaunchers([]natsserver.Launcher{{Name: "a", Key: tt.keyA}}); err != nil {
 		t.Fatal(err)
 	}
 	for end := time.Now().Add(time.Minute); refusals.Load() < 3; time.Sleep(10 * time.Millisecond) {
@@ -700,7 +706,7 @@ func TestStayConnectedOutlastsRefusals(t *testing.T) {
 			t.Fatalf("%d refusals in a minute, closed: %v", refusals.Load(), nc.IsClosed())
 		}
 	}
-	if err := tt.e.SetLaunchers([]Launcher{{Name: "a", Key: tt.keyA}, {Name: "b", Key: tt.keyB}}); err != nil {
+	if err := tt.e.SetLaunchers([]natsserver.Launcher{{Name: "a", Key: tt.keyA}, {Name: "b", Key: tt.keyB}}); err != nil {
 		t.Fatal(err)
 	}
 	await(t, back, "launcher b not back 30 s after it was let in again")

@@ -4,6 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/colocd/colocd/natsserver"
+
+	"github.com/colocd/colocd/internal/credfiles"
 	"github.com/colocd/colocd/internal/testpki"
 	"github.com/nats-io/nats.go"
 )
@@ -15,12 +18,12 @@ func TestEmbeddedMutualTLS(t *testing.T) {
 	t.Parallel()
 	pki := testpki.Write(t, t.TempDir())
 	seed := filepath.Join(t.TempDir(), "launcher.nk")
-	pub, err := NKeySeedFile(seed)
+	pub, err := credfiles.Ensure(seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), SidecarID: "gpu-a", Launchers: []Launcher{{Name: "test", Key: pub}},
-		TLS: ServerTLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}})
+	e, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{Listen: "127.0.0.1:-1", StoreDir: t.TempDir(), SidecarID: "gpu-a", Launchers: []natsserver.Launcher{{Name: "test", Key: pub}},
+		TLS: natsserver.ServerTLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +64,7 @@ func TestEmbeddedMutualTLS(t *testing.T) {
 			}
 		})
 	}
-	if _, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir(), SidecarID: "gpu-a", TLS: ServerTLSFiles{Cert: pki.ServerCert}}); err == nil {
+	if _, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), SidecarID: "gpu-a", TLS: natsserver.ServerTLSFiles{Cert: pki.ServerCert}}); err == nil {
 		t.Error("a certificate without its key was accepted")
 	}
 }

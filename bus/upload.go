@@ -8,6 +8,10 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
+	"github.com/colocd/colocd/internal/termtext"
 )
 
 // A launcher cannot write the profile store: it adds a profile through a
@@ -79,18 +83,18 @@ func ParseProfileChunk(h map[string][]string, data []byte) (ProfileChunk, error)
 		return ""
 	}
 	c := ProfileChunk{Ref: get(HeaderProfileRef), Data: data}
-	if _, err := ParseProfileRef(c.Ref); err != nil {
-		return c, BadRequest(HeaderProfileRef + " header: " + err.Error())
+	if _, err := v1.ParseProfileRef(c.Ref); err != nil {
+		return c, v1.BadRequest(HeaderProfileRef + " header: " + err.Error())
 	}
 	var err error
 	if c.Size, err = strconv.Atoi(get(HeaderProfileSize)); err != nil || c.Size < 1 || uint64(c.Size) > maxProfileBytes {
-		return c, BadRequest(fmt.Sprintf("%s header: want a size in bytes from 1 to %d, got %q", HeaderProfileSize, maxProfileBytes, clip(get(HeaderProfileSize))))
+		return c, v1.BadRequest(fmt.Sprintf("%s header: want a size in bytes from 1 to %d, got %q", HeaderProfileSize, maxProfileBytes, termtext.Clip(get(HeaderProfileSize))))
 	}
 	if c.Offset, err = strconv.Atoi(get(HeaderProfileOffset)); err != nil || c.Offset < 0 || c.Offset >= c.Size {
-		return c, BadRequest(fmt.Sprintf("%s header: want an offset from 0 to %d, got %q", HeaderProfileOffset, c.Size-1, clip(get(HeaderProfileOffset))))
+		return c, v1.BadRequest(fmt.Sprintf("%s header: want an offset from 0 to %d, got %q", HeaderProfileOffset, c.Size-1, termtext.Clip(get(HeaderProfileOffset))))
 	}
 	if len(data) == 0 || len(data) > c.Size-c.Offset {
-		return c, BadRequest(fmt.Sprintf("profile chunk: want 1 to %d bytes at offset %d of %d, got %d", c.Size-c.Offset, c.Offset, c.Size, len(data)))
+		return c, v1.BadRequest(fmt.Sprintf("profile chunk: want 1 to %d bytes at offset %d of %d, got %d", c.Size-c.Offset, c.Offset, c.Size, len(data)))
 	}
 	return c, nil
 }
@@ -149,7 +153,7 @@ func (u *ProfileUploads) Add(c ProfileChunk) (received int, raw []byte, err erro
 	}
 	if p == nil {
 		if c.Offset != 0 {
-			return 0, nil, Conflict(fmt.Sprintf("profile upload %s: no upload in progress: start at offset 0", c.Ref))
+			return 0, nil, v1.Conflict(fmt.Sprintf("profile upload %s: no upload in progress: start at offset 0", c.Ref))
 		}
 		if _, restart := u.pending[key]; !restart {
 			if err := u.makeRoomLocked(c, now); err != nil {
@@ -162,9 +166,9 @@ func (u *ProfileUploads) Add(c ProfileChunk) (received int, raw []byte, err erro
 	switch {
 	case c.Size != p.size:
 		delete(u.pending, key)
-		return 0, nil, BadRequest(fmt.Sprintf("%s header: %d, but the upload of %s began with %d: start again", HeaderProfileSize, c.Size, c.Ref, p.size))
+		return 0, nil, v1.BadRequest(fmt.Sprintf("%s header: %d, but the upload of %s began with %d: start again", HeaderProfileSize, c.Size, c.Ref, p.size))
 	case c.Offset != len(p.buf):
-		return len(p.buf), nil, Conflict(fmt.Sprintf("profile upload %s: chunk at offset %d, want offset %d", c.Ref, c.Offset, len(p.buf)))
+		return len(p.buf), nil, v1.Conflict(fmt.Sprintf("profile upload %s: chunk at offset %d, want offset %d", c.Ref, c.Offset, len(p.buf)))
 	}
 	p.buf = append(p.buf, c.Data...)
 	p.last = now
@@ -173,8 +177,8 @@ func (u *ProfileUploads) Add(c ProfileChunk) (received int, raw []byte, err erro
 	}
 	delete(u.pending, key)
 	sum := sha256.Sum256(p.buf)
-	if got := ProfileRefPrefix + hex.EncodeToString(sum[:]); got != c.Ref {
-		return 0, nil, BadRequest(fmt.Sprintf("profile upload: the bytes hash to %s, not %s: start again", got, c.Ref))
+	if got := v1.ProfileRefPrefix + hex.EncodeToString(sum[:]); got != c.Ref {
+		return 0, nil, v1.BadRequest(fmt.Sprintf("profile upload: the bytes hash to %s, not %s: start again", got, c.Ref))
 	}
 	return len(p.buf), p.buf, nil
 }
@@ -190,7 +194,7 @@ func (u *ProfileUploads) makeRoomLocked(c ProfileChunk, now time.Time) error {
 		}
 	}
 	if mine >= MaxTenantUploads {
-		return Unavailable(fmt.Sprintf("profile upload %s: this launcher has %d uploads in progress, its share: finish one first: %v", c.Ref, mine, ErrUploadsBusy))
+		return v1.Unavailable(fmt.Sprintf("profile upload %s: this launcher has %d uploads in progress, its share: finish one first: %v", c.Ref, mine, ErrUploadsBusy))
 	}
 	if len(u.pending) < MaxProfileUploads {
 		return nil
@@ -206,7 +210,7 @@ func (u *ProfileUploads) makeRoomLocked(c ProfileChunk, now time.Time) error {
 		}
 	}
 	if slowest == "" {
-		return Unavailable(fmt.Sprintf("profile upload %s: %d uploads in progress, the most a sidecar takes: retry shortly: %v", c.Ref, MaxProfileUploads, ErrUploadsBusy))
+		return v1.Unavailable(fmt.Sprintf("profile upload %s: %d uploads in progress, the most a sidecar takes: retry shortly: %v", c.Ref, MaxProfileUploads, ErrUploadsBusy))
 	}
 	delete(u.pending, slowest) // its next chunk is a 409: it starts again
 	return nil

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats.go"
 )
 
@@ -20,7 +22,7 @@ func chunkHeaders(ref string, size, offset int) map[string][]string {
 // sendAll uploads raw in chunks of n bytes and returns what Add returned last.
 func sendAll(t *testing.T, u *ProfileUploads, raw []byte, n int) ([]byte, error) {
 	t.Helper()
-	ref := ProfileRef(raw)
+	ref := v1.ProfileRef(raw)
 	for off := 0; off < len(raw); off += n {
 		c, err := ParseProfileChunk(chunkHeaders(ref, len(raw), off), raw[off:min(off+n, len(raw))])
 		if err != nil {
@@ -51,13 +53,13 @@ func TestProfileUploads(t *testing.T) {
 	}
 
 	// Out of order: a 409 that names the offset expected.
-	ref := ProfileRef(raw)
+	ref := v1.ProfileRef(raw)
 	first, _ := ParseProfileChunk(chunkHeaders(ref, len(raw), 0), raw[:10])
 	if _, _, err := u.Add(first); err != nil {
 		t.Fatal(err)
 	}
 	skip, _ := ParseProfileChunk(chunkHeaders(ref, len(raw), 20), raw[20:30])
-	if _, _, err := u.Add(skip); CodeOf(err) != CodeConflict || !strings.Contains(err.Error(), "want offset 10") {
+	if _, _, err := u.Add(skip); v1.CodeOf(err) != v1.CodeConflict || !strings.Contains(err.Error(), "want offset 10") {
 		t.Errorf("a chunk out of order: %v", err)
 	}
 	// A chunk at offset 0 starts it over (a launcher retrying), and the
@@ -67,18 +69,18 @@ func TestProfileUploads(t *testing.T) {
 	}
 	// Bytes that do not hash to the reference: a 400.
 	other := bytes.Repeat([]byte("x"), 100)
-	lie, _ := ParseProfileChunk(chunkHeaders(ProfileRef([]byte("something else")), 100, 0), other)
-	if _, _, err := u.Add(lie); CodeOf(err) != CodeBadRequest || !strings.Contains(err.Error(), "hash to") {
+	lie, _ := ParseProfileChunk(chunkHeaders(v1.ProfileRef([]byte("something else")), 100, 0), other)
+	if _, _, err := u.Add(lie); v1.CodeOf(err) != v1.CodeBadRequest || !strings.Contains(err.Error(), "hash to") {
 		t.Errorf("bytes with another hash: %v", err)
 	}
 	// At most MaxProfileUploads at once; idle ones are forgotten.
 	for i := range MaxProfileUploads {
 		r := []byte(strings.Repeat("y", 100+i))
-		c, _ := ParseProfileChunk(chunkHeaders(ProfileRef(r), len(r), 0), r[:50])
+		c, _ := ParseProfileChunk(chunkHeaders(v1.ProfileRef(r), len(r), 0), r[:50])
 		c.Tenant = "launcher-" + strconv.Itoa(i)
 		if _, _, err := u.Add(c); err != nil && i < MaxProfileUploads-1 {
 			t.Fatalf("upload %d: %v", i, err)
-		} else if err != nil && CodeOf(err) != CodeUnavailable {
+		} else if err != nil && v1.CodeOf(err) != v1.CodeUnavailable {
 			t.Fatalf("upload %d: %v, want a 503", i, err)
 		}
 	}
@@ -90,7 +92,7 @@ func TestProfileUploads(t *testing.T) {
 
 func TestParseProfileChunkNamesTheHeader(t *testing.T) {
 	t.Parallel()
-	ref := ProfileRef([]byte("x"))
+	ref := v1.ProfileRef([]byte("x"))
 	tests := []struct {
 		name string
 		h    map[string][]string
@@ -108,7 +110,7 @@ func TestParseProfileChunkNamesTheHeader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseProfileChunk(tt.h, tt.data)
-			if CodeOf(err) != CodeBadRequest || !strings.Contains(err.Error(), tt.want) {
+			if v1.CodeOf(err) != v1.CodeBadRequest || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want a 400 naming %q", err, tt.want)
 			}
 		})
@@ -122,9 +124,9 @@ func FuzzProfileUploads(f *testing.F) {
 	f.Add([]byte("abc"), 1, 2, 3, true)
 	f.Fuzz(func(t *testing.T, raw []byte, n, offset, size int, wrongRef bool) {
 		u := NewProfileUploads(nil)
-		ref := ProfileRef(raw)
+		ref := v1.ProfileRef(raw)
 		if wrongRef {
-			ref = ProfileRef(append([]byte("x"), raw...))
+			ref = v1.ProfileRef(append([]byte("x"), raw...))
 		}
 		if n < 1 {
 			n = 1
@@ -141,7 +143,7 @@ func FuzzProfileUploads(f *testing.F) {
 			if err != nil {
 				return
 			}
-			if whole != nil && ProfileRef(whole) != ref {
+			if whole != nil && v1.ProfileRef(whole) != ref {
 				t.Fatalf("completed %d bytes that do not hash to %s", len(whole), ref)
 			}
 			if u.Pending() > MaxProfileUploads {
@@ -167,7 +169,7 @@ func (h *storedHandler) HasProfile(_ context.Context, ref string) (bool, error) 
 func (h *storedHandler) PutProfile(_ context.Context, raw []byte) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ref := ProfileRef(raw)
+	ref := v1.ProfileRef(raw)
 	h.stored[ref]++
 	return ref, nil
 }
@@ -184,7 +186,7 @@ func TestUploadProfile(t *testing.T) {
 	c := NewClient(connect(t, e))
 	raw := bytes.Repeat([]byte(`{"name":"k","dur_us":1.5},`), 3*ProfileChunkBytes/26) // three chunks and some
 	ref, err := c.UploadProfile(testCtx(t), "gpu-a", raw)
-	if err != nil || ref != ProfileRef(raw) {
+	if err != nil || ref != v1.ProfileRef(raw) {
 		t.Fatalf("upload: %q, %v", ref, err)
 	}
 	if _, err := c.UploadProfile(testCtx(t), "gpu-a", raw); err != nil {
@@ -196,12 +198,12 @@ func TestUploadProfile(t *testing.T) {
 	if _, err := c.UploadProfile(testCtx(t), "gpu-a", nil); !errors.Is(err, ErrProfileTooLarge) {
 		t.Errorf("an empty upload: %v", err)
 	}
-	if _, err := c.UploadProfile(testCtx(t), "gpu-b", raw); !errors.Is(err, ErrNoSidecar) {
+	if _, err := c.UploadProfile(testCtx(t), "gpu-b", raw); !errors.Is(err, v1.ErrNoSidecar) {
 		t.Errorf("an upload to no sidecar: %v", err)
 	}
 	// Raw chunks with bad headers are refused by name.
 	nc := connect(t, e)
-	m := nats.NewMsg(EndpointSubject("gpu-a", EndpointProfile))
+	m := nats.NewMsg(v1.EndpointSubject("gpu-a", v1.EndpointProfile))
 	m.Data = []byte("x")
 	m.Header.Set(HeaderProfileRef, ref)
 	m.Header.Set(HeaderProfileSize, "1e9")
@@ -209,7 +211,7 @@ func TestUploadProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := responseError(resp); e == nil || e.Code != CodeBadRequest || !strings.Contains(e.Description, HeaderProfileSize) {
+	if e := responseError(resp); e == nil || e.Code != v1.CodeBadRequest || !strings.Contains(e.Description, HeaderProfileSize) {
 		t.Errorf("a chunk with a bad size: %v", e)
 	}
 }
@@ -223,7 +225,7 @@ func TestProfileUploadsShareAndMinimumRate(t *testing.T) {
 	u := NewProfileUploads(func() time.Time { return now })
 	start := func(tenant string, i int) error {
 		r := []byte(strings.Repeat("z", 1000+i))
-		c, _ := ParseProfileChunk(chunkHeaders(ProfileRef(r), len(r), 0), r[:1])
+		c, _ := ParseProfileChunk(chunkHeaders(v1.ProfileRef(r), len(r), 0), r[:1])
 		c.Tenant = tenant
 		_, _, err := u.Add(c)
 		return err
@@ -233,7 +235,7 @@ func TestProfileUploadsShareAndMinimumRate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := start("hostile", 99); CodeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "share") {
+	if err := start("hostile", 99); v1.CodeOf(err) != v1.CodeUnavailable || !strings.Contains(err.Error(), "share") {
 		t.Errorf("past its share: %v, want a 503 naming the share", err)
 	}
 	// Others fill the rest, one byte each: every place taken.
@@ -242,7 +244,7 @@ func TestProfileUploadsShareAndMinimumRate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := start("late", 200); CodeOf(err) != CodeUnavailable {
+	if err := start("late", 200); v1.CodeOf(err) != v1.CodeUnavailable {
 		t.Errorf("every place taken, none past its grace: %v, want a 503", err)
 	}
 	// Past the grace, all of them below the minimum rate: a new upload

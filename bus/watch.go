@@ -7,56 +7,14 @@ import (
 	"slices"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
 
-// EndpointWatch is the endpoint that makes a launcher's consumer on the
-// sidecar's events stream (colocd.v1.<id>.watch). A launcher may not create
-// consumers itself: a consumer's config, which no permission sees, could
-// name a deliver subject inside the sidecars' account, such as the
-// JetStream API (docs/security.md).
-const EndpointWatch = "watch"
-
 // watchInactive is how long a watch consumer lives without a pull.
 const watchInactive = 2 * time.Minute
-
-// WatchRequest asks for a consumer on the sidecar's events: those of one
-// job (JobID) or all, from stream sequence FromSeq, or from the first event
-// stored at or after Since, or (neither) from the first event kept.
-type WatchRequest struct {
-	JobID   string     `json:"job_id,omitempty"`
-	FromSeq uint64     `json:"from_seq,omitempty"`
-	Since   *time.Time `json:"since,omitempty"`
-}
-
-// WatchReply names the consumer made: pull it with
-// $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>, or, when the stream is not
-// on the launcher's server, with the same call in JetStream domain Domain
-// (a leaf host's own; "" when there is none).
-type WatchReply struct {
-	Stream   string `json:"stream"`
-	Consumer string `json:"consumer"`
-	Domain   string `json:"domain,omitempty"`
-}
-
-// DecodeWatchRequest decodes a watch request body, like
-// [DecodeAdmitRequest]: strict, and from_seq and since exclusive.
-func DecodeWatchRequest(data []byte) (*WatchRequest, error) {
-	var r WatchRequest
-	if err := decodeStrict("watch request", data, &r); err != nil {
-		return nil, err
-	}
-	if r.FromSeq > 0 && r.Since != nil {
-		return nil, BadRequest("watch request: from_seq and since: want one of them, or neither")
-	}
-	if r.JobID != "" {
-		if _, err := JobToken(r.JobID); err != nil {
-			return nil, BadRequest("watch request: job_id: " + err.Error())
-		}
-	}
-	return &r, nil
-}
 
 // WithEventsDomain says in which JetStream domain the sidecar's events
 // stream is, for launchers on another server (a leaf host's: its id).
@@ -68,14 +26,14 @@ func WithEventsDomain(domain string) ServeOption {
 // sidecar chooses: the filter inside the events subjects, no acks, in
 // memory, gone after watchInactive without a pull.
 func (s *Service) watch(ctx context.Context, req micro.Request) (any, error) {
-	r, err := DecodeWatchRequest(req.Data())
+	r, err := v1.DecodeWatchRequest(req.Data())
 	if err != nil {
 		return nil, err
 	}
-	filter := EndpointSubject(s.id, "events") + ".>"
+	filter := v1.EndpointSubject(s.id, "events") + ".>"
 	if r.JobID != "" {
-		if filter, err = EventSubject(s.id, r.JobID); err != nil {
-			return nil, BadRequest("watch request: job_id: " + err.Error())
+		if filter, err = v1.EventSubject(s.id, r.JobID); err != nil {
+			return nil, v1.BadRequest("watch request: job_id: " + err.Error())
 		}
 	}
 	cfg := jetstream.ConsumerConfig{
@@ -99,16 +57,16 @@ func (s *Service) watch(ctx context.Context, req micro.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	stream := EventStreamName(s.id)
+	stream := v1.EventStreamName(s.id)
 	tenant := tenantOf(ctx)
 	s.makeRoom(ctx, js, stream, tenant)
 	if _, err := js.CreateConsumer(ctx, stream, cfg); err != nil {
-		return nil, Unavailable(fmt.Sprintf("watch: consumer on %s: %v", stream, err))
+		return nil, v1.Unavailable(fmt.Sprintf("watch: consumer on %s: %v", stream, err))
 	}
 	s.watchMu.Lock()
 	s.watches = append(s.watches, watchRecord{name: cfg.Name, tenant: tenant})
 	s.watchMu.Unlock()
-	return &WatchReply{Stream: stream, Consumer: cfg.Name, Domain: s.eventsDomain}, nil
+	return &v1.WatchReply{Stream: stream, Consumer: cfg.Name, Domain: s.eventsDomain}, nil
 }
 
 // MaxWatchConsumers bounds the consumers watch keeps on a sidecar's events

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/colocd/colocd/natsserver"
+
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/gpu"
@@ -65,7 +67,7 @@ type NATS struct {
 	// Launchers says who may connect to the embedded server (URL "").
 	Launchers Launchers `mapstructure:"launchers"`
 	// ServerTLS makes the embedded server's listener speak TLS.
-	ServerTLS bus.ServerTLSFiles `mapstructure:"server_tls"`
+	ServerTLS natsserver.ServerTLSFiles `mapstructure:"server_tls"`
 	// Replicas is how many servers of a JetStream cluster keep each of the
 	// sidecar's buckets and streams (leases, events, profiles, the fleet's
 	// capacity summaries); 1 with the embedded server. 0 (the default)

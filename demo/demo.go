@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/termtext"
@@ -66,30 +68,30 @@ type ask struct {
 // The script: what each launcher asks for, in order.
 var asks = []ask{
 	{job: "light-finetune", owner: "nlp", what: "a light fine-tuning job", minPct: 10, maxPct: 20, memoryMiB: 8 << 10, lease: 45 * time.Second,
-		want: bus.DecisionGrant, wantCode: "fits"},
+		want: v1.DecisionGrant, wantCode: "fits"},
 	{job: "huge-model", owner: "vision", what: "a job that needs more memory than is free", minPct: 5, maxPct: 20, memoryMiB: 136 << 10, lease: 10 * time.Minute,
-		want: bus.DecisionDeny, wantCode: "insufficient_memory"},
+		want: v1.DecisionDeny, wantCode: "insufficient_memory"},
 	{job: "heavy-pretrain", owner: "research", what: "a heavy pre-training job, as much of the GPU as it can get", minPct: 5, maxPct: 100, memoryMiB: 40 << 10, lease: 10 * time.Minute,
-		want: bus.DecisionThrottle, wantCode: "throttled_to_fit", supervised: true},
+		want: v1.DecisionThrottle, wantCode: "throttled_to_fit", supervised: true},
 	{job: "greedy-sweep", owner: "research", what: "a job that will not run below half the GPU", minPct: 50, maxPct: 100, memoryMiB: 8 << 10, lease: 10 * time.Minute,
-		want: bus.DecisionDeny, wantCode: "slo_violation"},
+		want: v1.DecisionDeny, wantCode: "slo_violation"},
 }
 
 // Step is one entry of the account: --json prints them all.
 type Step struct {
-	AtSeconds   float64                 `json:"at_s"`
-	Kind        string                  `json:"kind"` // admit, guard, expire, load, status
-	Job         string                  `json:"job,omitempty"`
-	Asked       *bus.Compute            `json:"asked,omitempty"`
-	MemoryMiB   int                     `json:"memory_mib,omitempty"`
-	Decision    string                  `json:"decision,omitempty"`
-	Pct         int                     `json:"pct,omitempty"`
-	Reason      *bus.Reason             `json:"reason,omitempty"`
-	Predictions []bus.ServicePrediction `json:"predictions,omitempty"`
-	Event       *bus.Event              `json:"event,omitempty"`
-	RateRPS     float64                 `json:"rate_rps,omitempty"`
-	PIDs        []int                   `json:"pids,omitempty"` // the workers it started or stopped
-	Note        string                  `json:"note,omitempty"`
+	AtSeconds   float64                `json:"at_s"`
+	Kind        string                 `json:"kind"` // admit, guard, expire, load, status
+	Job         string                 `json:"job,omitempty"`
+	Asked       *v1.Compute            `json:"asked,omitempty"`
+	MemoryMiB   int                    `json:"memory_mib,omitempty"`
+	Decision    string                 `json:"decision,omitempty"`
+	Pct         int                    `json:"pct,omitempty"`
+	Reason      *v1.Reason             `json:"reason,omitempty"`
+	Predictions []v1.ServicePrediction `json:"predictions,omitempty"`
+	Event       *v1.Event              `json:"event,omitempty"`
+	RateRPS     float64                `json:"rate_rps,omitempty"`
+	PIDs        []int                  `json:"pids,omitempty"` // the workers it started or stopped
+	Note        string                 `json:"note,omitempty"`
 }
 
 // Config is one run of the demo.
@@ -256,7 +258,7 @@ func (d *scenario) run(ctx context.Context, infPath, trainPath string) (err erro
 	if err := d.waitObserved(ctx, cfg.Services[0].Metrics.Window); err != nil {
 		return err
 	}
-	leases := map[string]*bus.Lease{}
+	leases := map[string]*v1.Lease{}
 	for _, a := range asks {
 		l, err := d.admit(ctx, a, trainJSON)
 		if err != nil {
@@ -380,9 +382,9 @@ func (d *scenario) waitObserved(ctx context.Context, window time.Duration) error
 
 // admit sends one ask and prints the decision; a granted job's worker
 // starts with the lease's environment and is registered.
-func (d *scenario) admit(ctx context.Context, a ask, profile []byte) (*bus.Lease, error) {
-	req := &bus.AdmitRequest{Job: bus.Job{ID: a.job, Owner: a.owner}, Profile: profile, MemoryMiB: a.memoryMiB, Processes: 1,
-		Compute: bus.Compute{MinPct: a.minPct, MaxPct: a.maxPct}, LeaseSeconds: int(a.lease.Seconds()), Checkpointable: true}
+func (d *scenario) admit(ctx context.Context, a ask, profile []byte) (*v1.Lease, error) {
+	req := &v1.AdmitRequest{Job: v1.Job{ID: a.job, Owner: a.owner}, Profile: profile, MemoryMiB: a.memoryMiB, Processes: 1,
+		Compute: v1.Compute{MinPct: a.minPct, MaxPct: a.maxPct}, LeaseSeconds: int(a.lease.Seconds()), Checkpointable: true}
 	dec, err := d.client.Admit(ctx, d.id, req)
 	if err != nil {
 		return nil, fmt.Errorf("demo: admit %s: %w", a.job, launch.Describe(err))
@@ -407,7 +409,7 @@ func (d *scenario) admit(ctx context.Context, a ask, profile []byte) (*bus.Lease
 	if dec.Decision != a.want || dec.Reason.Code != a.wantCode {
 		d.say(st, lines...)
 		if dec.Lease != nil { // not the scenario's: give it back
-			_ = d.client.Release(ctx, d.id, &bus.LeaseRef{LeaseID: dec.Lease.ID, Token: dec.Lease.Token})
+			_ = d.client.Release(ctx, d.id, &v1.LeaseRef{LeaseID: dec.Lease.ID, Token: dec.Lease.Token})
 		}
 		return nil, fmt.Errorf("demo: %s: decided %s (%s), the scenario expects %s (%s)", a.job, dec.Decision, dec.Reason.Code, a.want, a.wantCode)
 	}
@@ -431,7 +433,7 @@ func (d *scenario) admit(ctx context.Context, a ask, profile []byte) (*bus.Lease
 		return nil, fmt.Errorf("demo: %s's worker: %w", a.job, err)
 	}
 	st.PIDs = []int{pid}
-	if err := d.client.Register(ctx, d.id, &bus.RegisterRequest{LeaseID: dec.Lease.ID, Token: dec.Lease.Token, PIDs: []int{pid}}); err != nil {
+	if err := d.client.Register(ctx, d.id, &v1.RegisterRequest{LeaseID: dec.Lease.ID, Token: dec.Lease.Token, PIDs: []int{pid}}); err != nil {
 		return nil, fmt.Errorf("demo: register %s: %w", a.job, launch.Describe(err))
 	}
 	lines = append(lines, fmt.Sprintf("     its worker (pid %d) starts with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%s and is registered; lease for %s",
@@ -441,7 +443,7 @@ func (d *scenario) admit(ctx context.Context, a ask, profile []byte) (*bus.Lease
 }
 
 // predictionLine is one service's prediction against its limit.
-func predictionLine(p bus.ServicePrediction) string {
+func predictionLine(p v1.ServicePrediction) string {
 	s := fmt.Sprintf("%s: p99 solo %.1f ms, predicted %.1f ms", p.Service, p.SoloP99MS, p.PredictedP99MS)
 	if p.PredictedP99UpperMS > p.PredictedP99MS {
 		s += fmt.Sprintf(" (up to %.1f)", p.PredictedP99UpperMS)
@@ -457,9 +459,9 @@ func predictionLine(p bus.ServicePrediction) string {
 // register it); the heavy job's renews its lease, the light job's lets it
 // run out. It ends quietFor after the guard's last throttle once the light
 // lease has ended, or once both leases have.
-func (d *scenario) watch(ctx context.Context, heavy, light *bus.Lease) error {
+func (d *scenario) watch(ctx context.Context, heavy, light *v1.Lease) error {
 	subs := map[string]*bus.EventSubscription{}
-	for _, l := range []*bus.Lease{heavy, light} {
+	for _, l := range []*v1.Lease{heavy, light} {
 		sub, err := d.client.Events(ctx, d.id, l.JobID, 1)
 		if err != nil {
 			return fmt.Errorf("demo: events of %s: %w", l.JobID, launch.Describe(err))
@@ -478,7 +480,7 @@ func (d *scenario) watch(ctx context.Context, heavy, light *bus.Lease) error {
 	throttled, lightDone, heavyDone, seen := false, false, false, false
 	// follow handles what l's subscription delivered (ok false: it ended)
 	// and sets *done once l's lease is gone.
-	follow := func(l *bus.Lease, rec bus.EventRecord, ok bool, done *bool) error {
+	follow := func(l *v1.Lease, rec bus.EventRecord, ok bool, done *bool) error {
 		if !ok {
 			return fmt.Errorf("demo: the events of %s ended: %w", l.JobID, errors.Join(subs[l.JobID].Err(), context.Cause(ctx)))
 		}
@@ -499,7 +501,7 @@ func (d *scenario) watch(ctx context.Context, heavy, light *bus.Lease) error {
 			if heavyDone || heavy.ID == d.runLease { // colocd run renews its own
 				continue
 			}
-			if _, err := d.client.Renew(ctx, d.id, &bus.LeaseRef{LeaseID: heavy.ID, Token: heavy.Token}); err != nil {
+			if _, err := d.client.Renew(ctx, d.id, &v1.LeaseRef{LeaseID: heavy.ID, Token: heavy.Token}); err != nil {
 				return fmt.Errorf("demo: renew %s: %w", heavy.JobID, launch.Describe(err))
 			}
 		case <-poll.C:
@@ -537,21 +539,21 @@ func (d *scenario) watch(ctx context.Context, heavy, light *bus.Lease) error {
 
 // throttledBy notes a throttle by the guard: one with a deadline, which
 // the launcher answers with a restart.
-func throttledBy(ev bus.Event, throttled bool, last time.Time) (bool, time.Time) {
-	if ev.Type == bus.EventThrottle && ev.Deadline != nil {
+func throttledBy(ev v1.Event, throttled bool, last time.Time) (bool, time.Time) {
+	if ev.Type == v1.EventThrottle && ev.Deadline != nil {
 		return true, time.Now()
 	}
 	return throttled, last
 }
 
 // ended reports an event after which the lease is gone.
-func ended(ev bus.Event) bool { return ev.Type == bus.EventExpire || ev.Type == bus.EventRevoke }
+func ended(ev v1.Event) bool { return ev.Type == v1.EventExpire || ev.Type == v1.EventRevoke }
 
 // event prints one event and does what the launcher does with it.
-func (d *scenario) event(ctx context.Context, ev bus.Event, l *bus.Lease) error {
+func (d *scenario) event(ctx context.Context, ev v1.Event, l *v1.Lease) error {
 	st := Step{Kind: "guard", Job: ev.JobID, Pct: ev.ActiveThreadPct, Event: &ev}
 	switch ev.Type {
-	case bus.EventThrottle:
+	case v1.EventThrottle:
 		lines := []string{fmt.Sprintf("guard: THROTTLE %s to %d %%: %s", ev.JobID, ev.ActiveThreadPct, termtext.Line(ev.Reason))}
 		if ev.Deadline != nil && d.runRecs != nil && l.ID == d.runLease {
 			old := d.runPID
@@ -568,7 +570,7 @@ func (d *scenario) event(ctx context.Context, ev bus.Event, l *bus.Lease) error 
 			if err != nil {
 				return fmt.Errorf("demo: %s's worker: %w", ev.JobID, err)
 			}
-			if err := d.client.Register(ctx, d.id, &bus.RegisterRequest{LeaseID: l.ID, Token: l.Token, PIDs: []int{pid}}); err != nil {
+			if err := d.client.Register(ctx, d.id, &v1.RegisterRequest{LeaseID: l.ID, Token: l.Token, PIDs: []int{pid}}); err != nil {
 				return fmt.Errorf("demo: register %s: %w", ev.JobID, launch.Describe(err))
 			}
 			st.PIDs = []int{old, pid}
@@ -577,12 +579,12 @@ func (d *scenario) event(ctx context.Context, ev bus.Event, l *bus.Lease) error 
 		}
 		d.say(st, lines...)
 		return nil
-	case bus.EventRevoke:
+	case v1.EventRevoke:
 		st.PIDs = []int{d.workers.pid(ev.JobID)}
 		d.say(st, fmt.Sprintf("guard: REVOKE %s: %s", ev.JobID, termtext.Line(ev.Reason)), "  the launcher stops the worker")
 		d.workers.stop(ev.JobID)
 		return nil
-	case bus.EventExpire:
+	case v1.EventExpire:
 		st.Kind = "expire"
 		pid := d.workers.pid(ev.JobID)
 		d.workers.stop(ev.JobID)
@@ -590,7 +592,7 @@ func (d *scenario) event(ctx context.Context, ev bus.Event, l *bus.Lease) error 
 		d.say(st, fmt.Sprintf("EXPIRE %s: %s", ev.JobID, termtext.Line(ev.Reason)),
 			fmt.Sprintf("  the sidecar ended its MPS client (terminate_client) and freed its %d %%; the launcher stops the worker (pid %d)", ev.ActiveThreadPct, pid))
 		return nil
-	case bus.EventRaise:
+	case v1.EventRaise:
 		d.say(st, fmt.Sprintf("raise offered to %s: %d %% (%s); the launcher keeps its percentage", ev.JobID, ev.ActiveThreadPct, termtext.Line(ev.Reason)))
 	}
 	return nil
@@ -698,7 +700,7 @@ func (w *workerSet) stopAll() {
 // supervise runs the granted job under launch.Run, colocd run's
 // supervisor: its worker is a sleep that it starts, registers, renews and
 // restarts on a throttle. It returns the worker's pid once registered.
-func (d *scenario) supervise(ctx context.Context, dec *bus.Decision) (int, error) {
+func (d *scenario) supervise(ctx context.Context, dec *v1.Decision) (int, error) {
 	d.runRecs = make(chan launch.Record, 256)
 	d.runLease = dec.Lease.ID
 	granted := false
@@ -745,7 +747,7 @@ func (d *scenario) supervise(ctx context.Context, dec *bus.Decision) (int, error
 
 // awaitRestart waits for colocd run to restart the supervised worker at a
 // throttle's percentage (it has registered the new worker by then).
-func (d *scenario) awaitRestart(ctx context.Context, ev bus.Event) (launch.Record, error) {
+func (d *scenario) awaitRestart(ctx context.Context, ev v1.Event) (launch.Record, error) {
 	t := time.NewTimer(time.Until(*ev.Deadline))
 	defer t.Stop()
 	for {

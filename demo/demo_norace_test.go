@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
 )
 
 const profilesDir = "../testdata/profiles"
@@ -62,7 +62,7 @@ func TestDemo(t *testing.T) {
 			// A throttle by the guard once the load rose, below what the job
 			// was admitted at, that the launcher answered by restarting its
 			// worker (the old pid, then a new one).
-			if ev := s.Event; ev != nil && ev.Type == bus.EventThrottle && ev.Deadline != nil && s.AtSeconds >= riseAt.Seconds() &&
+			if ev := s.Event; ev != nil && ev.Type == v1.EventThrottle && ev.Deadline != nil && s.AtSeconds >= riseAt.Seconds() &&
 				s.Pct < admits[s.Job].Pct && len(s.PIDs) == 2 && s.PIDs[0] != s.PIDs[1] && s.PIDs[1] != 0 {
 				restarted = true
 			}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 )
 
@@ -27,9 +29,9 @@ const (
 
 // Client is the part of the NATS API a supervisor uses; *bus.Client is one.
 type Client interface {
-	Renew(ctx context.Context, sidecarID string, ref *bus.LeaseRef) (*bus.Lease, error)
-	Release(ctx context.Context, sidecarID string, ref *bus.LeaseRef) error
-	Register(ctx context.Context, sidecarID string, req *bus.RegisterRequest) error
+	Renew(ctx context.Context, sidecarID string, ref *v1.LeaseRef) (*v1.Lease, error)
+	Release(ctx context.Context, sidecarID string, ref *v1.LeaseRef) error
+	Register(ctx context.Context, sidecarID string, req *v1.RegisterRequest) error
 	Events(ctx context.Context, sidecarID, jobID string, fromSeq uint64) (*bus.EventSubscription, error)
 }
 
@@ -39,7 +41,7 @@ var _ Client = (*bus.Client)(nil)
 // decision (a deny too).
 type Grant struct {
 	Sidecar  string
-	Decision *bus.Decision
+	Decision *v1.Decision
 }
 
 // Admitter asks for a lease once: an admit at one sidecar, or a placement

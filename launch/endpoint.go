@@ -9,6 +9,8 @@ import (
 	"io"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/colocd/colocd/bus"
@@ -48,7 +50,7 @@ type Endpoint struct {
 // connection.
 func (e *Endpoint) Dial(needSidecar bool) (*bus.Client, *nats.Conn, error) {
 	if needSidecar {
-		if err := bus.ValidateSidecarID(e.Sidecar); err != nil {
+		if err := v1.ValidateSidecarID(e.Sidecar); err != nil {
 			return nil, nil, fmt.Errorf("--sidecar: %w", err)
 		}
 	}
@@ -97,7 +99,7 @@ func RefAbove(c *bus.Client) int {
 // object store directly (a launcher identity allowed to write it). In auto
 // mode a failure is not an error: the profile goes inline, as it always
 // could, and warn says why.
-func SendProfile(ctx context.Context, c *bus.Client, sidecar string, req *bus.AdmitRequest, mode string, warn io.Writer) error {
+func SendProfile(ctx context.Context, c *bus.Client, sidecar string, req *v1.AdmitRequest, mode string, warn io.Writer) error {
 	if mode == SendInline || (mode == SendAuto && len(req.Profile) <= RefAbove(c)) {
 		return nil
 	}
@@ -122,7 +124,7 @@ func SendProfile(ctx context.Context, c *bus.Client, sidecar string, req *bus.Ad
 // FillRequest checks req's job and the send mode, loads the training
 // profile at profilePath inline, and fills the lease's duration and, when
 // empty, a random request id.
-func FillRequest(req *bus.AdmitRequest, profilePath string, lease time.Duration, sendMode string) error {
+func FillRequest(req *v1.AdmitRequest, profilePath string, lease time.Duration, sendMode string) error {
 	if req.Job.ID == "" {
 		return errors.New("--job: want the job's id")
 	}
@@ -157,9 +159,9 @@ func FillRequest(req *bus.AdmitRequest, profilePath string, lease time.Duration,
 
 // Describe turns a sidecar's error into a sentence with its code.
 func Describe(err error) error {
-	var be *bus.Error
+	var be *v1.Error
 	switch {
-	case errors.Is(err, bus.ErrNoSidecar):
+	case errors.Is(err, v1.ErrNoSidecar):
 		return fmt.Errorf("no sidecar answered (is colocd serve running with that --sidecar id?): %w", err)
 	case errors.As(err, &be):
 		return fmt.Errorf("sidecar refused (%d): %s", be.Code, be.Description)

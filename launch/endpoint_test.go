@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/colocd/colocd/bus"
@@ -19,7 +21,7 @@ func TestSendProfileFallsBackInline(t *testing.T) {
 	ns := natstest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1}) // JetStream off
 	c := bus.NewClient(natstest.Connect(t, ns), bus.WithTimeout(2*time.Second))
 	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", RefAbove(c)) + `"}`)
-	req := &bus.AdmitRequest{Profile: big}
+	req := &v1.AdmitRequest{Profile: big}
 	var warn strings.Builder
 	if err := SendProfile(context.Background(), c, "", req, SendAuto, &warn); err != nil {
 		t.Fatalf("auto: %v", err)
@@ -30,7 +32,7 @@ func TestSendProfileFallsBackInline(t *testing.T) {
 	if err := SendProfile(context.Background(), c, "", req, SendRef, &warn); err == nil || !strings.Contains(err.Error(), "--send-profile ref") {
 		t.Errorf("ref without JetStream: %v", err)
 	}
-	small := &bus.AdmitRequest{Profile: json.RawMessage(`{}`)}
+	small := &v1.AdmitRequest{Profile: json.RawMessage(`{}`)}
 	if err := SendProfile(context.Background(), c, "", small, SendAuto, &warn); err != nil || small.ProfileRef != "" {
 		t.Errorf("a small profile goes inline without asking the store: %v %q", err, small.ProfileRef)
 	}

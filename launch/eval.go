@@ -10,7 +10,6 @@ import (
 	"time"
 
 	v1 "github.com/colocd/colocd/api/v1"
-	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/termtext"
 )
 
@@ -43,12 +42,12 @@ var ErrDenied = errors.New("denied")
 
 // CheckDecision verifies every field of an admit's reply that WriteEnv
 // prints; the error names the field.
-func CheckDecision(d *bus.Decision, sidecar string) error {
+func CheckDecision(d *v1.Decision, sidecar string) error {
 	bad := func(field, want string, got any) error {
 		return fmt.Errorf("%w: %s: want %s, got %q", ErrHostileReply, field, want, termtext.Clip(fmt.Sprint(got)))
 	}
 	switch d.Decision {
-	case bus.DecisionGrant, bus.DecisionThrottle, bus.DecisionDeny:
+	case v1.DecisionGrant, v1.DecisionThrottle, v1.DecisionDeny:
 	default:
 		return bad("decision", "grant, throttle or deny", d.Decision)
 	}
@@ -58,7 +57,7 @@ func CheckDecision(d *bus.Decision, sidecar string) error {
 	if d.Sidecar != sidecar {
 		return bad("sidecar", fmt.Sprintf("the sidecar asked (%q)", sidecar), d.Sidecar)
 	}
-	if d.Decision == bus.DecisionDeny {
+	if d.Decision == v1.DecisionDeny {
 		return nil
 	}
 	l := d.Lease
@@ -106,7 +105,7 @@ func CheckDecision(d *bus.Decision, sidecar string) error {
 // the launcher commands that follow find both. token is the lease's
 // secret, which the launcher drew itself. A deny is an error wrapping
 // ErrDenied, after its comments.
-func WriteEnv(w io.Writer, d *bus.Decision, ep *Endpoint, token string) error {
+func WriteEnv(w io.Writer, d *v1.Decision, ep *Endpoint, token string) error {
 	if err := CheckDecision(d, ep.Sidecar); err != nil {
 		return err
 	}
@@ -122,7 +121,7 @@ func WriteEnv(w io.Writer, d *bus.Decision, ep *Endpoint, token string) error {
 		}
 		fmt.Fprintf(w, "# %s: predicted %s %.2f ms%s, SLO %.2f ms, solo %.2f ms\n", termtext.Line(p.Service), what, p.PredictedP99MS, upper, p.SLOP99MS, p.SoloP99MS)
 	}
-	if d.Decision == bus.DecisionDeny {
+	if d.Decision == v1.DecisionDeny {
 		return fmt.Errorf("%w (%s): %s", ErrDenied, d.Reason.Code, termtext.Line(d.Reason.Message))
 	}
 	l := d.Lease

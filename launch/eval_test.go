@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
 )
 
 // exportLine is what a safe export looks like: an allowed name and one
@@ -21,9 +21,9 @@ func FuzzWriteEnv(f *testing.F) {
 	f.Add("deny", "max_jobs", "no\nrm -rf", "a\nb", "L;1", "t'", "j\r", "X;Y", "$(id)")
 	f.Add("throttle", "throttled_to_fit", "\u2028", "s", "ID-2", "tok", "job", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50';id;'")
 	f.Fuzz(func(t *testing.T, decision, code, message, service, id, token, job, envKey, envVal string) {
-		d := &bus.Decision{Decision: decision, Reason: bus.Reason{Code: code, Message: message}, Sidecar: "gpu-x",
-			Predictions: []bus.ServicePrediction{{Service: service}},
-			Lease:       &bus.Lease{ID: id, Token: token, JobID: job, ActiveThreadPct: 50, Env: map[string]string{envKey: envVal}}}
+		d := &v1.Decision{Decision: decision, Reason: v1.Reason{Code: code, Message: message}, Sidecar: "gpu-x",
+			Predictions: []v1.ServicePrediction{{Service: service}},
+			Lease:       &v1.Lease{ID: id, Token: token, JobID: job, ActiveThreadPct: 50, Env: map[string]string{envKey: envVal}}}
 		var out strings.Builder
 		_ = WriteEnv(&out, d, &Endpoint{Sidecar: "gpu-x", Server: "nats://x"}, token)
 		for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {

@@ -10,7 +10,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/internal/proc"
 )
 
@@ -22,10 +23,10 @@ type gpuRegistrar struct {
 	got   [][]int
 }
 
-func (g *gpuRegistrar) Register(_ context.Context, _ string, req *bus.RegisterRequest) error {
+func (g *gpuRegistrar) Register(_ context.Context, _ string, req *v1.RegisterRequest) error {
 	for i, p := range req.PIDs {
 		if !g.procs.HasOpen(p, gpuDevices) {
-			return &bus.Error{Code: bus.CodeBadRequest, Description: fmt.Sprintf("invalid register: pids[%d]: want a process with a CUDA context on this GPU, got %d", i, p)}
+			return &v1.Error{Code: v1.CodeBadRequest, Description: fmt.Sprintf("invalid register: pids[%d]: want a process with a CUDA context on this GPU, got %d", i, p)}
 		}
 	}
 	g.got = append(g.got, slices.Clone(req.PIDs))

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 )
 
@@ -20,8 +22,8 @@ func TestMeasureFirstRaiseIsTaken(t *testing.T) {
 		take       bool
 		want, then int // the percentage after the first raise, after a second
 	}{
-		{"measure first", bus.ReasonMeasureFirst, false, 50, 50},
-		{"measure first, take raises", bus.ReasonMeasureFirst, true, 50, 100},
+		{"measure first", v1.ReasonMeasureFirst, false, 50, 50},
+		{"measure first, take raises", v1.ReasonMeasureFirst, true, 50, 100},
 		{"throttled to fit", "throttled_to_fit", false, 10, 10},
 		{"throttled to fit, take raises", "throttled_to_fit", true, 50, 100},
 	}
@@ -30,10 +32,10 @@ func TestMeasureFirstRaiseIsTaken(t *testing.T) {
 			t.Parallel()
 			var events []string
 			s := &supervisor{cfg: Config{TakeRaises: tt.take}, rep: &reporter{w: io.Discard, hook: func(r Record) { events = append(events, r.Event) }}}
-			s.take(&Grant{Sidecar: "gpu", Decision: &bus.Decision{Decision: bus.DecisionThrottle, Reason: bus.Reason{Code: tt.code},
-				Lease: &bus.Lease{ID: "L", JobID: "job", ActiveThreadPct: 10, ExpiresAt: time.Now().Add(time.Minute)}}})
+			s.take(&Grant{Sidecar: "gpu", Decision: &v1.Decision{Decision: v1.DecisionThrottle, Reason: v1.Reason{Code: tt.code},
+				Lease: &v1.Lease{ID: "L", JobID: "job", ActiveThreadPct: 10, ExpiresAt: time.Now().Add(time.Minute)}}})
 			raise := func(pct int) {
-				s.onEvent(bus.EventRecord{Event: bus.Event{Type: bus.EventRaise, LeaseID: "L", ActiveThreadPct: pct}}, true)
+				s.onEvent(bus.EventRecord{Event: v1.Event{Type: v1.EventRaise, LeaseID: "L", ActiveThreadPct: pct}}, true)
 			}
 			raise(50)
 			if s.pct != tt.want {

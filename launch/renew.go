@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
 )
 
 // renewer keeps one lease alive: it renews at a third of the time left,
@@ -16,25 +16,25 @@ import (
 type renewer struct {
 	c       Client
 	sidecar string
-	ref     bus.LeaseRef
+	ref     v1.LeaseRef
 	// lead is how long before an unrenewed expiry the command must be
 	// stopped: atRisk fires then.
 	lead time.Duration
 
-	renewed chan *bus.Lease // each successful renew (the latest wins)
-	atRisk  chan time.Time  // the expiry, once per streak of failures that reaches it minus lead
-	lost    chan error      // the lease is gone; the renewer has stopped
+	renewed chan *v1.Lease // each successful renew (the latest wins)
+	atRisk  chan time.Time // the expiry, once per streak of failures that reaches it minus lead
+	lost    chan error     // the lease is gone; the renewer has stopped
 	done    chan struct{}
 }
 
 // renewTry bounds one renew request.
 const renewTry = 5 * time.Second
 
-func startRenewer(ctx context.Context, c Client, sidecar string, ref bus.LeaseRef, expires time.Time, lead time.Duration) *renewer {
+func startRenewer(ctx context.Context, c Client, sidecar string, ref v1.LeaseRef, expires time.Time, lead time.Duration) *renewer {
 	// A lease shorter than twice the lead is stopped at half its term.
 	lead = min(lead, time.Until(expires)/2)
 	r := &renewer{c: c, sidecar: sidecar, ref: ref, lead: lead,
-		renewed: make(chan *bus.Lease, 1), atRisk: make(chan time.Time, 1), lost: make(chan error, 1), done: make(chan struct{})}
+		renewed: make(chan *v1.Lease, 1), atRisk: make(chan time.Time, 1), lost: make(chan error, 1), done: make(chan struct{})}
 	go r.run(ctx, expires)
 	return r
 }
@@ -112,10 +112,10 @@ var errRevoked = errors.New("the lease was revoked")
 // it may be transient): unknown or expired (404), a wrong token (403), or
 // revoked (a 409 that says so; another 409 is a store race, retried).
 func leaseGone(err error) error {
-	switch bus.CodeOf(err) {
-	case bus.CodeNotFound, bus.CodeForbidden:
+	switch v1.CodeOf(err) {
+	case v1.CodeNotFound, v1.CodeForbidden:
 		return err
-	case bus.CodeConflict:
+	case v1.CodeConflict:
 		if strings.Contains(err.Error(), "revoked") {
 			return fmt.Errorf("%w: %w", errRevoked, err)
 		}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
 )
 
 // What waiting may cure is asked again; what it cannot is not.
@@ -14,14 +14,14 @@ func TestRetryable(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{bus.Unavailable("not ready"), true},
-		{bus.TooManyRequests("past the rate"), true},
-		{bus.Timeout("deadline"), true},
-		{fmt.Errorf("admit: %w", bus.ErrNoAnswer), true},
-		{bus.ErrNoSidecar, true},
-		{bus.BadRequest("profile: bad"), false},
-		{bus.Forbidden("token"), false},
-		{bus.Conflict("request id"), false},
+		{v1.Unavailable("not ready"), true},
+		{v1.TooManyRequests("past the rate"), true},
+		{v1.Timeout("deadline"), true},
+		{fmt.Errorf("admit: %w", v1.ErrNoAnswer), true},
+		{v1.ErrNoSidecar, true},
+		{v1.BadRequest("profile: bad"), false},
+		{v1.Forbidden("token"), false},
+		{v1.Conflict("request id"), false},
 	} {
 		if got := retryable(c.err); got != c.want {
 			t.Errorf("retryable(%v) = %v, want %v", c.err, got, c.want)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/colocd/colocd/bus"
@@ -112,8 +114,8 @@ func (n *node) admitter(c *bus.Client, job string, leaseSeconds int) Admitter {
 		n.t.Fatal(err)
 	}
 	return func(ctx context.Context) (*Grant, error) {
-		req := &bus.AdmitRequest{Job: bus.Job{ID: job, Owner: "test"}, Profile: raw, MemoryMiB: 1000, Processes: 2,
-			Compute: bus.Compute{MinPct: 10, MaxPct: 100}, LeaseSeconds: leaseSeconds}
+		req := &v1.AdmitRequest{Job: v1.Job{ID: job, Owner: "test"}, Profile: raw, MemoryMiB: 1000, Processes: 2,
+			Compute: v1.Compute{MinPct: 10, MaxPct: 100}, LeaseSeconds: leaseSeconds}
 		d, err := c.Admit(ctx, "gpu-run", req)
 		return &Grant{Sidecar: "gpu-run", Decision: d}, err
 	}
@@ -121,14 +123,14 @@ func (n *node) admitter(c *bus.Client, job string, leaseSeconds int) Admitter {
 
 // leases returns the sidecar's live leases (nil when it does not answer):
 // not those released, which status lists until their processes are gone.
-func leases(c *bus.Client) []bus.Lease {
+func leases(c *bus.Client) []v1.Lease {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	st, err := c.Status(ctx, "gpu-run")
 	if err != nil {
 		return nil
 	}
-	var live []bus.Lease
+	var live []v1.Lease
 	for _, l := range st.Leases {
 		if l.State != "released" {
 			live = append(live, l)

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/proc"
 	"github.com/colocd/colocd/internal/syncio"
@@ -38,7 +40,7 @@ func (s SignalCause) Error() string { return signalName(s.Signal) + " received" 
 
 // DeniedError is a request for a slot answered with no (after
 // WaitForSlot, if set): the command never started.
-type DeniedError struct{ Decision *bus.Decision }
+type DeniedError struct{ Decision *v1.Decision }
 
 func (e *DeniedError) Error() string {
 	return fmt.Sprintf("denied (%s): %s", e.Decision.Reason.Code, oneLine(e.Decision.Reason.Message))
@@ -86,7 +88,7 @@ type supervisor struct {
 
 	// The lease held.
 	sidecar, jobID string
-	ref            bus.LeaseRef
+	ref            v1.LeaseRef
 	expires        time.Time
 	pct            int // the percentage the command runs at (0: none, time slicing or a MIG instance)
 	env            map[string]string
@@ -185,7 +187,7 @@ func (s *supervisor) acquire(ctx context.Context, patient, readmit bool) (*Grant
 	wait := s.cfg.backoff
 	for {
 		g, err := s.admit(ctx)
-		if err == nil && g.Decision != nil && g.Decision.Decision != bus.DecisionDeny {
+		if err == nil && g.Decision != nil && g.Decision.Decision != v1.DecisionDeny {
 			if g.Decision.Lease == nil {
 				return nil, fmt.Errorf("admit: a %s from %s with no lease", g.Decision.Decision, g.Sidecar)
 			}
@@ -211,7 +213,7 @@ func (s *supervisor) acquire(ctx context.Context, patient, readmit bool) (*Grant
 			return nil, err
 		}
 		pause := wait/2 + rand.N(wait/2+1)
-		var be *bus.Error
+		var be *v1.Error
 		if errors.As(err, &be) && be.RetryAfter > pause {
 			pause = be.RetryAfter // the sidecar said when
 		}
@@ -249,11 +251,11 @@ func (s *supervisor) checkUser(g *Grant) error {
 // ready or busy (503, 429 past the launcher's rate), a deadline, no
 // answer.
 func retryable(err error) bool {
-	switch bus.CodeOf(err) {
-	case bus.CodeUnavailable, bus.CodeTimeout, bus.CodeTooManyRequests:
+	switch v1.CodeOf(err) {
+	case v1.CodeUnavailable, v1.CodeTimeout, v1.CodeTooManyRequests:
 		return true
 	}
-	return errors.Is(err, bus.ErrNoSidecar) || errors.Is(err, bus.ErrNoAnswer) || errors.Is(err, bus.ErrEveryOfferLost) ||
+	return errors.Is(err, v1.ErrNoSidecar) || errors.Is(err, v1.ErrNoAnswer) || errors.Is(err, bus.ErrEveryOfferLost) ||
 		errors.Is(err, bus.ErrEveryQuoteDenied)
 }
 
@@ -261,9 +263,9 @@ func retryable(err error) bool {
 func (s *supervisor) take(g *Grant) {
 	l := g.Decision.Lease
 	s.sidecar, s.jobID = g.Sidecar, l.JobID
-	s.ref = bus.LeaseRef{LeaseID: l.ID, Token: l.Token}
+	s.ref = v1.LeaseRef{LeaseID: l.ID, Token: l.Token}
 	s.expires, s.pct, s.env = l.ExpiresAt, l.ActiveThreadPct, l.Env
-	s.startedLow = g.Decision.Reason.Code == bus.ReasonMeasureFirst
+	s.startedLow = g.Decision.Reason.Code == v1.ReasonMeasureFirst
 	if l.Instance != nil {
 		s.pct = 0
 	}
@@ -375,9 +377,9 @@ func (s *supervisor) onEvent(rec bus.EventRecord, paused bool) (outcome, bool) {
 		return 0, false // an earlier lease of the same job
 	}
 	switch ev.Type {
-	case bus.EventThrottle:
+	case v1.EventThrottle:
 		s.move("throttled", ev.ActiveThreadPct, ev.Env, ev.Deadline, paused)
-	case bus.EventRaise:
+	case v1.EventRaise:
 		// A job started at its min_pct only until measured takes its first
 		// raise: it is the percentage the job was to have.
 		first := s.startedLow && ev.ActiveThreadPct > s.pct
@@ -389,7 +391,7 @@ func (s *supervisor) onEvent(rec bus.EventRecord, paused bool) (outcome, bool) {
 		}
 		s.startedLow = false
 		s.move("raised", ev.ActiveThreadPct, ev.Env, nil, paused)
-	case bus.EventRevoke:
+	case v1.EventRevoke:
 		grace := s.cfg.Grace
 		if ev.Deadline != nil {
 			grace = min(grace, time.Until(*ev.Deadline)-time.Second)
@@ -399,7 +401,7 @@ func (s *supervisor) onEvent(rec bus.EventRecord, paused bool) (outcome, bool) {
 			s.child.stop(syscall.SIGTERM, grace)
 		}
 		return endRevoked, true
-	case bus.EventExpire:
+	case v1.EventExpire:
 		s.emit(Record{Event: "expired", Message: fmt.Sprintf("lease %s expired: %s: stopping %s", s.ref.LeaseID, ev.Reason, s.cfg.Command[0])})
 		if s.child != nil {
 			s.child.stop(syscall.SIGTERM, min(s.cfg.Grace, 5*time.Second))
@@ -411,7 +413,7 @@ func (s *supervisor) onEvent(rec bus.EventRecord, paused bool) (outcome, bool) {
 
 // onRenewed notes a renew's answer: a percentage that moved without its
 // event (missed, or still to come) is acted on the same way.
-func (s *supervisor) onRenewed(l *bus.Lease) {
+func (s *supervisor) onRenewed(l *v1.Lease) {
 	if l.Instance != nil || s.pct == 0 || l.ActiveThreadPct == s.pct || l.ActiveThreadPct == 0 {
 		return
 	}
@@ -557,7 +559,7 @@ func (s *supervisor) register(force bool) {
 			pids[i] = k.pid
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), renewTry)
-		err := s.c.Register(ctx, s.sidecar, &bus.RegisterRequest{LeaseID: s.ref.LeaseID, Token: s.ref.Token, PIDs: pids})
+		err := s.c.Register(ctx, s.sidecar, &v1.RegisterRequest{LeaseID: s.ref.LeaseID, Token: s.ref.Token, PIDs: pids})
 		cancel()
 		if err == nil {
 			s.registered, s.regErr = keys, ""
@@ -572,7 +574,7 @@ func (s *supervisor) register(force bool) {
 		}
 		// A process the sidecar says is not a GPU process of ours (not on
 		// the GPU yet, a forked helper): leave it out and try the rest.
-		if bus.CodeOf(err) == bus.CodeBadRequest {
+		if v1.CodeOf(err) == v1.CodeBadRequest {
 			if m := pidField.FindStringSubmatch(err.Error()); m != nil {
 				if i, _ := strconv.Atoi(m[1]); i < len(keys) {
 					if s.fallback {
@@ -684,7 +686,7 @@ func (s *supervisor) release(exitAt time.Time, end outcome) {
 	switch {
 	case err == nil:
 		s.emit(Record{Event: "released", Seconds: &secs, Message: fmt.Sprintf("lease %s released", s.ref.LeaseID)})
-	case end != endExited && end != endSignaled && (bus.CodeOf(err) == bus.CodeNotFound || bus.CodeOf(err) == bus.CodeConflict):
+	case end != endExited && end != endSignaled && (v1.CodeOf(err) == v1.CodeNotFound || v1.CodeOf(err) == v1.CodeConflict):
 		// Over already: nothing to give back.
 	default:
 		s.emit(Record{Event: "release_failed", Message: fmt.Sprintf("release lease %s: %v (it ends by itself at %s)", s.ref.LeaseID, err, s.expires.Format(time.RFC3339))})

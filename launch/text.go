@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/termtext"
 )
@@ -22,8 +24,8 @@ import (
 // RetryHint tells w how to retry req at sidecar when err says no answer
 // came: the sidecar may hold a lease, which only the same request_id and
 // token get back (a new admit would take a second one).
-func RetryHint(w io.Writer, sidecar string, req *bus.AdmitRequest, err error) {
-	if !errors.Is(err, bus.ErrNoAnswer) || sidecar == "" {
+func RetryHint(w io.Writer, sidecar string, req *v1.AdmitRequest, err error) {
+	if !errors.Is(err, v1.ErrNoAnswer) || sidecar == "" {
 		return
 	}
 	fmt.Fprintf(w, "colocd: no answer from %s: it may hold a lease for job %s. Get that decision with colocd admit, the same job flags, and\n"+
@@ -35,7 +37,7 @@ func RetryHint(w io.Writer, sidecar string, req *bus.AdmitRequest, err error) {
 // WriteJointCost prints, under a quote's row, what a joint allocation
 // gives each job: the live leases' percentages and speeds now and after,
 // then the job's own.
-func WriteJointCost(w io.Writer, j *bus.Joint) {
+func WriteJointCost(w io.Writer, j *v1.Joint) {
 	if j == nil {
 		return
 	}
@@ -53,7 +55,7 @@ func WriteJointCost(w io.Writer, j *bus.Joint) {
 // WriteStatus writes a sidecar's status for a person: its GPU, health and
 // any rejected configuration, a table of its services (predicted beside
 // observed) and one of its leases.
-func WriteStatus(w io.Writer, st *bus.Status) error {
+func WriteStatus(w io.Writer, st *v1.Status) error {
 	ready := "ready"
 	if !st.Ready {
 		ready = "NOT READY"
@@ -134,7 +136,7 @@ func WriteStatus(w io.Writer, st *bus.Status) error {
 
 // mpsLine names the MPS servers and the user each serves: a job must run
 // as that user, or it waits at CUDA init (docs/mps.md#one-user).
-func mpsLine(m *bus.MPSStatus) string {
+func mpsLine(m *v1.MPSStatus) string {
 	if len(m.Servers) == 0 {
 		return "mps: no server runs (the first CUDA client's user gets one)"
 	}
@@ -167,7 +169,7 @@ func EventLine(rec bus.EventRecord) string {
 // later one is a new request (a deny is remembered under its id). A request
 // that got no answer is sent again as it was, so that a lease the sidecar
 // granted comes back instead of a second one.
-func NewAdmitter(c *bus.Client, base *bus.AdmitRequest, sidecar string, place bool, po bus.PlaceOptions) Admitter {
+func NewAdmitter(c *bus.Client, base *v1.AdmitRequest, sidecar string, place bool, po bus.PlaceOptions) Admitter {
 	calls := 0
 	return func(ctx context.Context) (*Grant, error) {
 		req := *base
@@ -189,7 +191,7 @@ func NewAdmitter(c *bus.Client, base *bus.AdmitRequest, sidecar string, place bo
 				g.Sidecar = sidecar
 				g.Decision, err = c.Admit(ctx, sidecar, &req)
 			}
-			if errors.Is(err, bus.ErrNoAnswer) && try < 3 && ctx.Err() == nil {
+			if errors.Is(err, v1.ErrNoAnswer) && try < 3 && ctx.Err() == nil {
 				continue
 			}
 			return &g, err
@@ -201,7 +203,7 @@ func NewAdmitter(c *bus.Client, base *bus.AdmitRequest, sidecar string, place bo
 // by hand, where a renew is how it sees a throttle or a revoke it missed:
 // stop its processes, or restart them at l's percentage when they started
 // at was (the percentage admit exported; "" when unknown).
-func RenewNotice(w io.Writer, l *bus.Lease, was string) {
+func RenewNotice(w io.Writer, l *v1.Lease, was string) {
 	switch {
 	case l.State == "revoked":
 		fmt.Fprintf(w, "colocd: lease %s is revoked: stop its processes by %s\n", l.ID, deadlineOf(l))
@@ -212,7 +214,7 @@ func RenewNotice(w io.Writer, l *bus.Lease, was string) {
 }
 
 // deadlineOf is a lease's deadline for a person, or "its next deadline".
-func deadlineOf(l *bus.Lease) string {
+func deadlineOf(l *v1.Lease) string {
 	if l.Deadline == nil {
 		return "the deadline of its event"
 	}
@@ -223,7 +225,7 @@ func deadlineOf(l *bus.Lease) string {
 // every live sidecar's capacity summary says how many answers to expect,
 // so that the quote ends when they are in, not at wait. The decisions come
 // in sidecar order.
-func Quote(ctx context.Context, c *bus.Client, req *bus.AdmitRequest, wait time.Duration) ([]*bus.Decision, error) {
+func Quote(ctx context.Context, c *bus.Client, req *v1.AdmitRequest, wait time.Duration) ([]*v1.Decision, error) {
 	var expect []string
 	rctx, cancel := context.WithTimeout(ctx, wait)
 	if caps, _, err := c.Capacities(rctx); err == nil {
@@ -236,13 +238,13 @@ func Quote(ctx context.Context, c *bus.Client, req *bus.AdmitRequest, wait time.
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(ds, func(a, b *bus.Decision) int { return strings.Compare(a.Sidecar, b.Sidecar) })
+	slices.SortFunc(ds, func(a, b *v1.Decision) int { return strings.Compare(a.Sidecar, b.Sidecar) })
 	return ds, nil
 }
 
 // WriteQuotes writes a quote's decisions as a table, each with the cost
 // of its joint allocation under its row.
-func WriteQuotes(w io.Writer, ds []*bus.Decision) error {
+func WriteQuotes(w io.Writer, ds []*v1.Decision) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "sidecar\tdecision\treason")
 	for _, d := range ds {
@@ -256,7 +258,7 @@ func WriteQuotes(w io.Writer, ds []*bus.Decision) error {
 // job (no candidate, no quote that grants, every offer lost), not a
 // failure.
 func NoOffer(err error) bool {
-	return errors.Is(err, bus.ErrNoSidecar) || errors.Is(err, bus.ErrEveryOfferLost) || errors.Is(err, bus.ErrEveryQuoteDenied)
+	return errors.Is(err, v1.ErrNoSidecar) || errors.Is(err, bus.ErrEveryOfferLost) || errors.Is(err, bus.ErrEveryQuoteDenied)
 }
 
 // PlacedLine is the comment colocd place prints above admit's lines: where

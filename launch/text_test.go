@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 )
 
@@ -14,8 +16,8 @@ import (
 // throughput. A job id from the wire loses its control characters.
 func TestWriteJointCost(t *testing.T) {
 	var b strings.Builder
-	WriteJointCost(&b, &bus.Joint{Prices: bus.JointPrices{SLO: 1.39}, WeightedThroughput: 2.163, WeightedThroughputBefore: 0.789,
-		Jobs: []bus.JointJob{
+	WriteJointCost(&b, &v1.Joint{Prices: v1.JointPrices{SLO: 1.39}, WeightedThroughput: 2.163, WeightedThroughputBefore: 0.789,
+		Jobs: []v1.JointJob{
 			{JobID: "job-a\x1b[2J", LeaseID: "L1", Weight: 1, Pct: 10, WasPct: 100, Throughput: 0.07, WasThroughput: 0.79},
 			{JobID: "job-b", Weight: 3, Pct: 90, Throughput: 0.7},
 		}})
@@ -38,15 +40,15 @@ func TestWriteJointCost(t *testing.T) {
 func TestRenewNotice(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		l    bus.Lease
+		l    v1.Lease
 		was  string
 		want string
 	}{
-		{"revoked", bus.Lease{ID: "L1", State: "revoked"}, "", "lease L1 is revoked: stop its processes by the deadline of its event"},
-		{"throttled", bus.Lease{ID: "L1", ActiveThreadPct: 20}, "50", "lease L1 is now at 20 % (the job's processes started at 50 %)"},
-		{"same", bus.Lease{ID: "L1", ActiveThreadPct: 50}, "50", ""},
-		{"lent instance", bus.Lease{ID: "L1", ActiveThreadPct: 100, Instance: &bus.Instance{}}, "50", ""},
-		{"unknown start", bus.Lease{ID: "L1", ActiveThreadPct: 20}, "", ""},
+		{"revoked", v1.Lease{ID: "L1", State: "revoked"}, "", "lease L1 is revoked: stop its processes by the deadline of its event"},
+		{"throttled", v1.Lease{ID: "L1", ActiveThreadPct: 20}, "50", "lease L1 is now at 20 % (the job's processes started at 50 %)"},
+		{"same", v1.Lease{ID: "L1", ActiveThreadPct: 50}, "50", ""},
+		{"lent instance", v1.Lease{ID: "L1", ActiveThreadPct: 100, Instance: &v1.Instance{}}, "50", ""},
+		{"unknown start", v1.Lease{ID: "L1", ActiveThreadPct: 20}, "", ""},
 	} {
 		var b strings.Builder
 		RenewNotice(&b, &tc.l, tc.was)
@@ -60,10 +62,10 @@ func TestRenewNotice(t *testing.T) {
 // and the joint cost under a row that has one.
 func TestWriteQuotes(t *testing.T) {
 	var b strings.Builder
-	err := WriteQuotes(&b, []*bus.Decision{
-		{Sidecar: "gpu-a", Decision: bus.DecisionGrant, Reason: bus.Reason{Message: "fits\nrm -rf"}},
-		{Sidecar: "gpu-b", Decision: bus.DecisionDeny, Reason: bus.Reason{Message: "max jobs"},
-			Joint: &bus.Joint{Jobs: []bus.JointJob{{JobID: "j", Weight: 1, Pct: 50, Throughput: 0.5}}}},
+	err := WriteQuotes(&b, []*v1.Decision{
+		{Sidecar: "gpu-a", Decision: v1.DecisionGrant, Reason: v1.Reason{Message: "fits\nrm -rf"}},
+		{Sidecar: "gpu-b", Decision: v1.DecisionDeny, Reason: v1.Reason{Message: "max jobs"},
+			Joint: &v1.Joint{Jobs: []v1.JointJob{{JobID: "j", Weight: 1, Pct: 50, Throughput: 0.5}}}},
 	})
 	want := "sidecar  decision  reason\n" +
 		"gpu-a    grant     fitsrm -rf\n" +
@@ -76,12 +78,12 @@ func TestWriteQuotes(t *testing.T) {
 }
 
 func TestPlacedLineAndNoOffer(t *testing.T) {
-	p := &bus.Placement{Sidecar: "gpu\n-b", Summaries: 5, Candidates: make([]string, 3), Quotes: make([]*bus.Decision, 2), Tried: []string{"gpu-a", "gpu-b"}}
+	p := &bus.Placement{Sidecar: "gpu\n-b", Summaries: 5, Candidates: make([]string, 3), Quotes: make([]*v1.Decision, 2), Tried: []string{"gpu-a", "gpu-b"}}
 	want := "# placed on gpu-b: 5 sidecars summarised, 3 could take it, 2 quoted, admitted at the second tried"
 	if got := PlacedLine(p); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if !NoOffer(fmt.Errorf("place: %w", bus.ErrEveryOfferLost)) || !NoOffer(bus.ErrNoSidecar) || NoOffer(errors.New("timeout")) {
+	if !NoOffer(fmt.Errorf("place: %w", bus.ErrEveryOfferLost)) || !NoOffer(v1.ErrNoSidecar) || NoOffer(errors.New("timeout")) {
 		t.Error("NoOffer: want every offer lost and no sidecar, and nothing else")
 	}
 }
@@ -92,18 +94,18 @@ func TestWriteStatusShowsTheMPSUser(t *testing.T) {
 	uid := 10001
 	tests := []struct {
 		name string
-		mps  *bus.MPSStatus
+		mps  *v1.MPSStatus
 		want string // "" : no mps line
 	}{
 		{name: "time slicing", mps: nil},
-		{name: "no server", mps: &bus.MPSStatus{Servers: []bus.MPSServer{}}, want: "mps: no server runs (the first CUDA client's user gets one)\n"},
-		{name: "one server", mps: &bus.MPSStatus{Servers: []bus.MPSServer{{PID: 5012, UID: &uid, State: "ACTIVE"}}}, want: "mps: server 5012 serves uid 10001 (ACTIVE)\n"},
-		{name: "user unknown", mps: &bus.MPSStatus{Servers: []bus.MPSServer{{PID: 5012, State: "ACTIVE"}}}, want: "mps: server 5012 serves user unknown (ACTIVE)\n"},
+		{name: "no server", mps: &v1.MPSStatus{Servers: []v1.MPSServer{}}, want: "mps: no server runs (the first CUDA client's user gets one)\n"},
+		{name: "one server", mps: &v1.MPSStatus{Servers: []v1.MPSServer{{PID: 5012, UID: &uid, State: "ACTIVE"}}}, want: "mps: server 5012 serves uid 10001 (ACTIVE)\n"},
+		{name: "user unknown", mps: &v1.MPSStatus{Servers: []v1.MPSServer{{PID: 5012, State: "ACTIVE"}}}, want: "mps: server 5012 serves user unknown (ACTIVE)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b strings.Builder
-			if err := WriteStatus(&b, &bus.Status{Sidecar: "gpu-0", Ready: true, MPS: tt.mps}); err != nil {
+			if err := WriteStatus(&b, &v1.Status{Sidecar: "gpu-0", Ready: true, MPS: tt.mps}); err != nil {
 				t.Fatal(err)
 			}
 			_, line, _ := strings.Cut(b.String(), "\nmps: ")
@@ -120,7 +122,7 @@ func TestWriteStatusShowsTheMPSUser(t *testing.T) {
 
 func TestWriteStatusShowsTheLearnedResponse(t *testing.T) {
 	var b strings.Builder
-	st := &bus.Status{Sidecar: "gpu-a", Services: []bus.ServiceStatus{{Name: "chat", Response: []bus.ResponsePoint{
+	st := &v1.Status{Sidecar: "gpu-a", Services: []v1.ServiceStatus{{Name: "chat", Response: []v1.ResponsePoint{
 		{Trainer: "v100-train", Pct: 20, Ratio: 1.1, Windows: 6}, {Trainer: "v100-train", Pct: 30, Ratio: 1.254, Windows: 2}}}}}
 	if err := WriteStatus(&b, st); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/termtext"
@@ -33,7 +37,7 @@ import (
 // pingSubject is the baseline round trip: micro's discovery PING, answered
 // by the NATS micro library on the sidecar's own connection without any
 // colocd code, on a subject every launcher may publish to.
-const pingSubject = "$SRV.PING." + bus.ServiceName
+const pingSubject = "$SRV.PING." + v1.ServiceName
 
 // Operation kinds of a load test, in report order.
 const (
@@ -217,11 +221,11 @@ func (t *tally) merge(o *tally) {
 
 // errorCode names an error's kind for the report.
 func errorCode(err error) string {
-	var be *bus.Error
+	var be *v1.Error
 	switch {
 	case errors.As(err, &be):
 		return strconv.Itoa(be.Code)
-	case errors.Is(err, bus.ErrNoSidecar):
+	case errors.Is(err, v1.ErrNoSidecar):
 		return "no_sidecar"
 	case errors.Is(err, nats.ErrNoResponders):
 		return "no_responders"
@@ -244,7 +248,7 @@ type loadtest struct {
 	// (the sampler takes the default's): each gets its own fair share, as
 	// launchers of different jobs would.
 	seeds     []string
-	req       bus.AdmitRequest
+	req       v1.AdmitRequest
 	jobPrefix string
 }
 
@@ -254,8 +258,8 @@ type loadtest struct {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	f := &cfg
 	lt := &loadtest{cfg: f, ep: f.Endpoint, jobPrefix: "lt-" + strings.ToLower(rand.Text()[:8])}
-	lt.req = bus.AdmitRequest{Job: bus.Job{ID: lt.jobPrefix, Owner: "loadtest"}, MemoryMiB: f.MemoryMiB, Processes: 1,
-		Compute: bus.Compute{MinPct: 10, MaxPct: 100}}
+	lt.req = v1.AdmitRequest{Job: v1.Job{ID: lt.jobPrefix, Owner: "loadtest"}, MemoryMiB: f.MemoryMiB, Processes: 1,
+		Compute: v1.Compute{MinPct: 10, MaxPct: 100}}
 	if err := launch.FillRequest(&lt.req, f.Profile, 0, f.SendProfile); err != nil {
 		return nil, err
 	}
@@ -351,7 +355,7 @@ func launcherIdentities(dataDir string, n int) ([]string, error) {
 	seeds := make([]string, n)
 	for i := range n {
 		name := "loadtest-" + strconv.Itoa(i)
-		seed, _, err := bus.AddLauncher(filepath.Join(dataDir, "launchers"), name)
+		seed, _, err := natsserver.AddLauncher(filepath.Join(dataDir, "launchers"), name)
 		if err != nil {
 			return nil, err
 		}
@@ -450,7 +454,7 @@ func (lt *loadtest) cycle(t *tally, c *bus.Client, jobID string) bool {
 	req := lt.req // a fresh request id and token per cycle, drawn by Admit
 	req.Job.ID = jobID
 	sid := lt.ep.Sidecar
-	var d *bus.Decision
+	var d *v1.Decision
 	if !lt.call(t, opAdmit, func(ctx context.Context) (err error) {
 		d, err = c.Admit(ctx, sid, &req)
 		return err
@@ -458,7 +462,7 @@ func (lt *loadtest) cycle(t *tally, c *bus.Client, jobID string) bool {
 		return false
 	}
 	t.outcomes[d.Decision]++
-	if d.Decision == bus.DecisionDeny {
+	if d.Decision == v1.DecisionDeny {
 		t.denyCodes[d.Reason.Code]++
 		return true
 	}
@@ -466,7 +470,7 @@ func (lt *loadtest) cycle(t *tally, c *bus.Client, jobID string) bool {
 		t.fail(opAdmit, "bad_answer", fmt.Errorf("%w: a %s without a lease", errBadAnswer, d.Decision))
 		return false
 	}
-	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
+	ref := &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
 	renewed := lt.call(t, opRenew, func(ctx context.Context) error {
 		_, err := c.Renew(ctx, sid, ref)
 		return err
@@ -491,7 +495,7 @@ func (lt *loadtest) call(t *tally, op string, f func(ctx context.Context) error)
 func (lt *loadtest) sample(c *bus.Client, stop <-chan struct{}, ls *LeaseStats) *tally {
 	t := newTally()
 	for {
-		var st *bus.Status
+		var st *v1.Status
 		if lt.call(t, opStatus, func(ctx context.Context) (err error) {
 			st, err = c.Status(ctx, lt.ep.Sidecar)
 			return err
@@ -515,7 +519,7 @@ func (lt *loadtest) sample(c *bus.Client, stop <-chan struct{}, ls *LeaseStats) 
 
 // leftAfter counts the run's leases the sidecar still holds.
 func (lt *loadtest) leftAfter(c *bus.Client, t *tally, ls *LeaseStats) {
-	var st *bus.Status
+	var st *v1.Status
 	if !lt.call(t, opStatus, func(ctx context.Context) (err error) {
 		st, err = c.Status(ctx, lt.ep.Sidecar)
 		return err

@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/internal/jsontest"
 	"github.com/colocd/colocd/launch"
 )
@@ -93,10 +94,10 @@ func TestReportFailures(t *testing.T) {
 	t.Parallel()
 	a, b := newTally(), newTally()
 	a.record(opAdmit, time.Millisecond, nil)
-	a.outcomes[bus.DecisionGrant]++
-	a.record(opRenew, 0, fmt.Errorf("renew: %w", bus.NotFound("no lease l1")))
-	b.record(opRenew, 0, bus.NotFound("no lease l2"))
-	b.record(opStatus, 0, fmt.Errorf("status on sidecar s: %w", bus.ErrNoSidecar))
+	a.outcomes[v1.DecisionGrant]++
+	a.record(opRenew, 0, fmt.Errorf("renew: %w", v1.NotFound("no lease l1")))
+	b.record(opRenew, 0, v1.NotFound("no lease l2"))
+	b.record(opStatus, 0, fmt.Errorf("status on sidecar s: %w", v1.ErrNoSidecar))
 	b.record(opPing, 0, context.DeadlineExceeded)
 	a.merge(b)
 	rep := &Report{Leases: LeaseStats{MaxLive: 5, MaxJobs: 4, LeftAfter: 1}}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/gpu"
@@ -481,7 +483,7 @@ type eventSink struct {
 }
 
 func (e *eventSink) Publish(ctx context.Context, ev admission.Event) error {
-	we := bus.Event{Type: string(ev.Type), LeaseID: ev.LeaseID, JobID: ev.JobID, ActiveThreadPct: ev.Pct, Env: ev.Env, Reason: ev.Reason, Time: ev.Time}
+	we := v1.Event{Type: string(ev.Type), LeaseID: ev.LeaseID, JobID: ev.JobID, ActiveThreadPct: ev.Pct, Env: ev.Env, Reason: ev.Reason, Time: ev.Time}
 	if !ev.Deadline.IsZero() {
 		d := ev.Deadline
 		we.Deadline = &d
@@ -549,13 +551,13 @@ func (p *tracedPredictor) PredictP99(ctx context.Context, svcs []admission.Servi
 // eventVerb is what an event did to its lease, for the log.
 func eventVerb(t string) string {
 	switch t {
-	case bus.EventThrottle:
+	case v1.EventThrottle:
 		return "throttled"
-	case bus.EventRevoke:
+	case v1.EventRevoke:
 		return "revoked"
-	case bus.EventExpire:
+	case v1.EventExpire:
 		return "expired"
-	case bus.EventRaise:
+	case v1.EventRaise:
 		return "raised"
 	}
 	return t

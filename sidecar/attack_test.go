@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
 	"github.com/colocd/colocd/configs"
 )
 
@@ -78,7 +78,7 @@ func TestAttackSlowProfilesDoNotStarveOthers(t *testing.T) {
 			continue
 		}
 		if d.Lease != nil {
-			if err := honest.Release(context.Background(), s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
+			if err := honest.Release(context.Background(), s.ID(), &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -108,7 +108,7 @@ func TestAttackRenewFloodKeepsHonestRenews(t *testing.T) {
 	s := start(t, cfg, Options{})
 	honest := client(t, s)
 	d := leased(context.Background(), t, honest, s.ID(), admitReq("honest", 10, 100))
-	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
+	ref := &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
 	nc := connAs(t, s, seed)
 	stop := make(chan struct{})
 	flooded := make(chan int)
@@ -124,7 +124,7 @@ func TestAttackRenewFloodKeepsHonestRenews(t *testing.T) {
 			default:
 			}
 			for range 256 {
-				if err := nc.PublishRequest(bus.EndpointSubject(s.ID(), bus.EndpointRenew), inbox, body); err != nil {
+				if err := nc.PublishRequest(v1.EndpointSubject(s.ID(), v1.EndpointRenew), inbox, body); err != nil {
 					time.Sleep(100 * time.Millisecond) // closed: a real attacker would dial again, and be refused
 					break
 				}
@@ -213,7 +213,7 @@ func TestAttackIdleHTTPConnections(t *testing.T) {
 			t.Fatalf("admit %d with 5,000 idle HTTP connections: %v", i, err)
 		}
 		if d.Lease != nil {
-			if err := c.Release(context.Background(), s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
+			if err := c.Release(context.Background(), s.ID(), &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -249,7 +249,7 @@ func TestAttackThousandWatches(t *testing.T) {
 	}
 	defer sub.Stop()
 	d := leased(context.Background(), t, honest, s.ID(), admitReq("honest", 10, 100))
-	if err := honest.Release(context.Background(), s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
+	if err := honest.Release(context.Background(), s.ID(), &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // a pull or two

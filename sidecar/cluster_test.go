@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -90,7 +94,7 @@ func TestThreeNodeCluster(t *testing.T) {
 	lc := launcherClient(t, url, launcherSeed)
 	d := leased(ctx, t, lc, "gpu-a", admitReq("job-1", 10, 100))
 	snc, err := bus.Connect(url, bus.ConnectOptions{Name: "inspect", NKeySeedFile: sidecarSeed,
-		Options: []nats.Option{nats.CustomInboxPrefix(bus.SidecarInboxPrefix("inspect"))}})
+		Options: []nats.Option{nats.CustomInboxPrefix(v1.SidecarInboxPrefix("inspect"))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +103,8 @@ func TestThreeNodeCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stream := range []string{"KV_" + bus.LeaseBucketName("gpu-a"), bus.EventStreamName("gpu-a"), "KV_" + bus.CapacityBucket,
-		"KV_" + bus.LeaseBucketName("gpu-b"), bus.EventStreamName("gpu-b")} {
+	for _, stream := range []string{"KV_" + v1.LeaseBucketName("gpu-a"), v1.EventStreamName("gpu-a"), "KV_" + bus.CapacityBucket,
+		"KV_" + v1.LeaseBucketName("gpu-b"), v1.EventStreamName("gpu-b")} {
 		st, err := js.Stream(ctx, stream)
 		if err != nil {
 			t.Fatalf("stream %s: %v", stream, err)
@@ -112,7 +116,7 @@ func TestThreeNodeCluster(t *testing.T) {
 	}
 	// Kill one node: the others keep the quorum.
 	nodes[2].Shutdown()
-	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
+	ref := &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
 	// A stream whose leader was on the node elects another within
 	// seconds; until then a write is a 503, and the client retries.
 	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
@@ -176,7 +180,7 @@ func startHub(t *testing.T) *hub {
 
 func (h *hub) start() {
 	opts := natstest.DocumentedWith(h.t, "../deploy/nats/colocd-auth.conf", filepath.Join(h.dir, "js"), h.vars)
-	opts.Port, opts.JetStreamDomain = h.port, bus.DefaultHubDomain
+	opts.Port, opts.JetStreamDomain = h.port, natsserver.DefaultHubDomain
 	opts.LeafNode.Host, opts.LeafNode.Port = "127.0.0.1", h.leafPort
 	h.ns = natstest.Start(h.t, opts)
 }
@@ -197,7 +201,7 @@ func TestLeafNode(t *testing.T) {
 	t.Parallel()
 	h := startHub(t)
 	cfg := testConfig(t, "gpu-leaf", 10000)
-	cfg.NATS.Leaf = configs.Leaf{URL: h.leafURL(), NKey: h.sidecarSeed, HubDomain: bus.DefaultHubDomain, HubReplicas: 1}
+	cfg.NATS.Leaf = configs.Leaf{URL: h.leafURL(), NKey: h.sidecarSeed, HubDomain: natsserver.DefaultHubDomain, HubReplicas: 1}
 	cfg.Fleet.Heartbeat, cfg.Fleet.TTL = time.Second, 30*time.Second
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -227,7 +231,7 @@ func TestLeafNode(t *testing.T) {
 	expired(ctx, t, remote, "job-hub")
 	// The leases are the host's own: the hub holds no lease bucket.
 	snc, err := bus.Connect(hubURL, bus.ConnectOptions{Name: "inspect", NKeySeedFile: h.sidecarSeed,
-		Options: []nats.Option{nats.CustomInboxPrefix(bus.SidecarInboxPrefix("inspect"))}})
+		Options: []nats.Option{nats.CustomInboxPrefix(v1.SidecarInboxPrefix("inspect"))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +287,7 @@ func expired(ctx context.Context, t *testing.T, c *bus.Client, job string) {
 	defer sub.Stop()
 	select {
 	case rec, ok := <-sub.C():
-		if !ok || rec.Event.Type != bus.EventExpire || rec.Event.JobID != job {
+		if !ok || rec.Event.Type != v1.EventExpire || rec.Event.JobID != job {
 			t.Fatalf("%s: event %+v, %v (%v), want its expiry", job, rec.Event, ok, sub.Err())
 		}
 	case <-ctx.Done():

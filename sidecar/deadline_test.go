@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/admission"
-	"github.com/colocd/colocd/bus"
 )
 
 // TestBusErrorCodes: what the admission controller's errors become on the
@@ -21,17 +22,17 @@ func TestBusErrorCodes(t *testing.T) {
 		err  error
 		want int
 	}{
-		{"timeout", fmt.Errorf("decide: %w: no decision in time", admission.ErrTimeout), bus.CodeTimeout},
-		{"store call past the deadline", fmt.Errorf("renew: %w: lease store: %w", admission.ErrUnavailable, context.DeadlineExceeded), bus.CodeTimeout},
-		{"unavailable", fmt.Errorf("%w: the GPU is unhealthy", admission.ErrUnavailable), bus.CodeUnavailable},
-		{"invalid", fmt.Errorf("request: %w", admission.ErrInvalid), bus.CodeBadRequest},
-		{"conflict", admission.ErrRequestIDReused, bus.CodeConflict},
-		{"a bus error stays", bus.NotFound("profile_ref"), bus.CodeNotFound},
-		{"other", errors.New("boom"), bus.CodeInternal},
+		{"timeout", fmt.Errorf("decide: %w: no decision in time", admission.ErrTimeout), v1.CodeTimeout},
+		{"store call past the deadline", fmt.Errorf("renew: %w: lease store: %w", admission.ErrUnavailable, context.DeadlineExceeded), v1.CodeTimeout},
+		{"unavailable", fmt.Errorf("%w: the GPU is unhealthy", admission.ErrUnavailable), v1.CodeUnavailable},
+		{"invalid", fmt.Errorf("request: %w", admission.ErrInvalid), v1.CodeBadRequest},
+		{"conflict", admission.ErrRequestIDReused, v1.CodeConflict},
+		{"a bus error stays", v1.NotFound("profile_ref"), v1.CodeNotFound},
+		{"other", errors.New("boom"), v1.CodeInternal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := bus.CodeOf(busError(tt.err)); got != tt.want {
+			if got := v1.CodeOf(busError(tt.err)); got != tt.want {
 				t.Errorf("code %d, want %d", got, tt.want)
 			}
 		})
@@ -63,7 +64,7 @@ func TestFirstTermOverNATS(t *testing.T) {
 	d := leased(ctx, t, c, s.ID(), req)
 	within("granted", d.Lease.ExpiresAt, sent, time.Now().Add(time.Second), 30*time.Second)
 	sent = time.Now().Truncate(time.Second)
-	l, err := c.Renew(ctx, s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token})
+	l, err := c.Renew(ctx, s.ID(), &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/admission"
-	"github.com/colocd/colocd/bus"
 )
 
 // getReadyz is /readyz's status and body.
@@ -48,7 +49,7 @@ func TestDrainAndUndrain(t *testing.T) {
 	}
 	select {
 	case rec := <-sub.C():
-		if rec.Event.Type != bus.EventRevoke || rec.Event.LeaseID != lease.Lease.ID || !strings.Contains(rec.Event.Reason, "driver upgrade") {
+		if rec.Event.Type != v1.EventRevoke || rec.Event.LeaseID != lease.Lease.ID || !strings.Contains(rec.Event.Reason, "driver upgrade") {
 			t.Errorf("event %+v: want the running lease revoked for the drain", rec.Event)
 		}
 	case <-ctx.Done():

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 )
 
@@ -126,14 +128,14 @@ func (w *mpsWorld) throttle() {
 	}
 }
 
-func nextBusEvent(t *testing.T, sub *bus.EventSubscription) bus.Event {
+func nextBusEvent(t *testing.T, sub *bus.EventSubscription) v1.Event {
 	t.Helper()
 	select {
 	case rec := <-sub.C():
 		return rec.Event
 	case <-time.After(60 * time.Second):
 		t.Fatal("no event within 60 s")
-		return bus.Event{}
+		return v1.Event{}
 	}
 }
 
@@ -163,13 +165,13 @@ func TestThrottleIgnoredEvictsThroughTheDaemon(t *testing.T) {
 	}
 	defer sub.Stop()
 	w.throttle()
-	if ev := nextBusEvent(t, sub); ev.Type != bus.EventThrottle || ev.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != fmt.Sprint(ev.ActiveThreadPct) {
+	if ev := nextBusEvent(t, sub); ev.Type != v1.EventThrottle || ev.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != fmt.Sprint(ev.ActiveThreadPct) {
 		t.Fatalf("event %+v, want a throttle with the new env", ev)
 	}
-	if ev := nextBusEvent(t, sub); ev.Type != bus.EventRevoke {
+	if ev := nextBusEvent(t, sub); ev.Type != v1.EventRevoke {
 		t.Fatalf("event %+v, want a revoke at the deadline", ev)
 	}
-	if ev := nextBusEvent(t, sub); ev.Type != bus.EventExpire {
+	if ev := nextBusEvent(t, sub); ev.Type != v1.EventExpire {
 		t.Fatalf("event %+v, want the lease's expire", ev)
 	}
 	log := w.commands()
@@ -211,10 +213,10 @@ func TestMPSFaultRevokesEveryLease(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(w.pipe, "fake-fault"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if ev := nextBusEvent(t, sub); ev.Type != bus.EventRevoke || !strings.Contains(ev.Reason, "FAULT") {
+	if ev := nextBusEvent(t, sub); ev.Type != v1.EventRevoke || !strings.Contains(ev.Reason, "FAULT") {
 		t.Fatalf("event %+v, want a revoke for the fault", ev)
 	}
-	if ev := nextBusEvent(t, sub); ev.Type != bus.EventExpire {
+	if ev := nextBusEvent(t, sub); ev.Type != v1.EventExpire {
 		t.Fatalf("event %+v, want the lease's expire", ev)
 	}
 	log := w.commands()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/colocd/colocd/bus"
@@ -155,7 +157,7 @@ func benchFleet(b *testing.B, n int) {
 		qs, _ := lc.QuoteExpect(ctx, admitReq(fmt.Sprintf("oracle-%d", i), 10, 100), 10*time.Second, ids)
 		best := 0
 		for _, q := range qs {
-			if q.Decision != bus.DecisionDeny {
+			if q.Decision != v1.DecisionDeny {
 				best = max(best, q.ActiveThreadPct)
 			}
 		}
@@ -166,11 +168,11 @@ func benchFleet(b *testing.B, n int) {
 		// 503 until it elects another, and a loaded cluster's write can
 		// outlast the sidecar's deadline (504): release retries, as a
 		// launcher does (a release is idempotent).
-		ref := &bus.LeaseRef{LeaseID: p.Decision.Lease.ID, Token: p.Decision.Lease.Token}
+		ref := &v1.LeaseRef{LeaseID: p.Decision.Lease.ID, Token: p.Decision.Lease.Token}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		r0 = time.Now()
 		retry := func(err error) bool {
-			return (bus.CodeOf(err) == bus.CodeUnavailable || bus.CodeOf(err) == bus.CodeTimeout) && rctx.Err() == nil
+			return (v1.CodeOf(err) == v1.CodeUnavailable || v1.CodeOf(err) == v1.CodeTimeout) && rctx.Err() == nil
 		}
 		for err = lc.Release(rctx, p.Sidecar, ref); retry(err); err = lc.Release(rctx, p.Sidecar, ref) {
 			releaseRetries++

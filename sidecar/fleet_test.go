@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/launch"
 )
@@ -120,7 +122,7 @@ func TestPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Sidecar != "gpu-a" || p.Decision.Decision != bus.DecisionGrant || p.Decision.Lease == nil || p.Summaries != 3 ||
+	if p.Sidecar != "gpu-a" || p.Decision.Decision != v1.DecisionGrant || p.Decision.Lease == nil || p.Summaries != 3 ||
 		len(p.Candidates) != 3 || p.Candidates[0] != "gpu-a" || p.Candidates[2] != "gpu-c" || len(p.Quotes) != 3 || len(p.Tried) != 1 {
 		t.Fatalf("placement %+v: want gpu-a, ranked first of three, quoted with the others", p)
 	}
@@ -212,7 +214,7 @@ func TestPlaceSaysWhyEverySidecarDenied(t *testing.T) {
 	}
 	msg := launch.Describe(err).Error()
 	t.Log(msg)
-	if !errors.Is(err, bus.ErrEveryQuoteDenied) || errors.Is(err, bus.ErrNoSidecar) || !launch.NoOffer(err) {
+	if !errors.Is(err, bus.ErrEveryQuoteDenied) || errors.Is(err, v1.ErrNoSidecar) || !launch.NoOffer(err) {
 		t.Errorf("error %v: want ErrEveryQuoteDenied (a no-offer), not ErrNoSidecar", err)
 	}
 	near, far := strings.Index(msg, "gpu-near: slo_violation: predicted"), strings.Index(msg, "gpu-far: slo_violation: predicted")

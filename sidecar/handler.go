@@ -11,6 +11,8 @@ import (
 	"time"
 	"unsafe"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/cache"
@@ -31,26 +33,26 @@ type handler struct {
 
 // busError maps admission's errors to the API's codes.
 func busError(err error) error {
-	var be *bus.Error
+	var be *v1.Error
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &be):
 		return err
 	case errors.Is(err, admission.ErrInvalid):
-		return bus.BadRequest(err.Error())
+		return v1.BadRequest(err.Error())
 	case errors.Is(err, admission.ErrForbidden):
-		return bus.Forbidden(err.Error())
+		return v1.Forbidden(err.Error())
 	case errors.Is(err, admission.ErrNotFound):
-		return bus.NotFound(err.Error())
+		return v1.NotFound(err.Error())
 	case errors.Is(err, admission.ErrConflict):
-		return bus.Conflict(err.Error())
+		return v1.Conflict(err.Error())
 	case errors.Is(err, admission.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		// Before ErrUnavailable: a lease store call that ran out of the
 		// caller's time is a timeout, not an unhealthy store.
-		return bus.Timeout(err.Error())
+		return v1.Timeout(err.Error())
 	case errors.Is(err, admission.ErrUnavailable):
-		return bus.Unavailable(err.Error())
+		return v1.Unavailable(err.Error())
 	}
 	return err
 }
@@ -115,11 +117,11 @@ func parseProfile(profiles *profileCache, sum [32]byte, raw []byte) (parsedProfi
 
 // profile returns the request's profile, parsed: the inline one, or the one
 // its profile_ref names in the profile store.
-func (h *handler) profile(ctx context.Context, r *bus.AdmitRequest) (parsedProfile, error) {
+func (h *handler) profile(ctx context.Context, r *v1.AdmitRequest) (parsedProfile, error) {
 	inline := len(r.Profile) > 0
 	switch {
 	case inline && r.ProfileRef != "":
-		return parsedProfile{}, bus.BadRequest("profile, profile_ref: want one of the two, got both")
+		return parsedProfile{}, v1.BadRequest("profile, profile_ref: want one of the two, got both")
 	case inline:
 		sum := sha256.Sum256(r.Profile)
 		if pp, ok := h.profiles.Get(sum); ok {
@@ -127,13 +129,13 @@ func (h *handler) profile(ctx context.Context, r *bus.AdmitRequest) (parsedProfi
 		}
 		pp, err := parseProfile(h.profiles, sum, r.Profile)
 		if err != nil {
-			return parsedProfile{}, bus.BadRequest("profile: " + err.Error())
+			return parsedProfile{}, v1.BadRequest("profile: " + err.Error())
 		}
 		return pp, nil
 	case r.ProfileRef != "":
-		sum, err := bus.ParseProfileRef(r.ProfileRef)
+		sum, err := v1.ParseProfileRef(r.ProfileRef)
 		if err != nil {
-			return parsedProfile{}, bus.BadRequest(err.Error())
+			return parsedProfile{}, v1.BadRequest(err.Error())
 		}
 		if pp, ok := h.profiles.Get(sum); ok {
 			return pp, nil
@@ -141,33 +143,33 @@ func (h *handler) profile(ctx context.Context, r *bus.AdmitRequest) (parsedProfi
 		raw, err := h.s.profs.Get(ctx, r.ProfileRef)
 		switch {
 		case errors.Is(err, bus.ErrProfileNotFound):
-			return parsedProfile{}, bus.NotFound(err.Error())
+			return parsedProfile{}, v1.NotFound(err.Error())
 		case errors.Is(err, bus.ErrProfileTooLarge), errors.Is(err, bus.ErrProfileCorrupt):
-			return parsedProfile{}, bus.BadRequest(err.Error())
+			return parsedProfile{}, v1.BadRequest(err.Error())
 		case err != nil && ctx.Err() != nil:
-			return parsedProfile{}, bus.Timeout("profile_ref " + r.ProfileRef + ": the request's deadline passed while the profile was read: " + err.Error())
+			return parsedProfile{}, v1.Timeout("profile_ref " + r.ProfileRef + ": the request's deadline passed while the profile was read: " + err.Error())
 		case err != nil:
-			return parsedProfile{}, bus.Unavailable(err.Error())
+			return parsedProfile{}, v1.Unavailable(err.Error())
 		}
 		pp, err := parseProfile(h.profiles, sum, raw)
 		if err != nil {
-			return parsedProfile{}, bus.BadRequest("profile_ref " + r.ProfileRef + ": " + err.Error())
+			return parsedProfile{}, v1.BadRequest("profile_ref " + r.ProfileRef + ": " + err.Error())
 		}
 		return pp, nil
 	}
-	return parsedProfile{}, bus.BadRequest("profile: want an inline colocd.profile/v1 training profile, or a profile_ref")
+	return parsedProfile{}, v1.BadRequest("profile: want an inline colocd.profile/v1 training profile, or a profile_ref")
 }
 
 // request turns the wire request into admission's, with its parsed profile.
-func (h *handler) request(ctx context.Context, r *bus.AdmitRequest) (admission.Request, error) {
+func (h *handler) request(ctx context.Context, r *v1.AdmitRequest) (admission.Request, error) {
 	pp, err := h.profile(ctx, r)
 	if err != nil {
 		return admission.Request{}, err
 	}
 	var tokenHash [32]byte
 	if r.TokenSHA256 != "" { // admission requires one for an admit
-		if tokenHash, err = bus.ParseTokenSHA256(r.TokenSHA256); err != nil {
-			return admission.Request{}, bus.BadRequest(err.Error())
+		if tokenHash, err = v1.ParseTokenSHA256(r.TokenSHA256); err != nil {
+			return admission.Request{}, v1.BadRequest(err.Error())
 		}
 	}
 	return admission.Request{RequestID: r.RequestID, TokenHash: tokenHash, JobID: r.Job.ID, Owner: r.Job.Owner, Tenant: h.s.identity(ctx), Priority: r.Job.Priority, Weight: r.Job.Weight, Profile: pp.p, ProfileKey: pp.key,
@@ -184,13 +186,13 @@ func sloMetric(p admission.ServicePrediction) string {
 }
 
 // wireDecision turns admission's decision into the wire one.
-func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
-	out := &bus.Decision{Decision: string(d.Outcome), Reason: bus.Reason{Code: string(d.Code), Message: d.Message}, Sidecar: h.s.id}
+func (h *handler) wireDecision(d admission.Decision) *v1.Decision {
+	out := &v1.Decision{Decision: string(d.Outcome), Reason: v1.Reason{Code: string(d.Code), Message: d.Message}, Sidecar: h.s.id}
 	if d.Outcome != admission.Deny {
 		out.ActiveThreadPct = d.Pct
 	}
 	for _, p := range d.Predictions {
-		out.Predictions = append(out.Predictions, bus.ServicePrediction{Service: p.Service, RateRPS: p.RateRPS, SLOP99MS: p.SLOP99MS, SoloP99MS: p.SoloP99MS,
+		out.Predictions = append(out.Predictions, v1.ServicePrediction{Service: p.Service, RateRPS: p.RateRPS, SLOP99MS: p.SLOP99MS, SoloP99MS: p.SoloP99MS,
 			PredictedP99MS: p.PredictedP99MS, PredictedP99UpperMS: p.UpperP99MS, Correction: wireCorrection(p.Correction), SLOMetric: sloMetric(p)})
 	}
 	if d.Lease != nil {
@@ -201,18 +203,18 @@ func (h *handler) wireDecision(d admission.Decision) *bus.Decision {
 		out.Lease = &l
 	}
 	if j := d.Joint; j != nil {
-		out.Joint = &bus.Joint{Prices: bus.JointPrices{SLO: j.Prices.SLO, Memory: j.Prices.Memory, Slots: j.Prices.Slots},
+		out.Joint = &v1.Joint{Prices: v1.JointPrices{SLO: j.Prices.SLO, Memory: j.Prices.Memory, Slots: j.Prices.Slots},
 			WeightedThroughput: j.Utility, WeightedThroughputBefore: j.Before}
 		for _, s := range j.Shares {
-			out.Joint.Jobs = append(out.Joint.Jobs, bus.JointJob{JobID: s.JobID, LeaseID: s.LeaseID, Weight: s.Weight, Pct: s.Pct, WasPct: s.WasPct,
+			out.Joint.Jobs = append(out.Joint.Jobs, v1.JointJob{JobID: s.JobID, LeaseID: s.LeaseID, Weight: s.Weight, Pct: s.Pct, WasPct: s.WasPct,
 				Throughput: s.Throughput, WasThroughput: s.WasThroughput, Utility: s.Weight * s.Throughput})
 		}
 	}
 	return out
 }
 
-func (h *handler) wireLease(l admission.Lease) bus.Lease {
-	out := bus.Lease{ID: l.ID, JobID: l.JobID, Owner: l.Owner, ExpiresAt: l.ExpiresAt, ActiveThreadPct: l.Pct,
+func (h *handler) wireLease(l admission.Lease) v1.Lease {
+	out := v1.Lease{ID: l.ID, JobID: l.JobID, Owner: l.Owner, ExpiresAt: l.ExpiresAt, ActiveThreadPct: l.Pct,
 		PinnedMemLimitMiB: l.MemoryMiB, Env: h.s.adm.Env(l), PIDs: slices.Clone(l.PIDs)}
 	var until time.Time
 	if out.State, until = l.State(); !until.IsZero() {
@@ -220,13 +222,13 @@ func (h *handler) wireLease(l admission.Lease) bus.Lease {
 	}
 	if g := l.Instance; g != nil {
 		out.PinnedMemLimitMiB = 0 // no MPS limit: the instance's memory is the job's
-		out.Instance = &bus.Instance{UUID: g.UUID, Profile: g.Profile, SMs: g.SMs, MemoryMiB: g.MemoryMiB}
+		out.Instance = &v1.Instance{UUID: g.UUID, Profile: g.Profile, SMs: g.SMs, MemoryMiB: g.MemoryMiB}
 	}
 	return out
 }
 
 // decide runs Decide or Quote inside a span and records the outcome.
-func (h *handler) decide(ctx context.Context, name string, r *bus.AdmitRequest, fn func(context.Context, admission.Request) (admission.Decision, error)) (*bus.Decision, error) {
+func (h *handler) decide(ctx context.Context, name string, r *v1.AdmitRequest, fn func(context.Context, admission.Request) (admission.Decision, error)) (*v1.Decision, error) {
 	ctx, span := h.s.tel.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 		attribute.String("colocd.job", r.Job.ID), // never the request_id: it names the request to its sender only
 		attribute.String("colocd.gpu", h.s.gpuInfo.UUID), attribute.String("colocd.sidecar", h.s.id)))
@@ -257,7 +259,7 @@ func (h *handler) decide(ctx context.Context, name string, r *bus.AdmitRequest, 
 	if name == spanAdmit {
 		code := 0
 		if err != nil {
-			code = bus.CodeOf(busError(err))
+			code = v1.CodeOf(busError(err))
 		}
 		h.s.serving.admitted(code, err, time.Now())
 	}
@@ -280,11 +282,11 @@ const (
 	spanQuote = "colocd.quote"
 )
 
-func (h *handler) Admit(ctx context.Context, r *bus.AdmitRequest) (*bus.Decision, error) {
+func (h *handler) Admit(ctx context.Context, r *v1.AdmitRequest) (*v1.Decision, error) {
 	return h.decide(ctx, spanAdmit, r, h.s.adm.Decide)
 }
 
-func (h *handler) Quote(ctx context.Context, r *bus.AdmitRequest) (*bus.Decision, error) {
+func (h *handler) Quote(ctx context.Context, r *v1.AdmitRequest) (*v1.Decision, error) {
 	return h.decide(ctx, spanQuote, r, h.s.adm.Quote)
 }
 
@@ -302,8 +304,8 @@ func (h *handler) leaseCall(ctx context.Context, name, leaseID string, fn func(c
 	return nil
 }
 
-func (h *handler) Renew(ctx context.Context, ref *bus.LeaseRef) (*bus.Lease, error) {
-	var out bus.Lease
+func (h *handler) Renew(ctx context.Context, ref *v1.LeaseRef) (*v1.Lease, error) {
+	var out v1.Lease
 	err := h.leaseCall(ctx, "colocd.renew", ref.LeaseID, func(ctx context.Context) error {
 		l, err := h.s.adm.Renew(ctx, ref.LeaseID, ref.Token)
 		out = h.wireLease(l)
@@ -315,13 +317,13 @@ func (h *handler) Renew(ctx context.Context, ref *bus.LeaseRef) (*bus.Lease, err
 	return &out, nil
 }
 
-func (h *handler) Release(ctx context.Context, ref *bus.LeaseRef) error {
+func (h *handler) Release(ctx context.Context, ref *v1.LeaseRef) error {
 	return h.leaseCall(ctx, "colocd.release", ref.LeaseID, func(ctx context.Context) error {
 		return h.s.adm.Release(ctx, ref.LeaseID, ref.Token)
 	})
 }
 
-func (h *handler) Register(ctx context.Context, r *bus.RegisterRequest) error {
+func (h *handler) Register(ctx context.Context, r *v1.RegisterRequest) error {
 	return h.leaseCall(ctx, "colocd.register", r.LeaseID, func(ctx context.Context) error {
 		return h.s.adm.Register(ctx, r.LeaseID, r.Token, r.PIDs)
 	})
@@ -331,11 +333,11 @@ func (h *handler) Register(ctx context.Context, r *bus.RegisterRequest) error {
 // to be written again).
 func (h *handler) HasProfile(ctx context.Context, ref string) (bool, error) {
 	if h.s.profs == nil {
-		return false, bus.Unavailable("profile upload: the sidecar has no profile store")
+		return false, v1.Unavailable("profile upload: the sidecar has no profile store")
 	}
 	ok, err := h.s.profs.Has(ctx, ref)
 	if err != nil {
-		return false, bus.Unavailable(err.Error())
+		return false, v1.Unavailable(err.Error())
 	}
 	return ok, nil
 }
@@ -345,32 +347,32 @@ func (h *handler) HasProfile(ctx context.Context, ref string) (bool, error) {
 // parsed profile is kept, as for an admit that sent it.
 func (h *handler) PutProfile(ctx context.Context, raw []byte) (string, error) {
 	if h.s.profs == nil {
-		return "", bus.Unavailable("profile upload: the sidecar has no profile store")
+		return "", v1.Unavailable("profile upload: the sidecar has no profile store")
 	}
 	pp, err := parseProfile(h.profiles, sha256.Sum256(raw), raw)
 	if err != nil {
-		return "", bus.BadRequest("profile upload: " + err.Error())
+		return "", v1.BadRequest("profile upload: " + err.Error())
 	}
 	if pp.p.Kind != predictor.KindTraining {
-		return "", bus.BadRequest(fmt.Sprintf("profile upload: kind: want %q, got %q", predictor.KindTraining, pp.p.Kind))
+		return "", v1.BadRequest(fmt.Sprintf("profile upload: kind: want %q, got %q", predictor.KindTraining, pp.p.Kind))
 	}
 	ref, err := h.s.profs.Put(ctx, raw)
 	if err != nil {
 		if ctx.Err() != nil {
-			return "", bus.Timeout("profile upload: the request's deadline passed while the profile was stored: " + err.Error())
+			return "", v1.Timeout("profile upload: the request's deadline passed while the profile was stored: " + err.Error())
 		}
-		return "", bus.Unavailable(err.Error())
+		return "", v1.Unavailable(err.Error())
 	}
 	return ref, nil
 }
 
-func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
+func (h *handler) Status(ctx context.Context) (*v1.Status, error) {
 	st, err := h.s.adm.Status(ctx)
 	if err != nil {
 		return nil, busError(err)
 	}
-	out := &bus.Status{Sidecar: h.s.id, Mode: string(st.Mode), Health: map[string]string{},
-		GPU: bus.GPUStatus{UUID: h.s.gpuInfo.UUID, Name: h.s.gpuInfo.Name, MemoryTotalMiB: int(h.s.gpuInfo.MemoryTotalMiB)}}
+	out := &v1.Status{Sidecar: h.s.id, Mode: string(st.Mode), Health: map[string]string{},
+		GPU: v1.GPUStatus{UUID: h.s.gpuInfo.UUID, Name: h.s.gpuInfo.Name, MemoryTotalMiB: int(h.s.gpuInfo.MemoryTotalMiB)}}
 	if free, err := (deviceAdapter{h.s.gpu}).FreeMemoryMiB(ctx); err == nil {
 		out.GPU.MemoryFreeMiB = free
 	}
@@ -386,7 +388,7 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 	faulted, _ := h.s.faults().Fault()
 	learned := h.s.adm.Response()
 	for _, p := range st.Services {
-		ss := bus.ServiceStatus{Name: p.Service, SLOP99MS: p.SLOP99MS, PredictedP99MS: p.PredictedP99MS, PredictedP99UpperMS: p.UpperP99MS, PredictedAtRPS: p.RateRPS,
+		ss := v1.ServiceStatus{Name: p.Service, SLOP99MS: p.SLOP99MS, PredictedP99MS: p.PredictedP99MS, PredictedP99UpperMS: p.UpperP99MS, PredictedAtRPS: p.RateRPS,
 			Correction: wireCorrection(p.Correction), Guard: "configured", SLOMetric: sloMetric(p)}
 		for _, sp := range specs {
 			if sp.Name == p.Service {
@@ -421,7 +423,7 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 		out.MPS = wireMPS(h.s.daemon.Health())
 	}
 	if d, ok := h.s.adm.Draining(); ok {
-		out.Draining = &bus.DrainStatus{Since: d.Since, Reason: d.Reason}
+		out.Draining = &v1.DrainStatus{Since: d.Since, Reason: d.Reason}
 	}
 	return out, nil
 }
@@ -430,8 +432,8 @@ func (h *handler) Status(ctx context.Context) (*bus.Status, error) {
 // it (docs/security.md#tenant-privacy): its share of the GPU and its
 // state, what explains a deny, and not who holds it, its job, its
 // environment or its processes.
-func otherIdentity(l bus.Lease) bus.Lease {
-	return bus.Lease{ExpiresAt: l.ExpiresAt, ActiveThreadPct: l.ActiveThreadPct, PinnedMemLimitMiB: l.PinnedMemLimitMiB,
+func otherIdentity(l v1.Lease) v1.Lease {
+	return v1.Lease{ExpiresAt: l.ExpiresAt, ActiveThreadPct: l.ActiveThreadPct, PinnedMemLimitMiB: l.PinnedMemLimitMiB,
 		Instance: l.Instance, State: l.State, Deadline: l.Deadline}
 }
 
@@ -444,8 +446,8 @@ func wireCorrection(c float64) float64 {
 }
 
 // wireResponse is what the guard learned beside service, for status.
-func wireResponse(points []admission.ResponsePoint, service string) []bus.ResponsePoint {
-	var out []bus.ResponsePoint
+func wireResponse(points []admission.ResponsePoint, service string) []v1.ResponsePoint {
+	var out []v1.ResponsePoint
 	for _, p := range wireResponsePoints(points) {
 		if p.service == service {
 			out = append(out, p.ResponsePoint)
@@ -457,7 +459,7 @@ func wireResponse(points []admission.ResponsePoint, service string) []bus.Respon
 // servicePoint is a learned point as status and metrics give it, with its
 // service.
 type servicePoint struct {
-	bus.ResponsePoint
+	v1.ResponsePoint
 	service string
 }
 
@@ -466,7 +468,7 @@ type servicePoint struct {
 func wireResponsePoints(points []admission.ResponsePoint) []servicePoint {
 	out := make([]servicePoint, len(points))
 	for i, p := range points {
-		out[i] = servicePoint{bus.ResponsePoint{Trainer: cmp.Or(p.Name, p.Trainer[:min(len(p.Trainer), 12)]), Pct: p.Pct,
+		out[i] = servicePoint{v1.ResponsePoint{Trainer: cmp.Or(p.Name, p.Trainer[:min(len(p.Trainer), 12)]), Pct: p.Pct,
 			Ratio: p.Ratio, Windows: p.Windows, Last: p.Last}, p.Service}
 	}
 	return out

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/observe"
@@ -20,7 +22,7 @@ import (
 
 // leased admits req on the sidecar id and fails the test unless the
 // decision carries a lease.
-func leased(ctx context.Context, t testing.TB, c *bus.Client, id string, req *bus.AdmitRequest) *bus.Decision {
+func leased(ctx context.Context, t testing.TB, c *bus.Client, id string, req *v1.AdmitRequest) *v1.Decision {
 	t.Helper()
 	d, err := c.Admit(ctx, id, req)
 	if err != nil || d.Lease == nil {
@@ -30,7 +32,7 @@ func leased(ctx context.Context, t testing.TB, c *bus.Client, id string, req *bu
 }
 
 // leasedInFull is leased, and fails the test unless the lease is at 100 %.
-func leasedInFull(ctx context.Context, t testing.TB, c *bus.Client, id string, req *bus.AdmitRequest) *bus.Decision {
+func leasedInFull(ctx context.Context, t testing.TB, c *bus.Client, id string, req *v1.AdmitRequest) *v1.Decision {
 	t.Helper()
 	d := leased(ctx, t, c, id, req)
 	if d.Lease.ActiveThreadPct != 100 {
@@ -41,7 +43,7 @@ func leasedInFull(ctx context.Context, t testing.TB, c *bus.Client, id string, r
 
 // runningJob takes a lease at 100 % for job, registers pid as its worker,
 // and subscribes to the job's events from then on.
-func runningJob(ctx context.Context, t *testing.T, c *bus.Client, id, job string, pid int) (*bus.Decision, *bus.EventSubscription) {
+func runningJob(ctx context.Context, t *testing.T, c *bus.Client, id, job string, pid int) (*v1.Decision, *bus.EventSubscription) {
 	t.Helper()
 	d := leasedInFull(ctx, t, c, id, admitReq(job, 10, 100))
 	if err := register(ctx, c, id, d.Lease, pid); err != nil {
@@ -63,7 +65,7 @@ func leaseBucket(ctx context.Context, t testing.TB, s *running) jetstream.KeyVal
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(ctx, bus.LeaseBucketName(s.ID()))
+	kv, err := js.KeyValue(ctx, v1.LeaseBucketName(s.ID()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +82,8 @@ func watching(t testing.TB, id string, sloMS float64, url string) *configs.Confi
 }
 
 // register registers pids as the workers of lease l on the sidecar id.
-func register(ctx context.Context, c *bus.Client, id string, l *bus.Lease, pids ...int) error {
-	return c.Register(ctx, id, &bus.RegisterRequest{LeaseID: l.ID, Token: l.Token, PIDs: pids})
+func register(ctx context.Context, c *bus.Client, id string, l *v1.Lease, pids ...int) error {
+	return c.Register(ctx, id, &v1.RegisterRequest{LeaseID: l.ID, Token: l.Token, PIDs: pids})
 }
 
 // latencyBound is a bucket of a latency histogram: the share of the

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/natsserver"
+
 	"github.com/colocd/colocd/bus"
 	"github.com/nats-io/nats.go"
 )
@@ -16,7 +18,7 @@ import (
 // once the sidecar runs.
 func identityNamed(t *testing.T, dataDir, name string) string {
 	t.Helper()
-	seed, _, err := bus.AddLauncher(filepath.Join(dataDir, "launchers"), name)
+	seed, _, err := natsserver.AddLauncher(filepath.Join(dataDir, "launchers"), name)
 	if err != nil {
 		t.Fatal(err)
 	}

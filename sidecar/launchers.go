@@ -7,7 +7,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/colocd/colocd/natsserver"
+
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/internal/credfiles"
 )
 
 // DefaultLauncher names the identity whose seed the sidecar makes at its
@@ -40,16 +43,16 @@ func (s *Sidecar) onFlood(tenant, requestInfo string) {
 
 // launchers returns the identities that may connect as launchers: the
 // default seed's, nats.launchers.nkeys, and the launchers directory's.
-func (s *Sidecar) launchers() ([]bus.Launcher, error) {
-	pub, err := bus.NKeySeedFile(s.cfg.LauncherNKeyFile())
+func (s *Sidecar) launchers() ([]natsserver.Launcher, error) {
+	pub, err := credfiles.Ensure(s.cfg.LauncherNKeyFile())
 	if err != nil {
 		return nil, fmt.Errorf("nats.launchers.nkey_file: %w", err)
 	}
-	out := []bus.Launcher{{Name: DefaultLauncher, Key: pub}}
+	out := []natsserver.Launcher{{Name: DefaultLauncher, Key: pub}}
 	for i, k := range s.cfg.NATS.Launchers.NKeys {
-		out = append(out, bus.Launcher{Name: "nats.launchers.nkeys[" + strconv.Itoa(i) + "]", Key: k})
+		out = append(out, natsserver.Launcher{Name: "nats.launchers.nkeys[" + strconv.Itoa(i) + "]", Key: k})
 	}
-	dir, err := bus.ReadLaunchers(s.cfg.LauncherDir())
+	dir, err := natsserver.ReadLaunchers(s.cfg.LauncherDir())
 	if err != nil {
 		return nil, fmt.Errorf("nats.launchers.dir: %w", err)
 	}
@@ -85,7 +88,7 @@ func (s *Sidecar) watchLaunchers(ctx context.Context) error {
 		added, removed := diffLaunchers(last, ls)
 		s.log.Info("launchers changed", "added", added, "removed", removed)
 		for _, name := range removed {
-			if slices.ContainsFunc(ls, func(l bus.Launcher) bool { return l.Name == name }) {
+			if slices.ContainsFunc(ls, func(l natsserver.Launcher) bool { return l.Name == name }) {
 				continue // a new key under the same name: the same identity
 			}
 			evs, err := s.adm.RevokeIdentity(ctx, name)
@@ -116,7 +119,7 @@ func every(ctx context.Context, period time.Duration, f func()) error {
 }
 
 // setNames makes ls the identities requests are resolved against.
-func (s *Sidecar) setNames(ls []bus.Launcher) {
+func (s *Sidecar) setNames(ls []natsserver.Launcher) {
 	names := make(map[string]string, len(ls))
 	for _, l := range ls {
 		names[l.Key] = l.Name
@@ -169,7 +172,7 @@ func (s *Sidecar) identity(ctx context.Context) string {
 
 // diffLaunchers names the identities in next and not in prev, and the
 // reverse.
-func diffLaunchers(prev, next []bus.Launcher) (added, removed []string) {
+func diffLaunchers(prev, next []natsserver.Launcher) (added, removed []string) {
 	for _, l := range next {
 		if !slices.Contains(prev, l) {
 			added = append(added, l.Name)

@@ -3,21 +3,21 @@ package sidecar
 import (
 	"strings"
 
-	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/natsserver"
 )
 
 // leafOptions is nats.leaf for the embedded server: none when nats.leaf.url
 // is "".
-func (s *Sidecar) leafOptions() bus.LeafOptions {
+func (s *Sidecar) leafOptions() natsserver.LeafOptions {
 	l := s.cfg.NATS.Leaf
 	if l.URL == "" {
-		return bus.LeafOptions{}
+		return natsserver.LeafOptions{}
 	}
 	var urls []string
 	for u := range strings.SplitSeq(l.URL, ",") {
 		urls = append(urls, strings.TrimSpace(u))
 	}
-	return bus.LeafOptions{URLs: urls, NKeySeedFile: l.NKey, Credentials: l.Credentials,
+	return natsserver.LeafOptions{URLs: urls, NKeySeedFile: l.NKey, Credentials: l.Credentials,
 		TLS: l.TLS}
 }
 
@@ -37,7 +37,7 @@ func (s *Sidecar) hubDomain() string {
 // launchers on another server: the leaf's own, else "".
 func (s *Sidecar) eventsDomain() string {
 	if s.isLeaf() {
-		return bus.LeafDomain(s.id)
+		return natsserver.LeafDomain(s.id)
 	}
 	return ""
 }

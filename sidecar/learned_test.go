@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 )
@@ -48,7 +50,7 @@ func TestLearnedResponseSurvivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Services) != 1 || len(st.Services[0].Response) != 1 || st.Services[0].Response[0] != (bus.ResponsePoint{Trainer: "v100-train", Pct: 30, Ratio: 1.25, Windows: 4, Last: last}) {
+	if len(st.Services) != 1 || len(st.Services[0].Response) != 1 || st.Services[0].Response[0] != (v1.ResponsePoint{Trainer: "v100-train", Pct: 30, Ratio: 1.25, Windows: 4, Last: last}) {
 		t.Errorf("status services %+v: want the learned point", st.Services)
 	}
 	if m := getMetrics(t, r); !regexp.MustCompile(`colocd_guard_learned_ratio\{.*pct="30",service="v100-infer",trainer="v100-train"\} 1.25\n`).MatchString(m) {

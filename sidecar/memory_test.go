@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
 )
 
 // heapInUse returns the live heap after a full collection.
@@ -68,7 +68,7 @@ func TestMemoryAfterDistinctLargeProfiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pp, err := h.profile(ctx, &bus.AdmitRequest{Profile: raw})
+		pp, err := h.profile(ctx, &v1.AdmitRequest{Profile: raw})
 		if err != nil {
 			t.Fatalf("profile %d: %v", i, err)
 		}
@@ -88,7 +88,7 @@ func TestMemoryAfterDistinctLargeProfiles(t *testing.T) {
 		t.Errorf("heap grew %.1f MiB after %d distinct profiles: want at most the cache's %d MiB and a few more", float64(growth)/(1<<20), profiles, budget>>20)
 	}
 	// The most recent profile is still there, the first is gone.
-	if _, ok := h.profile(ctx, &bus.AdmitRequest{Profile: mustMarshal(t, p)}); ok != nil {
+	if _, ok := h.profile(ctx, &v1.AdmitRequest{Profile: mustMarshal(t, p)}); ok != nil {
 		t.Fatal(ok)
 	}
 	p["name"] = "copy-0"

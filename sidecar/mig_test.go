@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/admission"
-	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 )
 
@@ -37,7 +38,7 @@ func TestMIGFreeInstanceOverNATS(t *testing.T) {
 	}
 	lent := leased(ctx, t, c, s.ID(), admitReq("job-lent", 10, 100))
 	in := lent.Lease.Instance
-	if lent.Decision != bus.DecisionGrant || lent.Reason.Code != string(admission.CodeFreeInstance) || in == nil || in.Profile != "3g.71gb" || in.SMs != 60 || in.MemoryMiB != 71168 {
+	if lent.Decision != v1.DecisionGrant || lent.Reason.Code != string(admission.CodeFreeInstance) || in == nil || in.Profile != "3g.71gb" || in.SMs != 60 || in.MemoryMiB != 71168 {
 		t.Fatalf("decision %+v, lease instance %+v: want the 3g.71gb granted whole", lent, in)
 	}
 	if env := lent.Lease.Env; env["CUDA_VISIBLE_DEVICES"] != in.UUID || env["CUDA_MPS_PIPE_DIRECTORY"] != "" || len(env) != 2 {
@@ -50,8 +51,8 @@ func TestMIGFreeInstanceOverNATS(t *testing.T) {
 	}
 	// Registered, the lent job uses its instance's memory, not the
 	// inference server's.
-	ref := &bus.LeaseRef{LeaseID: lent.Lease.ID, Token: lent.Lease.Token}
-	if err := c.Register(ctx, s.ID(), &bus.RegisterRequest{LeaseID: ref.LeaseID, Token: ref.Token, PIDs: []int{4242}}); err != nil {
+	ref := &v1.LeaseRef{LeaseID: lent.Lease.ID, Token: lent.Lease.Token}
+	if err := c.Register(ctx, s.ID(), &v1.RegisterRequest{LeaseID: ref.LeaseID, Token: ref.Token, PIDs: []int{4242}}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := c.Status(ctx, s.ID())

@@ -5,8 +5,9 @@ import (
 	"os"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/admission"
-	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/mps"
 )
 
@@ -60,7 +61,7 @@ func (s *Sidecar) mpsUser() admission.MPSUser {
 // grantUser adds the MPS server's user to a grant's lease, so that the
 // launcher can check its own before it starts a worker that would wait at
 // CUDA init. A lease on a MIG instance runs without MPS.
-func (s *Sidecar) grantUser(ctx context.Context, l *bus.Lease) {
+func (s *Sidecar) grantUser(ctx context.Context, l *v1.Lease) {
 	u := s.mpsUser()
 	if l == nil || l.Instance != nil || u == nil {
 		return
@@ -71,10 +72,10 @@ func (s *Sidecar) grantUser(ctx context.Context, l *bus.Lease) {
 }
 
 // wireMPS is the daemon's servers at its last probe, as status shows them.
-func wireMPS(h mps.Health) *bus.MPSStatus {
-	out := &bus.MPSStatus{Servers: []bus.MPSServer{}}
+func wireMPS(h mps.Health) *v1.MPSStatus {
+	out := &v1.MPSStatus{Servers: []v1.MPSServer{}}
 	for _, sv := range h.Servers {
-		ws := bus.MPSServer{PID: int(sv.PID), State: string(sv.State)}
+		ws := v1.MPSServer{PID: int(sv.PID), State: string(sv.State)}
 		if sv.UID != nil {
 			uid := int(*sv.UID)
 			ws.UID = &uid

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
 )
 
 // newUserWorld is an mpsWorld whose fake daemon already runs, with the
@@ -38,7 +38,7 @@ func newUserWorld(t *testing.T, serverUID int) *mpsWorld {
 
 // mpsStatus waits for the sidecar's status to list an MPS server (the
 // health loop's first probe) and returns it.
-func (w *mpsWorld) mpsStatus(ctx context.Context) *bus.MPSStatus {
+func (w *mpsWorld) mpsStatus(ctx context.Context) *v1.MPSStatus {
 	w.t.Helper()
 	for end := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		st, err := w.c.Status(ctx, w.s.ID())
@@ -103,7 +103,7 @@ func TestMPSServerUserIsChecked(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || bus.CodeOf(err) != bus.CodeBadRequest || !strings.Contains(err.Error(), tt.err) ||
+			if err == nil || v1.CodeOf(err) != v1.CodeBadRequest || !strings.Contains(err.Error(), tt.err) ||
 				!strings.Contains(err.Error(), fmt.Sprintf("got process %d of uid %d", pid, me)) {
 				t.Fatalf("register of another user's worker: %v; want a 400 containing %q", err, tt.err)
 			}

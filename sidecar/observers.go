@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/admission"
-	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/observe"
 	"go.opentelemetry.io/otel/attribute"
@@ -198,14 +199,14 @@ func (s *Sidecar) recordObserved(ctx context.Context) {
 }
 
 // observedStatus is the wire form of an observation; NaN becomes null.
-func observedStatus(o observe.Observation) *bus.ObservedStatus {
+func observedStatus(o observe.Observation) *v1.ObservedStatus {
 	num := func(v float64) *float64 {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil
 		}
 		return &v
 	}
-	out := &bus.ObservedStatus{State: string(o.State), Reason: o.Reason, AgeSeconds: o.Age.Seconds(), WindowSeconds: o.Elapsed.Seconds(),
+	out := &v1.ObservedStatus{State: string(o.State), Reason: o.Reason, AgeSeconds: o.Age.Seconds(), WindowSeconds: o.Elapsed.Seconds(),
 		RateRPS: num(o.RateRPS), ForecastRPS: num(o.ForecastRPS), MeanMS: num(o.MeanMS), P99MS: num(o.P99MS), P99LowMS: num(o.P99LowMS), P99HighMS: num(o.P99HighMS)}
 	if o.State == observe.StateNoData {
 		out.RateRPS, out.ForecastRPS, out.MeanMS, out.P99MS, out.P99LowMS, out.P99HighMS = nil, nil, nil, nil, nil, nil

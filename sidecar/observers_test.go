@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/admission"
-	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/runtest"
 	"github.com/colocd/colocd/observe"
@@ -142,7 +143,7 @@ func TestGuardThrottlesOnObservedLoad(t *testing.T) {
 	}
 	select {
 	case rec := <-events.C():
-		if rec.Event.LeaseID != d.Lease.ID || (rec.Event.Type != bus.EventThrottle && rec.Event.Type != bus.EventRevoke) {
+		if rec.Event.LeaseID != d.Lease.ID || (rec.Event.Type != v1.EventThrottle && rec.Event.Type != v1.EventRevoke) {
 			t.Errorf("event %+v, want a throttle or revoke of %s", rec.Event, d.Lease.ID)
 		}
 	case <-ctx.Done():
@@ -180,20 +181,20 @@ func TestObservedP99ThrottlesWhenThePredictorIsLow(t *testing.T) {
 	// At 100 %, its workers run (a window is measured only then).
 	_, sub := runningJob(ctx, t, c, s.ID(), "job-slow", 6001)
 	// The first window that began after the grant and holds 100 requests.
-	var ev bus.Event
+	var ev v1.Event
 	select {
 	case rec := <-sub.C():
 		ev = rec.Event
 	case <-ctx.Done():
 		t.Fatal("no event within 90 s")
 	}
-	if ev.Type != bus.EventThrottle || ev.ActiveThreadPct >= 100 || !strings.Contains(ev.Reason, "own p99") {
+	if ev.Type != v1.EventThrottle || ev.ActiveThreadPct >= 100 || !strings.Contains(ev.Reason, "own p99") {
 		t.Fatalf("event %+v, want a throttle for the observed p99", ev)
 	}
 	// The scrapes' observed rate may move after the throttle (a late scrape
 	// then a quick one); the guard re-plans at the next tick, so the status
 	// is read until it shows that plan.
-	var svc bus.ServiceStatus
+	var svc v1.ServiceStatus
 	corrected := func() bool {
 		st, err := c.Status(ctx, s.ID())
 		if err != nil || len(st.Services) == 0 {
@@ -282,7 +283,7 @@ func TestLoadDoublesThrottleHonoured(t *testing.T) {
 		select {
 		case rec := <-sub.C():
 			ev := rec.Event
-			if ev.Type != bus.EventThrottle {
+			if ev.Type != v1.EventThrottle {
 				t.Fatalf("event %+v, want only throttles while the launcher honours them", ev)
 			}
 			throttles++
@@ -318,7 +319,7 @@ func TestMetricsDownFallsBackToTheConfiguredRate(t *testing.T) {
 	c := client(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	status := func() bus.ServiceStatus {
+	status := func() v1.ServiceStatus {
 		st, err := c.Status(ctx, s.ID())
 		if err != nil {
 			t.Fatal(err)
@@ -329,7 +330,7 @@ func TestMetricsDownFallsBackToTheConfiguredRate(t *testing.T) {
 		t.Fatalf("never predicted at the observed load: %+v", status())
 	}
 	srv.down.Store(true)
-	var last bus.ServiceStatus
+	var last v1.ServiceStatus
 	// Status predicts, then reads the observation: on a busy machine one
 	// status can hold a prediction made just before the expiry, so wait
 	// for both.
@@ -347,7 +348,7 @@ func TestMetricsDownFallsBackToTheConfiguredRate(t *testing.T) {
 // The launcher recognises a measure-first throttle by its wire code.
 func TestMeasureFirstCodeIsTheLaunchersOwn(t *testing.T) {
 	t.Parallel()
-	if string(admission.CodeMeasureFirst) != bus.ReasonMeasureFirst {
-		t.Errorf("admission says %q, the launcher looks for %q", admission.CodeMeasureFirst, bus.ReasonMeasureFirst)
+	if string(admission.CodeMeasureFirst) != v1.ReasonMeasureFirst {
+		t.Errorf("admission says %q, the launcher looks for %q", admission.CodeMeasureFirst, v1.ReasonMeasureFirst)
 	}
 }

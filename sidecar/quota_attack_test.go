@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/colocd/colocd/admission"
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
 )
 
 // Row "hoarding": a second identity takes 1 MiB, 1 % leases back to back
@@ -23,7 +23,7 @@ func TestAttackHoarderLeavesRoomForOthers(t *testing.T) {
 	hostile, honest := dialAs(t, s, seed), client(t, s)
 	ctx := context.Background()
 
-	var held []*bus.LeaseRef
+	var held []*v1.LeaseRef
 	denied := 0
 	for i := range 10 {
 		req := admitReq(fmt.Sprintf("hoard-%d", i), 1, 1)
@@ -40,7 +40,7 @@ func TestAttackHoarderLeavesRoomForOthers(t *testing.T) {
 			}
 			continue
 		}
-		held = append(held, &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token})
+		held = append(held, &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token})
 	}
 	if want := (cfg.Admission.MaxJobs + 1) / 2; len(held) != want {
 		t.Errorf("the hoarder holds %d leases, want its quota %d", len(held), want)
@@ -63,7 +63,7 @@ func TestAttackHoarderLeavesRoomForOthers(t *testing.T) {
 			continue
 		}
 		granted++
-		ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
+		ref := &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
 		start = time.Now()
 		if _, err := honest.Renew(ctx, s.ID(), ref); err != nil {
 			t.Errorf("honest renew %d: %v", i, err)
@@ -107,7 +107,7 @@ func TestAttackClaimedWeightLowersNoOne(t *testing.T) {
 			}
 		}
 	}
-	l, err := honest.Renew(ctx, s.ID(), &bus.LeaseRef{LeaseID: first.Lease.ID, Token: first.Lease.Token})
+	l, err := honest.Renew(ctx, s.ID(), &v1.LeaseRef{LeaseID: first.Lease.ID, Token: first.Lease.Token})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/simconfig"
@@ -35,7 +37,7 @@ func TestSLOHotReloadThrottlesLease(t *testing.T) {
 	select {
 	case rec := <-sub.C():
 		ev := rec.Event
-		if ev.Type != bus.EventThrottle || ev.LeaseID != d.Lease.ID || !(ev.ActiveThreadPct >= 10 && ev.ActiveThreadPct < 100) || ev.Deadline == nil {
+		if ev.Type != v1.EventThrottle || ev.LeaseID != d.Lease.ID || !(ev.ActiveThreadPct >= 10 && ev.ActiveThreadPct < 100) || ev.Deadline == nil {
 			t.Errorf("event %+v, want a throttle of the lease below 100 %% with a deadline", ev)
 		}
 	case <-time.After(60 * time.Second):
@@ -55,7 +57,7 @@ func TestSLOHotReloadThrottlesLease(t *testing.T) {
 	if err := register(ctx, c, s.ID(), d.Lease, 4242); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := c.Renew(ctx, s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil || l.State != "active" || l.Deadline != nil {
+	if l, err := c.Renew(ctx, s.ID(), &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil || l.State != "active" || l.Deadline != nil {
 		t.Errorf("renew after the restart: %+v, %v; want active, no deadline", l, err)
 	}
 }
@@ -65,7 +67,7 @@ func TestRejectedReloadShowsInStatus(t *testing.T) {
 	t.Parallel()
 	r := newReloading(t, 10000, "")
 	ctx := context.Background()
-	status := func() *bus.Status {
+	status := func() *v1.Status {
 		st, err := r.c.Status(ctx, r.s.ID())
 		if err != nil {
 			t.Fatal(err)
@@ -130,7 +132,7 @@ func (r *reloading) eventually(what string, ok func() bool) {
 
 // decide admits a job and releases what it got: the decision the next
 // job would get, without keeping capacity.
-func (r *reloading) decide(job string) *bus.Decision {
+func (r *reloading) decide(job string) *v1.Decision {
 	r.t.Helper()
 	req := admitReq(fmt.Sprintf("%s-%d", job, time.Now().UnixNano()), 10, 100)
 	req.RequestID = ""
@@ -145,7 +147,7 @@ func (r *reloading) decide(job string) *bus.Decision {
 }
 
 // admit takes a lease and returns it.
-func (r *reloading) admit(job string, leaseSeconds int) *bus.Lease {
+func (r *reloading) admit(job string, leaseSeconds int) *v1.Lease {
 	r.t.Helper()
 	ctx := context.Background()
 	req := admitReq(job, 10, 100)
@@ -157,17 +159,17 @@ func (r *reloading) admit(job string, leaseSeconds int) *bus.Lease {
 	return d.Lease
 }
 
-func (r *reloading) release(l *bus.Lease) {
+func (r *reloading) release(l *v1.Lease) {
 	r.t.Helper()
-	if err := r.c.Release(context.Background(), r.s.ID(), &bus.LeaseRef{LeaseID: l.ID, Token: l.Token}); err != nil {
+	if err := r.c.Release(context.Background(), r.s.ID(), &v1.LeaseRef{LeaseID: l.ID, Token: l.Token}); err != nil {
 		r.t.Fatal(err)
 	}
 }
 
 // renewedFor renews l and returns how long it now lives.
-func (r *reloading) renewedFor(l *bus.Lease) time.Duration {
+func (r *reloading) renewedFor(l *v1.Lease) time.Duration {
 	r.t.Helper()
-	got, err := r.c.Renew(context.Background(), r.s.ID(), &bus.LeaseRef{LeaseID: l.ID, Token: l.Token})
+	got, err := r.c.Renew(context.Background(), r.s.ID(), &v1.LeaseRef{LeaseID: l.ID, Token: l.Token})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -182,7 +184,7 @@ func TestEveryHotKeyReloads(t *testing.T) {
 	t.Run("max_jobs", func(t *testing.T) {
 		r := newReloading(t, 1e6, "max_jobs: 3")
 		r.admit("held", 0)
-		if d := r.decide("next"); d.Decision != bus.DecisionGrant {
+		if d := r.decide("next"); d.Decision != v1.DecisionGrant {
 			t.Fatalf("before: %s", d.Decision)
 		}
 		r.write("max_jobs: 1")
@@ -195,11 +197,11 @@ func TestEveryHotKeyReloads(t *testing.T) {
 	})
 	t.Run("headroom", func(t *testing.T) {
 		r := newReloading(t, p99At(t, 100)/0.9*1.01, "headroom: 0.1") // room for 100 %
-		if d := r.decide("next"); d.Decision != bus.DecisionGrant {
+		if d := r.decide("next"); d.Decision != v1.DecisionGrant {
 			t.Fatalf("before: %s %s", d.Decision, d.Reason.Message)
 		}
 		r.write("headroom: 0.5")
-		r.eventually("the next admit is no longer a grant at 100 %", func() bool { return r.decide("next").Decision != bus.DecisionGrant })
+		r.eventually("the next admit is no longer a grant at 100 %", func() bool { return r.decide("next").Decision != v1.DecisionGrant })
 	})
 	t.Run("pct_step", func(t *testing.T) {
 		// The SLO leaves room for 35 %, not 40: on a grid of 5 the job

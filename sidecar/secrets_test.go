@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
+	"github.com/colocd/colocd/internal/credfiles"
+
 	"github.com/nats-io/nats.go"
 )
 
@@ -24,11 +26,11 @@ func TestSecretsNeverTravel(t *testing.T) {
 	arrived := make(chan struct{}, 64) // one per answer seen, as far as there is room
 	// The widest it may read: its identity's inbox (the default seed's,
 	// which the client below shares; others' it may not subscribe to).
-	pub, err := bus.NKeySeedFile(s.LauncherNKeyFile())
+	pub, err := credfiles.Ensure(s.LauncherNKeyFile())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sniffer.Subscribe(bus.LauncherInbox(pub)+".>", func(m *nats.Msg) {
+	if _, err := sniffer.Subscribe(v1.LauncherInbox(pub)+".>", func(m *nats.Msg) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, append([]byte(nil), m.Data...))
@@ -49,7 +51,7 @@ func TestSecretsNeverTravel(t *testing.T) {
 	if err != nil || d.Lease == nil || d.Lease.Token == "" {
 		t.Fatalf("admit: %+v, %v", d, err)
 	}
-	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
+	ref := &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
 	if _, err := c.Renew(ctx, s.ID(), ref); err != nil {
 		t.Fatal(err)
 	}

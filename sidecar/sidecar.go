@@ -14,6 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
@@ -59,7 +63,7 @@ type Sidecar struct {
 	daemon  mpsDaemon
 	model   *admission.Model
 	adm     *admission.Controller
-	embed   *bus.Embedded
+	embed   *natsserver.Embedded
 	// names maps the launcher identities of the moment, by public key, to
 	// their names (launchers.go).
 	names   atomic.Pointer[map[string]string]
@@ -125,7 +129,7 @@ func New(ctx context.Context, cfg *configs.Config, opts Options) (_ *Sidecar, er
 	if s.id == "" {
 		s.id = s.gpuInfo.UUID
 	}
-	if err := bus.ValidateSidecarID(s.id); err != nil {
+	if err := v1.ValidateSidecarID(s.id); err != nil {
 		return nil, fmt.Errorf("sidecar.id: %w", err)
 	}
 	if s.tel, err = NewTelemetry(ctx, cfg.Telemetry.Tracing, opts.Version, s.id, opts.TracerProvider); err != nil {
@@ -324,16 +328,16 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 			listen = net.JoinHostPort(host, "-1") // nats-server's "any free port"; its 0 means 4222
 		}
 		if s.isLeaf() {
-			if err := bus.ValidateHubDomain(c.Leaf.HubDomain, s.id); err != nil {
+			if err := natsserver.ValidateHubDomain(c.Leaf.HubDomain, s.id); err != nil {
 				return nil, fmt.Errorf("nats.leaf.hub_domain: %w", err)
 			}
 		}
-		var launchers []bus.Launcher
+		var launchers []natsserver.Launcher
 		if launchers, err = s.launchers(); err != nil {
 			return nil, err
 		}
 		s.setNames(launchers)
-		s.embed, err = bus.StartEmbedded(bus.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(s.cfg.Sidecar.DataDir, "nats"),
+		s.embed, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{Listen: listen, StoreDir: filepath.Join(s.cfg.Sidecar.DataDir, "nats"),
 			ServerName: "colocd-" + s.id, Logger: serverLog, Log: s.log.With("component", "nats"), SidecarID: s.id, Launchers: launchers, MaxLauncherConns: c.Launchers.MaxConnections,
 			FrontDoor: c.FrontDoor, TLS: c.ServerTLS,
 			Leaf: s.leafOptions()})
@@ -351,7 +355,7 @@ func (s *Sidecar) openNATS(ctx context.Context) (jetstream.JetStream, error) {
 			Logger: s.log.With("component", "nats"),
 			// Replies to the sidecar arrive outside the launchers' inbox
 			// prefix, where no launcher may subscribe (docs/security.md).
-			Options: append([]nats.Option{nats.CustomInboxPrefix(bus.SidecarInboxPrefix(s.id))}, s.opts.NATSOptions...)})
+			Options: append([]nats.Option{nats.CustomInboxPrefix(v1.SidecarInboxPrefix(s.id))}, s.opts.NATSOptions...)})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("connect nats: %w", err)
@@ -369,11 +373,11 @@ func (s *Sidecar) openAdmission(ctx context.Context, js jetstream.JetStream) err
 	if auto {
 		r = s.autoReplicas()
 	}
-	kv, err := bus.OpenKV(ctx, js, bus.LeaseBucketName(s.id), r)
+	kv, err := bus.OpenKV(ctx, js, v1.LeaseBucketName(s.id), r)
 	if err != nil && auto && r > 1 {
 		s.log.Warn("nats.replicas: the cluster did not take 3 copies of the lease bucket; keeping 1 (set nats.replicas to choose)", "err", err)
 		r = 1
-		kv, err = bus.OpenKV(ctx, js, bus.LeaseBucketName(s.id), r)
+		kv, err = bus.OpenKV(ctx, js, v1.LeaseBucketName(s.id), r)
 	}
 	if err != nil {
 		return fmt.Errorf("lease store: %w", err)
@@ -668,7 +672,7 @@ func (s *Sidecar) Close(ctx context.Context) error {
 // configRejected is the latest edit of the config file that was not
 // applied, by the watcher (it does not load or validate) or by the
 // controller; nil when the last edit was applied.
-func (s *Sidecar) configRejected() *bus.ConfigRejection {
+func (s *Sidecar) configRejected() *v1.ConfigRejection {
 	var last *configs.Rejection
 	if s.watcher != nil {
 		last = s.watcher.Rejected()
@@ -679,7 +683,7 @@ func (s *Sidecar) configRejected() *bus.ConfigRejection {
 	if last == nil {
 		return nil
 	}
-	return &bus.ConfigRejection{At: last.At.UTC(), Error: last.Err.Error()}
+	return &v1.ConfigRejection{At: last.At.UTC(), Error: last.Err.Error()}
 }
 
 // autoReplicas is nats.replicas 0's choice: one copy on the embedded

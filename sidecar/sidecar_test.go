@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	v1 "github.com/colocd/colocd/api/v1"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
@@ -129,9 +131,9 @@ var trainJSON = func() json.RawMessage {
 	return data
 }()
 
-func admitReq(job string, minPct, maxPct int) *bus.AdmitRequest {
-	return &bus.AdmitRequest{RequestID: "request-id-of-at-least-22-" + job, Job: bus.Job{ID: job, Owner: "test"}, Profile: trainJSON,
-		MemoryMiB: 1000, Processes: 2, Compute: bus.Compute{MinPct: minPct, MaxPct: maxPct}}
+func admitReq(job string, minPct, maxPct int) *v1.AdmitRequest {
+	return &v1.AdmitRequest{RequestID: "request-id-of-at-least-22-" + job, Job: v1.Job{ID: job, Owner: "test"}, Profile: trainJSON,
+		MemoryMiB: 1000, Processes: 2, Compute: v1.Compute{MinPct: minPct, MaxPct: maxPct}}
 }
 
 // p99At predicts the service's latency p99 with one trainer at pct the way
@@ -201,8 +203,8 @@ func TestDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Decision != bus.DecisionThrottle || d.Reason.Code != string(admission.CodeThrottledToFit) {
-		t.Fatalf("decision %s (%s: %s), want %s (%s)", d.Decision, d.Reason.Code, d.Reason.Message, bus.DecisionThrottle, admission.CodeThrottledToFit)
+	if d.Decision != v1.DecisionThrottle || d.Reason.Code != string(admission.CodeThrottledToFit) {
+		t.Fatalf("decision %s (%s: %s), want %s (%s)", d.Decision, d.Reason.Code, d.Reason.Message, v1.DecisionThrottle, admission.CodeThrottledToFit)
 	}
 	l := d.Lease
 	if l == nil || l.Token == "" || l.Env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != fmt.Sprint(l.ActiveThreadPct) {
@@ -227,7 +229,7 @@ func TestProfileByReference(t *testing.T) {
 	c := client(t, s)
 	ctx := context.Background()
 	inline := leased(ctx, t, c, s.ID(), admitReq("job-inline", 10, 100))
-	if err := c.Release(ctx, s.ID(), &bus.LeaseRef{LeaseID: inline.Lease.ID, Token: inline.Lease.Token}); err != nil {
+	if err := c.Release(ctx, s.ID(), &v1.LeaseRef{LeaseID: inline.Lease.ID, Token: inline.Lease.Token}); err != nil {
 		t.Fatal(err)
 	}
 	// Launchers may not write the profile store; the sidecar's own
@@ -237,8 +239,8 @@ func TestProfileByReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ref != bus.ProfileRef(trainJSON) {
-		t.Fatalf("ref %s, want %s", ref, bus.ProfileRef(trainJSON))
+	if ref != v1.ProfileRef(trainJSON) {
+		t.Fatalf("ref %s, want %s", ref, v1.ProfileRef(trainJSON))
 	}
 	byRef := admitReq("job-ref", 10, 100)
 	byRef.Profile, byRef.ProfileRef = nil, ref
@@ -265,23 +267,23 @@ func TestProfileByReference(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		edit   func(*bus.AdmitRequest)
+		edit   func(*v1.AdmitRequest)
 		code   int
 		phrase string
 	}{
-		{"unknown reference", func(r *bus.AdmitRequest) { r.Profile, r.ProfileRef = nil, bus.ProfileRef([]byte("nothing")) }, bus.CodeNotFound, "put it there first"},
-		{"malformed reference", func(r *bus.AdmitRequest) { r.Profile, r.ProfileRef = nil, "sha256:xyz" }, bus.CodeBadRequest, "profile_ref: want"},
-		{"both forms", func(r *bus.AdmitRequest) { r.ProfileRef = ref }, bus.CodeBadRequest, "profile, profile_ref: want one of the two"},
-		{"neither", func(r *bus.AdmitRequest) { r.Profile = nil }, bus.CodeBadRequest, "or a profile_ref"},
-		{"a stored object that is no profile", func(r *bus.AdmitRequest) { r.Profile, r.ProfileRef = nil, notProfile }, bus.CodeBadRequest, "profile_ref " + notProfile + ": "},
+		{"unknown reference", func(r *v1.AdmitRequest) { r.Profile, r.ProfileRef = nil, v1.ProfileRef([]byte("nothing")) }, v1.CodeNotFound, "put it there first"},
+		{"malformed reference", func(r *v1.AdmitRequest) { r.Profile, r.ProfileRef = nil, "sha256:xyz" }, v1.CodeBadRequest, "profile_ref: want"},
+		{"both forms", func(r *v1.AdmitRequest) { r.ProfileRef = ref }, v1.CodeBadRequest, "profile, profile_ref: want one of the two"},
+		{"neither", func(r *v1.AdmitRequest) { r.Profile = nil }, v1.CodeBadRequest, "or a profile_ref"},
+		{"a stored object that is no profile", func(r *v1.AdmitRequest) { r.Profile, r.ProfileRef = nil, notProfile }, v1.CodeBadRequest, "profile_ref " + notProfile + ": "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := admitReq("job-bad", 10, 100)
 			tt.edit(r)
 			_, err := c.Admit(ctx, s.ID(), r)
-			if bus.CodeOf(err) != tt.code || !strings.Contains(err.Error(), tt.phrase) {
-				t.Errorf("got %v (code %d), want code %d and %q", err, bus.CodeOf(err), tt.code, tt.phrase)
+			if v1.CodeOf(err) != tt.code || !strings.Contains(err.Error(), tt.phrase) {
+				t.Errorf("got %v (code %d), want code %d and %q", err, v1.CodeOf(err), tt.code, tt.phrase)
 			}
 		})
 	}
@@ -297,7 +299,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	ctx := context.Background()
 	req := admitReq("job-1", 10, 100)
 	d := leased(ctx, t, c, s.ID(), req)
-	ref := &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
+	ref := &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}
 
 	// An idempotent retry returns the same lease, not a second one.
 	again, err := c.Admit(ctx, s.ID(), req)
@@ -305,7 +307,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("retry: %v, lease %+v, want the first one %+v", err, again.Lease, d.Lease)
 	}
 	// The same request_id with another token is someone else: refused.
-	if _, err := c.Admit(ctx, s.ID(), admitReq("job-1", 10, 100)); bus.CodeOf(err) != bus.CodeConflict {
+	if _, err := c.Admit(ctx, s.ID(), admitReq("job-1", 10, 100)); v1.CodeOf(err) != v1.CodeConflict {
 		t.Fatalf("a replay of the request_id with another token: %v, want a 409", err)
 	}
 	if st, _ := c.Status(ctx, s.ID()); len(st.Leases) != 1 {
@@ -316,15 +318,15 @@ func TestLeaseLifecycle(t *testing.T) {
 	before, _ := c.Status(ctx, s.ID())
 	for _, call := range []func() error{
 		func() error {
-			_, err := c.Renew(ctx, s.ID(), &bus.LeaseRef{LeaseID: ref.LeaseID, Token: "wrong"})
+			_, err := c.Renew(ctx, s.ID(), &v1.LeaseRef{LeaseID: ref.LeaseID, Token: "wrong"})
 			return err
 		},
-		func() error { return c.Release(ctx, s.ID(), &bus.LeaseRef{LeaseID: ref.LeaseID, Token: "wrong"}) },
+		func() error { return c.Release(ctx, s.ID(), &v1.LeaseRef{LeaseID: ref.LeaseID, Token: "wrong"}) },
 		func() error {
-			return c.Register(ctx, s.ID(), &bus.RegisterRequest{LeaseID: ref.LeaseID, Token: "wrong", PIDs: []int{7}})
+			return c.Register(ctx, s.ID(), &v1.RegisterRequest{LeaseID: ref.LeaseID, Token: "wrong", PIDs: []int{7}})
 		},
 	} {
-		if err := call(); bus.CodeOf(err) != bus.CodeForbidden {
+		if err := call(); v1.CodeOf(err) != v1.CodeForbidden {
 			t.Errorf("wrong token: err = %v, want 403", err)
 		}
 	}
@@ -334,7 +336,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 
 	// Register, renew, release.
-	if err := c.Register(ctx, s.ID(), &bus.RegisterRequest{LeaseID: ref.LeaseID, Token: ref.Token, PIDs: []int{4242, 4243}}); err != nil {
+	if err := c.Register(ctx, s.ID(), &v1.RegisterRequest{LeaseID: ref.LeaseID, Token: ref.Token, PIDs: []int{4242, 4243}}); err != nil {
 		t.Fatal(err)
 	}
 	renewed, err := c.Renew(ctx, s.ID(), ref)
@@ -348,12 +350,12 @@ func TestLeaseLifecycle(t *testing.T) {
 	if err := c.Release(ctx, s.ID(), ref); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Release(ctx, s.ID(), ref); bus.CodeOf(err) != bus.CodeNotFound {
+	if err := c.Release(ctx, s.ID(), ref); v1.CodeOf(err) != v1.CodeNotFound {
 		t.Errorf("second release: err = %v, want 404", err)
 	}
 	// A released lease with processes is freed once the expiry loop has
 	// evicted them (on the simulated daemon), at once but not in the call.
-	var st *bus.Status
+	var st *v1.Status
 	if !eventually(ctx, func() bool {
 		st, _ = c.Status(ctx, s.ID())
 		return st != nil && len(st.Leases) == 0 && st.GPU.MemoryFreeMiB == st.GPU.MemoryTotalMiB
@@ -382,7 +384,7 @@ func TestExpiry(t *testing.T) {
 		t.Helper()
 		select {
 		case rec := <-sub.C():
-			if rec.Event.Type != bus.EventExpire || rec.Event.LeaseID != d.Lease.ID {
+			if rec.Event.Type != v1.EventExpire || rec.Event.LeaseID != d.Lease.ID {
 				t.Errorf("%s: event %+v, want expire of %s", who, rec.Event, d.Lease.ID)
 			}
 		case <-time.After(30 * time.Second):
@@ -449,7 +451,7 @@ func TestRestartKeepsLeases(t *testing.T) {
 	first := start(t, cfg, Options{})
 	c := client(t, first)
 	ctx := context.Background()
-	var refs []*bus.LeaseRef
+	var refs []*v1.LeaseRef
 	for i, job := range []string{"job-1", "job-2"} {
 		req := admitReq(job, 10, 100)
 		req.Job.Weight = float64(i) + 2.5 // kept on the lease
@@ -457,7 +459,7 @@ func TestRestartKeepsLeases(t *testing.T) {
 		if err != nil || d.Lease == nil {
 			t.Fatalf("admit %s: %v %+v", job, err, d)
 		}
-		refs = append(refs, &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token})
+		refs = append(refs, &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token})
 	}
 	// Records that are no lease (written by whoever held a key that could)
 	// are skipped at the restart, not a failed start.
@@ -543,7 +545,7 @@ func TestQuoteFromTwoSidecars(t *testing.T) {
 			t.Errorf("quote from %s carries a lease", d.Sidecar)
 		}
 	}
-	if got["gpu-a"] != bus.DecisionGrant || got["gpu-b"] != bus.DecisionDeny || len(got) != 2 {
+	if got["gpu-a"] != v1.DecisionGrant || got["gpu-b"] != v1.DecisionDeny || len(got) != 2 {
 		t.Errorf("quotes %v, want gpu-a grant and gpu-b deny", got)
 	}
 	for _, s := range []*running{a, b} {
@@ -676,8 +678,8 @@ func TestUnhealthyGPUDenies503(t *testing.T) {
 		t.Fatal("ready after an XID 79")
 	}
 	_, err = c.Admit(ctx, s.ID(), admitReq("job-2", 10, 100))
-	var be *bus.Error
-	if !errors.As(err, &be) || be.Code != bus.CodeUnavailable || !strings.Contains(strings.ToLower(be.Description), "gpu") {
+	var be *v1.Error
+	if !errors.As(err, &be) || be.Code != v1.CodeUnavailable || !strings.Contains(strings.ToLower(be.Description), "gpu") {
 		t.Errorf("admit on a faulted GPU: err = %v, want 503 naming the GPU", err)
 	}
 	if st, err := c.Status(ctx, s.ID()); err != nil || st.Ready {
@@ -687,7 +689,7 @@ func TestUnhealthyGPUDenies503(t *testing.T) {
 	defer cancel()
 	select {
 	case rec := <-sub.C():
-		if rec.Event.Type != bus.EventRevoke || !strings.Contains(rec.Event.Reason, "79") {
+		if rec.Event.Type != v1.EventRevoke || !strings.Contains(rec.Event.Reason, "79") {
 			t.Errorf("event %+v, want the lease revoked for the XID 79", rec.Event)
 		}
 	case <-wctx.Done():
@@ -723,7 +725,7 @@ func TestDecisionHoldsUpperBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Decision != bus.DecisionThrottle || d.Lease == nil {
+	if d.Decision != v1.DecisionThrottle || d.Lease == nil {
 		t.Fatalf("decision %s (%s), want a throttle: the point fits at 100 %%, its upper end does not", d.Decision, d.Reason.Message)
 	}
 	p, u := at(d.Lease.ActiveThreadPct)

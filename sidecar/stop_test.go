@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
@@ -38,13 +40,13 @@ func TestStopAnswersEveryQueuedRequest(t *testing.T) {
 			_, err := c.Admit(context.Background(), s.ID(), req)
 			mu.Lock()
 			defer mu.Unlock()
-			var werr *bus.Error
+			var werr *v1.Error
 			switch {
 			case err == nil:
 				answered++
 			case errors.As(err, &werr) && werr.Code == 503:
 				stopping++
-			case errors.Is(err, bus.ErrNoSidecar):
+			case errors.Is(err, v1.ErrNoSidecar):
 				gone++ // sent once the sidecar had stopped listening: told at once
 			default:
 				lost = append(lost, fmt.Sprintf("admit %d: %v", i, err))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 )
 
@@ -58,10 +60,10 @@ func (s *Sidecar) repairStore(ctx context.Context) error {
 	if !errors.Is(err, bus.ErrBucketGone) {
 		return nil
 	}
-	s.log.Warn("lease store: the bucket is gone; recreating it from the leases in memory", "bucket", bus.LeaseBucketName(s.id))
+	s.log.Warn("lease store: the bucket is gone; recreating it from the leases in memory", "bucket", v1.LeaseBucketName(s.id))
 	octx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
-	kv, err := bus.OpenKV(octx, s.js, bus.LeaseBucketName(s.id), s.replicas)
+	kv, err := bus.OpenKV(octx, s.js, v1.LeaseBucketName(s.id), s.replicas)
 	if err != nil {
 		return fmt.Errorf("recreate the lease bucket: %w", err)
 	}

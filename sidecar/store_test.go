@@ -5,13 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/bus"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // withStoredLease is a running sidecar with the given id, a launcher's
 // client of it, and the decision of the one lease it stores.
-func withStoredLease(t *testing.T, id string) (*running, *bus.Client, *bus.Decision) {
+func withStoredLease(t *testing.T, id string) (*running, *bus.Client, *v1.Decision) {
 	t.Helper()
 	s := start(t, testConfig(t, id, 10000), Options{})
 	c := client(t, s)
@@ -32,7 +34,7 @@ func TestLostBucketIsRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := js.DeleteKeyValue(ctx, bus.LeaseBucketName(s.ID())); err != nil {
+	if err := js.DeleteKeyValue(ctx, v1.LeaseBucketName(s.ID())); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "store") {
@@ -44,14 +46,14 @@ func TestLostBucketIsRecreated(t *testing.T) {
 	if err := s.Ready(); err != nil {
 		t.Fatalf("not ready after the repair: %v", err)
 	}
-	kv, err := js.KeyValue(ctx, bus.LeaseBucketName(s.ID()))
+	kv, err := js.KeyValue(ctx, v1.LeaseBucketName(s.ID()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kv.Get(ctx, d.Lease.ID); err != nil {
 		t.Errorf("the lease is not in the recreated bucket: %v", err)
 	}
-	if _, err := c.Renew(ctx, s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
+	if _, err := c.Renew(ctx, s.ID(), &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
 		t.Errorf("renew after the repair: %v", err)
 	}
 }
@@ -69,7 +71,7 @@ func TestStoreWritesThatLandedUnacknowledged(t *testing.T) {
 	if err := kv.Delete(ctx, d.Lease.ID, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Release(ctx, s.ID(), &bus.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
+	if err := c.Release(ctx, s.ID(), &v1.LeaseRef{LeaseID: d.Lease.ID, Token: d.Lease.Token}); err != nil {
 		t.Fatalf("the retried release: %v", err)
 	}
 	if st, err := c.Status(ctx, s.ID()); err != nil || len(st.Leases) != 0 {

@@ -309,7 +309,7 @@ func (ms *metrics) observeIdentities(leases func() []admission.Lease, registered
 const maxIdentitySeries = 64
 
 // Identity label values that no launcher name can be (a launcher's name
-// starts with a letter or a digit, bus.ValidateLauncherName).
+// starts with a letter or a digit, natsserver.ValidateLauncherName).
 const (
 	// identityLocal is the sidecars' own account (Lease.Tenant "").
 	identityLocal = "_local"

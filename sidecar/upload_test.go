@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats.go"
 )
 
@@ -68,8 +69,8 @@ func TestProfileUploadThroughTheSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ref != bus.ProfileRef(big) {
-		t.Fatalf("ref %s, want %s", ref, bus.ProfileRef(big))
+	if ref != v1.ProfileRef(big) {
+		t.Fatalf("ref %s, want %s", ref, v1.ProfileRef(big))
 	}
 	stored, err := s.profs.Get(ctx, ref)
 	if err != nil || !bytes.Equal(stored, big) {
@@ -99,10 +100,10 @@ func TestProfileUploadThroughTheSidecar(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := c.UploadProfile(ctx, s.ID(), tt.raw)
-			if bus.CodeOf(err) != bus.CodeBadRequest || !strings.Contains(err.Error(), tt.phrase) {
-				t.Fatalf("got %v (code %d), want a 400 with %q", err, bus.CodeOf(err), tt.phrase)
+			if v1.CodeOf(err) != v1.CodeBadRequest || !strings.Contains(err.Error(), tt.phrase) {
+				t.Fatalf("got %v (code %d), want a 400 with %q", err, v1.CodeOf(err), tt.phrase)
 			}
-			if ok, err := s.profs.Has(ctx, bus.ProfileRef(tt.raw)); ok || err != nil {
+			if ok, err := s.profs.Has(ctx, v1.ProfileRef(tt.raw)); ok || err != nil {
 				t.Errorf("the refused upload is in the store (%v, %v)", ok, err)
 			}
 		})

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -39,7 +40,7 @@ func Arrivals(tracePath string, rate float64, d time.Duration, compress float64)
 // TrainersOf are the jobs a sidecar's status shows on the shared GPU,
 // each as a tr job at its lease's percentage: the leases with registered
 // processes, less those holding a lent instance, which shares nothing.
-func TrainersOf(st *bus.Status, tr *predictor.Profile) []Trainer {
+func TrainersOf(st *v1.Status, tr *predictor.Profile) []Trainer {
 	var out []Trainer
 	var key predictor.ProfileKey
 	for _, l := range st.Leases {

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -57,10 +58,10 @@ func TestModelCacheByContentAndBounded(t *testing.T) {
 func TestTrainersOf(t *testing.T) {
 	t.Parallel()
 	tr := v100(t, predictor.KindTraining)
-	st := &bus.Status{Leases: []bus.Lease{
+	st := &v1.Status{Leases: []v1.Lease{
 		{ID: "l1", ActiveThreadPct: 30, PIDs: []int{7}},
 		{ID: "l2", ActiveThreadPct: 50},
-		{ID: "l3", ActiveThreadPct: 100, PIDs: []int{8}, Instance: &bus.Instance{UUID: "MIG-x"}},
+		{ID: "l3", ActiveThreadPct: 100, PIDs: []int{8}, Instance: &v1.Instance{UUID: "MIG-x"}},
 	}}
 	got := TrainersOf(st, tr)
 	if len(got) != 1 || got[0].Pct != 30 || got[0].Profile != tr || got[0].Key != tr.Key() {

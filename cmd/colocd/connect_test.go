@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -27,7 +31,7 @@ func seedFile(t *testing.T, name string) (path, key string) {
 	t.Helper()
 	dir := t.TempDir()
 	path = filepath.Join(dir, name)
-	l, err := bus.AddLauncherSeedFile(filepath.Join(dir, "launchers"), "someone", path)
+	l, err := natsserver.AddLauncherSeedFile(filepath.Join(dir, "launchers"), "someone", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +178,8 @@ func TestStatusWithoutSidecar(t *testing.T) {
 					t.Errorf("err = %v\nwant it to contain %q", err, want)
 				}
 			}
-			if tt.name == "none" && !errors.Is(err, bus.ErrNoSidecar) {
-				t.Errorf("err = %v, want bus.ErrNoSidecar", err)
+			if tt.name == "none" && !errors.Is(err, v1.ErrNoSidecar) {
+				t.Errorf("err = %v, want v1.ErrNoSidecar", err)
 			}
 		})
 	}
@@ -229,8 +233,8 @@ func TestServePrintsNATSCLILine(t *testing.T) {
 		t.Fatalf("serve printed no nats CLI line, or another: %q", line)
 	}
 	seed := filepath.Join(dir, "launcher.nk")
-	if m[2] != seed || m[3] != bus.LauncherInbox(publicKeyOf(seed)) {
-		t.Errorf("nats CLI line %q: want --nkey %s --inbox-prefix %s", line, seed, bus.LauncherInbox(publicKeyOf(seed)))
+	if m[2] != seed || m[3] != v1.LauncherInbox(publicKeyOf(seed)) {
+		t.Errorf("nats CLI line %q: want --nkey %s --inbox-prefix %s", line, seed, v1.LauncherInbox(publicKeyOf(seed)))
 	}
 	opt, err := nats.NkeyOptionFromSeed(m[2])
 	if err != nil {

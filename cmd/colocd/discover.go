@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
@@ -51,11 +53,11 @@ func (f *launcherFlags) dialSidecar(cmd *cobra.Command) (*bus.Client, *nats.Conn
 func chooseSidecar(ctx context.Context, c *bus.Client, server, command string) (string, error) {
 	ids, err := c.Sidecars(ctx, discoverWait)
 	switch {
-	case errors.Is(err, bus.ErrNoSidecar):
+	case errors.Is(err, v1.ErrNoSidecar):
 		return "", fmt.Errorf("--sidecar not given, and %w discovery (%s) on %s within %s: "+
 			"is colocd serve running (its log says \"colocd ready\"), and is %s its NATS server (--server, env %s)? "+
 			"With the id colocd serve prints on its first line, --sidecar ID asks that sidecar alone",
-			bus.ErrNoSidecar, bus.DiscoverSubject, server, discoverWait, server, launch.EnvServer)
+			v1.ErrNoSidecar, bus.DiscoverSubject, server, discoverWait, server, launch.EnvServer)
 	case err != nil:
 		return "", fmt.Errorf("--sidecar not given: %w", err)
 	case len(ids) == 1:

@@ -5,7 +5,8 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
-	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/natsserver"
+
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/termtext"
 	"github.com/colocd/colocd/launch"
@@ -65,7 +66,7 @@ once, and one removed is disconnected.`,
 		if out == "" {
 			out = args[0] + ".nk"
 		}
-		l, err := bus.AddLauncherSeedFile(d, args[0], out)
+		l, err := natsserver.AddLauncherSeedFile(d, args[0], out)
 		if err != nil {
 			return err
 		}
@@ -82,7 +83,7 @@ once, and one removed is disconnected.`,
 		Short: "Remove a launcher identity: its connections are closed and it cannot connect again",
 		Args:  cobra.ExactArgs(1),
 	}, func(cmd *cobra.Command, args []string, d string) error {
-		if err := bus.RemoveLauncher(d, args[0]); err != nil {
+		if err := natsserver.RemoveLauncher(d, args[0]); err != nil {
 			return err
 		}
 		if asJSON {
@@ -96,12 +97,12 @@ once, and one removed is disconnected.`,
 		Short: "List the launcher identities of the launchers directory",
 		Args:  cobra.NoArgs,
 	}, func(cmd *cobra.Command, _ []string, d string) error {
-		ls, err := bus.ReadLaunchers(d)
+		ls, err := natsserver.ReadLaunchers(d)
 		if err != nil {
 			return err
 		}
 		if asJSON {
-			return printJSON(cmd.OutOrStdout(), append([]bus.Launcher{}, ls...)) // [] when none
+			return printJSON(cmd.OutOrStdout(), append([]natsserver.Launcher{}, ls...)) // [] when none
 		}
 		w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "NAME\tKEY")

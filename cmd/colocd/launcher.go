@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/internal/termtext"
@@ -52,7 +54,7 @@ func envOr(key, def string) string {
 }
 
 // writeEnv prints a decision's shell lines (launch.WriteEnv); a deny exits 3.
-func writeEnv(w io.Writer, d *bus.Decision, lf *launcherFlags, token string) error {
+func writeEnv(w io.Writer, d *v1.Decision, lf *launcherFlags, token string) error {
 	err := launch.WriteEnv(w, d, &lf.Endpoint, token)
 	if errors.Is(err, launch.ErrDenied) {
 		return deniedError{err}
@@ -104,7 +106,7 @@ return the same decision instead of a second lease (default: a random id).`,
 				if err := printJSON(cmd.OutOrStdout(), admitJSON{d, leaseToken(d)}); err != nil {
 					return err
 				}
-				if d.Decision == bus.DecisionDeny {
+				if d.Decision == v1.DecisionDeny {
 					return deniedError{fmt.Errorf("admit: denied (%s): %s", termtext.Line(d.Reason.Code), termtext.Line(d.Reason.Message))}
 				}
 				return nil
@@ -126,12 +128,12 @@ return the same decision instead of a second lease (default: a random id).`,
 // lease's token, which the answer never holds (the launcher drew it) and
 // renew, release and register need.
 type admitJSON struct {
-	*bus.Decision
+	*v1.Decision
 	LeaseToken string `json:"lease_token,omitempty"`
 }
 
 // leaseToken is d's lease's token, "" when it has no lease.
-func leaseToken(d *bus.Decision) string {
+func leaseToken(d *v1.Decision) string {
 	if d.Lease == nil {
 		return ""
 	}
@@ -141,7 +143,7 @@ func leaseToken(d *bus.Decision) string {
 // admitFlags are the flags of an admission request, shared by admit, place
 // and quote.
 type admitFlags struct {
-	req         bus.AdmitRequest
+	req         v1.AdmitRequest
 	profilePath string
 	sendMode    string
 	lease       time.Duration
@@ -249,20 +251,20 @@ func (f *leaseFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.token, "token", "", "lease token (default: env "+launch.EnvToken+")")
 }
 
-func (f *leaseFlags) ref() (*bus.LeaseRef, error) {
+func (f *leaseFlags) ref() (*v1.LeaseRef, error) {
 	if f.token == "" {
 		f.token = os.Getenv(launch.EnvToken)
 	}
 	if f.id == "" || f.token == "" {
 		return nil, fmt.Errorf("--lease and --token: want the lease id and token that admit printed (or %s and %s in the environment)", launch.EnvLease, launch.EnvToken)
 	}
-	return &bus.LeaseRef{LeaseID: f.id, Token: f.token}, nil
+	return &v1.LeaseRef{LeaseID: f.id, Token: f.token}, nil
 }
 
 // leaseCmd builds a command that acts on one lease: it reads the lease
 // flags, connects, and runs do.
 func leaseCmd(use, short string, args cobra.PositionalArgs,
-	do func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *bus.LeaseRef, args []string) error) *cobra.Command {
+	do func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *v1.LeaseRef, args []string) error) *cobra.Command {
 	var (
 		lf launcherFlags
 		ls leaseFlags
@@ -295,7 +297,7 @@ func leaseCmd(use, short string, args cobra.PositionalArgs,
 
 func newRenewCmd() *cobra.Command {
 	return leaseCmd("renew [--lease ID --token T]", "Extend a lease", cobra.NoArgs,
-		func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *bus.LeaseRef, _ []string) error {
+		func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *v1.LeaseRef, _ []string) error {
 			l, err := c.Renew(cmd.Context(), lf.Sidecar, ref)
 			if err != nil {
 				return err
@@ -311,7 +313,7 @@ func newRenewCmd() *cobra.Command {
 
 func newReleaseCmd() *cobra.Command {
 	return leaseCmd("release [--lease ID --token T]", "Give a lease back", cobra.NoArgs,
-		func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *bus.LeaseRef, _ []string) error {
+		func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *v1.LeaseRef, _ []string) error {
 			if err := c.Release(cmd.Context(), lf.Sidecar, ref); err != nil {
 				return err
 			}
@@ -322,7 +324,7 @@ func newReleaseCmd() *cobra.Command {
 func newRegisterCmd() *cobra.Command {
 	return leaseCmd("register [--lease ID --token T] PID...", "Tell the sidecar which processes run under a lease (needed for eviction)",
 		cobra.MinimumNArgs(1),
-		func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *bus.LeaseRef, args []string) error {
+		func(cmd *cobra.Command, c *bus.Client, lf launcherFlags, ref *v1.LeaseRef, args []string) error {
 			pids := make([]int, len(args))
 			for i, a := range args {
 				var err error
@@ -330,7 +332,7 @@ func newRegisterCmd() *cobra.Command {
 					return fmt.Errorf("PID %q: want a process id > 0", a)
 				}
 			}
-			req := &bus.RegisterRequest{LeaseID: ref.LeaseID, Token: ref.Token, PIDs: pids}
+			req := &v1.RegisterRequest{LeaseID: ref.LeaseID, Token: ref.Token, PIDs: pids}
 			if err := c.Register(cmd.Context(), lf.Sidecar, req); err != nil {
 				return err
 			}

@@ -11,8 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/natsserver"
+
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/internal/credfiles"
 	"github.com/colocd/colocd/internal/testpki"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -127,7 +131,7 @@ func TestLauncherOverMutualTLS(t *testing.T) {
 	t.Parallel()
 	pki := testpki.Write(t, t.TempDir())
 	s := startSidecar(t, "gpu-tls", func(c *configs.Config) {
-		c.NATS.ServerTLS = bus.ServerTLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}
+		c.NATS.ServerTLS = natsserver.ServerTLSFiles{Cert: pki.ServerCert, Key: pki.ServerKey, ClientCA: pki.CA}
 	})
 	args := []string{"status", "--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "gpu-tls", "--timeout", "5s"}
 	if out, _, err := runCLI(t, append(args, "--tls-ca", pki.CA, "--tls-cert", pki.ClientCert, "--tls-key", pki.ClientKey)...); err != nil || !strings.Contains(out, "sidecar gpu-tls") {
@@ -187,7 +191,7 @@ func TestAdmitWithoutAnswer(t *testing.T) {
 	t.Parallel()
 	nc := connectNATS(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
 	url := nc.ConnectedUrl()
-	stalled, err := nc.SubscribeSync(bus.EndpointSubject("gpu-late", bus.EndpointAdmit))
+	stalled, err := nc.SubscribeSync(v1.EndpointSubject("gpu-late", v1.EndpointAdmit))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +212,8 @@ func TestAdmitWithoutAnswer(t *testing.T) {
 	if err := stalled.Unsubscribe(); err != nil {
 		t.Fatal(err)
 	}
-	var sent bus.AdmitRequest
-	if err := json.Unmarshal(first.Data, &sent); err != nil || sent.RequestID != m[1] || sent.TokenSHA256 != bus.TokenSHA256(m[2]) {
+	var sent v1.AdmitRequest
+	if err := json.Unmarshal(first.Data, &sent); err != nil || sent.RequestID != m[1] || sent.TokenSHA256 != v1.TokenSHA256(m[2]) {
 		t.Fatalf("the hint (%s, token %s) is not what was sent (%s, %s): %v", m[1], m[2], sent.RequestID, sent.TokenSHA256, err)
 	}
 	// The first try arrives late at the real sidecar, which grants it.
@@ -218,7 +222,7 @@ func TestAdmitWithoutAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d bus.Decision
+	var d v1.Decision
 	if err := json.Unmarshal(resp.Data, &d); err != nil || d.Lease == nil {
 		t.Fatalf("the late first try: %v %s", err, resp.Data)
 	}
@@ -377,7 +381,7 @@ func TestLauncherIdentityCommands(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("seed file: %v, %v; want mode 0600", fi, err)
 	}
-	if pub, err := bus.NKeySeedFile(out); err != nil || pub != added.Key {
+	if pub, err := credfiles.Ensure(out); err != nil || pub != added.Key {
 		t.Errorf("the seed's key %q (%v), want %q", pub, err, added.Key)
 	}
 	if _, _, err := runCLI(t, "launcher", "add", "team-a", "--dir", dir, "--out", out+".2"); err == nil || !strings.Contains(err.Error(), "exists") {

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/colocd/colocd/bus"
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/buildinfo"
 	"github.com/colocd/colocd/internal/termtext"
@@ -82,7 +83,7 @@ func orEmbedded(embedded, url string) string {
 
 // natsCLILine is what a nats CLI user passes to reach the embedded server
 // at url as the launcher whose seed is in seedFile: a launcher may read
-// replies only below its own inbox (bus.LauncherInbox), so the CLI needs
+// replies only below its own inbox (v1.LauncherInbox), so the CLI needs
 // --inbox-prefix. "" without a listener or a readable seed.
 func natsCLILine(url, seedFile string) string {
 	pub := publicKeyOf(seedFile)
@@ -90,5 +91,5 @@ func natsCLILine(url, seedFile string) string {
 		return ""
 	}
 	return fmt.Sprintf("nats CLI (replies come only to the launcher's own inbox): nats --server %s --nkey %s --inbox-prefix %s micro ls colocd",
-		termtext.ShellQuote(url), termtext.ShellQuote(seedFile), bus.LauncherInbox(pub))
+		termtext.ShellQuote(url), termtext.ShellQuote(seedFile), v1.LauncherInbox(pub))
 }

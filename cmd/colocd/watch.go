@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
@@ -56,7 +58,7 @@ the sidecars there are and asks for --sidecar.`,
 				if lf.asJSON {
 					if err := printJSONLine(w, struct {
 						Seq uint64 `json:"seq"`
-						bus.Event
+						v1.Event
 					}{rec.Seq, rec.Event}); err != nil {
 						return err
 					}

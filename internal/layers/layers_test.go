@@ -4,6 +4,7 @@ import (
 	"go/build"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ var floors = map[string]int{
 	// MPS daemon, the inference server's metrics), and the configuration
 	// that composes their sections; the launcher's side; the simulated
 	// inference server; the MIG layout planner.
-	"admission": 2, "bus": 2, "gpu": 2, "mps": 2, "mps/internal/fakemps": 2, "observe": 2, "configs": 2, "launch": 2,
+	"admission": 2, "bus": 2, "natsserver": 2, "gpu": 2, "mps": 2, "mps/internal/fakemps": 2, "observe": 2, "configs": 2, "launch": 2,
 	"simserver": 2, "simserver/llm": 2, "migplan": 2,
 	// 3: what wires them into a running sidecar, and the programs that
 	// drive one.
@@ -96,5 +97,31 @@ func TestNoPackageImportsAFloorAbove(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("%s is not the module's root: %v", root, err)
+	}
+}
+
+// The launcher's side (colocd run, and every program that only asks a
+// sidecar) links no server: neither the embedded nats-server nor the
+// decision. A launcher that links them grows by a server it never runs, and
+// its build breaks with the server's.
+func TestTheLauncherLinksNoServer(t *testing.T) {
+	t.Parallel()
+	root := testfiles.Root(t)
+	cmd := exec.Command("go", "list", "-deps", "./launch")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./launch: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps ./launch listed %d packages: %q", len(deps), out)
+	}
+	for _, d := range deps {
+		for _, banned := range []string{"github.com/nats-io/nats-server/", module + "/natsserver", module + "/admission", module + "/sidecar"} {
+			if strings.HasPrefix(d+"/", banned) {
+				t.Errorf("launch depends on %s: the launcher's side links no server", d)
+			}
+		}
 	}
 }

@@ -1,10 +1,13 @@
-package bus
+package natsserver
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	v1 "github.com/colocd/colocd/api/v1"
+	"github.com/colocd/colocd/internal/credfiles"
 
 	"github.com/nats-io/nkeys"
 )
@@ -33,7 +36,7 @@ func TestLeafRemote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.LocalAccount != SidecarAccount || len(r.URLs) != 2 || r.URLs[1].Host != "hub-2:7422" || r.Nkey != string(seed) {
+	if r.LocalAccount != v1.SidecarAccount || len(r.URLs) != 2 || r.URLs[1].Host != "hub-2:7422" || r.Nkey != string(seed) {
 		t.Errorf("remote %+v", r)
 	}
 	for _, tc := range []struct {
@@ -48,7 +51,7 @@ func TestLeafRemote(t *testing.T) {
 		{"both logins", LeafOptions{URLs: []string{"nats-leaf://hub:7422"}, NKeySeedFile: seedFile, Credentials: seedFile}, "exclusive"},
 		{"missing seed", LeafOptions{URLs: []string{"nats-leaf://hub:7422"}, NKeySeedFile: filepath.Join(dir, "none")}, "leaf nkey"},
 		{"an account seed", LeafOptions{URLs: []string{"nats-leaf://hub:7422"}, NKeySeedFile: acctFile}, "user NKey seed"},
-		{"cert without key", LeafOptions{URLs: []string{"tls://hub:7422"}, NKeySeedFile: seedFile, TLS: TLSFiles{Cert: seedFile}}, "go together"},
+		{"cert without key", LeafOptions{URLs: []string{"tls://hub:7422"}, NKeySeedFile: seedFile, TLS: credfiles.TLSFiles{Cert: seedFile}}, "go together"},
 	} {
 		if _, err := leafRemote(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)

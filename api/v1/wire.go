@@ -1,4 +1,4 @@
-package bus
+package v1
 
 import (
 	"encoding/json"

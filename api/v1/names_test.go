@@ -1,10 +1,8 @@
-package bus
+package v1
 
 import (
 	"strings"
 	"testing"
-
-	"github.com/nats-io/nats.go"
 )
 
 func TestValidateSidecarID(t *testing.T) {
@@ -62,27 +60,26 @@ func TestNames(t *testing.T) {
 	}
 }
 
-func TestHeaderCarrier(t *testing.T) {
-	t.Parallel()
-	h := nats.Header{"Traceparent": {"00-old"}, "Other": {"x"}}
-	c := HeaderCarrier(h)
-	if got := c.Get("traceparent"); got != "00-old" {
-		t.Errorf("Get across case = %q", got)
+// JobToken must give a valid subject token, different for different ids.
+func FuzzJobToken(f *testing.F) {
+	for _, s := range []string{"job-1", "a.b", "*", ">", "a b", "=x", "ü", "team/job:7"} {
+		f.Add(s, "job-1")
 	}
-	c.Set("TraceParent", "00-new")
-	if _, ok := h["Traceparent"]; ok {
-		t.Error("Set kept the old-case key")
-	}
-	if got := h["traceparent"]; len(got) != 1 || got[0] != "00-new" {
-		t.Errorf("Set stored %v under traceparent", got)
-	}
-	if got := c.Get("TRACEPARENT"); got != "00-new" {
-		t.Errorf("Get = %q", got)
-	}
-	if got := c.Get("missing"); got != "" {
-		t.Errorf("Get(missing) = %q", got)
-	}
-	if n := len(c.Keys()); n != 2 {
-		t.Errorf("Keys = %v", c.Keys())
-	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ta, errA := JobToken(a)
+		tb, errB := JobToken(b)
+		if errA == nil {
+			if err := ValidateSidecarID(ta); err != nil && len(ta) <= maxSidecarIDLen {
+				t.Fatalf("token %q of %q is not a subject token: %v", ta, a, err)
+			}
+			for _, c := range []byte(ta) {
+				if !isPlainByte(c) && c != '=' {
+					t.Fatalf("token %q of %q has byte %q", ta, a, c)
+				}
+			}
+		}
+		if errA == nil && errB == nil && a != b && ta == tb {
+			t.Fatalf("ids %q and %q share token %q", a, b, ta)
+		}
+	})
 }

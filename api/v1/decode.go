@@ -1,4 +1,4 @@
-package bus
+package v1
 
 import (
 	"bytes"
@@ -47,17 +47,17 @@ func DecodeEvent(data []byte) (*Event, error) {
 }
 
 // decodeEmpty accepts an empty body or an empty JSON object (status).
-func decodeEmpty(what string, data []byte) error {
+func DecodeEmpty(what string, data []byte) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
-	return decodeStrict(what, data, &struct{}{})
+	return DecodeStrict(what, data, &struct{}{})
 }
 
 // decodeStrictNew decodes data into a new T, like decodeStrict.
 func decodeStrictNew[T any](what string, data []byte) (*T, error) {
 	var r T
-	if err := decodeStrict(what, data, &r); err != nil {
+	if err := DecodeStrict(what, data, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -66,7 +66,7 @@ func decodeStrictNew[T any](what string, data []byte) (*T, error) {
 // decodeStrict decodes exactly one JSON object into v, refusing unknown,
 // case-differing and repeated keys; the error is a 400 *Error whose
 // description names every offending field.
-func decodeStrict(what string, data []byte, v any) error {
+func DecodeStrict(what string, data []byte, v any) error {
 	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] != '{' {
 		return BadRequest(what + ": body must be a JSON object")
 	}

@@ -1,4 +1,4 @@
-package bus
+package v1
 
 import (
 	"errors"
@@ -46,16 +46,16 @@ func TestWireErrorRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, desc := wireError(tt.err)
+			code, desc := WireError(tt.err)
 			if code != tt.code || desc != tt.desc {
 				t.Errorf("wireError = %q %q, want %q %q", code, desc, tt.code, tt.desc)
 			}
-			if diff := cmp.Diff(tt.wantBack, *parseWireError(code, desc)); diff != "" {
+			if diff := cmp.Diff(tt.wantBack, *ParseWireError(code, desc)); diff != "" {
 				t.Errorf("parseWireError (-want +got):\n%s", diff)
 			}
 		})
 	}
-	if got := parseWireError("teapot", "x"); got.Code != CodeInternal {
+	if got := ParseWireError("teapot", "x"); got.Code != CodeInternal {
 		t.Errorf("non-numeric code parsed as %d", got.Code)
 	}
 }
@@ -65,7 +65,7 @@ func TestWireErrorRoundTrip(t *testing.T) {
 func TestWireErrorBounded(t *testing.T) {
 	t.Parallel()
 	long := BadRequest(strings.Repeat("é field: want x, got y; ", 5000))
-	_, desc := wireError(long)
+	_, desc := WireError(long)
 	if len(desc) > MaxErrorBytes+len("…") || !utf8.ValidString(desc) || !strings.HasSuffix(desc, "…") {
 		t.Errorf("description of %d bytes (valid UTF-8 %v), want at most %d and cut with …", len(desc), utf8.ValidString(desc), MaxErrorBytes)
 	}

@@ -1,4 +1,4 @@
-package bus
+package v1
 
 import (
 	"crypto/rand"
@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/colocd/colocd/internal/termtext"
 )
 
 // NewLeaseToken draws a lease token: 32 random bytes, base64url. A launcher
@@ -29,12 +31,25 @@ func TokenSHA256(token string) string {
 func ParseTokenSHA256(s string) ([32]byte, error) {
 	var d [32]byte
 	if len(s) != 2*len(d) || strings.ToLower(s) != s {
-		return d, fmt.Errorf("token_sha256: want 64 lower-case hex digits, the SHA-256 of a lease token of at least 128 bits that the launcher keeps, got %q", clip(s))
+		return d, fmt.Errorf("token_sha256: want 64 lower-case hex digits, the SHA-256 of a lease token of at least 128 bits that the launcher keeps, got %q", termtext.Clip(s))
 	}
 	if _, err := hex.Decode(d[:], []byte(s)); err != nil {
-		return d, fmt.Errorf("token_sha256: want 64 lower-case hex digits, the SHA-256 of a lease token of at least 128 bits that the launcher keeps, got %q", clip(s))
+		return d, fmt.Errorf("token_sha256: want 64 lower-case hex digits, the SHA-256 of a lease token of at least 128 bits that the launcher keeps, got %q", termtext.Clip(s))
 	}
 	return d, nil
+}
+
+// Prepare draws what a new admit needs and r lacks: a request_id, so that a
+// retry of the same r is the same request, and a lease token, kept in r
+// (Token) while only its SHA-256 travels.
+func (r *AdmitRequest) Prepare() {
+	if r.RequestID == "" {
+		r.RequestID = rand.Text() // 26 base32 characters: 130 bits
+	}
+	if r.TokenSHA256 == "" {
+		r.token = NewLeaseToken()
+		r.TokenSHA256 = TokenSHA256(r.token)
+	}
 }
 
 // Token is the lease token of r: the one Client.Admit drew, or the one

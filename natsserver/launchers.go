@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"bytes"
@@ -16,9 +16,12 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
+	"github.com/colocd/colocd/internal/credfiles"
 	"github.com/colocd/colocd/internal/frontdoor"
+	"github.com/colocd/colocd/internal/termtext"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )
 
@@ -39,57 +42,13 @@ type Launcher struct {
 	Key string `json:"key"`
 }
 
-// LauncherInbox returns the reply-subject prefix of the launcher whose
-// public NKey is key: _INBOX.<key>. A launcher may subscribe below its own
-// only.
-func LauncherInbox(key string) string { return LauncherInboxPrefix + "." + key }
-
-// LauncherAuth returns the nats.go options a launcher connects with from
-// an NKey seed file or a .creds file: its key, and the inbox prefix its
-// permissions allow (LauncherInbox of its public key; on a server whose
-// launchers may use all of _INBOX.> it is as good).
-func LauncherAuth(nkeyFile, credsFile string) ([]nats.Option, error) {
-	switch {
-	case nkeyFile != "" && credsFile != "":
-		return nil, errors.New("an NKey seed file and a credentials file: want one of the two")
-	case nkeyFile == "" && credsFile == "":
-		return nil, nil
-	}
-	path := nkeyFile
-	if path == "" {
-		path = credsFile
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	kp, err := nkeys.ParseDecoratedNKey(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: want a user NKey seed (SU…) or a .creds file: %w", path, err)
-	}
-	pub, err := kp.PublicKey()
-	if err != nil || !nkeys.IsValidPublicUserKey(pub) {
-		return nil, fmt.Errorf("%s: want a user NKey seed (SU…), got another kind of key", path)
-	}
-	kp.Wipe()
-	opts := []nats.Option{nats.CustomInboxPrefix(LauncherInbox(pub))}
-	if credsFile != "" {
-		return append(opts, nats.UserCredentials(credsFile)), nil
-	}
-	o, err := nats.NkeyOptionFromSeed(nkeyFile)
-	if err != nil {
-		return nil, err
-	}
-	return append(opts, o), nil
-}
-
 // launcherName is what a launcher's name may be: a file name, a log field.
 var launcherName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // ValidateLauncherName checks a launcher's name.
 func ValidateLauncherName(name string) error {
 	if !launcherName.MatchString(name) {
-		return fmt.Errorf("launcher name: want 1 to 64 letters, digits, '_', '-' or '.', starting with a letter or digit, got %q", clip(name))
+		return fmt.Errorf("launcher name: want 1 to 64 letters, digits, '_', '-' or '.', starting with a letter or digit, got %q", termtext.Clip(name))
 	}
 	return nil
 }
@@ -109,7 +68,7 @@ func ReadLaunchers(dir string) ([]Launcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("launchers directory: %w", err)
 	}
-	if err := privatePath(dir); err != nil {
+	if err := credfiles.Private(dir); err != nil {
 		return nil, fmt.Errorf("launchers directory: %w", err)
 	}
 	var out []Launcher
@@ -122,7 +81,7 @@ func ReadLaunchers(dir string) ([]Launcher, error) {
 		if err := ValidateLauncherName(name); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if err := privatePath(path); err != nil {
+		if err := credfiles.Private(path); err != nil {
 			return nil, fmt.Errorf("launcher %s: %w", name, err)
 		}
 		raw, err := os.ReadFile(path)
@@ -131,7 +90,7 @@ func ReadLaunchers(dir string) ([]Launcher, error) {
 		}
 		key := string(bytes.TrimSpace(raw))
 		if !nkeys.IsValidPublicUserKey(key) {
-			return nil, fmt.Errorf("launcher %s: %s: want a public user NKey (U…), got %q", name, path, clip(key))
+			return nil, fmt.Errorf("launcher %s: %s: want a public user NKey (U…), got %q", name, path, termtext.Clip(key))
 		}
 		out = append(out, Launcher{Name: name, Key: key})
 	}
@@ -159,7 +118,7 @@ func AddLauncher(dir, name string) (seed []byte, l Launcher, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, l, fmt.Errorf("launchers directory: %w", err)
 	}
-	if err := privatePath(dir); err != nil {
+	if err := credfiles.Private(dir); err != nil {
 		return nil, l, fmt.Errorf("launchers directory: %w", err)
 	}
 	path := filepath.Join(dir, name+launcherKeyExt)
@@ -243,13 +202,13 @@ func (a *authenticator) refused(name, why string) {
 
 // attach binds the authenticator to srv, whose accounts users join.
 func (a *authenticator) attach(srv *server.Server) error {
-	sidecars, err := srv.LookupAccount(SidecarAccount)
+	sidecars, err := srv.LookupAccount(v1.SidecarAccount)
 	if err != nil {
-		return fmt.Errorf("account %s: %w", SidecarAccount, err)
+		return fmt.Errorf("account %s: %w", v1.SidecarAccount, err)
 	}
-	launchers, err := srv.LookupAccount(LauncherAccount)
+	launchers, err := srv.LookupAccount(v1.LauncherAccount)
 	if err != nil {
-		return fmt.Errorf("account %s: %w", LauncherAccount, err)
+		return fmt.Errorf("account %s: %w", v1.LauncherAccount, err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -342,7 +301,7 @@ func (a *authenticator) set(ls []Launcher) error {
 	byKey := make(map[string]Launcher, len(ls))
 	for i, l := range ls {
 		if !nkeys.IsValidPublicUserKey(l.Key) {
-			return fmt.Errorf("launcher %d (%s): want a public user NKey (U…), got %q", i, l.Name, clip(l.Key))
+			return fmt.Errorf("launcher %d (%s): want a public user NKey (U…), got %q", i, l.Name, termtext.Clip(l.Key))
 		}
 		if l.Key == a.sidecarKey {
 			return fmt.Errorf("launcher %s: the sidecar's own key", l.Name)

@@ -1,4 +1,4 @@
-package bus
+package v1
 
 import (
 	"encoding/base64"
@@ -40,7 +40,7 @@ const (
 	// colocd.v1.<id>.quote: what colocd place asks of the best few.
 	EndpointQuoteOne = "quote-one"
 	// quoteOneToken is EndpointQuoteOne's subject token.
-	quoteOneToken = "quote"
+	QuoteOneToken = "quote"
 )
 
 const (

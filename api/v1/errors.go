@@ -1,4 +1,4 @@
-package bus
+package v1
 
 import (
 	"errors"
@@ -103,7 +103,7 @@ func CodeOf(err error) int {
 // wireError turns a handler error into the code and description put into
 // micro's error headers. Header values cannot hold line breaks, and micro
 // refuses an empty description.
-func wireError(err error) (code, desc string) {
+func WireError(err error) (code, desc string) {
 	c := CodeOf(err)
 	d := err.Error()
 	var e *Error
@@ -135,7 +135,7 @@ func wireError(err error) (code, desc string) {
 const MaxErrorBytes = 4096
 
 // parseWireError builds an *Error from micro's error headers.
-func parseWireError(code, desc string) *Error {
+func ParseWireError(code, desc string) *Error {
 	c, err := strconv.Atoi(strings.TrimSpace(code))
 	if err != nil || c <= 0 {
 		return &Error{Code: CodeInternal, Description: "invalid error code " + strconv.Quote(code) + ": " + desc}

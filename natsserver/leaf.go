@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"errors"
@@ -7,6 +7,10 @@ import (
 	"os"
 	"strings"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
+	"github.com/colocd/colocd/internal/credfiles"
+	"github.com/colocd/colocd/internal/termtext"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 )
@@ -30,7 +34,7 @@ type LeafOptions struct {
 	NKeySeedFile, Credentials string
 	// TLS names the CA that signs the hub's certificate and, for mutual
 	// TLS, this host's certificate and key.
-	TLS TLSFiles
+	TLS credfiles.TLSFiles
 }
 
 // LeafDomain is the JetStream domain of the embedded server of sidecar id
@@ -44,7 +48,7 @@ func ValidateHubDomain(domain, sidecarID string) error {
 	if domain == "" {
 		return errors.New("hub domain is empty")
 	}
-	if err := ValidateSidecarID(domain); err != nil { // the same rules: one subject token
+	if err := v1.ValidateSidecarID(domain); err != nil { // the same rules: one subject token
 		return fmt.Errorf("hub domain %q: want one NATS subject token", domain)
 	}
 	if domain == LeafDomain(sidecarID) {
@@ -56,11 +60,11 @@ func ValidateHubDomain(domain, sidecarID string) error {
 // leafRemote turns LeafOptions into the server's remote: bound to the
 // sidecars' account, authenticated as the hub's sidecar user.
 func leafRemote(o LeafOptions) (*server.RemoteLeafOpts, error) {
-	r := &server.RemoteLeafOpts{LocalAccount: SidecarAccount}
+	r := &server.RemoteLeafOpts{LocalAccount: v1.SidecarAccount}
 	for i, raw := range o.URLs {
 		u, err := url.Parse(strings.TrimSpace(raw))
 		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("leaf url %d: want nats-leaf://host:port, got %q", i, clip(raw))
+			return nil, fmt.Errorf("leaf url %d: want nats-leaf://host:port, got %q", i, termtext.Clip(raw))
 		}
 		switch u.Scheme {
 		case "nats-leaf", "nats", "tls":

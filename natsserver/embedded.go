@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"cmp"
@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"time"
 
+	v1 "github.com/colocd/colocd/api/v1"
+
+	"github.com/colocd/colocd/internal/credfiles"
 	"github.com/colocd/colocd/internal/frontdoor"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -88,7 +91,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if opts.StoreDir == "" {
 		return nil, errors.New("start embedded nats: store dir is empty")
 	}
-	if err := ValidateSidecarID(opts.SidecarID); err != nil {
+	if err := v1.ValidateSidecarID(opts.SidecarID); err != nil {
 		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
 	if err := writableDir(opts.StoreDir); err != nil {
@@ -256,12 +259,12 @@ func enableJetStream(srv *server.Server) error {
 	if !srv.JetStreamEnabled() {
 		return errors.New("jetstream did not start")
 	}
-	acc, err := srv.LookupAccount(SidecarAccount)
+	acc, err := srv.LookupAccount(v1.SidecarAccount)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	if err := acc.EnableJetStream(nil, nil); err != nil {
-		return fmt.Errorf("jetstream for account %s: %w", SidecarAccount, err)
+		return fmt.Errorf("jetstream for account %s: %w", v1.SidecarAccount, err)
 	}
 	return nil
 }
@@ -271,8 +274,8 @@ func enableJetStream(srv *server.Server) error {
 // LauncherServices to the launchers' account alone, which imports them
 // under the same subjects, sharing the requester's identity (Tenant).
 func Accounts(sidecarID string) (sidecars, launchers *server.Account, err error) {
-	sidecars, launchers = server.NewAccount(SidecarAccount), server.NewAccount(LauncherAccount)
-	for _, s := range LauncherServices(sidecarID) {
+	sidecars, launchers = server.NewAccount(v1.SidecarAccount), server.NewAccount(v1.LauncherAccount)
+	for _, s := range v1.LauncherServices(sidecarID) {
 		resp := server.Singleton
 		if s.Streamed {
 			resp = server.Streamed
@@ -302,7 +305,7 @@ func Accounts(sidecarID string) (sidecars, launchers *server.Account, err error)
 // is atomic: the store is in one place or the other, never in both.
 func moveGlobalStore(storeDir string) error {
 	old := filepath.Join(storeDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT)
-	next := filepath.Join(storeDir, "jetstream", SidecarAccount)
+	next := filepath.Join(storeDir, "jetstream", v1.SidecarAccount)
 	if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	} else if err != nil {
@@ -328,7 +331,7 @@ func (e *Embedded) Conn(opts ...nats.Option) (*nats.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect embedded nats: %w", err)
 	}
-	return e.ConnAs(append([]nats.Option{nats.Nkey(pub, e.sidecar.Sign), nats.CustomInboxPrefix(SidecarInboxPrefix(e.id))}, opts...)...)
+	return e.ConnAs(append([]nats.Option{nats.Nkey(pub, e.sidecar.Sign), nats.CustomInboxPrefix(v1.SidecarInboxPrefix(e.id))}, opts...)...)
 }
 
 // ConnAs returns an in-process connection that authenticates with what opts
@@ -373,171 +376,6 @@ func (s slogLogger) Errorf(format string, v ...any)  { s.l.Error(fmt.Sprintf(for
 func (s slogLogger) Debugf(format string, v ...any)  { s.l.Debug(fmt.Sprintf(format, v...)) }
 func (s slogLogger) Tracef(format string, v ...any)  { s.l.Debug(fmt.Sprintf(format, v...)) }
 
-// TLSFiles names PEM files for a TLS connection; it is also the tls
-// section of colocd's configuration (nats.tls, nats.leaf.tls).
-type TLSFiles struct {
-	// CA verifies the server's certificate (default: system roots).
-	CA string `mapstructure:"ca"`
-	// Cert and Key are the client's certificate and key, for mutual TLS;
-	// both or neither.
-	Cert string `mapstructure:"cert"`
-	Key  string `mapstructure:"key"`
-}
-
-// ConnectOptions configures Connect: every colocd connection to a NATS
-// server that is not the embedded one in the same process (the sidecar's,
-// the launcher commands', the fleet's, the load test's) is made by Connect.
-type ConnectOptions struct {
-	// Credentials is a NATS .creds file (JWT and NKey seed).
-	Credentials string
-	// NKeySeedFile is a file holding an NKey seed; exclusive with
-	// Credentials.
-	NKeySeedFile string
-	// TLS names the TLS files; zero means whatever the URL says.
-	TLS TLSFiles
-	// Name is the connection name servers show.
-	Name string
-	// Timeout bounds each attempt to reach a server (0: 2 s).
-	Timeout time.Duration
-	// Policy says what the connection does when no server answers.
-	Policy ConnectPolicy
-	// Logger receives connection events (disconnect, reconnect, async
-	// errors); nil logs nothing.
-	Logger *slog.Logger
-	// Options are applied after Connect's own.
-	Options []nats.Option
-}
-
-// ConnectPolicy says what a connection does when no server answers.
-type ConnectPolicy int
-
-const (
-	// WaitForServer retries the first connect and reconnects forever: a
-	// sidecar started before its NATS server waits for it.
-	WaitForServer ConnectPolicy = iota
-	// StayConnected fails at once when no server answers the first
-	// connect, then reconnects forever: a launcher that holds a lease
-	// (colocd run) must not lose it to a server's restart.
-	StayConnected
-	// OneShot fails at once, and retries a lost connection a bounded
-	// number of times (nats.go's default): a command that asks once.
-	OneShot
-)
-
-// OptionsError is Connect's error about its options (as opposed to the
-// server): Field names the option ("nkey", "credentials", "tls"), Err says
-// what is wrong with it.
-type OptionsError struct {
-	Field string
-	Err   error
-}
-
-func (e *OptionsError) Error() string { return e.Field + ": " + e.Err.Error() }
-
-// Unwrap returns the problem with the options.
-func (e *OptionsError) Unwrap() error { return e.Err }
-
-// Connect connects to a server or cluster at url (comma-separated URLs
-// allowed), as the identity in opts: a launcher's NKey seed or .creds file
-// also sets the inbox prefix its permissions allow (LauncherAuth).
-// Reconnects wait a second with jitter, so that a fleet's clients do not
-// all come back at once; opts.Policy says how long they go on (with
-// WaitForServer, check nc.IsConnected for readiness). Its handlers are set
-// before it is returned, so a micro service added afterwards chains them.
-func Connect(url string, opts ConnectOptions) (*nats.Conn, error) {
-	if url == "" {
-		return nil, errors.New("connect nats: url is empty (use the embedded server)")
-	}
-	nopts, err := natsOptions(opts)
-	if err != nil {
-		return nil, fmt.Errorf("connect nats: %w", err)
-	}
-	nc, err := nats.Connect(url, nopts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect nats %s: %w", url, err)
-	}
-	return nc, nil
-}
-
-// natsOptions turns ConnectOptions into nats.go options: the reconnect
-// policy, logging handlers, credentials and TLS, then the caller's extras.
-func natsOptions(opts ConnectOptions) ([]nats.Option, error) {
-	if opts.Credentials != "" && opts.NKeySeedFile != "" {
-		return nil, &OptionsError{"nkey", errors.New("credentials and nkey are exclusive")}
-	}
-	if (opts.TLS.Cert == "") != (opts.TLS.Key == "") {
-		return nil, &OptionsError{"tls", errors.New("tls cert and key go together")}
-	}
-	nopts := []nats.Option{nats.Name(opts.Name)}
-	if opts.Timeout > 0 {
-		nopts = append(nopts, nats.Timeout(opts.Timeout))
-	}
-	nopts = append(nopts, nats.ReconnectWait(time.Second), nats.ReconnectJitter(500*time.Millisecond, time.Second))
-	// Forever means through refusals too: nats.go alone closes a
-	// connection for good at the second refusal in a row, and a refusal
-	// can pass (an identity over its cap while a fleet reconnects, one
-	// shunned for a while, a .creds file rotated after its server).
-	switch opts.Policy {
-	case WaitForServer:
-		nopts = append(nopts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.IgnoreAuthErrorAbort())
-	case StayConnected:
-		nopts = append(nopts, nats.MaxReconnects(-1), nats.IgnoreAuthErrorAbort())
-	}
-	nopts = append(nopts, LogHandlers(opts.Logger)...)
-	// The key, and the inbox below it that a launcher's permissions allow
-	// (a sidecar's Options set its own).
-	auth, err := LauncherAuth(opts.NKeySeedFile, opts.Credentials)
-	if err != nil {
-		which := "nkey"
-		if opts.Credentials != "" {
-			which = "credentials"
-		}
-		return nil, &OptionsError{which, err}
-	}
-	nopts = append(nopts, auth...)
-	if opts.TLS.CA != "" {
-		nopts = append(nopts, nats.RootCAs(opts.TLS.CA))
-	}
-	if opts.TLS.Cert != "" {
-		nopts = append(nopts, nats.ClientCert(opts.TLS.Cert, opts.TLS.Key))
-	}
-	return append(nopts, opts.Options...), nil
-}
-
-// LogHandlers reports the connection's state changes and async errors to
-// log (nil: nowhere).
-func LogHandlers(log *slog.Logger) []nats.Option {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return []nats.Option{
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("nats disconnected", "err", err)
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
-		}),
-		nats.ClosedHandler(func(*nats.Conn) {
-			log.Info("nats connection closed")
-		}),
-		ErrorLogHandler(log),
-	}
-}
-
-// ErrorLogHandler reports a connection's async errors (a slow consumer's
-// dropped messages) to log, instead of nats.go's default line on stderr.
-// Unlike LogHandlers it reports nothing of the connection's closing, which
-// comes after the owner has returned (an in-process connection's).
-func ErrorLogHandler(log *slog.Logger) nats.Option {
-	return nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-		subject := ""
-		if sub != nil {
-			subject = sub.Subject
-		}
-		log.Warn("nats async error", "subject", subject, "err", err)
-	})
-}
-
 // writableDir makes dir if need be and checks that files can be written in
 // it: JetStream cannot start on a read-only store, and nats-server only says
 // so by never becoming ready.
@@ -545,7 +383,7 @@ func writableDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := privatePath(dir); err != nil {
+	if err := credfiles.Private(dir); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(dir, ".colocd-write-check-*")
