@@ -338,6 +338,11 @@ func sidecarConfig(dir, infPath, metricsURL string) (*configs.Config, error) {
 	// granted what the prediction allows at once (docs/guard.md, the first
 	// grant).
 	c.Admission.Guard.GrantBeforeMeasured = true
+	// The script shows decisions, not their deadline: a decision that takes
+	// longer than the default 5 s on a busy machine (the heavy job's search
+	// over every percentage) is still waited for, as long as the client's
+	// 30 s.
+	c.Admission.DecisionTimeout = 30 * time.Second
 	for _, d := range []string{c.Sidecar.DataDir, c.MPS.PipeDir, c.MPS.LogDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("demo: %w", err)

@@ -149,96 +149,6 @@ func (f faultAdapter) Fault() (bool, string) {
 	return false, ""
 }
 
-// storedLease is a lease as the KV bucket holds it: the token and the
-// request_id only as their hashes, and the training profile (needed again
-// after a restart) inline when it is small, else by its reference in the
-// profile store, so that a record stays far below NATS's message limit.
-type storedLease struct {
-	ID             string             `json:"id"`
-	TokenHash      []byte             `json:"token_sha256"`
-	JobID          string             `json:"job_id"`
-	Owner          string             `json:"owner"`
-	Tenant         string             `json:"tenant,omitempty"`
-	RequestHash    []byte             `json:"request_sha256"`
-	Priority       int                `json:"priority"`
-	Weight         float64            `json:"weight,omitempty"`
-	Checkpointable bool               `json:"checkpointable"`
-	Pct            int                `json:"pct"`
-	MinPct         int                `json:"min_pct"`
-	MaxPct         int                `json:"max_pct,omitempty"`
-	RunningPct     int                `json:"running_pct,omitempty"`
-	MemoryMiB      int                `json:"memory_mib"`
-	Processes      int                `json:"processes"`
-	Profile        *predictor.Profile `json:"profile,omitempty"`
-	ProfileRef     string             `json:"profile_ref,omitempty"`
-	PIDs           []int              `json:"pids,omitempty"`
-	Starts         []time.Time        `json:"pid_starts,omitempty"`
-	StartIDs       []uint64           `json:"pid_start_ids,omitempty"`
-	Released       bool               `json:"released,omitempty"`
-	RegisteredAt   time.Time          `json:"registered_at,omitzero"`
-	ThrottledAt    time.Time          `json:"throttled_at,omitzero"`
-	Retired        []storedProcess    `json:"retired,omitempty"`
-	CreatedAt      time.Time          `json:"created_at"`
-	ExpiresAt      time.Time          `json:"expires_at"`
-	Duration       time.Duration      `json:"duration_ns"`
-	Deadline       time.Time          `json:"deadline,omitzero"`
-	Revoked        bool               `json:"revoked,omitempty"`
-	Instance       *storedInstance    `json:"instance,omitempty"`
-}
-
-// storedInstance is the MIG instance a lease holds whole.
-type storedInstance struct {
-	UUID      string `json:"uuid"`
-	Profile   string `json:"profile"`
-	SMs       int    `json:"sms"`
-	MemoryMiB int    `json:"memory_mib"`
-}
-
-// storedProcess is a replaced process still to evict.
-type storedProcess struct {
-	PID     int       `json:"pid"`
-	Started time.Time `json:"started,omitzero"`
-	StartID uint64    `json:"start_id,omitempty"`
-	Due     time.Time `json:"due,omitzero"`
-}
-
-func toStored(l *admission.Lease) storedLease {
-	var retired []storedProcess
-	for _, p := range l.Retired {
-		retired = append(retired, storedProcess(p))
-	}
-	var inst *storedInstance
-	if g := l.Instance; g != nil {
-		inst = &storedInstance{UUID: g.UUID, Profile: g.Profile, SMs: g.SMs, MemoryMiB: g.MemoryMiB}
-	}
-	return storedLease{Instance: inst, StartIDs: l.StartIDs, Released: l.Released, MaxPct: l.MaxPct, RunningPct: l.RunningPct, Starts: l.Starts, RegisteredAt: l.RegisteredAt, ThrottledAt: l.ThrottledAt, Retired: retired,
-		ID: l.ID, TokenHash: l.TokenHash[:], JobID: l.JobID, Owner: l.Owner, Tenant: l.Tenant, RequestHash: l.RequestHash[:],
-		Priority: l.Priority, Weight: l.Weight, Checkpointable: l.Checkpointable, Pct: l.Pct, MinPct: l.MinPct, MemoryMiB: l.MemoryMiB,
-		Processes: l.Processes, Profile: l.Profile, PIDs: l.PIDs, CreatedAt: l.CreatedAt, ExpiresAt: l.ExpiresAt,
-		Duration: l.Duration, Deadline: l.Deadline, Revoked: l.Revoked}
-}
-
-func (s storedLease) lease(rev uint64) (*admission.Lease, error) {
-	if len(s.TokenHash) != 32 {
-		return nil, fmt.Errorf("lease %s: token_sha256: want 32 bytes, got %d", s.ID, len(s.TokenHash))
-	}
-	l := &admission.Lease{ID: s.ID, JobID: s.JobID, Owner: s.Owner, Tenant: s.Tenant, Priority: s.Priority, Weight: s.Weight,
-		Checkpointable: s.Checkpointable, Pct: s.Pct, MinPct: s.MinPct, MemoryMiB: s.MemoryMiB, Processes: s.Processes,
-		Profile: s.Profile, PIDs: s.PIDs, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt, Duration: s.Duration,
-		Deadline: s.Deadline, Revoked: s.Revoked, Revision: rev,
-		Starts: s.Starts, RegisteredAt: s.RegisteredAt, ThrottledAt: s.ThrottledAt, MaxPct: s.MaxPct, RunningPct: s.RunningPct,
-		StartIDs: s.StartIDs, Released: s.Released}
-	for _, p := range s.Retired {
-		l.Retired = append(l.Retired, admission.Process(p))
-	}
-	if g := s.Instance; g != nil { // checked by admission's Restore
-		l.Instance = &admission.InstanceGrant{UUID: g.UUID, Profile: g.Profile, SMs: g.SMs, MemoryMiB: g.MemoryMiB}
-	}
-	copy(l.TokenHash[:], s.TokenHash)
-	copy(l.RequestHash[:], s.RequestHash) // absent or short: no idempotency record to keep
-	return l, nil
-}
-
 // Bounds on lease store calls: a store that does not answer (a full disk, a
 // lost JetStream server) fails the call quickly instead of holding it.
 const (
@@ -279,7 +189,7 @@ const refreshAfter = bus.ProfileStoreMaxAge / 4
 // record is the stored form of l, with a large profile put in the profile
 // store and named by reference.
 func (s *kvStore) record(ctx context.Context, l *admission.Lease) ([]byte, error) {
-	sl := toStored(l)
+	sl := admission.NewStoredLease(l)
 	if s.profs != nil && l.Profile != nil {
 		s.mu.Lock()
 		sr, ok := s.refs[l.Profile]
@@ -410,7 +320,7 @@ func (s *kvStore) Load(ctx context.Context) ([]*admission.Lease, error) {
 	out := make([]*admission.Lease, 0, len(entries))
 	var bad []error
 	for _, e := range entries {
-		var sl storedLease
+		var sl admission.StoredLease
 		if err := json.Unmarshal(e.Value, &sl); err != nil {
 			bad = append(bad, fmt.Errorf("lease %q: %w", e.Key, err))
 			continue
@@ -425,7 +335,7 @@ func (s *kvStore) Load(ctx context.Context) ([]*admission.Lease, error) {
 				continue
 			}
 		}
-		l, err := sl.lease(e.Revision)
+		l, err := sl.Lease(e.Revision)
 		if err != nil {
 			bad = append(bad, err)
 			continue

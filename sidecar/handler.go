@@ -116,13 +116,13 @@ func parseProfile(profiles *profileCache, sum [32]byte, raw []byte) (parsedProfi
 }
 
 // profile returns the request's profile, parsed: the inline one, or the one
-// its profile_ref names in the profile store.
+// its profile_ref names in the profile store. The request's shape (one of
+// the two, well formed) is checked where it is decoded, CheckShape.
 func (h *handler) profile(ctx context.Context, r *v1.AdmitRequest) (parsedProfile, error) {
-	inline := len(r.Profile) > 0
-	switch {
-	case inline && r.ProfileRef != "":
-		return parsedProfile{}, v1.BadRequest("profile, profile_ref: want one of the two, got both")
-	case inline:
+	if err := r.CheckShape(); err != nil { // a request that did not come off the wire
+		return parsedProfile{}, err
+	}
+	if r.ProfileRef == "" {
 		sum := sha256.Sum256(r.Profile)
 		if pp, ok := h.profiles.Get(sum); ok {
 			return pp, nil
@@ -132,32 +132,27 @@ func (h *handler) profile(ctx context.Context, r *v1.AdmitRequest) (parsedProfil
 			return parsedProfile{}, v1.BadRequest("profile: " + err.Error())
 		}
 		return pp, nil
-	case r.ProfileRef != "":
-		sum, err := v1.ParseProfileRef(r.ProfileRef)
-		if err != nil {
-			return parsedProfile{}, v1.BadRequest(err.Error())
-		}
-		if pp, ok := h.profiles.Get(sum); ok {
-			return pp, nil
-		}
-		raw, err := h.s.profs.Get(ctx, r.ProfileRef)
-		switch {
-		case errors.Is(err, bus.ErrProfileNotFound):
-			return parsedProfile{}, v1.NotFound(err.Error())
-		case errors.Is(err, bus.ErrProfileTooLarge), errors.Is(err, bus.ErrProfileCorrupt):
-			return parsedProfile{}, v1.BadRequest(err.Error())
-		case err != nil && ctx.Err() != nil:
-			return parsedProfile{}, v1.Timeout("profile_ref " + r.ProfileRef + ": the request's deadline passed while the profile was read: " + err.Error())
-		case err != nil:
-			return parsedProfile{}, v1.Unavailable(err.Error())
-		}
-		pp, err := parseProfile(h.profiles, sum, raw)
-		if err != nil {
-			return parsedProfile{}, v1.BadRequest("profile_ref " + r.ProfileRef + ": " + err.Error())
-		}
+	}
+	sum, _ := v1.ParseProfileRef(r.ProfileRef) // well formed: CheckShape
+	if pp, ok := h.profiles.Get(sum); ok {
 		return pp, nil
 	}
-	return parsedProfile{}, v1.BadRequest("profile: want an inline colocd.profile/v1 training profile, or a profile_ref")
+	raw, err := h.s.profs.Get(ctx, r.ProfileRef)
+	switch {
+	case errors.Is(err, bus.ErrProfileNotFound):
+		return parsedProfile{}, v1.NotFound(err.Error())
+	case errors.Is(err, bus.ErrProfileTooLarge), errors.Is(err, bus.ErrProfileCorrupt):
+		return parsedProfile{}, v1.BadRequest(err.Error())
+	case err != nil && ctx.Err() != nil:
+		return parsedProfile{}, v1.Timeout("profile_ref " + r.ProfileRef + ": the request's deadline passed while the profile was read: " + err.Error())
+	case err != nil:
+		return parsedProfile{}, v1.Unavailable(err.Error())
+	}
+	pp, err := parseProfile(h.profiles, sum, raw)
+	if err != nil {
+		return parsedProfile{}, v1.BadRequest("profile_ref " + r.ProfileRef + ": " + err.Error())
+	}
+	return pp, nil
 }
 
 // request turns the wire request into admission's, with its parsed profile.
@@ -166,11 +161,9 @@ func (h *handler) request(ctx context.Context, r *v1.AdmitRequest) (admission.Re
 	if err != nil {
 		return admission.Request{}, err
 	}
-	var tokenHash [32]byte
-	if r.TokenSHA256 != "" { // admission requires one for an admit
-		if tokenHash, err = v1.ParseTokenSHA256(r.TokenSHA256); err != nil {
-			return admission.Request{}, v1.BadRequest(err.Error())
-		}
+	var tokenHash [32]byte // admission requires one for an admit
+	if r.TokenSHA256 != "" {
+		tokenHash, _ = v1.ParseTokenSHA256(r.TokenSHA256) // well formed: CheckShape
 	}
 	return admission.Request{RequestID: r.RequestID, TokenHash: tokenHash, JobID: r.Job.ID, Owner: r.Job.Owner, Tenant: h.s.identity(ctx), Priority: r.Job.Priority, Weight: r.Job.Weight, Profile: pp.p, ProfileKey: pp.key,
 		MemoryMiB: r.MemoryMiB, Processes: r.Processes, MinPct: r.Compute.MinPct, MaxPct: r.Compute.MaxPct,

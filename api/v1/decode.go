@@ -20,7 +20,35 @@ func DecodeAdmitRequest(data []byte) (*AdmitRequest, error) {
 	if bytes.Equal(r.Profile, []byte("null")) {
 		r.Profile = nil // "profile": null, as Python and JavaScript clients write "none"
 	}
+	if err := r.CheckShape(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// CheckShape checks what the wire alone says of an admit or quote request,
+// the one place it is checked: a profile inline or by reference, not both
+// and not neither, and the reference and the token digest well formed.
+// Whether the request fits the GPU is the decision's to say. The error is a
+// 400 naming the field.
+func (r *AdmitRequest) CheckShape() error {
+	inline := len(r.Profile) > 0
+	switch {
+	case inline && r.ProfileRef != "":
+		return BadRequest("profile, profile_ref: want one of the two, got both")
+	case !inline && r.ProfileRef == "":
+		return BadRequest("profile: want an inline colocd.profile/v1 training profile, or a profile_ref")
+	case r.ProfileRef != "":
+		if _, err := ParseProfileRef(r.ProfileRef); err != nil {
+			return BadRequest(err.Error())
+		}
+	}
+	if r.TokenSHA256 != "" { // the decision requires one for an admit, not for a quote
+		if _, err := ParseTokenSHA256(r.TokenSHA256); err != nil {
+			return BadRequest(err.Error())
+		}
+	}
+	return nil
 }
 
 // DecodeLeaseRef decodes a renew or release request body, like

@@ -64,6 +64,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"admit key in another case", admit, `{"MEMORY_MIB":1}`, `MEMORY_MIB: want the key "memory_mib" (keys are case-sensitive)`},
 		{"admit key twice", admit, `{"memory_mib":1,"memory_mib":2}`, `memory_mib: want each key once per object, got it again`},
 		{"register pid too large", register, `{"pids":[1e30]}`, `pids[0]: want a whole number`},
+		// The shape the wire alone says (CheckShape), checked where it is decoded.
+		{"admit neither profile", admit, `{"request_id":"r"}`, `profile: want an inline colocd.profile/v1 training profile, or a profile_ref`},
+		{"admit both profiles", admit, `{"profile":{"kind":"training"},"profile_ref":"` + v1.ProfileRef([]byte("p")) + `"}`, `profile, profile_ref: want one of the two, got both`},
+		{"admit bad profile ref", admit, `{"profile_ref":"md5:00"}`, `profile_ref: want "sha256:" and 64 lower-case hex digits, got "md5:00"`},
+		{"admit bad token digest", admit, `{"profile":{"kind":"training"},"token_sha256":"ABC"}`, `token_sha256: want 64 lower-case hex digits`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package sidecar
+package admission
 
 import (
 	"encoding/json"
@@ -6,33 +6,32 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/predictor"
 )
 
-// Every field of admission.Lease survives the lease store's record: a
-// field added to the lease and not to storedLease (or to one direction of
+// Every field of Lease survives the lease store's record: a
+// field added to the lease and not to StoredLease (or to one direction of
 // the conversion) is lost at the first restart, which no other test sees.
 // The lease is filled by reflection, each field with a value of its own.
 func TestStoredLeaseRoundTrip(t *testing.T) {
 	t.Parallel()
-	var l admission.Lease
+	var l Lease
 	v := reflect.ValueOf(&l).Elem()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for i := range v.NumField() {
 		fill(t, v.Field(i), v.Type().Field(i).Name, i+1, at.Add(time.Duration(i)*time.Minute))
 	}
 	const rev = 42
-	l.Revision = rev // the store's, not the record's: lease(rev) sets it
-	raw, err := json.Marshal(toStored(&l))
+	l.Revision = rev // the store's, not the record's: Lease(rev) sets it
+	raw, err := json.Marshal(NewStoredLease(&l))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sl storedLease
+	var sl StoredLease
 	if err := json.Unmarshal(raw, &sl); err != nil {
 		t.Fatal(err)
 	}
-	got, err := sl.lease(rev)
+	got, err := sl.Lease(rev)
 	if err != nil {
 		t.Fatal(err)
 	}
