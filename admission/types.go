@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode"
 
+	v1 "github.com/colocd/colocd/api/v1"
 	"github.com/colocd/colocd/predictor"
 )
 
@@ -207,35 +208,36 @@ type Outcome string
 // The outcomes of a decision.
 const (
 	// Grant: admitted at the job's max_pct.
-	Grant Outcome = "grant"
+	Grant Outcome = v1.DecisionGrant
 	// Throttle: admitted at a lower percentage, at least min_pct.
-	Throttle Outcome = "throttle"
+	Throttle Outcome = v1.DecisionThrottle
 	// Deny: not admitted.
-	Deny Outcome = "deny"
+	Deny Outcome = v1.DecisionDeny
 )
 
 // ReasonCode is the stable, machine-readable reason of a decision.
 type ReasonCode string
 
-// Reason codes. They are part of the wire contract: never rename one.
+// Reason codes, the wire contract's (api/v1, where each is described):
+// never rename one.
 const (
-	CodeFits               ReasonCode = "fits"                // grant: every service within its limit at max_pct
-	CodeFreeInstance       ReasonCode = "free_instance"       // grant: a free MIG instance, lent whole; nothing is co-located
-	CodeThrottledToFit     ReasonCode = "throttled_to_fit"    // throttle: only a lower percentage fits
-	CodeMeasureFirst       ReasonCode = "measure_first"       // throttle: min_pct until the guard has measured the servers next to a training job
-	CodeSharedToFit        ReasonCode = "shared_to_fit"       // grant or throttle (MPS): it fits once live leases are lowered, by joint allocation
-	CodeSLOViolation       ReasonCode = "slo_violation"       // deny (MPS): a service exceeds its limit even at min_pct
-	CodeTimesliceNoFit     ReasonCode = "timeslice_no_fit"    // deny (time slicing): a service exceeds its limit
-	CodeInsufficientMemory ReasonCode = "insufficient_memory" // deny: not enough free device memory
-	CodeMaxJobs            ReasonCode = "max_jobs"            // deny: the GPU already runs the maximum number of jobs
-	CodeRecentRevoke       ReasonCode = "recent_revoke"       // deny: the guard revoked a lease for the servers' load or latency a short while ago; retry later
-	CodeIdentityQuota      ReasonCode = "identity_quota"      // deny or throttle: the launcher identity's quota (admission.identity) leaves no more room
-	CodeDraining           ReasonCode = "draining"            // deny: the operator drained the sidecar (colocd drain) until colocd undrain
-	CodeGPUUnhealthy       ReasonCode = "gpu_unhealthy"       // unavailable: the GPU is unhealthy or unreadable
-	CodeDaemonUnhealthy    ReasonCode = "daemon_unhealthy"    // unavailable: the MPS daemon is unhealthy
-	CodePredictorUnhealthy ReasonCode = "predictor_unhealthy" // unavailable: a prediction failed
-	CodeStoreUnavailable   ReasonCode = "store_unavailable"   // unavailable: the lease could not be stored
-	CodeBusy               ReasonCode = "busy"                // unavailable: the leases kept changing while the decision predicted; retry
+	CodeFits               ReasonCode = v1.ReasonFits
+	CodeFreeInstance       ReasonCode = v1.ReasonFreeInstance
+	CodeThrottledToFit     ReasonCode = v1.ReasonThrottledToFit
+	CodeMeasureFirst       ReasonCode = v1.ReasonMeasureFirst
+	CodeSharedToFit        ReasonCode = v1.ReasonSharedToFit
+	CodeSLOViolation       ReasonCode = v1.ReasonSLOViolation
+	CodeTimesliceNoFit     ReasonCode = v1.ReasonTimesliceNoFit
+	CodeInsufficientMemory ReasonCode = v1.ReasonInsufficientMemory
+	CodeMaxJobs            ReasonCode = v1.ReasonMaxJobs
+	CodeRecentRevoke       ReasonCode = v1.ReasonRecentRevoke
+	CodeIdentityQuota      ReasonCode = v1.ReasonIdentityQuota
+	CodeDraining           ReasonCode = v1.ReasonDraining
+	CodeGPUUnhealthy       ReasonCode = v1.ReasonGPUUnhealthy
+	CodeDaemonUnhealthy    ReasonCode = v1.ReasonDaemonUnhealthy
+	CodePredictorUnhealthy ReasonCode = v1.ReasonPredictorUnhealthy
+	CodeStoreUnavailable   ReasonCode = v1.ReasonStoreUnavailable
+	CodeBusy               ReasonCode = v1.ReasonBusy
 )
 
 // ServicePrediction is one inference service's predicted tail latency with
@@ -572,17 +574,17 @@ type EventType string
 const (
 	// EventThrottle: the lease's percentage was lowered; the launcher
 	// restarts its workers at Pct before Deadline.
-	EventThrottle EventType = "throttle"
+	EventThrottle EventType = v1.EventThrottle
 	// EventRevoke: the lease no longer fits even at its min_pct; the job must
 	// stop before Deadline, when the lease expires.
-	EventRevoke EventType = "revoke"
+	EventRevoke EventType = v1.EventRevoke
 	// EventExpire: the lease expired (not renewed, or revoked and past its
 	// deadline) and its capacity is free.
-	EventExpire EventType = "expire"
+	EventExpire EventType = v1.EventExpire
 	// EventRaise: the margin has held long enough for the lease to run at
 	// a higher Pct; the launcher may restart its workers at it (and
 	// register them) or stay where it is. There is no deadline.
-	EventRaise EventType = "raise"
+	EventRaise EventType = v1.EventRaise
 )
 
 // Event is a change to a lease the launcher must hear about.

@@ -11,7 +11,6 @@ import (
 
 	v1 "github.com/colocd/colocd/api/v1"
 
-	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/runtest"
 	"github.com/colocd/colocd/observe"
@@ -342,13 +341,5 @@ func TestMetricsDownFallsBackToTheConfiguredRate(t *testing.T) {
 	}
 	if last.PredictedAtRPS != 8 || last.Guard != "configured" || !strings.Contains(last.Observed.Reason, "503") {
 		t.Errorf("status %+v (observed %+v), want the configured rate, guard configured, and the scrape's failure", last, *last.Observed)
-	}
-}
-
-// The launcher recognises a measure-first throttle by its wire code.
-func TestMeasureFirstCodeIsTheLaunchersOwn(t *testing.T) {
-	t.Parallel()
-	if string(admission.CodeMeasureFirst) != v1.ReasonMeasureFirst {
-		t.Errorf("admission says %q, the launcher looks for %q", admission.CodeMeasureFirst, v1.ReasonMeasureFirst)
 	}
 }

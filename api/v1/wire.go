@@ -157,11 +157,47 @@ type JointJob struct {
 	Utility float64 `json:"utility"`
 }
 
-// ReasonMeasureFirst is the code of a throttle to the job's min_pct
-// because the sidecar has not yet measured its servers next to a training
-// job: the raise that follows is the percentage the job was to have, and
-// a launcher should take it (docs/guard.md).
-const ReasonMeasureFirst = "measure_first"
+// Reason codes of [Reason].Code in a decision: stable and machine-readable,
+// never renamed.
+const (
+	// ReasonMeasureFirst is the code of a throttle to the job's min_pct
+	// because the sidecar has not yet measured its servers next to a
+	// training job: the raise that follows is the percentage the job was
+	// to have, and a launcher should take it (docs/guard.md).
+	ReasonMeasureFirst = "measure_first"
+	// ReasonFits: grant: every service within its limit at max_pct.
+	ReasonFits = "fits"
+	// ReasonFreeInstance: grant: a free MIG instance, lent whole; nothing is co-located.
+	ReasonFreeInstance = "free_instance"
+	// ReasonThrottledToFit: throttle: only a lower percentage fits.
+	ReasonThrottledToFit = "throttled_to_fit"
+	// ReasonSharedToFit: grant or throttle (MPS): it fits once live leases are lowered, by joint allocation.
+	ReasonSharedToFit = "shared_to_fit"
+	// ReasonSLOViolation: deny (MPS): a service exceeds its limit even at min_pct.
+	ReasonSLOViolation = "slo_violation"
+	// ReasonTimesliceNoFit: deny (time slicing): a service exceeds its limit.
+	ReasonTimesliceNoFit = "timeslice_no_fit"
+	// ReasonInsufficientMemory: deny: not enough free device memory.
+	ReasonInsufficientMemory = "insufficient_memory"
+	// ReasonMaxJobs: deny: the GPU already runs the maximum number of jobs.
+	ReasonMaxJobs = "max_jobs"
+	// ReasonRecentRevoke: deny: the guard revoked a lease for the servers' load or latency a short while ago; retry later.
+	ReasonRecentRevoke = "recent_revoke"
+	// ReasonIdentityQuota: deny or throttle: the launcher identity's quota (admission.identity) leaves no more room.
+	ReasonIdentityQuota = "identity_quota"
+	// ReasonDraining: deny: the operator drained the sidecar (colocd drain) until colocd undrain.
+	ReasonDraining = "draining"
+	// ReasonGPUUnhealthy: unavailable: the GPU is unhealthy or unreadable.
+	ReasonGPUUnhealthy = "gpu_unhealthy"
+	// ReasonDaemonUnhealthy: unavailable: the MPS daemon is unhealthy.
+	ReasonDaemonUnhealthy = "daemon_unhealthy"
+	// ReasonPredictorUnhealthy: unavailable: a prediction failed.
+	ReasonPredictorUnhealthy = "predictor_unhealthy"
+	// ReasonStoreUnavailable: unavailable: the lease could not be stored.
+	ReasonStoreUnavailable = "store_unavailable"
+	// ReasonBusy: unavailable: the leases kept changing while the decision predicted; retry.
+	ReasonBusy = "busy"
+)
 
 // Reason explains a decision or an error.
 type Reason struct {
