@@ -81,6 +81,20 @@ type GuardSettings struct {
 	// docs/guard.md it did less work than the prior with its correction,
 	// and broke more minutes at error 2).
 	LearnResponse bool `mapstructure:"learn_response"`
+	// ResponseQuantile is the quantile of a learned percentage's last
+	// windows that predictions use (default 0.8, chosen by replay
+	// cross-validation, docs/guard.md; 1: the largest of them): a window
+	// taken at a burst stands aside.
+	ResponseQuantile float64 `mapstructure:"response_quantile"`
+	// RaiseStepPct is the step of the percentages a raise may reach
+	// (default 0: pct_step): a finer one lets a lease rise to just under
+	// the limit instead of a whole pct_step below it.
+	RaiseStepPct int `mapstructure:"raise_step_pct"`
+	// RaiseFailLoad is how much the load the guard plans on may rise
+	// between a raise and a throttle within raise_after of it for the
+	// throttle not to count as a failed raise (default 0: every such
+	// throttle counts): the load, not the percentage, broke the margin.
+	RaiseFailLoad float64 `mapstructure:"raise_fail_load"`
 	// ResponseTTL is how long a learned percentage's ratio stands against
 	// a newer measurement a step below it (default 10m, chosen by
 	// replay): past it the guard explores that percentage again from the
@@ -122,7 +136,7 @@ func DefaultSettings() Settings {
 		Identities:       []NamedIdentity{},
 		Lease:            LeaseTerms{Default: DefaultLeaseDefault, Max: DefaultLeaseMax, FirstTerm: DefaultLeaseFirstTerm},
 		Guard: GuardSettings{Deadline: DefaultThrottleGrace, RaiseAfter: DefaultRaiseAfter, ExploreAfter: DefaultExploreAfter, ResponseTTL: DefaultResponseTTL, RevokeAfter: DefaultRevokeAfter,
-			MaxRevokesPerHour: DefaultMaxRevokesPerHour},
+			MaxRevokesPerHour: DefaultMaxRevokesPerHour, ResponseQuantile: DefaultResponseQuantile},
 	}
 }
 
@@ -154,6 +168,15 @@ func (s Settings) check(c *fields) {
 	}
 	if s.Guard.MaxRevokesPerHour < 1 || s.Guard.MaxRevokesPerHour > 3600 {
 		c.add("admission.guard.max_revokes_per_hour", "a count from 1 to 3600", fmt.Sprint(s.Guard.MaxRevokesPerHour))
+	}
+	if !(s.Guard.ResponseQuantile >= 0 && s.Guard.ResponseQuantile <= 1) {
+		c.add("admission.guard.response_quantile", "a quantile in (0, 1], or 0 for the default", fmt.Sprint(s.Guard.ResponseQuantile))
+	}
+	if s.Guard.RaiseStepPct < 0 || s.Guard.RaiseStepPct > 100 {
+		c.add("admission.guard.raise_step_pct", "a percentage step from 0 (pct_step) to 100", fmt.Sprint(s.Guard.RaiseStepPct))
+	}
+	if !(s.Guard.RaiseFailLoad >= 0 && s.Guard.RaiseFailLoad <= 10) {
+		c.add("admission.guard.raise_fail_load", "a fraction from 0 (every throttle counts) to 10", fmt.Sprint(s.Guard.RaiseFailLoad))
 	}
 	if s.Guard.MinMovePct < 0 || s.Guard.MinMovePct > 100 {
 		c.add("admission.guard.min_move_pct", "a percentage from 0 (one pct_step) to 100", fmt.Sprint(s.Guard.MinMovePct))
@@ -231,6 +254,7 @@ const (
 	DefaultRaiseAfter        = time.Minute
 	DefaultExploreAfter      = time.Minute
 	DefaultResponseTTL       = 10 * time.Minute
+	DefaultResponseQuantile  = 0.8
 	DefaultRevokeAfter       = time.Minute
 	DefaultMaxRevokesPerHour = 2
 	DefaultIdempotencyTTL    = 10 * time.Minute
@@ -271,6 +295,9 @@ func (cfg Config) withDefaults() Config {
 	defD(&cfg.Guard.RaiseAfter, DefaultRaiseAfter)
 	defD(&cfg.Guard.ExploreAfter, DefaultExploreAfter)
 	defD(&cfg.Guard.ResponseTTL, DefaultResponseTTL)
+	if cfg.Guard.ResponseQuantile == 0 {
+		cfg.Guard.ResponseQuantile = DefaultResponseQuantile
+	}
 	defD(&cfg.IdempotencyTTL, DefaultIdempotencyTTL)
 	cfg.Services = slices.Clone(cfg.Services)
 	for i := range cfg.Services {

@@ -48,7 +48,12 @@ func (c *Controller) guardShared(ctx context.Context) ([]Event, error) {
 		return events, err
 	}
 	c.mu.Lock()
-	key := append(guardKey(c.observedServices(c.cfg.Services)), float64(c.learnedGen))
+	planned := c.observedServices(c.cfg.Services)
+	c.holds.load = 0
+	for _, s := range planned {
+		c.holds.load += s.RateRPS
+	}
+	key := append(guardKey(planned), float64(c.learnedGen))
 	same := slices.Equal(key, c.guarded)
 	due, budget := c.holds.revokeDue(c.cfg.Guard, c.now(), func(id string) bool { _, ok := c.leases[id]; return ok })
 	services := c.cfg.Services

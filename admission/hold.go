@@ -29,6 +29,9 @@ type holds struct {
 	// is not offered that percentage again for a while.
 	raisedTo  map[string]raised
 	raiseCaps map[string]raiseCap
+	// load is the load the guard last planned on: the services' rates,
+	// summed (guardShared sets it each check).
+	load float64
 }
 
 // revoked records a revoke the guard let through at now.

@@ -83,7 +83,7 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 			if c.learned == nil {
 				c.learned = learned{}
 			}
-			if c.learned.observe(svc.Name, trainers[0], trainers[0].Pct, p99/lat.P99MS, win) {
+			if c.learned.observe(svc.Name, trainers[0], trainers[0].Pct, p99/lat.P99MS, win, c.cfg.Guard.ResponseQuantile) {
 				c.learnedGen++
 				changed = true
 				c.log.Info("learned the server's response", "service", svc.Name, "pct", trainers[0].Pct, "ratio", p99/lat.P99MS)

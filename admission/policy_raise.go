@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,12 +43,13 @@ func (pol *policy) raisable(e *liveLease) bool {
 }
 
 // raiseGrid is what a lease may rise to: its percentage, then those of its
-// grid up to its ceiling at least Config.MinMovePct above it, and below
+// grid (Guard.RaiseStepPct apart, else PctStep) up to its ceiling at
+// least Config.MinMovePct above it, and below
 // e.raiseBelow when that is set (a percentage a recent raise reached and
 // the guard had to lower it from).
 func (pol *policy) raiseGrid(e *liveLease) []int {
 	l := &e.lease
-	grid := movesFrom(l.Pct, pctGrid(l.Pct, l.ceiling(), pol.cfg.PctStep), pol.cfg.Guard.MinMovePct)
+	grid := movesFrom(l.Pct, pctGrid(l.Pct, l.ceiling(), cmp.Or(pol.cfg.Guard.RaiseStepPct, pol.cfg.PctStep)), pol.cfg.Guard.MinMovePct)
 	if e.raiseBelow > 0 {
 		grid = slices.DeleteFunc(grid, func(p int) bool { return p > l.Pct && p >= e.raiseBelow })
 	}

@@ -139,8 +139,9 @@ func (c *Controller) learnedAllLocked(trainer predictor.ProfileKey) bool {
 
 // raised is a lease's last raise: to what, and when.
 type raised struct {
-	to int
-	at time.Time
+	to   int
+	at   time.Time
+	load float64
 }
 
 // raiseCap bounds the raises a lease is offered after a raise failed (a
@@ -154,12 +155,13 @@ type raiseCap struct {
 	failed []time.Time
 }
 
-// raised records a raise of lease id to pct at now.
+// raised records a raise of lease id to pct at now, at the load the guard
+// plans on (holds.load).
 func (h *holds) raised(id string, to int, now time.Time) {
 	if h.raisedTo == nil {
 		h.raisedTo = map[string]raised{}
 	}
-	h.raisedTo[id] = raised{to: to, at: now}
+	h.raisedTo[id] = raised{to: to, at: now, load: h.load}
 }
 
 // raiseCap is the cap on lease id's raises at now, if one holds: less
@@ -180,7 +182,9 @@ func (h *holds) raiseCap(id string, now time.Time) (below int, ok bool) {
 // lease is offered only less than it for RaiseAfter, doubled for each
 // further failed raise of the lease in the last hour (at most an hour, or
 // RaiseAfter when that is longer), as the hold after a revoke is
-// (readmitAt). Without this, the guard raises, measures, lowers and
+// (readmitAt); unless the load the guard plans on has risen by more than
+// Guard.RaiseFailLoad since the raise (the load broke the margin, not the
+// percentage). Without this, the guard raises, measures, lowers and
 // raises again every few minutes, each time over the limit for a while.
 func (h *holds) lowerAfterRaise(g GuardSettings, id string, pct int, now time.Time) {
 	r, ok := h.raisedTo[id]
@@ -190,6 +194,9 @@ func (h *holds) lowerAfterRaise(g GuardSettings, id string, pct int, now time.Ti
 	delete(h.raisedTo, id)
 	if now.Sub(r.at) > g.RaiseAfter || pct >= r.to {
 		return
+	}
+	if g.RaiseFailLoad > 0 && r.load > 0 && h.load > r.load*(1+g.RaiseFailLoad) {
+		return // the load rose past what the raise was planned on: no failed raise
 	}
 	if h.raiseCaps == nil {
 		h.raiseCaps = map[string]raiseCap{}

@@ -61,3 +61,57 @@ func TestFailedRaiseCapsTheNextOffers(t *testing.T) {
 		}
 	}
 }
+
+// With admission.guard.raise_fail_load, a throttle soon after a raise
+// counts as a failed raise only while the load the guard plans on has not
+// risen past that share since the raise: a burst that lowers the lease is
+// no verdict on the percentage.
+func TestFailedRaiseExcusesALoadRise(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	g := DefaultSettings().Guard
+	for _, tc := range []struct {
+		name       string
+		failLoad   float64
+		before     float64
+		after      float64
+		wantFailed bool
+	}{
+		{name: "off: every throttle counts", failLoad: 0, before: 10, after: 20, wantFailed: true},
+		{name: "the load rose past it", failLoad: 0.1, before: 10, after: 11.5, wantFailed: false},
+		{name: "the load rose less", failLoad: 0.1, before: 10, after: 10.5, wantFailed: true},
+		{name: "the load fell", failLoad: 0.1, before: 10, after: 8, wantFailed: true},
+	} {
+		g.RaiseFailLoad = tc.failLoad
+		h := holds{load: tc.before}
+		h.raised("L", 60, t0)
+		h.load = tc.after
+		h.lowerAfterRaise(g, "L", 20, t0.Add(30*time.Second))
+		if _, failed := h.raiseCap("L", t0.Add(31*time.Second)); failed != tc.wantFailed {
+			t.Errorf("%s: failed raise %v, want %v", tc.name, failed, tc.wantFailed)
+		}
+	}
+}
+
+// admission.guard.raise_step_pct sets the step of what a raise may reach,
+// apart from pct_step: a lease at 20 % on a 10 % grid may rise to 35 %.
+func TestRaiseGridStep(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		step, min int
+		want      []int
+	}{
+		{name: "pct_step", step: 0, min: 10, want: []int{20, 30, 40, 50}},
+		{name: "finer", step: 5, min: 5, want: []int{20, 25, 30, 35, 40, 45, 50}},
+		{name: "finer, with min_move_pct", step: 5, min: 10, want: []int{20, 30, 35, 40, 45, 50}},
+	} {
+		cfg := Config{Settings: DefaultSettings()}
+		cfg.PctStep, cfg.Guard.RaiseStepPct, cfg.Guard.MinMovePct = 10, tc.step, tc.min
+		pol := newPolicy(cfg, Deps{}, nil)
+		e := liveLease{lease: Lease{ID: "L", Pct: 20, MinPct: 10, MaxPct: 50}}
+		if got := pol.raiseGrid(&e); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: raise grid %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

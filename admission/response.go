@@ -19,8 +19,8 @@ import (
 // ran alone beside the service, it keeps the ratio of the observed p99 to
 // the point prediction for the same lease set and load, over the last
 // responseWindows windows that did not overlap. A prediction for that
-// trainer at that percentage is then the point prediction × the largest
-// of them: the server's measured answer, not the model's prior widened by
+// trainer at that percentage is then the point prediction × a quantile of
+// them (Guard.ResponseQuantile; 1: the largest): the server's measured answer, not the model's prior widened by
 // its error interval and a correction measured at another percentage. A
 // percentage not yet measured takes the larger ratio of the nearest
 // measured ones around it, or of the highest measured when it is at most
@@ -45,7 +45,8 @@ type ResponsePoint struct {
 	Name    string `json:"trainer_name,omitempty"`
 	Pct     int    `json:"pct"`
 	// Ratios are the last windows' observed p99 over the predicted one,
-	// oldest first; Ratio the one predictions use (their largest).
+	// oldest first; Ratio the one predictions use (their
+	// Guard.ResponseQuantile quantile).
 	Ratios []float64 `json:"ratios"`
 	Ratio  float64   `json:"ratio"`
 	// Windows counts every window learned from; Last is when the last
@@ -65,9 +66,10 @@ type learnKey struct {
 type learned map[string]map[learnKey]*ResponsePoint
 
 // observe records one window's ratio at pct of trainer beside service
-// when the window did not overlap the last one learned there. It reports
+// when the window did not overlap the last one learned there; the point's
+// ratio is then the q-quantile of its windows (quantile). It reports
 // whether the point's ratio changed.
-func (l learned) observe(service string, trainer Trainer, pct int, ratio float64, win ObservedWindow) bool {
+func (l learned) observe(service string, trainer Trainer, pct int, ratio float64, win ObservedWindow, q float64) bool {
 	if !(ratio > 0) || math.IsInf(ratio, 0) {
 		return false
 	}
@@ -95,10 +97,22 @@ func (l learned) observe(service string, trainer Trainer, pct int, ratio float64
 	if len(p.Ratios) > responseWindows {
 		p.Ratios = slices.Delete(p.Ratios, 0, len(p.Ratios)-responseWindows)
 	}
-	p.Ratio = slices.Max(p.Ratios)
+	p.Ratio = quantile(p.Ratios, q)
 	p.Windows++
 	p.Last = win.End
 	return rateBand(p.Ratio) != rateBand(old) || old == 0
+}
+
+// quantile is the q-quantile of ratios by nearest rank: the smallest
+// ratio at least a share q of them do not exceed (q of 1 or more, or 0:
+// the largest).
+func quantile(ratios []float64, q float64) float64 {
+	sorted := slices.Sorted(slices.Values(ratios))
+	if q <= 0 || q >= 1 {
+		return sorted[len(sorted)-1]
+	}
+	k := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(k, 0), len(sorted)-1)]
 }
 
 // makeRoom drops the point learned longest ago when l holds
@@ -280,7 +294,7 @@ func (c *Controller) RestoreResponse(points []ResponsePoint) (int, error) {
 		}
 		cp := p
 		cp.Ratios = slices.Clone(p.Ratios)
-		cp.Ratio = slices.Max(cp.Ratios)
+		cp.Ratio = quantile(cp.Ratios, c.cfg.Guard.ResponseQuantile)
 		m[keys[i]] = &cp
 		n++
 	}

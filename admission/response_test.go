@@ -23,10 +23,10 @@ func TestLearnedRatio(t *testing.T) {
 	a, b := Trainer{Key: predictor.ProfileKey{1}}, Trainer{Key: predictor.ProfileKey{2}}
 	l := learned{}
 	win := func(end time.Time) ObservedWindow { return ObservedWindow{Since: end.Add(-30 * time.Second), End: end} }
-	l.observe("bert", a, 20, 2.0, win(t0))
-	l.observe("bert", a, 20, 2.5, win(t0.Add(time.Second))) // overlaps the last: not learned
-	l.observe("bert", a, 40, 3.0, win(t0.Add(time.Minute)))
-	l.observe("bert", a, 40, 2.2, win(t0.Add(2*time.Minute)))
+	l.observe("bert", a, 20, 2.0, win(t0), 1)
+	l.observe("bert", a, 20, 2.5, win(t0.Add(time.Second)), 1) // overlaps the last: not learned
+	l.observe("bert", a, 40, 3.0, win(t0.Add(time.Minute)), 1)
+	l.observe("bert", a, 40, 2.2, win(t0.Add(2*time.Minute)), 1)
 	stale := t0.Add(-time.Hour)
 	for _, tc := range []struct {
 		name    string
@@ -52,7 +52,7 @@ func TestLearnedRatio(t *testing.T) {
 		t.Errorf("another service: ratio %g, want none", got)
 	}
 	// 40 % measured before 30 % was: once stale, 30 %'s ratio stands for it.
-	l.observe("bert", a, 30, 1.5, win(t0.Add(20*time.Minute)))
+	l.observe("bert", a, 30, 1.5, win(t0.Add(20*time.Minute)), 1)
 	if got, _ := l.ratio("bert", a.Key, 40, 10, t0.Add(10*time.Minute)); got != 1.5 {
 		t.Errorf("stale 40 %% with 30 %% measured since: ratio %g, want 1.5", got)
 	}
@@ -61,7 +61,7 @@ func TestLearnedRatio(t *testing.T) {
 	}
 	for range responseWindows + 2 {
 		t0 = t0.Add(time.Minute)
-		l.observe("bert", a, 20, 1.1, win(t0.Add(30*time.Minute)))
+		l.observe("bert", a, 20, 1.1, win(t0.Add(30*time.Minute)), 1)
 	}
 	if got, _ := l.ratio("bert", a.Key, 20, 10, stale); got != 1.1 {
 		t.Errorf("after %d newer windows: ratio %g, want the old 2 forgotten", responseWindows, got)
@@ -209,7 +209,7 @@ func TestLearnedResponseIsBounded(t *testing.T) {
 		var tr Trainer
 		tr.Key[0], tr.Key[1] = byte(i), byte(i>>8)
 		end := t0.Add(time.Duration(i) * time.Minute)
-		l.observe("bert", tr, 20, 1.1, ObservedWindow{Since: end.Add(-time.Minute), End: end})
+		l.observe("bert", tr, 20, 1.1, ObservedWindow{Since: end.Add(-time.Minute), End: end}, 1)
 	}
 	pts := l.points()
 	if len(pts) != MaxResponsePoints {
@@ -218,6 +218,28 @@ func TestLearnedResponseIsBounded(t *testing.T) {
 	for _, p := range pts {
 		if p.Last.Before(t0.Add(10 * time.Minute)) {
 			t.Errorf("point %s learned at %s kept, want the 10 oldest dropped", p.Trainer, p.Last)
+		}
+	}
+}
+
+// admission.guard.response_quantile: a learned percentage's ratio is that
+// quantile of its last windows by nearest rank (1, the default before:
+// their largest), so that one window taken at a burst can stand aside.
+func TestLearnedRatioQuantile(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	a := Trainer{Key: predictor.ProfileKey{1}}
+	for _, tc := range []struct {
+		q    float64
+		want float64
+	}{{1, 9}, {0, 9}, {0.8, 6}, {0.5, 5}, {0.1, 4}} {
+		l := learned{}
+		for i, r := range []float64{5, 9, 4, 6, 5, 5} {
+			end := t0.Add(time.Duration(i) * time.Minute)
+			l.observe("bert", a, 30, r, ObservedWindow{Since: end.Add(-30 * time.Second), End: end}, tc.q)
+		}
+		if got, _ := l.ratio("bert", a.Key, 30, 10, t0.Add(-time.Hour)); got != tc.want {
+			t.Errorf("quantile %g: ratio %g, want %g", tc.q, got, tc.want)
 		}
 	}
 }

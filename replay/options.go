@@ -80,6 +80,17 @@ func Prepare(o Options) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	if o.Config == "" {
+		// The default replay's guard is colocd's default, or what the
+		// admission.guard keys' environment overrides say
+		// (COLOCD_ADMISSION_GUARD_RAISE_AFTER=2m): a guard setting is
+		// replayed as it would run.
+		env, err := configs.Load("")
+		if err != nil {
+			return Config{}, fmt.Errorf("admission.guard: %w", err)
+		}
+		cfg.Settings.Guard = env.Admission.Guard
+	}
 	if o.Training != "" {
 		if cfg.Launcher.Profile, err = predictor.LoadProfile(o.Training); err != nil {
 			return Config{}, fmt.Errorf("--training: %w", err)

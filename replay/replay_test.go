@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/admission"
 	"github.com/colocd/colocd/field"
 	"github.com/colocd/colocd/internal/fieldtest"
 	"github.com/colocd/colocd/observe"
@@ -272,4 +273,21 @@ func FuzzParseForecast(f *testing.F) {
 			t.Fatalf("ParseForecast(%q) = %+v, which does not validate: %v", s, got, c.Err("forecast"))
 		}
 	})
+}
+
+// The default replay takes the guard's keys from their environment
+// overrides, as colocd does: a guard setting is replayed as it would run.
+func TestPrepareTakesTheGuardFromTheEnvironment(t *testing.T) {
+	t.Setenv("COLOCD_ADMISSION_GUARD_RESPONSE_QUANTILE", "0.5")
+	t.Setenv("COLOCD_ADMISSION_GUARD_RAISE_STEP_PCT", "5")
+	cfg, err := Prepare(Options{Trace: conversationTrace, Server: "predictor", Minutes: 2, Policies: []string{"forecast"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := cfg.Settings.Guard; g.ResponseQuantile != 0.5 || g.RaiseStepPct != 5 || g.RaiseAfter != admission.DefaultRaiseAfter {
+		t.Errorf("guard %+v, want response_quantile 0.5, raise_step_pct 5 and the rest default", g)
+	}
+	if cfg.Settings.PctStep != 10 {
+		t.Errorf("pct_step %d, want the default replay's 10", cfg.Settings.PctStep)
+	}
 }
