@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/colocd/colocd/configs"
 	"github.com/colocd/colocd/internal/natstest"
@@ -31,6 +32,10 @@ func startSidecar(t *testing.T, id string, mutate func(*configs.Config)) *sideca
 	c.Telemetry.HTTP = "127.0.0.1:0"
 	c.Predictor.Requests = 300
 	c.Services = []configs.Service{{Name: "v100-infer", Profile: profilesDir + "/v100-infer-200.json", RateRPS: 8, SLO: configs.SLO{P99MS: 10000}}}
+	// The commands' tests are not about the decision's deadline: on a
+	// machine busy with other jobs a decision can take more than the
+	// default 5 s, and a 504 then fails a test of something else.
+	c.Admission.DecisionTimeout = time.Minute
 	if mutate != nil {
 		mutate(&c)
 	}

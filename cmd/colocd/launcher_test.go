@@ -98,7 +98,9 @@ func TestLauncherCommands(t *testing.T) {
 	// embedded server lets launchers write no stream: ref with no sidecar
 	// named (a direct put) is refused; with one named the profile is
 	// uploaded through it, and admit and quote send its reference.
-	quote := []string{"quote", "--job", "cli-2", "--profile", profilesDir + "/v100-train-step.json", "--memory-mib", "1000", "--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile()}
+	// --wait 1m: the quote ends once the one live sidecar answered, however
+	// slow a busy machine makes it.
+	quote := []string{"quote", "--job", "cli-2", "--profile", profilesDir + "/v100-train-step.json", "--memory-mib", "1000", "--wait", "1m", "--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile()}
 	for _, mode := range []string{"inline", "auto"} {
 		out, _, err := runCLI(t, append(quote, "--send-profile", mode)...)
 		if err != nil || !strings.Contains(out, "gpu-cli  grant") {

@@ -19,10 +19,13 @@ import (
 func TestRunCommand(t *testing.T) {
 	t.Parallel()
 	s := startSidecar(t, "gpu-run-cli", func(c *configs.Config) {
-		c.Admission.Lease.FirstTerm = time.Second
+		// 3 s, not less: on a busy machine the decision and its reply can
+		// take a second, and a term that ends before the register is a lost
+		// lease, not the renewals this test is about.
+		c.Admission.Lease.FirstTerm = 3 * time.Second
 	})
 	out := t.TempDir() + "/env"
-	script := `env > ` + out + `; sleep 4; exit 7`
+	script := `env > ` + out + `; sleep 10; exit 7`
 	stdout, stderr, err := runCLI(t, "run", "--server", s.ClientURL(), "--nkey", s.LauncherNKeyFile(), "--sidecar", "gpu-run-cli",
 		"--job", "run-cli-1", "--profile", profilesDir+"/v100-train-step.json", "--memory-mib", "1000", "--lease", "2s",
 		"--register-every", "200ms", "--", "sh", "-c", script)
