@@ -104,7 +104,8 @@ func (n *node) client() *bus.Client {
 		n.t.Fatal(err)
 	}
 	n.t.Cleanup(nc.Close)
-	return bus.NewClient(nc, bus.WithTimeout(3*time.Second))
+	// 10 s: an admit on a machine busy with other jobs can take seconds.
+	return bus.NewClient(nc, bus.WithTimeout(10*time.Second))
 }
 
 // admitter admits the training profile as job at the node's sidecar.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -22,7 +23,8 @@ type File struct {
 	Profile string
 	SLOMS   float64
 	// Admission is the admission section, in YAML's flow style without
-	// its braces ("max_jobs: 3"); "" leaves every key at its default.
+	// its braces ("max_jobs: 3"); "" leaves every key at its default but
+	// decision_timeout, a minute unless it is named.
 	Admission string
 }
 
@@ -30,6 +32,12 @@ type File struct {
 // do: written beside it, then renamed over it.
 func Write(t testing.TB, path string, f File) {
 	t.Helper()
+	admission := f.Admission
+	if !strings.Contains(admission, "decision_timeout") {
+		// Tests of anything but the decision's deadline: on a machine busy
+		// with other jobs a decision can take more than the default 5 s.
+		admission = strings.TrimSuffix("decision_timeout: 1m, "+admission, ", ")
+	}
 	profile, err := filepath.Abs(f.Profile)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +50,7 @@ telemetry: {http: "127.0.0.1:0"}
 services:
   - {name: v100-infer, profile: %q, rate_rps: 8, slo: {p99_ms: %g}}
 admission: {%s}
-`, f.ID, f.DataDir, f.Listen, f.Requests, profile, f.SLOMS, f.Admission)
+`, f.ID, f.DataDir, f.Listen, f.Requests, profile, f.SLOMS, admission)
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
 	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
