@@ -23,6 +23,9 @@ type Calibration struct {
 	Timeslice *TimesliceParams `json:"timeslice,omitempty"`
 	MPS       *MPSCalibration  `json:"mps,omitempty"`
 	Fit       *FitReport       `json:"fit,omitempty"`
+	// Blend mixes the time-slicing simulator with the naive slowdown, as
+	// the fit's cross-validation chose (absent: the simulator alone).
+	Blend *Blend `json:"blend,omitempty"`
 }
 
 // MPSCalibration holds the MPS model's stage-2 contention coefficients by
@@ -30,6 +33,9 @@ type Calibration struct {
 type MPSCalibration struct {
 	Coefficients map[string]float64 `json:"coefficients"`
 	Fit          *FitReport         `json:"fit,omitempty"`
+	// Blend mixes the MPS simulator with the naive slowdown (absent: the
+	// simulator alone).
+	Blend *Blend `json:"blend,omitempty"`
 }
 
 // DefaultCalibration is the built-in fallback when no calibration is given.
@@ -84,6 +90,16 @@ func (c *Calibration) Validate() error {
 	if c.MPS != nil && c.MPS.Fit != nil {
 		checkParameters(&fc, "mps.fit.parameters", c.MPS.Fit.Parameters, MPSFeatures)
 	}
+	// A blend belongs to its mode's section: it moves every prediction.
+	if c.Blend != nil {
+		if c.Timeslice == nil {
+			fc.add("blend", "a blend only beside a timeslice section", "a blend and no timeslice")
+		}
+		c.Blend.check(&fc, "blend")
+	}
+	if c.MPS != nil && c.MPS.Blend != nil {
+		c.MPS.Blend.check(&fc, "mps.blend")
+	}
 	return fc.err("calibration")
 }
 
@@ -113,8 +129,9 @@ func checkParameters(fc *fieldChecker, at string, ps []ParameterFit, names []str
 
 // Merge returns c with what over sets laid over it, so that what over
 // leaves out keeps c's value: the device's name and SM count one by one, the
-// timeslice section whole (with its fit report), and the MPS coefficients
-// one by one. When over brings a source but leaves a section to c, the
+// timeslice section whole (with its fit report and blend), and the MPS
+// coefficients one by one (the fit report and blend with the section that
+// brings them). When over brings a source but leaves a section to c, the
 // source says where that section comes from, so that values not fitted on
 // measurements still say so.
 func (c *Calibration) Merge(over *Calibration) *Calibration {
@@ -126,10 +143,10 @@ func (c *Calibration) Merge(over *Calibration) *Calibration {
 		out.Device.SMs = over.Device.SMs
 	}
 	if over.Timeslice != nil {
-		out.Timeslice, out.Fit = over.Timeslice, over.Fit
+		out.Timeslice, out.Fit, out.Blend = over.Timeslice, over.Fit, over.Blend
 	}
 	if over.MPS != nil {
-		m := MPSCalibration{Coefficients: maps.Clone(over.MPS.Coefficients), Fit: over.MPS.Fit}
+		m := MPSCalibration{Coefficients: maps.Clone(over.MPS.Coefficients), Fit: over.MPS.Fit, Blend: over.MPS.Blend}
 		if c.MPS != nil {
 			m.Coefficients = maps.Clone(c.MPS.Coefficients)
 			maps.Copy(m.Coefficients, over.MPS.Coefficients)
@@ -242,10 +259,14 @@ type RecordFit struct {
 
 // MetricFit compares one measured value with the fitted model's prediction
 // and, when cross-validated, with the prediction of the fit that left the
-// record out.
+// record out; Naive and CVNaive are the naive slowdown's, with ratios
+// fitted on every record and on the records of the other folds (written
+// when the fit chose a blend: Blend.BlendedFit reads them).
 type MetricFit struct {
 	Field       string   `json:"field"`
 	Measured    float64  `json:"measured"`
 	Predicted   float64  `json:"predicted"`
 	CVPredicted *float64 `json:"cv_predicted,omitempty"`
+	Naive       *float64 `json:"naive,omitempty"`
+	CVNaive     *float64 `json:"cv_naive,omitempty"`
 }

@@ -190,6 +190,9 @@ type Prediction struct {
 	Training  []TrainingPrediction  `json:"training"`
 	Timeslice *TimesliceParams      `json:"timeslice,omitempty"`
 	MPS       *MPSUsed              `json:"mps,omitempty"`
+	// Blend is the simulator's weight when the calibration blends it with
+	// the naive slowdown (Blend.Apply); absent, the simulator alone.
+	Blend *float64 `json:"blend_weight,omitempty"`
 	// Events is the number of simulated kernel events (for benchmarks).
 	Events int `json:"events"`
 }
@@ -310,8 +313,10 @@ func (pr *Predictor) prepare(sc *Scenario) error {
 // Predict predicts the scenario under mode with the calibration's
 // parameters for that mode: the one place that chooses a model. When the
 // calibration says how well its parameters are pinned, the intervals carry
-// that uncertainty too (WidenByParameters), and when it says how far its
-// fit missed the measurements, the model's own error (WidenByModelError).
+// that uncertainty too (WidenByParameters); when it blends the simulator
+// with the naive slowdown, every figure is that blend (Blend.Apply); and
+// when it says how far its fit missed the measurements, the model's own
+// error (WidenByModelError, on the blend's misses when it blends).
 func (pr *Predictor) Predict(sc *Scenario, mode Mode, cal *Calibration) (*Prediction, error) {
 	switch mode {
 	case ModeMPS:
@@ -325,7 +330,8 @@ func (pr *Predictor) Predict(sc *Scenario, mode Mode, cal *Calibration) (*Predic
 			}
 		}
 		if cal.MPS != nil {
-			WidenByModelError(cal.MPS.Fit, pred)
+			cal.MPS.Blend.Apply(pred)
+			WidenByModelError(cal.MPS.Blend.BlendedFit(cal.MPS.Fit), pred)
 		}
 		return pred, nil
 	case ModeTimeslice:
@@ -341,7 +347,8 @@ func (pr *Predictor) Predict(sc *Scenario, mode Mode, cal *Calibration) (*Predic
 				return nil, err
 			}
 		}
-		WidenByModelError(cal.Fit, pred)
+		cal.Blend.Apply(pred)
+		WidenByModelError(cal.Blend.BlendedFit(cal.Fit), pred)
 		return pred, nil
 	}
 	return nil, fmt.Errorf("predict: mode: want %q or %q, got %q", ModeTimeslice, ModeMPS, mode)

@@ -38,6 +38,9 @@ func (p *Prediction) WriteText(w io.Writer, cal *Calibration) error {
 		}
 	}
 	fmt.Fprintf(w, "calibration: %s\n", cal.Source)
+	if p.Blend != nil {
+		fmt.Fprintf(w, "blend: %g × the simulator + %g × the naive slowdown (solo × the calibration's ratio), as the calibration chose by held-out error\n", *p.Blend, 1-*p.Blend)
+	}
 	for _, in := range p.Services {
 		if err := in.writeText(w, len(p.Services) > 1); err != nil {
 			return err

@@ -28,9 +28,15 @@ func newCalibrateCmd() *cobra.Command {
 switching overhead and the hold-over; from MPS records the contention
 coefficients. Each with its MAPE in-sample and leave-one-workload-out: every
 record predicted by a fit that never saw its training workload (time-slicing
-records of one workload: leave-one-record-out). Writes one
-colocd.calibration/v1 file with a section per mode measured. See
-docs/predictor.md for the method and docs/formats.md for the files.
+records of one workload: leave-one-record-out). Then, per mode, the
+naive slowdown (each figure's solo value times the median measured / solo
+ratio of the records) and the blend of the two whose weight, on the grid
+0, 0.25, 0.5, 0.75, 1, has the smallest held-out error: every calibrated
+prediction of that mode is that blend. The report gives the held-out error
+of the simulator, the naive slowdown and the blend (nested: each fold's
+weight chosen on the other folds). Writes one colocd.calibration/v1 file
+with a section per mode measured. See docs/predictor.md for the method and
+docs/formats.md for the files.
 
 With --from-observations, the measurements are what a sidecar recorded of
 its inference servers' own metrics (<data_dir>/observations): one record per
@@ -90,7 +96,8 @@ those records as a measurements file.`,
 	f.StringVarP(&out, "out", "o", "", "calibration file to write (required)")
 	f.IntVar(&opts.Requests, "requests", 0, fmt.Sprintf("simulated requests per record, unless the record sets its own (default %d)", predictor.DefaultRequests))
 	f.Uint64Var(&opts.Seed, "seed", 1, "arrival seed, unless the record sets its own")
-	f.BoolVar(&noCV, "no-cv", false, "skip the cross-validation refits (leave-one-workload-out)")
+	f.BoolVar(&noCV, "no-cv", false, "skip the cross-validation refits (leave-one-workload-out), and with them the blend: the simulator alone")
+	f.BoolVar(&opts.NoBlend, "no-blend", false, "keep the simulator alone: choose no blend with the naive slowdown")
 	f.StringToStringVar(&weights, "weight", nil, "weight of a metric in the objective, KEY=W with KEY one of mean, p50, p90, p95, p99, iteration (repeatable; given at all, the unnamed keys weigh 0; default p99=1,p95=0.5,p90=0.25,p50=0.1,mean=0.1,iteration=0.5)")
 	f.IntVar(&opts.Seeds, "seeds", 0, fmt.Sprintf("arrival seeds per record, the predictions' mean compared (default %d)", calibrate.DefaultSeeds))
 	f.BoolVar(&opts.NoPrior, "no-prior", false, "fit the time-slicing parameters to the records alone, without the prior toward their documented ranges (docs/predictor.md#priors)")

@@ -39,6 +39,9 @@ type FitOptions struct {
 	// Noise is the relative measurement error that sets the prior's
 	// strength and the parameters' intervals' floor (0: DefaultNoise).
 	Noise float64
+	// NoBlend keeps the simulator alone: no blend with the naive slowdown
+	// is chosen, even when the fit is cross-validated.
+	NoBlend bool
 }
 
 // Bounds of the time-slicing parameters searched by the fit, in µs.
@@ -353,6 +356,11 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predi
 			rep.CVMAPE, rep.CV = &cv, how
 		}
 	}
+	var blend *predictor.Blend
+	if opts.CrossValidate && !opts.NoBlend && rep.CVMAPE != nil {
+		folds, how := cvGroups(recs, true)
+		blend = chooseBlend(obj.metrics, preds, rep, folds, how)
+	}
 	rep.Evaluations = obj.evals
 	return &predictor.Calibration{
 		Format:    predictor.CalibrationFormat,
@@ -360,6 +368,7 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predi
 		Source:    fmt.Sprintf("fitted on %d time-slicing records", len(recs)),
 		Timeslice: &best,
 		Fit:       rep,
+		Blend:     blend,
 	}, nil
 }
 
@@ -372,21 +381,17 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predi
 // full fit. It fills CVPredicted in rep and says which it did ("" when it
 // could not: one record).
 func (o *tsObjective) crossValidate(ctx context.Context, full predictor.TimesliceParams, rep *predictor.FitReport) (float64, string, error) {
-	groups, how := workloadGroups(o.recs), "leave-one-workload-out"
+	groups, how := cvGroups(o.recs, true)
+	if len(groups) < 2 {
+		return 0, "", nil
+	}
 	refit := func(skip heldOut) (predictor.TimesliceParams, float64, error) {
 		return o.minimize(ctx, o.gridStarts(8, skip), skip)
 	}
-	if len(groups) < 2 {
-		groups, how = nil, "leave-one-record-out"
-		for i := range o.recs {
-			groups = append(groups, []int{i})
-		}
+	if how == cvRecord {
 		refit = func(skip heldOut) (predictor.TimesliceParams, float64, error) {
 			return o.refine(ctx, full, o.loss(full, skip), skip)
 		}
-	}
-	if len(groups) < 2 {
-		return 0, "", nil
 	}
 	var cv cvScore
 	for _, held := range groups {

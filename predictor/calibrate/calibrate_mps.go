@@ -197,21 +197,26 @@ func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.M
 			return nil, fmt.Errorf("fit mps: cross-validate: %w", err)
 		}
 		if ok {
-			rep.CVMAPE, rep.CV = &cv, "leave-one-workload-out"
+			rep.CVMAPE, rep.CV = &cv, cvWorkload
 		}
+	}
+	var blend *predictor.Blend
+	if opts.CrossValidate && !opts.NoBlend && rep.CVMAPE != nil {
+		folds, how := cvGroups(recs, false)
+		blend = chooseBlend(obj.metrics, preds, rep, folds, how)
 	}
 	rep.Evaluations = obj.evals
 	coef := map[string]float64{}
 	for i, v := range best.Vector() {
 		coef[predictor.MPSFeatures[i]] = v
 	}
-	return &predictor.MPSCalibration{Coefficients: coef, Fit: rep}, nil
+	return &predictor.MPSCalibration{Coefficients: coef, Fit: rep, Blend: blend}, nil
 }
 
 // leaveOneWorkloadOut refits without each training workload in turn and
 // scores its records; ok is false with fewer than two workloads.
 func (o *mpsObjective) leaveOneWorkloadOut(ctx context.Context, rep *predictor.FitReport) (float64, bool, error) {
-	groups := workloadGroups(o.recs)
+	groups, _ := cvGroups(o.recs, false)
 	if len(groups) < 2 {
 		return 0, false, nil
 	}

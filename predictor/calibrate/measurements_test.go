@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -122,6 +123,11 @@ func FuzzParseMeasurements(f *testing.F) {
 func FuzzParseCalibration(f *testing.F) {
 	f.Add([]byte(`{"format":"colocd.calibration/v1","source":"x","timeslice":{"slice_us":1024,"switch_us":60,"holdover_us":500}}`))
 	f.Add([]byte(`{"format":"colocd.calibration/v1","mps":{"coefficients":{"dram":0.4,"l2":0.1}},"fit":{"records":3,"metrics":9,"mape":0.1,"evaluations":5}}`))
+	f.Add([]byte(`{"format":"colocd.calibration/v1","timeslice":{"slice_us":1024,"switch_us":60,"holdover_us":500},"blend":{"weight":0.25,"naive_ratio":{"latency_ms.p99":1.8,"training_iteration_ms":1.1},` +
+		`"cv":"leave-one-workload-out","cv_mape":{"simulator":0.25,"naive":0.17,"blend":0.15,"metrics":198},"grid":[{"weight":0,"cv_mape":0.17}],"fold_weights":[0.25,0.5,0]},` +
+		`"fit":{"records":2,"metrics":2,"mape":0.1,"evaluations":5,"per_record":[{"name":"a","metrics":[{"field":"latency_ms.p99","measured":3,"predicted":4,"cv_predicted":5,"naive":3.1,"cv_naive":2.9}]}]}}`))
+	f.Add([]byte(`{"format":"colocd.calibration/v1","mps":{"coefficients":{"dram":0.4},"blend":{"weight":0,"naive_ratio":{"service_ms.mean":1.3}}}}`))
+	f.Add([]byte(`{"format":"colocd.calibration/v1","mps":{"coefficients":{}},"blend":{"weight":1.5,"naive_ratio":{"latency_ms.p42":-1}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := predictor.ParseCalibration(data)
 		if err != nil {
@@ -133,6 +139,23 @@ func FuzzParseCalibration(f *testing.F) {
 		}
 		if err := merged.Timeslice.Validate(); err != nil {
 			t.Fatalf("accepted time-slicing parameters are invalid: %v", err)
+		}
+		blends := []*predictor.Blend{merged.Blend}
+		if merged.MPS != nil {
+			blends = append(blends, merged.MPS.Blend)
+		}
+		for _, b := range blends {
+			if w := b.SimulatorWeight(); !(w >= 0 && w <= 1) {
+				t.Fatalf("accepted blend weight %v", w)
+			}
+			if b == nil {
+				continue
+			}
+			for k, r := range b.NaiveRatio {
+				if !slices.Contains(predictor.BlendFigures, k) || !(r > 0 && r <= predictor.MaxNaiveRatio) {
+					t.Fatalf("accepted naive ratio %s = %v", k, r)
+				}
+			}
 		}
 	})
 }

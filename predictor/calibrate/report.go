@@ -45,7 +45,7 @@ func FitAll(ctx context.Context, m *Measurements, opts FitOptions, progress io.W
 	ts, err := FitTimeslice(ctx, m, opts)
 	done()
 	if err == nil {
-		cal.Timeslice, cal.Fit, fitted = ts.Timeslice, ts.Fit, true
+		cal.Timeslice, cal.Fit, cal.Blend, fitted = ts.Timeslice, ts.Fit, ts.Blend, true
 	} else if !errors.Is(err, ErrNoRecords) {
 		return nil, err
 	}
@@ -79,6 +79,7 @@ func WriteReport(w io.Writer, cal *predictor.Calibration, out string) error {
 		if err := printFit(w, cal.Fit); err != nil {
 			return err
 		}
+		printBlend(w, "time slicing", cal.Blend)
 	}
 	if m := cal.MPS; m != nil && m.Fit != nil {
 		c := m.Params()
@@ -89,8 +90,38 @@ func WriteReport(w io.Writer, cal *predictor.Calibration, out string) error {
 		if err := printFit(w, m.Fit); err != nil {
 			return err
 		}
+		printBlend(w, "mps", m.Blend)
 	}
 	return nil
+}
+
+// printBlend writes the held-out error of the simulator, the naive
+// slowdown and the blend chosen, and every weight tried.
+func printBlend(w io.Writer, mode string, b *predictor.Blend) {
+	if b == nil || b.CVMAPE == nil {
+		return
+	}
+	cv := b.CVMAPE
+	fmt.Fprintf(w, "\n%s, held out (%s, %d metrics): simulator %.2f %%, naive slowdown %.2f %%, blend %.2f %% (each fold's weight chosen on the other folds: %s)\n",
+		mode, b.CV, cv.Metrics, 100*cv.Simulator, 100*cv.Naive, 100*cv.Blend, fmtWeights(b.FoldWeights))
+	var grid []string
+	for _, p := range b.Grid {
+		grid = append(grid, fmt.Sprintf("%g: %.2f %%", p.Weight, 100*p.CVMAPE))
+	}
+	fmt.Fprintf(w, "blend chosen: simulator weight %g (by weight, over every fold: %s)\n", b.SimulatorWeight(), strings.Join(grid, ", "))
+	var ratios []string
+	for _, k := range slices.Sorted(maps.Keys(b.NaiveRatio)) {
+		ratios = append(ratios, fmt.Sprintf("%s ×%.3f", k, b.NaiveRatio[k]))
+	}
+	fmt.Fprintf(w, "naive slowdown, measured / solo: %s\n", strings.Join(ratios, ", "))
+}
+
+func fmtWeights(ws []float64) string {
+	parts := make([]string, len(ws))
+	for i, v := range ws {
+		parts[i] = fmt.Sprintf("%g", v)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // printFit writes a fit's MAPE line and its per-metric table.

@@ -77,8 +77,8 @@ func weightOf(w map[string]float64, m metric) float64 {
 }
 
 // meanPrediction averages the metrics the fit reads (latency and service
-// percentiles, iteration times) over predictions of the same scenario with
-// other seeds.
+// percentiles, their solo figures, iteration times) over predictions of
+// the same scenario with other seeds.
 func meanPrediction(ps []*predictor.Prediction) *predictor.Prediction {
 	if len(ps) == 1 {
 		return ps[0]
@@ -100,6 +100,8 @@ func meanPrediction(ps []*predictor.Prediction) *predictor.Prediction {
 	}
 	out.Inference.LatencyMS = avg(func(p *predictor.Prediction) *predictor.Percentiles { return &p.Inference.LatencyMS })
 	out.Inference.ServiceMS = avg(func(p *predictor.Prediction) *predictor.Percentiles { return &p.Inference.ServiceMS })
+	out.Inference.SoloLatencyMS = avg(func(p *predictor.Prediction) *predictor.Percentiles { return &p.Inference.SoloLatencyMS })
+	out.Inference.SoloServiceMS = avg(func(p *predictor.Prediction) *predictor.Percentiles { return &p.Inference.SoloServiceMS })
 	if len(out.Services) > 0 {
 		out.Services = slices.Clone(out.Services)
 		out.Services[0] = out.Inference
