@@ -575,7 +575,17 @@ func (d *scenario) event(ctx context.Context, ev v1.Event, l *v1.Lease) error {
 			if err != nil {
 				return fmt.Errorf("demo: %s's worker: %w", ev.JobID, err)
 			}
-			if err := d.client.Register(ctx, d.id, &v1.RegisterRequest{LeaseID: l.ID, Token: l.Token, PIDs: []int{pid}}); err != nil {
+			err = d.client.Register(ctx, d.id, &v1.RegisterRequest{LeaseID: l.ID, Token: l.Token, PIDs: []int{pid}})
+			if v1.CodeOf(err) == v1.CodeNotFound {
+				// The light job's lease, never renewed, expired between the
+				// throttle and the restart (a busy machine stretches the
+				// script): its expire event follows; the worker stops.
+				d.workers.stop(ev.JobID)
+				st.PIDs = []int{old}
+				d.say(st, lines[0], "  the launcher restarts the worker, but the lease expired meanwhile (it was never renewed): the worker stops")
+				return nil
+			}
+			if err != nil {
 				return fmt.Errorf("demo: register %s: %w", ev.JobID, launch.Describe(err))
 			}
 			st.PIDs = []int{old, pid}
