@@ -62,7 +62,7 @@ func TestObservedLoadRaisesPredictions(t *testing.T) {
 			t.Errorf("/metrics lacks %s:\n%s", want, getMetrics(t, s))
 		}
 	}
-	d, err := c.Quote(ctx, admitReq("observed", 10, 50), 5*time.Second)
+	d, err := c.QuoteExpect(ctx, admitReq("observed", 10, 50), 20*time.Second, []string{"gpu-observed"})
 	if err != nil {
 		t.Fatal(err)
 	}

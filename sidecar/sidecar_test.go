@@ -534,7 +534,9 @@ func TestQuoteFromTwoSidecars(t *testing.T) {
 	a := start(t, cfgA, Options{})
 	b := start(t, cfgB, Options{})
 	lc := launcherClient(t, url, launcherSeed)
-	ds, err := lc.Quote(context.Background(), admitReq("job-q", 10, 100), 3*time.Second)
+	// Up to 30 s: the quote ends once both sidecars answered, however slow a
+	// busy machine makes them.
+	ds, err := lc.QuoteExpect(context.Background(), admitReq("job-q", 10, 100), 30*time.Second, []string{"gpu-a", "gpu-b"})
 	if err != nil {
 		t.Fatal(err)
 	}
