@@ -180,12 +180,21 @@ func TestObservedP99ThrottlesWhenThePredictorIsLow(t *testing.T) {
 	// At 100 %, its workers run (a window is measured only then).
 	_, sub := runningJob(ctx, t, c, s.ID(), "job-slow", 6001)
 	// The first window that began after the grant and holds 100 requests.
+	// On a machine busy enough to delay one scrape and hurry the next, the
+	// observed rate can pass the configured one for a tick and throttle for
+	// load first; the throttle for the observed p99 still follows.
 	var ev v1.Event
-	select {
-	case rec := <-sub.C():
-		ev = rec.Event
-	case <-ctx.Done():
-		t.Fatal("no event within 90 s")
+	for {
+		select {
+		case rec := <-sub.C():
+			ev = rec.Event
+		case <-ctx.Done():
+			t.Fatal("no event within 90 s")
+		}
+		if ev.Type != v1.EventThrottle || !strings.Contains(ev.Reason, "observed load rose") {
+			break
+		}
+		t.Logf("a throttle for load first (a scrape late, the next quick): %s", ev.Reason)
 	}
 	if ev.Type != v1.EventThrottle || ev.ActiveThreadPct >= 100 || !strings.Contains(ev.Reason, "own p99") {
 		t.Fatalf("event %+v, want a throttle for the observed p99", ev)
