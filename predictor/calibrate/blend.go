@@ -37,18 +37,7 @@ func cvGroups(recs []*Record, perRecord bool) ([][]int, string) {
 // service alone at the record's rate and arrivals, or the trainer's solo
 // iteration; NaN when the prediction has none.
 func (m metric) solo(p *predictor.Prediction) float64 {
-	switch m.quantity {
-	case "latency_ms":
-		v, _ := p.Inference.SoloLatencyMS.Get(m.key)
-		return v
-	case "service_ms":
-		v, _ := p.Inference.SoloServiceMS.Get(m.key)
-		return v
-	}
-	if m.job < len(p.Training) && p.Training[m.job].SoloIterationMS != nil {
-		return *p.Training[m.job].SoloIterationMS
-	}
-	return math.NaN()
+	return m.of(p, p.Inference.SoloLatencyMS, p.Inference.SoloServiceMS, func(t predictor.TrainingPrediction) *float64 { return t.SoloIterationMS })
 }
 
 // figure is m's key in a blend's naive ratios: its field, every training

@@ -272,16 +272,24 @@ func (r *Record) metrics(i int) []metric {
 // predicted returns the prediction's value of the metric, NaN when the
 // prediction has none (a stream trainer has no iteration time).
 func (m metric) predicted(p *predictor.Prediction) float64 {
+	return m.of(p, p.Inference.LatencyMS, p.Inference.ServiceMS, func(t predictor.TrainingPrediction) *float64 { return t.IterationMS })
+}
+
+// of is m's value among a prediction's figures: latency or service, or the
+// iteration of m's training job (iter of it); NaN when there is none.
+func (m metric) of(p *predictor.Prediction, latency, service predictor.Percentiles, iter func(predictor.TrainingPrediction) *float64) float64 {
 	switch m.quantity {
 	case "latency_ms":
-		v, _ := p.Inference.LatencyMS.Get(m.key)
+		v, _ := latency.Get(m.key)
 		return v
 	case "service_ms":
-		v, _ := p.Inference.ServiceMS.Get(m.key)
+		v, _ := service.Get(m.key)
 		return v
 	}
-	if m.job < len(p.Training) && p.Training[m.job].IterationMS != nil {
-		return *p.Training[m.job].IterationMS
+	if m.job < len(p.Training) {
+		if v := iter(p.Training[m.job]); v != nil {
+			return *v
+		}
 	}
 	return math.NaN()
 }
