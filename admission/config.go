@@ -70,14 +70,14 @@ type GuardSettings struct {
 	// is offered a higher percentage with a raise event (default 5m).
 	RaiseAfter time.Duration `mapstructure:"raise_after"`
 	// ExploreAfter is how long the margin must hold before a lease whose
-	// trainer's response the guard has learned (response.go) is raised a
+	// trainer's response the guard has learned (guard_response.go) is raised a
 	// step (default 1m, chosen by replay, docs/guard.md): the response
 	// is then measured, not predicted, and each step is judged by the
 	// windows after it.
 	ExploreAfter time.Duration `mapstructure:"explore_after"`
 	// LearnResponse lets the guard learn, from its own windows, how each
 	// service's observed p99 answers a trainer's percentage on this GPU,
-	// and decide on that (response.go; default false: on the replays of
+	// and decide on that (guard_response.go; default false: on the replays of
 	// docs/guard.md it did less work than the prior with its correction,
 	// and broke more minutes at error 2).
 	LearnResponse bool `mapstructure:"learn_response"`
@@ -118,7 +118,7 @@ type GuardSettings struct {
 	// GrantBeforeMeasured lets a new job be granted up to its max_pct
 	// before the guard has measured the servers' latency next to a
 	// training job (default false: its min_pct until then, raised once the
-	// measurement shows room; observed.go).
+	// measurement shows room; guard_observed.go).
 	GrantBeforeMeasured bool `mapstructure:"grant_before_measured"`
 }
 

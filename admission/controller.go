@@ -43,32 +43,9 @@ type Controller struct {
 	leases    map[string]*entry   // by lease id
 	byRequest map[[32]byte]string // request id's hash → lease id, live leases
 	idem      idempotency
-	rivals    rivals    // the identities that may want the GPU (identity.go)
-	guarded   []float64 // the services' rates and corrections the last Guard planned at
-	drain     *Drain    // the operator's drain in force (drain.go); nil: none
-	// corrections are the services' observed corrections, measured the
-	// last measurement of each (latency.go).
-	corrections map[string]float64
-	measured    map[string]Measurement
-	// coMeasured: the services whose latency has been measured next to a
-	// training job (latency.go).
-	coMeasured map[string]bool
-	// learned is the guard's learned response (response.go), and
-	// learnedGen moves whenever a learned ratio changes band.
-	learned    learned
-	learnedGen int
-	// movedAt is when what runs on the GPU last changed: a lease granted,
-	// gone, re-planned or with new processes. An observed window that began
-	// before it saw another lease set.
-	movedAt time.Time
-	// raiseRoom holds, per lease id, since when every raise check found
-	// room to raise it (a check that finds none, or a plan that lowers it,
-	// drops it); raiseAt is when the next check is due (raise.go).
-	raiseRoom map[string]time.Time
-	raiseAt   time.Time
-	// holds are the guard's held revokes, its revokes of the last hour
-	// and its failed raises (hold.go).
-	holds holds
+	rivals    rivals // the identities that may want the GPU (identity.go)
+	drain     *Drain // the operator's drain in force (drain.go); nil: none
+	g         guard  // the guard's state and its steps (guard.go)
 }
 
 // now is the controller's time (Deps.Clock).
@@ -130,6 +107,7 @@ func New(cfg Config, deps Deps) (*Controller, error) {
 		idem: idempotency{ttl: cfg.IdempotencyTTL, max: cfg.IdempotencyMax, byID: map[[32]byte]*idemEntry{}},
 	}
 	c.written = sync.NewCond(&c.mu)
+	c.g.c = c
 	return c, nil
 }
 

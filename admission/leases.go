@@ -324,7 +324,7 @@ func (c *Controller) forget(l *Lease) {
 	c.freedLocked()
 	c.movedLocked()
 	delete(c.leases, l.ID)
-	c.holds.forget(l.ID)
+	c.g.holds.forget(l.ID)
 	if c.byRequest[l.RequestHash] == l.ID {
 		delete(c.byRequest, l.RequestHash)
 	}

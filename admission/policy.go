@@ -262,7 +262,7 @@ func (pol *policy) predictAll(ctx context.Context, trainers []Trainer) ([]Servic
 
 // learnedRatio is the learned ratio for service beside trainers, when one
 // applies: MPS, one trainer, measured at or near its percentage
-// (response.go).
+// (guard_response.go).
 func (pol *policy) learnedRatio(service string, trainers []Trainer) (float64, bool) {
 	if pol.cfg.Mode != predictor.ModeMPS || len(trainers) != 1 || !pol.learned.has(service) {
 		return 0, false
@@ -328,7 +328,7 @@ func trainersOf(live []liveLease) []Trainer {
 // and the guard raises it once the measurement shows room.
 //
 // A job whose trainer the guard has learned the response of
-// (response.go) may go as far as that allows: one step above the highest
+// (guard_response.go) may go as far as that allows: one step above the highest
 // percentage measured.
 func (pol *policy) firstMax(req *Request) int {
 	for _, s := range pol.cfg.Services {

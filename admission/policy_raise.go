@@ -22,7 +22,7 @@ type raising struct {
 // leases that may rise, the room is shared by joint allocation
 // (jointRaise); otherwise, or when the predictor gives no throughput, the
 // leases are raised one at a time (greedyRaise). Whether a lease is
-// raised, once the room has held, is the controller's (raise.go).
+// raised, once the room has held, is the controller's (guard_raise.go).
 func (pol *policy) raisePlan(ctx context.Context, live []liveLease) (raising, error) {
 	pcts, notes, room, err := pol.jointRaise(ctx, live)
 	if err == nil || !errors.Is(err, errNotJoint) {

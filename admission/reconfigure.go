@@ -122,7 +122,7 @@ func (c *Controller) replanLive(ctx context.Context, why string) ([]Event, error
 
 // replanLiveHeld is replanLive; with hold (the guard's re-plans) a revoke
 // the plan makes waits for Guard.RevokeAfter and the revoke budget
-// (hold.go), the lease at its min_pct meanwhile.
+// (guard_hold.go), the lease at its min_pct meanwhile.
 func (c *Controller) replanLiveHeld(ctx context.Context, why string, hold bool) ([]Event, error) {
 	for attempt := 1; ; attempt++ {
 		s := c.snapshot()
@@ -130,7 +130,7 @@ func (c *Controller) replanLiveHeld(ctx context.Context, why string, hold bool) 
 		if err != nil {
 			return nil, fmt.Errorf("re-evaluate leases: %w", err)
 		}
-		overSLO := hold && c.observedOverSLO(s.pol.cfg.Services)
+		overSLO := hold && c.g.observedOverSLO(s.pol.cfg.Services)
 		c.mu.Lock()
 		now := c.now()
 		if !c.unchangedLocked(s, now) && attempt < maxAttempts {
@@ -138,7 +138,7 @@ func (c *Controller) replanLiveHeld(ctx context.Context, why string, hold bool) 
 			continue
 		}
 		if hold {
-			p = c.holds.holdRevokes(c.cfg.Guard, s.live, p, now, overSLO)
+			p = c.g.holds.holdRevokes(c.cfg.Guard, s.live, p, now, overSLO)
 		}
 		throttle := why
 		if p.note != "" {

@@ -239,12 +239,12 @@ func TestRaiseTakesCapacityWhileItIsWritten(t *testing.T) {
 	// restarted; alone it has room to rise.
 	h.c.mu.Lock()
 	h.c.leases[id].lease.Pct, h.c.leases[id].lease.RunningPct = 10, 10
-	h.c.raiseRoom = map[string]time.Time{id: time.Now().Add(-time.Hour)}
-	h.c.raiseAt = time.Time{}
+	h.c.g.raiseRoom = map[string]time.Time{id: time.Now().Add(-time.Hour)}
+	h.c.g.raiseAt = time.Time{}
 	h.c.mu.Unlock()
 	st := &stallingStore{MemStore: h.store, lease: id, started: make(chan struct{}), release: make(chan struct{})}
 	h.c.deps.Store = st
-	raised := done(func() error { _, err := h.c.raise(ctx); return err })
+	raised := done(func() error { _, err := h.c.g.raise(ctx); return err })
 	<-st.started // the raise is being written
 	// No room to be made from the lease, so the admit's commit does not
 	// wait on its write.

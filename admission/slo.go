@@ -120,9 +120,9 @@ func (c *Controller) applyPlan(ctx context.Context, planned []liveLease, p plan,
 		default:
 			continue
 		}
-		delete(c.raiseRoom, l.ID)
+		delete(c.g.raiseRoom, l.ID)
 		if ev.Type == EventThrottle {
-			c.holds.lowerAfterRaise(c.cfg.Guard, l.ID, l.Pct, now)
+			c.g.holds.lowerAfterRaise(c.cfg.Guard, l.ID, l.Pct, now)
 		}
 		if err := c.update(ctx, cmp.Or(why.op, "update services"), e, l); err != nil {
 			errs = append(errs, err)

@@ -75,10 +75,10 @@ type snapshot struct {
 // snapshotLocked copies the config and the live leases. c.mu is held.
 func (c *Controller) snapshotLocked() *snapshot {
 	now := c.now()
-	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}, readmitAt: c.holds.readmitAt(c.cfg.Guard, now), rivals: c.rivals.names(now, c.cfg.Lease.Max), drain: c.drain}, pol: c.policyLocked()}
+	s := &snapshot{gen: c.gen, freed: c.freed, view: view{now: now, live: []liveLease{}, readmitAt: c.g.holds.readmitAt(c.cfg.Guard, now), rivals: c.rivals.names(now, c.cfg.Lease.Max), drain: c.drain}, pol: c.policyLocked()}
 	for _, e := range c.liveLocked(now) {
 		cp := e.copy()
-		if below, ok := c.holds.raiseCap(e.lease.ID, now); ok && !c.learnedAllLocked(cp.key) {
+		if below, ok := c.g.holds.raiseCap(e.lease.ID, now); ok && !c.g.learnedAllLocked(cp.key) {
 			cp.raiseBelow = below
 		}
 		if e.lease.Instance != nil {
@@ -98,15 +98,15 @@ func (c *Controller) snapshot() *snapshot {
 }
 
 // policyLocked returns the policy at a copy of c's config, with each
-// service at its observed load and correction (observed.go). Reconfigure
+// service at its observed load and correction (guard_observed.go). Reconfigure
 // changes c.cfg under c.mu; the policy reads its own copy without the lock.
 // c.mu is held.
 func (c *Controller) policyLocked() *policy {
 	cfg := c.cfg
-	cfg.Services = c.observedServices(cfg.Services)
+	cfg.Services = c.g.observedServices(cfg.Services)
 	pol := newPolicy(cfg, c.deps, c.log)
-	if len(c.learned) > 0 {
-		pol.learned, pol.stale = c.learned.clone(), c.now().Add(-c.cfg.Guard.ResponseTTL)
+	if len(c.g.learned) > 0 {
+		pol.learned, pol.stale = c.g.learned.clone(), c.now().Add(-c.cfg.Guard.ResponseTTL)
 	}
 	return pol
 }
@@ -134,7 +134,7 @@ func (c *Controller) unchangedLocked(s *snapshot, now time.Time) bool {
 func (c *Controller) changedLocked() { c.gen++; c.movedLocked() }
 
 // movedLocked records that what runs on the GPU changed. c.mu is held.
-func (c *Controller) movedLocked() { c.movedAt = c.now() }
+func (c *Controller) movedLocked() { c.g.movedAt = c.now() }
 
 // freedLocked records a change that may free capacity: a lease gone,
 // throttled or revoked, or a config change. c.mu is held.

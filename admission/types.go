@@ -261,7 +261,7 @@ type ServicePrediction struct {
 	Correction float64
 	// Learned, when above 0, is the ratio the guard learned of this
 	// server's observed p99 to the prediction, for the trainer at its
-	// percentage on this GPU (response.go): the decision held the point
+	// percentage on this GPU (guard_response.go): the decision held the point
 	// prediction × Learned to the limit instead.
 	Learned float64
 }

@@ -28,7 +28,7 @@ const (
 	Forecast Policy = "forecast"
 	// Learned is the forecast guard with admission.guard.learn_response
 	// on: it decides on the server's response it has measured for the
-	// job, raising a step at a time (admission's response.go).
+	// job, raising a step at a time (admission's guard_response.go).
 	Learned Policy = "learned"
 	// BestStatic is no policy colocd has: the training job at the
 	// largest percentage that keeps every judged minute within the SLO,

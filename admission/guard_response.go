@@ -226,7 +226,7 @@ func (l learned) points() []ResponsePoint {
 func (c *Controller) Response() []ResponsePoint {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.learned.points()
+	return c.g.learned.points()
 }
 
 // MaxResponsePoints bounds the points RestoreResponse takes.
@@ -276,18 +276,18 @@ func (c *Controller) RestoreResponse(points []ResponsePoint) (int, error) {
 	for _, s := range c.cfg.Services {
 		known[s.Name] = true
 	}
-	if c.learned == nil {
-		c.learned = learned{}
+	if c.g.learned == nil {
+		c.g.learned = learned{}
 	}
 	n := 0
 	for i, p := range points {
 		if !known[p.Service] {
 			continue
 		}
-		m := c.learned[p.Service]
+		m := c.g.learned[p.Service]
 		if m == nil {
 			m = map[learnKey]*ResponsePoint{}
-			c.learned[p.Service] = m
+			c.g.learned[p.Service] = m
 		}
 		if _, ok := m[keys[i]]; ok {
 			continue
@@ -299,7 +299,7 @@ func (c *Controller) RestoreResponse(points []ResponsePoint) (int, error) {
 		n++
 	}
 	if n > 0 {
-		c.learnedGen++
+		c.g.learnedGen++
 	}
 	return n, nil
 }

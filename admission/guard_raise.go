@@ -23,14 +23,15 @@ const raiseCheck = 5 * time.Second
 // launcher may restart its workers at the new percentage and register them,
 // or ignore it; predictions use the new percentage from now on either way,
 // which only errs on the safe side. MPS mode only.
-func (c *Controller) raise(ctx context.Context) ([]Event, error) {
+func (g *guard) raise(ctx context.Context) ([]Event, error) {
+	c := g.c
 	c.mu.Lock()
 	now := c.now()
-	if c.cfg.Mode != predictor.ModeMPS || now.Before(c.raiseAt) {
+	if c.cfg.Mode != predictor.ModeMPS || now.Before(g.raiseAt) {
 		c.mu.Unlock()
 		return nil, nil
 	}
-	c.raiseAt = now.Add(raiseCheck)
+	g.raiseAt = now.Add(raiseCheck)
 	s := c.snapshotLocked()
 	c.mu.Unlock()
 	r, err := s.pol.raisePlan(ctx, s.live)
@@ -47,23 +48,23 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 		if r.pcts[i] <= e.lease.Pct {
 			continue
 		}
-		since, ok := c.raiseRoom[id]
+		since, ok := g.raiseRoom[id]
 		if !ok {
 			since = now
 		}
 		room[id] = since
-		if now.Sub(since) < c.raiseHoldLocked(e.key) {
+		if now.Sub(since) < g.raiseHoldLocked(e.key) {
 			ripe[i] = e.lease.Pct // not yet: the room must hold
 			continue
 		}
 		ripeAny = true
 	}
-	c.raiseRoom = room // leases with no room now, or gone, start again
+	g.raiseRoom = room // leases with no room now, or gone, start again
 	if !ripeAny || !c.unchangedLocked(s, c.now()) {
 		c.mu.Unlock()
 		return nil, nil
 	}
-	events, serr := c.applyRaise(ctx, s.live, ripe, r.notes, now)
+	events, serr := g.applyRaise(ctx, s.live, ripe, r.notes, now)
 	c.mu.Unlock()
 	c.signal()
 	perr := c.publish(ctx, events)
@@ -72,7 +73,8 @@ func (c *Controller) raise(ctx context.Context) ([]Event, error) {
 
 // applyRaise stores the raised leases and returns their raise events.
 // c.mu is held, and released while a lease's record is written.
-func (c *Controller) applyRaise(ctx context.Context, planned []liveLease, pcts []int, notes []string, now time.Time) ([]Event, error) {
+func (g *guard) applyRaise(ctx context.Context, planned []liveLease, pcts []int, notes []string, now time.Time) ([]Event, error) {
+	c := g.c
 	var events []Event
 	var errs []error
 	for i := range planned {
@@ -81,15 +83,15 @@ func (c *Controller) applyRaise(ctx context.Context, planned []liveLease, pcts [
 			c.waitWrittenLocked(e)
 			e, ok = c.leases[planned[i].lease.ID]
 		}
-		held := now.Sub(c.raiseRoom[planned[i].lease.ID]).Round(time.Second)
+		held := now.Sub(g.raiseRoom[planned[i].lease.ID]).Round(time.Second)
 		now := c.now()
 		if !ok || !e.liveAt(now) || e.lease.Revoked || pcts[i] <= e.lease.Pct {
 			continue
 		}
-		delete(c.raiseRoom, e.lease.ID)
+		delete(g.raiseRoom, e.lease.ID)
 		l := e.lease.clone()
 		old := l.Pct
-		c.holds.raised(l.ID, pcts[i], now)
+		g.holds.raised(l.ID, pcts[i], now)
 		l.Pct = pcts[i]
 		// A raise takes capacity, as a grant does: decisions see the raised
 		// percentage while its record is written (a snapshot taken before
@@ -114,10 +116,11 @@ func (c *Controller) applyRaise(ctx context.Context, planned []liveLease, pcts [
 
 // raiseHoldLocked is how long the room must hold before a lease of
 // trainer is raised: Guard.ExploreAfter when the guard has learned that
-// trainer's response beside every service (response.go), Guard.RaiseAfter
+// trainer's response beside every service (guard_response.go), Guard.RaiseAfter
 // otherwise. c.mu is held.
-func (c *Controller) raiseHoldLocked(trainer predictor.ProfileKey) time.Duration {
-	if !c.learnedAllLocked(trainer) {
+func (g *guard) raiseHoldLocked(trainer predictor.ProfileKey) time.Duration {
+	c := g.c
+	if !g.learnedAllLocked(trainer) {
 		return c.cfg.Guard.RaiseAfter
 	}
 	return min(c.cfg.Guard.ExploreAfter, c.cfg.Guard.RaiseAfter)
@@ -125,12 +128,13 @@ func (c *Controller) raiseHoldLocked(trainer predictor.ProfileKey) time.Duration
 
 // learnedAllLocked reports whether the guard has learned trainer's
 // response beside every service, under MPS. c.mu is held.
-func (c *Controller) learnedAllLocked(trainer predictor.ProfileKey) bool {
+func (g *guard) learnedAllLocked(trainer predictor.ProfileKey) bool {
+	c := g.c
 	if c.cfg.Mode != predictor.ModeMPS || len(c.cfg.Services) == 0 {
 		return false
 	}
 	for _, svc := range c.cfg.Services {
-		if !c.learned.hasTrainer(svc.Name, trainer) {
+		if !g.learned.hasTrainer(svc.Name, trainer) {
 			return false
 		}
 	}
@@ -146,7 +150,7 @@ type raised struct {
 
 // raiseCap bounds the raises a lease is offered after a raise failed (a
 // lease whose trainer's response is learned has none: what the failed
-// raise measured bounds it, response.go): below
+// raise measured bounds it, guard_response.go): below
 // below, until until; failed holds the times of its failed raises in the
 // last hour.
 type raiseCap struct {

@@ -19,13 +19,14 @@ func rateBand(r float64) float64 {
 
 // observedServices returns services with each one's rate raised to its
 // observed band when the server reports more load than configured, and its
-// observed correction (latency.go). A lower observed rate is not used: a
+// observed correction (guard_latency.go). A lower observed rate is not used: a
 // lease granted on it would need the guard to throttle it when load
 // returns. c.mu is held.
-func (c *Controller) observedServices(services []ServiceSpec) []ServiceSpec {
+func (g *guard) observedServices(services []ServiceSpec) []ServiceSpec {
+	c := g.c
 	out := services
 	for i, s := range services {
-		if corr := c.corrections[s.Name]; corr > 1 {
+		if corr := g.corrections[s.Name]; corr > 1 {
 			if &out[0] == &services[0] {
 				out = slices.Clone(services)
 			}
@@ -37,7 +38,7 @@ func (c *Controller) observedServices(services []ServiceSpec) []ServiceSpec {
 	}
 	lo, latency := c.deps.Observer.(LatencyObserver)
 	for i, s := range services {
-		if latency && !c.cfg.Guard.GrantBeforeMeasured && !c.coMeasured[s.Name] && lo.Watches(s.Name) {
+		if latency && !c.cfg.Guard.GrantBeforeMeasured && !g.coMeasured[s.Name] && lo.Watches(s.Name) {
 			if &out[0] == &services[0] {
 				out = slices.Clone(services)
 			}

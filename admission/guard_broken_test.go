@@ -54,7 +54,7 @@ func TestGuardRevokesAtOnceWhenTheSLOIsBrokenAtMinPct(t *testing.T) {
 		req.MinPct = tc.min
 		d := mustDecide(t, h, req, Grant)
 		h.c.mu.Lock()
-		h.c.holds.revokes = []time.Time{srv.Now()} // the budget is spent: it must not hold this back
+		h.c.g.holds.revokes = []time.Time{srv.Now()} // the budget is spent: it must not hold this back
 		h.c.mu.Unlock()
 		if err := h.c.Register(ctx, d.Lease.ID, tokenOf(d), []int{4242}); err != nil {
 			t.Fatal(err)
@@ -65,7 +65,7 @@ func TestGuardRevokesAtOnceWhenTheSLOIsBrokenAtMinPct(t *testing.T) {
 		// The first window began before the register: it saw the lease set
 		// change, and judges nothing.
 		srv.Advance(10 * time.Second)
-		if ev, _ := h.c.revokeBroken(ctx); len(ev) != 0 {
+		if ev, _ := h.c.g.revokeBroken(ctx); len(ev) != 0 {
 			t.Fatalf("%s: a window that began before the lease ran: events %+v, want none", tc.name, ev)
 		}
 		srv.Advance(25 * time.Second) // two 15 s scrape windows after the register

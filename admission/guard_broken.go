@@ -16,16 +16,10 @@ import (
 // back revokes for a predicted shortage only. One lease at a time: the
 // next is judged on a window that began after this one stopped. A lease
 // above its min_pct is the re-plan's to throttle first.
-func (c *Controller) revokeBroken(ctx context.Context) ([]Event, error) {
-	lo, ok := c.deps.Observer.(LatencyObserver)
-	if !ok {
-		return nil, nil
-	}
-	c.mu.Lock()
-	s := c.snapshotLocked()
-	moved := c.movedAt
-	c.mu.Unlock()
-	if len(s.live) == 0 {
+func (g *guard) revokeBroken(ctx context.Context) ([]Event, error) {
+	c := g.c
+	lo, s, moved, ok := g.observedSnapshot()
+	if !ok || len(s.live) == 0 {
 		return nil, nil
 	}
 	for _, e := range s.live {
@@ -62,7 +56,7 @@ func (c *Controller) revokeBroken(ctx context.Context) ([]Event, error) {
 		c.mu.Unlock()
 		return nil, nil // the next check judges what runs now
 	}
-	c.holds.revoked(now)
+	g.holds.revoked(now)
 	events, serr := c.applyPlan(ctx, s.live, p, now, planWhy{
 		op: "revoke for a broken SLO", revoke: broken + ": the job of lowest priority, newest first, must stop",
 		deadline: now.Add(c.cfg.Guard.Deadline)})

@@ -24,7 +24,7 @@ type holds struct {
 	// revokes in the last hour.
 	noRoom  map[string]time.Time
 	revokes []time.Time
-	// raisedTo holds, per lease id, its last raise (raise.go); raiseCaps
+	// raisedTo holds, per lease id, its last raise (guard_raise.go); raiseCaps
 	// the raises that failed: a lease the guard lowered soon after a raise
 	// is not offered that percentage again for a while.
 	raisedTo  map[string]raised
@@ -108,7 +108,8 @@ func (h *holds) revokeDue(g GuardSettings, now time.Time, live func(id string) b
 
 // observedOverSLO reports whether a service's last observed p99 is over
 // its SLO. It takes no lock.
-func (c *Controller) observedOverSLO(services []ServiceSpec) bool {
+func (g *guard) observedOverSLO(services []ServiceSpec) bool {
+	c := g.c
 	lo, ok := c.deps.Observer.(LatencyObserver)
 	if !ok {
 		return false

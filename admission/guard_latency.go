@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"time"
 
 	"github.com/colocd/colocd/predictor"
 )
@@ -24,16 +25,12 @@ const maxCorrection = 100
 // rounded up to its 5 % band, so that noise within a band changes nothing.
 // It reports whether a correction changed; a change takes effect as a
 // config change does (a decision on the old one does not commit).
-func (c *Controller) measure(ctx context.Context) (bool, error) {
-	lo, ok := c.deps.Observer.(LatencyObserver)
+func (g *guard) measure(ctx context.Context) (bool, error) {
+	c := g.c
+	lo, s, moved, ok := g.observedSnapshot()
 	if !ok {
 		return false, nil
 	}
-	c.mu.Lock()
-	s := c.snapshotLocked()
-	moved := c.movedAt
-	c.pruneLocked()
-	c.mu.Unlock()
 	// Only a lease set whose processes run as colocd knows them can be
 	// measured: none awaiting a restart, each at the percentage its
 	// workers were started at. A lease that never registered a process is
@@ -70,43 +67,43 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 			corr = min(maxCorrection, rateBand(r))
 		}
 		c.mu.Lock()
-		if c.measured == nil {
-			c.measured = map[string]Measurement{}
+		if g.measured == nil {
+			g.measured = map[string]Measurement{}
 		}
 		if len(trainers) > 0 {
-			if c.coMeasured == nil {
-				c.coMeasured = map[string]bool{}
+			if g.coMeasured == nil {
+				g.coMeasured = map[string]bool{}
 			}
-			c.coMeasured[svc.Name] = true
+			g.coMeasured[svc.Name] = true
 		}
-		if c.cfg.Guard.LearnResponse && s.pol.cfg.Mode == predictor.ModeMPS && len(trainers) == 1 && len(s.live) == 1 && lat.P99MS > 0 && c.movedAt.Equal(moved) {
-			if c.learned == nil {
-				c.learned = learned{}
+		if c.cfg.Guard.LearnResponse && s.pol.cfg.Mode == predictor.ModeMPS && len(trainers) == 1 && len(s.live) == 1 && lat.P99MS > 0 && g.movedAt.Equal(moved) {
+			if g.learned == nil {
+				g.learned = learned{}
 			}
-			if c.learned.observe(svc.Name, trainers[0], trainers[0].Pct, p99/lat.P99MS, win, c.cfg.Guard.ResponseQuantile) {
-				c.learnedGen++
+			if g.learned.observe(svc.Name, trainers[0], trainers[0].Pct, p99/lat.P99MS, win, c.cfg.Guard.ResponseQuantile) {
+				g.learnedGen++
 				changed = true
 				c.log.Info("learned the server's response", "service", svc.Name, "pct", trainers[0].Pct, "ratio", p99/lat.P99MS)
 			}
 		}
-		if m := c.measured[svc.Name]; !m.Window.Since.Equal(since) {
-			c.measured[svc.Name] = Measurement{Window: win, PredictedP99MS: lat.P99MS, RateRPS: svc.RateRPS, Mode: s.pol.cfg.Mode, Trainers: trainers, serviceKey: svc.profileKey(), burst: svc.BurstSteps}
+		if m := g.measured[svc.Name]; !m.Window.Since.Equal(since) {
+			g.measured[svc.Name] = Measurement{Window: win, PredictedP99MS: lat.P99MS, RateRPS: svc.RateRPS, Mode: s.pol.cfg.Mode, Trainers: trainers, serviceKey: svc.profileKey(), burst: svc.BurstSteps}
 		}
-		if c.movedAt.Equal(moved) && c.corrections[svc.Name] != corr && (corr > 1 || c.corrections[svc.Name] > 1) {
-			if corr < c.corrections[svc.Name] && len(trainers) == 0 {
+		if g.movedAt.Equal(moved) && g.corrections[svc.Name] != corr && (corr > 1 || g.corrections[svc.Name] > 1) {
+			if corr < g.corrections[svc.Name] && len(trainers) == 0 {
 				// The service alone was faster than the correction says:
 				// that shows the model right for the service itself, not
 				// for co-location, which is measured again before a new
-				// job is granted more than its min_pct (observed.go).
-				delete(c.coMeasured, svc.Name)
+				// job is granted more than its min_pct (guard_observed.go).
+				delete(g.coMeasured, svc.Name)
 			}
-			if c.corrections == nil {
-				c.corrections = map[string]float64{}
+			if g.corrections == nil {
+				g.corrections = map[string]float64{}
 			}
 			if corr > 1 {
-				c.corrections[svc.Name] = corr
+				g.corrections[svc.Name] = corr
 			} else {
-				delete(c.corrections, svc.Name)
+				delete(g.corrections, svc.Name)
 			}
 			c.freedLocked() // a lower one frees capacity; either way decisions re-check
 			changed = true
@@ -115,6 +112,22 @@ func (c *Controller) measure(ctx context.Context) (bool, error) {
 		c.mu.Unlock()
 	}
 	return changed, nil
+}
+
+// observedSnapshot returns the latency observer, a snapshot of the leases
+// and when what runs on the GPU last changed (movedAt), once what was
+// measured of services no longer configured is forgotten; ok is false
+// when the observer reports no latency.
+func (g *guard) observedSnapshot() (lo LatencyObserver, s *snapshot, moved time.Time, ok bool) {
+	c := g.c
+	lo, ok = c.deps.Observer.(LatencyObserver)
+	if !ok {
+		return nil, nil, time.Time{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g.pruneLocked()
+	return lo, c.snapshotLocked(), g.movedAt, true
 }
 
 // Measurement is one comparison of a server's observed p99 with the
@@ -139,13 +152,14 @@ type Measurement struct {
 func (c *Controller) Measurements() map[string]Measurement {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps.Clone(c.measured)
+	return maps.Clone(c.g.measured)
 }
 
 // pruneLocked forgets the corrections and measurements of services no
 // longer configured, or whose profile or engine burst changed. c.mu is
 // held.
-func (c *Controller) pruneLocked() {
+func (g *guard) pruneLocked() {
+	c := g.c
 	type measuredAs struct {
 		key   predictor.ProfileKey
 		burst float64
@@ -154,18 +168,18 @@ func (c *Controller) pruneLocked() {
 	for _, svc := range c.cfg.Services {
 		keys[svc.Name] = measuredAs{svc.profileKey(), svc.BurstSteps}
 	}
-	for name := range c.corrections {
+	for name := range g.corrections {
 		if _, ok := keys[name]; !ok {
-			delete(c.corrections, name)
+			delete(g.corrections, name)
 			c.freedLocked()
 		}
 	}
-	for name, m := range c.measured {
+	for name, m := range g.measured {
 		if _, ok := keys[name]; !ok || (measuredAs{m.serviceKey, m.burst}) != keys[name] {
-			delete(c.measured, name)
-			delete(c.coMeasured, name)
-			if c.corrections[name] > 0 && ok {
-				delete(c.corrections, name)
+			delete(g.measured, name)
+			delete(g.coMeasured, name)
+			if g.corrections[name] > 0 && ok {
+				delete(g.corrections, name)
 				c.freedLocked()
 			}
 		}
@@ -177,5 +191,5 @@ func (c *Controller) pruneLocked() {
 func (c *Controller) Corrections() map[string]float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps.Clone(c.corrections)
+	return maps.Clone(c.g.corrections)
 }
