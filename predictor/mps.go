@@ -511,36 +511,20 @@ func (s *mpsSim) runPair(a, b int, now, next float64) float64 {
 			// in runAlone, step for step; the common case, a gap shorter
 			// than the kernel it overlaps, stays here (most kernels are
 			// followed by a gap, so this halves the trips through the main
-			// loop). Anything else goes back to the main loop. At rate 1,
-			// the common case, x/1 and x·1 are x exactly: the division is
-			// skipped, not approximated.
+			// loop). Anything else goes back to the main loop.
 		wake:
 			if inA, inB := !(*readyA <= now), !(*readyB <= now); inB && !inA {
 				if wake := *readyB; wake < next {
-					if rate := opsA[idxA].alone; rate == 1 {
-						if now+remA > wake {
-							remA -= wake - now
-							events++
-							now = wake
-						}
-					} else if now+remA/rate > wake {
-						remA -= (wake - now) * rate
+					if rem, ok := aloneUntil(remA, opsA[idxA].alone, now, wake); ok {
+						remA, now = rem, wake
 						events++
-						now = wake
 					}
 				}
 			} else if inA && !inB {
 				if wake := *readyA; wake < next {
-					if rate := opsB[idxB].alone; rate == 1 {
-						if now+remB > wake {
-							remB -= wake - now
-							events++
-							now = wake
-						}
-					} else if now+remB/rate > wake {
-						remB -= (wake - now) * rate
+					if rem, ok := aloneUntil(remB, opsB[idxB].alone, now, wake); ok {
+						remB, now = rem, wake
 						events++
-						now = wake
 					}
 				}
 			}
@@ -599,6 +583,19 @@ func (s *mpsSim) scaleNextToCap(a, b int) []overScale {
 	}
 	s.capScale[k], s.capScaleOK[k] = t, true
 	return t
+}
+
+// aloneUntil is runPair's step of one kernel running alone at rate, with
+// rem of its work left at now, until wake, when the other context's gap
+// ends: the work it has left then, and true, when it is still running at
+// wake; false when it ends first. At rate 1, the common case, x/1 and x·1
+// are x exactly: the division is skipped, not approximated. It is small
+// enough for the compiler to inline into runPair's loop.
+func aloneUntil(rem, rate, now, wake float64) (float64, bool) {
+	if rate == 1 {
+		return rem - (wake - now), now+rem > wake
+	}
+	return rem - (wake-now)*rate, now+rem/rate > wake
 }
 
 // pairGaps lets runPair take the other context's gaps itself: it advances

@@ -2,10 +2,7 @@ package predictor
 
 import (
 	"fmt"
-	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
@@ -332,21 +329,4 @@ func (p *Profile) FitUnit(unitMS float64) (float64, error) {
 
 func unitError(want string, unitMS float64) error {
 	return &field.Error{Path: "unit_ms", Want: want, Got: fmt.Sprint(unitMS)}
-}
-
-// ImportFile opens the file at path and makes a profile of it with read,
-// which gets the file and its base name (an importer's source.trace).
-// Errors say "import <what> <path>: …" ("import <what>: …" when the file
-// cannot be opened).
-func ImportFile(path, what string, read func(r io.Reader, base string) (*Profile, error)) (*Profile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("import %s: %w", what, err)
-	}
-	defer f.Close()
-	p, err := read(f, filepath.Base(path))
-	if err != nil {
-		return nil, fmt.Errorf("import %s %s: %w", what, path, err)
-	}
-	return p, nil
 }

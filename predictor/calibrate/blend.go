@@ -33,6 +33,17 @@ func cvGroups(recs []*Record, perRecord bool) ([][]int, string) {
 	return g, cvRecord
 }
 
+// cvBlend is chooseBlend on the folds of the fit's cross-validation
+// (cvGroups with perRecord), when opts ask for the cross-validation and a
+// blend and the fit was cross-validated (rep.CVMAPE); else nil.
+func cvBlend(opts FitOptions, recs []*Record, metrics [][]metric, preds []*predictor.Prediction, rep *predictor.FitReport, perRecord bool) *predictor.Blend {
+	if !opts.CrossValidate || opts.NoBlend || rep.CVMAPE == nil {
+		return nil
+	}
+	folds, how := cvGroups(recs, perRecord)
+	return chooseBlend(metrics, preds, rep, folds, how)
+}
+
 // solo returns the solo value that the naive slowdown scales for m: the
 // service alone at the record's rate and arrivals, or the trainer's solo
 // iteration; NaN when the prediction has none.

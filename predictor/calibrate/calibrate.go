@@ -356,11 +356,7 @@ func FitTimeslice(ctx context.Context, m *Measurements, opts FitOptions) (*predi
 			rep.CVMAPE, rep.CV = &cv, how
 		}
 	}
-	var blend *predictor.Blend
-	if opts.CrossValidate && !opts.NoBlend && rep.CVMAPE != nil {
-		folds, how := cvGroups(recs, true)
-		blend = chooseBlend(obj.metrics, preds, rep, folds, how)
-	}
+	blend := cvBlend(opts, recs, obj.metrics, preds, rep, true)
 	rep.Evaluations = obj.evals
 	return &predictor.Calibration{
 		Format:    predictor.CalibrationFormat,

@@ -200,11 +200,7 @@ func FitMPS(ctx context.Context, m *Measurements, opts FitOptions) (*predictor.M
 			rep.CVMAPE, rep.CV = &cv, cvWorkload
 		}
 	}
-	var blend *predictor.Blend
-	if opts.CrossValidate && !opts.NoBlend && rep.CVMAPE != nil {
-		folds, how := cvGroups(recs, false)
-		blend = chooseBlend(obj.metrics, preds, rep, folds, how)
-	}
+	blend := cvBlend(opts, recs, obj.metrics, preds, rep, false)
 	rep.Evaluations = obj.evals
 	coef := map[string]float64{}
 	for i, v := range best.Vector() {

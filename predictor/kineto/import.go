@@ -65,9 +65,7 @@ func ImportFile(path string, opts Options) (*predictor.Profile, error) {
 	if opts.Name == "" {
 		opts.Name = traceStem(filepath.Base(path))
 	}
-	return predictor.ImportFile(path, "kineto trace", func(r io.Reader, base string) (*predictor.Profile, error) {
-		return importKineto(r, opts, base)
-	})
+	return importer(opts).ImportFile(path)
 }
 
 // Import turns a PyTorch profiler (Kineto) Chrome trace into a profile;
@@ -89,22 +87,20 @@ func ImportFile(path string, opts Options) (*predictor.Profile, error) {
 // A trace that is not usable wraps ErrInvalidTrace; a step or annotation that
 // is not there wraps ErrUnitNotFound.
 func Import(r io.Reader, opts Options) (*predictor.Profile, error) {
-	p, err := importKineto(r, opts, "")
-	if err != nil {
-		return nil, fmt.Errorf("import kineto trace: %w", err)
-	}
-	return p, nil
+	return importer(opts).Import(r)
 }
 
-func importKineto(r io.Reader, opts Options, traceName string) (*predictor.Profile, error) {
-	if err := checkKinetoOptions(opts); err != nil {
-		return nil, err
+// importer checks opts, decodes the trace and builds the profile of the
+// unit opts selects.
+func importer(opts Options) predictor.Importer[*kinetoTrace] {
+	return predictor.Importer[*kinetoTrace]{
+		What:  "kineto trace",
+		Check: func() error { return checkKinetoOptions(opts) },
+		Parse: readKineto,
+		Build: func(tr *kinetoTrace, traceName string) (*predictor.Profile, error) {
+			return tr.profile(opts, traceName)
+		},
 	}
-	tr, err := readKineto(r)
-	if err != nil {
-		return nil, err
-	}
-	return tr.profile(opts, traceName)
 }
 
 // profile builds the profile of the unit opts selects.

@@ -66,13 +66,14 @@ func importFixture(t testing.TB, file string, opts Options) (*predictor.Profile,
 		fixtureTraces.m[file] = tr
 	}
 	fixtureTraces.Unlock()
-	if err := checkKinetoOptions(opts); err != nil {
-		return nil, err
-	}
 	if opts.Name == "" {
 		opts.Name = traceStem(file)
 	}
-	return tr.profile(opts, file)
+	imp := importer(opts)
+	if err := imp.Check(); err != nil {
+		return nil, err
+	}
+	return imp.Build(tr, file)
 }
 
 func TestImportKinetoFileMatchesFixture(t *testing.T) {

@@ -43,29 +43,22 @@ func ImportFile(path string, opts Options) (*predictor.Profile, error) {
 	if opts.Name == "" {
 		opts.Name = strings.TrimSuffix(filepath.Base(path), ".csv")
 	}
-	return predictor.ImportFile(path, "nsight compute export", func(r io.Reader, base string) (*predictor.Profile, error) {
-		return importNCU(r, opts, base)
-	})
+	return importer(opts).ImportFile(path)
 }
 
 // Import is ImportFile on a reader.
 func Import(r io.Reader, opts Options) (*predictor.Profile, error) {
-	p, err := importNCU(r, opts, "")
-	if err != nil {
-		return nil, fmt.Errorf("import nsight compute export: %w", err)
-	}
-	return p, nil
+	return importer(opts).Import(r)
 }
 
-func importNCU(r io.Reader, opts Options, name string) (*predictor.Profile, error) {
-	if err := opts.check(); err != nil {
-		return nil, err
+// importer checks opts, parses the export and makes its profile.
+func importer(opts Options) predictor.Importer[[]Kernel] {
+	return predictor.Importer[[]Kernel]{
+		What:  "nsight compute export",
+		Check: opts.check,
+		Parse: Parse,
+		Build: func(ks []Kernel, name string) (*predictor.Profile, error) { return Profile(ks, opts, name) },
 	}
-	ks, err := Parse(r)
-	if err != nil {
-		return nil, err
-	}
-	return Profile(ks, opts, name)
 }
 
 func (o Options) check() error {

@@ -257,6 +257,14 @@ our_servers() { # the MPS servers of this run's pipe directory still running (a 
 
 mps_clients() { ctl ps 2>/dev/null | awk 'NR > 1 {print $1}' | paste -sd, - || true; }
 
+measure_rate() { # STATUS: after SETTLE, the worker's units per second over MEASURE_S, or null
+    sleep "$SETTLE"
+    U rate "$1" "$MEASURE_S" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["rate"])' || echo null
+}
+ratio_to_100() { # RATE: RATE over RATE100 to 3 places, or None when either is unknown
+    "$PY" -c "print(round($1 / $RATE100, 3) if '$1' not in ('null','None') and '$RATE100' not in ('null','None') else None)"
+}
+
 # ---------------------------------------------------------------- device
 log "e2e: backend $BACKEND, colocd $COLOCD, work $WORK, hard timeout $HARD_S s"
 "$COLOCD" --version
@@ -376,8 +384,7 @@ B_PID=$!
 track "$B_PID"
 RATE100=null
 if U json-wait "$WORK/train-100.json" --timeout "$W_TIMEOUT" --cond 'd["state"] == "running" and d["units"] >= 3'; then
-    sleep "$SETTLE"
-    RATE100=$(U rate "$WORK/train-100.json" "$MEASURE_S" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["rate"])' || echo null)
+    RATE100=$(measure_rate "$WORK/train-100.json")
 fi
 kill -TERM "$B_PID" 2>/dev/null || true
 wait_gone "$B_PID" 30 || true
@@ -417,13 +424,12 @@ if U json-wait "$WORK/train-a.json" --timeout "$W_TIMEOUT" --cond 'd["state"] ==
     GRANT_PCT=$(js "$WORK/logs/train-a.err" '[e for e in ev if e["event"] == "admitted"][0]["pct"]')
     A1=$(js "$WORK/train-a.json" 'd["pid"]')
     registered train-a
-    sleep "$SETTLE"
-    R=$(U rate "$WORK/train-a.json" "$MEASURE_S" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["rate"])' || echo null)
+    R=$(measure_rate "$WORK/train-a.json")
     ENV_PCT=$(js "$WORK/train-a.json" 'd["pct"]')
     U status-wait --timeout 10 --cond 'len(s["leases"]) == 1' --save "$RES/status-grant.json" || true
     S_PCT=$(js "$RES/status-grant.json" 'd["leases"][0]["active_thread_pct"]')
     clients=$(mps_clients)
-    ratio=$("$PY" -c "print(round($R / $RATE100, 3) if '$R' not in ('null','None') and '$RATE100' not in ('null','None') else None)")
+    ratio=$(ratio_to_100 "$R")
     figs=(granted_pct="$GRANT_PCT" client_env_pct="\"$ENV_PCT\"" status_pct="$S_PCT" pid="$A1" iters_per_s="$R"
         iters_per_s_at_100="$RATE100" ratio="$ratio" mps_client="$([[ ",$clients," == *",$A1,"* ]] && echo true || echo false)"
         registered_by="\"$REG_BY\"" register_failed="$REG_FAILED"
@@ -465,13 +471,12 @@ if U events-wait "$WORK/logs/train-a.err" --timeout $((DEADLINE + 30)) --cond 'a
     T_PCT=$(js "$WORK/logs/train-a.err" '[e for e in ev if e["event"] == "throttled"][0]["pct"]')
     A2=$(js "$WORK/train-a.json" 'd["pid"]')
     registered train-a
-    sleep "$SETTLE"
-    R=$(U rate "$WORK/train-a.json" "$MEASURE_S" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["rate"])' || echo null)
+    R=$(measure_rate "$WORK/train-a.json")
     ENV_PCT=$(js "$WORK/train-a.json" 'd["pct"]')
     figs=(slo_p99_ms="$SLO_THROTTLE" reloaded="$reload" from_pct="$GRANT_PCT" throttled_pct="$T_PCT" client_env_pct="\"$ENV_PCT\""
         restarts="$(js "$WORK/train-a.json" 'd["restarts"]')" old_pid="$A1" new_pid="$A2" old_pid_gone="$(alive "$A1" && echo false || echo true)"
         restart_s="$(js "$WORK/logs/train-a.err" '[e for e in ev if e["event"] == "restarted"][0].get("seconds")')"
-        iters_per_s="$R" ratio="$("$PY" -c "print(round($R / $RATE100, 3) if '$R' not in ('null','None') and '$RATE100' not in ('null','None') else None)")"
+        iters_per_s="$R" ratio="$(ratio_to_100 "$R")"
         registered_by="\"$REG_BY\"" seconds="$(since "$t0")")
     if [ "$reload" = true ] && [ "$REG_BY" = run ] && [ "$ENV_PCT" = "$T_PCT" ] && [ "$T_PCT" -lt "$GRANT_PCT" ] && ! alive "$A1"; then
         rec throttle_reload pass --reason "the reloaded SLO throttled $GRANT_PCT→$T_PCT %; colocd run restarted the trainer at $T_PCT %" "${figs[@]}"

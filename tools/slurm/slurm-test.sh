@@ -69,7 +69,8 @@ wait_for() {
 		sleep 0.5
 	done
 }
-since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$EPOCHREALTIME"; }
+# since T0 [T1]: the seconds from T0 to T1 (default: now), both $EPOCHREALTIME values.
+since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "${2:-$EPOCHREALTIME}"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # --- the recipe, as the page has it: the first sh block under "## Slurm"
@@ -216,9 +217,42 @@ trainer_started() {
 	sleep 2
 }
 
+# out_first SCRIPT is the first line that sed -n SCRIPT prints of the job's output.
+out_first() {
+	out_of $c "$id" | sed -n "$1" | head -1
+}
+
 # first_checkpoint is the step of the trainer's first SIGTERM checkpoint.
 first_checkpoint() {
-	out_of $c "$id" | sed -n 's/^train: sigterm checkpoint step=\([0-9]*\) .*/\1/p' | head -1
+	out_first 's/^train: sigterm checkpoint step=\([0-9]*\) .*/\1/p'
+}
+
+# job_ended SECS waits up to SECS for the job to end (the time it did in the
+# case's ended_at) and for its lease to be released, reads its end into the
+# case's state, exit and restarts, and the count of colocd run's
+# lease-released lines into its released, and starts its ERRS.
+job_ended() {
+	wait_for "$1" "job $id to end" job_state_is "$id" "$ENDED"
+	ended_at=$EPOCHREALTIME
+	wait_for 15 "job $id's lease released" no_live_leases "resnet-$id"
+	state=$(jobfield "$id" JobState)
+	exit=$(jobfield "$id" ExitCode)
+	restarts=$(jobfield "$id" Restarts)
+	released=$(count_in $c "$id" 'colocd run: lease .* released')
+	ERRS=()
+}
+
+# check_completed, check_reached STEPS and check_released are the checks
+# that the job ended COMPLETED with exit 0:0, that its trainer reached STEPS,
+# and that colocd run said it released a lease.
+check_completed() {
+	check $c '[ "$state" = COMPLETED ] && [ "$exit" = 0:0 ]' "state $state exit $exit, want COMPLETED 0:0"
+}
+check_reached() {
+	check $c "out_has \$c \"\$id\" \"train: done step=$1\"" "the trainer did not reach step $1"
+}
+check_released() {
+	check $c '[ "$released" -ge 1 ]' "no 'colocd run: lease .* released' line"
 }
 
 # verdict says the case passed with its figures, or failed with them and
@@ -230,20 +264,15 @@ verdict() {
 case_grant() {
 	local c=grant id
 	id=$(submit $c 20)
-	wait_for 120 "job $id to end" job_state_is "$id" "$ENDED"
-	wait_for 15 "job $id's lease released" no_live_leases "resnet-$id"
-	local state exit lease pct released
-	state=$(jobfield "$id" JobState)
-	exit=$(jobfield "$id" ExitCode)
-	lease=$(out_of $c "$id" | sed -n 's/^train: start .* lease=\([^ ]*\) .*/\1/p' | head -1)
-	pct=$(out_of $c "$id" | sed -n 's/^train: start .* pct=\([^ ]*\) .*/\1/p' | head -1)
-	released=$(count_in $c "$id" 'colocd run: lease .* released')
-	ERRS=()
+	local state exit restarts released ended_at lease pct
+	job_ended 120
+	lease=$(out_first 's/^train: start .* lease=\([^ ]*\) .*/\1/p')
+	pct=$(out_first 's/^train: start .* pct=\([^ ]*\) .*/\1/p')
 	check $c '[ "$state" = COMPLETED ]' "state $state, want COMPLETED"
 	check $c '[ "$exit" = 0:0 ]' "exit $exit, want 0:0"
 	check $c '[ -n "$lease" ] && [ -n "$pct" ]' "no COLOCD_LEASE_ID or CUDA_MPS_ACTIVE_THREAD_PERCENTAGE in the trainer's env"
-	check $c 'out_has $c "$id" "train: done step=20"' "the trainer did not reach step 20"
-	check $c '[ "$released" -ge 1 ]' "no 'colocd run: lease .* released' line"
+	check_reached 20
+	check_released
 	local figs="job $id $state exit $exit, lease $lease at ${pct}%, steps 20/20, released ($released line), live leases after: $(live_leases "resnet-$id")"
 	verdict
 }
@@ -262,25 +291,20 @@ case_revoke() {
 	slo_config 100 # room again
 	wait_for 180 "the requeued run of $id to be admitted" eval 'out_has $c "$id" "^train: start .*restart_count=1"'
 	local readmitted_after=$(since "$t0")
-	wait_for 120 "job $id to end" job_state_is "$id" "$ENDED"
-	wait_for 15 "job $id's lease released" no_live_leases "resnet-$id"
-	local state exit restarts ck resumed revokes leases
-	state=$(jobfield "$id" JobState)
-	exit=$(jobfield "$id" ExitCode)
-	restarts=$(jobfield "$id" Restarts)
+	local state exit restarts released ended_at ck resumed revokes leases
+	job_ended 120
 	ck=$(first_checkpoint)
-	resumed=$(out_of $c "$id" | sed -n 's/^train: start step=\([0-9]*\) .*restart_count=1 .*/\1/p' | head -1)
+	resumed=$(out_first 's/^train: start step=\([0-9]*\) .*restart_count=1 .*/\1/p')
 	revokes=$(count_in $c "$id" 'colocd run: .*revoke')
 	leases=$(out_of $c "$id" | sed -n 's/^train: start .* lease=\([^ ]*\) .*/\1/p' | sort -u | wc -l)
-	ERRS=()
 	check $c '[ "$revokes" -ge 1 ]' "no revoke line from colocd run"
 	check $c '[ -n "$ck" ]' "the trainer wrote no checkpoint on the revoke's SIGTERM"
 	check $c '[ "$restarts" = 1 ]' "Restarts=$restarts, want 1 (scontrol requeue on exit 75)"
 	check $c '[ "$waits_before" -ge 1 ]' "the requeued run did not wait for a slot"
 	check $c '[ -n "$resumed" ] && [ "$resumed" = "$ck" ]' "the requeued run started at step '$resumed', want the checkpoint's $ck"
 	check $c '[ "$leases" = 2 ]' "$leases distinct leases, want 2 (one per run)"
-	check $c '[ "$state" = COMPLETED ] && [ "$exit" = 0:0 ]' "state $state exit $exit, want COMPLETED 0:0"
-	check $c 'out_has $c "$id" "train: done step=120"' "the trainer did not reach step 120"
+	check_completed
+	check_reached 120
 	local figs="job $id: revoked (exit 75) and requeued ${revoked_after}s after the SLO went to 1 ms (Restarts=$restarts), checkpoint at step $ck; requeued run waited ($waits_before wait lines), admitted ${readmitted_after}s after the SLO came back, resumed at step $resumed, $leases leases; ended $state $exit; trainer: $(trail $c "$id")"
 	verdict
 }
@@ -291,21 +315,16 @@ case_scancel() {
 	trainer_started
 	local t0=$EPOCHREALTIME
 	scancel "$id"
-	wait_for $((KILLWAIT + 60)) "job $id to end" job_state_is "$id" "$ENDED"
-	local ended_after=$(since "$t0")
-	wait_for 15 "job $id's lease released" no_live_leases "resnet-$id"
-	local state restarts ck file released
-	state=$(jobfield "$id" JobState)
-	restarts=$(jobfield "$id" Restarts)
+	local state exit restarts released ended_at ck file
+	job_ended $((KILLWAIT + 60))
+	local ended_after=$(since "$t0" "$ended_at")
 	ck=$(first_checkpoint)
 	file=$(cat "$T/jobs/$c/ckpt/step" 2>/dev/null || echo none)
-	released=$(count_in $c "$id" 'colocd run: lease .* released')
-	ERRS=()
 	check $c '[ "$state" = CANCELLED ]' "state $state, want CANCELLED"
 	check $c '[ "$restarts" = 0 ]' "Restarts=$restarts, want 0 (scancel is not requeued)"
 	check $c 'out_has $c "$id" "colocd run: .*SIGTERM\|colocd run: .*terminated\|colocd run: .*interrupted"' "colocd run said nothing of the SIGTERM"
 	check $c '[ -n "$ck" ] && [ "$file" = "$ck" ]' "checkpoint: trainer said '$ck', ckpt/step holds '$file'"
-	check $c '[ "$released" -ge 1 ]' "no 'colocd run: lease .* released' line"
+	check_released
 	local figs="job $id: $state ${ended_after}s after scancel (KillWait $KILLWAIT), trainer checkpoint at step $ck (ckpt/step=$file), released ($released line), Restarts=$restarts, live leases after: $(live_leases "resnet-$id")"
 	verdict
 }
@@ -316,12 +335,8 @@ case_timelimit() {
 	local c=timelimit id
 	id=$(submit $c 360 --time=3)
 	wait_for 240 "job $id's time-limit signal" eval '[ "$(jobfield "$id" Restarts)" -ge 1 ] || job_state_is "$id" "$ENDED"'
-	wait_for 600 "job $id to end" job_state_is "$id" "$ENDED"
-	wait_for 15 "job $id's lease released" no_live_leases "resnet-$id"
-	local state exit restarts runs chain t_start t_term t_resume released tl
-	state=$(jobfield "$id" JobState)
-	exit=$(jobfield "$id" ExitCode)
-	restarts=$(jobfield "$id" Restarts)
+	local state exit restarts released ended_at runs chain t_start t_term t_resume tl
+	job_ended 600
 	tl=$(jobfield "$id" TimeLimit)
 	runs=$(count_in $c "$id" '^train: start')
 	# each run starts where the one before checkpointed, every run but the last checkpoints
@@ -331,18 +346,16 @@ case_timelimit() {
 			else if ($2 == "sigterm") { last = v["step"]; open = 0 }
 			else if ($2 == "done") { last = "done"; open = 0 } }
 		BEGIN { last = 0 } END { print (bad || open || last != "done") ? "broken" : "ok" }')
-	t_start=$(out_of $c "$id" | sed -n 's/^train: start .* t=\([0-9.]*\) restart_count=0 .*/\1/p' | head -1)
-	t_term=$(out_of $c "$id" | sed -n 's/^train: sigterm checkpoint .* t=\([0-9.]*\) restart_count=0 .*/\1/p' | head -1)
-	t_resume=$(out_of $c "$id" | sed -n 's/^train: start .* t=\([0-9.]*\) restart_count=1 .*/\1/p' | head -1)
-	released=$(count_in $c "$id" 'colocd run: lease .* released')
-	ERRS=()
+	t_start=$(out_first 's/^train: start .* t=\([0-9.]*\) restart_count=0 .*/\1/p')
+	t_term=$(out_first 's/^train: sigterm checkpoint .* t=\([0-9.]*\) restart_count=0 .*/\1/p')
+	t_resume=$(out_first 's/^train: start .* t=\([0-9.]*\) restart_count=1 .*/\1/p')
 	check $c '[ -n "$t_term" ]' "the first run wrote no checkpoint at the time-limit signal"
 	check $c '[ "$restarts" -ge 1 ]' "Restarts=$restarts: the job was not requeued at its time limit"
 	check $c '[ "$runs" = $((restarts + 1)) ]' "$runs trainer starts for Restarts=$restarts"
 	check $c '[ "$chain" = ok ]' "a run did not resume from the checkpoint before it"
 	check $c '[ "$released" = "$runs" ]' "$released 'colocd run: lease … released' lines for $runs runs"
-	check $c '[ "$state" = COMPLETED ] && [ "$exit" = 0:0 ]' "state $state exit $exit, want COMPLETED 0:0"
-	check $c 'out_has $c "$id" "train: done step=360"' "the trainer did not reach step 360"
+	check_completed
+	check_reached 360
 	local into again
 	into=$([ -n "$t_term" ] && [ -n "$t_start" ] && python3 -c "print(round($t_term - $t_start))" || echo '?')
 	again=$([ -n "$t_resume" ] && [ -n "$t_term" ] && python3 -c "print(round($t_resume - $t_term))" || echo '?')

@@ -42,6 +42,16 @@ class Check(unittest.TestCase):
             status, reason, figs = override.get(name, (status, reason, figs))
             e2e_util.cmd_record([self.res, name, status, "--reason", reason] + figs)
 
+    def check_fails(self, override, want):
+        """Into an empty results directory, record every step but for
+        override (as record_all): check must fail, saying want."""
+        shutil.rmtree(self.res)
+        os.mkdir(self.res)
+        self.record_all(override)
+        p = run("check", self.res)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(want, p.stderr)
+
     def test_every_step_as_expected_passes(self):
         self.record_all()
         p = run("check", self.res)
@@ -49,41 +59,29 @@ class Check(unittest.TestCase):
         self.assertEqual(p.stderr, "")
 
     def test_a_failed_step_fails_the_dry_run(self):
-        self.record_all({"throttle_reload": ("fail", "no restart", ["pct=50"])})
-        p = run("check", self.res)
-        self.assertEqual(p.returncode, 1)
-        self.assertIn("DRY RUN FAILED: throttle_reload: fail (no restart)", p.stderr)
+        self.check_fails({"throttle_reload": ("fail", "no restart", ["pct=50"])},
+                         "DRY RUN FAILED: throttle_reload: fail (no restart)")
 
     def test_a_pass_step_skipped_fails(self):
-        self.record_all({"revoke_evict": ("skip", "not measurable on fakes: guessed", [])})
-        p = run("check", self.res)
-        self.assertEqual(p.returncode, 1)
-        self.assertIn("DRY RUN FAILED: revoke_evict: skip", p.stderr)
+        self.check_fails({"revoke_evict": ("skip", "not measurable on fakes: guessed", [])},
+                         "DRY RUN FAILED: revoke_evict: skip")
 
     def test_a_skip_without_its_reason_or_figures_fails(self):
         for reason, figs in (("later", ["x=2"]), ("not measurable on fakes: why", [])):
-            shutil.rmtree(self.res)
-            os.mkdir(self.res)
-            self.record_all({"fault_containment": ("skip", reason, figs)})
-            p = run("check", self.res)
-            self.assertEqual(p.returncode, 1)
-            self.assertIn("fault_containment: want a skip 'not measurable on fakes'", p.stderr)
+            with self.subTest(reason=reason, figs=figs):
+                self.check_fails({"fault_containment": ("skip", reason, figs)},
+                                 "fault_containment: want a skip 'not measurable on fakes'")
 
     def test_a_skip_that_passes_on_fakes_fails(self):
-        self.record_all({"other_uid_register": ("pass", "refused", ["uid=65534"])})
-        p = run("check", self.res)
-        self.assertEqual(p.returncode, 1)
-        self.assertIn("other_uid_register: passes on fakes now", p.stderr)
+        self.check_fails({"other_uid_register": ("pass", "refused", ["uid=65534"])},
+                         "other_uid_register: passes on fakes now")
 
     def test_a_skip_for_the_machine_is_allowed_where_listed(self):
         self.record_all({"other_uid_register": ("skip", "not root: this run cannot start a process of another user", [])})
         p = run("check", self.res)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("skipped on this machine: other_uid_register", p.stderr)
-        shutil.rmtree(self.res)
-        os.mkdir(self.res)
-        self.record_all({"revoke_evict": ("skip", "not root: no", [])})
-        self.assertEqual(run("check", self.res).returncode, 1)
+        self.check_fails({"revoke_evict": ("skip", "not root: no", [])}, "DRY RUN FAILED: revoke_evict: skip (not root: no)")
 
     def test_a_missing_or_repeated_step_fails(self):
         self.record_all()
