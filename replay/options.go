@@ -24,6 +24,10 @@ type Options struct {
 	Start, Minutes                                   int
 	Policies                                         []string
 	Seed                                             uint64
+	// StepBuckets, with Server "llm", are the bounds of the engine's
+	// inter-token latency histogram, in seconds (nil: vLLM's own): what
+	// the guard sees of the p99 near the SLO.
+	StepBuckets []float64
 }
 
 // Prepare reads the trace and builds the replay o asks for: from the
@@ -46,6 +50,9 @@ func Prepare(o Options) (Config, error) {
 	}
 	if o.Server != "llm" && o.Server != "predictor" {
 		return Config{}, fmt.Errorf("--server: want llm or predictor, got %q", o.Server)
+	}
+	if o.StepBuckets != nil && o.Server != "llm" {
+		return Config{}, fmt.Errorf("--step-buckets: want --server llm (the predicted server's histogram has bounds of its own), got --server %s", o.Server)
 	}
 	all, err := readTrace(o.Trace)
 	if err != nil {
@@ -100,6 +107,14 @@ func Prepare(o Options) (Config, error) {
 		return Config{}, fmt.Errorf("--forecast: %w", err)
 	}
 	cfg.ErrorFactor, cfg.ServerSeed, cfg.Policies = o.Error, o.Seed, want
+	if o.StepBuckets != nil && cfg.Engine != nil {
+		e := *cfg.Engine
+		e.ITLBuckets = o.StepBuckets
+		if err := e.Validate(); err != nil {
+			return Config{}, fmt.Errorf("--step-buckets: %w", err)
+		}
+		cfg.Engine = &e
+	}
 	return cfg, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -289,5 +290,28 @@ func TestPrepareTakesTheGuardFromTheEnvironment(t *testing.T) {
 	}
 	if cfg.Settings.PctStep != 10 {
 		t.Errorf("pct_step %d, want the default replay's 10", cfg.Settings.PctStep)
+	}
+}
+
+// --step-buckets gives the engine's inter-token histogram the bounds asked
+// for; it is refused with the predicted server, and with bounds out of
+// order, naming the flag.
+func TestPrepareTakesTheEnginesStepBuckets(t *testing.T) {
+	t.Parallel()
+	fine := []float64{0.1, 0.11, 0.12, 0.125, 0.13, 0.15}
+	cfg, err := Prepare(Options{Trace: conversationTrace, Server: "llm", Minutes: 2, Policies: []string{"forecast"}, StepBuckets: fine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Engine == nil || !slices.Equal(cfg.Engine.ITLBuckets, fine) {
+		t.Errorf("engine %v, want its inter-token buckets %v", cfg.Engine, fine)
+	}
+	for _, o := range []Options{
+		{Trace: conversationTrace, Server: "predictor", Minutes: 2, StepBuckets: fine},
+		{Trace: conversationTrace, Server: "llm", Minutes: 2, StepBuckets: []float64{0.15, 0.1}},
+	} {
+		if _, err := Prepare(o); err == nil || !strings.Contains(err.Error(), "--step-buckets") {
+			t.Errorf("server %s, buckets %v: %v, want an error naming --step-buckets", o.Server, o.StepBuckets, err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"reflect"
@@ -28,6 +29,9 @@ type watchedServices struct {
 
 	mu     sync.Mutex
 	byName map[string]*watched
+	// coarse is, per service, the histogram bucket around its limit last
+	// warned of (coarseLimit): a warning once per bucket, not each second.
+	coarse map[string][2]float64
 }
 
 type watched struct {
@@ -40,7 +44,7 @@ type watched struct {
 var _ admission.LatencyObserver = (*watchedServices)(nil)
 
 func newWatchedServices(log *slog.Logger, services []configs.Service) *watchedServices {
-	w := &watchedServices{log: log, updates: make(chan []configs.Service, 1), byName: map[string]*watched{}}
+	w := &watchedServices{log: log, updates: make(chan []configs.Service, 1), byName: map[string]*watched{}, coarse: map[string][2]float64{}}
 	w.set(services)
 	return w
 }
@@ -157,6 +161,45 @@ func (w *watchedServices) ObservedWindow(service string, since time.Time) (admis
 		MeanMS: o.MeanMS, P50MS: o.P50MS, P90MS: o.P90MS, P99MS: o.P99MS, P99SureMS: o.P99SureMS}, true
 }
 
+// coarseShare is how wide, as a share of the SLO, a histogram bucket
+// that holds a service's limit may be before the guard warns that it
+// cannot see the p99 there.
+const coarseShare = 0.1
+
+// coarseLimit says, when o's p99 lies in a histogram bucket that holds
+// the service's limit ((1 − headroom) × its SLO) and is wider than
+// coarseShare of the SLO, what the guard cannot tell there; "" otherwise.
+// The p99 in that bucket is interpolated as if its requests spread
+// evenly across it (as histogram_quantile does): where they crowd its
+// lower end, as a tail's do, the guard reads the p99 high and holds the
+// training job lower than the server needs; where they crowd its upper
+// end, it reads it low.
+func coarseLimit(svc admission.ServiceSpec, headroom float64, o observe.Observation) string {
+	lo, hi, limit := o.P99LowMS, o.P99HighMS, (1-headroom)*svc.SLOP99MS
+	if !(hi > lo) || math.IsInf(hi, 0) || !(limit > lo && limit <= hi) || hi-lo <= coarseShare*svc.SLOP99MS {
+		return ""
+	}
+	return fmt.Sprintf("service %s: its server's latency histogram has no bound between %g and %g ms, where the guard's limit (%.4g ms, the SLO less the headroom) lies: "+
+		"a p99 there is interpolated, and the guard cannot tell %g ms from %g ms; a bound at the SLO, or finer ones near it, lets it see (docs/guard.md#what-the-guard-sees-of-the-p99)",
+		svc.Name, lo, hi, limit, lo, hi)
+}
+
+// warnCoarse logs coarseLimit's warning when a service's p99 comes to lie
+// in a bucket other than the one last warned of: once, not each second.
+func (w *watchedServices) warnCoarse(svc admission.ServiceSpec, headroom float64, o observe.Observation) {
+	msg := coarseLimit(svc, headroom, o)
+	if msg == "" {
+		return
+	}
+	w.mu.Lock()
+	seen := w.coarse[svc.Name] == [2]float64{o.P99LowMS, o.P99HighMS}
+	w.coarse[svc.Name] = [2]float64{o.P99LowMS, o.P99HighMS}
+	w.mu.Unlock()
+	if !seen {
+		w.log.Warn(msg)
+	}
+}
+
 // recordMeasured adds each new measurement of a prediction against a
 // server's p99 to /metrics and to the observations log (records.go), and
 // sets the corrections.
@@ -185,6 +228,9 @@ func (s *Sidecar) recordObserved(ctx context.Context) {
 		o, ok := s.watched.Observe(svc.Name)
 		if !ok {
 			continue
+		}
+		if o.State != observe.StateNoData {
+			s.watched.warnCoarse(svc, s.adm.Config().Headroom, o)
 		}
 		attrs := metricAttrs("service", svc.Name)
 		for _, g := range []struct {

@@ -59,6 +59,7 @@ server F times slower than it would be.`,
 	f.StringSliceVar(&o.Policies, "policies", []string{"static", "reactive", "forecast", "oracle"}, "the policies to report: static, reactive, forecast, learned, best-static, oracle")
 	f.StringVar(&o.Forecast, "forecast", "", "override the service's forecast settings: alpha=,beta=,phi=,burst=,horizon= (docs/guard.md)")
 	f.Uint64Var(&o.Seed, "seed", 11, "the seed of the simulated server's latency draws")
+	f.Float64SliceVar(&o.StepBuckets, "step-buckets", nil, "with --server llm: the bounds of the engine's inter-token latency histogram, in seconds (default: vLLM's, 0.1 then 0.15 around a 125 ms SLO)")
 	f.BoolVar(&asJSON, "json", false, `print {"policies":[{"name","minutes","minutes_over","work_vs_oracle","work_vs_static","changes_per_hour",...}]}`)
 	f.StringVar(&svgPath, "svg", "", "draw load, forecast, SLO, observed p99 and the job's percentage over time to this SVG file")
 	return cmd

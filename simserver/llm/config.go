@@ -2,6 +2,7 @@ package llm
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -137,7 +138,14 @@ type Config struct {
 	// Slowdown multiplies every step's time (0: 1): a GPU, driver or model
 	// slower than the law by this much, which no prediction knows of.
 	Slowdown float64
+	// ITLBuckets are the bounds of vllm:inter_token_latency_seconds, in
+	// seconds (nil: vLLM's own, ITLBuckets): a server whose histogram
+	// resolves its SLO, or one that does not.
+	ITLBuckets []float64
 }
+
+// MaxBuckets bounds a histogram's bounds.
+const MaxBuckets = 64
 
 // Default is a Llama-2-7B-shaped model in fp16 on an H200, with vLLM V1's
 // defaults for its API server on a GPU of 70 GiB or more (8192 batched
@@ -240,6 +248,9 @@ func (c *Config) Validate() error {
 	num("interference.max_kernel_ms", in.MaxKernelMS, 0, 1000, "ms")
 	num("interference.noise_sigma", in.NoiseSigma, 0, 1, "a standard deviation")
 	num("slowdown", c.Slowdown, 0, 100, "a factor (0: none)")
+	if c.ITLBuckets != nil && !increasingBounds(c.ITLBuckets) {
+		fc.Add("itl_buckets", fmt.Sprintf("1 to %d increasing finite bounds above 0, in seconds", MaxBuckets), fmt.Sprint(c.ITLBuckets))
+	}
 	integer("default_prompt_tokens", c.DefaultPromptTokens, 1, MaxTraceTokens, "tokens")
 	integer("default_output_tokens", c.DefaultOutputTokens, 1, MaxTraceTokens, "tokens")
 	for i, r := range c.Requests {
@@ -251,6 +262,22 @@ func (c *Config) Validate() error {
 		}
 	}
 	return fc.Err("LLM engine config")
+}
+
+// increasingBounds reports whether b are 1 to MaxBuckets finite bounds
+// above 0, each above the one before.
+func increasingBounds(b []float64) bool {
+	if len(b) == 0 || len(b) > MaxBuckets {
+		return false
+	}
+	last := 0.0
+	for _, v := range b {
+		if !(v > last) || math.IsInf(v, 1) {
+			return false
+		}
+		last = v
+	}
+	return true
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

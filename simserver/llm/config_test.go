@@ -55,6 +55,12 @@ func TestValidate(t *testing.T) {
 			c.Interference = Interference{MinSMShare: 0, LaunchesPerLayer: -1, MaxKernelMS: math.NaN(), NoiseSigma: 2}
 		}, []string{"interference.min_sm_share", "interference.launches_per_layer", "interference.max_kernel_ms", "interference.noise_sigma"}},
 		{"slowdown", func(c *Config) { c.Slowdown = -1 }, []string{"slowdown"}},
+		{"itl buckets out of order", func(c *Config) { c.ITLBuckets = []float64{0.1, 0.05} }, []string{"itl_buckets"}},
+		{"itl buckets repeated", func(c *Config) { c.ITLBuckets = []float64{0.1, 0.1} }, []string{"itl_buckets"}},
+		{"itl buckets not finite", func(c *Config) { c.ITLBuckets = []float64{0.1, math.Inf(1)} }, []string{"itl_buckets"}},
+		{"itl buckets at 0", func(c *Config) { c.ITLBuckets = []float64{0, 0.1} }, []string{"itl_buckets"}},
+		{"itl buckets empty", func(c *Config) { c.ITLBuckets = []float64{} }, []string{"itl_buckets"}},
+		{"itl buckets of one's own", func(c *Config) { c.ITLBuckets = []float64{0.1, 0.125, 0.15} }, nil},
 		{"defaults", func(c *Config) { c.DefaultPromptTokens, c.DefaultOutputTokens = 0, MaxTraceTokens+1 },
 			[]string{"default_prompt_tokens", "default_output_tokens"}},
 		{"requests out of order", func(c *Config) {

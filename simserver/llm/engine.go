@@ -89,7 +89,7 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, total: cfg.KVBlocks(), rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x6a09e667f3bcc909)), m: newMetrics()}
+	e := &Engine{cfg: cfg, total: cfg.KVBlocks(), rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x6a09e667f3bcc909)), m: newMetrics(cfg.ITLBuckets)}
 	e.free = e.total
 	e.stats.KVBlocks = e.total
 	e.seqs = make([]seq, len(cfg.Requests))

@@ -53,8 +53,11 @@ type metrics struct {
 	promptTokens, generationTokens  float64
 }
 
-func newMetrics() metrics {
-	return metrics{e2e: newHistogram(E2EBuckets), ttft: newHistogram(TTFTBuckets), itl: newHistogram(ITLBuckets),
+func newMetrics(itl []float64) metrics {
+	if itl == nil {
+		itl = ITLBuckets
+	}
+	return metrics{e2e: newHistogram(E2EBuckets), ttft: newHistogram(TTFTBuckets), itl: newHistogram(itl),
 		iterationTokens: newHistogram(IterationTokensBuckets)}
 }
 

@@ -96,6 +96,33 @@ func TestPageBuckets(t *testing.T) {
 	}
 }
 
+// An engine given bounds of its own for the inter-token latency writes
+// them, and counts each token in the bucket that holds its latency.
+func TestPageTakesItsOwnITLBuckets(t *testing.T) {
+	t.Parallel()
+	cfg := tiny()
+	cfg.ITLBuckets = []float64{0.1, 0.11, 0.12, 0.125, 0.13}
+	for i := range 20 {
+		cfg.Requests = append(cfg.Requests, Request{Arrival: time.Duration(i) * time.Millisecond, PromptTokens: 24, OutputTokens: 5})
+	}
+	e := newEngine(t, cfg)
+	advanceBy(t, e, time.Hour)
+	h := parsePage(t, e.Page())["vllm:inter_token_latency_seconds"].GetMetric()[0].GetHistogram()
+	var got []float64
+	for _, b := range h.GetBucket() {
+		got = append(got, b.GetUpperBound())
+	}
+	if want := append(slices.Clone(cfg.ITLBuckets), math.Inf(1)); !slices.Equal(got, want) {
+		t.Errorf("bounds %v, want %v", got, want)
+	}
+	if h.GetSampleCount() != 20*4 {
+		t.Errorf("%d inter-token latencies counted, want 80 (20 requests of 5 tokens)", h.GetSampleCount())
+	}
+	if last := h.GetBucket()[len(h.GetBucket())-1].GetCumulativeCount(); last != h.GetSampleCount() {
+		t.Errorf("+Inf bucket holds %d of %d", last, h.GetSampleCount())
+	}
+}
+
 // observe reads the page with the vllm preset, as a request service and
 // as an engine's steps.
 func TestObserveReadsPage(t *testing.T) {
