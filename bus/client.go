@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "github.com/colocd/colocd/api/v1"
+	"github.com/colocd/colocd/fleet"
 
 	"github.com/colocd/colocd/internal/termtext"
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,9 @@ type Client struct {
 	profilesMu sync.Mutex
 	profiles   *ProfileStore // opened by the first PutProfile that succeeds
 }
+
+// A Client is what fleet.Place asks the fleet through.
+var _ fleet.Quoter = (*Client)(nil)
 
 // ClientOption configures a Client.
 type ClientOption func(*Client)
@@ -74,7 +78,7 @@ func (c *Client) Admit(ctx context.Context, sidecarID string, req *v1.AdmitReque
 // store (once: a put of stored bytes only checks) and returns the reference
 // to send as AdmitRequest.ProfileRef. The bucket is created if need be.
 func (c *Client) PutProfile(ctx context.Context, raw []byte) (string, error) {
-	ctx, cancel := c.bound(ctx)
+	ctx, cancel := c.Bound(ctx)
 	defer cancel()
 	c.profilesMu.Lock()
 	if c.profiles == nil {
@@ -106,7 +110,7 @@ func (c *Client) UploadProfile(ctx context.Context, sidecarID string, raw []byte
 	if len(raw) == 0 || uint64(len(raw)) > maxProfileBytes {
 		return "", fmt.Errorf("upload profile: %d bytes: want 1 to %d: %w", len(raw), maxProfileBytes, ErrProfileTooLarge)
 	}
-	ctx, cancel := c.bound(ctx)
+	ctx, cancel := c.Bound(ctx)
 	defer cancel()
 	ref, size := v1.ProfileRef(raw), strconv.Itoa(len(raw))
 	// Room for the headers and the reply subject in each message.
@@ -169,7 +173,7 @@ func (c *Client) call(ctx context.Context, sidecarID, endpoint string, in, out a
 	if err := v1.ValidateSidecarID(sidecarID); err != nil {
 		return fmt.Errorf("%s: %w", endpoint, err)
 	}
-	ctx, cancel := c.bound(ctx)
+	ctx, cancel := c.Bound(ctx)
 	defer cancel()
 	msg, err := c.newMsg(ctx, v1.EndpointSubject(sidecarID, endpoint), in)
 	if err != nil {
@@ -294,8 +298,10 @@ func sentUnanswered(err error) bool {
 		errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrConnectionClosed)
 }
 
-// bound gives ctx the client's timeout when it has no deadline.
-func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+// Bound gives ctx the client's timeout when it has no deadline: the bound
+// each of its calls works within, for a caller that shares it out (as
+// fleet.Place shares it between the quotes and the admits).
+func (c *Client) Bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
 	}
@@ -355,6 +361,14 @@ func isNoResponders(m *nats.Msg) bool {
 // wait. wait <= 0 means until ctx ends, which then needs a deadline.
 func (c *Client) Quote(ctx context.Context, req *v1.AdmitRequest, wait time.Duration) ([]*v1.Decision, error) {
 	return c.quote(ctx, req, wait, nil)
+}
+
+// QuoteExpect is Quote that also stops once every sidecar of expect
+// answered (none: only wait or ctx end it); colocd quote expects every
+// sidecar with a live summary. An error answer names no sidecar, so it
+// counts for none.
+func (c *Client) QuoteExpect(ctx context.Context, req *v1.AdmitRequest, wait time.Duration, expect []string) ([]*v1.Decision, error) {
+	return c.quote(ctx, req, wait, expect)
 }
 
 func (c *Client) quote(ctx context.Context, req *v1.AdmitRequest, wait time.Duration, expect []string) ([]*v1.Decision, error) {
@@ -433,10 +447,10 @@ func (c *Client) quote(ctx context.Context, req *v1.AdmitRequest, wait time.Dura
 // Capacities reads every live capacity summary of the fleet through one
 // sidecar (colocd.v1.fleet): what a launcher, which may not use the
 // JetStream API, ranks GPUs by. Each summary is decoded as untrusted
-// (DecodeCapacity); those that do not decode are returned as errors beside
-// the good ones.
-func (c *Client) Capacities(ctx context.Context) ([]*Capacity, []error, error) {
-	ctx, cancel := c.bound(ctx)
+// (fleet.DecodeCapacity); those that do not decode are returned as errors
+// beside the good ones.
+func (c *Client) Capacities(ctx context.Context) ([]*fleet.Capacity, []error, error) {
+	ctx, cancel := c.Bound(ctx)
 	defer cancel()
 	var raws []json.RawMessage
 	// A read is safe to repeat. The sidecar that took a request can lose
@@ -460,11 +474,11 @@ func (c *Client) Capacities(ctx context.Context) ([]*Capacity, []error, error) {
 		}
 	}
 	var (
-		out []*Capacity
+		out []*fleet.Capacity
 		bad []error
 	)
 	for _, r := range raws {
-		cp, err := DecodeCapacity("", r)
+		cp, err := fleet.DecodeCapacity("", r)
 		if err != nil {
 			bad = append(bad, err)
 			continue
@@ -486,6 +500,54 @@ func (c *Client) QuoteOne(ctx context.Context, sidecarID string, req *v1.AdmitRe
 		return nil, err
 	}
 	return &d, nil
+}
+
+// QuoteEach asks each of sidecars for a quote (colocd.v1.<id>.quote) at
+// once, with req encoded once for all, and returns the answers as they
+// come, until all answered or ctx ends (the client's timeout when it has
+// no deadline); a sidecar that errs, or answers in another's name, answers
+// nothing. It returns once every quote has ended.
+func (c *Client) QuoteEach(ctx context.Context, req *v1.AdmitRequest, sidecars []string) []*v1.Decision {
+	ctx, cancel := c.Bound(ctx)
+	defer cancel()
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil
+	}
+	ch := make(chan *v1.Decision, len(sidecars))
+	var wg sync.WaitGroup
+	for _, id := range sidecars {
+		wg.Go(func() {
+			var d v1.Decision
+			if v1.ValidateSidecarID(id) != nil {
+				ch <- nil // no subject to ask it on
+				return
+			}
+			msg := c.rawMsg(ctx, v1.EndpointSubject(id, v1.QuoteOneToken), data)
+			if err := c.roundTrip(ctx, id, v1.QuoteOneToken, msg, &d); err != nil || d.Sidecar != id {
+				ch <- nil // no answer, or one in another's name
+				return
+			}
+			ch <- &d
+		})
+	}
+	var out []*v1.Decision
+	for range sidecars {
+		var d *v1.Decision
+		select {
+		case d = <-ch:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil && d == nil {
+			break
+		}
+		if d != nil {
+			out = append(out, d)
+		}
+	}
+	cancel()
+	wg.Wait()
+	return out
 }
 
 // MaxPayload is the largest message the connected server takes (1 MiB by

@@ -206,7 +206,7 @@ func (c *Client) watch(ctx context.Context, sidecarID string, w v1.WatchRequest)
 	if err := c.call(ctx, sidecarID, v1.EndpointWatch, &w, &r); err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	bctx, cancel := c.bound(ctx)
+	bctx, cancel := c.Bound(ctx)
 	defer cancel()
 	js, err := jetstream.New(c.nc)
 	if err != nil {

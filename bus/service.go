@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "github.com/colocd/colocd/api/v1"
+	"github.com/colocd/colocd/fleet"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -540,7 +541,7 @@ func (s *Service) fleet(ctx context.Context, _ micro.Request) (any, error) {
 	// connection a bucket that is not there yet is silence, not an error.
 	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
-	caps, _, err := ReadCapacities(ctx, s.nc, s.fleetAPI)
+	caps, _, err := fleet.ReadCapacities(ctx, s.nc, s.fleetAPI)
 	// Just after a cluster node goes, the bucket's direct-get responders
 	// may be gone a moment: no responders is asked again, a few times (a
 	// bucket that is not there, or a leaf link that is down, stays a quick
@@ -549,7 +550,7 @@ func (s *Service) fleet(ctx context.Context, _ micro.Request) (any, error) {
 		select {
 		case <-ctx.Done():
 		case <-time.After(fleetRetryWait):
-			caps, _, err = ReadCapacities(ctx, s.nc, s.fleetAPI)
+			caps, _, err = fleet.ReadCapacities(ctx, s.nc, s.fleetAPI)
 		}
 	}
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	v1 "github.com/colocd/colocd/api/v1"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/fleet"
 	"github.com/colocd/colocd/internal/proc"
 	"github.com/colocd/colocd/internal/syncio"
 )
@@ -255,8 +256,8 @@ func retryable(err error) bool {
 	case v1.CodeUnavailable, v1.CodeTimeout, v1.CodeTooManyRequests:
 		return true
 	}
-	return errors.Is(err, v1.ErrNoSidecar) || errors.Is(err, v1.ErrNoAnswer) || errors.Is(err, bus.ErrEveryOfferLost) ||
-		errors.Is(err, bus.ErrEveryQuoteDenied)
+	return errors.Is(err, v1.ErrNoSidecar) || errors.Is(err, v1.ErrNoAnswer) || errors.Is(err, fleet.ErrEveryOfferLost) ||
+		errors.Is(err, fleet.ErrEveryQuoteDenied)
 }
 
 // take makes g's lease the one held.

@@ -14,6 +14,7 @@ import (
 	v1 "github.com/colocd/colocd/api/v1"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/fleet"
 	"github.com/colocd/colocd/internal/termtext"
 )
 
@@ -169,7 +170,7 @@ func EventLine(rec bus.EventRecord) string {
 // later one is a new request (a deny is remembered under its id). A request
 // that got no answer is sent again as it was, so that a lease the sidecar
 // granted comes back instead of a second one.
-func NewAdmitter(c *bus.Client, base *v1.AdmitRequest, sidecar string, place bool, po bus.PlaceOptions) Admitter {
+func NewAdmitter(c *bus.Client, base *v1.AdmitRequest, sidecar string, place bool, po fleet.PlaceOptions) Admitter {
 	calls := 0
 	return func(ctx context.Context) (*Grant, error) {
 		req := *base
@@ -182,8 +183,8 @@ func NewAdmitter(c *bus.Client, base *v1.AdmitRequest, sidecar string, place boo
 			var g Grant
 			var err error
 			if place {
-				var p *bus.Placement
-				p, err = c.Place(ctx, &req, po)
+				var p *fleet.Placement
+				p, err = fleet.Place(ctx, c, &req, po)
 				if p != nil {
 					g = Grant{Sidecar: p.Sidecar, Decision: p.Decision}
 				}
@@ -258,12 +259,12 @@ func WriteQuotes(w io.Writer, ds []*v1.Decision) error {
 // job (no candidate, no quote that grants, every offer lost), not a
 // failure.
 func NoOffer(err error) bool {
-	return errors.Is(err, v1.ErrNoSidecar) || errors.Is(err, bus.ErrEveryOfferLost) || errors.Is(err, bus.ErrEveryQuoteDenied)
+	return errors.Is(err, v1.ErrNoSidecar) || errors.Is(err, fleet.ErrEveryOfferLost) || errors.Is(err, fleet.ErrEveryQuoteDenied)
 }
 
 // PlacedLine is the comment colocd place prints above admit's lines: where
 // the job went and how the fleet was asked.
-func PlacedLine(p *bus.Placement) string {
+func PlacedLine(p *fleet.Placement) string {
 	return fmt.Sprintf("# placed on %s: %d sidecars summarised, %d could take it, %d quoted, admitted at the %s tried",
 		termtext.Line(p.Sidecar), p.Summaries, len(p.Candidates), len(p.Quotes), ordinal(len(p.Tried)))
 }

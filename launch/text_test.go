@@ -8,7 +8,7 @@ import (
 
 	v1 "github.com/colocd/colocd/api/v1"
 
-	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/fleet"
 )
 
 // A quote's joint allocation is printed under its row: each live job's
@@ -78,12 +78,12 @@ func TestWriteQuotes(t *testing.T) {
 }
 
 func TestPlacedLineAndNoOffer(t *testing.T) {
-	p := &bus.Placement{Sidecar: "gpu\n-b", Summaries: 5, Candidates: make([]string, 3), Quotes: make([]*v1.Decision, 2), Tried: []string{"gpu-a", "gpu-b"}}
+	p := &fleet.Placement{Sidecar: "gpu\n-b", Summaries: 5, Candidates: make([]string, 3), Quotes: make([]*v1.Decision, 2), Tried: []string{"gpu-a", "gpu-b"}}
 	want := "# placed on gpu-b: 5 sidecars summarised, 3 could take it, 2 quoted, admitted at the second tried"
 	if got := PlacedLine(p); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if !NoOffer(fmt.Errorf("place: %w", bus.ErrEveryOfferLost)) || !NoOffer(v1.ErrNoSidecar) || NoOffer(errors.New("timeout")) {
+	if !NoOffer(fmt.Errorf("place: %w", fleet.ErrEveryOfferLost)) || !NoOffer(v1.ErrNoSidecar) || NoOffer(errors.New("timeout")) {
 		t.Error("NoOffer: want every offer lost and no sidecar, and nothing else")
 	}
 }

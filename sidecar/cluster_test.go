@@ -20,6 +20,7 @@ import (
 
 	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/fleet"
 	"github.com/colocd/colocd/internal/natstest"
 )
 
@@ -103,7 +104,7 @@ func TestThreeNodeCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stream := range []string{"KV_" + v1.LeaseBucketName("gpu-a"), v1.EventStreamName("gpu-a"), "KV_" + bus.CapacityBucket,
+	for _, stream := range []string{"KV_" + v1.LeaseBucketName("gpu-a"), v1.EventStreamName("gpu-a"), "KV_" + fleet.CapacityBucket,
 		"KV_" + v1.LeaseBucketName("gpu-b"), v1.EventStreamName("gpu-b")} {
 		st, err := js.Stream(ctx, stream)
 		if err != nil {
@@ -133,11 +134,11 @@ func TestThreeNodeCluster(t *testing.T) {
 	}) {
 		t.Fatalf("renew with a node down: %v", renewErr)
 	}
-	var p *bus.Placement
+	var p *fleet.Placement
 	if !eventually(wctx, func() bool {
 		rctx, cancel := context.WithTimeout(wctx, 5*time.Second)
 		defer cancel()
-		p, err = lc.Place(rctx, admitReq("job-2", 10, 100), bus.PlaceOptions{})
+		p, err = fleet.Place(rctx, lc, admitReq("job-2", 10, 100), fleet.PlaceOptions{})
 		if err != nil {
 			t.Logf("place with a node down: %v", err)
 		}
@@ -224,7 +225,7 @@ func TestLeafNode(t *testing.T) {
 	}
 	req := admitReq("job-hub", 10, 100)
 	req.LeaseSeconds = 1 // it expires: an event on the host's stream
-	p, err := remote.Place(ctx, req, bus.PlaceOptions{})
+	p, err := fleet.Place(ctx, remote, req, fleet.PlaceOptions{})
 	if err != nil || p.Decision == nil || p.Decision.Lease == nil || p.Sidecar != "gpu-leaf" {
 		t.Fatalf("place from the hub: %v %+v", err, p)
 	}
@@ -243,7 +244,7 @@ func TestLeafNode(t *testing.T) {
 	for name := range js.StreamNames(ctx).Name() {
 		streams = append(streams, name)
 	}
-	if want := []string{"KV_" + bus.CapacityBucket}; !slices.Equal(streams, want) {
+	if want := []string{"KV_" + fleet.CapacityBucket}; !slices.Equal(streams, want) {
 		t.Errorf("the hub's streams: %v, want only %v", streams, want)
 	}
 	snc.Close()

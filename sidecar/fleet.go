@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/colocd/colocd/admission"
-	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/fleet"
 	"github.com/colocd/colocd/predictor"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -28,11 +28,11 @@ const typicalTrainer = `{"format": "colocd.profile/v1", "name": "typical-trainer
 // bucket: at start, at once after a change (poke), and on the heartbeat.
 type fleetPublisher struct {
 	s       *Sidecar
-	open    func(context.Context) (*bus.Capacities, error)
-	caps    *bus.Capacities // nil until open succeeds (a leaf whose hub is away)
+	open    func(context.Context) (*fleet.Capacities, error)
+	caps    *fleet.Capacities // nil until open succeeds (a leaf whose hub is away)
 	typical admission.Request
 	poke    chan struct{}
-	last    *bus.Capacity // the last published, UpdatedAt aside
+	last    *fleet.Capacity // the last published, UpdatedAt aside
 	sent    time.Time
 }
 
@@ -50,8 +50,8 @@ func (s *Sidecar) openFleet(ctx context.Context) error {
 		replicas = s.cfg.NATS.Leaf.HubReplicas
 	}
 	pub := &fleetPublisher{s: s, poke: make(chan struct{}, 1),
-		open: func(ctx context.Context) (*bus.Capacities, error) {
-			return bus.OpenCapacities(ctx, js, replicas, f.TTL)
+		open: func(ctx context.Context) (*fleet.Capacities, error) {
+			return fleet.OpenCapacities(ctx, js, replicas, f.TTL)
 		}}
 	if err := pub.ensureOpen(ctx); err != nil {
 		if !s.isLeaf() {
@@ -194,7 +194,7 @@ func (f *fleetPublisher) publish(ctx context.Context, heartbeat time.Duration, l
 }
 
 // summary is the sidecar's capacity now, without its time stamp.
-func (f *fleetPublisher) summary(ctx context.Context) (*bus.Capacity, error) {
+func (f *fleetPublisher) summary(ctx context.Context) (*fleet.Capacity, error) {
 	s := f.s
 	ctx, span := s.tel.Tracer.Start(ctx, "colocd.fleet.summary", trace.WithAttributes(attribute.String("colocd.sidecar", s.id)))
 	defer span.End()
@@ -206,9 +206,9 @@ func (f *fleetPublisher) summary(ctx context.Context) (*bus.Capacity, error) {
 	if len(reason) > 200 { // readers refuse more than 256 bytes
 		reason = reason[:200] + "…"
 	}
-	c := &bus.Capacity{Format: bus.CapacityFormat, Sidecar: s.id, Mode: string(s.adm.Config().Mode), Healthy: sum.Healthy, Draining: sum.Draining, Reason: reason,
+	c := &fleet.Capacity{Format: fleet.CapacityFormat, Sidecar: s.id, Mode: string(s.adm.Config().Mode), Healthy: sum.Healthy, Draining: sum.Draining, Reason: reason,
 		FreeMemoryMiB: sum.AvailableMiB, Leases: sum.Leases, MaxJobs: sum.MaxJobs, FreeInstances: sum.FreeInstances,
-		Margin: round3(sum.Margin), TypicalPct: sum.TypicalPct, Services: []bus.CapacityService{}}
+		Margin: round3(sum.Margin), TypicalPct: sum.TypicalPct, Services: []fleet.CapacityService{}}
 	c.Node = s.cfg.Sidecar.Node
 	if c.Node == "" {
 		c.Node, _ = os.Hostname()
@@ -218,7 +218,7 @@ func (f *fleetPublisher) summary(ctx context.Context) (*bus.Capacity, error) {
 		c.GPU.MIG = m.Profile
 	}
 	for i, sp := range sum.Services {
-		c.Services = append(c.Services, bus.CapacityService{Name: sp.Service, SLOP99MS: sp.SLOP99MS,
+		c.Services = append(c.Services, fleet.CapacityService{Name: sp.Service, SLOP99MS: sp.SLOP99MS,
 			PredictedP99MS: round3(sp.PredictedP99MS), Margin: round3(sum.Margins[i])})
 	}
 	return c, nil

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/colocd/colocd/bus"
 	"github.com/colocd/colocd/configs"
+	"github.com/colocd/colocd/fleet"
 )
 
 // bertProfile is the second kind of inference service of the fleet.
@@ -133,7 +133,7 @@ func benchFleet(b *testing.B, n int) {
 		}
 		req := admitReq(fmt.Sprintf("job-%d", i), 10, 100)
 		t0 := time.Now()
-		p, err := lc.Place(ctx, req, bus.PlaceOptions{})
+		p, err := fleet.Place(ctx, lc, req, fleet.PlaceOptions{})
 		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
 		if p != nil {
 			requests += p.Requests

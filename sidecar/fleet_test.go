@@ -11,7 +11,7 @@ import (
 
 	v1 "github.com/colocd/colocd/api/v1"
 
-	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/fleet"
 	"github.com/colocd/colocd/launch"
 )
 
@@ -23,8 +23,8 @@ func TestCapacitySummary(t *testing.T) {
 	c := client(t, s)
 	nc := sidecarConn(t, s)
 	ctx := context.Background()
-	read := func() *bus.Capacity {
-		got, bad, err := bus.ReadCapacities(ctx, nc, "")
+	read := func() *fleet.Capacity {
+		got, bad, err := fleet.ReadCapacities(ctx, nc, "")
 		if err != nil || len(bad) != 0 || len(got) > 1 {
 			t.Fatalf("read: %v %v %v", got, bad, err)
 		}
@@ -33,7 +33,7 @@ func TestCapacitySummary(t *testing.T) {
 		}
 		return got[0]
 	}
-	var first *bus.Capacity
+	var first *fleet.Capacity
 	if !eventually(ctx, func() bool { first = read(); return first != nil }) {
 		t.Fatal("no summary after the start")
 	}
@@ -44,7 +44,7 @@ func TestCapacitySummary(t *testing.T) {
 	if _, err := c.Admit(ctx, s.ID(), admitReq("job-1", 10, 100)); err != nil {
 		t.Fatal(err)
 	}
-	var after *bus.Capacity
+	var after *fleet.Capacity
 	if !eventually(ctx, func() bool { after = read(); return after != nil && after.Leases == 1 }) {
 		t.Fatalf("after a grant: %+v", after)
 	}
@@ -109,7 +109,7 @@ func TestPlace(t *testing.T) {
 	}
 	lc := launcherClient(t, url, launcherSeed)
 	ctx := context.Background()
-	read := func() []*bus.Capacity {
+	read := func() []*fleet.Capacity {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		got, _, _ := lc.Capacities(rctx)
@@ -118,7 +118,7 @@ func TestPlace(t *testing.T) {
 	if !eventually(ctx, func() bool { return len(read()) == 3 }) {
 		t.Fatal("three summaries never came")
 	}
-	p, err := lc.Place(ctx, admitReq("job-1", 10, 100), bus.PlaceOptions{})
+	p, err := fleet.Place(ctx, lc, admitReq("job-1", 10, 100), fleet.PlaceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestPlace(t *testing.T) {
 	}) {
 		t.Fatal("gpu-a's summary never showed its lease")
 	}
-	p2, err := lc.Place(ctx, admitReq("job-2", 10, 100), bus.PlaceOptions{K: 1})
+	p2, err := fleet.Place(ctx, lc, admitReq("job-2", 10, 100), fleet.PlaceOptions{K: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,17 +161,17 @@ func TestPlaceLostRace(t *testing.T) {
 	lc := launcherClient(t, url, launcherSeed)
 	ctx := context.Background()
 	if !eventually(ctx, func() bool {
-		p, err := lc.Place(ctx, admitReq("probe", 200, 100), bus.PlaceOptions{}) // min above max: every sidecar refuses it (400)
+		p, err := fleet.Place(ctx, lc, admitReq("probe", 200, 100), fleet.PlaceOptions{}) // min above max: every sidecar refuses it (400)
 		return err != nil && p != nil && p.Summaries == 2
 	}) {
 		t.Fatal("two summaries never came")
 	}
-	var placed [2]*bus.Placement
+	var placed [2]*fleet.Placement
 	errs := make(chan error, 2)
 	for i := range placed {
 		go func() {
 			var err error
-			placed[i], err = lc.Place(ctx, admitReq(fmt.Sprint("job-", i), 10, 100), bus.PlaceOptions{K: 2})
+			placed[i], err = fleet.Place(ctx, lc, admitReq(fmt.Sprint("job-", i), 10, 100), fleet.PlaceOptions{K: 2})
 			errs <- err
 		}()
 	}
@@ -208,13 +208,13 @@ func TestPlaceSaysWhyEverySidecarDenied(t *testing.T) {
 	}) {
 		t.Fatal("two summaries never came")
 	}
-	p, err := lc.Place(ctx, admitReq("job-denied", 10, 100), bus.PlaceOptions{})
+	p, err := fleet.Place(ctx, lc, admitReq("job-denied", 10, 100), fleet.PlaceOptions{})
 	if err == nil || p.Decision != nil {
 		t.Fatalf("placed %+v, want every sidecar to deny", p)
 	}
 	msg := launch.Describe(err).Error()
 	t.Log(msg)
-	if !errors.Is(err, bus.ErrEveryQuoteDenied) || errors.Is(err, v1.ErrNoSidecar) || !launch.NoOffer(err) {
+	if !errors.Is(err, fleet.ErrEveryQuoteDenied) || errors.Is(err, v1.ErrNoSidecar) || !launch.NoOffer(err) {
 		t.Errorf("error %v: want ErrEveryQuoteDenied (a no-offer), not ErrNoSidecar", err)
 	}
 	near, far := strings.Index(msg, "gpu-near: slo_violation: predicted"), strings.Index(msg, "gpu-far: slo_violation: predicted")

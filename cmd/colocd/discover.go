@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/fleet"
 	"github.com/colocd/colocd/launch"
 )
 
@@ -73,7 +74,7 @@ func sidecarTable(ctx context.Context, c *bus.Client, ids []string) string {
 	ctx, cancel := context.WithTimeout(ctx, discoverWait)
 	defer cancel()
 	caps, _, _ := c.Capacities(ctx) // no summary: ids alone
-	byID := make(map[string]*bus.Capacity, len(caps))
+	byID := make(map[string]*fleet.Capacity, len(caps))
 	for _, cp := range caps {
 		byID[cp.Sidecar] = cp
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/fleet"
 	"github.com/colocd/colocd/launch"
 )
 
@@ -34,7 +35,7 @@ throttle it prints the same shell lines as admit, for the sidecar chosen:
 No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 		Args: cobra.NoArgs,
 		RunE: af.run(&lf, false, func(cmd *cobra.Command, client *bus.Client) error {
-			p, err := client.Place(cmd.Context(), &af.req, bus.PlaceOptions{K: k, Node: node})
+			p, err := fleet.Place(cmd.Context(), client, &af.req, fleet.PlaceOptions{K: k, Node: node})
 			if lf.asJSON && p != nil {
 				if jerr := printJSON(cmd.OutOrStdout(), p); jerr != nil {
 					return jerr
@@ -63,7 +64,7 @@ No candidate or no offer exits with status 3, a failure with 1 (docs/cli.md).`,
 	}
 	lf.register(cmd, false)
 	af.register(cmd)
-	cmd.Flags().IntVar(&k, "k", bus.DefaultPlaceK, "how many of the best-ranked sidecars to quote")
+	cmd.Flags().IntVar(&k, "k", fleet.DefaultPlaceK, "how many of the best-ranked sidecars to quote")
 	registerNode(cmd, &node)
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/colocd/colocd/bus"
+	"github.com/colocd/colocd/fleet"
 	"github.com/colocd/colocd/launch"
 )
 
@@ -73,7 +74,7 @@ one line on stderr (--json: one JSON object a line).`,
 			cfg.Log, cfg.JSON = cmd.ErrOrStderr(), lf.asJSON
 			cfg.Processes = af.req.Processes
 			ctx := bus.TraceFromEnv(cmd.Context(), os.Getenv)
-			res, err := launch.Run(ctx, cfg, client, launch.NewAdmitter(client, &af.req, lf.Sidecar, place, bus.PlaceOptions{K: k, Node: node}))
+			res, err := launch.Run(ctx, cfg, client, launch.NewAdmitter(client, &af.req, lf.Sidecar, place, fleet.PlaceOptions{K: k, Node: node}))
 			var de *launch.DeniedError
 			switch {
 			case errors.As(err, &de):
@@ -92,7 +93,7 @@ one line on stderr (--json: one JSON object a line).`,
 	af.register(cmd)
 	fs := cmd.Flags()
 	fs.BoolVar(&place, "place", false, "place the job on the fleet's best GPU (as colocd place) instead of admitting at --sidecar")
-	fs.IntVar(&k, "k", bus.DefaultPlaceK, "with --place: how many of the best-ranked sidecars to quote")
+	fs.IntVar(&k, "k", fleet.DefaultPlaceK, "with --place: how many of the best-ranked sidecars to quote")
 	registerNode(cmd, &node)
 	fs.StringVar(&onThrottle, "on-throttle", "restart", "what a throttle does to CMD: restart (SIGTERM, SIGKILL after --grace, start again) or signal:NAME (e.g. signal:SIGUSR1: CMD checkpoints and exits, then starts again)")
 	fs.DurationVar(&cfg.Grace, "grace", launch.DefaultGrace, "how long CMD gets to exit after SIGTERM (or the throttle's signal) before SIGKILL; never past a throttle's or revoke's deadline")

@@ -25,9 +25,10 @@ var floors = map[string]int{
 	"predictor": 1, "predictor/kineto": 1, "predictor/ncu": 1, "predictor/calibrate": 1, "predictor/sweep": 1,
 	// 2: the decision, and one adapter per outside thing (NATS, NVML, the
 	// MPS daemon, the inference server's metrics), and the configuration
-	// that composes their sections; the launcher's side; the simulated
-	// inference server; the MIG layout planner.
-	"admission": 2, "bus": 2, "natsserver": 2, "gpu": 2, "mps": 2, "mps/internal/fakemps": 2, "observe": 2, "configs": 2, "launch": 2,
+	// that composes their sections; the fleet's capacity summaries and
+	// placement; the launcher's side; the simulated inference server; the
+	// MIG layout planner.
+	"admission": 2, "bus": 2, "fleet": 2, "natsserver": 2, "gpu": 2, "mps": 2, "mps/internal/fakemps": 2, "observe": 2, "configs": 2, "launch": 2,
 	"simserver": 2, "simserver/llm": 2, "migplan": 2,
 	// 3: what wires them into a running sidecar, and the programs that
 	// drive one.
@@ -100,27 +101,46 @@ func TestNoPackageImportsAFloorAbove(t *testing.T) {
 	}
 }
 
+// The servers: the embedded nats-server and colocd's packages that run one
+// or decide.
+var servers = []string{"github.com/nats-io/nats-server/", module + "/natsserver", module + "/admission", module + "/sidecar"}
+
 // The launcher's side (colocd run, and every program that only asks a
 // sidecar) links no server: neither the embedded nats-server nor the
 // decision. A launcher that links them grows by a server it never runs, and
 // its build breaks with the server's.
 func TestTheLauncherLinksNoServer(t *testing.T) {
 	t.Parallel()
+	linksNone(t, "./launch", servers...)
+}
+
+// The fleet's record and placement link no server either, nor the client
+// they are carried by: Place asks through fleet.Quoter, which bus.Client
+// is, so that bus may carry the summaries without a cycle.
+func TestTheFleetLinksNoServerNorClient(t *testing.T) {
+	t.Parallel()
+	linksNone(t, "./fleet", append(servers, module+"/bus")...)
+}
+
+// linksNone fails t when pkg depends on a package whose path starts with
+// one of banned (a path, or a path and "/").
+func linksNone(t *testing.T, pkg string, banned ...string) {
+	t.Helper()
 	root := testfiles.Root(t)
-	cmd := exec.Command("go", "list", "-deps", "./launch")
+	cmd := exec.Command("go", "list", "-deps", pkg)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list -deps ./launch: %v", err)
+		t.Fatalf("go list -deps %s: %v", pkg, err)
 	}
 	deps := strings.Fields(string(out))
 	if len(deps) < 10 {
-		t.Fatalf("go list -deps ./launch listed %d packages: %q", len(deps), out)
+		t.Fatalf("go list -deps %s listed %d packages: %q", pkg, len(deps), out)
 	}
 	for _, d := range deps {
-		for _, banned := range []string{"github.com/nats-io/nats-server/", module + "/natsserver", module + "/admission", module + "/sidecar"} {
-			if strings.HasPrefix(d+"/", banned) {
-				t.Errorf("launch depends on %s: the launcher's side links no server", d)
+		for _, b := range banned {
+			if strings.HasPrefix(d+"/", strings.TrimSuffix(b, "/")+"/") {
+				t.Errorf("%s depends on %s, which it may not link", pkg, d)
 			}
 		}
 	}

@@ -1,15 +1,13 @@
-package bus
+package fleet
 
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -59,8 +57,26 @@ var ErrEveryQuoteDenied = errors.New("every quoted sidecar denied the job")
 // denied the admit, or was busy, by the time it came (lost races).
 var ErrEveryOfferLost = errors.New("every offer was lost")
 
+// Quoter is what Place asks the fleet through; *bus.Client is one. Place
+// needs no more of a client than these, so that placement stays the
+// fleet's and the transport stays a transport.
+type Quoter interface {
+	// Capacities reads every live capacity summary of the fleet, those
+	// that do not decode as errors beside the good ones.
+	Capacities(ctx context.Context) ([]*Capacity, []error, error)
+	// Bound gives ctx the client's timeout when it has no deadline.
+	Bound(ctx context.Context) (context.Context, context.CancelFunc)
+	// QuoteEach asks each of sidecars for a quote at once and returns the
+	// answers that name their sidecar, as they come, until all answered or
+	// ctx ends; it returns once every quote has ended.
+	QuoteEach(ctx context.Context, req *v1.AdmitRequest, sidecars []string) []*v1.Decision
+	// Admit asks one sidecar for a slot; a deny is a Decision, not an
+	// error.
+	Admit(ctx context.Context, sidecar string, req *v1.AdmitRequest) (*v1.Decision, error)
+}
+
 // Place puts the job on the fleet's best GPU without asking every one:
-// it reads every sidecar's capacity summary (Capacities), ranks the
+// it reads every sidecar's capacity summary (q.Capacities), ranks the
 // sidecars that could take the job, quotes the best K in parallel, and
 // stops as soon as all K answered or ctx ends, never waiting out a fixed
 // window. It admits at the best quote (the policy in docs/fleet.md: a free
@@ -70,14 +86,14 @@ var ErrEveryOfferLost = errors.New("every offer was lost")
 // caller retries there with the same request_id, never elsewhere. With no
 // candidate, no quote that grants, or every admit lost, Decision is nil
 // and the error says why (ErrNoSidecar when no sidecar could take it).
-func (c *Client) Place(ctx context.Context, req *v1.AdmitRequest, opts PlaceOptions) (*Placement, error) {
+func Place(ctx context.Context, q Quoter, req *v1.AdmitRequest, opts PlaceOptions) (*Placement, error) {
 	k := opts.K
 	if k <= 0 {
 		k = DefaultPlaceK
 	}
 	// The admits use these; the quotes need a request_id too.
 	req.Prepare()
-	caps, _, err := c.Capacities(ctx)
+	caps, _, err := q.Capacities(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("place: %w", err)
 	}
@@ -98,7 +114,7 @@ func (c *Client) Place(ctx context.Context, req *v1.AdmitRequest, opts PlaceOpti
 		return p, fmt.Errorf("place: none of %d sidecars can take the job now: %w", len(caps), v1.ErrNoSidecar)
 	}
 	asked := ranked[:min(k, len(ranked))]
-	p.Quotes = c.quoteEach(ctx, req, asked)
+	p.Quotes = quoteEach(ctx, q, req, asked)
 	p.Requests += len(asked)
 	offers := slices.DeleteFunc(slices.Clone(p.Quotes), func(d *v1.Decision) bool { return d.Decision == v1.DecisionDeny })
 	rank := map[string]int{}
@@ -116,7 +132,7 @@ func (c *Client) Place(ctx context.Context, req *v1.AdmitRequest, opts PlaceOpti
 	for _, o := range offers {
 		p.Tried = append(p.Tried, o.Sidecar)
 		p.Requests++
-		d, err := c.Admit(ctx, o.Sidecar, req)
+		d, err := q.Admit(ctx, o.Sidecar, req)
 		switch {
 		case err == nil && d.Decision != v1.DecisionDeny:
 			p.Decision, p.Sidecar = d, o.Sidecar
@@ -185,50 +201,22 @@ func overshoot(d *v1.Decision) float64 {
 
 // quoteEach asks each sidecar for a quote at once and returns the answers
 // as they come, until all answered or half the time left passed (the rest
-// is the admits'); a sidecar that errs answers nothing. It returns once
-// every quote has ended.
-func (c *Client) quoteEach(ctx context.Context, req *v1.AdmitRequest, caps []*Capacity) []*v1.Decision {
-	qctx, cancel := c.bound(ctx)
+// is the admits'); a sidecar that errs, or an answer in the name of one not
+// asked, answers nothing. It returns once every quote has ended.
+func quoteEach(ctx context.Context, q Quoter, req *v1.AdmitRequest, caps []*Capacity) []*v1.Decision {
+	qctx, cancel := q.Bound(ctx)
 	defer cancel()
 	if dl, ok := qctx.Deadline(); ok {
 		var cancelHalf context.CancelFunc
 		qctx, cancelHalf = context.WithTimeout(qctx, time.Until(dl)/2)
 		defer cancelHalf()
 	}
-	data, err := json.Marshal(req) // once, before the admits change req
-	if err != nil {
-		return nil
+	ids := make([]string, len(caps))
+	for i, cp := range caps {
+		ids[i] = cp.Sidecar
 	}
-	ch := make(chan *v1.Decision, len(caps))
-	var wg sync.WaitGroup
-	for _, cp := range caps {
-		wg.Go(func() {
-			var d v1.Decision
-			msg := c.rawMsg(qctx, v1.EndpointSubject(cp.Sidecar, v1.QuoteOneToken), data)
-			if err := c.roundTrip(qctx, cp.Sidecar, v1.QuoteOneToken, msg, &d); err != nil || d.Sidecar != cp.Sidecar {
-				ch <- nil // no answer, or one in another's name
-				return
-			}
-			ch <- &d
-		})
-	}
-	var out []*v1.Decision
-	for range caps {
-		var d *v1.Decision
-		select {
-		case d = <-ch:
-		case <-qctx.Done():
-		}
-		if qctx.Err() != nil && d == nil {
-			break
-		}
-		if d != nil {
-			out = append(out, d)
-		}
-	}
-	cancel()
-	wg.Wait()
-	return out
+	// An answer in the name of a sidecar not asked counts for none.
+	return slices.DeleteFunc(q.QuoteEach(qctx, req, ids), func(d *v1.Decision) bool { return d == nil || !slices.Contains(ids, d.Sidecar) })
 }
 
 // RankCapacities orders the sidecars that could take a job of memMiB (0:
@@ -259,12 +247,4 @@ func boolRank(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// QuoteExpect is Quote that also stops once every sidecar of expect
-// answered (none: only wait or ctx end it); colocd quote expects every
-// sidecar with a live summary. An error answer names no sidecar, so it
-// counts for none.
-func (c *Client) QuoteExpect(ctx context.Context, req *v1.AdmitRequest, wait time.Duration, expect []string) ([]*v1.Decision, error) {
-	return c.quote(ctx, req, wait, expect)
 }

@@ -1,4 +1,4 @@
-package bus
+package fleet
 
 import (
 	"bytes"
@@ -237,13 +237,13 @@ func finiteIn(v, lo, hi float64) bool { return !math.IsNaN(v) && v >= lo && v <=
 // return. It needs only publish permission on the bucket's direct-get
 // subject. apiPrefix is the JetStream API prefix ("" for "$JS.API"; a
 // leaf node reaches the hub's domain D as "$JS.D.API"). Without a deadline
-// in ctx it waits DefaultTimeout at most: a request the server refuses for
+// in ctx it waits ReadTimeout at most: a request the server refuses for
 // permissions is never answered. Summaries that do not decode are returned
 // as errors beside the good ones, never instead.
 func ReadCapacities(ctx context.Context, nc *nats.Conn, apiPrefix string) ([]*Capacity, []error, error) {
 	if _, ok := ctx.Deadline(); !ok { // a refused publish is never answered
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		ctx, cancel = context.WithTimeout(ctx, ReadTimeout)
 		defer cancel()
 	}
 	if apiPrefix == "" {
@@ -264,6 +264,10 @@ func ReadCapacities(ctx context.Context, nc *nats.Conn, apiPrefix string) ([]*Ca
 	}
 	return out, bad, nil
 }
+
+// ReadTimeout bounds a ReadCapacities whose context has no deadline: the
+// bound a client of the API gives its requests (bus.DefaultTimeout).
+const ReadTimeout = 5 * time.Second
 
 var errTooManyResults = errors.New("read capacities: more keys than one batch returns")
 
