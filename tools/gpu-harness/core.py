@@ -7,6 +7,8 @@ commands, parsers for nvidia-smi and the MPS control daemon, the worker
 protocol, and the assembly of the colocd.measurements/v1 document.
 """
 
+import bisect
+import gzip
 import json
 import math
 import os
@@ -144,6 +146,26 @@ class Config(object):
         "est_group_overhead_s": 2.0,
         "est_mps_start_s": 5.0,
         "est_teardown_s": 15.0,
+        # Opt-in phases (issue #51); each adds its estimate to the budget
+        # (the default 300 s is spent by the phases above: run them with
+        # BUDGET_S=380, or alone, see README.md).
+        # Time slicing seen from both sides: every inference x training pair
+        # with a Kineto trace of both processes over one common window.
+        "ts_traces": False,
+        "trace_window_s": 0.5,
+        "trace_lead_s": 0.3,
+        "trace_load": 0.3,
+        "est_trace_pair_s": 3.0,
+        # MPS block waits apart from bandwidth: spin trainers beside one
+        # inference service, at the first (highest) MPS percentage.
+        "spin_sweep": False,
+        "spin_training": ["spin-long-train", "spin-short-train", "spin-mem-low-train", "spin-mem-high-train"],
+        "spin_inference": "bert-infer",
+        "spin_load": 0.07,
+        "spin_requests": 50,
+        "spin_solo_iters": 5,
+        "est_spin_init_s": 8.0,
+        "est_spin_profile_s": 1.5,
     }
 
     def __init__(self, **kw):
@@ -265,6 +287,33 @@ def rate_for(load, solo_service_ms):
     return max(0.1, round(load * 1e3 / solo_service_ms, 1))
 
 
+def trace_pairs(cfg):
+    """The (inference, training) pairs traced from both sides, in the order
+    they run: one training workload at a time, as the windows."""
+    return [(i, t) for t in cfg.training for i in cfg.inference]
+
+
+def trace_pairs_estimate(cfg):
+    """Seconds of the traced time-slicing pairs: per pair the lead, the
+    window and the export of two traces (0 when not asked for)."""
+    if not cfg.ts_traces:
+        return 0.0
+    return len(trace_pairs(cfg)) * (cfg.trace_lead_s + cfg.trace_window_s + cfg.est_trace_pair_s)
+
+
+def spin_sweep_estimate(cfg, guesses):
+    """Seconds of the MPS spin sweep: the spin workloads built in the
+    trainer client, a trace and a few iterations of each, the service alone
+    and one window beside each (0 when not asked for)."""
+    if not cfg.spin_sweep or not cfg.spin_training:
+        return 0.0
+    window = cfg.spin_requests / rate_for(cfg.spin_load, guesses[cfg.spin_inference]) + cfg.est_window_overhead_s
+    t = cfg.est_spin_init_s + window
+    for n in cfg.spin_training:
+        t += cfg.est_spin_profile_s + cfg.spin_solo_iters * guesses[n] / 1e3 + cfg.est_group_overhead_s + window
+    return t
+
+
 def estimate_budget(cfg, guesses, mps=True):
     """A static estimate of each phase's seconds for the whole run, from
     guessed solo times: guesses = {workload: ms} (service time of one
@@ -291,7 +340,9 @@ def estimate_budget(cfg, guesses, mps=True):
     phases.append(("solo latency and iteration times", solo, "%d back-to-back + %d Poisson requests per load; %d iterations"
                    % (cfg.solo_backtoback, cfg.solo_requests, cfg.solo_train_iters)))
     groups = plan_windows(cfg, mps)
-    fixed = sum(p[1] for p in phases) + cfg.est_teardown_s
+    traced = trace_pairs_estimate(cfg)
+    spin = spin_sweep_estimate(cfg, guesses) if mps else 0.0
+    fixed = sum(p[1] for p in phases) + cfg.est_teardown_s + traced + spin
     mps_solo = 0.0
     if mps:
         fixed += cfg.est_mps_start_s + cfg.est_init_s
@@ -317,8 +368,244 @@ def estimate_budget(cfg, guesses, mps=True):
                            "inference at 100 %% + one trainer process per percentage %s, in parallel" % cfg.mps_pcts))
             phases.append(("MPS: solo trainers at each percentage", mps_solo, "%d iterations each" % cfg.mps_solo_train_iters))
         phases.append(("%s co-located windows (%d)" % (mode, k), secs, note))
+    if traced:  # after the time-slicing windows (or the solo phase), as it runs
+        at = 1 + max(i for i, p in enumerate(phases) if p[0].startswith(("timeslice", "solo")))
+        phases.insert(at, ("time slicing traced from both sides (%d pairs)" % len(trace_pairs(cfg)), traced,
+                           "%.1f s lead + %.1f s window each, both processes under torch.profiler"
+                           % (cfg.trace_lead_s, cfg.trace_window_s)))
+    if spin:
+        phases.append(("MPS spin sweep (%d trainers)" % len(cfg.spin_training), spin,
+                       "beside %s at load %g, %d requests per window" % (cfg.spin_inference, cfg.spin_load,
+                                                                       cfg.spin_requests)))
     phases.append(("stop workers, quit MPS daemon, write files", cfg.est_teardown_s, ""))
     return phases
+
+
+# ---------------------------------------------------------------------------
+# Time slicing from both sides: two Kineto traces over one window
+
+SHARES_FORMAT = "colocd.timeslice-shares/v1"
+SPIN_SWEEP_FORMAT = "colocd.mps-spin-sweep/v1"
+# The key a traced worker adds to its Kineto trace: the window it was asked
+# for and its clock marks, so that the trace is read without run.json.
+TRACE_CLOCK_KEY = "colocd_clock"
+CLOCK_MARKS = ("colocd-clock-start", "colocd-clock-end")
+# What occupies a context on the GPU, and what makes its work pending.
+GPU_CATS = ("kernel", "gpu_memset", "gpu_memcpy")
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+
+
+def pair_name(inference, training, load):
+    return "%s+%s@ts-traced,load=%s" % (inference, training, load_key(load))
+
+
+def pair_trace_relpath(inference, training, role):
+    return "traces/timeslice-pairs/%s+%s.%s.json.gz" % (inference, training, role)
+
+
+def union(ivs):
+    """The union of intervals (start, end): sorted, disjoint, non-empty."""
+    out = []
+    for s, e in sorted(iv for iv in ivs if iv[1] > iv[0]):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def intersect(a, b):
+    """The intersection of two sorted disjoint interval lists."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if s < e:
+            out.append((s, e))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def length(ivs):
+    return sum(e - s for s, e in ivs)
+
+
+def clock_mark(label, annotate):
+    """One clock mark: the annotate() context (an event named label in the
+    trace) bracketed by CLOCK_MONOTONIC and CLOCK_REALTIME readings."""
+    import time
+    m0, r0 = time.monotonic_ns(), time.time_ns()
+    with annotate():
+        pass
+    r1, m1 = time.time_ns(), time.monotonic_ns()
+    return {"name": label, "monotonic_ns": [m0, m1], "realtime_ns": [r0, r1]}
+
+
+def trace_clock(doc):
+    """How a trace's timestamps (µs) map to CLOCK_MONOTONIC ns, the clock the
+    harness's processes share: mono_ns = ts_us * 1000 + offset_ns.
+
+    The worker brackets each record_function(mark) with monotonic and
+    realtime readings (doc[TRACE_CLOCK_KEY]["marks"]); matched with the
+    marks' user_annotation events they give the offset (method "marks";
+    error_ns: the widest half-bracket or half the marks' disagreement).
+    When no event matches, Kineto's timestamps are taken for CLOCK_REALTIME
+    µs after baseTimeNanoseconds, converted with the marks' realtime and
+    monotonic readings (method "realtime"). ValueError without marks."""
+    marks = (doc.get(TRACE_CLOCK_KEY) or {}).get("marks") or []
+    if not marks:
+        raise ValueError("the trace has no %s marks" % TRACE_CLOCK_KEY)
+    seen = {}
+    for e in doc.get("traceEvents") or []:
+        if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e.get("name") in CLOCK_MARKS:
+            seen.setdefault(e["name"], float(e["ts"]))
+    offs, half = [], 0.0
+    for m in marks:
+        if m["name"] in seen:
+            m0, m1 = m["monotonic_ns"]
+            offs.append((m0 + m1) / 2.0 - seen[m["name"]] * 1e3)
+            half = max(half, (m1 - m0) / 2.0)
+    if offs:
+        return {"offset_ns": sum(offs) / len(offs), "method": "marks",
+                "error_ns": max(half, (max(offs) - min(offs)) / 2.0)}
+    # In integers: realtime and the base are near 2**61 ns, where a float
+    # keeps 256 ns steps.
+    rt = [(sum(m["realtime_ns"]) - sum(m["monotonic_ns"])) // 2 for m in marks]
+    spread = max(abs(m["realtime_ns"][1] - m["realtime_ns"][0]) + abs(m["monotonic_ns"][1] - m["monotonic_ns"][0])
+                 for m in marks) / 2.0
+    return {"offset_ns": float(int(doc.get("baseTimeNanoseconds") or 0) - sum(rt) // len(rt)), "method": "realtime",
+            "error_ns": max(spread, (max(rt) - min(rt)) / 2.0)}
+
+
+def trace_gpu_work(doc, offset_ns):
+    """Every kernel (memset, copy) of a trace as (launch, start, end) in
+    monotonic ns, sorted by start: launch is the runtime or driver call of
+    the same correlation (the work is pending from then on), else the start."""
+    launch, work = {}, []
+    for e in doc.get("traceEvents") or []:
+        if e.get("ph") != "X":
+            continue
+        corr = (e.get("args") or {}).get("correlation")
+        if e.get("cat") in LAUNCH_CATS and corr is not None:
+            launch.setdefault(corr, float(e["ts"]))
+        elif e.get("cat") in GPU_CATS:
+            work.append((corr, float(e["ts"]), float(e.get("dur") or 0)))
+    out = []
+    for corr, ts, dur in work:
+        s = ts * 1e3 + offset_ns
+        l = min(s, launch.get(corr, ts) * 1e3 + offset_ns)
+        out.append((int(round(l)), int(round(s)), int(round(s + dur * 1e3))))
+    out.sort(key=lambda k: k[1])
+    return out
+
+
+class _Cursor(object):
+    """Membership of rising points in a sorted disjoint interval list."""
+
+    def __init__(self, ivs):
+        self.ivs, self.i = ivs, 0
+
+    def inside(self, p):
+        while self.i < len(self.ivs) and self.ivs[self.i][1] <= p:
+            self.i += 1
+        return self.i < len(self.ivs) and self.ivs[self.i][0] <= p
+
+
+def timeslice_share(work, t0, t1, names=("inference", "training")):
+    """The GPU share of two contexts while both have work, from their traced
+    kernels: work = (kernels of one, kernels of the other), each a list of
+    (launch, start, end) ns on one clock (trace_gpu_work); [t0, t1] the
+    common window.
+
+    A context has work from a kernel's launch to its end. Over the time both
+    have work, each context's kernel time is split into what it ran alone
+    and what overlaps the other's: time slicing runs one context at a time,
+    so an overlap is a kernel preempted while the other ran. An overlap is
+    given to the context whose latest kernel started last (a start means its
+    context held the GPU); share_min and share_max bound the share without
+    that rule (the overlap to neither, or all to this one). A turn is a
+    stretch given to one context between switches to the other, a switch gap
+    the idle time between two turns; turns and gaps that a window's edge or
+    an end of "both have work" cuts are counted but not summarized."""
+    win = [(t0, t1)]
+    pend = [intersect(union((l, e) for l, s, e in w), win) for w in work]
+    both = intersect(pend[0], pend[1])
+    run = [intersect(union((s, e) for l, s, e in w), both) for w in work]
+    starts = [sorted(s for l, s, e in w) for w in work]
+    pts = set()
+    for ivs in [both] + run:
+        for s, e in ivs:
+            pts.update((s, e))
+    for st in starts:
+        pts.update(s for s in st if t0 < s < t1)
+    pts = sorted(pts)
+    cb, c0, c1 = _Cursor(both), _Cursor(run[0]), _Cursor(run[1])
+    alone, given, over, idle = [0, 0], [0, 0], 0, 0
+    segs = []  # (start, end, owner: 0, 1 or None for idle), inside both
+    for p, q in zip(pts, pts[1:]):
+        if not cb.inside(p):
+            segs.append(None)
+            continue
+        r = (c0.inside(p), c1.inside(p))
+        if r[0] and r[1]:
+            over += q - p
+            last = [st[bisect.bisect_right(st, p) - 1] if st and st[0] <= p else -1 for st in starts]
+            owner = 0 if last[0] > last[1] else 1
+            given[owner] += q - p
+        elif r[0] or r[1]:
+            owner = 0 if r[0] else 1
+            alone[owner] += q - p
+        else:
+            owner = None
+            idle += q - p
+        segs.append((p, q, owner))
+    turns, gaps, cut = _turns(segs)
+    busy = alone[0] + alone[1] + over
+    res = {"window_ms": round((t1 - t0) / 1e6, 4), "both_pending_ms": round(length(both) / 1e6, 4),
+           "busy_ms": round(busy / 1e6, 4), "overlap_ms": round(over / 1e6, 4), "idle_ms": round(idle / 1e6, 4),
+           "switches": len(gaps), "switch_gap_us": summarize([g / 1e3 for g in gaps]), "cut_turns": cut}
+    for i, n in enumerate(names):
+        res[n] = {"share": round((alone[i] + given[i]) / busy, 4) if busy else None,
+                  "share_min": round(alone[i] / busy, 4) if busy else None,
+                  "share_max": round((alone[i] + over) / busy, 4) if busy else None,
+                  "kernel_ms": round((alone[i] + given[i]) / 1e6, 4), "alone_ms": round(alone[i] / 1e6, 4),
+                  "pending_ms": round(length(pend[i]) / 1e6, 4),
+                  "kernels": sum(1 for l, s, e in work[i] if s < t1 and e > t0),
+                  "turns": len(turns[i]), "turn_us": summarize([t / 1e3 for t in turns[i]])}
+    return res
+
+
+def _turns(segs):
+    """Turns (per owner, ns) and switch gaps (ns) of timeslice_share's
+    segments (None: outside both-have-work); only those between two
+    switches count, the others are returned as a number cut."""
+    turns, gaps, cut = ([], []), [], 0
+    cur = None  # [owner, start, last busy end, began with a switch]
+    for sg in segs + [None]:
+        if sg is None or (sg[2] is not None and cur is not None and sg[2] != cur[0]):
+            if cur is not None:
+                if sg is not None and cur[3]:
+                    turns[cur[0]].append(cur[2] - cur[1])
+                else:
+                    cut += 1
+                if sg is not None:
+                    gaps.append(sg[0] - cur[2])
+            cur = None if sg is None else [sg[2], sg[0], sg[1], cur is not None]
+            continue
+        if sg[2] is None:
+            continue
+        if cur is None:
+            cur = [sg[2], sg[0], sg[1], False]
+        else:
+            cur[2] = sg[1]
+    return turns, gaps, cut
+
+
+def ratios(num, den, ndigits=4):
+    """num[k] / den[k] for every key both have (a slowdown per percentile)."""
+    return {k: round(num[k] / den[k], ndigits) for k in num if (den or {}).get(k)}
 
 
 # ---------------------------------------------------------------------------
@@ -560,6 +847,28 @@ def write_json_atomic(path, obj, indent=1):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_trace(path, doc, clock):
+    """A Kineto trace (a dict) gzipped at path, with the worker's clock
+    marks and window under TRACE_CLOCK_KEY."""
+    doc = dict(doc)
+    doc[TRACE_CLOCK_KEY] = clock
+    with gzip.open(path, "wt", compresslevel=6) as f:
+        json.dump(doc, f, separators=(",", ":"))
+
+
+def slim_trace(doc):
+    """A Kineto trace cut to what timeslice_share and trace_clock read: the
+    GPU's work, the calls that launched it, user annotations, metadata
+    events, and every top-level key. CPU operators and flow events (most of
+    a training trace) go. A bare event list (the legacy export) is wrapped."""
+    if isinstance(doc, list):
+        doc = {"traceEvents": doc}
+    keep = set(GPU_CATS + LAUNCH_CATS + ("user_annotation", "gpu_user_annotation"))
+    out = dict(doc)
+    out["traceEvents"] = [e for e in doc.get("traceEvents") or [] if e.get("cat") in keep or e.get("ph") == "M"]
+    return out
 
 
 def profile_relpath(name):

@@ -9,6 +9,12 @@ request then sleeps longer. Under a fake MPS daemon (fake_mps_control.py) a
 worker "attaches" by appending its PID to the pipe directory's client list,
 the way control.log would record it.
 
+A traced window (worker.py's traced command) records each fake unit as one
+kernel, launched at the unit's start and running through its last 80 %, on a
+trace clock that is CLOCK_REALTIME shifted by FAKE_TRACE_SKEW_NS, so that
+only the clock marks align two fake traces. The fake GPU does not serialize
+contexts: the shares it yields describe nothing.
+
 Nothing produced by this backend is a measurement; measure.py marks its
 output SYNTHETIC.
 """
@@ -18,6 +24,9 @@ import json
 import os
 import random
 import time
+
+import core
+import workloads
 
 # name: (kind, unit ms, kernels per unit)
 FAKE = {
@@ -29,8 +38,12 @@ FAKE = {
     "bert-train": ("training", 20.0, 30),
     "spin-long-train": ("training", 30.0, 30),
     "spin-short-train": ("training", 30.0, 600),
+    "spin-mem-low-train": ("training", 30.0, 600),
+    "spin-mem-high-train": ("training", 30.0, 600),
 }
 FAKE_DEVICE = {"name": "FAKE GPU (synthetic, no GPU)", "sms": 132}
+FAKE_TRACE_BASE_NS = 1700000000000000000
+FAKE_TRACE_SKEW_NS = 123456789
 
 
 def _gpu_dir():
@@ -47,6 +60,7 @@ class FakeBackend(object):
         self.names = []
         self.rng = random.Random(args.seed)
         self.scale = float(os.environ.get("FAKE_TIME_SCALE", "1"))
+        self._trace = None
 
     def init(self, names):
         for n in names:
@@ -66,6 +80,10 @@ class FakeBackend(object):
                     f.write("[fake] NEW CLIENT %d from user %d: Server already exists\n" % (os.getpid(), os.getuid()))
         time.sleep(0.02)
         wl = {n: {"kind": FAKE[n][0], "params": 0, "fake": True} for n in names}
+        for n in names:
+            spec = workloads.SPECS.get(n) or {}
+            if spec.get("model") == "spin":  # what SpinWorkload.info says, as specified (not timed)
+                wl[n].update({"block_us": spec["block_us"], "mem_bytes_per_block": spec.get("mem_bytes", 0)})
         env = {"backend": "fake", "torch": None, "device_name": FAKE_DEVICE["name"], "sms": FAKE_DEVICE["sms"]}
         return {"workloads": wl, "env": env}
 
@@ -115,13 +133,51 @@ class FakeBackend(object):
         else:
             t = ms * (100.0 / _pct()) ** 0.5
         t *= 1 + 0.1 * self.rng.random()
+        s = time.monotonic_ns()
         time.sleep(t * self.scale / 1e3)
+        if self._trace is not None:
+            self._trace_unit(s, time.monotonic_ns())
 
     def sync(self, name):
         pass
 
     def profile(self, name, path, steps):
         write_fake_trace(path, name, steps + 2, seed=self.args.seed)
+
+    # -- a traced window ---------------------------------------------------
+
+    def _ts_us(self, mono_ns):
+        return round((mono_ns + self._trace["realtime_off"] + FAKE_TRACE_SKEW_NS - FAKE_TRACE_BASE_NS) / 1e3, 3)
+
+    def start_trace(self, name):
+        self._trace = {"realtime_off": time.time_ns() - time.monotonic_ns(), "events": []}
+
+    def _trace_unit(self, s, e):
+        ev = self._trace["events"]
+        corr = len(ev) + 1
+        k = s + (e - s) // 5
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": os.getpid(),
+                   "tid": os.getpid(), "ts": self._ts_us(s), "dur": 3.0, "args": {"correlation": corr}})
+        ev.append({"ph": "X", "cat": "kernel", "name": "fake_kernel", "pid": 0, "tid": 7, "ts": self._ts_us(k),
+                   "dur": round((e - k) / 1e3, 3), "args": {"correlation": corr, "device": 0, "stream": 7}})
+
+    def mark(self, label):
+        ev = self._trace["events"]
+
+        class annotate(object):
+            def __enter__(inner):
+                inner.t = time.monotonic_ns()
+
+            def __exit__(inner, *exc):
+                ev.append({"ph": "X", "cat": "user_annotation", "name": label, "pid": os.getpid(),
+                           "tid": os.getpid(), "ts": self._ts_us(inner.t), "dur": 1.0, "args": {}})
+        return core.clock_mark(label, annotate)
+
+    def stop_trace(self, name, path, clock):
+        doc = {"schemaVersion": 1, "baseTimeNanoseconds": FAKE_TRACE_BASE_NS, "traceEvents": self._trace["events"],
+               "deviceProperties": [{"id": 0, "name": FAKE_DEVICE["name"], "numSms": FAKE_DEVICE["sms"]}]}
+        self._trace = None
+        core.write_trace(path, doc, clock)
 
 
 def fake_trace(name, units, seed=0):

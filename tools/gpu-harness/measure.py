@@ -13,6 +13,14 @@ completion) and the trainer's iteration time. Output, all under --out:
   measurements.json   colocd.measurements/v1, the input of colocd calibrate
   profiles/*.json     colocd.profile/v1, imported from traces/*.json.gz
   traces/*.json.gz    the Kineto traces
+  timeslice_shares.json  (--ts-traces) colocd.timeslice-shares/v1: per
+                      inference x training pair, the GPU share each process
+                      got while both had work, read from both processes'
+                      Kineto traces (traces/timeslice-pairs/) over one window
+  mps_spin_sweep.json (--spin-sweep) colocd.mps-spin-sweep/v1: spin trainers
+                      of fixed block time and varied memory traffic (and the
+                      other way round) beside one service under MPS, with
+                      the slowdowns; their windows are records too
   run.json            everything: environment, plan, solo figures, every
                       window, MPS start/attach/quit output, errors, timings
   raw.jsonl           per-request times of every window (one line each)
@@ -28,7 +36,9 @@ See docs/accuracy.md.
 
 import argparse
 import datetime
+import gzip
 import json
+import math
 import os
 import platform
 import shutil
@@ -148,7 +158,10 @@ class Runner(object):
         self.state = {"format": "colocd-gpu-harness.run/v1", "started": utcnow(), "backend": args.backend,
                       "config": cfg.as_dict(), "argv": sys.argv, "env": {}, "phases": [], "workloads": {},
                       "solo": {}, "mps_solo": {}, "windows": [], "skipped": [], "errors": [],
-                      "profiles": {}, "mps": {"status": "not run"}, "precision": args.precision}
+                      "profiles": {}, "mps": {"status": "not run"}, "precision": args.precision,
+                      "trace_pairs": []}
+        if cfg.spin_sweep:
+            self.state["spin_sweep"] = {"status": "not run", "why": "MPS did not run"}
         self.workers = []
         self.daemon = None
         self.imports = {}
@@ -286,12 +299,15 @@ class Runner(object):
 
         groups = [g for g in self.state["plan"] if g["mode"] == "timeslice"] if allowed["timeslice"] is None else []
         mps_groups = [g for g in self.state["plan"] if g["mode"] == "mps"]
+        # What must still fit after the time-slicing windows.
+        reserve = cfg.est_teardown_s
+        if mps_groups:
+            reserve += cfg.est_mps_start_s + cfg.est_init_s + self.mps_solo_estimate()
+            reserve += core.spin_sweep_estimate(cfg, workloads.guesses())
         if groups:
             self.phase("time-slicing windows")
-            reserve = cfg.est_teardown_s
-            if mps_groups:
-                reserve += cfg.est_mps_start_s + cfg.est_init_s + self.mps_solo_estimate()
-            free = self.left() - reserve - (len(groups) + len(mps_groups)) * cfg.est_group_overhead_s
+            free = self.left() - reserve - core.trace_pairs_estimate(cfg)
+            free -= (len(groups) + len(mps_groups)) * cfg.est_group_overhead_s
             win_s, tight, cost = core.fit_windows(free, core.window_items(groups + mps_groups, *self.rates(), cfg=cfg), cfg)
             self.state["timeslice_window_s"] = {"seconds": round(win_s, 2), "tight": tight,
                                                 "planned_s": round(cost, 1), "free_s": round(free, 1)}
@@ -299,6 +315,9 @@ class Runner(object):
                 self.run_group(g, inf, trn, win_s)
         else:
             self.state["skipped"].append({"what": "time-slicing", "why": allowed["timeslice"]})
+        if cfg.ts_traces:
+            self.phase("time slicing traced from both sides")
+            self.trace_pairs(inf, trn, reserve)
         self.close_workers()
 
         if mps_groups:
@@ -306,6 +325,8 @@ class Runner(object):
             self.run_mps(mps_groups, base)
         else:
             self.state["mps"] = {"status": "not run", "why": allowed["mps"]}
+            if cfg.spin_sweep:
+                self.state["spin_sweep"]["why"] = "no MPS: %s" % allowed["mps"]
 
     def profile(self, w, name, kind):
         if self.left() < self.cfg.est_teardown_s:
@@ -406,8 +427,20 @@ class Runner(object):
                 "wall_s": round(r["ends"][-1] / 1e9, 3),
                 "achieved_rps": round(n / (r["arrivals"][-1] / 1e9), 2) if n > 1 and r["arrivals"][-1] > 0 else None}
 
-    def run_group(self, g, inf, trn, win_s):
-        """One trainer runs g's training workload while inf serves each window."""
+    def rate_at(self, iname, load):
+        """iname's request rate at load: the solo phase's, else from its solo
+        service time; None without one."""
+        solo = self.state["solo"].get(iname) or {}
+        rate = (solo.get("rates") or {}).get(core.load_key(load))
+        if rate:
+            return rate
+        svc = (solo.get("service_backtoback_ms") or {}).get("mean")
+        return core.rate_for(load, svc) if svc else None
+
+    def run_group(self, g, inf, trn, win_s, requests=None, seed=None, into=None):
+        """One trainer runs g's training workload while inf serves each window
+        (of window_s, or of `requests` requests at arrival `seed`); the
+        finished windows go to into (default: the records' windows)."""
         cfg = self.cfg
         tname = g["training"]
         solo_it = ((self.state["solo"].get(tname) or {}).get("iteration_ms") or {}).get("mean")
@@ -424,16 +457,13 @@ class Runner(object):
         try:
             for wdef in g["windows"]:
                 iname, load = wdef["inference"], wdef["load"]
-                solo = self.state["solo"].get(iname) or {}
-                rate = (solo.get("rates") or {}).get(core.load_key(load))
+                rate = self.rate_at(iname, load)
                 if not rate:
-                    svc = (solo.get("service_backtoback_ms") or {}).get("mean")
-                    if not svc:
-                        self.state["skipped"].append({"what": core.record_name(iname, tname, g["mode"], load, g["pct"]),
-                                                      "why": "no solo service time"})
-                        continue
-                    rate = core.rate_for(load, svc)
-                n = core.requests_for(win_s, rate, cfg, core.colocated_iter_ms(solo_it, g["mode"], g["pct"], cfg))
+                    self.state["skipped"].append({"what": core.record_name(iname, tname, g["mode"], load, g["pct"]),
+                                                  "why": "no solo service time"})
+                    continue
+                n = requests or core.requests_for(win_s, rate, cfg,
+                                                  core.colocated_iter_ms(solo_it, g["mode"], g["pct"], cfg))
                 expect = n / rate + cfg.est_window_overhead_s
                 if self.left() < expect + cfg.est_teardown_s:
                     self.state["skipped"].append({"what": core.record_name(iname, tname, g["mode"], load, g["pct"]),
@@ -442,7 +472,7 @@ class Runner(object):
                 idx = len(self.state["windows"]) + len(done)
                 try:
                     res = self.serve(inf, iname, rate, n, core.record_name(iname, tname, g["mode"], load, g["pct"]),
-                                     load, seed=cfg.seed * 1000 + idx)
+                                     load, seed=cfg.seed * 1000 + idx if seed is None else seed)
                 except (WorkerError, ValueError) as e:
                     self.error("window %s+%s" % (iname, tname), e)
                     continue
@@ -475,7 +505,7 @@ class Runner(object):
                 res["training_iteration_summary_ms"] = core.summarize(its)
             if solo_it and res.get("training_iteration_ms"):
                 res["training_slowdown"] = round(res["training_iteration_ms"] / solo_it, 4)
-            self.state["windows"].append(res)
+            (self.state["windows"] if into is None else into).append(res)
         self.save()
 
     def run_mps(self, groups, base):
@@ -523,11 +553,19 @@ class Runner(object):
             self.error("MPS solo", e)
         self.phase("MPS windows")
         free = self.left() - cfg.est_teardown_s - len(groups) * cfg.est_group_overhead_s
+        free -= core.spin_sweep_estimate(cfg, workloads.guesses())
         win_s, tight, cost = core.fit_windows(free, core.window_items(groups, *self.rates(), cfg=cfg), cfg)
         self.state["mps_window_s"] = {"seconds": round(win_s, 2), "tight": tight, "planned_s": round(cost, 1),
                                       "free_s": round(free, 1)}
         for g in groups:
             self.run_group(g, inf, trns[g["pct"]], win_s)
+        if cfg.spin_sweep:
+            self.phase("MPS spin sweep")
+            try:
+                self.spin_sweep(inf, trns)
+            except (WorkerError, ValueError) as e:
+                self.error("MPS spin sweep", e)
+                self.state["spin_sweep"]["status"] = "failed"
         st["status"] = "done"
 
     def mps_solo(self, inf, trns):
@@ -544,6 +582,120 @@ class Runner(object):
                     continue
                 r = w.call({"cmd": "solo", "workload": n, "n": cfg.mps_solo_train_iters}, 300)
                 self.state["mps_solo"]["%s@%g" % (n, p)] = {"iteration_ms": core.summarize(r["ms"]), "pct": p}
+        self.save()
+
+    # -- time slicing from both sides ---------------------------------------
+
+    def trace_pairs(self, inf, trn, reserve):
+        """Every inference x training pair traced from both sides over one
+        window, while reserve seconds must still be left afterwards."""
+        cfg = self.cfg
+        os.makedirs(os.path.join(self.out, "traces", "timeslice-pairs"), exist_ok=True)
+        per = cfg.trace_lead_s + cfg.trace_window_s + cfg.est_trace_pair_s
+        for iname, tname in core.trace_pairs(cfg):
+            name = core.pair_name(iname, tname, cfg.trace_load)
+            rate = self.rate_at(iname, cfg.trace_load)
+            if not rate:
+                self.state["skipped"].append({"what": name, "why": "no solo service time"})
+                continue
+            if self.left() < per + reserve:
+                self.state["skipped"].append({"what": name, "why": "deadline"})
+                continue
+            try:
+                rec = self.trace_pair(inf, trn, iname, tname, rate)
+            except (WorkerError, ValueError, OSError) as e:
+                self.error("traced " + name, e)
+                continue
+            self.state["trace_pairs"].append(rec)
+            sh = rec.get("shares") or {}
+            log("   %-45s both busy %7.1f ms: inference %s, training %s, %s switches" % (
+                name, sh.get("both_pending_ms", 0), (sh.get("inference") or {}).get("share"),
+                (sh.get("training") or {}).get("share"), sh.get("switches")))
+            self.save()
+
+    def trace_pair(self, inf, trn, iname, tname, rate):
+        """Both workers trace one window that starts at the same CLOCK_MONOTONIC
+        instant: the trainer iterates through it, the service serves Poisson
+        arrivals at rate from its start. Returns the pair's record."""
+        cfg = self.cfg
+        seed = cfg.seed * 1000 + 500 + len(self.state["trace_pairs"])
+        n = int(math.ceil(rate * cfg.trace_window_s)) + 1
+        offsets = [o for o in core.poisson_offsets(rate, n, seed) if o < cfg.trace_window_s]
+        paths = {role: core.pair_trace_relpath(iname, tname, role) for role in ("inference", "training")}
+        t0 = time.monotonic_ns() + int((cfg.trace_lead_s + 0.2) * 1e9)
+        msg = {"cmd": "traced", "t0_ns": t0, "window_s": cfg.trace_window_s, "lead_s": cfg.trace_lead_s}
+        trn.send(dict(msg, workload=tname, path=os.path.join(self.out, paths["training"])))
+        inf.send(dict(msg, workload=iname, path=os.path.join(self.out, paths["inference"]), offsets=offsets))
+        replies, errs = {}, []
+        for role, w in (("inference", inf), ("training", trn)):
+            try:
+                replies[role] = w.reply(cfg.trace_lead_s + cfg.trace_window_s + 120)
+            except WorkerError as e:
+                errs.append(e)
+                w.drain(2.0)
+        if errs:
+            raise errs[0]
+        t1 = t0 + int(cfg.trace_window_s * 1e9)
+        ri = replies["inference"]
+        lat, svc = core.request_times(ri["arrivals"], ri["starts"], ri["ends"])
+        its, partial = core.iterations_in_window(replies["training"]["iters"], t0, t1)
+        rec = {"name": core.pair_name(iname, tname, cfg.trace_load), "inference": iname, "training": tname,
+               "load": cfg.trace_load, "rate_rps": rate, "seed": seed, "requests": len(offsets),
+               "window_s": cfg.trace_window_s, "t0_monotonic_ns": t0, "traces": paths,
+               "trace_bytes": {role: r["bytes"] for role, r in replies.items()},
+               "latency_ms": core.summarize(lat), "service_ms": core.summarize(svc),
+               "training_iterations": len(its), "training_iteration_partial": partial,
+               "training_iteration_ms": core.mean(its)}
+        rec.update(analyze_pair(self.out, rec))
+        return rec
+
+    # -- MPS spin sweep ----------------------------------------------------
+
+    def spin_sweep(self, inf, trns):
+        """The spin trainers, built in the MPS trainer client of the highest
+        percentage, each beside cfg.spin_inference at spin_load: one trace
+        and spin_solo_iters iterations alone each, the service alone, then
+        one window of spin_requests requests beside each, all on the same
+        arrivals; slowdowns against the service alone and the trainer alone."""
+        cfg = self.cfg
+        pct = max(trns)
+        trn, iname = trns[pct], cfg.spin_inference
+        sw = self.state["spin_sweep"] = {"status": "starting", "inference": iname, "pct": pct, "load": cfg.spin_load,
+                                         "requests": cfg.spin_requests, "trainers": {}, "windows": []}
+        rate = self.rate_at(iname, cfg.spin_load)
+        if not rate:
+            sw.update({"status": "not run", "why": "no solo service time of %s" % iname})
+            return
+        if self.left() < core.spin_sweep_estimate(cfg, workloads.guesses()) + cfg.est_teardown_s:
+            sw.update({"status": "not run", "why": "deadline"})
+            return
+        new = [n for n in cfg.spin_training if n not in cfg.training]
+        if new:
+            r = trn.call({"cmd": "init", "workloads": new}, min(self.args.init_timeout_s, 150.0))
+            for n, info in r["workloads"].items():
+                self.state["workloads"].setdefault(n, {}).update({"info": info})
+        for n in cfg.spin_training:
+            if not (self.state["workloads"].get(n) or {}).get("trace"):
+                self.profile(trn, n, "training")
+            r = trn.call({"cmd": "solo", "workload": n, "n": cfg.spin_solo_iters}, 300)
+            solo = {"iteration_ms": core.summarize(r["ms"]), "n": len(r["ms"]), "mps_pct": pct}
+            self.state["solo"].setdefault(n, solo)
+            info = (self.state["workloads"].get(n) or {}).get("info") or {}
+            sw["trainers"][n] = dict({k: info.get(k) for k in ("block_us", "measured_block_us", "mem_bytes_per_block",
+                                                              "mem_gbps", "kernels_per_iter")}, solo=solo)
+        seed = cfg.seed * 1000 + 900
+        sw["rate_rps"] = rate
+        sw["solo"] = self.serve(inf, iname, rate, cfg.spin_requests, "spin-solo", cfg.spin_load, seed=seed)
+        for n in cfg.spin_training:
+            g = {"mode": "mps", "pct": pct, "training": n, "windows": [{"inference": iname, "load": cfg.spin_load}]}
+            self.run_group(g, inf, trn, 0, requests=cfg.spin_requests, seed=seed, into=sw["windows"])
+        for w in sw["windows"]:
+            w["latency_slowdown"] = core.ratios(w["latency_ms"], sw["solo"]["latency_ms"])
+            w["service_slowdown"] = core.ratios(w["service_ms"], sw["solo"]["service_ms"])
+            it = sw["trainers"][w["training"]]["solo"]["iteration_ms"].get("mean")
+            if it and w.get("training_iteration_ms"):
+                w["training_slowdown"] = round(w["training_iteration_ms"] / it, 4)
+        sw["status"] = "done"
         self.save()
 
     # -- the end -----------------------------------------------------------
@@ -586,11 +738,37 @@ def assemble(out, st):
     src = core.source_string(env, st["started"], st.get("backend", "torch"),
                              extra="Poisson arrivals, seed %d; loads %s (time-slicing), %s (MPS)" % (
                                  cfg["seed"], cfg["timeslice_loads"], cfg["mps_load"]))
-    doc = core.build_measurements(src, device, st["windows"], profiles)
+    sweep = st.get("spin_sweep") or {}
+    doc = core.build_measurements(src, device, st["windows"] + (sweep.get("windows") or []), profiles)
     st["measurements"] = {"records": len(doc["records"]), "problems": core.check_measurements(doc)}
     if doc["records"]:
         core.write_json_atomic(os.path.join(out, "measurements.json"), doc)
+    pairs = [p for p in st.get("trace_pairs") or [] if p.get("shares")]
+    if pairs:
+        core.write_json_atomic(os.path.join(out, "timeslice_shares.json"),
+                               {"format": core.SHARES_FORMAT, "source": src, "device": device, "records": pairs})
+    if sweep.get("windows"):
+        core.write_json_atomic(os.path.join(out, "mps_spin_sweep.json"),
+                               dict(sweep, format=core.SPIN_SWEEP_FORMAT, source=src, device=device))
     return doc
+
+
+def analyze_pair(out, rec):
+    """The shares of one traced pair, from its two traces under out: each
+    trace's clock (core.trace_clock) and core.timeslice_share over the
+    pair's window. A trace that cannot be read gives shares_error."""
+    work, clock = [], {}
+    try:
+        for role in ("inference", "training"):
+            with gzip.open(os.path.join(out, rec["traces"][role]), "rt") as f:
+                doc = json.load(f)
+            c = core.trace_clock(doc)
+            clock[role] = {"method": c["method"], "error_us": round(c["error_ns"] / 1e3, 3)}
+            work.append(core.trace_gpu_work(doc, c["offset_ns"]))
+    except (OSError, ValueError, KeyError) as e:
+        return {"shares": None, "shares_error": "%s: %s" % (type(e).__name__, e)}
+    t0 = rec["t0_monotonic_ns"]
+    return {"clock": clock, "shares": core.timeslice_share(work, t0, t0 + int(rec["window_s"] * 1e9))}
 
 
 def write_summary(out, st):
@@ -620,6 +798,30 @@ def write_summary(out, st):
             w["name"], w["requests"], w["rate_rps"], w["latency_ms"].get("mean", 0), w["latency_ms"].get("p99", 0),
             w["service_ms"].get("mean", 0), w["service_ms"].get("p99", 0),
             "%.2f" % w["training_iteration_ms"] if w.get("training_iteration_ms") else "-"))
+    if st.get("trace_pairs"):
+        lines.append("")
+        lines.append("time slicing traced from both sides: share of GPU time while both had work [bounds]")
+        lines.append("%-52s %9s %20s %20s %8s %9s" % ("pair", "both ms", "inference", "training", "switches",
+                                                     "turn p50"))
+        for p in st["trace_pairs"]:
+            sh = p.get("shares") or {}
+            cols = ["%.3f [%.3f-%.3f]" % (sh[r]["share"], sh[r]["share_min"], sh[r]["share_max"])
+                    if (sh.get(r) or {}).get("share") is not None else "-" for r in ("inference", "training")]
+            turn = ((sh.get("training") or {}).get("turn_us") or {}).get("p50")
+            lines.append("%-52s %9.1f %20s %20s %8s %9s" % (p["name"], sh.get("both_pending_ms", 0), cols[0], cols[1],
+                                                            sh.get("switches", "-"), "%.0f us" % turn if turn else "-"))
+    sweep = st.get("spin_sweep")
+    if sweep:
+        lines.append("")
+        lines.append("MPS spin sweep beside %s at %s %%: %s%s" % (sweep.get("inference"), sweep.get("pct"),
+                                                                 sweep.get("status"),
+                                                                 " (%s)" % sweep["why"] if sweep.get("why") else ""))
+        for w in sweep.get("windows") or []:
+            t = (sweep.get("trainers") or {}).get(w["training"]) or {}
+            lines.append("  %-22s block %s us (timed %s), %s B/block: service x%s, latency p99 x%s, iteration x%s" % (
+                w["training"], t.get("block_us"), t.get("measured_block_us") or "-", t.get("mem_bytes_per_block"),
+                w.get("service_slowdown", {}).get("mean"), w.get("latency_slowdown", {}).get("p99"),
+                w.get("training_slowdown")))
     if st.get("skipped"):
         lines.append("")
         lines.append("skipped: " + "; ".join("%s (%s)" % (s["what"], s["why"]) for s in st["skipped"]))
@@ -671,6 +873,8 @@ def finalize_only(args):
     with open(os.path.join(out, "run.json")) as f:
         st = json.load(f)
     import_profiles(out, st, args.colocd)
+    for p in st.get("trace_pairs") or []:
+        p.update(analyze_pair(out, p))
     assemble(out, st)
     core.write_json_atomic(os.path.join(out, "run.json"), st)
     write_summary(out, st)
@@ -695,8 +899,11 @@ def build_config(a):
         kw["mps_load"] = a.mps_load
     if a.mps_pcts:
         kw["mps_pcts"] = parse_list(a.mps_pcts, float)
+    if a.spin_training:
+        kw["spin_training"] = parse_list(a.spin_training)
     for k in ("budget_s", "seed", "min_requests", "max_requests", "solo_requests", "solo_backtoback",
-              "solo_train_iters", "min_window_s", "max_window_s"):
+              "solo_train_iters", "min_window_s", "max_window_s", "ts_traces", "trace_window_s", "trace_load",
+              "spin_sweep", "spin_inference", "spin_load", "spin_requests"):
         v = getattr(a, k, None)
         if v is not None:
             kw[k] = v
@@ -742,6 +949,19 @@ def main(argv=None):
     ap.add_argument("--solo-backtoback", type=int, default=None)
     ap.add_argument("--solo-train-iters", type=int, default=None)
     ap.add_argument("--init-timeout-s", type=float, default=240.0)
+    ap.add_argument("--ts-traces", action="store_true", default=None,
+                    help="trace every inference x training pair from both sides under time slicing (opt-in: about "
+                         "30 s; run with BUDGET_S=380)")
+    ap.add_argument("--trace-window-s", type=float, default=None, help="the traced pairs' common window (default %g)"
+                    % core.Config.DEFAULTS["trace_window_s"])
+    ap.add_argument("--trace-load", type=float, default=None)
+    ap.add_argument("--spin-sweep", action="store_true", default=None,
+                    help="spin trainers of varied block time and memory traffic beside one service under MPS "
+                         "(opt-in: about 40 s; needs CuPy)")
+    ap.add_argument("--spin-training", default=None, help="comma-separated spin trainers of the sweep")
+    ap.add_argument("--spin-inference", default=None, help="the sweep's inference service (one of --inference)")
+    ap.add_argument("--spin-load", type=float, default=None)
+    ap.add_argument("--spin-requests", type=int, default=None)
     ap.add_argument("--plan", action="store_true", help="print the run plan and its estimated budget, and exit")
     ap.add_argument("--finalize-only", action="store_true",
                     help="re-import the traces in --out and rebuild measurements.json from run.json")
@@ -751,9 +971,12 @@ def main(argv=None):
     cfg = build_config(a)
     if a.seed is None:
         a.seed = cfg.seed
-    unknown = [n for n in cfg.inference + cfg.training if n not in workloads.SPECS]
+    names = cfg.inference + cfg.training + (cfg.spin_training if cfg.spin_sweep else [])
+    unknown = [n for n in names if n not in workloads.SPECS]
     if unknown:
         ap.error("unknown workloads %s (known: %s)" % (unknown, ", ".join(workloads.SPECS)))
+    if cfg.spin_sweep and cfg.spin_inference not in cfg.inference:
+        ap.error("--spin-inference %s is not one of --inference %s" % (cfg.spin_inference, ",".join(cfg.inference)))
     if a.plan:
         print_plan(cfg, not a.no_mps)
         return 0

@@ -18,6 +18,9 @@
 #   COLOCD     the colocd binary (default tools/gpu-harness/bin/colocd)
 #   NAME       the results' name (default h200)
 #   BACKEND    torch (default) or fake: a dry run with no GPU (synthetic output)
+#
+# The opt-in phases (--ts-traces, --spin-sweep; README.md) need BUDGET_S=380
+# to leave the default windows their length: HARD_S 440, under 10 minutes.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -3,10 +3,11 @@
 controller (measure.py) asks, one JSON command per line on stdin, one JSON
 reply per line on stdout (stray prints of libraries go to stderr).
 
-Commands: init, solo, profile, serve, train (then stop), quit. The serve and
-train loops are shared by both backends: "torch" (workloads.py on a GPU, or
-on the CPU with --device cpu) and "fake" (fake.py: sleeps, no GPU), so the
-fake backend exercises the same timing code on a machine without a GPU.
+Commands: init, solo, profile, serve, train (then stop), traced, quit. The
+serve, train and traced loops are shared by both backends: "torch"
+(workloads.py on a GPU, or on the CPU with --device cpu) and "fake" (fake.py:
+sleeps, no GPU), so the fake backend exercises the same timing code on a
+machine without a GPU.
 
 The worker ignores SIGINT and SIGTERM: under MPS a client killed by a signal
 can wedge the server, so it ends when told to quit or when its stdin closes.
@@ -14,6 +15,7 @@ can wedge the server, so it ends when told to quit or when its stdin closes.
 
 import argparse
 import gzip
+import json
 import os
 import shutil
 import signal
@@ -107,6 +109,33 @@ class TorchBackend(object):
         os.unlink(raw)
 
 
+    def start_trace(self, name):
+        """Start torch.profiler with no schedule: everything until stop_trace."""
+        from torch.profiler import ProfilerActivity, profile
+        import torch
+        acts = [ProfilerActivity.CPU]
+        if self.args.device != "cpu" and torch.cuda.is_available():
+            acts.append(ProfilerActivity.CUDA)
+        self._prof = profile(activities=acts, record_shapes=False, with_stack=False)
+        self._prof.start()
+
+    def mark(self, label):
+        from torch.profiler import record_function
+        return core.clock_mark(label, lambda: record_function(label))
+
+    def stop_trace(self, name, path, clock):
+        """Stop, export, and keep what the share analysis reads
+        (core.slim_trace), with the clock marks, gzipped at path."""
+        prof, self._prof = self._prof, None
+        prof.stop()
+        raw = path[:-3] if path.endswith(".gz") else path + ".raw.json"
+        prof.export_chrome_trace(raw)
+        with open(raw) as f:
+            doc = json.load(f)
+        os.unlink(raw)
+        core.write_trace(path, core.slim_trace(doc), clock)
+
+
 def gzip_trace(src_path, dst_path):
     """gzip a Chrome trace; a bare JSON array of events (the legacy
     profiler's export, as from a torch built without Kineto) is wrapped as
@@ -122,11 +151,11 @@ def gzip_trace(src_path, dst_path):
             dst.write(b"}")
 
 
-def serve(backend, name, offsets, lead_s):
-    """Serve one request per arrival offset (s) from t0 = now + lead_s,
-    FIFO: a request starts at max(its arrival, the previous completion).
-    Returns ns times relative to t0 and t0 itself (monotonic ns)."""
-    t0 = time.monotonic_ns() + int(lead_s * 1e9)
+def serve(backend, name, offsets, lead_s, t0_ns=None):
+    """Serve one request per arrival offset (s) from t0 = now + lead_s (or
+    t0_ns), FIFO: a request starts at max(its arrival, the previous
+    completion). Returns ns times relative to t0 and t0 itself (monotonic ns)."""
+    t0 = time.monotonic_ns() + int(lead_s * 1e9) if t0_ns is None else int(t0_ns)
     arr, st, en = [], [], []
     for off in offsets:
         a = t0 + int(round(off * 1e9))
@@ -187,6 +216,52 @@ def train(backend, name, warm, max_s, reader, send):
         backend.end_train(name)
 
 
+def traced(backend, name, path, t0_ns, window_s, lead_s, offsets=None):
+    """One side of a window traced from both sides: the profiler starts
+    lead_s before t0_ns (monotonic ns, the controller's choice for both
+    processes) and stops after the window, with a clock mark at each end.
+    A trainer (offsets None) iterates from the command on, through the
+    window; an inference service serves offsets from t0_ns. The trace goes
+    to path with the marks and the window (core.TRACE_CLOCK_KEY)."""
+    start = int(t0_ns) - int(lead_s * 1e9)
+    end = int(t0_ns) + int(window_s * 1e9)
+    if offsets is None:
+        backend.begin_train(name)
+    try:
+        return _traced(backend, name, path, int(t0_ns), start, end, offsets)
+    finally:
+        if offsets is None:
+            backend.end_train(name)
+
+
+def _traced(backend, name, path, t0_ns, start, end, offsets):
+    warm = 0
+    while offsets is None and time.monotonic_ns() < start:
+        backend.step(name)
+        backend.sync(name)
+        warm += 1
+    sleep_until(start)
+    backend.start_trace(name)
+    clock = {"marks": [backend.mark(core.CLOCK_MARKS[0])], "t0_monotonic_ns": t0_ns,
+             "window_ns": end - t0_ns, "workload": name, "pid": os.getpid()}
+    try:
+        if offsets is None:
+            iters = []
+            while time.monotonic_ns() < end:
+                s = time.monotonic_ns()
+                backend.step(name)
+                backend.sync(name)
+                iters.append([s, time.monotonic_ns()])
+            res = {"iters": iters, "warm_iters": warm}
+        else:
+            res = serve(backend, name, offsets, 0, t0_ns=t0_ns)
+        clock["marks"].append(backend.mark(core.CLOCK_MARKS[1]))
+    finally:
+        backend.stop_trace(name, path, clock)
+    res.update({"path": path, "bytes": os.path.getsize(path), "clock": clock})
+    return res
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", choices=["torch", "fake"], default="torch")
@@ -239,6 +314,9 @@ def main(argv=None):
             elif cmd == "train":
                 reply = train(backend, msg["workload"], int(msg.get("warm", 3)), float(msg.get("max_s", 600)),
                               reader, send)
+            elif cmd == "traced":
+                reply = traced(backend, msg["workload"], msg["path"], int(msg["t0_ns"]), float(msg["window_s"]),
+                               float(msg["lead_s"]), msg.get("offsets"))
             elif cmd == "stop":
                 reply = {"ok": False, "error": "stop: not training"}
             else:

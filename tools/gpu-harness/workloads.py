@@ -20,6 +20,10 @@ Synthetic trainers for head-of-line blocking (CUDA only, through CuPy's NVRTC):
                     and whose blocks each run about 1 ms of dependent FMAs
   spin-short-train  the same kernel with blocks of about 50 us: the same
                     utilisation (back to back, every SM full), 20x shorter kernels
+  spin-mem-low-train  spin-short-train's blocks (the same FMAs, about 50 us) that
+                      also stream 64 KiB each from a buffer larger than L2
+  spin-mem-high-train the same with 512 KiB per block (about half of an H200's
+                      memory bandwidth): block time fixed, memory traffic varied
   One iteration is about 60 ms of such kernels. Under MPS another client's
   block can only start on an SM when one of these blocks retires.
 
@@ -46,6 +50,13 @@ SPECS = {
                         "iter_ms": 60.0, "guess_ms": 60.0},
     "spin-short-train": {"kind": "training", "model": "spin", "block_us": 50.0, "fma_pairs": 2655,
                          "iter_ms": 60.0, "guess_ms": 60.0},
+    # spin-short-train's work per block plus mem_bytes read per block (16 B
+    # loads spread through the FMA chain, which hides them: about 2 % more
+    # instructions at 512 KiB). build() times the block, for the record.
+    "spin-mem-low-train": {"kind": "training", "model": "spin", "block_us": 50.0, "fma_pairs": 2655,
+                           "mem_bytes": 65536, "iter_ms": 60.0, "guess_ms": 60.0},
+    "spin-mem-high-train": {"kind": "training", "model": "spin", "block_us": 50.0, "fma_pairs": 2655,
+                            "mem_bytes": 524288, "iter_ms": 60.0, "guess_ms": 60.0},
 }
 
 BERT = {"layers": 12, "d": 768, "heads": 12, "ff": 3072, "vocab": 30522, "max_pos": 512}
@@ -399,14 +410,40 @@ extern "C" __global__ void spin(long long n, float *sink) {
 """
 
 
+# spin's FMA chain cut into `loads` segments, each followed by one 16-byte
+# load per thread from the block's chunk of buf (coalesced; the chunk moves
+# on by a grid's bytes every launch, base4, so that successive kernels read
+# memory L2 no longer holds).
+_SPIN_MEM_SRC = r"""
+extern "C" __global__ void spin_mem(long long n, const float4 *buf, long long len4, long long base4,
+                                    int loads, float *sink) {
+    float a = threadIdx.x * 1e-3f, b = blockIdx.x * 1e-3f, acc = 0.0f;
+    long long chunk = base4 + (long long)blockIdx.x * loads * blockDim.x + threadIdx.x;
+    long long seg = n / loads;
+    for (int j = 0; j < loads; j++) {
+        for (long long i = 0; i < seg; i++) {
+            a = fmaf(a, 0.999999f, b);
+            b = fmaf(b, 0.999999f, a);
+        }
+        float4 v = buf[(chunk + (long long)j * blockDim.x) % len4];
+        acc += v.x + v.y + v.z + v.w;
+    }
+    if (a == -1.0f) sink[blockIdx.x] = a + b + acc;
+}
+"""
+
+
 class SpinWorkload(object):
     """A synthetic trainer of identical compute-bound kernels that fill every
     SM: 2 blocks of 1024 threads per SM, each block running spec["fma_pairs"]
     pairs of dependent FMAs (about spec["block_us"] microseconds on a whole
     H200). An iteration launches iter_ms / block_us such kernels back to back
     on the default stream, so two spin trainers differ only in kernel length.
-    build() times one kernel (measured_block_us, for the record); it never
-    re-sizes the work. Needs CUDA and CuPy (compiled with NVRTC at build time)."""
+    With spec["mem_bytes"] each block also reads that many bytes (spin_mem)
+    from a buffer of at least 1 GiB and 8 kernels' reads, so that they come
+    from memory, not L2. build() times one kernel (measured_block_us, for
+    the record); it never re-sizes the work. Needs CUDA and CuPy (compiled
+    with NVRTC at build time)."""
 
     THREADS = 1024
     BLOCKS_PER_SM = 2
@@ -420,6 +457,7 @@ class SpinWorkload(object):
         self.params = 0
         self.n = 0
         self.kernels = 0
+        self.loads = 0
         self.measured_block_us = 0.0
 
     def build(self):
@@ -432,6 +470,13 @@ class SpinWorkload(object):
         self.grid = sms * self.BLOCKS_PER_SM
         self._sink = cupy.zeros(self.grid, dtype=cupy.float32)
         self.n = int(self.spec["fma_pairs"])
+        self.loads = int(self.spec.get("mem_bytes", 0)) // (16 * self.THREADS)
+        if self.loads:
+            self._k = cupy.RawKernel(_SPIN_MEM_SRC, "spin_mem")
+            per_kernel4 = self.grid * self.loads * self.THREADS
+            self._len4 = max((1 << 30) // 16, 8 * per_kernel4)
+            self._buf = cupy.ones(self._len4 * 4, dtype=cupy.float32)
+            self._base4 = 0
         self.measured_block_us = self._time(self.n)
         self.kernels = max(1, int(round(self.spec["iter_ms"] * 1e3 / float(self.spec["block_us"]))))
         return self
@@ -448,7 +493,13 @@ class SpinWorkload(object):
         return cp.cuda.get_elapsed_time(start, end) * 1e3 / 3
 
     def _launch(self, n):
-        self._k((self.grid,), (self.THREADS,), (self._cp.int64(n), self._sink))
+        cp = self._cp
+        if not self.loads:
+            self._k((self.grid,), (self.THREADS,), (cp.int64(n), self._sink))
+            return
+        self._k((self.grid,), (self.THREADS,), (cp.int64(n), self._buf, cp.int64(self._len4), cp.int64(self._base4),
+                                                 cp.int32(self.loads), self._sink))
+        self._base4 = (self._base4 + self.grid * self.loads * self.THREADS) % self._len4
 
     def step(self):
         for _ in range(self.kernels):
@@ -461,7 +512,10 @@ class SpinWorkload(object):
         d = {k: v for k, v in self.spec.items() if k != "guess_ms"}
         d.update({"params": 0, "precision": "fp32", "scale": self.scale, "grid": self.grid,
                   "threads": self.THREADS, "fma_pairs": self.n, "kernels_per_iter": self.kernels,
-                  "measured_block_us": round(self.measured_block_us, 2)})
+                  "measured_block_us": round(self.measured_block_us, 2),
+                  "mem_bytes_per_block": self.loads * 16 * self.THREADS,
+                  "mem_gbps": round(self.grid * self.loads * 16 * self.THREADS / self.measured_block_us / 1e3, 1)
+                  if self.measured_block_us > 0 else None})
         return d
 
 

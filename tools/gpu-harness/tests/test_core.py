@@ -205,6 +205,30 @@ class Plan(unittest.TestCase):
         self.assertTrue(any("mps co-located" in n for n in names))
         # Under 10 minutes with room for the script around it.
         self.assertLess(cfg.budget_s, 600 - 60)
+        # The opt-in phases cost nothing unless asked for.
+        self.assertEqual(core.trace_pairs_estimate(cfg), 0.0)
+        self.assertEqual(core.spin_sweep_estimate(cfg, workloads.guesses()), 0.0)
+        self.assertFalse(any("traced" in n or "spin" in n for n in names))
+
+    def test_budget_with_opt_in_phases(self):
+        # Both opt-in phases fit BUDGET_S=380 (HARD_S 440: one run under 10
+        # minutes) without shrinking the windows below the default run's.
+        cfg = core.Config(ts_traces=True, spin_sweep=True, budget_s=380.0)
+        g = workloads.guesses()
+        phases = core.estimate_budget(cfg, g)
+        total = sum(p[1] for p in phases)
+        self.assertLessEqual(total, cfg.budget_s + 1e-6)
+        self.assertLess(cfg.budget_s + 60, 600 - 60)
+        names = [p[0] for p in phases]
+        traced = names.index("time slicing traced from both sides (9 pairs)")
+        self.assertEqual(names[traced - 1], "timeslice co-located windows (18)")
+        self.assertIn("MPS spin sweep (4 trainers)", names)
+        self.assertEqual(core.trace_pairs(cfg)[:2], [("resnet50-infer", "resnet50-train"), ("bert-infer", "resnet50-train")])
+        self.assertAlmostEqual(core.trace_pairs_estimate(cfg), 9 * (0.3 + 0.5 + 3.0))
+        self.assertLess(core.trace_pairs_estimate(cfg) + core.spin_sweep_estimate(cfg, g), 80)
+        default = [p for p in core.estimate_budget(core.Config(), g) if "co-located" in p[0]]
+        for p, d in zip([p for p in phases if "co-located" in p[0]], default):
+            self.assertGreaterEqual(p[1], d[1] - 1e-6, p[0])
 
     def test_record_name(self):
         self.assertEqual(core.record_name("a", "b", "timeslice", 0.3), "a+b@ts,load=0.30")
@@ -415,17 +439,38 @@ class Workloads(unittest.TestCase):
                 "assert 'torch' not in sys.modules, 'torch imported'; print(len(workloads.SPECS))" % testlib.HARNESS)
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stdout.strip(), "8")
+        self.assertEqual(p.stdout.strip(), "10")
 
     def test_specs(self):
         self.assertEqual(sorted(workloads.names("inference")), ["bert-infer", "gpt-decode", "resnet50-infer"])
         self.assertEqual(sorted(workloads.names("training")), ["bert-train", "gpt2-train", "resnet50-train",
-                                                                   "spin-long-train", "spin-short-train"])
+                                                                   "spin-long-train", "spin-mem-high-train",
+                                                                   "spin-mem-low-train", "spin-short-train"])
         self.assertEqual(workloads.SPECS["resnet50-infer"]["batch"], 8)
         self.assertEqual(workloads.SPECS["bert-infer"]["seq"], 128)
         self.assertEqual(workloads.SPECS["resnet50-train"]["batch"], 64)
         with self.assertRaises(KeyError):
             workloads.Workload("nope")
+
+    def test_spin_memory_variants(self):
+        # Memory traffic varied at spin-short-train's block time and work.
+        short = workloads.SPECS["spin-short-train"]
+        low, high = workloads.SPECS["spin-mem-low-train"], workloads.SPECS["spin-mem-high-train"]
+        for s in (low, high):
+            for k in ("block_us", "fma_pairs", "iter_ms", "model"):
+                self.assertEqual(s[k], short[k], k)
+        self.assertNotIn("mem_bytes", short)
+        self.assertLess(low["mem_bytes"], high["mem_bytes"])
+        # Whole 16-byte loads per thread of a block.
+        for s in (low, high):
+            self.assertEqual(s["mem_bytes"] % (16 * workloads.SpinWorkload.THREADS), 0)
+
+    def test_fake_backend_has_every_workload(self):
+        import fake
+        self.assertEqual(sorted(fake.FAKE), sorted(workloads.SPECS))
+        for n, s in workloads.SPECS.items():
+            self.assertEqual(fake.FAKE[n][0], s["kind"], n)
+        self.assertTrue(all(n in workloads.SPECS for n in core.Config().spin_training))
 
 
 if __name__ == "__main__":

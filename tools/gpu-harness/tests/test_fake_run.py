@@ -23,6 +23,24 @@ def fake_run(out, *extra, env=None, colocd=None):
         return p, json.load(f)
 
 
+def finalize_copy(test, *remove):
+    """A copy of test.out without `remove`, rebuilt by measure.py
+    --finalize-only (which needs colocd: the test skips without it)."""
+    if not test.colocd:
+        test.skipTest("no go to build colocd")
+    out2 = os.path.join(test.dir, "copy")
+    shutil.copytree(test.out, out2)
+    for r in remove:
+        path = os.path.join(out2, r)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    p = testlib.run_py("measure.py", "--out", out2, "--finalize-only", "--colocd", test.colocd)
+    test.assertEqual(p.returncode, 0, p.stderr)
+    return out2
+
+
 class FakeRun(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -122,16 +140,105 @@ class FakeRun(unittest.TestCase):
         self.assertEqual(got["mps"]["fit"]["records"], 8)
 
     def test_finalize_only(self):
-        if not self.colocd:
-            self.skipTest("no go to build colocd")
-        out2 = os.path.join(self.dir, "copy")
-        shutil.copytree(self.out, out2)
-        shutil.rmtree(os.path.join(out2, "profiles"))
-        os.unlink(os.path.join(out2, "measurements.json"))
-        p = testlib.run_py("measure.py", "--out", out2, "--finalize-only", "--colocd", self.colocd)
-        self.assertEqual(p.returncode, 0, p.stderr)
+        out2 = finalize_copy(self, "profiles", "measurements.json")
         with open(os.path.join(out2, "measurements.json")) as f:
             self.assertEqual(len(json.load(f)["records"]), 12)
+
+
+class FakeRunOptIn(unittest.TestCase):
+    """The opt-in phases of issue #51 end to end on the fakes: time slicing
+    traced from both sides, and the MPS spin sweep."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.colocd = testlib.colocd_binary()
+        cls.dir = tempfile.mkdtemp(prefix="harness-fake-optin-")
+        cls.out = os.path.join(cls.dir, "out")
+        cls.proc, cls.state = fake_run(cls.out, "--inference", "resnet50-infer,gpt-decode", "--training", "bert-train",
+                                       "--mps-pcts", "100", "--ts-traces", "--spin-sweep", "--spin-inference",
+                                       "gpt-decode", "--spin-requests", "20", "--trace-window-s", "0.4",
+                                       "--mps-pipe-dir", os.path.join(cls.dir, "pipe"), colocd=cls.colocd)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_exit(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        self.assertEqual(self.state["errors"], [])
+        self.assertEqual(self.state["skipped"], [])
+        phases = [p["phase"] for p in self.state["phases"]]
+        self.assertLess(phases.index("time slicing traced from both sides"), phases.index("MPS"))
+        self.assertIn("MPS spin sweep", phases)
+
+    def test_traced_pairs(self):
+        pairs = self.state["trace_pairs"]
+        self.assertEqual([p["name"] for p in pairs], ["resnet50-infer+bert-train@ts-traced,load=0.30",
+                                                      "gpt-decode+bert-train@ts-traced,load=0.30"])
+        for p in pairs:
+            for role in ("inference", "training"):
+                self.assertTrue(os.path.exists(os.path.join(self.out, p["traces"][role])))
+                # The fake trace clock is skewed from CLOCK_REALTIME: only the
+                # marks align it.
+                self.assertEqual(p["clock"][role]["method"], "marks")
+            sh = p["shares"]
+            self.assertEqual(sh["window_ms"], 400.0)
+            self.assertGreater(sh["both_pending_ms"], 0)
+            self.assertAlmostEqual(sh["inference"]["share"] + sh["training"]["share"], 1.0, places=3)
+            for role in ("inference", "training"):
+                self.assertLessEqual(sh[role]["share_min"], sh[role]["share"])
+                self.assertLessEqual(sh[role]["share"], sh[role]["share_max"])
+            self.assertGreater(p["requests"], 0)
+            self.assertGreater(p["training_iterations"], 0)
+        with open(os.path.join(self.out, "timeslice_shares.json")) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["format"], core.SHARES_FORMAT)
+        self.assertTrue(doc["source"].startswith("SYNTHETIC"))
+        self.assertEqual(len(doc["records"]), 2)
+        with open(os.path.join(self.out, "summary.txt")) as f:
+            self.assertIn("time slicing traced from both sides", f.read())
+
+    def test_spin_sweep(self):
+        sw = self.state["spin_sweep"]
+        self.assertEqual(sw["status"], "done")
+        self.assertEqual((sw["inference"], sw["pct"]), ("gpt-decode", 100))
+        spins = ["spin-long-train", "spin-short-train", "spin-mem-low-train", "spin-mem-high-train"]
+        self.assertEqual([w["training"] for w in sw["windows"]], spins)
+        self.assertEqual(sw["trainers"]["spin-mem-high-train"]["mem_bytes_per_block"], 524288)
+        self.assertEqual(sw["trainers"]["spin-mem-high-train"]["block_us"],
+                         sw["trainers"]["spin-short-train"]["block_us"])
+        # Every window on the same arrivals as the service alone.
+        self.assertEqual(set(w["seed"] for w in sw["windows"]), {sw["solo"]["seed"]})
+        for w in sw["windows"]:
+            self.assertEqual(w["requests"], 20)
+            self.assertGreater(w["latency_slowdown"]["mean"], 0)
+            self.assertGreater(w["service_slowdown"]["p99"], 0)
+            self.assertGreater(w["training_slowdown"], 0)
+        # Their windows are not the MPS records' windows.
+        self.assertEqual(sorted(w["training"] for w in self.state["windows"]), ["bert-train"] * 4)
+        with open(os.path.join(self.out, "mps_spin_sweep.json")) as f:
+            self.assertEqual(json.load(f)["format"], core.SPIN_SWEEP_FORMAT)
+
+    def test_sweep_windows_are_records(self):
+        if not self.colocd:
+            self.skipTest("no go to build colocd")
+        with open(os.path.join(self.out, "measurements.json")) as f:
+            doc = json.load(f)
+        self.assertEqual(core.check_measurements(doc), [])
+        names = [r["name"] for r in doc["records"]]
+        self.assertIn("gpt-decode+spin-mem-high-train@mps100,load=0.07", names)
+        self.assertEqual(len(names), 8)
+
+    def test_finalize_only_reanalyzes(self):
+        out2 = finalize_copy(self, "timeslice_shares.json")
+        with open(os.path.join(out2, "timeslice_shares.json")) as f:
+            doc = json.load(f)
+        self.assertEqual([r["shares"] for r in doc["records"]], [t["shares"] for t in self.state["trace_pairs"]])
+
+    def test_spin_inference_must_be_served(self):
+        p = testlib.run_py("measure.py", "--out", "unused", "--plan", "--spin-sweep", "--inference", "gpt-decode")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--spin-inference bert-infer", p.stderr)
 
 
 class FakeRunFailures(unittest.TestCase):
