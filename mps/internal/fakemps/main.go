@@ -209,10 +209,7 @@ func (e env) foreground() int {
 		e.logLine("control.log", "Control", pid, "Failed to start control daemon: %s present", failStartFile)
 		return 1
 	}
-	next := pid + 1000
-	if next > 4_000_000 {
-		next = 1000
-	}
+	next := firstServerPID(pid)
 	_ = os.RemoveAll(e.path(procDir)) // servers die with their daemon
 	st := &state{Daemon: pid, Visible: os.Getenv("CUDA_VISIBLE_DEVICES"), DefaultPct: 100, DefaultMem: map[string]string{}, NextServer: next}
 	unlock, err := e.lock()
@@ -706,4 +703,22 @@ func orZero(s string) string {
 		return "0"
 	}
 	return s
+}
+
+// firstServerPID is the PID the fake gives its first server: above the
+// host's pid_max, so that no real process ever has a server's PID (colocd
+// reads a server's user from /proc/<pid>/status, where a real process of
+// that PID would answer for it), yet within MPS's PID range; on a host
+// whose pid_max leaves no room above it, past the daemon's own PID.
+func firstServerPID(daemon int) int {
+	const maxPID = 4_194_304 // PID_MAX_LIMIT
+	if b, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 && n < maxPID-200_000 {
+			return n + 1 + daemon%100_000
+		}
+	}
+	if next := daemon + 1000; next <= 4_000_000 {
+		return next
+	}
+	return 1000
 }
