@@ -120,6 +120,12 @@ type GuardSettings struct {
 	// training job (default false: its min_pct until then, raised once the
 	// measurement shows room; guard_observed.go).
 	GrantBeforeMeasured bool `mapstructure:"grant_before_measured"`
+	// PlanBelowConfigured lets decisions and the guard plan on a service's
+	// observed (or forecast) load when it is below the configured rate,
+	// rounded up to its band (default false: never below the configured
+	// rate): a lull is harvested, and the guard throttles the lease when
+	// the load comes back (guard_observed.go).
+	PlanBelowConfigured bool `mapstructure:"plan_below_configured"`
 }
 
 // DefaultSettings are the file's defaults: every default above, a tenth

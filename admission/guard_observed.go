@@ -19,9 +19,9 @@ func rateBand(r float64) float64 {
 
 // observedServices returns services with each one's rate raised to its
 // observed band when the server reports more load than configured, and its
-// observed correction (guard_latency.go). A lower observed rate is not used: a
-// lease granted on it would need the guard to throttle it when load
-// returns. c.mu is held.
+// observed correction (guard_latency.go). A lower observed rate is used
+// only with Guard.PlanBelowConfigured: a lease granted on it needs the
+// guard to throttle it when load returns. c.mu is held.
 func (g *guard) observedServices(services []ServiceSpec) []ServiceSpec {
 	c := g.c
 	out := services
@@ -45,13 +45,17 @@ func (g *guard) observedServices(services []ServiceSpec) []ServiceSpec {
 			out[i].Unmeasured = true
 		}
 		rps, ok := c.deps.Observer.ObservedRate(s.Name)
-		if !ok || !(rps > s.RateRPS) || math.IsInf(rps, 0) {
+		if !ok || !(rps > 0) || math.IsInf(rps, 0) || rps == s.RateRPS || rps < s.RateRPS && !c.cfg.Guard.PlanBelowConfigured {
 			continue
 		}
 		if &out[0] == &services[0] {
 			out = slices.Clone(services)
 		}
-		out[i].RateRPS = max(s.RateRPS, rateBand(rps))
+		if rps > s.RateRPS {
+			out[i].RateRPS = max(s.RateRPS, rateBand(rps))
+		} else {
+			out[i].RateRPS = min(s.RateRPS, rateBand(rps))
+		}
 	}
 	return out
 }

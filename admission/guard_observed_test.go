@@ -72,6 +72,43 @@ func TestObservedRateRaisesThePrediction(t *testing.T) {
 	}
 }
 
+// With plan_below_configured a lull is planned on: a service serving less
+// than its configured rate is predicted at its observed band (never above
+// the configured rate), and a lease granted on it fits more than at the
+// configured rate.
+func TestPlanBelowConfiguredHarvestsALull(t *testing.T) {
+	t.Parallel()
+	obs := &fakeObserver{}
+	h := newHarness(t, predictor.ModeMPS, 1e6, func(c *Config) { c.Guard.PlanBelowConfigured = true })
+	h.c.deps.Observer = obs
+	ctx := context.Background()
+	status := func() ServicePrediction {
+		t.Helper()
+		st, err := h.c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Services[0]
+	}
+	base := status()
+	obs.set("bert", 40)
+	got := status()
+	if want := rateBand(40); got.RateRPS != want || !(got.RateRPS >= 40 && got.RateRPS < 40*1.05) {
+		t.Errorf("observed 40 of a configured 100: rate %g, want the band %g", got.RateRPS, want)
+	}
+	if !(got.PredictedP99MS < base.PredictedP99MS) {
+		t.Errorf("p99 %g at 40 req/s, not below %g at 100", got.PredictedP99MS, base.PredictedP99MS)
+	}
+	obs.set("bert", 99.9) // the band above 99.9 is above 100: the configured rate caps it
+	if got := status(); got.RateRPS != 100 {
+		t.Errorf("observed 99.9: rate %g, want the configured 100", got.RateRPS)
+	}
+	obs.set("bert", 0) // an idle server plans at the configured rate, not at none
+	if got := status(); got.RateRPS != 100 {
+		t.Errorf("observed 0: rate %g, want the configured 100", got.RateRPS)
+	}
+}
+
 func TestRateBand(t *testing.T) {
 	t.Parallel()
 	for _, r := range []float64{0.001, 0.6, 1, 8.5, 150, 1e6} {

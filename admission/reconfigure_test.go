@@ -40,6 +40,7 @@ var otherValue = map[string]any{
 	"Guard.RevokeAfter":         3 * time.Minute,
 	"Guard.MaxRevokesPerHour":   5,
 	"Guard.GrantBeforeMeasured": true,
+	"Guard.PlanBelowConfigured": true,
 	"MaxWeight":                 7.0,
 	"Identity.MaxJobs":          3,
 	"Identity.MaxGPUPct":        50,
