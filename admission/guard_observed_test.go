@@ -31,6 +31,16 @@ func (f *fakeObserver) set(service string, rps float64) {
 	f.rates[service] = rps
 }
 
+// firstService is the first service's prediction in h's status.
+func firstService(t *testing.T, h *harness) ServicePrediction {
+	t.Helper()
+	st, err := h.c.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Services[0]
+}
+
 // TestObservedRateRaisesThePrediction: a service that serves more than its
 // configured rate is predicted at what it serves (rounded up to its 5 %
 // band); one that serves less keeps the configured rate until the guard can
@@ -40,15 +50,7 @@ func TestObservedRateRaisesThePrediction(t *testing.T) {
 	obs := &fakeObserver{}
 	h := newHarness(t, predictor.ModeMPS, 1e6, nil)
 	h.c.deps.Observer = obs
-	ctx := context.Background()
-	status := func() ServicePrediction {
-		t.Helper()
-		st, err := h.c.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.Services[0]
-	}
+	status := func() ServicePrediction { return firstService(t, h) }
 	base := status()
 	if base.RateRPS != 100 {
 		t.Fatalf("rate %g without an observation, want the configured 100", base.RateRPS)
@@ -81,15 +83,7 @@ func TestPlanBelowConfiguredHarvestsALull(t *testing.T) {
 	obs := &fakeObserver{}
 	h := newHarness(t, predictor.ModeMPS, 1e6, func(c *Config) { c.Guard.PlanBelowConfigured = true })
 	h.c.deps.Observer = obs
-	ctx := context.Background()
-	status := func() ServicePrediction {
-		t.Helper()
-		st, err := h.c.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.Services[0]
-	}
+	status := func() ServicePrediction { return firstService(t, h) }
 	base := status()
 	obs.set("bert", 40)
 	got := status()
