@@ -5,22 +5,21 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/colocd/colocd/internal/natstest"
 	"github.com/colocd/colocd/observe"
 )
 
 // freeAddr is a local address no one listens on (just now).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	// A port reserved across test processes: one the kernel hands out
+	// (":0") may be taken by another package's server before the listen.
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(natstest.FreePort(t)))
 }
 
 // TestSimserve runs the simulated server next to a real sidecar: its page
