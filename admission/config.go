@@ -126,6 +126,11 @@ type GuardSettings struct {
 	// rate): a lull is harvested, and the guard throttles the lease when
 	// the load comes back (guard_observed.go).
 	PlanBelowConfigured bool `mapstructure:"plan_below_configured"`
+	// MaxHold is the longest the guard holds back after a revoke or a
+	// failed raise (default 1h): the hold is RaiseAfter, doubled for each
+	// further one in the last hour, up to MaxHold (or RaiseAfter, when
+	// that is longer).
+	MaxHold time.Duration `mapstructure:"max_hold"`
 }
 
 // DefaultSettings are the file's defaults: every default above, a tenth
@@ -142,7 +147,7 @@ func DefaultSettings() Settings {
 		Identities:       []NamedIdentity{},
 		Lease:            LeaseTerms{Default: DefaultLeaseDefault, Max: DefaultLeaseMax, FirstTerm: DefaultLeaseFirstTerm},
 		Guard: GuardSettings{Deadline: DefaultThrottleGrace, RaiseAfter: DefaultRaiseAfter, ExploreAfter: DefaultExploreAfter, ResponseTTL: DefaultResponseTTL, RevokeAfter: DefaultRevokeAfter,
-			MaxRevokesPerHour: DefaultMaxRevokesPerHour, ResponseQuantile: DefaultResponseQuantile},
+			MaxRevokesPerHour: DefaultMaxRevokesPerHour, ResponseQuantile: DefaultResponseQuantile, MaxHold: DefaultMaxHold},
 	}
 }
 
@@ -203,6 +208,7 @@ func (s Settings) check(c *fields) {
 		{"admission.guard.explore_after", s.Guard.ExploreAfter, time.Second, 24 * time.Hour, "24h"},
 		{"admission.guard.response_ttl", s.Guard.ResponseTTL, time.Second, 24 * time.Hour, "24h"},
 		{"admission.guard.revoke_after", s.Guard.RevokeAfter, time.Second, time.Hour, "1h"},
+		{"admission.guard.max_hold", s.Guard.MaxHold, time.Second, 24 * time.Hour, "24h"},
 	} {
 		switch {
 		case d.v >= d.min && d.v <= d.max:
@@ -262,6 +268,7 @@ const (
 	DefaultResponseTTL       = 10 * time.Minute
 	DefaultResponseQuantile  = 0.8
 	DefaultRevokeAfter       = time.Minute
+	DefaultMaxHold           = time.Hour
 	DefaultMaxRevokesPerHour = 2
 	DefaultIdempotencyTTL    = 10 * time.Minute
 	DefaultIdempotencyMax    = 1024
@@ -297,6 +304,7 @@ func (cfg Config) withDefaults() Config {
 	defD(&cfg.VisibilityWindow, DefaultVisibilityWindow)
 	defD(&cfg.Guard.Deadline, DefaultThrottleGrace)
 	defD(&cfg.Guard.RevokeAfter, DefaultRevokeAfter)
+	defD(&cfg.Guard.MaxHold, DefaultMaxHold)
 	def(&cfg.Guard.MaxRevokesPerHour, DefaultMaxRevokesPerHour)
 	defD(&cfg.Guard.RaiseAfter, DefaultRaiseAfter)
 	defD(&cfg.Guard.ExploreAfter, DefaultExploreAfter)

@@ -128,8 +128,8 @@ func (g *guard) observedOverSLO(services []ServiceSpec) bool {
 // it waits as long as a raise would (Guard.RaiseAfter) after the last
 // revoke, doubled for each further revoke in the hour, so that a load
 // that keeps coming back does not revoke job after job; never more than
-// an hour (or RaiseAfter, when that is longer), the span the revokes are
-// counted over. Zero when the guard revoked nothing in the last hour.
+// Guard.MaxHold (or RaiseAfter, when that is longer). Zero when the guard
+// revoked nothing in the last hour.
 func (h *holds) readmitAt(g GuardSettings, now time.Time) time.Time {
 	var last time.Time
 	n := 0
@@ -147,7 +147,11 @@ func (h *holds) readmitAt(g GuardSettings, now time.Time) time.Time {
 
 // hold is how long the guard holds back after the n-th revoke (or failed
 // raise) in an hour: RaiseAfter, doubled for each one after the first, at
-// most an hour (or RaiseAfter, when that is longer).
+// most MaxHold (an hour when unset), or RaiseAfter when that is longer.
 func (g GuardSettings) hold(n int) time.Duration {
-	return min(g.RaiseAfter<<min(n-1, 6), max(time.Hour, g.RaiseAfter))
+	most := g.MaxHold
+	if most <= 0 {
+		most = DefaultMaxHold
+	}
+	return min(g.RaiseAfter<<min(n-1, 6), max(most, g.RaiseAfter))
 }

@@ -127,7 +127,8 @@ func TestGuardHoldsRevokes(t *testing.T) {
 }
 
 // After the guard's revokes, a new job waits raise_after from the last,
-// doubled for each further revoke in the last hour, at most an hour.
+// doubled for each further revoke in the last hour, at most max_hold (an
+// hour by default).
 func TestReadmitWaitsLongerAfterEachRevoke(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -135,14 +136,17 @@ func TestReadmitWaitsLongerAfterEachRevoke(t *testing.T) {
 	tests := []struct {
 		name    string
 		revokes []time.Time
+		maxHold time.Duration
 		want    time.Time
 	}{
-		{"none", nil, time.Time{}},
-		{"one", []time.Time{ago(2)}, ago(2).Add(5 * time.Minute)},
-		{"two", []time.Time{ago(30), ago(2)}, ago(2).Add(10 * time.Minute)},
-		{"three", []time.Time{ago(50), ago(30), ago(2)}, ago(2).Add(20 * time.Minute)},
-		{"one older than an hour", []time.Time{ago(61), ago(2)}, ago(2).Add(5 * time.Minute)},
-		{"many: an hour at most", []time.Time{ago(59), ago(50), ago(40), ago(30), ago(20), ago(10), ago(5), ago(2)}, ago(2).Add(time.Hour)},
+		{"none", nil, 0, time.Time{}},
+		{"one", []time.Time{ago(2)}, 0, ago(2).Add(5 * time.Minute)},
+		{"two", []time.Time{ago(30), ago(2)}, 0, ago(2).Add(10 * time.Minute)},
+		{"three", []time.Time{ago(50), ago(30), ago(2)}, 0, ago(2).Add(20 * time.Minute)},
+		{"one older than an hour", []time.Time{ago(61), ago(2)}, 0, ago(2).Add(5 * time.Minute)},
+		{"many: an hour at most", []time.Time{ago(59), ago(50), ago(40), ago(30), ago(20), ago(10), ago(5), ago(2)}, 0, ago(2).Add(time.Hour)},
+		{"three, max_hold 15m", []time.Time{ago(50), ago(30), ago(2)}, 15 * time.Minute, ago(2).Add(15 * time.Minute)},
+		{"one, max_hold under raise_after", []time.Time{ago(2)}, time.Minute, ago(2).Add(5 * time.Minute)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,6 +154,9 @@ func TestReadmitWaitsLongerAfterEachRevoke(t *testing.T) {
 			h := holds{revokes: tt.revokes}
 			g := DefaultSettings().Guard
 			g.RaiseAfter = 5 * time.Minute // the doubling, at a raise_after that shows it
+			if tt.maxHold > 0 {
+				g.MaxHold = tt.maxHold
+			}
 			if got := h.readmitAt(g, now); !got.Equal(tt.want) {
 				t.Errorf("readmit at %v, want %v", got, tt.want)
 			}

@@ -41,6 +41,7 @@ var otherValue = map[string]any{
 	"Guard.MaxRevokesPerHour":   5,
 	"Guard.GrantBeforeMeasured": true,
 	"Guard.PlanBelowConfigured": true,
+	"Guard.MaxHold":             30 * time.Minute,
 	"MaxWeight":                 7.0,
 	"Identity.MaxJobs":          3,
 	"Identity.MaxGPUPct":        50,
