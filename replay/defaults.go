@@ -95,7 +95,7 @@ func common(trace []llm.Request) (Config, error) {
 		return Config{}, err
 	}
 	settings := admission.DefaultSettings()
-	settings.PctStep, settings.Headroom, settings.MaxJobs = 10, 0.1, 1
+	settings.PctStep, settings.MaxJobs = 10, 1
 	return Config{Mode: predictor.ModeMPS, Settings: settings, Calibration: cal, Requests: 1000, PredictorSeed: 1, SMs: DefaultSMs,
 		Trace: trace, ServerSeed: 11, Launcher: DefaultLauncher(tr)}, nil
 }

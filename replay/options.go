@@ -88,15 +88,16 @@ func Prepare(o Options) (Config, error) {
 		return Config{}, err
 	}
 	if o.Config == "" {
-		// The default replay's guard is colocd's default, or what the
-		// admission.guard keys' environment overrides say
-		// (COLOCD_ADMISSION_GUARD_RAISE_AFTER=2m): a guard setting is
-		// replayed as it would run.
+		// The default replay's guard and headroom are colocd's defaults,
+		// or what the keys' environment overrides say
+		// (COLOCD_ADMISSION_GUARD_RAISE_AFTER=2m,
+		// COLOCD_ADMISSION_HEADROOM=0.05): a setting is replayed as it
+		// would run.
 		env, err := configs.Load("")
 		if err != nil {
-			return Config{}, fmt.Errorf("admission.guard: %w", err)
+			return Config{}, fmt.Errorf("admission: %w", err)
 		}
-		cfg.Settings.Guard = env.Admission.Guard
+		cfg.Settings.Guard, cfg.Settings.Headroom = env.Admission.Guard, env.Admission.Headroom
 	}
 	if o.Training != "" {
 		if cfg.Launcher.Profile, err = predictor.LoadProfile(o.Training); err != nil {

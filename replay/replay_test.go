@@ -276,17 +276,29 @@ func FuzzParseForecast(f *testing.F) {
 	})
 }
 
-// The default replay takes the guard's keys from their environment
-// overrides, as colocd does: a guard setting is replayed as it would run.
+// The default replay takes the guard's keys and the headroom from their
+// environment overrides, as colocd does: a setting is replayed as it would
+// run.
 func TestPrepareTakesTheGuardFromTheEnvironment(t *testing.T) {
+	opts := Options{Trace: conversationTrace, Server: "predictor", Minutes: 2, Policies: []string{"forecast"}}
+	cfg, err := Prepare(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := admission.DefaultSettings().Headroom; cfg.Settings.Headroom != want {
+		t.Errorf("headroom %g with no override, want colocd's default %g", cfg.Settings.Headroom, want)
+	}
 	t.Setenv("COLOCD_ADMISSION_GUARD_RESPONSE_QUANTILE", "0.5")
 	t.Setenv("COLOCD_ADMISSION_GUARD_RAISE_STEP_PCT", "5")
-	cfg, err := Prepare(Options{Trace: conversationTrace, Server: "predictor", Minutes: 2, Policies: []string{"forecast"}})
-	if err != nil {
+	t.Setenv("COLOCD_ADMISSION_HEADROOM", "0.05")
+	if cfg, err = Prepare(opts); err != nil {
 		t.Fatal(err)
 	}
 	if g := cfg.Settings.Guard; g.ResponseQuantile != 0.5 || g.RaiseStepPct != 5 || g.RaiseAfter != admission.DefaultRaiseAfter {
 		t.Errorf("guard %+v, want response_quantile 0.5, raise_step_pct 5 and the rest default", g)
+	}
+	if cfg.Settings.Headroom != 0.05 {
+		t.Errorf("headroom %g, want the override's 0.05", cfg.Settings.Headroom)
 	}
 	if cfg.Settings.PctStep != 10 {
 		t.Errorf("pct_step %d, want the default replay's 10", cfg.Settings.PctStep)
