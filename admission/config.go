@@ -77,9 +77,9 @@ type GuardSettings struct {
 	ExploreAfter time.Duration `mapstructure:"explore_after"`
 	// LearnResponse lets the guard learn, from its own windows, how each
 	// service's observed p99 answers a trainer's percentage on this GPU,
-	// and decide on that (guard_response.go; default false: on the replays of
-	// docs/guard.md it did less work than the prior with its correction,
-	// and broke more minutes at error 2).
+	// and decide on that (guard_response.go; default true, chosen by
+	// replay cross-validation, docs/guard.md: it did more work than the
+	// model's prior with its correction, with fewer minutes over).
 	LearnResponse bool `mapstructure:"learn_response"`
 	// ResponseQuantile is the quantile of a learned percentage's last
 	// windows that predictions use (default 0.8, chosen by replay
@@ -147,7 +147,7 @@ func DefaultSettings() Settings {
 		Identities:       []NamedIdentity{},
 		Lease:            LeaseTerms{Default: DefaultLeaseDefault, Max: DefaultLeaseMax, FirstTerm: DefaultLeaseFirstTerm},
 		Guard: GuardSettings{Deadline: DefaultThrottleGrace, RaiseAfter: DefaultRaiseAfter, ExploreAfter: DefaultExploreAfter, ResponseTTL: DefaultResponseTTL, RevokeAfter: DefaultRevokeAfter,
-			MaxRevokesPerHour: DefaultMaxRevokesPerHour, ResponseQuantile: DefaultResponseQuantile, MaxHold: DefaultMaxHold},
+			MaxRevokesPerHour: DefaultMaxRevokesPerHour, ResponseQuantile: DefaultResponseQuantile, MaxHold: DefaultMaxHold, LearnResponse: true},
 	}
 }
 

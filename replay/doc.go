@@ -7,10 +7,12 @@
 // on simulated time, under each of these policies:
 //
 //   - static: decide once on the configured rate; no guard;
-//   - reactive: the guard on the observed rate;
-//   - forecast: the guard on the rate forecast ahead, as colocd runs;
+//   - reactive: the guard on the observed rate, deciding on the model's
+//     prior with the observed correction (learn_response off);
+//   - forecast: the same guard on the rate forecast ahead;
 //   - learned: the forecast guard deciding on the server's response it
-//     has learned (admission.guard.learn_response);
+//     has learned (admission.guard.learn_response), as colocd runs by
+//     default;
 //
 // beside the hindsight oracle (oracle.go): the schedule with the most
 // training work that keeps the SLO, found on the simulated server itself.

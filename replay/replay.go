@@ -23,12 +23,17 @@ type Policy string
 
 // The policies.
 const (
-	Static   Policy = "static"
+	Static Policy = "static"
+	// Reactive and Forecast are the guard with
+	// admission.guard.learn_response off: it decides on the model's
+	// prior with the observed correction, planning on the observed load
+	// (Reactive) or on its forecast too (Forecast).
 	Reactive Policy = "reactive"
 	Forecast Policy = "forecast"
 	// Learned is the forecast guard with admission.guard.learn_response
-	// on: it decides on the server's response it has measured for the
-	// job, raising a step at a time (admission's guard_response.go).
+	// on, colocd's default: it decides on the server's response it has
+	// measured for the job, raising a step at a time (admission's
+	// guard_response.go).
 	Learned Policy = "learned"
 	// BestStatic is no policy colocd has: the training job at the
 	// largest percentage that keeps every judged minute within the SLO,
@@ -42,7 +47,7 @@ const (
 var Policies = []Policy{Static, Reactive, Forecast, Learned, BestStatic, Oracle}
 
 // DefaultPolicies are those a replay reports unless asked for others.
-var DefaultPolicies = []Policy{Static, Reactive, Forecast, Oracle}
+var DefaultPolicies = []Policy{Static, Reactive, Forecast, Learned, Oracle}
 
 // ParsePolicy returns the policy named s.
 func ParsePolicy(s string) (Policy, error) {
@@ -366,9 +371,7 @@ func (w *world) replay(ctx context.Context, policy Policy) (Result, error) {
 	}
 	svc := cfg.Service
 	settings := cfg.Settings
-	if policy == Learned {
-		settings.Guard.LearnResponse = true
-	}
+	settings.Guard.LearnResponse = policy == Learned
 	c, err := admission.New(admission.Config{Mode: cfg.Mode, PipeDir: "/tmp/nvidia-mps", Settings: settings, Services: []admission.ServiceSpec{svc}}, deps)
 	if err != nil {
 		return res, err

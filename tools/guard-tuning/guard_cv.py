@@ -2,7 +2,11 @@
 """Choose a guard setting by leave-one-trace-out cross-validation.
 
 Each candidate is a name and admission.guard keys set through their
-environment overrides (the default replay takes the guard's keys from them).
+environment overrides (the default replay takes the guard's keys from them);
+a key with a dot is a whole key path (admission.headroom=0.05), which the
+default replay takes too where it is one of admission's own; a name ending
+in @POLICY replays that candidate under POLICY instead of --policy
+('learned@learned:'), so that two guards compare as two settings do.
 Every candidate is replayed on every trace, both servers and every error,
 and each replay is scored as the policy's work against the hindsight
 oracle's, less MINUTE_PRICE for each minute over the SLO that the server
@@ -32,15 +36,19 @@ ERRORS = ["0.7", "1.0", "1.3", "2.0"]
 MINUTE_PRICE = 0.1
 REVOKE_PRICE = 0.01
 MIN_ORACLE = 0.02  # of a job at 100 % all the trace long
+POLICIES = ["forecast", "learned", "reactive"]
 
 
-def parse_candidate(s):
+def parse_candidate(s, policy):
     name, _, keys = s.partition(":")
+    name, _, own = name.partition("@")
     env = {}
     for kv in filter(None, keys.split(",")):
         k, _, v = kv.partition("=")
-        env["COLOCD_ADMISSION_GUARD_" + k.strip().upper()] = v.strip()
-    return name.strip(), env
+        k = k.strip()
+        var = "COLOCD_" + k.upper().replace(".", "_") if "." in k else "COLOCD_ADMISSION_GUARD_" + k.upper()
+        env[var] = v.strip()
+    return name.strip(), env, own.strip() or policy
 
 
 def replay(colocd, out, policy, name, env, trace, server, err):
@@ -68,26 +76,30 @@ def score(doc, policy):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--colocd", default="bin/colocd")
-    ap.add_argument("--policy", default="forecast", choices=["forecast", "learned", "reactive"])
-    ap.add_argument("--candidate", action="append", required=True, help="'name:KEY=V,KEY=V' (admission.guard keys)")
+    ap.add_argument("--policy", default="forecast", choices=POLICIES)
+    ap.add_argument("--candidate", action="append", required=True, help="'name[@POLICY]:KEY=V,KEY=V' (admission.guard keys, or whole key paths such as admission.headroom)")
     ap.add_argument("--error", action="append", help="errors to score on (default all four)")
     ap.add_argument("--out", default="guard-cv")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     a = ap.parse_args()
-    cands = [parse_candidate(c) for c in a.candidate]
+    cands = [parse_candidate(c, a.policy) for c in a.candidate]
+    for _, _, p in cands:
+        if p not in POLICIES:
+            ap.error(f"--candidate: policy {p!r}: want one of {POLICIES}")
+    policy = {n: p for n, _, p in cands}
     errors = a.error or ERRORS
-    todo = [(n, e, t, s, x) for n, e in cands for t in TRACES for s in SERVERS for x in errors]
+    todo = [(p, n, e, t, s, x) for n, e, p in cands for t in TRACES for s in SERVERS for x in errors]
     runs = {}
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
-        for k, doc in ex.map(lambda c: replay(a.colocd, a.out, a.policy, *c), todo):
+        for k, doc in ex.map(lambda c: replay(a.colocd, a.out, *c), todo):
             runs[k] = doc
 
     def mean(name, traces):
-        xs = [score(runs[(name, t, s, x)], a.policy) for t in traces for s in SERVERS for x in errors]
+        xs = [score(runs[(name, t, s, x)], policy[name]) for t in traces for s in SERVERS for x in errors]
         return sum(xs) / len(xs)
 
-    names = [n for n, _ in cands]
-    print(f"policy {a.policy}; score = work vs oracle − {MINUTE_PRICE} × minutes over beyond the server alone's"
+    names = [n for n, _, _ in cands]
+    print(f"policy {a.policy} (unless a candidate names its own); score = work vs oracle − {MINUTE_PRICE} × minutes over beyond the server alone's"
           f" − {REVOKE_PRICE} × revokes, mean over both servers and errors {errors}")
     for held in TRACES:
         train = [t for t in TRACES if t != held]
