@@ -186,8 +186,7 @@ func (h *holds) raiseCap(id string, now time.Time) (below int, ok bool) {
 // lease is offered only less than it for RaiseAfter, doubled for each
 // further failed raise of the lease in the last hour (at most
 // Guard.MaxHold, or RaiseAfter when that is longer), as the hold after a
-// revoke is
-// (readmitAt); unless the load the guard plans on has risen by more than
+// revoke is (readmitAt); unless the load the guard plans on has risen by more than
 // Guard.RaiseFailLoad since the raise (the load broke the margin, not the
 // percentage). Without this, the guard raises, measures, lowers and
 // raises again every few minutes, each time over the limit for a while.
