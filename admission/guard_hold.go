@@ -147,11 +147,7 @@ func (h *holds) readmitAt(g GuardSettings, now time.Time) time.Time {
 
 // hold is how long the guard holds back after the n-th revoke (or failed
 // raise) in an hour: RaiseAfter, doubled for each one after the first, at
-// most MaxHold (an hour when unset), or RaiseAfter when that is longer.
+// most MaxHold, or RaiseAfter when that is longer.
 func (g GuardSettings) hold(n int) time.Duration {
-	most := g.MaxHold
-	if most <= 0 {
-		most = DefaultMaxHold
-	}
-	return min(g.RaiseAfter<<min(n-1, 6), max(most, g.RaiseAfter))
+	return min(g.RaiseAfter<<min(n-1, 6), max(g.MaxHold, g.RaiseAfter))
 }
