@@ -15,7 +15,10 @@
 //     default;
 //
 // beside the hindsight oracle (oracle.go): the schedule with the most
-// training work that keeps the SLO, found on the simulated server itself.
+// training work that keeps the SLO, found on the simulated server itself,
+// and, when asked, the same oracle held to the guard's limit (the SLO
+// less the headroom), which splits what the guard leaves into what its
+// headroom costs and what its knowledge of the server costs.
 // For each policy it reports the minutes whose p99 was over the SLO, the
 // training work done as a fraction of the oracle's and of what a static
 // grant did, its changes an hour, and the guard's actions. A run is deterministic for its seed; an hour of trace

@@ -44,6 +44,15 @@ import (
 // if anything, flattering.
 const Oracle Policy = "oracle"
 
+// OracleLimit is the oracle held to the guard's own limit, the SLO less
+// admission.headroom, instead of the SLO: what a guard that knew the
+// server exactly, minute by minute and in advance, could do with the
+// headroom it keeps. The oracle's work less this one's is what the
+// headroom costs; this one's less a guard's, what the guard's knowledge
+// of the server costs (Result.WorkVsOracleLimit). It is judged, as every
+// policy, against the SLO.
+const OracleLimit Policy = "oracle-limit"
+
 // OracleChangesPerHour is the oracle's budget of changes: one each five
 // minutes on average, what the guard's own default raise_after allows.
 const OracleChangesPerHour = 12
@@ -145,9 +154,14 @@ func (w *world) grid() []int {
 	return append(pcts, 0)
 }
 
-// oracle finds the oracle's schedule and returns its run (Oracle).
-func (w *world) oracle(ctx context.Context, _ Policy) (Result, error) {
+// oracle finds the oracle's schedule and returns its run (Oracle, or
+// OracleLimit under the guard's limit).
+func (w *world) oracle(ctx context.Context, p Policy) (Result, error) {
 	cfg := &w.cfg
+	limit := cfg.Service.SLOP99MS
+	if p == OracleLimit {
+		limit *= 1 - cfg.Settings.Headroom
+	}
 	grid := w.grid()
 	slices.Reverse(grid) // ascending, 0 first
 	runs := make([]constantRun, len(grid))
@@ -161,13 +175,12 @@ func (w *world) oracle(ctx context.Context, _ Policy) (Result, error) {
 	span := cfg.Trace[len(cfg.Trace)-1].Arrival
 	n := int(span/time.Minute) + 1
 	// caps[m] is the index in grid of minute m's cap; solo[m] that the
-	// server alone is over the SLO then (nothing the job does keeps it).
+	// server alone is over the limit then (nothing the job does keeps it).
 	caps := make([]int, n)
 	solo := make([]bool, n)
-	slo := cfg.Service.SLOP99MS
 	for m := range n {
 		for i := range grid {
-			if p99, judged := runs[i][m]; !judged || p99 <= slo {
+			if p99, judged := runs[i][m]; !judged || p99 <= limit {
 				caps[m] = i
 			} else if i == 0 {
 				solo[m] = true
@@ -186,7 +199,7 @@ func (w *world) oracle(ctx context.Context, _ Policy) (Result, error) {
 		}
 		lowered := false
 		for _, m := range res.PerMinute {
-			if m.P99MS <= slo || m.Minute >= n || solo[m.Minute] {
+			if m.P99MS <= limit || m.Minute >= n || solo[m.Minute] {
 				continue
 			}
 			switch k := m.Minute; {
@@ -206,12 +219,23 @@ func (w *world) oracle(ctx context.Context, _ Policy) (Result, error) {
 	// than the best of them (best-static).
 	for _, pct := range grid[1:] {
 		c := w.constants[pct]
-		if c.MinutesOver <= w.constants[0].MinutesOver && c.WorkPctSeconds > res.WorkPctSeconds {
+		if over(c, limit) <= over(w.constants[0], limit) && c.WorkPctSeconds > res.WorkPctSeconds {
 			res = c
 		}
 	}
-	res.Policy = Oracle
+	res.Policy = p
 	return res, nil
+}
+
+// over counts r's judged minutes above limit.
+func over(r Result, limit float64) int {
+	n := 0
+	for _, m := range r.PerMinute {
+		if m.P99MS > limit {
+			n++
+		}
+	}
+	return n
 }
 
 // bestSchedule returns, per minute, the index in grid (ascending

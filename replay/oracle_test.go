@@ -61,3 +61,32 @@ func TestOracleKeepsTheSLOAndBoundsTheOthers(t *testing.T) {
 		t.Errorf("oracle series %d samples, %d changes, %g an hour", len(o.Series), o.Changes, o.ChangesPerHour)
 	}
 }
+
+// The oracle at the guard's limit keeps every judged minute within the
+// SLO less the headroom, does no more than the oracle held to the SLO
+// (its caps are lower), and is what work_vs_oracle_limit is measured
+// against; a replay without it reports no such share.
+func TestOracleLimitKeepsTheGuardsLimit(t *testing.T) {
+	t.Parallel()
+	cfg := coarse(t, 4, Forecast, Oracle, OracleLimit)
+	cfg.Settings.Headroom = 0.3
+	by := map[Policy]Result{}
+	for _, r := range mustRun(t, cfg) {
+		by[r.Policy] = r
+	}
+	o, ol, f := by[Oracle], by[OracleLimit], by[Forecast]
+	limit := 0.7 * cfg.Service.SLOP99MS
+	if ol.Minutes != 4 || ol.WorstP99MS > limit {
+		t.Fatalf("oracle-limit: %d minutes judged, worst p99 %.1f ms; want 4, all within %.1f", ol.Minutes, ol.WorstP99MS, limit)
+	}
+	if !(ol.WorkPctSeconds > 0) || ol.WorkPctSeconds >= o.WorkPctSeconds || o.WorstP99MS <= limit {
+		t.Errorf("oracle-limit work %g pct·s, oracle %g (worst p99 %.1f ms): want less than the oracle's, which used the room above %.1f", ol.WorkPctSeconds, o.WorkPctSeconds, o.WorstP99MS, limit)
+	}
+	if ol.WorkVsOracleLimit != 1 || f.WorkVsOracleLimit != f.WorkPctSeconds/ol.WorkPctSeconds || o.WorkVsOracleLimit != o.WorkPctSeconds/ol.WorkPctSeconds {
+		t.Errorf("work vs oracle-limit: itself %g, forecast %g, oracle %g", ol.WorkVsOracleLimit, f.WorkVsOracleLimit, o.WorkVsOracleLimit)
+	}
+	cfg.Policies = []Policy{Oracle}
+	if got := mustRun(t, cfg)[0].WorkVsOracleLimit; got != 0 {
+		t.Errorf("without oracle-limit replayed, work_vs_oracle_limit %g, want 0 (omitted)", got)
+	}
+}

@@ -44,7 +44,7 @@ const (
 )
 
 // Policies are the policies in the order they are reported.
-var Policies = []Policy{Static, Reactive, Forecast, Learned, BestStatic, Oracle}
+var Policies = []Policy{Static, Reactive, Forecast, Learned, BestStatic, Oracle, OracleLimit}
 
 // DefaultPolicies are those a replay reports unless asked for others.
 var DefaultPolicies = []Policy{Static, Reactive, Forecast, Learned, Oracle}
@@ -54,7 +54,7 @@ func ParsePolicy(s string) (Policy, error) {
 	if p := Policy(s); slices.Contains(Policies, p) {
 		return p, nil
 	}
-	return "", fmt.Errorf("want one of static, reactive, forecast, learned, best-static, oracle, got %q", s)
+	return "", fmt.Errorf("want one of static, reactive, forecast, learned, best-static, oracle, oracle-limit, got %q", s)
 }
 
 // Config is one replay.
@@ -122,6 +122,9 @@ type Result struct {
 	// WorkVsOracle is the training work over the oracle's: how much of
 	// what any schedule could have done with the SLO kept (oracle.go).
 	WorkVsOracle float64 `json:"work_vs_oracle"`
+	// WorkVsOracleLimit is the training work over OracleLimit's, when
+	// it was replayed: how much of what the guard's own limit allowed.
+	WorkVsOracleLimit float64 `json:"work_vs_oracle_limit,omitempty"`
 	// WorkPctSeconds is the training work itself, in percent·seconds.
 	WorkPctSeconds float64 `json:"work_pct_seconds"`
 	// Changes is how often the percentage the job was to run at changed
@@ -221,7 +224,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		}
 	}
 	var all []Result
-	var static, oracle float64
+	var static, oracle, atLimit float64
 	hours := cfg.Trace[len(cfg.Trace)-1].Arrival.Hours()
 	for _, p := range Policies {
 		if p != Static && p != Oracle && !slices.Contains(want, p) {
@@ -231,7 +234,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		switch p {
 		case BestStatic:
 			replay = w.best
-		case Oracle:
+		case Oracle, OracleLimit:
 			replay = w.oracle
 		}
 		r, err := replay(ctx, p)
@@ -243,6 +246,8 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 			static = r.WorkPctSeconds
 		case Oracle:
 			oracle = r.WorkPctSeconds
+		case OracleLimit:
+			atLimit = r.WorkPctSeconds
 		}
 		if hours > 0 {
 			r.ChangesPerHour = float64(r.Changes) / hours
@@ -265,6 +270,9 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		}
 		if oracle > 0 {
 			r.WorkVsOracle = r.WorkPctSeconds / oracle
+		}
+		if atLimit > 0 {
+			r.WorkVsOracleLimit = r.WorkPctSeconds / atLimit
 		}
 		if slices.Contains(want, r.Policy) {
 			out = append(out, r)

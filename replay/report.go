@@ -4,20 +4,31 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
 
-// WriteTable prints one row per result.
+// WriteTable prints one row per result, with a column of the work over
+// the oracle at the guard's limit when it was replayed.
 func WriteTable(w io.Writer, results []Result) error {
+	atLimit := slices.ContainsFunc(results, func(r Result) bool { return r.Policy == OracleLimit })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tminutes over SLO (alone)\twork vs oracle\twork vs static\tchanges/h\tthrottles\traises\trevokes\tevictions\tworst p99 ms\t")
+	limitCol := ""
+	if atLimit {
+		limitCol = "\twork vs oracle-limit"
+	}
+	fmt.Fprintf(tw, "policy\tminutes over SLO (alone)\twork vs oracle%s\twork vs static\tchanges/h\tthrottles\traises\trevokes\tevictions\tworst p99 ms\t\n", limitCol)
 	for _, r := range results {
 		name := string(r.Policy)
 		if r.Policy == BestStatic {
 			name = fmt.Sprintf("%s (%d %%)", r.Policy, r.Pct)
 		}
-		fmt.Fprintf(tw, "%s\t%d of %d (%d)\t%.2f\t%.2f\t%.1f\t%d\t%d\t%d\t%d\t%.1f\t\n", name, r.MinutesOver, r.Minutes, r.MinutesOverAlone, r.WorkVsOracle, r.WorkVsStatic,
+		vs := fmt.Sprintf("%.2f", r.WorkVsOracle)
+		if atLimit {
+			vs += fmt.Sprintf("\t%.2f", r.WorkVsOracleLimit)
+		}
+		fmt.Fprintf(tw, "%s\t%d of %d (%d)\t%s\t%.2f\t%.1f\t%d\t%d\t%d\t%d\t%.1f\t\n", name, r.MinutesOver, r.Minutes, r.MinutesOverAlone, vs, r.WorkVsStatic,
 			r.ChangesPerHour, r.Throttles, r.Raises, r.Revokes, r.Evictions, r.WorstP99MS)
 	}
 	return tw.Flush()

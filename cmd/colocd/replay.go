@@ -56,7 +56,11 @@ server F times slower than it would be.`,
 	f.Float64Var(&o.Error, "error", 1, "the simulated server's latency over the prediction: the predictor that much too low")
 	f.IntVar(&o.Start, "start", 0, "the first minute of the trace to replay")
 	f.IntVar(&o.Minutes, "minutes", 0, "minutes of the trace to replay (0: to its end)")
-	f.StringSliceVar(&o.Policies, "policies", []string{"static", "reactive", "forecast", "oracle"}, "the policies to report: static, reactive, forecast, learned, best-static, oracle")
+	var defaults []string
+	for _, p := range replay.DefaultPolicies {
+		defaults = append(defaults, string(p))
+	}
+	f.StringSliceVar(&o.Policies, "policies", defaults, "the policies to report: static, reactive, forecast, learned, best-static, oracle, oracle-limit")
 	f.StringVar(&o.Forecast, "forecast", "", "override the service's forecast settings: alpha=,beta=,phi=,burst=,horizon= (docs/guard.md)")
 	f.Uint64Var(&o.Seed, "seed", 11, "the seed of the simulated server's latency draws")
 	f.Float64SliceVar(&o.StepBuckets, "step-buckets", nil, "with --server llm: the bounds of the engine's inter-token latency histogram, in seconds (default: vLLM's, 0.1 then 0.15 around a 125 ms SLO)")
