@@ -1,7 +1,9 @@
 package replay
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -88,5 +90,39 @@ func TestOracleLimitKeepsTheGuardsLimit(t *testing.T) {
 	cfg.Policies = []Policy{Oracle}
 	if got := mustRun(t, cfg)[0].WorkVsOracleLimit; got != 0 {
 		t.Errorf("without oracle-limit replayed, work_vs_oracle_limit %g, want 0 (omitted)", got)
+	}
+}
+
+// The table has a column of the work over oracle-limit's when, and only
+// when, oracle-limit was replayed, and --json carries it the same way.
+func TestTableAndJSONShowOracleLimitWhenReplayed(t *testing.T) {
+	t.Parallel()
+	with := []Result{{Policy: Learned, WorkVsOracle: 0.5, WorkVsOracleLimit: 0.625}, {Policy: Oracle, WorkVsOracle: 1, WorkVsOracleLimit: 1.25}, {Policy: OracleLimit, WorkVsOracle: 0.8, WorkVsOracleLimit: 1}}
+	var b strings.Builder
+	if err := WriteTable(&b, with); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	if !strings.Contains(lines[0], "work vs oracle-limit") || !strings.Contains(lines[1], "0.50  ") || !strings.Contains(lines[1], "0.62") {
+		t.Errorf("table with oracle-limit:\n%s", b.String())
+	}
+	b.Reset()
+	if err := WriteTable(&b, with[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "oracle-limit") {
+		t.Errorf("table without oracle-limit has its column:\n%s", b.String())
+	}
+	for _, tc := range []struct {
+		r    Result
+		want bool
+	}{{with[0], true}, {Result{Policy: Learned, WorkVsOracle: 0.5}, false}} {
+		data, err := json.Marshal(tc.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(data), `"work_vs_oracle_limit"`); got != tc.want {
+			t.Errorf("JSON %s: work_vs_oracle_limit there %v, want %v", data, got, tc.want)
+		}
 	}
 }
