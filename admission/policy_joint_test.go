@@ -49,64 +49,6 @@ func predictBoth(ctx context.Context, t *testing.T, eval jointEval, a, b []int) 
 	return pa, pb
 }
 
-// jointSetup is a harness whose SLO binds between every job at its lowest
-// percentage and every job at 100 %, and the jobs as trainers.
-func jointSetup(t *testing.T, profiles []*predictor.Profile, pctStep int) (*harness, []Trainer) {
-	t.Helper()
-	svc := bert()
-	var ts []Trainer
-	var pcts, lows []float64
-	for _, p := range profiles {
-		ts = append(ts, Trainer{Profile: p, Key: p.Key()})
-		pcts, lows = append(pcts, 100), append(lows, float64(pctStep))
-	}
-	high := p99At(t, predictor.ModeMPS, svc, profiles, pcts)
-	low := p99At(t, predictor.ModeMPS, svc, profiles, lows)
-	slo := (low + 0.45*(high-low)) / 0.9
-	return newHarness(t, predictor.ModeMPS, slo, func(c *Config) { c.PctStep = pctStep }), ts
-}
-
-// exhaustive is the best fitting allocation over every combination of the
-// jobs' options, by the joint prediction's utility, and how many fit.
-func exhaustive(ctx context.Context, t *testing.T, jobs []jointJob, lim jointLimits, eval jointEval) (best []int, bestU float64, feasible int) {
-	t.Helper()
-	idx := make([]int, len(jobs))
-	bestU = -1
-	for {
-		pcts := make([]int, len(jobs))
-		mem, slots := 0, 0
-		for j, k := range idx {
-			pcts[j] = jobs[j].grid[k]
-			if pcts[j] > 0 {
-				mem += jobs[j].memoryMiB
-				slots++
-			}
-		}
-		if mem <= lim.memoryMiB && slots <= lim.slots {
-			pr, err := eval(ctx, pcts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if pr.fits {
-				feasible++
-				if u := utility(jobs, pr); u > bestU {
-					best, bestU = pcts, u
-				}
-			}
-		}
-		j := 0
-		for ; j < len(idx); j++ {
-			if idx[j]++; idx[j] < len(jobs[j].grid) {
-				break
-			}
-			idx[j] = 0
-		}
-		if j == len(idx) {
-			return best, bestU, feasible
-		}
-	}
-}
-
 // Nothing fits, not even every job at its lowest percentage: an error, not
 // an allocation.
 func TestJointAllocationInfeasible(t *testing.T) {

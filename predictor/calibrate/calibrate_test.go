@@ -3,7 +3,6 @@ package calibrate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -140,11 +139,4 @@ func TestFitCancelled(t *testing.T) {
 	if _, err := FitMPS(ctx, mm, FitOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("mps: err = %v, want context.Canceled", err)
 	}
-}
-
-func deref(p *float64) string {
-	if p == nil {
-		return "open"
-	}
-	return fmt.Sprintf("%.4g", *p)
 }

@@ -12,6 +12,7 @@ package calibrate
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -252,4 +253,11 @@ func TestFitTimesliceCrossValidatesByWorkload(t *testing.T) {
 	if one.Fit.CV != "leave-one-record-out" || one.Fit.CVMAPE == nil {
 		t.Errorf("one workload: cv %q, cv_mape %v; want leave-one-record-out", one.Fit.CV, one.Fit.CVMAPE)
 	}
+}
+
+func deref(p *float64) string {
+	if p == nil {
+		return "open"
+	}
+	return fmt.Sprintf("%.4g", *p)
 }
