@@ -55,6 +55,12 @@ func tQuantile(conf float64, dof int) float64 {
 	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(dof)}.Quantile((1 + conf) / 2)
 }
 
+// tDefault is the quantile nearly every prediction's intervals take: at
+// DefaultConfidence with Batches−1 degrees of freedom. The inverse
+// incomplete beta behind it costs a small simulation (a calibration's
+// records of a few hundred requests) as much as a tenth of its time.
+var tDefault = tQuantile(DefaultConfidence, Batches-1)
+
 // sampleIntervals bounds the mean and the percentiles of xs (µs, in
 // arrival order) at conf by batch means; sorted is xs sorted. The mean's
 // interval is the batch means' t interval. A quantile q̂ of p is bounded
@@ -69,7 +75,10 @@ func sampleIntervals(xs, sorted []float64, point Percentiles, conf float64) Inte
 		return Intervals{Confidence: conf, Mean: pt(point.Mean), P50: pt(point.P50), P90: pt(point.P90), P95: pt(point.P95), P99: pt(point.P99)}
 	}
 	iv := Intervals{Confidence: conf}
-	t := tQuantile(conf, Batches-1)
+	t := tDefault
+	if conf != DefaultConfidence {
+		t = tQuantile(conf, Batches-1)
+	}
 	size := n / Batches // the last batch takes the remainder
 	batch := func(b int) []float64 {
 		if b == Batches-1 {

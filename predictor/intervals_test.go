@@ -2,9 +2,25 @@ package predictor
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
+
+// The batch-means intervals take Student's t at 19 degrees of freedom:
+// 2.093 two-sided at 95 % (the tables' figure), whether precomputed for
+// the default confidence or computed for another.
+func TestTQuantile(t *testing.T) {
+	for _, c := range []struct{ got, want float64 }{
+		{tDefault, 2.0930},
+		{tQuantile(DefaultConfidence, Batches-1), 2.0930},
+		{tQuantile(0.99, Batches-1), 2.8609},
+	} {
+		if math.Abs(c.got-c.want) > 5e-4 {
+			t.Errorf("t quantile %.4f, want %.4f", c.got, c.want)
+		}
+	}
+}
 
 // gappyProfile is uniformProfile with durations and gaps drawn from ±50 %.
 func gappyProfile(name string, kind Kind, n int, dur, gap float64, seed uint64) *Profile {
