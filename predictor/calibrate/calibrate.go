@@ -64,10 +64,24 @@ type tsObjective struct {
 	opts      FitOptions
 	preds     []predictor.Predictor
 	evals     int
+	// memo keeps each record's predicted metric values (predictedValues)
+	// by the parameters they were predicted at, up to memoPoints of them:
+	// a refit that leaves records out searches the same grid again, and
+	// the values of the records it keeps are already known. A record's
+	// prediction does not depend on which others are held out.
+	memo map[predictor.TimesliceParams][][]float64
+	// simulated counts the records predicted (each over the fit's seeds).
+	simulated int
 }
 
+// memoPoints bounds tsObjective.memo: each point holds a few values a
+// record (a fit of the default budget evaluates some 4,000 points, a
+// cross-validated one some 16,000).
+const memoPoints = 1 << 15
+
 func newTSObjective(ctx context.Context, recs []*Record, opts FitOptions) *tsObjective {
-	o := &tsObjective{cancelled: ctx.Err, recs: recs, opts: opts, preds: make([]predictor.Predictor, len(recs))}
+	o := &tsObjective{cancelled: ctx.Err, recs: recs, opts: opts, preds: make([]predictor.Predictor, len(recs)),
+		memo: map[predictor.TimesliceParams][][]float64{}}
 	for i, r := range recs {
 		o.metrics = append(o.metrics, r.metrics(i))
 	}
@@ -80,6 +94,11 @@ func (o *tsObjective) predictAll(p predictor.TimesliceParams, skip heldOut) ([]*
 		return nil, err // cancelled: every score is +Inf and the search ends fast
 	}
 	o.evals++
+	for i := range o.recs {
+		if !skip.has(i) {
+			o.simulated++
+		}
+	}
 	return predictRecords(len(o.recs), o.opts.Workers, skip, func(i int) (*predictor.Prediction, error) {
 		return predictSeeds(o.opts, o.recs[i].scenario(o.opts, 0), func(sc *predictor.Scenario) (*predictor.Prediction, error) {
 			return o.preds[i].PredictTimeslice(sc, p)
@@ -91,11 +110,43 @@ func (o *tsObjective) predictAll(p predictor.TimesliceParams, skip heldOut) ([]*
 // skip, and the mean squared log error that the search minimises: smooth
 // where MAPE has kinks, and symmetric in over- and under-prediction.
 func (o *tsObjective) score(p predictor.TimesliceParams, skip heldOut) (mape, msle float64) {
-	preds, err := o.predictAll(p, skip)
-	if err != nil {
-		return math.Inf(1), math.Inf(1)
+	include := func(i int) bool { return !skip.has(i) }
+	vals := o.memo[p]
+	if vals == nil {
+		vals = make([][]float64, len(o.recs))
 	}
-	return scoreMetrics(o.metrics, preds, o.opts.weights(), func(i int) bool { return !skip.has(i) })
+	// known: the records skip holds out and those predicted at p before.
+	known := heldOut(func(i int) bool { return skip.has(i) || vals[i] != nil })
+	if !all(len(o.recs), known) {
+		preds, err := o.predictAll(p, known)
+		if err != nil {
+			return math.Inf(1), math.Inf(1)
+		}
+		for i, pred := range preds {
+			if pred != nil {
+				vals[i] = predictedValues(o.metrics[i], pred)
+			}
+		}
+		if _, ok := o.memo[p]; ok || len(o.memo) < memoPoints {
+			o.memo[p] = vals
+		}
+	} else {
+		if err := o.cancelled(); err != nil {
+			return math.Inf(1), math.Inf(1)
+		}
+		o.evals++ // an evaluation all the same: Evaluations counts the search's
+	}
+	return scoreValues(o.metrics, vals, o.opts.weights(), include)
+}
+
+// all reports whether h holds every index below n.
+func all(n int, h heldOut) bool {
+	for i := range n {
+		if !h.has(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // loss is what the search minimises: the records' weighted mean squared

@@ -140,3 +140,52 @@ func TestFitCancelled(t *testing.T) {
 		t.Errorf("mps: err = %v, want context.Canceled", err)
 	}
 }
+
+// A refit that holds records out scores the parameters the full fit
+// evaluated without simulating them again: the records it keeps come from
+// the objective's memo, and the score is the one a fresh objective gives.
+// Only records never predicted at a point are simulated there.
+func TestObjectiveMemoServesRefits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var recs []Record
+	for _, r := range calibrationRecords() {
+		if r.Inference.Profile.Name == "short" && len(r.Training) == 1 {
+			recs = append(recs, r)
+		}
+	}
+	truth := predictor.TimesliceParams{SliceUS: 1000, SwitchUS: 150, HoldoverUS: 300}
+	m := syntheticMeasurements(t, truth, 0.01, recs)
+	opts := FitOptions{Seeds: 1}
+	fitRecs, err := m.fitRecords(predictor.ModeTimeslice, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(fitRecs)
+	if n < 3 {
+		t.Fatalf("%d records, want at least 3", n)
+	}
+	o := newTSObjective(ctx, fitRecs, opts)
+	first := heldOut(func(i int) bool { return i == 0 })
+
+	o.loss(truth, nil)
+	if o.simulated != n {
+		t.Fatalf("the full fit's point simulated %d records, want %d", o.simulated, n)
+	}
+	got := o.loss(truth, first)
+	if o.simulated != n {
+		t.Errorf("the refit at a point the full fit scored simulated %d records more, want none", o.simulated-n)
+	}
+	if want := newTSObjective(ctx, fitRecs, opts).loss(truth, first); got != want {
+		t.Errorf("memoized loss %v, a fresh objective's %v", got, want)
+	}
+	other := predictor.TimesliceParams{SliceUS: 2000, SwitchUS: 100, HoldoverUS: 500}
+	o.loss(other, first)
+	o.loss(other, nil)
+	if want := n + (n - 1) + 1; o.simulated != want {
+		t.Errorf("%d records simulated in all, want %d: each record once a point", o.simulated, want)
+	}
+	if o.evals != 4 {
+		t.Errorf("%d evaluations, want 4: a memoized one counts too", o.evals)
+	}
+}

@@ -116,14 +116,36 @@ func predictRecords(n, workers int, skip heldOut, predict func(i int) (*predicto
 // squared log error the search minimises (w nil: every weight 1). Metrics
 // a prediction has no value for are skipped.
 func scoreMetrics(metrics [][]metric, preds []*predictor.Prediction, w map[string]float64, include func(int) bool) (mape, msle float64) {
+	vals := make([][]float64, len(metrics))
+	for i := range metrics {
+		if include(i) {
+			vals[i] = predictedValues(metrics[i], preds[i])
+		}
+	}
+	return scoreValues(metrics, vals, w, include)
+}
+
+// predictedValues is each of a record's metrics as pred predicts it (NaN:
+// no value).
+func predictedValues(ms []metric, pred *predictor.Prediction) []float64 {
+	vs := make([]float64, len(ms))
+	for j, m := range ms {
+		vs[j] = m.predicted(pred)
+	}
+	return vs
+}
+
+// scoreValues is scoreMetrics over the predicted values of each record's
+// metrics (predictedValues).
+func scoreValues(metrics [][]metric, vals [][]float64, w map[string]float64, include func(int) bool) (mape, msle float64) {
 	var n int
 	var wsum float64
 	for i, ms := range metrics {
 		if !include(i) {
 			continue
 		}
-		for _, m := range ms {
-			v := m.predicted(preds[i])
+		for j, m := range ms {
+			v := vals[i][j]
 			if math.IsNaN(v) {
 				continue
 			}
