@@ -168,18 +168,31 @@ staticcheck: $(STATICCHECK)
 lint:
 	$(MAKE) -j3 --output-sync=target vet fmt-check staticcheck
 
-# A short pass of every native fuzz test (go test -fuzz takes one target at
-# a time). The targets are found in the test files, without building every
-# package's tests to list them; two run at once, one worker each, so that
-# one's start and coverage baseline overlap the other's fuzzing.
+# A short pass of every native fuzz test (a fuzz run takes one target at a
+# time). The targets are found in the test files, without building every
+# package's tests to list them. Each package's fuzz-instrumented test binary
+# is built once and runs each of its targets, as go test -fuzz would (the
+# same seed corpus and cache, failures written to the package's
+# testdata/fuzz): going through go test -fuzz, which links it again for each
+# target, made the pass a sixth longer (78–81 s against 67–71 s, alone, on
+# two cores).
+# Two targets run at once, one worker each, so that one's start and coverage
+# baseline overlap the other's fuzzing.
 FUZZ_JOBS ?= 2
+FUZZ_BIN  := bin/fuzz
 fuzz:
-	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+	@set -e; rm -rf $(FUZZ_BIN); mkdir -p $(FUZZ_BIN); \
+	files=$$(grep -rl --include='*_test.go' '^func Fuzz' .); \
+	for d in $$(dirname $$files | sort -u); do \
+		$(GO) test -c -fuzz . -o $(FUZZ_BIN)/$$(echo $${d#./} | tr / _).test $$d; \
+	done; \
+	cache=$$($(GO) env GOCACHE)/fuzz/$$($(GO) list -m); \
+	for f in $$files; do d=$$(dirname $$f); \
 		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/p' $$f); do \
-			echo "$$(dirname $$f) $$t"; \
+			echo "$$d $$t $(CURDIR)/$(FUZZ_BIN)/$$(echo $${d#./} | tr / _).test $$cache/$${d#./}"; \
 		done; \
-	done | xargs -P $(FUZZ_JOBS) -L 1 sh -c 'echo "fuzz $$0 $$1 ($(FUZZTIME))" && \
-		$(GO) test -run "^$$" -fuzz "^$$1$$" -fuzztime $(FUZZTIME) -parallel 1 "$$0"'
+	done | xargs -P $(FUZZ_JOBS) -L 1 sh -c 'echo "fuzz $$0 $$1 ($(FUZZTIME))" && cd $$0 && \
+		$$2 -test.run "^$$" -test.fuzz "^$$1$$" -test.fuzztime $(FUZZTIME) -test.parallel 1 -test.timeout 10m -test.fuzzcachedir $$3'
 
 # Speed goals: Go benchmarks with their own metrics (events/s, ms/prediction).
 bench:
