@@ -110,14 +110,21 @@ func (o *tsObjective) predictAll(p predictor.TimesliceParams, skip heldOut) ([]*
 // skip, and the mean squared log error that the search minimises: smooth
 // where MAPE has kinks, and symmetric in over- and under-prediction.
 func (o *tsObjective) score(p predictor.TimesliceParams, skip heldOut) (mape, msle float64) {
-	include := func(i int) bool { return !skip.has(i) }
 	vals := o.memo[p]
 	if vals == nil {
-		vals = make([][]float64, len(o.recs))
+		vals = make([][]float64, len(o.recs)) // nil entries: not predicted yet
+		if len(o.memo) < memoPoints {
+			o.memo[p] = vals
+		}
 	}
 	// known: the records skip holds out and those predicted at p before.
 	known := heldOut(func(i int) bool { return skip.has(i) || vals[i] != nil })
-	if !all(len(o.recs), known) {
+	if all(len(o.recs), known) {
+		if err := o.cancelled(); err != nil {
+			return math.Inf(1), math.Inf(1)
+		}
+		o.evals++ // an evaluation all the same: Evaluations counts the search's
+	} else {
 		preds, err := o.predictAll(p, known)
 		if err != nil {
 			return math.Inf(1), math.Inf(1)
@@ -127,16 +134,8 @@ func (o *tsObjective) score(p predictor.TimesliceParams, skip heldOut) (mape, ms
 				vals[i] = predictedValues(o.metrics[i], pred)
 			}
 		}
-		if _, ok := o.memo[p]; ok || len(o.memo) < memoPoints {
-			o.memo[p] = vals
-		}
-	} else {
-		if err := o.cancelled(); err != nil {
-			return math.Inf(1), math.Inf(1)
-		}
-		o.evals++ // an evaluation all the same: Evaluations counts the search's
 	}
-	return scoreValues(o.metrics, vals, o.opts.weights(), include)
+	return scoreValues(o.metrics, vals, o.opts.weights(), func(i int) bool { return !skip.has(i) })
 }
 
 // all reports whether h holds every index below n.
