@@ -70,21 +70,28 @@ type tsObjective struct {
 	// the values of the records it keeps are already known. A record's
 	// prediction does not depend on which others are held out.
 	memo map[predictor.TimesliceParams][][]float64
+	// memoCap is how many points memo holds at most (memoBytes).
+	memoCap int
 	// simulated counts the records predicted (each over the fit's seeds).
 	simulated int
 }
 
-// memoPoints bounds tsObjective.memo: each point holds a few values a
-// record (a fit of the default budget evaluates some 4,000 points, a
-// cross-validated one some 16,000).
-const memoPoints = 1 << 15
+// memoBytes bounds the memory of tsObjective.memo, however many records a
+// measurements file holds: nine records of five or six metrics keep some
+// 100,000 points (a fit of the default budget evaluates some 4,000, a
+// cross-validated one some 16,000), a thousand records some 900. A point
+// past the cap is simulated as before.
+const memoBytes = 64 << 20
 
 func newTSObjective(ctx context.Context, recs []*Record, opts FitOptions) *tsObjective {
 	o := &tsObjective{cancelled: ctx.Err, recs: recs, opts: opts, preds: make([]predictor.Predictor, len(recs)),
 		memo: map[predictor.TimesliceParams][][]float64{}}
+	perPoint := 96 // the map entry and the outer slice
 	for i, r := range recs {
 		o.metrics = append(o.metrics, r.metrics(i))
+		perPoint += 24 + 8*len(o.metrics[i])
 	}
+	o.memoCap = memoBytes / perPoint
 	return o
 }
 
@@ -113,7 +120,7 @@ func (o *tsObjective) score(p predictor.TimesliceParams, skip heldOut) (mape, ms
 	vals := o.memo[p]
 	if vals == nil {
 		vals = make([][]float64, len(o.recs)) // nil entries: not predicted yet
-		if len(o.memo) < memoPoints {
+		if len(o.memo) < o.memoCap {
 			o.memo[p] = vals
 		}
 	}

@@ -188,4 +188,13 @@ func TestObjectiveMemoServesRefits(t *testing.T) {
 	if o.evals != 4 {
 		t.Errorf("%d evaluations, want 4: a memoized one counts too", o.evals)
 	}
+	// Past its cap the memo keeps nothing more: a point is simulated
+	// every time it is scored.
+	full := newTSObjective(ctx, fitRecs, opts)
+	full.memoCap = 0
+	full.loss(truth, nil)
+	full.loss(truth, first)
+	if want := n + n - 1; full.simulated != want || len(full.memo) != 0 {
+		t.Errorf("memo capped at 0: %d records simulated, %d points kept; want %d and none", full.simulated, len(full.memo), want)
+	}
 }
